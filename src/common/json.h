@@ -1,0 +1,26 @@
+// JSON through Boost.JSON (header-only; its implementation is compiled once, in json.cc).
+#pragma once
+
+#include <boost/json.hpp>
+#include <string>
+#include <string_view>
+
+#include "common/status.h"
+
+namespace uplink {
+
+namespace json = boost::json;
+
+struct JsonLimits {
+  size_t max_bytes = 1 << 20;  // refuse larger documents before parsing
+  size_t max_depth = 64;       // nesting bomb protection
+};
+
+// Parses one JSON document. Errors are InvalidArgument and say where parsing stopped;
+// oversized input is ResourceExhausted.
+Result<json::value> ParseJson(std::string_view text, const JsonLimits& limits = {});
+
+// Compact serialisation.
+std::string ToJson(const json::value& value);
+
+}  // namespace uplink

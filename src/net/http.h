@@ -1,0 +1,61 @@
+// HTTP messages as plain values. Nothing here includes Beast or Asio: the rest of uplink
+// speaks HTTP through these types, and only net/*.cc touches the heavy libraries.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace uplink::net {
+
+// Header fields with case-insensitive names, in insertion order.
+class Headers {
+ public:
+  // The first value of `name`, if present.
+  std::optional<std::string_view> Get(std::string_view name) const;
+  // Replaces every field called `name` with one.
+  void Set(std::string_view name, std::string_view value);
+  void Add(std::string_view name, std::string_view value);
+  void Remove(std::string_view name);
+  const std::vector<std::pair<std::string, std::string>>& all() const { return fields_; }
+
+ private:
+  std::vector<std::pair<std::string, std::string>> fields_;
+};
+
+struct Request {
+  std::string method = "GET";  // upper case
+  std::string target = "/";    // origin-form: path plus optional ?query, still percent-encoded
+  Headers headers;
+  std::string body;
+  std::string remote_address;  // set by the server: "127.0.0.1"
+
+  // The decoded path without the query, e.g. "/api/v1/connections/7".
+  std::string Path() const;
+  // The first value of a decoded query parameter.
+  std::optional<std::string> Query(std::string_view key) const;
+  // All decoded query parameters in order.
+  std::vector<std::pair<std::string, std::string>> QueryParams() const;
+};
+
+struct Response {
+  int status = 200;
+  Headers headers;
+  std::string body;
+
+  static Response Json(int status, std::string body);
+  static Response Text(int status, std::string body);
+};
+
+// "a%2Fb+c" -> "a/b c" for query components; nullopt on a malformed escape.
+std::optional<std::string> PercentDecode(std::string_view text, bool plus_as_space);
+// Escapes everything but unreserved characters (RFC 3986).
+std::string PercentEncode(std::string_view text);
+
+// Standard reason phrase: 404 -> "Not Found".
+std::string_view ReasonPhrase(int status);
+
+}  // namespace uplink::net

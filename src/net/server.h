@@ -1,0 +1,53 @@
+// An HTTP/1.1 server with optional TLS, keep-alive, timeouts and body limits.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "common/status.h"
+#include "net/router.h"
+
+namespace uplink::net {
+
+struct TlsServerConfig {
+  std::string cert_chain_pem;  // leaf first
+  std::string private_key_pem;
+};
+
+struct ServerOptions {
+  std::string listen = "127.0.0.1:0";  // HOST:PORT; port 0 picks a free one
+  std::optional<TlsServerConfig> tls;  // absent: plain HTTP
+  size_t max_header_bytes = 16 * 1024;
+  size_t max_body_bytes = 1 << 20;     // larger bodies get 413 without reaching the handler
+  std::chrono::milliseconds read_timeout{30'000};   // whole request, headers and body
+  std::chrono::milliseconds idle_timeout{60'000};   // between keep-alive requests
+  std::chrono::milliseconds write_timeout{30'000};
+  size_t max_connections = 1024;       // further connections are closed at once
+  int threads = 2;
+  std::string server_header = "uplink";
+};
+
+class HttpServer {
+ public:
+  // Binds, listens and starts serving on background threads.
+  static Result<std::unique_ptr<HttpServer>> Start(ServerOptions options, RequestHandler handler);
+
+  virtual ~HttpServer() = default;
+  virtual std::uint16_t port() const = 0;
+  // Stops accepting, closes connections and joins the threads. Idempotent.
+  virtual void Stop() = 0;
+};
+
+// Reads a PEM certificate chain and key from files, with a clear error naming the file.
+Result<TlsServerConfig> LoadTlsServerConfig(const std::string& cert_file, const std::string& key_file);
+
+// Splits "HOST:PORT" or "[v6]:PORT"; the port must be 0-65535.
+Status SplitHostPort(std::string_view listen, std::string& host, std::uint16_t& port);
+
+// True for 127.0.0.0/8, ::1 and "localhost".
+bool IsLoopbackHost(std::string_view host);
+
+}  // namespace uplink::net
