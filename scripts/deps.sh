@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Installs the Debian packages uplink needs to build, test and run its demo. Idempotent and
+# quiet when everything is present; needs root (or sudo) only when something is missing.
+set -euo pipefail
+
+packages=(
+  # toolchain
+  g++ cmake ninja-build ccache pkg-config make
+  # libraries (Boost 1.81: Asio, Beast, JSON, URL are header-only)
+  libboost1.81-dev libssl-dev libsqlite3-dev zlib1g-dev libyaml-cpp-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+  # real tools the tests drive
+  kubectl openssl sqlite3 curl procps
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  status=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
+  [[ "$status" == "install ok installed" ]] || missing+=("$p")
+done
+[[ ${#missing[@]} -eq 0 ]] && exit 0
+
+echo "deps: installing ${missing[*]}" >&2
+sudo=""
+[[ $(id -u) -eq 0 ]] || sudo="sudo"
+export DEBIAN_FRONTEND=noninteractive
+if ! $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/tmp/uplink-deps.log 2>&1; then
+  # A fresh machine may have no package lists yet.
+  $sudo apt-get update -qq >>/tmp/uplink-deps.log 2>&1
+  $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >>/tmp/uplink-deps.log 2>&1 ||
+    { cat /tmp/uplink-deps.log >&2; echo "deps: apt-get failed (log above)" >&2; exit 1; }
+fi

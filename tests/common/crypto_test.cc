@@ -1,0 +1,58 @@
+#include "common/crypto.h"
+
+#include <gtest/gtest.h>
+
+#include <set>
+
+namespace uplink {
+namespace {
+
+TEST(NewToken, HasThePrefixAnd256BitsInUrlSafeText) {
+  Secret token = NewToken("agt_");
+  const std::string& text = token.Reveal();
+  ASSERT_EQ(text.rfind("agt_", 0), 0u);
+  EXPECT_EQ(text.size(), 4u + 43u);  // 32 bytes -> 43 base64url characters
+  EXPECT_EQ(text.find_first_not_of(
+                "agt_ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"),
+            std::string::npos);
+  auto decoded = Base64UrlDecode(text.substr(4));
+  ASSERT_TRUE(decoded.ok());
+  EXPECT_EQ(decoded->size(), 32u);
+}
+
+TEST(NewToken, NeverRepeats) {
+  std::set<std::string> seen;
+  for (int i = 0; i < 1000; ++i) EXPECT_TRUE(seen.insert(NewToken("uk_").Reveal()).second);
+}
+
+TEST(Sha256Hex, MatchesTheKnownVector) {
+  EXPECT_EQ(Sha256Hex("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+}
+
+TEST(Base64, RoundTripsEveryLength) {
+  std::string data;
+  for (int i = 0; i < 40; ++i) {
+    EXPECT_EQ(*Base64Decode(Base64Encode(data)), data);
+    EXPECT_EQ(*Base64UrlDecode(Base64UrlEncode(data)), data);
+    data += static_cast<char>(i * 37);
+  }
+}
+
+TEST(Base64, RefusesCharactersOutsideTheAlphabetAndImpossibleLengths) {
+  EXPECT_FALSE(Base64Decode("ab$d").ok());
+  EXPECT_FALSE(Base64UrlDecode("ab+d").ok());
+  EXPECT_FALSE(Base64Decode("abcde").ok());
+}
+
+TEST(Secret, PrintsRedactedAndComparesInConstantTime) {
+  Secret a("agt_secret"), b("agt_secret"), c("agt_other!");
+  std::ostringstream out;
+  out << a;
+  EXPECT_EQ(out.str(), "[redacted]");
+  EXPECT_TRUE(a.Equals(b));
+  EXPECT_FALSE(a.Equals(c));
+  EXPECT_FALSE(ConstantTimeEquals("abc", "abcd"));
+}
+
+}  // namespace
+}  // namespace uplink

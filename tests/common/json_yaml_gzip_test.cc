@@ -1,0 +1,87 @@
+#include <gtest/gtest.h>
+
+#include "common/gzip.h"
+#include "common/json.h"
+#include "common/yaml.h"
+
+namespace uplink {
+namespace {
+
+TEST(ParseJson, ParsesADocument) {
+  auto value = ParseJson(R"({"a":[1,2,{"b":null}]})");
+  ASSERT_TRUE(value.ok());
+  EXPECT_EQ(value->at("a").as_array().size(), 3u);
+}
+
+TEST(ParseJson, RefusesTrailingDataTruncationAndGarbage) {
+  for (const char* bad : {"{\"a\":1} x", "{\"a\":", "", "nul", "{'a':1}", "[1,]", "\x01"}) {
+    auto value = ParseJson(bad);
+    EXPECT_EQ(value.status().code(), StatusCode::kInvalidArgument) << bad;
+  }
+}
+
+TEST(ParseJson, RefusesDeepNestingAndOversizedInput) {
+  std::string deep(1000, '[');
+  deep += std::string(1000, ']');
+  EXPECT_FALSE(ParseJson(deep).ok());
+  JsonLimits small{.max_bytes = 10, .max_depth = 64};
+  EXPECT_EQ(ParseJson("[1,2,3,4,5,6,7]", small).status().code(), StatusCode::kResourceExhausted);
+}
+
+TEST(ParseYaml, TypesPlainScalarsAndKeepsQuotedOnesAsStrings) {
+  auto value = ParseYaml("a: 1\nb: true\nc: '1'\nd: ~\ne: 1.5\nf: hello\ng: \"true\"\n");
+  ASSERT_TRUE(value.ok()) << value.status().ToString();
+  const auto& o = value->as_object();
+  EXPECT_EQ(o.at("a").as_int64(), 1);
+  EXPECT_TRUE(o.at("b").as_bool());
+  EXPECT_EQ(o.at("c").as_string(), "1");
+  EXPECT_TRUE(o.at("d").is_null());
+  EXPECT_DOUBLE_EQ(o.at("e").as_double(), 1.5);
+  EXPECT_EQ(o.at("f").as_string(), "hello");
+  EXPECT_EQ(o.at("g").as_string(), "true");
+}
+
+TEST(ParseYaml, ReadsEveryDocumentOfAStream) {
+  auto docs = ParseYamlDocuments("---\nkind: A\n---\n---\nkind: B\n");
+  ASSERT_TRUE(docs.ok());
+  ASSERT_EQ(docs->size(), 2u);
+  EXPECT_EQ((*docs)[1].at("kind").as_string(), "B");
+}
+
+TEST(ParseYaml, ReportsWhereBadYamlBreaks) {
+  auto value = ParseYaml("a: [1, 2\nb: c\n");
+  ASSERT_FALSE(value.ok());
+  EXPECT_NE(value.status().message().find("line"), std::string::npos);
+}
+
+TEST(ParseYaml, RefusesNestingBombs) {
+  std::string deep(200, '[');
+  deep += std::string(200, ']');
+  EXPECT_FALSE(ParseYaml(deep).ok());
+}
+
+TEST(Gzip, RoundTrips) {
+  std::string data(100000, 'x');
+  auto back = GzipDecompress(GzipCompress(data), 1 << 20);
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(*back, data);
+}
+
+TEST(Gzip, StopsABombAtTheLimit) {
+  std::string bomb = GzipCompress(std::string(50 << 20, '\0'));
+  EXPECT_LT(bomb.size(), 100000u);
+  EXPECT_EQ(GzipDecompress(bomb, 1 << 20).status().code(), StatusCode::kResourceExhausted);
+}
+
+TEST(Gzip, RefusesCorruptTruncatedAndTrailingInput) {
+  std::string good = GzipCompress("hello world, hello world");
+  EXPECT_FALSE(GzipDecompress(good.substr(0, good.size() - 5), 1 << 20).ok());
+  EXPECT_FALSE(GzipDecompress("not gzip at all", 1 << 20).ok());
+  EXPECT_FALSE(GzipDecompress(good + "junk", 1 << 20).ok());
+  std::string flipped = good;
+  flipped[flipped.size() / 2] ^= 0x55;
+  EXPECT_FALSE(GzipDecompress(flipped, 1 << 20).ok());
+}
+
+}  // namespace
+}  // namespace uplink

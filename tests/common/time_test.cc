@@ -1,0 +1,39 @@
+#include "common/time.h"
+
+#include <gtest/gtest.h>
+
+namespace uplink {
+namespace {
+
+TEST(Rfc3339, FormatsAndParsesUtc) {
+  WallTime t = FromUnixSeconds(1'796'097'600);  // 2026-12-01T04:00:00Z
+  EXPECT_EQ(FormatRfc3339(t), "2026-12-01T04:00:00Z");
+  EXPECT_EQ(*ParseRfc3339("2026-12-01T04:00:00Z"), t);
+}
+
+TEST(Rfc3339, AppliesOffsetsAndFractions) {
+  EXPECT_EQ(ToUnixSeconds(*ParseRfc3339("2026-12-01T06:00:00+02:00")), 1'796'097'600);
+  auto with_fraction = ParseRfc3339("2026-12-01T04:00:00.250Z");
+  ASSERT_TRUE(with_fraction.ok());
+  EXPECT_EQ(FormatRfc3339Millis(*with_fraction), "2026-12-01T04:00:00.250Z");
+}
+
+TEST(Rfc3339, RefusesMalformedTimes) {
+  for (const char* bad : {"", "2026-12-01", "2026-13-01T00:00:00Z", "2026-02-30T00:00:00Z",
+                          "2026-12-01T24:00:00Z", "2026-12-01T04:00:00", "2026-12-01T04:00:00Zjunk",
+                          "2026-12-01T04:00:00.Z", "2026-12-01T04:00:00+2:00", "garbage-garbage-garb"}) {
+    EXPECT_FALSE(ParseRfc3339(bad).ok()) << bad;
+  }
+}
+
+TEST(FakeClock, MovesOnlyWhenAdvanced) {
+  FakeClock clock;
+  WallTime start = clock.Now();
+  SteadyTime steady = clock.SteadyNow();
+  clock.Advance(std::chrono::seconds(90));
+  EXPECT_EQ(clock.Now() - start, std::chrono::seconds(90));
+  EXPECT_EQ(clock.SteadyNow() - steady, std::chrono::seconds(90));
+}
+
+}  // namespace
+}  // namespace uplink
