@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# `make demo`: a simulated GPU cluster (uplink-kubesim), the console and the inventory agent,
+# all on loopback. Prints the console URL and an admin API key; Ctrl-C stops everything and
+# removes the demo's files.
+set -euo pipefail
+
+bin=$(cd "${1:-build/bin}" && pwd)
+port=${UPLINK_DEMO_PORT:-8080}
+nodes=${UPLINK_DEMO_NODES:-4}
+gpus=${UPLINK_DEMO_GPUS:-8}
+dir=$(mktemp -d "${TMPDIR:-/tmp}/uplink-demo.XXXXXX")
+pids=()
+
+cleanup() {
+  trap - EXIT INT TERM
+  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$dir"
+  echo
+  echo "demo stopped; its processes and files are gone."
+}
+trap cleanup EXIT INT TERM
+
+fail() {
+  echo "demo: $1" >&2
+  [[ -n "${2:-}" && -f "$2" ]] && { echo "--- last lines of $2:" >&2; tail -n 20 "$2" >&2; }
+  exit 1
+}
+
+wait_for() {  # wait_for SECONDS COMMAND...
+  local deadline=$((SECONDS + $1)); shift
+  until "$@" >/dev/null 2>&1; do
+    ((SECONDS < deadline)) || return 1
+    sleep 0.2
+  done
+}
+
+if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+  fail "port $port is in use; run with UPLINK_DEMO_PORT=<free port> make demo"
+fi
+
+echo "==> starting a simulated cluster: $nodes GPU nodes x $gpus GPUs (uplink-kubesim)"
+"$bin/uplink-kubesim" --listen 127.0.0.1:0 --nodes "$nodes" --gpus-per-node "$gpus" \
+  --kubeconfig-out "$dir/kubeconfig" >"$dir/kubesim.log" 2>&1 &
+pids+=($!)
+wait_for 30 test -s "$dir/kubeconfig" || fail "kubesim did not start" "$dir/kubesim.log"
+
+echo "==> creating the console's store and admin user"
+"$bin/uplink-console" init --data-dir "$dir/console" >"$dir/admin-key" 2>"$dir/console-init.log" ||
+  fail "console init failed" "$dir/console-init.log"
+admin_key=$(cat "$dir/admin-key")
+url="http://127.0.0.1:$port"
+
+echo "==> starting the console on $url"
+"$bin/uplink-console" serve --data-dir "$dir/console" --listen "127.0.0.1:$port" \
+  >"$dir/console.log" 2>&1 &
+pids+=($!)
+wait_for 30 curl -fsS "$url/healthz" || fail "the console did not start" "$dir/console.log"
+
+echo "==> creating a connection (its agent token goes to a 0600 file, never to the screen)"
+UPLINK_API_KEY=$admin_key "$bin/uplink" --console "$url" connections create \
+  --agent-name demo-agent --cluster-name demo-gpu-cluster --token-out "$dir/agent-token" >/dev/null ||
+  fail "creating the connection failed"
+
+echo "==> creating the agent's status ConfigMap with real kubectl"
+kubectl --kubeconfig "$dir/kubeconfig" --cache-dir "$dir/kube-cache" -n uplink-system \
+  create configmap uplink-agent-status >/dev/null 2>"$dir/kubectl.log" ||
+  fail "kubectl could not create the ConfigMap" "$dir/kubectl.log"
+
+echo "==> starting the inventory agent"
+"$bin/uplink-agent" inventory --console "$url" --token-file "$dir/agent-token" \
+  --kubeconfig "$dir/kubeconfig" --namespace uplink-system \
+  --status-configmap uplink-agent-status --health-listen 127.0.0.1:0 >"$dir/agent.log" 2>&1 &
+pids+=($!)
+
+reported() {
+  UPLINK_API_KEY=$admin_key "$bin/uplink" --console "$url" connections list | grep -q ' active '
+}
+wait_for 30 reported || fail "the agent's first report did not arrive" "$dir/agent.log"
+
+cat <<EOM
+
+uplink demo is running.
+
+  Console URL:    $url
+  Admin API key:  $admin_key
+
+  UPLINK_API_KEY=$admin_key $bin/uplink --console $url connections list
+  curl -s -H "Authorization: Bearer $admin_key" $url/api/v1/connections
+  kubectl --kubeconfig $dir/kubeconfig get nodes
+
+Logs are in $dir. Press Ctrl-C to stop.
+
+EOM
+UPLINK_API_KEY=$admin_key "$bin/uplink" --console "$url" connections list
+wait

@@ -1,0 +1,141 @@
+#include "cluster.h"
+
+#include <gtest/gtest.h>
+
+#include <deque>
+
+#include "common/files.h"
+
+namespace uplink::e2e {
+
+Deployment::Deployment() = default;
+
+Deployment::~Deployment() {
+  StopConsole();
+  for (auto& cluster : clusters_) cluster.process->Stop();
+}
+
+SimulatedCluster& Deployment::StartCluster(const std::string& kube_system_uid, int nodes,
+                                           int gpus_per_node) {
+  const std::string name = "cluster" + std::to_string(clusters_.size());
+  const std::string objects = dir() + "/" + name + "-objects.yaml";
+  testing::WriteFileOrDie(objects, "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: kube-system\n"
+                                   "  uid: " + kube_system_uid + "\n");
+  SimulatedCluster cluster;
+  cluster.kubeconfig = dir() + "/" + name + ".kubeconfig";
+  cluster.kube_system_uid = kube_system_uid;
+  cluster.process = std::make_unique<testing::ChildProcess>(
+      std::vector<std::string>{bin("uplink-kubesim"), "--listen", "127.0.0.1:0", "--nodes",
+                               std::to_string(nodes), "--gpus-per-node", std::to_string(gpus_per_node),
+                               "--objects", objects, "--kubeconfig-out", cluster.kubeconfig},
+      dir());
+  const bool started = testing::WaitFor(
+      [&] { return !testing::ReadFileOrEmpty(cluster.kubeconfig).empty(); }, std::chrono::seconds(30));
+  EXPECT_TRUE(started) << "kubesim did not write its kubeconfig:\n" << cluster.process->Stderr();
+  clusters_.push_back(std::move(cluster));
+  return clusters_.back();
+}
+
+void Deployment::StartConsole(const std::vector<std::string>& serve_flags) {
+  const std::string data_dir = dir() + "/console";
+  if (admin_key_.empty()) {
+    auto init = testing::RunCommand({bin("uplink-console"), "init", "--data-dir", data_dir});
+    ASSERT_EQ(init.exit_code, 0) << init.err;
+    admin_key_ = std::string(TrimWhitespace(init.out));
+    ASSERT_EQ(admin_key_.rfind("uk_", 0), 0u) << "init printed: " << init.out;
+    console_port_ = testing::FreePort();
+    console_url_ = "http://127.0.0.1:" + std::to_string(console_port_);
+    auto client = net::HttpClient::Create({.base_url = console_url_});
+    ASSERT_TRUE(client.ok());
+    client_ = std::move(*client);
+  }
+  std::vector<std::string> argv{bin("uplink-console"), "serve", "--data-dir", data_dir, "--listen",
+                                "127.0.0.1:" + std::to_string(console_port_)};
+  argv.insert(argv.end(), serve_flags.begin(), serve_flags.end());
+  console_ = std::make_unique<testing::ChildProcess>(argv, dir());
+  const bool healthy = testing::WaitFor([&] {
+    net::Request request;
+    request.target = "/healthz";
+    auto response = client_->Send(request);
+    return response.ok() && response->status == 200;
+  });
+  ASSERT_TRUE(healthy) << "console did not become healthy:\n" << console_->Stderr();
+}
+
+void Deployment::StopConsole() {
+  if (console_) console_->Stop();
+  console_.reset();
+}
+
+net::Response Deployment::Api(const std::string& method, const std::string& path,
+                              const std::string& body) {
+  net::Request request;
+  request.method = method;
+  request.target = path;
+  request.headers.Set("Authorization", "Bearer " + admin_key_);
+  if (!body.empty()) {
+    request.headers.Set("Content-Type", "application/json");
+    request.body = body;
+  }
+  auto response = client_->Send(request);
+  EXPECT_TRUE(response.ok()) << response.status().ToString();
+  return response.ok() ? *response : net::Response{};
+}
+
+json::value Deployment::ApiJson(const std::string& method, const std::string& path,
+                                const std::string& body) {
+  net::Response response = Api(method, path, body);
+  auto value = ParseJson(response.body);
+  EXPECT_TRUE(value.ok()) << response.body;
+  return value.ok() ? *value : json::value();
+}
+
+Connection Deployment::CreateConnection(const std::string& cluster_name) {
+  net::Response response = Api("POST", "/api/v1/connections",
+                               R"({"agent_name":"e2e-agent","cluster_name":")" + cluster_name + "\"}");
+  EXPECT_EQ(response.status, 201) << response.body;
+  auto value = ParseJson(response.body);
+  if (!value.ok() || !value->is_object()) return {};
+  return Connection{std::string(value->at("id").as_string()),
+                    std::string(value->at("token").as_string())};
+}
+
+std::string Deployment::WriteToken(const std::string& token) {
+  std::string path = dir() + "/token-" + std::to_string(++token_files_);
+  testing::WriteFileOrDie(path, token + "\n");
+  return path;
+}
+
+std::vector<std::string> Deployment::AgentArgs(const SimulatedCluster& cluster,
+                                               const std::string& token_file, int health_port) const {
+  return {bin("uplink-agent"), "inventory", "--console", console_url_, "--token-file", token_file,
+          "--kubeconfig", cluster.kubeconfig, "--health-listen",
+          "127.0.0.1:" + std::to_string(health_port)};
+}
+
+testing::CommandResult Deployment::RunAgentOnce(const SimulatedCluster& cluster,
+                                                const std::string& token_file) {
+  auto argv = AgentArgs(cluster, token_file, 0);
+  argv.push_back("--once");
+  return testing::RunCommand(argv, std::chrono::seconds(60));
+}
+
+std::unique_ptr<testing::ChildProcess> Deployment::StartAgent(const SimulatedCluster& cluster,
+                                                              const std::string& token_file,
+                                                              int health_port) {
+  return std::make_unique<testing::ChildProcess>(AgentArgs(cluster, token_file, health_port), dir());
+}
+
+int Deployment::AgentProbe(int health_port, const std::string& path) {
+  auto client = net::HttpClient::Create(
+      {.base_url = "http://127.0.0.1:" + std::to_string(health_port),
+       .connect_timeout = std::chrono::seconds(2),
+       .request_timeout = std::chrono::seconds(5)});
+  if (!client.ok()) return -1;
+  net::Request request;
+  request.target = path;
+  auto response = (*client)->Send(request);
+  return response.ok() ? response->status : -1;
+}
+
+}  // namespace uplink::e2e

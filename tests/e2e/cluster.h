@@ -1,0 +1,71 @@
+// A whole uplink deployment on loopback for end-to-end tests: simulated clusters, a console,
+// agents. Every process is stopped and every file removed when the fixture goes away.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/json.h"
+#include "net/client.h"
+#include "support/process.h"
+
+namespace uplink::e2e {
+
+struct SimulatedCluster {
+  std::string kubeconfig;
+  std::string kube_system_uid;
+  std::unique_ptr<testing::ChildProcess> process;
+};
+
+struct Connection {
+  std::string id;
+  std::string token;
+};
+
+class Deployment {
+ public:
+  Deployment();
+  ~Deployment();
+
+  const std::string& dir() const { return dir_.path(); }
+  std::string bin(const std::string& name) const { return std::string(UPLINK_BIN_DIR) + "/" + name; }
+
+  // A kubesim with `nodes` GPU nodes and the given kube-system UID.
+  SimulatedCluster& StartCluster(const std::string& kube_system_uid, int nodes, int gpus_per_node);
+
+  // `uplink-console init` + `serve` on a free loopback port; extra flags go to serve.
+  void StartConsole(const std::vector<std::string>& serve_flags = {});
+  void StopConsole();
+  const std::string& console_url() const { return console_url_; }
+  const std::string& admin_key() const { return admin_key_; }
+
+  // User API helpers (admin key). Fail the test on transport errors.
+  net::Response Api(const std::string& method, const std::string& path, const std::string& body = "");
+  json::value ApiJson(const std::string& method, const std::string& path, const std::string& body = "");
+  Connection CreateConnection(const std::string& cluster_name);
+
+  // Writes `token` to a fresh file and returns its path.
+  std::string WriteToken(const std::string& token);
+
+  std::vector<std::string> AgentArgs(const SimulatedCluster& cluster, const std::string& token_file,
+                                     int health_port) const;
+  testing::CommandResult RunAgentOnce(const SimulatedCluster& cluster, const std::string& token_file);
+  std::unique_ptr<testing::ChildProcess> StartAgent(const SimulatedCluster& cluster,
+                                                    const std::string& token_file, int health_port);
+
+  // GET on the agent's health server.
+  int AgentProbe(int health_port, const std::string& path);
+
+ private:
+  testing::TempDir dir_;
+  std::vector<SimulatedCluster> clusters_;
+  std::unique_ptr<testing::ChildProcess> console_;
+  std::unique_ptr<net::HttpClient> client_;
+  std::string console_url_;
+  std::string admin_key_;
+  int console_port_ = 0;
+  int token_files_ = 0;
+};
+
+}  // namespace uplink::e2e
