@@ -4,7 +4,29 @@
 
 #include "common/json.h"
 
+#include <cmath>
+
 namespace uplink {
+namespace {
+
+// Boost.JSON turns numbers beyond double range (1e400) into infinity, which no JSON text can
+// represent; such a document is refused rather than silently altered.
+bool AllNumbersFinite(const json::value& root) {
+  std::vector<const json::value*> pending{&root};
+  while (!pending.empty()) {
+    const json::value* v = pending.back();
+    pending.pop_back();
+    if (v->is_double() && !std::isfinite(v->get_double())) return false;
+    if (v->is_array()) {
+      for (const auto& item : v->get_array()) pending.push_back(&item);
+    } else if (v->is_object()) {
+      for (const auto& field : v->get_object()) pending.push_back(&field.value());
+    }
+  }
+  return true;
+}
+
+}  // namespace
 
 Result<json::value> ParseJson(std::string_view text, const JsonLimits& limits) {
   if (text.size() > limits.max_bytes) {
@@ -23,7 +45,11 @@ Result<json::value> ParseJson(std::string_view text, const JsonLimits& limits) {
     return InvalidArgumentError("invalid JSON at byte " + std::to_string(consumed) + ": " +
                                 ec.message());
   }
-  return parser.release();
+  json::value value = parser.release();
+  if (!AllNumbersFinite(value)) {
+    return InvalidArgumentError("invalid JSON: a number is outside the range of a double");
+  }
+  return value;
 }
 
 std::string ToJson(const json::value& value) { return json::serialize(value); }

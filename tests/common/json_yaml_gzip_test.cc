@@ -28,6 +28,12 @@ TEST(ParseJson, RefusesDeepNestingAndOversizedInput) {
   EXPECT_EQ(ParseJson("[1,2,3,4,5,6,7]", small).status().code(), StatusCode::kResourceExhausted);
 }
 
+TEST(ParseJson, RefusesNumbersBeyondDoubleRange) {
+  auto value = ParseJson(R"({"gpus":1e400})");
+  EXPECT_EQ(value.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(ParseJson("[1e308, -1e308, 123456789012345678901234567890]").ok());
+}
+
 TEST(ParseYaml, TypesPlainScalarsAndKeepsQuotedOnesAsStrings) {
   auto value = ParseYaml("a: 1\nb: true\nc: '1'\nd: ~\ne: 1.5\nf: hello\ng: \"true\"\n");
   ASSERT_TRUE(value.ok()) << value.status().ToString();
