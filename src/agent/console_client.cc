@@ -1,0 +1,172 @@
+#include "agent/console_client.h"
+
+#include "common/backoff.h"
+#include "common/files.h"
+#include "common/gzip.h"
+#include "net/http.h"
+#include "net/server.h"
+
+namespace uplink::agent {
+namespace {
+
+constexpr size_t kMaxTokenBytes = 4096;
+constexpr size_t kLargeBodyBytes = 1 << 20;
+constexpr size_t kMaxMessageChars = 200;
+
+std::string Shorten(std::string_view text) {
+  std::string out;
+  for (char c : text.substr(0, kMaxMessageChars)) {
+    unsigned char u = static_cast<unsigned char>(c);
+    out += (u < 0x20 || u == 0x7f) ? ' ' : c;
+  }
+  if (text.size() > kMaxMessageChars) out += "...";
+  return out;
+}
+
+StatusCode CodeForHttpStatus(int http_status) {
+  switch (http_status) {
+    case 400: return StatusCode::kInvalidArgument;
+    case 401: return StatusCode::kUnauthenticated;
+    case 403: return StatusCode::kPermissionDenied;
+    case 409: return StatusCode::kConflict;
+    case 413: return StatusCode::kResourceExhausted;
+    case 429: return StatusCode::kResourceExhausted;
+    default: return http_status >= 500 ? StatusCode::kUnavailable : StatusCode::kFailedPrecondition;
+  }
+}
+
+Result<std::string> ReadToken(const std::string& path) {
+  if (path.empty()) return FailedPreconditionError("no console token file is configured");
+  auto content = ReadFileBounded(path, kMaxTokenBytes);
+  if (!content.ok()) return content.status().WithContext("reading the console token file");
+  std::string_view token = TrimWhitespace(*content);
+  if (token.empty()) {
+    return FailedPreconditionError("the console token file " + path +
+                                   " is empty; it should hold the connection token (agt_...)");
+  }
+  for (char c : token) {
+    // The token goes into a header; a stray newline would split it.
+    if (static_cast<unsigned char>(c) <= 0x20 || static_cast<unsigned char>(c) >= 0x7f) {
+      return FailedPreconditionError("the console token file " + path +
+                                     " holds characters a token cannot have");
+    }
+  }
+  return std::string(token);
+}
+
+}  // namespace
+
+Status ValidateConsoleUrl(std::string_view url) {
+  auto parsed = net::ParseBaseUrl(url);
+  if (!parsed.ok()) {
+    return InvalidArgumentError("--console '" + Shorten(url) +
+                                "' is not a valid URL: " + parsed.status().message() +
+                                "; use https://HOST[:PORT]");
+  }
+  if (parsed->scheme == "http" && !net::IsLoopbackHost(parsed->host)) {
+    return InvalidArgumentError("--console '" + Shorten(url) +
+                                "' uses plain http; use https (http is accepted only for a "
+                                "loopback console during development)");
+  }
+  return Status::Ok();
+}
+
+Result<std::unique_ptr<ConsoleClient>> ConsoleClient::Create(ConsoleClientOptions options,
+                                                             Clock& clock) {
+  UPLINK_RETURN_IF_ERROR(ValidateConsoleUrl(options.base_url));
+  net::ClientOptions http;
+  http.base_url = options.base_url;
+  http.ca_file = options.ca_file;
+  http.connect_timeout = options.connect_timeout;
+  http.request_timeout = options.request_timeout;
+  http.max_response_bytes = kMaxReplyBytes;
+  http.user_agent = "uplink-agent/" UPLINK_VERSION " (" + options.role + ")";
+  net::ClientOptions large_http = http;
+  large_http.request_timeout = options.large_request_timeout;
+  auto small = net::HttpClient::Create(std::move(http));
+  if (!small.ok()) return small.status().WithContext("console client");
+  auto large = net::HttpClient::Create(std::move(large_http));
+  if (!large.ok()) return large.status().WithContext("console client");
+  return std::unique_ptr<ConsoleClient>(new ConsoleClient(
+      std::move(options), clock, std::move(small).value(), std::move(large).value()));
+}
+
+ConsoleClient::ConsoleClient(ConsoleClientOptions options, Clock& clock,
+                             std::unique_ptr<net::HttpClient> http,
+                             std::unique_ptr<net::HttpClient> large)
+    : options_(std::move(options)), clock_(clock), http_(std::move(http)), large_(std::move(large)) {}
+
+ConsoleReply ConsoleClient::PostJson(std::string_view path, const json::value& body) {
+  ConsoleReply reply;
+  std::string what = "POST " + std::string(path);
+  // Re-read before every request: a rotated Secret takes effect without a restart.
+  auto token = ReadToken(options_.token_file);
+  if (!token.ok()) {
+    reply.status = token.status();
+    return reply;
+  }
+  net::Request request;
+  request.method = "POST";
+  request.target = std::string(path);
+  request.headers.Set("Authorization", "Bearer " + *token);
+  request.headers.Set("Content-Type", "application/json");
+  request.headers.Set("Accept", "application/json");
+  std::string text = ToJson(body);
+  size_t plain_size = text.size();
+  if (plain_size > kGzipThreshold) {
+    text = GzipCompress(text);
+    request.headers.Set("Content-Encoding", "gzip");
+  }
+  request.body = std::move(text);
+  net::HttpClient& client = plain_size > kLargeBodyBytes ? *large_ : *http_;
+  auto response = client.Send(std::move(request));
+  if (!response.ok()) {
+    reply.status = response.status().WithContext(what + " to the console");
+    return reply;
+  }
+  reply.http_status = response->status;
+  if (auto header = response->headers.Get("Retry-After"); header) {
+    auto retry_after = ParseRetryAfter(*header, clock_.Now());
+    if (retry_after.ok()) reply.retry_after = *retry_after;
+  }
+  std::string status_text =
+      std::to_string(response->status) + " " + std::string(net::ReasonPhrase(response->status));
+
+  if (response->status >= 300 && response->status <= 399) {
+    reply.status = FailedPreconditionError(
+        what + ": the console answered " + status_text +
+        "; redirects are refused (a redirect must not carry the token elsewhere); check --console");
+    return reply;
+  }
+  if (response->status >= 200 && response->status <= 299) {
+    auto parsed = ParseJson(response->body, JsonLimits{.max_bytes = kMaxReplyBytes, .max_depth = 16});
+    if (!parsed.ok() || !parsed->is_object()) {
+      reply.status = UnavailableError(what + ": the console answered " + status_text +
+                                      " with a body that is not a JSON object");
+      return reply;
+    }
+    reply.body = std::move(parsed).value();
+    return reply;
+  }
+  // An error reply: {"error": {"code": "...", "message": "..."}}; never echo anything else.
+  std::string detail = " (the reply carried no protocol error body)";
+  auto parsed = ParseJson(response->body, JsonLimits{.max_bytes = kMaxReplyBytes, .max_depth = 16});
+  if (parsed.ok() && parsed->is_object()) {
+    const json::value* error = parsed->get_object().if_contains("error");
+    if (error != nullptr && error->is_object()) {
+      const json::object& object = error->get_object();
+      const json::value* code = object.if_contains("code");
+      const json::value* message = object.if_contains("message");
+      if (code != nullptr && code->is_string()) reply.error_code = Shorten(code->get_string());
+      detail = reply.error_code.empty() ? "" : " " + reply.error_code;
+      if (message != nullptr && message->is_string()) {
+        detail += ": " + Shorten(message->get_string());
+      }
+    }
+  }
+  reply.status = Status(CodeForHttpStatus(response->status),
+                        what + ": the console answered " + status_text + detail);
+  return reply;
+}
+
+}  // namespace uplink::agent

@@ -1,0 +1,63 @@
+// The agent's connection to the console (docs/protocol.md). It owns its HTTP connection and
+// reads its own token file; it has no access to the Kubernetes credential.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "common/json.h"
+#include "common/status.h"
+#include "common/time.h"
+#include "net/client.h"
+
+namespace uplink::agent {
+
+struct ConsoleClientOptions {
+  std::string base_url;    // https://console.example; http only for a loopback host
+  std::string token_file;  // holds "agt_..."; re-read before every request
+  std::string role = "inventory";
+  std::string ca_file;     // optional private CA for the console; empty: system store
+  std::chrono::milliseconds connect_timeout{5'000};
+  std::chrono::milliseconds request_timeout{10'000};
+  std::chrono::milliseconds large_request_timeout{30'000};  // bodies over 1 MiB
+};
+
+// What one call produced. `status` is ok only for a 2xx reply with a JSON object body.
+struct ConsoleReply {
+  Status status;
+  int http_status = 0;     // 0: no reply (connection failure, timeout, bad token file)
+  std::string error_code;  // error.code of an error reply ("revoked"), if any
+  std::optional<std::chrono::milliseconds> retry_after;
+  json::value body;        // the parsed 2xx body
+};
+
+class ConsoleClient {
+ public:
+  static constexpr size_t kGzipThreshold = 64 * 1024;
+  static constexpr size_t kMaxReplyBytes = 1 << 20;
+
+  static Result<std::unique_ptr<ConsoleClient>> Create(ConsoleClientOptions options,
+                                                       Clock& clock = SystemClock());
+
+  // POSTs `body` as JSON to `path` ("/api/v1/agent/inventory").
+  ConsoleReply PostJson(std::string_view path, const json::value& body);
+
+  const ConsoleClientOptions& options() const { return options_; }
+
+ private:
+  ConsoleClient(ConsoleClientOptions options, Clock& clock,
+                std::unique_ptr<net::HttpClient> http, std::unique_ptr<net::HttpClient> large);
+
+  ConsoleClientOptions options_;
+  Clock& clock_;
+  std::unique_ptr<net::HttpClient> http_;   // bodies up to 1 MiB (10 s)
+  std::unique_ptr<net::HttpClient> large_;  // larger bodies (30 s)
+};
+
+// Checks a console URL: https, or http only to a loopback host. The error says what to do.
+Status ValidateConsoleUrl(std::string_view url);
+
+}  // namespace uplink::agent

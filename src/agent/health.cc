@@ -1,0 +1,38 @@
+#include "agent/health.h"
+
+namespace uplink::agent {
+
+Result<std::unique_ptr<HealthServer>> HealthServer::Start(const std::string& listen,
+                                                          std::function<Readiness()> readiness,
+                                                          const metrics::Registry& registry) {
+  std::unique_ptr<HealthServer> health(new HealthServer());
+  health->router_.Add("GET", "/healthz", [](const net::Request&, const net::PathParams&) {
+    return net::Response::Text(200, "ok\n");
+  });
+  health->router_.Add("GET", "/readyz",
+                       [readiness = std::move(readiness)](const net::Request&,
+                                                          const net::PathParams&) {
+                         Readiness state = readiness();
+                         if (state.ready) return net::Response::Text(200, "ready\n");
+                         return net::Response::Text(503, "not ready: " + state.reason + "\n");
+                       });
+  health->router_.Add("GET", "/metrics", [&registry](const net::Request&, const net::PathParams&) {
+    net::Response response = net::Response::Text(200, registry.RenderText());
+    response.headers.Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8");
+    return response;
+  });
+  net::ServerOptions options;
+  options.listen = listen;
+  options.max_body_bytes = 4096;  // nothing here takes a body
+  options.threads = 1;
+  auto server = net::HttpServer::Start(options, health->router_.AsHandler());
+  if (!server.ok()) return server.status().WithContext("--health-listen " + listen);
+  health->server_ = std::move(server).value();
+  return health;
+}
+
+HealthServer::~HealthServer() {
+  if (server_) server_->Stop();
+}
+
+}  // namespace uplink::agent

@@ -1,0 +1,245 @@
+#include "agent/inventory/report.h"
+
+#include <map>
+#include <optional>
+
+#include "common/quantity.h"
+
+namespace uplink::agent::inventory {
+namespace {
+
+constexpr std::string_view kNvidiaGpu = "nvidia.com/gpu";
+constexpr std::string_view kAmdGpu = "amd.com/gpu";
+constexpr std::string_view kMigPrefix = "nvidia.com/mig-";
+
+struct Counts {
+  std::int64_t capacity = 0;
+  std::int64_t allocatable = 0;
+};
+
+// Collects the first problem found in a node; that one is reported.
+struct NodeReader {
+  std::optional<std::string> error;
+  void Fail(std::string message) {
+    if (!error) error = std::move(message);
+  }
+};
+
+std::string StringAt(const json::object& object, std::string_view key) {
+  const json::value* value = object.if_contains(key);
+  return value != nullptr && value->is_string() ? std::string(value->get_string()) : std::string();
+}
+
+const json::object* ObjectAt(const json::object& object, std::string_view key) {
+  const json::value* value = object.if_contains(key);
+  return value != nullptr && value->is_object() ? &value->get_object() : nullptr;
+}
+
+// Reads the GPU resources of status.capacity or status.allocatable into `counts`.
+void ReadResources(const json::object& status, std::string_view field,
+                   std::map<std::string, Counts, std::less<>>& counts, NodeReader& reader) {
+  const json::value* list = status.if_contains(field);
+  if (list == nullptr || list->is_null()) return;
+  if (!list->is_object()) {
+    reader.Fail("status." + std::string(field) + " is not an object");
+    return;
+  }
+  for (const auto& [name, value] : list->get_object()) {
+    if (!IsGpuResource(name)) continue;
+    std::string where = "status." + std::string(field) + "[" + std::string(name) + "]";
+    if (!value.is_string()) {
+      reader.Fail(where + ": is not a quantity string");
+      continue;
+    }
+    auto quantity = Quantity::Parse(value.get_string());
+    if (!quantity.ok()) {
+      reader.Fail(where + ": " + quantity.status().message());
+      continue;
+    }
+    auto count = quantity->WholeCount();
+    if (!count.ok()) {
+      reader.Fail(where + ": " + count.status().message());
+      continue;
+    }
+    Counts& entry = counts[std::string(name)];
+    (field == "capacity" ? entry.capacity : entry.allocatable) = *count;
+  }
+}
+
+// The main GPU resource: whole GPUs first (NVIDIA, then AMD), then the MIG profile with the
+// most instances; a resource with zero capacity only when nothing has more.
+std::string MainResource(const std::map<std::string, Counts, std::less<>>& counts) {
+  for (std::string_view whole : {kNvidiaGpu, kAmdGpu}) {
+    auto it = counts.find(whole);
+    if (it != counts.end() && it->second.capacity > 0) return it->first;
+  }
+  std::string best;
+  std::int64_t best_capacity = 0;
+  for (const auto& [name, entry] : counts) {
+    if (name.starts_with(kMigPrefix) && entry.capacity > best_capacity) {
+      best = name;
+      best_capacity = entry.capacity;
+    }
+  }
+  if (!best.empty()) return best;
+  for (std::string_view whole : {kNvidiaGpu, kAmdGpu}) {
+    if (counts.contains(whole)) return std::string(whole);
+  }
+  return counts.empty() ? std::string() : counts.begin()->first;
+}
+
+// The GPU model from the labels GPU Feature Discovery and the AMD node labeller set.
+std::string Product(const std::string& resource, const json::object* labels) {
+  if (labels == nullptr) return "";
+  if (resource.starts_with(kMigPrefix)) {
+    // GFD labels each MIG profile: nvidia.com/mig-1g.10gb.product=NVIDIA-H100-...-MIG-1g.10gb
+    std::string mig_product = StringAt(*labels, resource + ".product");
+    if (!mig_product.empty()) return mig_product;
+  }
+  if (resource == kAmdGpu) {
+    for (std::string_view key : {"amd.com/gpu.product-name", "beta.amd.com/gpu.product-name"}) {
+      std::string name = StringAt(*labels, key);
+      if (!name.empty()) return name;
+    }
+    // Older labellers only give the PCI device id; say so rather than guess a model name.
+    for (std::string_view key : {"amd.com/gpu.device-id", "beta.amd.com/gpu.device-id"}) {
+      std::string id = StringAt(*labels, key);
+      if (!id.empty()) return "amd.com/gpu.device-id=" + id;
+    }
+    return "";
+  }
+  return StringAt(*labels, "nvidia.com/gpu.product");
+}
+
+bool ReadReady(const json::object* status, NodeReader& reader) {
+  if (status == nullptr) return false;
+  const json::value* conditions = status->if_contains("conditions");
+  if (conditions == nullptr || conditions->is_null()) return false;
+  if (!conditions->is_array()) {
+    reader.Fail("status.conditions is not a list");
+    return false;
+  }
+  for (const json::value& condition : conditions->get_array()) {
+    if (!condition.is_object()) continue;
+    if (StringAt(condition.get_object(), "type") == "Ready") {
+      return StringAt(condition.get_object(), "status") == "True";
+    }
+  }
+  return false;
+}
+
+json::array ReadTaints(const json::object* spec, NodeReader& reader) {
+  json::array taints;
+  if (spec == nullptr) return taints;
+  const json::value* list = spec->if_contains("taints");
+  if (list == nullptr || list->is_null()) return taints;
+  if (!list->is_array()) {
+    reader.Fail("spec.taints is not a list");
+    return taints;
+  }
+  for (const json::value& taint : list->get_array()) {
+    if (!taint.is_object() || StringAt(taint.get_object(), "key").empty()) {
+      reader.Fail("spec.taints has an entry without a key");
+      continue;
+    }
+    const json::object& object = taint.get_object();
+    taints.push_back(json::object{{"key", StringAt(object, "key")},
+                                  {"value", StringAt(object, "value")},
+                                  {"effect", StringAt(object, "effect")}});
+  }
+  return taints;
+}
+
+}  // namespace
+
+bool IsGpuResource(std::string_view name) {
+  return name == kNvidiaGpu || name == kAmdGpu ||
+         (name.starts_with(kMigPrefix) && name.size() > kMigPrefix.size());
+}
+
+json::object DescribeNode(const json::value& node) {
+  json::object entry{{"name", ""},
+                     {"uid", ""},
+                     {"ready", false},
+                     {"unschedulable", false},
+                     {"gpu_resource", ""},
+                     {"gpu_capacity", 0},
+                     {"gpu_allocatable", 0},
+                     {"gpu_product", ""},
+                     {"resources", json::object()},
+                     {"taints", json::array()}};
+  if (!node.is_object()) {
+    entry["error"] = "the node is not a JSON object";
+    return entry;
+  }
+  NodeReader reader;
+  const json::object& object = node.get_object();
+  const json::object* metadata = ObjectAt(object, "metadata");
+  const json::object* spec = ObjectAt(object, "spec");
+  const json::object* status = ObjectAt(object, "status");
+  const json::object* labels = metadata != nullptr ? ObjectAt(*metadata, "labels") : nullptr;
+  if (metadata != nullptr) {
+    entry["name"] = StringAt(*metadata, "name");
+    entry["uid"] = StringAt(*metadata, "uid");
+  }
+  if (entry["name"].get_string().empty()) reader.Fail("metadata.name is missing");
+
+  entry["ready"] = ReadReady(status, reader);
+  if (spec != nullptr) {
+    const json::value* unschedulable = spec->if_contains("unschedulable");
+    if (unschedulable != nullptr && unschedulable->is_bool()) {
+      entry["unschedulable"] = unschedulable->get_bool();
+    } else if (unschedulable != nullptr && !unschedulable->is_null()) {
+      reader.Fail("spec.unschedulable is not true or false");
+    }
+  }
+  entry["taints"] = ReadTaints(spec, reader);
+
+  std::map<std::string, Counts, std::less<>> counts;
+  if (status != nullptr) {
+    ReadResources(*status, "capacity", counts, reader);
+    ReadResources(*status, "allocatable", counts, reader);
+  }
+  if (reader.error) {
+    entry["error"] = *reader.error;
+    return entry;
+  }
+  json::object resources;
+  for (const auto& [name, count] : counts) {
+    resources[name] = json::object{{"capacity", count.capacity}, {"allocatable", count.allocatable}};
+  }
+  std::string main = MainResource(counts);
+  if (!main.empty()) {
+    entry["gpu_capacity"] = counts[main].capacity;
+    entry["gpu_allocatable"] = counts[main].allocatable;
+  }
+  entry["gpu_product"] = Product(main, labels);
+  entry["gpu_resource"] = main;
+  entry["resources"] = std::move(resources);
+  return entry;
+}
+
+Report BuildReport(std::string_view cluster_uid, std::string_view selector, WallTime collected_at,
+                   const std::vector<json::value>& nodes) {
+  Report report;
+  json::array entries;
+  entries.reserve(nodes.size());
+  for (const json::value& node : nodes) {
+    json::object entry = DescribeNode(node);
+    ++report.summary.nodes;
+    if (entry.contains("error")) {
+      ++report.summary.nodes_with_errors;
+    } else {
+      report.summary.gpus += entry["gpu_capacity"].as_int64();
+    }
+    entries.push_back(std::move(entry));
+  }
+  report.body = json::object{{"agent_version", UPLINK_VERSION},
+                             {"cluster_uid", cluster_uid},
+                             {"selector", selector},
+                             {"collected_at", FormatRfc3339(collected_at)},
+                             {"nodes", std::move(entries)}};
+  return report;
+}
+
+}  // namespace uplink::agent::inventory

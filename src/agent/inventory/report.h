@@ -1,0 +1,38 @@
+// Building the inventory report (docs/protocol.md, POST /api/v1/agent/inventory) from Node
+// objects. One node that cannot be read becomes an entry with `error`; it never fails the
+// report.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/json.h"
+#include "common/time.h"
+
+namespace uplink::agent::inventory {
+
+// True for the resources the report carries: nvidia.com/gpu, amd.com/gpu, nvidia.com/mig-*.
+bool IsGpuResource(std::string_view name);
+
+// One node's entry: name, uid, ready, unschedulable, gpu_resource, gpu_capacity,
+// gpu_allocatable, gpu_product, resources, taints and, when something could not be read,
+// error (with every GPU count zero).
+json::object DescribeNode(const json::value& node);
+
+struct ReportSummary {
+  std::int64_t nodes = 0;
+  std::int64_t nodes_with_errors = 0;
+  std::int64_t gpus = 0;  // sum of gpu_capacity over readable nodes
+};
+
+struct Report {
+  json::object body;
+  ReportSummary summary;
+};
+
+Report BuildReport(std::string_view cluster_uid, std::string_view selector, WallTime collected_at,
+                   const std::vector<json::value>& nodes);
+
+}  // namespace uplink::agent::inventory

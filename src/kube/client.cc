@@ -1,0 +1,203 @@
+#include "kube/client.h"
+
+#include "net/http.h"
+
+namespace uplink::kube {
+namespace {
+
+constexpr size_t kMaxMessageChars = 200;
+constexpr size_t kMaxJsonDepth = 64;
+
+// Keeps a server-supplied message short and on one line.
+std::string Shorten(std::string_view text) {
+  std::string out;
+  for (char c : text.substr(0, kMaxMessageChars)) {
+    unsigned char u = static_cast<unsigned char>(c);
+    out += (u < 0x20 || u == 0x7f) ? ' ' : c;
+  }
+  if (text.size() > kMaxMessageChars) out += "...";
+  return out;
+}
+
+StatusCode CodeForHttpStatus(int http_status) {
+  switch (http_status) {
+    case 400: return StatusCode::kInvalidArgument;
+    case 401: return StatusCode::kUnauthenticated;
+    case 403: return StatusCode::kPermissionDenied;
+    case 404: return StatusCode::kNotFound;
+    case 409: return StatusCode::kConflict;
+    case 410: return StatusCode::kFailedPrecondition;
+    case 413: return StatusCode::kResourceExhausted;
+    case 422: return StatusCode::kInvalidArgument;
+    case 429: return StatusCode::kUnavailable;
+    default: return http_status >= 500 ? StatusCode::kUnavailable : StatusCode::kInternal;
+  }
+}
+
+std::string StringAt(const json::object& object, std::string_view key) {
+  const json::value* value = object.if_contains(key);
+  return value != nullptr && value->is_string() ? std::string(value->get_string()) : std::string();
+}
+
+}  // namespace
+
+Status KubeErrorFromReply(std::string_view what, int http_status, std::string_view body) {
+  std::string text = std::string(what) + ": Kubernetes API answered " +
+                     std::to_string(http_status) + " " +
+                     std::string(net::ReasonPhrase(http_status));
+  auto parsed = ParseJson(body, JsonLimits{.max_bytes = 1 << 20, .max_depth = 16});
+  const json::object* status =
+      parsed.ok() && parsed->is_object() ? &parsed->get_object() : nullptr;
+  if (status != nullptr && StringAt(*status, "kind") == "Status") {
+    std::string reason = StringAt(*status, "reason");
+    std::string message = StringAt(*status, "message");
+    if (!reason.empty()) text += " (reason " + Shorten(reason) + ")";
+    if (!message.empty()) text += ": " + Shorten(message);
+  } else {
+    text += " (the reply was not a Kubernetes Status object)";
+  }
+  return Status(CodeForHttpStatus(http_status), std::move(text));
+}
+
+Result<std::unique_ptr<KubeClient>> KubeClient::Create(KubeCredentials credentials,
+                                                       KubeClientOptions options) {
+  net::ClientOptions http;
+  http.base_url = credentials.server;
+  http.ca_pem = credentials.ca_pem;
+  http.ca_file = credentials.ca_file;
+  http.client_cert_pem = credentials.client_cert_pem;
+  http.client_key_pem = credentials.client_key_pem;
+  http.connect_timeout = options.connect_timeout;
+  http.request_timeout = options.request_timeout;
+  http.max_response_bytes = options.max_response_bytes;
+  http.user_agent = options.user_agent;
+  auto client = net::HttpClient::Create(std::move(http));
+  if (!client.ok()) {
+    return client.status().WithContext("connecting to the Kubernetes API (" + credentials.origin +
+                                       ")");
+  }
+  return std::unique_ptr<KubeClient>(
+      new KubeClient(std::move(credentials), options, std::move(client).value()));
+}
+
+KubeClient::KubeClient(KubeCredentials credentials, KubeClientOptions options,
+                       std::unique_ptr<net::HttpClient> http)
+    : credentials_(std::move(credentials)), options_(options), http_(std::move(http)) {}
+
+Result<json::value> KubeClient::Call(std::string method, std::string target,
+                                     std::string content_type, std::string body,
+                                     int* http_status) {
+  std::string what = method + " " + target.substr(0, target.find('?'));
+  net::Request request;
+  request.method = std::move(method);
+  request.target = std::move(target);
+  request.headers.Set("Accept", "application/json");
+  if (!content_type.empty()) request.headers.Set("Content-Type", content_type);
+  request.body = std::move(body);
+  // Re-read on every request: projected service-account tokens rotate under a running pod.
+  UPLINK_ASSIGN_OR_RETURN(std::optional<KubeBearerToken> token, credentials_.CurrentToken());
+  if (token) request.headers.Set("Authorization", token->AuthorizationHeaderValue());
+
+  auto response = http_->Send(std::move(request));
+  if (!response.ok()) return response.status().WithContext(what);
+  if (http_status != nullptr) *http_status = response->status;
+  if (response->status < 200 || response->status > 299) {
+    return KubeErrorFromReply(what, response->status, response->body);
+  }
+  auto parsed = ParseJson(response->body, JsonLimits{.max_bytes = options_.max_response_bytes,
+                                                     .max_depth = kMaxJsonDepth});
+  if (!parsed.ok()) {
+    return Status(parsed.status().code(),
+                  what + ": the Kubernetes API reply is not valid JSON: " +
+                      Shorten(parsed.status().message()));
+  }
+  if (!parsed->is_object()) {
+    return InvalidArgumentError(what + ": the Kubernetes API reply is not a JSON object");
+  }
+  return std::move(parsed).value();
+}
+
+Result<json::value> KubeClient::GetNamespace(std::string_view name) {
+  return Call("GET", "/api/v1/namespaces/" + net::PercentEncode(name), "", "");
+}
+
+Result<NodeList> KubeClient::ListNodesOnce(std::string_view label_selector, bool& restart) {
+  NodeList list;
+  std::string continue_token;
+  while (true) {
+    if (list.pages >= options_.max_pages) {
+      return ResourceExhaustedError("listing nodes: more than " +
+                                    std::to_string(options_.max_pages) + " pages of " +
+                                    std::to_string(options_.page_size) +
+                                    " nodes; narrow the selector");
+    }
+    std::string target = "/api/v1/nodes?labelSelector=" + net::PercentEncode(label_selector) +
+                         "&limit=" + std::to_string(options_.page_size);
+    if (!continue_token.empty()) target += "&continue=" + net::PercentEncode(continue_token);
+    int http_status = 0;
+    auto page = Call("GET", std::move(target), "", "", &http_status);
+    if (!page.ok()) {
+      // 410 Gone: the continue token expired (the snapshot was compacted); start over.
+      if (http_status == 410 && !continue_token.empty()) restart = true;
+      return page.status();
+    }
+    ++list.pages;
+    const json::object& object = page->get_object();
+    const json::value* items = object.if_contains("items");
+    if (items == nullptr || !(items->is_array() || items->is_null())) {
+      return InvalidArgumentError("listing nodes: the reply has no 'items' list");
+    }
+    std::string resource_version;
+    std::string next;
+    if (const json::value* metadata = object.if_contains("metadata");
+        metadata != nullptr && metadata->is_object()) {
+      resource_version = StringAt(metadata->get_object(), "resourceVersion");
+      next = StringAt(metadata->get_object(), "continue");
+    }
+    if (list.pages == 1) {
+      list.resource_version = resource_version;
+    } else if (resource_version != list.resource_version) {
+      // Pages of one listing come from one snapshot; a different version means mixing two.
+      restart = true;
+      return FailedPreconditionError("listing nodes: the resource version changed between pages (" +
+                                     Shorten(list.resource_version) + " then " +
+                                     Shorten(resource_version) + ")");
+    }
+    if (items->is_array()) {
+      for (json::value& item : page->get_object()["items"].get_array()) {
+        list.items.push_back(std::move(item));
+      }
+    }
+    if (next.empty()) return list;
+    if (next == continue_token) {
+      return InvalidArgumentError("listing nodes: the API server returned the same continue "
+                                  "token twice");
+    }
+    continue_token = std::move(next);
+  }
+}
+
+Result<NodeList> KubeClient::ListNodes(std::string_view label_selector) {
+  if (label_selector.empty()) {
+    return InvalidArgumentError("listing nodes: the label selector is empty; uplink lists only "
+                                "selected nodes (e.g. nvidia.com/gpu.present=true)");
+  }
+  bool restart = false;
+  auto first = ListNodesOnce(label_selector, restart);
+  if (first.ok() || !restart) return first;
+  bool restart_again = false;
+  auto second = ListNodesOnce(label_selector, restart_again);
+  if (second.ok()) second->restarted = true;
+  return second;
+}
+
+Status KubeClient::MergePatchConfigMap(std::string_view ns, std::string_view name,
+                                       const json::value& patch) {
+  auto reply = Call("PATCH",
+                    "/api/v1/namespaces/" + net::PercentEncode(ns) + "/configmaps/" +
+                        net::PercentEncode(name),
+                    "application/merge-patch+json", ToJson(patch));
+  return reply.status();
+}
+
+}  // namespace uplink::kube

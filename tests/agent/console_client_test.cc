@@ -1,0 +1,177 @@
+#include "agent/console_client.h"
+
+#include <gtest/gtest.h>
+
+#include "common/gzip.h"
+#include "kube/fake_http.h"
+#include "support/process.h"
+
+namespace uplink::agent {
+namespace {
+
+using testing::FakeHttp;
+
+class ConsoleClientTest : public ::testing::Test {
+ protected:
+  void SetUp() override { testing::WriteFileOrDie(token_file_, "agt_first\n"); }
+
+  std::unique_ptr<ConsoleClient> ClientFor(const FakeHttp& console,
+                                           std::chrono::milliseconds timeout = std::chrono::seconds(5)) {
+    ConsoleClientOptions options;
+    options.base_url = console.url();
+    options.token_file = token_file_;
+    options.request_timeout = timeout;
+    auto client = ConsoleClient::Create(options);
+    EXPECT_TRUE(client.ok()) << client.status().ToString();
+    return client.ok() ? std::move(client).value() : nullptr;
+  }
+
+  testing::TempDir dir_;
+  std::string token_file_ = dir_.File("token");
+  FakeClock clock_;
+};
+
+net::Response Accepted() {
+  return net::Response::Json(200, R"({"accepted":true,"connection_id":"c1","report_interval_seconds":60})");
+}
+
+TEST(ConsoleUrl, HttpsIsRequiredExceptForALoopbackConsole) {
+  EXPECT_TRUE(ValidateConsoleUrl("https://console.example").ok());
+  EXPECT_TRUE(ValidateConsoleUrl("http://127.0.0.1:8080").ok());
+  EXPECT_TRUE(ValidateConsoleUrl("http://localhost:8080").ok());
+  Status remote = ValidateConsoleUrl("http://console.example");
+  ASSERT_FALSE(remote.ok());
+  EXPECT_NE(remote.message().find("use https"), std::string::npos);
+  EXPECT_FALSE(ValidateConsoleUrl("console.example").ok());
+  EXPECT_FALSE(ValidateConsoleUrl("https://user:pw@console.example").ok());
+  ConsoleClientOptions remote_options;
+  remote_options.base_url = "http://10.1.2.3";
+  remote_options.token_file = "t";
+  EXPECT_FALSE(ConsoleClient::Create(remote_options).ok());
+}
+
+TEST_F(ConsoleClientTest, PostsJsonWithTheTokenAndTheAgentUserAgent) {
+  FakeHttp console([](const net::Request&) { return Accepted(); });
+  ConsoleReply reply = ClientFor(console)->PostJson("/api/v1/agent/inventory", json::object{{"a", 1}});
+  ASSERT_TRUE(reply.status.ok()) << reply.status.ToString();
+  EXPECT_EQ(reply.http_status, 200);
+  EXPECT_EQ(reply.body.at("connection_id"), "c1");
+  auto requests = console.requests();
+  ASSERT_EQ(requests.size(), 1u);
+  EXPECT_EQ(requests[0].method, "POST");
+  EXPECT_EQ(requests[0].Path(), "/api/v1/agent/inventory");
+  EXPECT_EQ(requests[0].headers.Get("Authorization").value_or(""), "Bearer agt_first");
+  EXPECT_EQ(requests[0].headers.Get("User-Agent").value_or(""),
+            "uplink-agent/" UPLINK_VERSION " (inventory)");
+  EXPECT_EQ(requests[0].headers.Get("Content-Type").value_or(""), "application/json");
+  EXPECT_FALSE(requests[0].headers.Get("Content-Encoding").has_value());
+  EXPECT_EQ(requests[0].body, R"({"a":1})");
+}
+
+TEST_F(ConsoleClientTest, ARotatedTokenFileTakesEffectOnTheNextRequest) {
+  FakeHttp console([](const net::Request&) { return Accepted(); });
+  auto client = ClientFor(console);
+  ASSERT_TRUE(client->PostJson("/p", json::object{}).status.ok());
+  testing::WriteFileOrDie(token_file_, "agt_rotated");
+  ASSERT_TRUE(client->PostJson("/p", json::object{}).status.ok());
+  auto requests = console.requests();
+  ASSERT_EQ(requests.size(), 2u);
+  EXPECT_EQ(requests[1].headers.Get("Authorization").value_or(""), "Bearer agt_rotated");
+}
+
+TEST_F(ConsoleClientTest, AnEmptyOrMissingTokenFileIsAClearErrorAndNothingIsSent) {
+  FakeHttp console([](const net::Request&) { return Accepted(); });
+  auto client = ClientFor(console);
+  testing::WriteFileOrDie(token_file_, "  \n");
+  ConsoleReply empty = client->PostJson("/p", json::object{});
+  ASSERT_FALSE(empty.status.ok());
+  EXPECT_NE(empty.status.message().find("is empty"), std::string::npos);
+  ::unlink(token_file_.c_str());
+  ConsoleReply missing = client->PostJson("/p", json::object{});
+  ASSERT_FALSE(missing.status.ok());
+  EXPECT_NE(missing.status.message().find("console token file"), std::string::npos);
+  EXPECT_EQ(console.request_count(), 0u);
+}
+
+TEST_F(ConsoleClientTest, BodiesOver64KiBAreGzipped) {
+  FakeHttp console([](const net::Request&) { return Accepted(); });
+  json::object big{{"padding", std::string(100 * 1024, 'x')}};
+  ASSERT_TRUE(ClientFor(console)->PostJson("/p", big).status.ok());
+  auto requests = console.requests();
+  ASSERT_EQ(requests.size(), 1u);
+  EXPECT_EQ(requests[0].headers.Get("Content-Encoding").value_or(""), "gzip");
+  auto plain = GzipDecompress(requests[0].body, 1 << 20);
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(ParseJson(*plain).value(), json::value(big));
+}
+
+TEST_F(ConsoleClientTest, ARedirectIsRefusedAndTheTargetNeverSeesTheToken) {
+  FakeHttp elsewhere([](const net::Request&) { return Accepted(); });
+  FakeHttp console([&](const net::Request&) {
+    net::Response response = net::Response::Text(307, "");
+    response.headers.Set("Location", elsewhere.url() + "/api/v1/agent/inventory");
+    return response;
+  });
+  ConsoleReply reply = ClientFor(console)->PostJson("/api/v1/agent/inventory", json::object{});
+  ASSERT_FALSE(reply.status.ok());
+  EXPECT_EQ(reply.http_status, 307);
+  EXPECT_NE(reply.status.message().find("307"), std::string::npos);
+  EXPECT_NE(reply.status.message().find("redirects are refused"), std::string::npos);
+  EXPECT_EQ(elsewhere.request_count(), 0u);
+}
+
+TEST_F(ConsoleClientTest, ErrorBodiesGiveTheProtocolCodeAndAShortMessage) {
+  FakeHttp console([](const net::Request&) {
+    return net::Response::Json(
+        401, R"({"error":{"code":"revoked","message":"this connection's token was revoked"}})");
+  });
+  ConsoleReply reply = ClientFor(console)->PostJson("/p", json::object{});
+  EXPECT_EQ(reply.status.code(), StatusCode::kUnauthenticated);
+  EXPECT_EQ(reply.error_code, "revoked");
+  EXPECT_NE(reply.status.message().find("401 Unauthorized revoked: this connection's token was revoked"),
+            std::string::npos) << reply.status.message();
+}
+
+TEST_F(ConsoleClientTest, AnErrorBodyThatIsNotTheProtocolsIsNotEchoed) {
+  FakeHttp console([](const net::Request&) {
+    return net::Response::Text(502, "<html>Bad gateway BODY-MARKER</html>");
+  });
+  ConsoleReply reply = ClientFor(console)->PostJson("/p", json::object{});
+  EXPECT_EQ(reply.status.code(), StatusCode::kUnavailable);
+  EXPECT_EQ(reply.status.message().find("BODY-MARKER"), std::string::npos);
+  EXPECT_NE(reply.status.message().find("502"), std::string::npos);
+}
+
+TEST_F(ConsoleClientTest, RetryAfterIsExposedInSecondsOrAsADate) {
+  FakeHttp console([](const net::Request&) {
+    net::Response response = net::Response::Json(429, R"({"error":{"code":"rate_limited","message":"slow down"}})");
+    response.headers.Set("Retry-After", "42");
+    return response;
+  });
+  ConsoleReply reply = ClientFor(console)->PostJson("/p", json::object{});
+  EXPECT_EQ(reply.http_status, 429);
+  EXPECT_EQ(reply.error_code, "rate_limited");
+  ASSERT_TRUE(reply.retry_after.has_value());
+  EXPECT_EQ(*reply.retry_after, std::chrono::seconds(42));
+}
+
+TEST_F(ConsoleClientTest, AGarbageSuccessBodyIsAFailure) {
+  FakeHttp console([](const net::Request&) { return net::Response::Text(200, "<html>ok</html>"); });
+  ConsoleReply reply = ClientFor(console)->PostJson("/p", json::object{});
+  ASSERT_FALSE(reply.status.ok());
+  EXPECT_NE(reply.status.message().find("not a JSON object"), std::string::npos);
+}
+
+TEST_F(ConsoleClientTest, AConsoleThatNeverAnswersTimesOut) {
+  FakeHttp console;
+  console.SetSilent(true);
+  auto started = std::chrono::steady_clock::now();
+  ConsoleReply reply =
+      ClientFor(console, std::chrono::milliseconds(300))->PostJson("/p", json::object{});
+  ASSERT_FALSE(reply.status.ok());
+  EXPECT_EQ(reply.http_status, 0);
+  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(5));
+}
+
+}  // namespace
+}  // namespace uplink::agent
