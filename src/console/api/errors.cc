@@ -1,0 +1,60 @@
+#include "console/api/errors.h"
+
+#include "common/json.h"
+
+namespace uplink::console {
+namespace {
+
+std::string_view ErrorCodeFor(StatusCode code) {
+  switch (code) {
+    case StatusCode::kInvalidArgument: return "invalid_request";
+    case StatusCode::kNotFound: return "not_found";
+    case StatusCode::kAlreadyExists:
+    case StatusCode::kConflict: return "conflict";
+    case StatusCode::kFailedPrecondition: return "failed_precondition";
+    case StatusCode::kUnauthenticated: return "invalid_token";
+    case StatusCode::kPermissionDenied: return "forbidden";
+    case StatusCode::kResourceExhausted: return "too_large";
+    case StatusCode::kUnavailable: return "unavailable";
+    case StatusCode::kDeadlineExceeded: return "timeout";
+    default: return "internal";
+  }
+}
+
+}  // namespace
+
+int HttpStatusFor(StatusCode code) {
+  switch (code) {
+    case StatusCode::kOk: return 200;
+    case StatusCode::kInvalidArgument: return 400;
+    case StatusCode::kUnauthenticated: return 401;
+    case StatusCode::kPermissionDenied: return 403;
+    case StatusCode::kNotFound: return 404;
+    case StatusCode::kAlreadyExists:
+    case StatusCode::kConflict:
+    case StatusCode::kFailedPrecondition: return 409;
+    case StatusCode::kResourceExhausted: return 413;
+    case StatusCode::kUnavailable: return 503;
+    case StatusCode::kDeadlineExceeded: return 504;
+    case StatusCode::kDataLoss:
+    case StatusCode::kIOError:
+    case StatusCode::kInternal: return 500;
+  }
+  return 500;
+}
+
+net::Response ErrorResponse(int status, std::string_view code, std::string_view message) {
+  json::object error{{"code", code}, {"message", message}};
+  return net::Response::Json(status, ToJson(json::object{{"error", std::move(error)}}));
+}
+
+net::Response ErrorResponse(const Status& status) {
+  int http_status = HttpStatusFor(status.code());
+  if (http_status >= 500) {
+    return ErrorResponse(http_status, ErrorCodeFor(status.code()),
+                         "the console could not complete the request; try again later");
+  }
+  return ErrorResponse(http_status, ErrorCodeFor(status.code()), status.message());
+}
+
+}  // namespace uplink::console

@@ -1,0 +1,19 @@
+// The body of POST /api/v1/agent/inventory (docs/protocol.md), read strictly: every field
+// is type- and size-checked, unknown fields are refused, and limits bound what one report
+// can make the console store.
+#pragma once
+
+#include <cstddef>
+
+#include "common/json.h"
+#include "common/status.h"
+#include "console/store/store.h"
+
+namespace uplink::console {
+
+inline constexpr size_t kMaxReportBytes = 16 << 20;  // decompressed
+inline constexpr size_t kMaxReportNodes = 20'000;
+
+Result<InventoryReport> ParseInventoryReport(const json::value& body);
+
+}  // namespace uplink::console

@@ -1,0 +1,87 @@
+// The console's router behind the real HTTPS server, reached with the real client.
+#include <gtest/gtest.h>
+
+#include "common/gzip.h"
+#include "common/json.h"
+#include "console/api/console_api.h"
+#include "console/api/inventory_report.h"
+#include "console/setup.h"
+#include "net/certs.h"
+#include "net/client.h"
+#include "net/server.h"
+#include "test_util.h"
+
+namespace uplink::console {
+namespace {
+
+TEST(ConsoleOverHttps, AnAgentReportTravelsGzippedOverTlsAndIsShownToTheUser) {
+  testing::ScratchDir dir;
+  auto api_key = InitializeConsole(dir.path(), "admin@example.com", SystemClock());
+  ASSERT_TRUE(api_key.ok()) << api_key.status().ToString();
+  auto store = OpenConsoleStore(dir.path());
+  ASSERT_TRUE(store.ok());
+  ConsoleApi api(**store, SystemClock(), ConsoleOptions{});
+
+  auto ca = net::CreateCertificateAuthority("console test CA", 1);
+  ASSERT_TRUE(ca.ok()) << ca.status().ToString();
+  auto cert = net::IssueServerCertificate(*ca, {"127.0.0.1"}, 1);
+  ASSERT_TRUE(cert.ok()) << cert.status().ToString();
+  net::ServerOptions options;
+  options.listen = "127.0.0.1:0";
+  options.tls = net::TlsServerConfig{cert->cert_pem, cert->key_pem};
+  options.max_body_bytes = kMaxReportBytes;
+  auto server = net::HttpServer::Start(options, api.router().AsHandler());
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+
+  net::ClientOptions client_options;
+  client_options.base_url = "https://127.0.0.1:" + std::to_string((*server)->port());
+  client_options.ca_pem = ca->cert_pem;
+  auto client = net::HttpClient::Create(client_options);
+  ASSERT_TRUE(client.ok()) << client.status().ToString();
+
+  net::Request create;
+  create.method = "POST";
+  create.target = "/api/v1/connections";
+  create.headers.Set("Authorization", "Bearer " + api_key->Reveal());
+  create.headers.Set("Content-Type", "application/json");
+  create.body = R"({"agent_name":"inventory","cluster_name":"prod"})";
+  auto created = (*client)->Send(create);
+  ASSERT_TRUE(created.ok()) << created.status().ToString();
+  ASSERT_EQ(created->status, 201) << created->body;
+  json::object connection = ParseJson(created->body)->as_object();
+  std::string token(connection.at("token").as_string());
+
+  json::array nodes;
+  for (int i = 0; i < 5000; ++i) {
+    nodes.push_back(json::object{{"name", "gpu-node-" + std::to_string(i)},
+                                 {"ready", true},
+                                 {"unschedulable", false},
+                                 {"gpu_resource", "nvidia.com/gpu"},
+                                 {"gpu_capacity", 8},
+                                 {"gpu_allocatable", 8}});
+  }
+  net::Request report;
+  report.method = "POST";
+  report.target = "/api/v1/agent/inventory";
+  report.headers.Set("Authorization", "Bearer " + token);
+  report.headers.Set("Content-Type", "application/json");
+  report.headers.Set("Content-Encoding", "gzip");
+  report.body = GzipCompress(ToJson(json::object{
+      {"agent_version", "0.1.0"}, {"cluster_uid", "uid-a"}, {"nodes", std::move(nodes)}}));
+  auto accepted = (*client)->Send(report);
+  ASSERT_TRUE(accepted.ok()) << accepted.status().ToString();
+  EXPECT_EQ(accepted->status, 200) << accepted->body;
+
+  net::Request get;
+  get.target = "/api/v1/connections/" + std::string(connection.at("id").as_string());
+  get.headers.Set("Authorization", "Bearer " + api_key->Reveal());
+  auto shown = (*client)->Send(get);
+  ASSERT_TRUE(shown.ok()) << shown.status().ToString();
+  json::object body = ParseJson(shown->body, JsonLimits{8 << 20, 64})->as_object();
+  EXPECT_EQ(body.at("status").as_string(), "active");
+  EXPECT_EQ(body.at("totals").as_object().at("gpus_ready").as_int64(), 40'000);
+  (*server)->Stop();
+}
+
+}  // namespace
+}  // namespace uplink::console
