@@ -34,10 +34,9 @@ Result<Secret> InitializeConsole(const std::string& data_dir, const std::string&
   }
   WallTime now = clock.Now();
   User admin{HexEncode(RandomBytes(8)), admin_email, true, now};
-  UPLINK_RETURN_IF_ERROR(store->CreateUser(admin));
   MintedCredential key = MintCredential(kApiKeyKind);
-  UPLINK_RETURN_IF_ERROR(store->CreateApiKey(
-      ApiKey{HexEncode(RandomBytes(8)), admin.id, key.lookup_prefix, key.token_hash, now}));
+  UPLINK_RETURN_IF_ERROR(store->CreateUserWithApiKey(
+      admin, ApiKey{HexEncode(RandomBytes(8)), admin.id, key.lookup_prefix, key.token_hash, now}));
   return std::move(key.token);
 }
 

@@ -293,7 +293,7 @@ TEST_F(ConsoleApiTest, UsersSeeOnlyTheirOwnConnections) {
   EXPECT_TRUE(Get(id).at("revoked_at").is_null());
 }
 
-TEST_F(ConsoleApiTest, ListReturnsConnectionsWithTotalsButNotNodeLists) {
+TEST_F(ConsoleApiTest, ListReturnsConnectionsWithTotalsAndNodeLists) {
   std::string token = Text(Create("prod"), "token");
   Create("dev");
   ASSERT_EQ(Report(token, ToJson(ReportJson("uid-a", 3))).status, 200);
@@ -305,7 +305,8 @@ TEST_F(ConsoleApiTest, ListReturnsConnectionsWithTotalsButNotNodeLists) {
   const json::object& prod = connections[0].as_object();
   EXPECT_EQ(prod.at("status").as_string(), "active");
   EXPECT_EQ(prod.at("totals").as_object().at("gpus_ready").as_int64(), 24);
-  EXPECT_FALSE(prod.contains("nodes"));
+  EXPECT_EQ(prod.at("nodes").as_array().size(), 3u);
+  EXPECT_TRUE(connections[1].as_object().at("nodes").as_array().empty());
 }
 
 TEST_F(ConsoleApiTest, UnknownPathsAre404JsonAndWrongMethodsAre405WithAllow) {

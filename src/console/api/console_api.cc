@@ -342,7 +342,8 @@ Result<net::Response> ConsoleApi::ListConnections(const User& user) {
   WallTime now = clock_.Now();
   json::array list;
   for (const Connection& c : connections) {
-    list.push_back(ConnectionToJson(c, ComputeStatus(c, now, options_.thresholds), nullptr));
+    UPLINK_ASSIGN_OR_RETURN(std::vector<Node> nodes, store_.ListNodes(c.id));
+    list.push_back(ConnectionToJson(c, ComputeStatus(c, now, options_.thresholds), &nodes));
   }
   return JsonResponse(200, {{"connections", std::move(list)}});
 }

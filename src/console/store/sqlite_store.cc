@@ -311,8 +311,7 @@ Status SqliteStore::Ping() {
   return Status::Ok();
 }
 
-Status SqliteStore::CreateUser(const User& user) {
-  std::lock_guard lock(mutex_);
+Status SqliteStore::InsertUser(const User& user) {
   UPLINK_ASSIGN_OR_RETURN(
       sqlite3_stmt * stmt,
       Prepare("INSERT INTO users (id, email, is_admin, created_at) VALUES (?, ?, ?, ?)"));
@@ -325,6 +324,21 @@ Status SqliteStore::CreateUser(const User& user) {
     return Error("creating user");
   }
   return Status::Ok();
+}
+
+Status SqliteStore::CreateUser(const User& user) {
+  std::lock_guard lock(mutex_);
+  return InsertUser(user);
+}
+
+Status SqliteStore::CreateUserWithApiKey(const User& user, const ApiKey& key) {
+  std::lock_guard lock(mutex_);
+  UPLINK_RETURN_IF_ERROR(Exec("BEGIN IMMEDIATE"));
+  Status status = InsertUser(user);
+  if (status.ok()) status = InsertApiKey(key);
+  if (status.ok()) status = Exec("COMMIT");
+  if (!status.ok()) (void)Exec("ROLLBACK");
+  return status;
 }
 
 Result<User> SqliteStore::GetUser(const std::string& id) {
@@ -348,8 +362,7 @@ Result<std::int64_t> SqliteStore::CountUsers() {
   return query.Int(0);
 }
 
-Status SqliteStore::CreateApiKey(const ApiKey& key) {
-  std::lock_guard lock(mutex_);
+Status SqliteStore::InsertApiKey(const ApiKey& key) {
   UPLINK_ASSIGN_OR_RETURN(sqlite3_stmt * stmt,
                           Prepare("INSERT INTO api_keys (id, user_id, lookup_prefix, token_hash, "
                                   "created_at) VALUES (?, ?, ?, ?, ?)"));
@@ -358,6 +371,11 @@ Status SqliteStore::CreateApiKey(const ApiKey& key) {
       key.created_at);
   if (insert.Step() != SQLITE_DONE) return Error("creating API key");
   return Status::Ok();
+}
+
+Status SqliteStore::CreateApiKey(const ApiKey& key) {
+  std::lock_guard lock(mutex_);
+  return InsertApiKey(key);
 }
 
 Result<std::vector<ApiKey>> SqliteStore::FindApiKeysByPrefix(const std::string& prefix) {

@@ -34,6 +34,7 @@ class SqliteStore : public Store {
   Result<std::int64_t> CountUsers() override;
 
   Status CreateApiKey(const ApiKey& key) override;
+  Status CreateUserWithApiKey(const User& user, const ApiKey& key) override;
   Result<std::vector<ApiKey>> FindApiKeysByPrefix(const std::string& prefix) override;
 
   Status CreateConnection(const Connection& connection) override;
@@ -55,6 +56,9 @@ class SqliteStore : public Store {
 
   Status Migrate();
   Status Exec(const char* sql);
+  // Unlocked inserts, for use inside a transaction the caller holds mutex_ for.
+  Status InsertUser(const User& user);
+  Status InsertApiKey(const ApiKey& key);
   Result<sqlite3_stmt*> Prepare(const char* sql);
   Status Error(std::string_view what) const;
   Result<std::vector<Connection>> QueryConnections(const char* sql, const std::string& key);

@@ -107,6 +107,8 @@ class Store {
   virtual Result<std::int64_t> CountUsers() = 0;
 
   virtual Status CreateApiKey(const ApiKey& key) = 0;
+  // Both or neither: `init` must never leave a user whose only key was lost.
+  virtual Status CreateUserWithApiKey(const User& user, const ApiKey& key) = 0;
   // Every key with this lookup prefix (normally one; prefixes are not unique by design).
   virtual Result<std::vector<ApiKey>> FindApiKeysByPrefix(const std::string& prefix) = 0;
 
