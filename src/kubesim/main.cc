@@ -1,0 +1,219 @@
+// uplink-kubesim: serves a simulated Kubernetes API over TLS for kubectl and the uplink agent.
+//
+//   uplink-kubesim --listen 127.0.0.1:0 --nodes 4 --gpus-per-node 8 \
+//       --objects extra.yaml --kubeconfig-out /tmp/kubeconfig
+//
+// Writes a kubeconfig (CA data, server URL with the bound port, bearer token), logs one
+// "ready" line with the URL, and serves until SIGINT or SIGTERM.
+#include <csignal>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "common/crypto.h"
+#include "common/files.h"
+#include "common/flags.h"
+#include "common/log.h"
+#include "kubesim/api.h"
+#include "kubesim/cluster.h"
+#include "kubesim/kubeconfig.h"
+#include "kubesim/store.h"
+#include "net/certs.h"
+#include "net/server.h"
+
+namespace uplink::kubesim {
+namespace {
+
+const log::Logger kLog("kubesim");
+
+struct Options {
+  std::string listen = "127.0.0.1:0";
+  std::int64_t nodes = 2;
+  std::int64_t gpus_per_node = 8;
+  std::int64_t cpu_nodes = 1;
+  std::vector<std::string> object_files;
+  std::string kubeconfig_out;
+  std::string server_version = "v1.32.4";
+  std::string token_file;
+};
+
+// FlagSet keeps the last value of a flag; --objects may be given several times, so its
+// occurrences are taken out before the rest is parsed.
+std::vector<std::string> TakeRepeatedFlag(std::vector<std::string>& args, std::string_view name,
+                                          Status& error) {
+  std::vector<std::string> values;
+  std::vector<std::string> rest;
+  std::string flag = "--" + std::string(name);
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--") {
+      rest.insert(rest.end(), args.begin() + static_cast<std::ptrdiff_t>(i), args.end());
+      break;
+    }
+    if (args[i] == flag) {
+      if (i + 1 >= args.size()) {
+        error = InvalidArgumentError(flag + " needs a value (a JSON or YAML file)");
+        return values;
+      }
+      values.push_back(args[++i]);
+    } else if (args[i].starts_with(flag + "=")) {
+      values.push_back(args[i].substr(flag.size() + 1));
+    } else {
+      rest.push_back(args[i]);
+    }
+  }
+  args = std::move(rest);
+  return values;
+}
+
+Result<Options> ParseOptions(int argc, char** argv) {
+  Options options;
+  std::vector<std::string> args(argv + 1, argv + argc);
+  Status error;
+  options.object_files = TakeRepeatedFlag(args, "objects", error);
+  UPLINK_RETURN_IF_ERROR(error);
+  std::string env_objects;
+  FlagSet flags("uplink-kubesim");
+  flags.String("listen", &options.listen, "HOST:PORT to serve on; port 0 picks a free port");
+  flags.Int("nodes", &options.nodes, "number of GPU nodes (gpu-node-0001, ...)");
+  flags.Int("gpus-per-node", &options.gpus_per_node, "GPUs on each GPU node (1-16)");
+  flags.Int("cpu-nodes", &options.cpu_nodes,
+            "nodes without GPUs; the first is the control plane");
+  flags.String("objects", &env_objects,
+               "JSON or YAML file of objects to load (a List, objects, or YAML documents); "
+               "may be repeated");
+  flags.String("kubeconfig-out", &options.kubeconfig_out, "where to write the kubeconfig (0600)");
+  flags.String("server-version", &options.server_version, "version /version reports, e.g. v1.32.4");
+  flags.String("token-file", &options.token_file,
+               "file holding the bearer token to accept (default: a random token)");
+  UPLINK_RETURN_IF_ERROR(flags.Parse(args));
+  if (!flags.positional().empty()) {
+    return InvalidArgumentError("unexpected argument \"" + flags.positional().front() + "\"\n" +
+                                flags.Usage());
+  }
+  if (options.object_files.empty() && !env_objects.empty()) {
+    options.object_files.push_back(env_objects);
+  }
+  if (options.kubeconfig_out.empty()) {
+    return InvalidArgumentError("--kubeconfig-out is required: where to write the kubeconfig");
+  }
+  return options;
+}
+
+Result<Secret> LoadToken(const std::string& token_file) {
+  if (token_file.empty()) return NewToken("kubesim_");
+  UPLINK_ASSIGN_OR_RETURN(std::string text, ReadFileBounded(token_file, 4096));
+  std::string_view token = TrimWhitespace(text);
+  if (token.empty()) return InvalidArgumentError("token file " + token_file + " is empty");
+  for (char c : token) {
+    if (static_cast<unsigned char>(c) < 0x21 || static_cast<unsigned char>(c) > 0x7e) {
+      return InvalidArgumentError("token file " + token_file +
+                                  " holds characters not allowed in a bearer token");
+    }
+  }
+  return Secret(std::string(token));
+}
+
+Status LoadObjects(ObjectStore& store, const std::vector<std::string>& files) {
+  std::vector<json::object> objects;
+  for (const std::string& file : files) {
+    UPLINK_ASSIGN_OR_RETURN(std::string text, ReadFileBounded(file, 64 << 20));
+    Result<std::vector<json::object>> parsed = ParseObjects(text);
+    if (!parsed.ok()) return parsed.status().WithContext("loading " + file);
+    for (json::object& object : *parsed) objects.push_back(std::move(object));
+  }
+  // Namespaces first, so objects in them can be stored whatever the file order.
+  std::stable_partition(objects.begin(), objects.end(), [](const json::object& object) {
+    const json::value* kind = object.if_contains("kind");
+    return kind && kind->is_string() && kind->get_string() == "Namespace";
+  });
+  for (json::object& object : objects) {
+    Result<json::object> stored = store.Put(std::move(object));
+    if (!stored.ok()) return stored.status().WithContext("loading --objects");
+  }
+  return Status::Ok();
+}
+
+// The host kubectl should dial: the listen host, or loopback for a wildcard address.
+std::string UrlHost(const std::string& host) {
+  if (host.empty() || host == "0.0.0.0") return "127.0.0.1";
+  if (host == "::") return "[::1]";
+  return host.find(':') != std::string::npos ? "[" + host + "]" : host;
+}
+
+Status Run(int argc, char** argv) {
+  UPLINK_ASSIGN_OR_RETURN(Options options, ParseOptions(argc, argv));
+  ClusterShape shape{static_cast<int>(options.nodes), static_cast<int>(options.gpus_per_node),
+                     static_cast<int>(options.cpu_nodes), options.server_version};
+  if (options.nodes > INT32_MAX || options.gpus_per_node > INT32_MAX ||
+      options.cpu_nodes > INT32_MAX) {
+    return InvalidArgumentError("--nodes, --gpus-per-node and --cpu-nodes are far too large");
+  }
+  UPLINK_RETURN_IF_ERROR(ValidateClusterShape(shape));
+  std::string host;
+  std::uint16_t port = 0;
+  UPLINK_RETURN_IF_ERROR(net::SplitHostPort(options.listen, host, port));
+  UPLINK_ASSIGN_OR_RETURN(Secret token, LoadToken(options.token_file));
+
+  ObjectStore store(SystemClock());
+  for (json::object& object : DefaultNamespaces()) UPLINK_RETURN_IF_ERROR(store.Put(object).status());
+  for (json::object& node : GenerateNodes(shape, SystemClock().Now())) {
+    UPLINK_RETURN_IF_ERROR(store.Put(node).status());
+  }
+  UPLINK_RETURN_IF_ERROR(LoadObjects(store, options.object_files));
+
+  UPLINK_ASSIGN_OR_RETURN(net::CertificateAuthority ca,
+                          net::CreateCertificateAuthority("uplink-kubesim CA", 365));
+  std::vector<std::string> names = {"127.0.0.1", "localhost", "::1"};
+  if (std::find(names.begin(), names.end(), host) == names.end() && !host.empty() &&
+      host != "0.0.0.0" && host != "::") {
+    names.push_back(host);
+  }
+  UPLINK_ASSIGN_OR_RETURN(net::IssuedCertificate certificate,
+                          net::IssueServerCertificate(ca, names, 365));
+
+  // Block the stop signals before any thread starts so only sigwait below receives them.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
+  ApiServer api(ApiOptions{token, options.server_version}, store, SystemClock());
+  net::ServerOptions server_options;
+  server_options.listen = options.listen;
+  server_options.tls = net::TlsServerConfig{certificate.cert_pem + ca.cert_pem, certificate.key_pem};
+  server_options.threads = 4;
+  server_options.server_header = "uplink-kubesim";
+  UPLINK_ASSIGN_OR_RETURN(std::unique_ptr<net::HttpServer> server,
+                          net::HttpServer::Start(server_options, api.AsHandler()));
+
+  std::string url = "https://" + UrlHost(host) + ":" + std::to_string(server->port());
+  Status written = WriteFileAtomic(options.kubeconfig_out, RenderKubeconfig(url, ca.cert_pem, token), 0600);
+  if (!written.ok()) {
+    server->Stop();
+    return written.WithContext("writing --kubeconfig-out");
+  }
+  kLog.Info("ready", {{"url", url},
+                      {"kubeconfig", options.kubeconfig_out},
+                      {"gpu_nodes", options.nodes},
+                      {"cpu_nodes", options.cpu_nodes},
+                      {"server_version", options.server_version}});
+  int signal_number = 0;
+  sigwait(&stop_signals, &signal_number);
+  kLog.Info("stopping", {{"signal", signal_number}});
+  server->Stop();
+  return Status::Ok();
+}
+
+}  // namespace
+}  // namespace uplink::kubesim
+
+int main(int argc, char** argv) {
+  uplink::Status status = uplink::kubesim::Run(argc, argv);
+  if (!status.ok()) {
+    uplink::kubesim::kLog.Error("uplink-kubesim failed", {{"error", status}});
+    std::cerr << "uplink-kubesim: " << status.message() << "\n";
+    return 2;
+  }
+  return 0;
+}

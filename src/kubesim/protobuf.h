@@ -1,0 +1,23 @@
+// Decoding the Kubernetes protobuf envelope for the objects kubectl creates.
+//
+// kubectl 1.32 sends `kubectl create configmap|namespace` bodies as
+// application/vnd.kubernetes.protobuf ("k8s\0" + runtime.Unknown{typeMeta, raw}) and does not
+// fall back to JSON on 415, so the simulator decodes the few types it must accept that way:
+// ConfigMap and Namespace (metadata name, generateName, namespace, labels, annotations;
+// data, binaryData; namespace spec.finalizers). Other fields are skipped.
+#pragma once
+
+#include <string_view>
+
+#include "common/json.h"
+#include "common/status.h"
+
+namespace uplink::kubesim {
+
+inline constexpr std::string_view kProtobufMediaType = "application/vnd.kubernetes.protobuf";
+
+// The object as JSON (with kind and apiVersion from the envelope); InvalidArgument for
+// malformed input or unsupported kinds.
+Result<json::object> DecodeProtobufObject(std::string_view body);
+
+}  // namespace uplink::kubesim

@@ -1,0 +1,480 @@
+#include "kubesim/store.h"
+
+#include <algorithm>
+
+#include "common/crypto.h"
+#include "common/labels.h"
+
+namespace uplink::kubesim {
+namespace {
+
+const std::vector<std::string> kAllVerbs = {"create", "delete", "get", "list", "patch"};
+
+std::string StringAt(const json::object& object, std::string_view key) {
+  const json::value* value = object.if_contains(key);
+  return value && value->is_string() ? std::string(value->get_string()) : std::string();
+}
+
+json::object& MetadataOf(json::object& object) {
+  json::value& metadata = object["metadata"];
+  if (!metadata.is_object()) metadata = json::object();
+  return metadata.get_object();
+}
+
+const json::object* MetadataOf(const json::object& object) {
+  const json::value* metadata = object.if_contains("metadata");
+  return metadata && metadata->is_object() ? &metadata->get_object() : nullptr;
+}
+
+std::string NameOf(const json::object& object) {
+  const json::object* metadata = MetadataOf(object);
+  return metadata ? StringAt(*metadata, "name") : std::string();
+}
+
+std::string NamespaceOf(const json::object& object) {
+  const json::object* metadata = MetadataOf(object);
+  return metadata ? StringAt(*metadata, "namespace") : std::string();
+}
+
+labels::LabelMap LabelsOf(const json::object& object) {
+  labels::LabelMap result;
+  const json::object* metadata = MetadataOf(object);
+  const json::value* labels = metadata ? metadata->if_contains("labels") : nullptr;
+  if (!labels || !labels->is_object()) return result;
+  for (const auto& [key, value] : labels->get_object()) {
+    if (value.is_string()) result.emplace(std::string(key), std::string(value.get_string()));
+  }
+  return result;
+}
+
+bool IsDnsLabel(std::string_view text) {
+  if (text.empty() || text.size() > 63) return false;
+  auto ok = [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); };
+  if (!ok(text.front()) || !ok(text.back())) return false;
+  return std::all_of(text.begin(), text.end(), [&](char c) { return ok(c) || c == '-'; });
+}
+
+bool IsDnsSubdomain(std::string_view text) {
+  if (text.empty() || text.size() > 253) return false;
+  size_t start = 0;
+  while (true) {
+    size_t dot = text.find('.', start);
+    if (!IsDnsLabel(text.substr(start, dot == std::string_view::npos ? dot : dot - start))) {
+      return false;
+    }
+    if (dot == std::string_view::npos) return true;
+    start = dot + 1;
+  }
+}
+
+Status ValidateName(const ResourceType& type, const std::string& name) {
+  // Namespaces must be DNS labels; most other objects DNS subdomains.
+  bool valid = type.plural == "namespaces" ? IsDnsLabel(name) : IsDnsSubdomain(name);
+  if (valid) return Status::Ok();
+  return InvalidArgumentError(
+      type.kind + " \"" + name.substr(0, 300) + "\" is invalid: metadata.name: a lowercase RFC 1123 " +
+      (type.plural == "namespaces" ? "label" : "subdomain") +
+      " must consist of lower case alphanumeric characters, '-'" +
+      (type.plural == "namespaces" ? "" : " or '.'") +
+      ", and must start and end with an alphanumeric character");
+}
+
+// One "path=value", "path==value" or "path!=value" term of a field selector.
+struct FieldRequirement {
+  std::string path;
+  std::string value;
+  bool negated = false;
+};
+
+Result<std::vector<FieldRequirement>> ParseFieldSelector(const ResourceType& type,
+                                                         std::string_view text) {
+  std::vector<FieldRequirement> requirements;
+  if (text.find_first_not_of(" \t") == std::string_view::npos) return requirements;
+  if (text.size() > labels::kMaxSelectorBytes) {
+    return InvalidArgumentError("field selector is longer than " +
+                                std::to_string(labels::kMaxSelectorBytes) + " bytes");
+  }
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t comma = text.find(',', start);
+    if (comma == std::string_view::npos) comma = text.size();
+    std::string_view term = text.substr(start, comma - start);
+    FieldRequirement requirement;
+    size_t op = term.find_first_of("!=");
+    if (op == std::string_view::npos || op == 0) {
+      return InvalidArgumentError("invalid field selector: '" + std::string(term.substr(0, 100)) +
+                                  "' is not of the form field=value or field!=value");
+    }
+    requirement.path = std::string(term.substr(0, op));
+    if (term.substr(op, 2) == "!=") {
+      requirement.negated = true;
+      requirement.value = std::string(term.substr(op + 2));
+    } else if (term.substr(op, 2) == "==") {
+      requirement.value = std::string(term.substr(op + 2));
+    } else if (term[op] == '=') {
+      requirement.value = std::string(term.substr(op + 1));
+    } else {
+      return InvalidArgumentError("invalid field selector: '" + std::string(term.substr(0, 100)) +
+                                  "' has an unknown operator");
+    }
+    bool supported = requirement.path == "metadata.name" ||
+                     (requirement.path == "metadata.namespace" && type.namespaced) ||
+                     std::find(type.field_paths.begin(), type.field_paths.end(),
+                               requirement.path) != type.field_paths.end();
+    if (!supported) {
+      return InvalidArgumentError("field label not supported: " + requirement.path.substr(0, 100));
+    }
+    requirements.push_back(std::move(requirement));
+    start = comma + 1;
+  }
+  return requirements;
+}
+
+// The string form of a field for selection: absent fields read as "", booleans as
+// "true"/"false", like the real field label conversion.
+std::string FieldValue(const json::object& object, const std::string& path) {
+  const json::value* current = nullptr;
+  const json::object* scope = &object;
+  size_t start = 0;
+  while (scope) {
+    size_t dot = path.find('.', start);
+    current = scope->if_contains(path.substr(start, dot == std::string::npos ? dot : dot - start));
+    if (!current) return "";
+    if (dot == std::string::npos) break;
+    scope = current->is_object() ? &current->get_object() : nullptr;
+    start = dot + 1;
+    if (!scope) return "";
+  }
+  if (current->is_string()) return std::string(current->get_string());
+  if (current->is_bool()) return current->get_bool() ? "true" : "false";
+  if (current->is_null()) return "";
+  return ToJson(*current);
+}
+
+bool MatchesFields(const json::object& object, const std::vector<FieldRequirement>& fields) {
+  return std::all_of(fields.begin(), fields.end(), [&](const FieldRequirement& requirement) {
+    return (FieldValue(object, requirement.path) == requirement.value) != requirement.negated;
+  });
+}
+
+// Path traversal in a start key would let a client range outside its prefix on a real
+// server; reject the same shapes kube-apiserver's path.Clean check does.
+bool IsCleanStartKey(std::string_view key) {
+  if (key.empty() || key.front() == '/') return false;
+  size_t start = 0;
+  while (start <= key.size()) {
+    size_t slash = key.find('/', start);
+    if (slash == std::string_view::npos) slash = key.size();
+    std::string_view part = key.substr(start, slash - start);
+    if (part.empty() || part == "." || part == "..") return false;
+    start = slash + 1;
+  }
+  return true;
+}
+
+}  // namespace
+
+const std::vector<ResourceType>& ResourceTypes() {
+  static const std::vector<ResourceType> kTypes = {
+      {"", "v1", "nodes", "node", "Node", false, {"no"}, kAllVerbs, {"spec.unschedulable"}},
+      {"", "v1", "namespaces", "namespace", "Namespace", false, {"ns"},
+       {"create", "get", "list", "patch"}, {"status.phase"}},
+      {"", "v1", "configmaps", "configmap", "ConfigMap", true, {"cm"}, kAllVerbs, {}},
+      {"", "v1", "pods", "pod", "Pod", true, {"po"}, kAllVerbs,
+       {"spec.nodeName", "spec.restartPolicy", "spec.schedulerName", "spec.serviceAccountName",
+        "status.phase", "status.podIP", "status.nominatedNodeName"}},
+      {"", "v1", "events", "event", "Event", true, {"ev"}, kAllVerbs,
+       {"involvedObject.kind", "involvedObject.namespace", "involvedObject.name",
+        "involvedObject.uid", "involvedObject.apiVersion", "involvedObject.resourceVersion",
+        "involvedObject.fieldPath", "reason", "reportingComponent", "source", "type"}},
+      {"", "v1", "services", "service", "Service", true, {"svc"}, kAllVerbs, {}},
+      {"apps", "v1", "deployments", "deployment", "Deployment", true, {"deploy"}, kAllVerbs, {}},
+      {"apps", "v1", "statefulsets", "statefulset", "StatefulSet", true, {"sts"}, kAllVerbs, {}},
+  };
+  return kTypes;
+}
+
+const ResourceType* FindResource(std::string_view group, std::string_view version,
+                                 std::string_view plural) {
+  for (const ResourceType& type : ResourceTypes()) {
+    if (type.group == group && type.version == version && type.plural == plural) return &type;
+  }
+  return nullptr;
+}
+
+const ResourceType* FindResourceByKind(std::string_view api_version, std::string_view kind) {
+  for (const ResourceType& type : ResourceTypes()) {
+    if (type.ApiVersion() == api_version && type.kind == kind) return &type;
+  }
+  return nullptr;
+}
+
+std::string EncodeContinueToken(std::int64_t resource_version, const std::string& last_key) {
+  json::object token;
+  token["v"] = "meta.k8s.io/v1";
+  token["rv"] = resource_version;
+  token["start"] = last_key + std::string(1, '\0');
+  return Base64UrlEncode(ToJson(token));
+}
+
+Result<ContinuePosition> DecodeContinueToken(std::string_view token) {
+  constexpr std::string_view kInvalid = "continue key is not valid: ";
+  if (token.size() > 4096) return InvalidArgumentError(std::string(kInvalid) + "too long");
+  // kube-apiserver decodes with RawURLEncoding: padding is an error there too.
+  if (token.find('=') != std::string_view::npos) {
+    return InvalidArgumentError(std::string(kInvalid) + "illegal base64 data (padding)");
+  }
+  Result<std::string> decoded = Base64UrlDecode(token);
+  if (!decoded.ok()) {
+    return InvalidArgumentError(std::string(kInvalid) + "illegal base64 data");
+  }
+  Result<json::value> parsed = ParseJson(*decoded, JsonLimits{4096, 4});
+  if (!parsed.ok() || !parsed->is_object()) {
+    return InvalidArgumentError(std::string(kInvalid) + "not a JSON object");
+  }
+  const json::object& object = parsed->get_object();
+  std::string version = StringAt(object, "v");
+  if (version != "meta.k8s.io/v1") {
+    return InvalidArgumentError(std::string(kInvalid) +
+                                "server does not recognize this encoded version \"" +
+                                version.substr(0, 64) + "\"");
+  }
+  const json::value* rv = object.if_contains("rv");
+  if (!rv || !rv->is_int64() || rv->get_int64() <= 0) {
+    return InvalidArgumentError(std::string(kInvalid) +
+                                "incorrect encoded start resourceVersion (version meta.k8s.io/v1)");
+  }
+  std::string start = StringAt(object, "start");
+  if (start.empty()) {
+    return InvalidArgumentError(std::string(kInvalid) +
+                                "encoded start key empty (version meta.k8s.io/v1)");
+  }
+  if (!IsCleanStartKey(start)) return InvalidArgumentError(std::string(kInvalid) + "bad start key");
+  return ContinuePosition{rv->get_int64(), start};
+}
+
+std::string NewUuid() {
+  std::string bytes = RandomBytes(16);
+  bytes[6] = static_cast<char>((bytes[6] & 0x0f) | 0x40);
+  bytes[8] = static_cast<char>((bytes[8] & 0x3f) | 0x80);
+  std::string hex = HexEncode(bytes);
+  return hex.substr(0, 8) + "-" + hex.substr(8, 4) + "-" + hex.substr(12, 4) + "-" +
+         hex.substr(16, 4) + "-" + hex.substr(20);
+}
+
+json::value ApplyMergePatch(const json::value& target, const json::value& patch) {
+  if (!patch.is_object()) return patch;
+  json::object result = target.is_object() ? target.get_object() : json::object();
+  for (const auto& [key, value] : patch.get_object()) {
+    if (value.is_null()) {
+      result.erase(key);
+    } else {
+      const json::value* existing = result.if_contains(key);
+      result[key] = ApplyMergePatch(existing ? *existing : json::value(), value);
+    }
+  }
+  return result;
+}
+
+std::string ObjectStore::Key(const ResourceType& type, const std::string& namespace_name,
+                             const std::string& name) {
+  return type.namespaced ? namespace_name + "/" + name : name;
+}
+
+Status ObjectStore::CheckNamespaceExists(const std::string& namespace_name) const {
+  auto namespaces = objects_.find("namespaces");
+  if (namespaces != objects_.end() && namespaces->second.count(namespace_name)) {
+    return Status::Ok();
+  }
+  return NotFoundError("namespaces \"" + namespace_name + "\" not found");
+}
+
+void ObjectStore::Stamp(json::object& object, bool keep_identity) {
+  json::object& metadata = MetadataOf(object);
+  if (!keep_identity || StringAt(metadata, "uid").empty()) metadata["uid"] = NewUuid();
+  if (!keep_identity || StringAt(metadata, "creationTimestamp").empty()) {
+    metadata["creationTimestamp"] = FormatRfc3339(clock_.Now());
+  }
+  metadata["resourceVersion"] = std::to_string(++resource_version_);
+  if (StringAt(object, "kind") == "Namespace") {
+    // The API server labels every namespace with its own name (since 1.21).
+    json::value& labels = metadata["labels"];
+    if (!labels.is_object()) labels = json::object();
+    labels.get_object()["kubernetes.io/metadata.name"] = StringAt(metadata, "name");
+    json::value& status = object["status"];
+    if (!status.is_object()) status = json::object();
+    if (!status.get_object().contains("phase")) status.get_object()["phase"] = "Active";
+  }
+}
+
+Result<json::object> ObjectStore::Create(const ResourceType& type,
+                                         const std::string& namespace_name, json::object object) {
+  std::string kind = StringAt(object, "kind");
+  std::string api_version = StringAt(object, "apiVersion");
+  if ((!kind.empty() && kind != type.kind) ||
+      (!api_version.empty() && api_version != type.ApiVersion())) {
+    return InvalidArgumentError("the API version in the data (" + api_version.substr(0, 64) +
+                                ") or kind (" + kind.substr(0, 64) + ") does not match " +
+                                type.ApiVersion() + " " + type.kind);
+  }
+  object["kind"] = type.kind;
+  object["apiVersion"] = type.ApiVersion();
+  json::object& metadata = MetadataOf(object);
+  std::string name = StringAt(metadata, "name");
+  if (name.empty()) {
+    std::string generate_name = StringAt(metadata, "generateName");
+    if (generate_name.empty()) {
+      return InvalidArgumentError(type.kind + " is invalid: metadata.name: name or generateName is required");
+    }
+    static constexpr char kAlphabet[] = "bcdfghjklmnpqrstvwxz2456789";
+    for (unsigned char c : RandomBytes(5)) generate_name += kAlphabet[c % (sizeof(kAlphabet) - 1)];
+    name = generate_name;
+    metadata["name"] = name;
+  }
+  UPLINK_RETURN_IF_ERROR(ValidateName(type, name));
+  if (type.namespaced) {
+    std::string body_namespace = StringAt(metadata, "namespace");
+    if (!body_namespace.empty() && body_namespace != namespace_name) {
+      return InvalidArgumentError(
+          "the namespace of the provided object does not match the namespace sent on the request");
+    }
+    metadata["namespace"] = namespace_name;
+  } else {
+    metadata.erase("namespace");
+  }
+  std::lock_guard lock(mutex_);
+  if (type.namespaced) UPLINK_RETURN_IF_ERROR(CheckNamespaceExists(namespace_name));
+  auto& objects = objects_[type.plural];
+  std::string key = Key(type, namespace_name, name);
+  if (objects.count(key)) {
+    return AlreadyExistsError(type.plural + " \"" + name + "\" already exists");
+  }
+  Stamp(object, false);
+  objects[key] = object;
+  return object;
+}
+
+Result<json::object> ObjectStore::Put(json::object object) {
+  std::string kind = StringAt(object, "kind");
+  const ResourceType* type = FindResourceByKind(StringAt(object, "apiVersion"), kind);
+  if (!type) {
+    return InvalidArgumentError("objects of apiVersion \"" + StringAt(object, "apiVersion") +
+                                "\" kind \"" + kind + "\" are not served by the simulator");
+  }
+  std::string name = NameOf(object);
+  if (name.empty()) return InvalidArgumentError(kind + " without metadata.name");
+  UPLINK_RETURN_IF_ERROR(ValidateName(*type, name));
+  std::string namespace_name = NamespaceOf(object);
+  if (type->namespaced && namespace_name.empty()) {
+    namespace_name = "default";
+    MetadataOf(object)["namespace"] = namespace_name;
+  }
+  std::lock_guard lock(mutex_);
+  if (type->namespaced) UPLINK_RETURN_IF_ERROR(CheckNamespaceExists(namespace_name));
+  Stamp(object, true);
+  objects_[type->plural][Key(*type, namespace_name, name)] = object;
+  return object;
+}
+
+Result<json::object> ObjectStore::Get(const ResourceType& type, const std::string& namespace_name,
+                                      const std::string& name) const {
+  std::lock_guard lock(mutex_);
+  auto objects = objects_.find(type.plural);
+  if (objects != objects_.end()) {
+    auto it = objects->second.find(Key(type, namespace_name, name));
+    if (it != objects->second.end()) return it->second;
+  }
+  return NotFoundError(type.plural + " \"" + name + "\" not found");
+}
+
+Result<ListPage> ObjectStore::List(const ResourceType& type, const ListOptions& options) const {
+  UPLINK_ASSIGN_OR_RETURN(labels::Selector selector, labels::Selector::Parse(options.label_selector));
+  UPLINK_ASSIGN_OR_RETURN(std::vector<FieldRequirement> fields,
+                          ParseFieldSelector(type, options.field_selector));
+  std::optional<ContinuePosition> position;
+  if (!options.continue_token.empty()) {
+    UPLINK_ASSIGN_OR_RETURN(position, DecodeContinueToken(options.continue_token));
+  }
+  // Keys are relative to the listed prefix, as in the etcd keys kube-apiserver pages over.
+  std::string prefix = type.namespaced && options.namespace_name ? *options.namespace_name + "/" : "";
+  std::lock_guard lock(mutex_);
+  ListPage page;
+  page.resource_version = position ? position->resource_version : resource_version_;
+  auto objects = objects_.find(type.plural);
+  if (objects == objects_.end()) return page;
+  auto it = objects->second.lower_bound(prefix + (position ? position->start_key : ""));
+  std::int64_t remaining = 0;
+  std::string last_key;
+  for (; it != objects->second.end(); ++it) {
+    if (!it->first.starts_with(prefix)) break;
+    if (!selector.Matches(LabelsOf(it->second)) || !MatchesFields(it->second, fields)) continue;
+    if (options.limit > 0 && static_cast<std::int64_t>(page.items.size()) >= options.limit) {
+      ++remaining;
+      continue;
+    }
+    page.items.push_back(it->second);
+    last_key = it->first.substr(prefix.size());
+  }
+  if (remaining > 0) {
+    page.continue_token = EncodeContinueToken(page.resource_version, last_key);
+    // Like kube-apiserver: the count is only given when no selector filtered the list.
+    if (selector.empty() && fields.empty()) page.remaining_item_count = remaining;
+  }
+  return page;
+}
+
+Result<json::object> ObjectStore::MergePatch(const ResourceType& type,
+                                             const std::string& namespace_name,
+                                             const std::string& name, const json::value& patch) {
+  if (!patch.is_object()) return InvalidArgumentError("a merge patch must be a JSON object");
+  std::lock_guard lock(mutex_);
+  auto& objects = objects_[type.plural];
+  auto it = objects.find(Key(type, namespace_name, name));
+  if (it == objects.end()) return NotFoundError(type.plural + " \"" + name + "\" not found");
+  const json::object* patch_metadata = MetadataOf(patch.get_object());
+  if (patch_metadata) {
+    // A resourceVersion in the patch is an optimistic-concurrency precondition.
+    std::string wanted = StringAt(*patch_metadata, "resourceVersion");
+    if (!wanted.empty() && wanted != StringAt(MetadataOf(it->second), "resourceVersion")) {
+      return ConflictError("Operation cannot be fulfilled on " + type.plural + " \"" + name +
+                           "\": the object has been modified; please apply your changes to the "
+                           "latest version and try again");
+    }
+  }
+  json::value patched = ApplyMergePatch(it->second, patch);
+  if (!patched.is_object()) return InvalidArgumentError("the patch did not produce an object");
+  json::object& result = patched.get_object();
+  if (NameOf(result) != name || (type.namespaced && NamespaceOf(result) != namespace_name)) {
+    return InvalidArgumentError("the name or namespace of the object cannot be changed by a patch");
+  }
+  // Identity stays what the server assigned, whatever the patch said.
+  json::object& metadata = MetadataOf(result);
+  const json::object& original = MetadataOf(it->second);
+  metadata["uid"] = original.at("uid");
+  metadata["creationTimestamp"] = original.at("creationTimestamp");
+  result["kind"] = type.kind;
+  result["apiVersion"] = type.ApiVersion();
+  Stamp(result, true);
+  it->second = result;
+  return result;
+}
+
+Result<json::object> ObjectStore::Delete(const ResourceType& type,
+                                         const std::string& namespace_name,
+                                         const std::string& name) {
+  std::lock_guard lock(mutex_);
+  auto& objects = objects_[type.plural];
+  auto it = objects.find(Key(type, namespace_name, name));
+  if (it == objects.end()) return NotFoundError(type.plural + " \"" + name + "\" not found");
+  json::object removed = std::move(it->second);
+  objects.erase(it);
+  ++resource_version_;
+  return removed;
+}
+
+std::int64_t ObjectStore::resource_version() const {
+  std::lock_guard lock(mutex_);
+  return resource_version_;
+}
+
+}  // namespace uplink::kubesim
