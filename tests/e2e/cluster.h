@@ -2,6 +2,7 @@
 // agents. Every process is stopped and every file removed when the fixture goes away.
 #pragma once
 
+#include <deque>
 #include <memory>
 #include <string>
 #include <vector>
@@ -59,7 +60,7 @@ class Deployment {
 
  private:
   testing::TempDir dir_;
-  std::vector<SimulatedCluster> clusters_;
+  std::deque<SimulatedCluster> clusters_;  // deque: StartCluster hands out references
   std::unique_ptr<testing::ChildProcess> console_;
   std::unique_ptr<net::HttpClient> client_;
   std::string console_url_;

@@ -53,7 +53,8 @@ TEST(InventoryEndToEnd, EveryNodeWithItsGpusAppearsInTheConsoleWithinSeconds) {
   EXPECT_EQ(d.AgentProbe(health_port, "/healthz"), 200);
 
   // The list shows the same connection.
-  const auto& list = d.ApiJson("GET", "/api/v1/connections").at("connections").as_array();
+  const json::value listed = d.ApiJson("GET", "/api/v1/connections");
+  const auto& list = listed.at("connections").as_array();
   ASSERT_EQ(list.size(), 1u);
   EXPECT_EQ(list[0].at("id"), json::value(connection.id));
 }
