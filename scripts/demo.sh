@@ -49,6 +49,9 @@ echo "==> creating the console's store and admin user"
 "$bin/uplink-console" init --data-dir "$dir/console" >"$dir/admin-key" 2>"$dir/console-init.log" ||
   fail "console init failed" "$dir/console-init.log"
 admin_key=$(cat "$dir/admin-key")
+# For curl: the key goes in a header file, never on a command line other users can read.
+printf 'Authorization: Bearer %s\n' "$admin_key" >"$dir/auth-header"
+chmod 600 "$dir/auth-header"
 url="http://127.0.0.1:$port"
 
 echo "==> starting the console on $url"
@@ -85,9 +88,12 @@ uplink demo is running.
   Console URL:    $url
   Admin API key:  $admin_key
 
-  UPLINK_API_KEY=$admin_key $bin/uplink --console $url connections list
-  curl -s -H "Authorization: Bearer $admin_key" $url/api/v1/connections
-  kubectl --kubeconfig $dir/kubeconfig get nodes
+Try:
+  export UPLINK_CONSOLE=$url UPLINK_API_KEY=$admin_key
+  $bin/uplink connections list
+  $bin/uplink connections get <ID>
+  curl -s -H @$dir/auth-header $url/api/v1/connections
+  kubectl --kubeconfig $dir/kubeconfig get nodes      # the simulated cluster
 
 Logs are in $dir. Press Ctrl-C to stop.
 
