@@ -3,6 +3,7 @@
 # all on loopback. Prints the console URL and an admin API key; Ctrl-C stops everything and
 # removes the demo's files.
 set -euo pipefail
+umask 077  # the demo directory holds the admin key and the agent token
 
 bin=$(cd "${1:-build/bin}" && pwd)
 port=${UPLINK_DEMO_PORT:-8080}
@@ -51,7 +52,6 @@ echo "==> creating the console's store and admin user"
 admin_key=$(cat "$dir/admin-key")
 # For curl: the key goes in a header file, never on a command line other users can read.
 printf 'Authorization: Bearer %s\n' "$admin_key" >"$dir/auth-header"
-chmod 600 "$dir/auth-header"
 url="http://127.0.0.1:$port"
 
 echo "==> starting the console on $url"
