@@ -121,8 +121,9 @@ Result<json::value> KubeClient::GetNamespace(std::string_view name) {
   return Call("GET", "/api/v1/namespaces/" + net::PercentEncode(name), "", "");
 }
 
-Result<NodeList> KubeClient::ListNodesOnce(std::string_view label_selector, bool& restart) {
-  NodeList list;
+Result<NodeListInfo> KubeClient::ListNodesOnce(std::string_view label_selector,
+                                               const NodePageVisitor& on_page, bool& restart) {
+  NodeListInfo list;
   std::string continue_token;
   while (true) {
     if (list.pages >= options_.max_pages) {
@@ -163,11 +164,7 @@ Result<NodeList> KubeClient::ListNodesOnce(std::string_view label_selector, bool
                                      Shorten(list.resource_version) + " then " +
                                      Shorten(resource_version) + ")");
     }
-    if (items->is_array()) {
-      for (json::value& item : page->get_object()["items"].get_array()) {
-        list.items.push_back(std::move(item));
-      }
-    }
+    if (items->is_array()) on_page(page->get_object()["items"].get_array());
     if (next.empty()) return list;
     if (next == continue_token) {
       return InvalidArgumentError("listing nodes: the API server returned the same continue "
@@ -177,18 +174,36 @@ Result<NodeList> KubeClient::ListNodesOnce(std::string_view label_selector, bool
   }
 }
 
-Result<NodeList> KubeClient::ListNodes(std::string_view label_selector) {
+Result<NodeListInfo> KubeClient::ListNodes(std::string_view label_selector,
+                                           const NodePageVisitor& on_page,
+                                           const std::function<void()>& on_restart) {
   if (label_selector.empty()) {
     return InvalidArgumentError("listing nodes: the label selector is empty; uplink lists only "
                                 "selected nodes (e.g. nvidia.com/gpu.present=true)");
   }
   bool restart = false;
-  auto first = ListNodesOnce(label_selector, restart);
+  auto first = ListNodesOnce(label_selector, on_page, restart);
   if (first.ok() || !restart) return first;
+  on_restart();
   bool restart_again = false;
-  auto second = ListNodesOnce(label_selector, restart_again);
+  auto second = ListNodesOnce(label_selector, on_page, restart_again);
   if (second.ok()) second->restarted = true;
   return second;
+}
+
+Result<NodeList> KubeClient::ListNodes(std::string_view label_selector) {
+  std::vector<json::value> items;
+  auto info = ListNodes(
+      label_selector,
+      [&](json::array& page) {
+        for (json::value& item : page) items.push_back(std::move(item));
+      },
+      [&] { items.clear(); });
+  if (!info.ok()) return info.status();
+  NodeList list;
+  static_cast<NodeListInfo&>(list) = std::move(*info);
+  list.items = std::move(items);
+  return list;
 }
 
 Status KubeClient::MergePatchConfigMap(std::string_view ns, std::string_view name,

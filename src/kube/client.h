@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -26,12 +27,18 @@ struct KubeClientOptions {
   int max_pages = 200;                   // 100,000 nodes at the default page size
 };
 
-struct NodeList {
-  std::vector<json::value> items;  // Node objects as the API server sent them
+struct NodeListInfo {
   std::string resource_version;
   int pages = 0;
   bool restarted = false;  // the listing was restarted once (410 Gone or a changed version)
 };
+
+struct NodeList : NodeListInfo {
+  std::vector<json::value> items;  // Node objects as the API server sent them
+};
+
+// Receives each page's Node objects as the page arrives (and may move them away).
+using NodePageVisitor = std::function<void(json::array& items)>;
 
 class KubeClient {
  public:
@@ -43,6 +50,11 @@ class KubeClient {
 
   // Every node matching `label_selector` (which must not be empty: uplink never lists a
   // whole cluster by accident), following `continue` tokens until the list is complete.
+  // Pages go to `on_page` one at a time, so only one page is held in memory; when the
+  // listing has to start over, `on_restart` runs first so the caller can drop what it built.
+  Result<NodeListInfo> ListNodes(std::string_view label_selector, const NodePageVisitor& on_page,
+                                 const std::function<void()>& on_restart);
+  // The same, collecting every Node object (for callers that need them all at once).
   Result<NodeList> ListNodes(std::string_view label_selector);
 
   // PATCH /api/v1/namespaces/{ns}/configmaps/{name} as application/merge-patch+json.
@@ -61,7 +73,8 @@ class KubeClient {
                            std::string body, int* http_status = nullptr);
 
   // One attempt at a complete listing; `restart` is set when the caller should start over.
-  Result<NodeList> ListNodesOnce(std::string_view label_selector, bool& restart);
+  Result<NodeListInfo> ListNodesOnce(std::string_view label_selector, const NodePageVisitor& on_page,
+                                     bool& restart);
 
   KubeCredentials credentials_;
   KubeClientOptions options_;

@@ -219,27 +219,39 @@ json::object DescribeNode(const json::value& node) {
   return entry;
 }
 
-Report BuildReport(std::string_view cluster_uid, std::string_view selector, WallTime collected_at,
-                   const std::vector<json::value>& nodes) {
-  Report report;
-  json::array entries;
-  entries.reserve(nodes.size());
-  for (const json::value& node : nodes) {
-    json::object entry = DescribeNode(node);
-    ++report.summary.nodes;
-    if (entry.contains("error")) {
-      ++report.summary.nodes_with_errors;
-    } else {
-      report.summary.gpus += entry["gpu_capacity"].as_int64();
-    }
-    entries.push_back(std::move(entry));
+void ReportBuilder::Add(const json::value& node) {
+  json::object entry = DescribeNode(node);
+  ++summary_.nodes;
+  if (entry.contains("error")) {
+    ++summary_.nodes_with_errors;
+  } else {
+    summary_.gpus += entry["gpu_capacity"].as_int64();
   }
+  entries_.push_back(std::move(entry));
+}
+
+void ReportBuilder::Clear() {
+  entries_.clear();
+  summary_ = ReportSummary{};
+}
+
+Report ReportBuilder::Finish(std::string_view cluster_uid, std::string_view selector,
+                             WallTime collected_at) && {
+  Report report;
+  report.summary = summary_;
   report.body = json::object{{"agent_version", UPLINK_VERSION},
                              {"cluster_uid", cluster_uid},
                              {"selector", selector},
                              {"collected_at", FormatRfc3339(collected_at)},
-                             {"nodes", std::move(entries)}};
+                             {"nodes", std::move(entries_)}};
   return report;
+}
+
+Report BuildReport(std::string_view cluster_uid, std::string_view selector, WallTime collected_at,
+                   const std::vector<json::value>& nodes) {
+  ReportBuilder builder;
+  for (const json::value& node : nodes) builder.Add(node);
+  return std::move(builder).Finish(cluster_uid, selector, collected_at);
 }
 
 }  // namespace uplink::agent::inventory

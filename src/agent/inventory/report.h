@@ -32,6 +32,19 @@ struct Report {
   ReportSummary summary;
 };
 
+// Builds a report node by node, so a listing can be described page by page without keeping
+// the (much larger) Node objects around.
+class ReportBuilder {
+ public:
+  void Add(const json::value& node);
+  void Clear();
+  Report Finish(std::string_view cluster_uid, std::string_view selector, WallTime collected_at) &&;
+
+ private:
+  json::array entries_;
+  ReportSummary summary_;
+};
+
 Report BuildReport(std::string_view cluster_uid, std::string_view selector, WallTime collected_at,
                    const std::vector<json::value>& nodes);
 

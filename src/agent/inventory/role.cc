@@ -89,7 +89,13 @@ CycleResult InventoryRole::RunCycle() {
     UpdateStatusConfigMap(std::nullopt);
     return cycle;
   }
-  auto nodes = kube_.ListNodes(options_.selector);
+  ReportBuilder builder;
+  auto nodes = kube_.ListNodes(
+      options_.selector,
+      [&](json::array& page) {
+        for (const json::value& node : page) builder.Add(node);
+      },
+      [&] { builder.Clear(); });
   if (!nodes.ok()) {
     metrics_.Increment(kKubeErrors, {{"call", "list_nodes"}});
     auto cycle = fail(nodes.status().WithContext("listing the selected nodes"), "kube_error", false,
@@ -97,7 +103,7 @@ CycleResult InventoryRole::RunCycle() {
     UpdateStatusConfigMap(std::nullopt);
     return cycle;
   }
-  Report report = BuildReport(*uid, options_.selector, clock_.Now(), nodes->items);
+  Report report = std::move(builder).Finish(*uid, options_.selector, clock_.Now());
   metrics_.Set(kNodes, static_cast<double>(report.summary.nodes));
   metrics_.Set(kNodeErrors, static_cast<double>(report.summary.nodes_with_errors));
   metrics_.Set(kGpus, static_cast<double>(report.summary.gpus));
