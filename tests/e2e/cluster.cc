@@ -126,6 +126,15 @@ std::unique_ptr<testing::ChildProcess> Deployment::StartAgent(const SimulatedClu
   return std::make_unique<testing::ChildProcess>(AgentArgs(cluster, token_file, health_port), dir());
 }
 
+testing::CommandResult Deployment::Kubectl(const SimulatedCluster& cluster,
+                                           std::vector<std::string> args) {
+  std::vector<std::string> argv{"/usr/bin/kubectl", "--kubeconfig", cluster.kubeconfig,
+                                "--cache-dir", dir() + "/kube-cache"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return testing::RunCommand(argv, std::chrono::seconds(60),
+                             testing::EnvWith({{"HOME", dir()}, {"KUBECONFIG", ""}}));
+}
+
 int Deployment::AgentProbe(int health_port, const std::string& path) {
   auto client = net::HttpClient::Create(
       {.base_url = "http://127.0.0.1:" + std::to_string(health_port),

@@ -55,6 +55,9 @@ class Deployment {
   std::unique_ptr<testing::ChildProcess> StartAgent(const SimulatedCluster& cluster,
                                                     const std::string& token_file, int health_port);
 
+  // Real kubectl against a simulated cluster, with a private HOME and discovery cache.
+  testing::CommandResult Kubectl(const SimulatedCluster& cluster, std::vector<std::string> args);
+
   // GET on the agent's health server.
   int AgentProbe(int health_port, const std::string& path);
 

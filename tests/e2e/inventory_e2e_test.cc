@@ -59,6 +59,32 @@ TEST(InventoryEndToEnd, EveryNodeWithItsGpusAppearsInTheConsoleWithinSeconds) {
   EXPECT_EQ(list[0].at("id"), json::value(connection.id));
 }
 
+TEST(InventoryEndToEnd, AgentRecordsItsStateInItsOwnStatusConfigMap) {
+  Deployment d;
+  SimulatedCluster& cluster = d.StartCluster("77777777-7777-4777-8777-777777777777", 3, 8);
+  d.StartConsole();
+  auto created = d.Kubectl(cluster, {"-n", "uplink-system", "create", "configmap", "uplink-status"});
+  ASSERT_EQ(created.exit_code, 0) << created.err;
+  Connection connection = d.CreateConnection("e2e-status");
+  auto argv = d.AgentArgs(cluster, d.WriteToken(connection.token), 0);
+  argv.insert(argv.end(), {"--once", "--namespace", "uplink-system", "--status-configmap",
+                           "uplink-status"});
+  auto run = testing::RunCommand(argv, 60s);
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+
+  auto got = d.Kubectl(cluster, {"-n", "uplink-system", "get", "configmap", "uplink-status", "-o", "json"});
+  ASSERT_EQ(got.exit_code, 0) << got.err;
+  auto configmap = ParseJson(got.out);
+  ASSERT_TRUE(configmap.ok()) << got.out;
+  const auto& data = configmap->at("data").as_object();
+  EXPECT_EQ(data.at("mode"), "inventory");
+  EXPECT_EQ(data.at("qualification"), "not-performed") << "inventory is never a qualification";
+  EXPECT_EQ(data.at("nodes"), "3");
+  EXPECT_EQ(data.at("gpus"), "24");
+  EXPECT_TRUE(data.contains("lastReportAt"));
+  EXPECT_EQ(data.at("lastError"), "");
+}
+
 TEST(InventoryEndToEnd, TokenReusedOnAnotherClusterIsRefusedWith409AndNothingIsStored) {
   Deployment d;
   SimulatedCluster& first = d.StartCluster("22222222-2222-4222-8222-222222222222", 3, 4);
