@@ -3,6 +3,7 @@
 #include "common/backoff.h"
 #include "common/files.h"
 #include "common/gzip.h"
+#include "common/text.h"
 #include "net/http.h"
 #include "net/server.h"
 
@@ -11,29 +12,6 @@ namespace {
 
 constexpr size_t kMaxTokenBytes = 4096;
 constexpr size_t kLargeBodyBytes = 1 << 20;
-constexpr size_t kMaxMessageChars = 200;
-
-std::string Shorten(std::string_view text) {
-  std::string out;
-  for (char c : text.substr(0, kMaxMessageChars)) {
-    unsigned char u = static_cast<unsigned char>(c);
-    out += (u < 0x20 || u == 0x7f) ? ' ' : c;
-  }
-  if (text.size() > kMaxMessageChars) out += "...";
-  return out;
-}
-
-StatusCode CodeForHttpStatus(int http_status) {
-  switch (http_status) {
-    case 400: return StatusCode::kInvalidArgument;
-    case 401: return StatusCode::kUnauthenticated;
-    case 403: return StatusCode::kPermissionDenied;
-    case 409: return StatusCode::kConflict;
-    case 413: return StatusCode::kResourceExhausted;
-    case 429: return StatusCode::kResourceExhausted;
-    default: return http_status >= 500 ? StatusCode::kUnavailable : StatusCode::kFailedPrecondition;
-  }
-}
 
 Result<std::string> ReadToken(const std::string& path) {
   if (path.empty()) return FailedPreconditionError("no console token file is configured");
@@ -59,12 +37,12 @@ Result<std::string> ReadToken(const std::string& path) {
 Status ValidateConsoleUrl(std::string_view url) {
   auto parsed = net::ParseBaseUrl(url);
   if (!parsed.ok()) {
-    return InvalidArgumentError("--console '" + Shorten(url) +
+    return InvalidArgumentError("--console '" + OneLineExcerpt(url) +
                                 "' is not a valid URL: " + parsed.status().message() +
                                 "; use https://HOST[:PORT]");
   }
   if (parsed->scheme == "http" && !net::IsLoopbackHost(parsed->host)) {
-    return InvalidArgumentError("--console '" + Shorten(url) +
+    return InvalidArgumentError("--console '" + OneLineExcerpt(url) +
                                 "' uses plain http; use https (http is accepted only for a "
                                 "loopback console during development)");
   }
@@ -157,14 +135,14 @@ ConsoleReply ConsoleClient::PostJson(std::string_view path, const json::value& b
       const json::object& object = error->get_object();
       const json::value* code = object.if_contains("code");
       const json::value* message = object.if_contains("message");
-      if (code != nullptr && code->is_string()) reply.error_code = Shorten(code->get_string());
+      if (code != nullptr && code->is_string()) reply.error_code = OneLineExcerpt(code->get_string());
       detail = reply.error_code.empty() ? "" : " " + reply.error_code;
       if (message != nullptr && message->is_string()) {
-        detail += ": " + Shorten(message->get_string());
+        detail += ": " + OneLineExcerpt(message->get_string());
       }
     }
   }
-  reply.status = Status(CodeForHttpStatus(response->status),
+  reply.status = Status(net::StatusCodeForHttpStatus(response->status),
                         what + ": the console answered " + status_text + detail);
   return reply;
 }

@@ -7,6 +7,7 @@
 #include "common/files.h"
 #include "common/json.h"
 #include "common/secret.h"
+#include "common/text.h"
 #include "net/client.h"
 #include "net/server.h"
 
@@ -72,17 +73,11 @@ class Api {
             error && error->is_object()) {
           const auto& e = error->as_object();
           if (const auto* m = e.if_contains("message"); m && m->is_string()) {
-            message += ": " + std::string(m->as_string());
+            message += ": " + OneLineExcerpt(m->as_string(), 500);
           }
         }
       }
-      StatusCode code = response.status == 401   ? StatusCode::kUnauthenticated
-                        : response.status == 403 ? StatusCode::kPermissionDenied
-                        : response.status == 404 ? StatusCode::kNotFound
-                        : response.status == 409 ? StatusCode::kConflict
-                        : response.status >= 500 ? StatusCode::kUnavailable
-                                                 : StatusCode::kInvalidArgument;
-      return Status(code, message);
+      return Status(net::StatusCodeForHttpStatus(response.status), message);
     }
     if (!parsed.ok()) return parsed.status().WithContext("the console's reply is not JSON");
     return parsed;

@@ -1,38 +1,12 @@
 #include "kube/client.h"
 
+#include "common/text.h"
 #include "net/http.h"
 
 namespace uplink::kube {
 namespace {
 
-constexpr size_t kMaxMessageChars = 200;
 constexpr size_t kMaxJsonDepth = 64;
-
-// Keeps a server-supplied message short and on one line.
-std::string Shorten(std::string_view text) {
-  std::string out;
-  for (char c : text.substr(0, kMaxMessageChars)) {
-    unsigned char u = static_cast<unsigned char>(c);
-    out += (u < 0x20 || u == 0x7f) ? ' ' : c;
-  }
-  if (text.size() > kMaxMessageChars) out += "...";
-  return out;
-}
-
-StatusCode CodeForHttpStatus(int http_status) {
-  switch (http_status) {
-    case 400: return StatusCode::kInvalidArgument;
-    case 401: return StatusCode::kUnauthenticated;
-    case 403: return StatusCode::kPermissionDenied;
-    case 404: return StatusCode::kNotFound;
-    case 409: return StatusCode::kConflict;
-    case 410: return StatusCode::kFailedPrecondition;
-    case 413: return StatusCode::kResourceExhausted;
-    case 422: return StatusCode::kInvalidArgument;
-    case 429: return StatusCode::kUnavailable;
-    default: return http_status >= 500 ? StatusCode::kUnavailable : StatusCode::kInternal;
-  }
-}
 
 std::string StringAt(const json::object& object, std::string_view key) {
   const json::value* value = object.if_contains(key);
@@ -51,12 +25,12 @@ Status KubeErrorFromReply(std::string_view what, int http_status, std::string_vi
   if (status != nullptr && StringAt(*status, "kind") == "Status") {
     std::string reason = StringAt(*status, "reason");
     std::string message = StringAt(*status, "message");
-    if (!reason.empty()) text += " (reason " + Shorten(reason) + ")";
-    if (!message.empty()) text += ": " + Shorten(message);
+    if (!reason.empty()) text += " (reason " + OneLineExcerpt(reason) + ")";
+    if (!message.empty()) text += ": " + OneLineExcerpt(message);
   } else {
     text += " (the reply was not a Kubernetes Status object)";
   }
-  return Status(CodeForHttpStatus(http_status), std::move(text));
+  return Status(net::StatusCodeForHttpStatus(http_status), std::move(text));
 }
 
 Result<std::unique_ptr<KubeClient>> KubeClient::Create(KubeCredentials credentials,
@@ -109,7 +83,7 @@ Result<json::value> KubeClient::Call(std::string method, std::string target,
   if (!parsed.ok()) {
     return Status(parsed.status().code(),
                   what + ": the Kubernetes API reply is not valid JSON: " +
-                      Shorten(parsed.status().message()));
+                      OneLineExcerpt(parsed.status().message()));
   }
   if (!parsed->is_object()) {
     return InvalidArgumentError(what + ": the Kubernetes API reply is not a JSON object");
@@ -161,8 +135,8 @@ Result<NodeListInfo> KubeClient::ListNodesOnce(std::string_view label_selector,
       // Pages of one listing come from one snapshot; a different version means mixing two.
       restart = true;
       return FailedPreconditionError("listing nodes: the resource version changed between pages (" +
-                                     Shorten(list.resource_version) + " then " +
-                                     Shorten(resource_version) + ")");
+                                     OneLineExcerpt(list.resource_version) + " then " +
+                                     OneLineExcerpt(resource_version) + ")");
     }
     if (items->is_array()) on_page(page->get_object()["items"].get_array());
     if (next.empty()) return list;

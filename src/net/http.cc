@@ -127,6 +127,26 @@ Response Response::Text(int status, std::string body) {
   return response;
 }
 
+StatusCode StatusCodeForHttpStatus(int http_status) {
+  switch (http_status) {
+    case 400: return StatusCode::kInvalidArgument;
+    case 401: return StatusCode::kUnauthenticated;
+    case 403: return StatusCode::kPermissionDenied;
+    case 404: return StatusCode::kNotFound;
+    case 408: return StatusCode::kDeadlineExceeded;
+    case 409: return StatusCode::kConflict;
+    case 410: return StatusCode::kFailedPrecondition;
+    case 413: return StatusCode::kResourceExhausted;
+    case 422: return StatusCode::kInvalidArgument;
+    case 429: return StatusCode::kUnavailable;
+    case 504: return StatusCode::kDeadlineExceeded;
+    default:
+      if (http_status >= 500) return StatusCode::kUnavailable;
+      if (http_status >= 400) return StatusCode::kFailedPrecondition;
+      return StatusCode::kInternal;  // not an error status: the caller misjudged the reply
+  }
+}
+
 std::string_view ReasonPhrase(int status) {
   switch (status) {
     case 200: return "OK";

@@ -9,6 +9,8 @@
 #include <utility>
 #include <vector>
 
+#include "common/status.h"
+
 namespace uplink::net {
 
 // Header fields with case-insensitive names, in insertion order.
@@ -54,6 +56,12 @@ struct Response {
 std::optional<std::string> PercentDecode(std::string_view text, bool plus_as_space);
 // Escapes everything but unreserved characters (RFC 3986).
 std::string PercentEncode(std::string_view text);
+
+// How an HTTP error status reads as a StatusCode, for clients turning a peer's reply into an
+// error: 401 Unauthenticated, 403 PermissionDenied, 404 NotFound, 409 Conflict, 413
+// ResourceExhausted, 408/504 DeadlineExceeded, 429 and 5xx Unavailable (try again later),
+// other 4xx InvalidArgument or FailedPrecondition.
+StatusCode StatusCodeForHttpStatus(int http_status);
 
 // Standard reason phrase: 404 -> "Not Found".
 std::string_view ReasonPhrase(int status);

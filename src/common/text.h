@@ -1,0 +1,14 @@
+// Text from peers (error messages, Status objects) shortened before it reaches our own
+// messages and logs: one line, bounded, control characters blanked.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+namespace uplink {
+
+// At most `max_chars` characters of `text` on one line, with "..." when cut.
+std::string OneLineExcerpt(std::string_view text, size_t max_chars = 200);
+
+}  // namespace uplink
