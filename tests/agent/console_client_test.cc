@@ -165,12 +165,11 @@ TEST_F(ConsoleClientTest, AGarbageSuccessBodyIsAFailure) {
 TEST_F(ConsoleClientTest, AConsoleThatNeverAnswersTimesOut) {
   FakeHttp console;
   console.SetSilent(true);
-  auto started = std::chrono::steady_clock::now();
   ConsoleReply reply =
       ClientFor(console, std::chrono::milliseconds(300))->PostJson("/p", json::object{});
   ASSERT_FALSE(reply.status.ok());
+  EXPECT_EQ(reply.status.code(), StatusCode::kDeadlineExceeded) << reply.status.ToString();
   EXPECT_EQ(reply.http_status, 0);
-  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(5));
 }
 
 }  // namespace
