@@ -1,0 +1,532 @@
+// HttpServer over Beast: one coroutine per connection, each on its own strand.
+#include "net/server.h"
+
+#include <openssl/ssl.h>
+#include <strings.h>
+
+#include <atomic>
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/ssl.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <boost/beast/ssl/ssl_stream.hpp>
+#include <cstdio>
+#include <ctime>
+#include <limits>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include "common/files.h"
+#include "common/log.h"
+#include "net/stream_impl.h"
+
+namespace uplink::net {
+namespace {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+namespace ssl = asio::ssl;
+using tcp = asio::ip::tcp;
+
+constexpr auto kUseAwaitable = asio::as_tuple(asio::use_awaitable);
+// After an error reply, unread request bytes are drained for at most this long (and this
+// many bytes) so that closing does not reset the connection before the client reads the reply.
+constexpr std::chrono::milliseconds kLingerTime{1'000};
+constexpr size_t kLingerBytes = 1 << 20;
+
+const log::Logger& Log() {
+  static const log::Logger logger("net.server");
+  return logger;
+}
+
+// RFC 9110 IMF-fixdate: "Sun, 06 Nov 1994 08:49:37 GMT".
+std::string HttpDate() {
+  static constexpr const char* kDays[] = {"Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"};
+  static constexpr const char* kMonths[] = {"Jan", "Feb", "Mar", "Apr", "May", "Jun",
+                                            "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"};
+  std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  char out[40];
+  std::snprintf(out, sizeof(out), "%s, %02d %s %04d %02d:%02d:%02d GMT", kDays[tm.tm_wday],
+                tm.tm_mday, kMonths[tm.tm_mon], tm.tm_year + 1900, tm.tm_hour, tm.tm_min,
+                tm.tm_sec);
+  return out;
+}
+
+// Once closed (by Stop), late Reply calls no longer touch the io_context.
+struct ReplyGate {
+  std::mutex mutex;
+  bool open = true;
+};
+
+// One request's answer, shared by the waiting session and the handler's Reply.
+class Exchange : public std::enable_shared_from_this<Exchange> {
+ public:
+  Exchange(std::shared_ptr<ReplyGate> gate, asio::any_io_executor strand, asio::steady_timer* wake)
+      : gate_(std::move(gate)), strand_(std::move(strand)), wake_(wake) {}
+
+  // Any thread. The first answer wins; returns whether this call was it.
+  bool Deliver(Response response) {
+    std::lock_guard gate_lock(gate_->mutex);
+    std::lock_guard lock(mutex_);
+    if (answered_ || !gate_->open) return false;
+    answered_ = true;
+    response_ = std::move(response);
+    if (strand_) asio::post(*strand_, [self = shared_from_this()] { self->Wake(); });
+    return true;
+  }
+
+  // On the session's strand.
+  std::optional<Response> Take() {
+    std::lock_guard lock(mutex_);
+    return std::exchange(response_, std::nullopt);
+  }
+
+  // The session is done with this request (or gone): drop its timer and executor, which must
+  // not outlive the io_context while a Reply may still hold this object.
+  void Detach() {
+    std::lock_guard lock(mutex_);
+    wake_ = nullptr;
+    strand_.reset();
+  }
+
+ private:
+  void Wake() {
+    std::lock_guard lock(mutex_);
+    if (wake_) wake_->cancel();
+  }
+
+  std::shared_ptr<ReplyGate> gate_;
+  std::mutex mutex_;
+  bool answered_ = false;
+  std::optional<Response> response_;
+  std::optional<asio::any_io_executor> strand_;  // the connection's strand
+  asio::steady_timer* wake_;
+};
+
+// Held by every copy of a Reply; if the handler drops them all unanswered, the client gets 500.
+struct ReplyHolder {
+  explicit ReplyHolder(std::shared_ptr<Exchange> e) : exchange(std::move(e)) {}
+  ~ReplyHolder() {
+    if (exchange->Deliver(Response::Text(500, "internal error: request was not answered\n"))) {
+      Log().Error("handler dropped its reply without answering");
+    }
+  }
+  std::shared_ptr<Exchange> exchange;
+};
+
+struct DetachOnExit {
+  ~DetachOnExit() { exchange->Detach(); }
+  std::shared_ptr<Exchange> exchange;
+};
+
+Request ToRequest(http::request<http::string_body>&& message, std::string remote_address) {
+  Request request;
+  request.method = std::string(message.method_string());
+  request.target = std::string(message.target());
+  for (const auto& field : message) {
+    request.headers.Add(field.name_string(), field.value());
+  }
+  request.body = std::move(message.body());
+  request.remote_address = std::move(remote_address);
+  return request;
+}
+
+bool HasConnectionClose(const Headers& headers) {
+  auto value = headers.Get("Connection");
+  return value && value->size() == 5 && ::strncasecmp(value->data(), "close", 5) == 0;
+}
+
+bool StatusForbidsBody(int status) {
+  return (status >= 100 && status < 200) || status == 204 || status == 304;
+}
+
+class ServerImpl final : public HttpServer {
+ public:
+  ServerImpl(ServerOptions options, RequestHandler handler)
+      : options_(std::move(options)), handler_(std::move(handler)) {}
+  ~ServerImpl() override { Stop(); }
+
+  Status Listen() {
+    std::string host;
+    std::uint16_t port = 0;
+    UPLINK_RETURN_IF_ERROR(SplitHostPort(options_.listen, host, port));
+    if (options_.tls) UPLINK_RETURN_IF_ERROR(SetUpTls(*options_.tls));
+
+    io_ = std::make_unique<asio::io_context>(options_.threads);
+    boost::system::error_code ec;
+    tcp::endpoint endpoint;
+    auto address = asio::ip::make_address(host == "localhost" ? "127.0.0.1" : host, ec);
+    if (!ec) {
+      endpoint = tcp::endpoint(address, port);
+    } else {
+      tcp::resolver resolver(*io_);
+      auto results = resolver.resolve(host, std::to_string(port), ec);
+      if (ec || results.empty()) {
+        return UnavailableError("resolving listen host " + host + ": " + ec.message());
+      }
+      endpoint = results.begin()->endpoint();
+    }
+    acceptor_ = std::make_unique<tcp::acceptor>(*io_);
+    acceptor_->open(endpoint.protocol(), ec);
+    if (!ec) acceptor_->set_option(asio::socket_base::reuse_address(true), ec);
+    if (!ec) acceptor_->bind(endpoint, ec);
+    if (!ec) acceptor_->listen(asio::socket_base::max_listen_connections, ec);
+    if (ec) return UnavailableError("listening on " + options_.listen + ": " + ec.message());
+    port_ = acceptor_->local_endpoint(ec).port();
+    if (ec) return UnavailableError("listening on " + options_.listen + ": " + ec.message());
+
+    asio::co_spawn(*io_, AcceptLoop(), asio::detached);
+    for (int i = 0; i < options_.threads; ++i) {
+      threads_.emplace_back([this] { RunIo(); });
+    }
+    Log().Info("listening",
+               {{"address", host}, {"port", port_}, {"tls", options_.tls.has_value()}});
+    return Status::Ok();
+  }
+
+  std::uint16_t port() const override { return port_; }
+
+  void Stop() override {
+    std::lock_guard stop_lock(stop_mutex_);
+    if (!io_) return;
+    {
+      std::lock_guard lock(gate_->mutex);
+      gate_->open = false;
+    }
+    io_->stop();
+    for (auto& thread : threads_) thread.join();
+    threads_.clear();
+    // Destroying the io_context destroys the suspended connection coroutines, closing their
+    // sockets; the acceptor must go first.
+    acceptor_.reset();
+    io_.reset();
+    if (port_ != 0) Log().Info("stopped", {{"port", port_}});
+  }
+
+ private:
+  Status SetUpTls(const TlsServerConfig& tls) {
+    tls_ = std::make_unique<ssl::context>(ssl::context::tls_server);
+    tls_->set_options(ssl::context::default_workarounds | ssl::context::no_sslv2 |
+                      ssl::context::no_sslv3 | ssl::context::no_tlsv1 | ssl::context::no_tlsv1_1 |
+                      ssl::context::single_dh_use);
+    SSL_CTX_set_min_proto_version(tls_->native_handle(), TLS1_2_VERSION);
+    boost::system::error_code ec;
+    tls_->use_certificate_chain(asio::buffer(tls.cert_chain_pem), ec);
+    if (ec) return InvalidArgumentError("loading TLS certificate chain: " + ec.message());
+    tls_->use_private_key(asio::buffer(tls.private_key_pem), ssl::context::pem, ec);
+    if (ec) return InvalidArgumentError("loading TLS private key: " + ec.message());
+    if (SSL_CTX_check_private_key(tls_->native_handle()) != 1) {
+      return InvalidArgumentError("TLS private key does not match the certificate");
+    }
+    return Status::Ok();
+  }
+
+  void RunIo() {
+    // Connection coroutines catch their own errors; this keeps a thread alive regardless.
+    for (;;) {
+      try {
+        io_->run();
+        return;
+      } catch (const std::exception& e) {
+        Log().Error("unexpected exception in server loop", {{"error", e.what()}});
+      }
+    }
+  }
+
+  asio::awaitable<void> AcceptLoop() {
+    for (;;) {
+      auto [ec, socket] = co_await acceptor_->async_accept(asio::make_strand(*io_), kUseAwaitable);
+      if (ec == asio::error::operation_aborted) co_return;
+      if (ec) {
+        Log().Warn("accept failed", {{"error", ec.message()}});
+        // Out of descriptors, typically: back off instead of spinning.
+        asio::steady_timer pause(co_await asio::this_coro::executor, std::chrono::milliseconds(50));
+        co_await pause.async_wait(kUseAwaitable);
+        continue;
+      }
+      if (connections_.fetch_add(1) >= options_.max_connections) {
+        connections_.fetch_sub(1);
+        Log().Warn("connection refused: too many connections",
+                   {{"max_connections", options_.max_connections}});
+        socket.close(ec);
+        continue;
+      }
+      auto executor = socket.get_executor();
+      if (tls_) {
+        asio::co_spawn(executor,
+                       Session(beast::ssl_stream<beast::tcp_stream>(std::move(socket), *tls_)),
+                       asio::detached);
+      } else {
+        asio::co_spawn(executor, Session(beast::tcp_stream(std::move(socket))), asio::detached);
+      }
+    }
+  }
+
+  template <typename Stream>
+  asio::awaitable<void> Session(Stream stream) {
+    struct Release {
+      ~Release() { counter.fetch_sub(1); }
+      std::atomic<size_t>& counter;
+    } release{connections_};
+    try {
+      auto& tcp_stream = beast::get_lowest_layer(stream);
+      boost::system::error_code ec;
+      std::string remote = tcp_stream.socket().remote_endpoint(ec).address().to_string();
+      if constexpr (!std::is_same_v<Stream, beast::tcp_stream>) {
+        tcp_stream.expires_after(options_.read_timeout);
+        auto [handshake_ec] =
+            co_await stream.async_handshake(ssl::stream_base::server, kUseAwaitable);
+        if (handshake_ec) {
+          Log().Debug("TLS handshake failed",
+                      {{"remote", remote}, {"error", handshake_ec.message()}});
+          co_return;
+        }
+      }
+      StreamAdapter<Stream> erased(std::move(stream));
+      co_await Serve(erased, std::move(remote));
+    } catch (const std::exception& e) {
+      Log().Error("connection failed", {{"error", e.what()}});
+    }
+  }
+
+  asio::awaitable<void> Serve(AnyStream& stream, std::string remote) {
+    auto& tcp_stream = stream.tcp();
+    beast::flat_buffer buffer;
+    for (bool first = true;; first = false) {
+      // Wait for the first byte of the next request under the idle timeout (the read timeout
+      // for a new connection), then give the whole request the read timeout.
+      // On a new connection the read timeout runs from the accept, not from the first byte.
+      bool deadline_set = false;
+      if (buffer.size() == 0) {
+        tcp_stream.expires_after(first ? options_.read_timeout : options_.idle_timeout);
+        deadline_set = first;
+        auto [read_ec, bytes] =
+            co_await stream.async_read_some(buffer.prepare(4096), kUseAwaitable);
+        if (read_ec) co_return;
+        buffer.commit(bytes);
+      }
+      if (!deadline_set) tcp_stream.expires_after(options_.read_timeout);
+      http::request_parser<http::string_body> parser;
+      parser.header_limit(static_cast<std::uint32_t>(
+          std::min<size_t>(options_.max_header_bytes, std::numeric_limits<std::uint32_t>::max())));
+      parser.body_limit(options_.max_body_bytes);
+      auto [read_ec, bytes] = co_await http::async_read(stream, buffer, parser, kUseAwaitable);
+      if (read_ec) {
+        int status = 0;
+        if (read_ec == http::error::header_limit) {
+          status = 431;
+        } else if (read_ec == http::error::body_limit) {
+          status = 413;
+        } else if (read_ec.category() ==
+                       http::make_error_code(http::error::bad_method).category() &&
+                   read_ec != http::error::end_of_stream &&
+                   read_ec != http::error::partial_message) {
+          status = 400;
+        }
+        Log().Debug("request not read", {{"remote", remote}, {"error", read_ec.message()}});
+        if (status != 0) {
+          Response refusal = Response::Text(status, std::string(ReasonPhrase(status)) + "\n");
+          co_await Write(stream, std::move(refusal), /*head=*/false, /*keep_alive=*/false);
+          co_await Linger(stream);
+        }
+        co_return;
+      }
+
+      auto message = parser.release();
+      const bool head = message.method() == http::verb::head;
+      const bool client_keep_alive = message.keep_alive();
+      Request request = ToRequest(std::move(message), remote);
+      const std::string method = request.method;
+      const std::string path = request.Path();
+
+      asio::steady_timer wake(co_await asio::this_coro::executor,
+                              std::chrono::steady_clock::time_point::max());
+      auto exchange = std::make_shared<Exchange>(gate_, wake.get_executor(), &wake);
+      DetachOnExit detach{exchange};
+      Invoke(std::move(request), exchange);
+      std::optional<Response> response;
+      while (!(response = exchange->Take())) {
+        co_await wake.async_wait(kUseAwaitable);
+      }
+      Log().Debug(
+          "request",
+          {{"method", method}, {"path", path}, {"status", response->status}, {"remote", remote}});
+      const bool keep_alive = client_keep_alive && !HasConnectionClose(response->headers);
+      if (!co_await Write(stream, std::move(*response), head, keep_alive) || !keep_alive) {
+        co_return;
+      }
+    }
+  }
+
+  void Invoke(Request request, const std::shared_ptr<Exchange>& exchange) {
+    auto holder = std::make_shared<ReplyHolder>(exchange);
+    // `reply` stays alive here until after the catch, so a throwing handler is answered below
+    // rather than by ReplyHolder's "dropped" path.
+    const Reply reply = [holder](Response response) {
+      holder->exchange->Deliver(std::move(response));
+    };
+    holder.reset();
+    const std::string method = request.method;
+    try {
+      handler_(std::move(request), reply);
+      return;
+    } catch (const std::exception& e) {
+      Log().Error("handler threw", {{"method", method}, {"error", e.what()}});
+    } catch (...) {
+      Log().Error("handler threw a non-standard exception", {{"method", method}});
+    }
+    exchange->Deliver(Response::Text(500, "internal error\n"));
+  }
+
+  // Writes `response`; returns false if the connection is no longer usable.
+  asio::awaitable<bool> Write(AnyStream& stream, Response response, bool head, bool keep_alive) {
+    if (response.status < 100 || response.status > 599) {
+      Log().Error("handler returned an invalid status", {{"status", response.status}});
+      response = Response::Text(500, "internal error\n");
+    }
+    http::response<http::string_body> message;
+    message.version(11);
+    message.result(static_cast<unsigned>(response.status));
+    if (auto reason = ReasonPhrase(response.status); !reason.empty()) message.reason(reason);
+    for (const auto& [name, value] : response.headers.all()) {
+      message.insert(name, value);
+    }
+    // Framing is ours alone: a handler's own length or encoding would desynchronise the stream.
+    message.erase(http::field::content_length);
+    message.erase(http::field::transfer_encoding);
+    message.set(http::field::date, HttpDate());
+    message.set(http::field::server, options_.server_header);
+    message.keep_alive(keep_alive);
+    if (StatusForbidsBody(response.status)) {
+      // RFC 9110 forbids Content-Length on 1xx and 204, and a body on any of these.
+    } else {
+      message.content_length(response.body.size());
+      if (!head) message.body() = std::move(response.body);
+    }
+    stream.tcp().expires_after(options_.write_timeout);
+    auto [ec, bytes] = co_await http::async_write(stream, message, kUseAwaitable);
+    if (ec) Log().Debug("response not written", {{"error", ec.message()}});
+    co_return !ec;
+  }
+
+  // Half-closes and discards what the client still sends, briefly, so its pending writes do
+  // not turn our close into a reset that would destroy the error reply before it is read.
+  asio::awaitable<void> Linger(AnyStream& stream) {
+    auto& tcp_stream = stream.tcp();
+    boost::system::error_code ec;
+    tcp_stream.socket().shutdown(tcp::socket::shutdown_send, ec);
+    tcp_stream.expires_after(
+        std::min<std::chrono::milliseconds>(kLingerTime, options_.read_timeout));
+    char scratch[16 * 1024];
+    for (size_t drained = 0; drained < kLingerBytes;) {
+      auto [read_ec, bytes] = co_await stream.async_read_some(asio::buffer(scratch), kUseAwaitable);
+      if (read_ec) break;
+      drained += bytes;
+    }
+  }
+
+  const ServerOptions options_;
+  const RequestHandler handler_;
+  std::unique_ptr<ssl::context> tls_;  // outlives io_, which owns the streams using it
+  std::unique_ptr<asio::io_context> io_;
+  std::unique_ptr<tcp::acceptor> acceptor_;
+  std::vector<std::thread> threads_;
+  std::shared_ptr<ReplyGate> gate_ = std::make_shared<ReplyGate>();
+  std::atomic<size_t> connections_{0};
+  std::uint16_t port_ = 0;
+  std::mutex stop_mutex_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<HttpServer>> HttpServer::Start(ServerOptions options,
+                                                      RequestHandler handler) {
+  if (!handler) return InvalidArgumentError("HttpServer needs a request handler");
+  if (options.threads < 1) return InvalidArgumentError("HttpServer needs at least one thread");
+  if (options.max_connections < 1) return InvalidArgumentError("max_connections must be positive");
+  if (options.read_timeout.count() <= 0 || options.idle_timeout.count() <= 0 ||
+      options.write_timeout.count() <= 0) {
+    return InvalidArgumentError("server timeouts must be positive");
+  }
+  auto server = std::make_unique<ServerImpl>(std::move(options), std::move(handler));
+  UPLINK_RETURN_IF_ERROR(server->Listen());
+  return std::unique_ptr<HttpServer>(std::move(server));
+}
+
+Result<TlsServerConfig> LoadTlsServerConfig(const std::string& cert_file,
+                                            const std::string& key_file) {
+  constexpr size_t kMaxPemBytes = 1 << 20;
+  TlsServerConfig config;
+  UPLINK_ASSIGN_OR_RETURN(config.cert_chain_pem, ReadFileBounded(cert_file, kMaxPemBytes));
+  if (config.cert_chain_pem.find("-----BEGIN CERTIFICATE-----") == std::string::npos) {
+    return InvalidArgumentError("TLS certificate file " + cert_file + " holds no PEM certificate");
+  }
+  UPLINK_ASSIGN_OR_RETURN(config.private_key_pem, ReadFileBounded(key_file, kMaxPemBytes));
+  if (config.private_key_pem.find("PRIVATE KEY-----") == std::string::npos) {
+    return InvalidArgumentError("TLS key file " + key_file + " holds no PEM private key");
+  }
+  return config;
+}
+
+Status SplitHostPort(std::string_view listen, std::string& host, std::uint16_t& port) {
+  std::string_view host_part;
+  std::string_view port_part;
+  if (listen.starts_with('[')) {
+    auto close = listen.find("]:");
+    if (close == std::string_view::npos) {
+      return InvalidArgumentError("\"" + std::string(listen) + "\" is not [IPv6]:PORT");
+    }
+    host_part = listen.substr(1, close - 1);
+    port_part = listen.substr(close + 2);
+  } else {
+    auto colon = listen.rfind(':');
+    if (colon == std::string_view::npos) {
+      return InvalidArgumentError("\"" + std::string(listen) + "\" has no :PORT");
+    }
+    host_part = listen.substr(0, colon);
+    port_part = listen.substr(colon + 1);
+    if (host_part.find(':') != std::string_view::npos) {
+      return InvalidArgumentError("\"" + std::string(listen) +
+                                  "\": write IPv6 addresses in brackets, [::1]:PORT");
+    }
+  }
+  if (host_part.empty()) return InvalidArgumentError("\"" + std::string(listen) + "\" has no host");
+  if (port_part.empty() || port_part.size() > 5 ||
+      port_part.find_first_not_of("0123456789") != std::string_view::npos ||
+      std::stoul(std::string(port_part)) > 65535) {
+    return InvalidArgumentError("\"" + std::string(listen) + "\": port must be 0-65535");
+  }
+  host = std::string(host_part);
+  port = static_cast<std::uint16_t>(std::stoul(std::string(port_part)));
+  return Status::Ok();
+}
+
+bool IsLoopbackHost(std::string_view host) {
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  if (host.ends_with('.')) host.remove_suffix(1);
+  if (host.size() == 9 && ::strncasecmp(host.data(), "localhost", 9) == 0) return true;
+  boost::system::error_code ec;
+  auto address = asio::ip::make_address(std::string(host), ec);
+  if (ec) return false;
+  if (address.is_v6() && address.to_v6().is_v4_mapped()) {
+    return asio::ip::make_address_v4(asio::ip::v4_mapped, address.to_v6()).is_loopback();
+  }
+  return address.is_loopback();
+}
+
+}  // namespace uplink::net
