@@ -361,7 +361,10 @@ std::string Selector::ToString() const {
     if (!out.empty()) out += ',';
     auto joined = [&] {
       std::string list;
-      for (const std::string& v : r.values) list += (list.empty() ? "" : ",") + v;
+      // By position, not by emptiness: "" is a valid value and may come first. A set of only
+      // "" needs a comma to be told from the empty set, which does not parse.
+      for (size_t i = 0; i < r.values.size(); ++i) list += (i == 0 ? "" : ",") + r.values[i];
+      if (r.values.size() == 1 && r.values[0].empty()) list = ",";
       return list;
     };
     switch (r.op) {

@@ -1,14 +1,21 @@
+// YAML through libyaml's event parser. (yaml-cpp 0.7 was replaced: json_yaml_fuzz found a
+// 40-byte input on which its LoadAll allocates without bound.)
 #include "common/yaml.h"
 
-#include <yaml-cpp/yaml.h>
+#include <yaml.h>
 
 #include <charconv>
+#include <map>
+#include <memory>
 #include <regex>
 
 namespace uplink {
 namespace {
 
-constexpr int kMaxDepth = 64;
+constexpr size_t kMaxDepth = 64;
+// Aliases let a few lines describe an exponentially large document ("billion laughs"); the
+// conversion stops after this many values, far beyond any kubeconfig or objects file.
+constexpr size_t kMaxValues = 1'000'000;
 
 json::value PlainScalar(const std::string& s) {
   if (s.empty() || s == "~" || s == "null" || s == "Null" || s == "NULL") return nullptr;
@@ -16,70 +23,186 @@ json::value PlainScalar(const std::string& s) {
   if (s == "false" || s == "False" || s == "FALSE") return false;
   static const std::regex kInt("[-+]?[0-9]+");
   static const std::regex kFloat(R"([-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?)");
-  if (std::regex_match(s, kInt)) {
+  if (s.size() < 64 && std::regex_match(s, kInt)) {
     std::int64_t value = 0;
     const char* begin = s.data() + (s[0] == '+' ? 1 : 0);
     auto [ptr, ec] = std::from_chars(begin, s.data() + s.size(), value);
     if (ec == std::errc() && ptr == s.data() + s.size()) return value;
-    return json::value(json::string_view(s));  // out of range: keep the text rather than lose digits
+    return json::value(json::string_view(s));  // out of range: keep the digits as text
   }
-  if (std::regex_match(s, kFloat)) {
-    try {
-      return std::stod(s);
-    } catch (...) {
-      return json::value(json::string_view(s));
-    }
+  if (s.size() < 64 && std::regex_match(s, kFloat)) {
+    double value = 0;
+    auto [ptr, ec] = std::from_chars(s.data() + (s[0] == '+' ? 1 : 0), s.data() + s.size(), value);
+    if (ec == std::errc() && ptr == s.data() + s.size()) return value;
+    return json::value(json::string_view(s));
   }
   return json::value(json::string_view(s));
 }
 
-Result<json::value> Convert(const YAML::Node& node, int depth) {
-  if (depth > kMaxDepth) return InvalidArgumentError("YAML nests deeper than 64 levels");
-  switch (node.Type()) {
-    case YAML::NodeType::Undefined:
-    case YAML::NodeType::Null:
-      return json::value(nullptr);
-    case YAML::NodeType::Scalar:
-      // yaml-cpp tags quoted and explicitly tagged scalars "!" ; plain ones "?".
-      if (node.Tag() == "?") return PlainScalar(node.Scalar());
-      return json::value(node.Scalar());
-    case YAML::NodeType::Sequence: {
-      json::array array;
-      for (const auto& item : node) {
-        UPLINK_ASSIGN_OR_RETURN(json::value converted, Convert(item, depth + 1));
-        array.push_back(std::move(converted));
-      }
-      return json::value(std::move(array));
+json::value Scalar(const yaml_event_t& event) {
+  std::string text(reinterpret_cast<const char*>(event.data.scalar.value), event.data.scalar.length);
+  const char* tag = reinterpret_cast<const char*>(event.data.scalar.tag);
+  if (tag != nullptr) {
+    std::string_view t(tag);
+    if (t == YAML_STR_TAG) return json::value(json::string_view(text));
+    if (t == YAML_INT_TAG || t == YAML_FLOAT_TAG || t == YAML_BOOL_TAG || t == YAML_NULL_TAG) {
+      return PlainScalar(text);
     }
-    case YAML::NodeType::Map: {
-      json::object object;
-      for (const auto& entry : node) {
-        if (!entry.first.IsScalar()) return InvalidArgumentError("YAML mapping keys must be scalars");
-        UPLINK_ASSIGN_OR_RETURN(json::value converted, Convert(entry.second, depth + 1));
-        object[entry.first.Scalar()] = std::move(converted);
-      }
-      return json::value(std::move(object));
-    }
+    return json::value(json::string_view(text));
   }
-  return InvalidArgumentError("unknown YAML node type");
+  // Quoted, literal and folded scalars are strings; plain ones follow the core schema.
+  if (event.data.scalar.style != YAML_PLAIN_SCALAR_STYLE) return json::value(json::string_view(text));
+  return PlainScalar(text);
 }
+
+std::string Anchor(const yaml_char_t* anchor) {
+  return anchor ? std::string(reinterpret_cast<const char*>(anchor)) : std::string();
+}
+
+// Assembles values from parser events: a stack of open collections plus the anchors seen.
+class DocumentBuilder {
+ public:
+  Status Open(json::value container, std::string anchor) {
+    if (stack_.size() >= kMaxDepth) return InvalidArgumentError("YAML nests deeper than 64 levels");
+    UPLINK_RETURN_IF_ERROR(Spend(1));
+    stack_.push_back(Frame{std::move(container), std::move(anchor), {}, false, 1});
+    return Status::Ok();
+  }
+
+  Status Close() {
+    Frame frame = std::move(stack_.back());
+    stack_.pop_back();
+    return Place(std::move(frame.value), frame.anchor, frame.values);
+  }
+
+  Status AddScalar(json::value value, const std::string& anchor) {
+    UPLINK_RETURN_IF_ERROR(Spend(1));
+    return Place(std::move(value), anchor, 1);
+  }
+
+  Status AddAlias(const std::string& name) {
+    auto it = anchors_.find(name);
+    if (it == anchors_.end()) return InvalidArgumentError("YAML alias *" + name + " has no anchor");
+    UPLINK_RETURN_IF_ERROR(Spend(it->second.values));
+    return Place(it->second.value, "", it->second.values);
+  }
+
+  // The finished document, if one is complete.
+  std::optional<json::value> TakeRoot() { return std::exchange(root_, std::nullopt); }
+
+ private:
+  struct Frame {
+    json::value value;
+    std::string anchor;
+    std::string key;
+    bool has_key = false;
+    size_t values = 0;  // values inside, for alias accounting
+  };
+  struct Anchored {
+    json::value value;
+    size_t values = 0;
+  };
+
+  Status Spend(size_t values) {
+    if (values > budget_) {
+      return ResourceExhaustedError("YAML expands to more than " + std::to_string(kMaxValues) +
+                                    " values (aliases repeated too often?)");
+    }
+    budget_ -= values;
+    return Status::Ok();
+  }
+
+  Status Place(json::value value, const std::string& anchor, size_t values) {
+    if (!anchor.empty()) anchors_[anchor] = Anchored{value, values};
+    if (stack_.empty()) {
+      root_ = std::move(value);
+      return Status::Ok();
+    }
+    Frame& parent = stack_.back();
+    parent.values += values;
+    if (parent.value.is_array()) {
+      parent.value.get_array().push_back(std::move(value));
+      return Status::Ok();
+    }
+    if (!parent.has_key) {
+      if (value.is_string()) {
+        parent.key = std::string(value.get_string());
+      } else if (value.is_null()) {
+        parent.key = "";
+      } else if (value.is_array() || value.is_object()) {
+        return InvalidArgumentError("YAML mapping keys must be scalars");
+      } else {
+        parent.key = json::serialize(value);
+      }
+      parent.has_key = true;
+      return Status::Ok();
+    }
+    parent.value.get_object()[parent.key] = std::move(value);
+    parent.has_key = false;
+    return Status::Ok();
+  }
+
+  std::vector<Frame> stack_;
+  std::map<std::string, Anchored> anchors_;
+  std::optional<json::value> root_;
+  size_t budget_ = kMaxValues;
+};
+
+struct ParserDeleter {
+  void operator()(yaml_parser_t* parser) const {
+    yaml_parser_delete(parser);
+    delete parser;
+  }
+};
 
 }  // namespace
 
 Result<std::vector<json::value>> ParseYamlDocuments(std::string_view text) {
-  std::vector<json::value> out;
-  try {
-    std::vector<YAML::Node> docs = YAML::LoadAll(std::string(text));
-    for (const auto& doc : docs) {
-      if (doc.IsNull() || !doc.IsDefined()) continue;
-      UPLINK_ASSIGN_OR_RETURN(json::value converted, Convert(doc, 0));
-      out.push_back(std::move(converted));
+  std::unique_ptr<yaml_parser_t, ParserDeleter> parser(new yaml_parser_t);
+  if (!yaml_parser_initialize(parser.get())) return InternalError("libyaml could not start");
+  yaml_parser_set_input_string(parser.get(), reinterpret_cast<const unsigned char*>(text.data()),
+                               text.size());
+  std::vector<json::value> documents;
+  DocumentBuilder builder;
+  while (true) {
+    yaml_event_t event;
+    if (!yaml_parser_parse(parser.get(), &event)) {
+      return InvalidArgumentError(
+          "invalid YAML at line " + std::to_string(parser->problem_mark.line + 1) + ", column " +
+          std::to_string(parser->problem_mark.column + 1) + ": " +
+          (parser->problem ? parser->problem : "unknown error"));
     }
-  } catch (const YAML::Exception& e) {
-    return InvalidArgumentError("invalid YAML at line " + std::to_string(e.mark.line + 1) +
-                                ", column " + std::to_string(e.mark.column + 1) + ": " + e.msg);
+    std::unique_ptr<yaml_event_t, void (*)(yaml_event_t*)> owned(&event, yaml_event_delete);
+    Status status;
+    switch (event.type) {
+      case YAML_STREAM_END_EVENT:
+        return documents;
+      case YAML_DOCUMENT_END_EVENT:
+        if (auto root = builder.TakeRoot(); root && !root->is_null()) {
+          documents.push_back(std::move(*root));
+        }
+        break;
+      case YAML_SEQUENCE_START_EVENT:
+        status = builder.Open(json::array(), Anchor(event.data.sequence_start.anchor));
+        break;
+      case YAML_MAPPING_START_EVENT:
+        status = builder.Open(json::object(), Anchor(event.data.mapping_start.anchor));
+        break;
+      case YAML_SEQUENCE_END_EVENT:
+      case YAML_MAPPING_END_EVENT:
+        status = builder.Close();
+        break;
+      case YAML_SCALAR_EVENT:
+        status = builder.AddScalar(Scalar(event), Anchor(event.data.scalar.anchor));
+        break;
+      case YAML_ALIAS_EVENT:
+        status = builder.AddAlias(Anchor(event.data.alias.anchor));
+        break;
+      default:
+        break;
+    }
+    if (!status.ok()) return status;
   }
-  return out;
 }
 
 Result<json::value> ParseYaml(std::string_view text) {

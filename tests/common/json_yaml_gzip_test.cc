@@ -66,6 +66,18 @@ TEST(ParseYaml, RefusesNestingBombs) {
   EXPECT_FALSE(ParseYaml(deep).ok());
 }
 
+TEST(ParseYaml, RefusesAliasExpansionBombs) {
+  std::string bomb = "a: &a [x, x, x, x, x, x, x, x, x, x]\n";
+  for (char c = 'b'; c <= 'i'; ++c) {
+    std::string prev(1, static_cast<char>(c - 1));
+    bomb += std::string(1, c) + ": &" + c + " [*" + prev + ", *" + prev + ", *" + prev + ", *" +
+            prev + ", *" + prev + ", *" + prev + ", *" + prev + ", *" + prev + ", *" + prev +
+            ", *" + prev + "]\n";
+  }
+  auto value = ParseYaml(bomb);  // 10^9 values if expanded
+  EXPECT_EQ(value.status().code(), StatusCode::kResourceExhausted);
+}
+
 TEST(Gzip, RoundTrips) {
   std::string data(100000, 'x');
   auto back = GzipDecompress(GzipCompress(data), 1 << 20);

@@ -172,3 +172,28 @@ TEST(LabelSelector, EmptyElementsInSetsAreTheEmptyValue) {
 
 }  // namespace
 }  // namespace uplink::labels
+
+namespace uplink::labels {
+namespace {
+
+// Found by label_selector_fuzz: an empty first value lost the comma after it.
+TEST(LabelSelector, AnEmptyValueInASetSurvivesTheCanonicalForm) {
+  auto selector = Selector::Parse("a in (x,yg,)");
+  ASSERT_TRUE(selector.ok());
+  EXPECT_EQ(selector->ToString(), "a in (,x,yg)");
+  auto again = Selector::Parse(selector->ToString());
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->requirements(), selector->requirements());
+}
+
+TEST(LabelSelector, ASetOfOnlyTheEmptyValueKeepsItsComma) {
+  auto selector = Selector::Parse("a in (,,,,,)");
+  ASSERT_TRUE(selector.ok());
+  EXPECT_EQ(selector->ToString(), "a in (,)");
+  auto again = Selector::Parse(selector->ToString());
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(again->requirements(), selector->requirements());
+}
+
+}  // namespace
+}  // namespace uplink::labels
