@@ -1,7 +1,7 @@
 // uplink-kubesim: serves a simulated Kubernetes API over TLS for kubectl and the uplink agent.
 //
-//   uplink-kubesim --listen 127.0.0.1:0 --nodes 4 --gpus-per-node 8 \
-//       --objects extra.yaml --kubeconfig-out /tmp/kubeconfig
+//   uplink-kubesim --listen 127.0.0.1:0 --nodes 4 --gpus-per-node 8
+//                  --objects extra.yaml --kubeconfig-out /tmp/kubeconfig
 //
 // Writes a kubeconfig (CA data, server URL with the bound port, bearer token), logs one
 // "ready" line with the URL, and serves until SIGINT or SIGTERM.
