@@ -20,6 +20,15 @@ for p in "${packages[@]}"; do
 done
 [[ ${#missing[@]} -eq 0 ]] && exit 0
 
+# kubectl is not in Debian's own archive; it comes from the Kubernetes apt repository (or the
+# Google Cloud SDK one). Say so plainly instead of failing inside apt-get.
+if [[ " ${missing[*]} " == *" kubectl "* ]] && [[ -z "$(apt-cache policy kubectl 2>/dev/null | awk '/Candidate:/ && $2 != "(none)"')" ]]; then
+  echo "deps: kubectl is missing and no configured apt source offers it." >&2
+  echo "      Add the Kubernetes apt repository (pkgs.k8s.io) or install kubectl to /usr/bin;" >&2
+  echo "      the tests drive the real kubectl against uplink-kubesim." >&2
+  exit 1
+fi
+
 echo "deps: installing ${missing[*]}" >&2
 sudo=""
 [[ $(id -u) -eq 0 ]] || sudo="sudo"
