@@ -24,7 +24,7 @@ done
 # Google Cloud SDK one). Say so plainly instead of failing inside apt-get.
 if [[ " ${missing[*]} " == *" kubectl "* ]] && [[ -z "$(apt-cache policy kubectl 2>/dev/null | awk '/Candidate:/ && $2 != "(none)"')" ]]; then
   echo "deps: kubectl is missing and no configured apt source offers it." >&2
-  echo "      Add the Kubernetes apt repository (pkgs.k8s.io) or install kubectl to /usr/bin;" >&2
+  echo "      Add the Kubernetes project's apt repository, or install kubectl to /usr/bin;" >&2
   echo "      the tests drive the real kubectl against uplink-kubesim." >&2
   exit 1
 fi
