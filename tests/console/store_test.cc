@@ -38,6 +38,8 @@ std::int64_t RawCount(const std::string& path, const std::string& sql) {
   return value;
 }
 
+const std::string kTokenHash(64, 'a');
+
 Connection MakeConnection(const std::string& id, const std::string& owner,
                           const std::string& cluster_name) {
   Connection c;
@@ -46,7 +48,7 @@ Connection MakeConnection(const std::string& id, const std::string& owner,
   c.agent_name = "agent";
   c.cluster_name = cluster_name;
   c.token_prefix = "agt_" + id.substr(0, 8);
-  c.token_hash = std::string(64, 'a');
+  c.token_hash = kTokenHash;
   c.created_at = kT0;
   c.expires_at = kT0 + hours(24);
   return c;
@@ -214,8 +216,8 @@ TEST_F(SqliteStoreTest, ReplaceTokenAndRevokeUpdateTheRowAndRevokeKeepsTheFirstT
 TEST_F(SqliteStoreTest, FirstReportBindsTheClusterAndAnotherClusterIsRefusedWithNothingStored) {
   const std::string id = "00000000000000c1";
   ASSERT_TRUE(store_->CreateConnection(MakeConnection(id, "u1", "prod")).ok());
-  ASSERT_TRUE(store_->AcceptReport(id, MakeReport("uid-a", 3), kT0 + seconds(1)).ok());
-  Status refused = store_->AcceptReport(id, MakeReport("uid-b", 5), kT0 + seconds(2));
+  ASSERT_TRUE(store_->AcceptReport(id, kTokenHash, MakeReport("uid-a", 3), kT0 + seconds(1)).ok());
+  Status refused = store_->AcceptReport(id, kTokenHash, MakeReport("uid-b", 5), kT0 + seconds(2));
   EXPECT_EQ(refused.code(), StatusCode::kConflict);
   EXPECT_EQ(refused.message().find("uid-a"), std::string::npos) << "leaks the bound UID";
 
@@ -229,12 +231,12 @@ TEST_F(SqliteStoreTest, FirstReportBindsTheClusterAndAnotherClusterIsRefusedWith
 TEST_F(SqliteStoreTest, EachReportReplacesTheNodeListWithChildRowsAndTotals) {
   const std::string id = "00000000000000c1";
   ASSERT_TRUE(store_->CreateConnection(MakeConnection(id, "u1", "prod")).ok());
-  ASSERT_TRUE(store_->AcceptReport(id, MakeReport("uid-a", 10), kT0).ok());
+  ASSERT_TRUE(store_->AcceptReport(id, kTokenHash, MakeReport("uid-a", 10), kT0).ok());
   InventoryReport second = MakeReport("uid-a", 2);
   second.nodes[1].ready = false;
   second.nodes[1].error = "status.capacity[nvidia.com/gpu]: 'eight' is not a quantity";
   second.nodes[0].unschedulable = true;
-  ASSERT_TRUE(store_->AcceptReport(id, second, kT0 + seconds(60)).ok());
+  ASSERT_TRUE(store_->AcceptReport(id, kTokenHash, second, kT0 + seconds(60)).ok());
 
   auto nodes = store_->ListNodes(id);
   ASSERT_TRUE(nodes.ok());
@@ -261,17 +263,34 @@ TEST_F(SqliteStoreTest, RepeatedReportsOfFiveThousandNodesLeaveExactlyTheLatestS
   ASSERT_TRUE(store_->CreateConnection(MakeConnection(id, "u1", "prod")).ok());
   InventoryReport report = MakeReport("uid-a", 5000);
   for (int round = 0; round < 3; ++round) {
-    ASSERT_TRUE(store_->AcceptReport(id, report, kT0 + seconds(round)).ok());
+    ASSERT_TRUE(store_->AcceptReport(id, kTokenHash, report, kT0 + seconds(round)).ok());
   }
   EXPECT_EQ(store_->ListNodes(id)->size(), 5000u);
   EXPECT_EQ(RawCount(path_, "SELECT COUNT(*) FROM connection_nodes"), 5000);
 }
 
 TEST_F(SqliteStoreTest, AReportForAMissingConnectionIsNotFoundAndLeavesNoTransactionOpen) {
-  EXPECT_EQ(store_->AcceptReport("ffffffffffffffff", MakeReport("uid", 1), kT0).code(),
+  EXPECT_EQ(store_->AcceptReport("ffffffffffffffff", kTokenHash, MakeReport("uid", 1), kT0).code(),
             StatusCode::kNotFound);
   EXPECT_TRUE(store_->CreateConnection(MakeConnection("00000000000000c1", "u1", "prod")).ok());
-  EXPECT_TRUE(store_->AcceptReport("00000000000000c1", MakeReport("uid", 1), kT0).ok());
+  EXPECT_TRUE(store_->AcceptReport("00000000000000c1", kTokenHash, MakeReport("uid", 1), kT0).ok());
+}
+
+TEST_F(SqliteStoreTest, AReportAuthenticatedWithATokenRotatedOrRevokedMeanwhileIsRefused) {
+  const std::string id = "00000000000000c1";
+  ASSERT_TRUE(store_->CreateConnection(MakeConnection(id, "u1", "prod")).ok());
+  ASSERT_TRUE(store_->AcceptReport(id, kTokenHash, MakeReport("uid-a", 2), kT0).ok());
+  // Rotation lands while a report authenticated with the old token is still being received.
+  ASSERT_TRUE(store_->ReplaceToken(id, "agt_newtoken", std::string(64, 'b'), kT0 + hours(24)).ok());
+  EXPECT_EQ(store_->AcceptReport(id, kTokenHash, MakeReport("uid-a", 7), kT0 + seconds(1)).code(),
+            StatusCode::kUnauthenticated);
+  EXPECT_EQ(store_->ListNodes(id)->size(), 2u) << "the late report was stored";
+  const std::string new_hash(64, 'b');
+  ASSERT_TRUE(store_->AcceptReport(id, new_hash, MakeReport("uid-a", 3), kT0 + seconds(2)).ok());
+  ASSERT_TRUE(store_->RevokeConnection(id, kT0 + seconds(3)).ok());
+  EXPECT_EQ(store_->AcceptReport(id, new_hash, MakeReport("uid-a", 9), kT0 + seconds(4)).code(),
+            StatusCode::kUnauthenticated);
+  EXPECT_EQ(store_->ListNodes(id)->size(), 3u);
 }
 
 TEST_F(SqliteStoreTest, PingAnswersOnAnOpenStore) { EXPECT_TRUE(store_->Ping().ok()); }

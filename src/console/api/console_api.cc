@@ -442,7 +442,8 @@ Result<net::Response> ConsoleApi::AcceptInventory(const net::Request& request,
   }
   UPLINK_ASSIGN_OR_RETURN(json::value document, ParseJson(body, JsonLimits{kMaxReportBytes, 16}));
   UPLINK_ASSIGN_OR_RETURN(InventoryReport report, ParseInventoryReport(document));
-  UPLINK_RETURN_IF_ERROR(store_.AcceptReport(connection.id, report, clock_.Now()));
+  UPLINK_RETURN_IF_ERROR(
+      store_.AcceptReport(connection.id, connection.token_hash, report, clock_.Now()));
   metrics_.Increment(kReportsAcceptedTotal);
   if (!connection.cluster_uid) {
     log_.Info("connection bound to its cluster",

@@ -267,40 +267,44 @@ Status SqliteStore::Migrate() {
   UPLINK_RETURN_IF_ERROR(Exec(
       "CREATE TABLE IF NOT EXISTS schema_migrations ("
       "version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)"));
-  UPLINK_ASSIGN_OR_RETURN(sqlite3_stmt * max_stmt,
-                          Prepare("SELECT COALESCE(MAX(version), 0) FROM schema_migrations"));
-  std::int64_t current = 0;
-  {
-    Statement query(max_stmt);
-    if (query.Step() != SQLITE_ROW) return Error("reading schema version");
-    current = query.Int(0);
-  }
-  if (current > LatestSchemaVersion()) {
-    return FailedPreconditionError(
-        "the database has schema version " + std::to_string(current) +
-        " but this uplink-console supports up to " + std::to_string(LatestSchemaVersion()) +
-        "; run a newer uplink-console (or restore a backup made before the upgrade)");
-  }
-  for (const Migration& migration : kMigrations) {
-    if (migration.version <= current) continue;
-    UPLINK_RETURN_IF_ERROR(Exec("BEGIN IMMEDIATE"));
-    Status status = Exec(migration.sql);
-    if (status.ok()) {
+  // The version is read inside the write transaction, so two processes opening a new
+  // database at once (init racing serve) apply each migration exactly once.
+  UPLINK_RETURN_IF_ERROR(Exec("BEGIN IMMEDIATE"));
+  auto apply = [&]() -> Status {
+    UPLINK_ASSIGN_OR_RETURN(sqlite3_stmt * max_stmt,
+                            Prepare("SELECT COALESCE(MAX(version), 0) FROM schema_migrations"));
+    std::int64_t current = 0;
+    {
+      Statement query(max_stmt);
+      if (query.Step() != SQLITE_ROW) return Error("reading schema version");
+      current = query.Int(0);
+    }
+    if (current > LatestSchemaVersion()) {
+      return FailedPreconditionError(
+          "the database has schema version " + std::to_string(current) +
+          " but this uplink-console supports up to " + std::to_string(LatestSchemaVersion()) +
+          "; run a newer uplink-console (or restore a backup made before the upgrade)");
+    }
+    for (const Migration& migration : kMigrations) {
+      if (migration.version <= current) continue;
+      Status status = Exec(migration.sql);
+      if (!status.ok()) {
+        return status.WithContext("applying schema migration " + std::to_string(migration.version));
+      }
       UPLINK_ASSIGN_OR_RETURN(
           sqlite3_stmt * record,
           Prepare("INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)"));
       Statement insert(record);
       insert.Bind(static_cast<std::int64_t>(migration.version))
           .Bind(std::chrono::system_clock::now());
-      if (insert.Step() != SQLITE_DONE) status = Error("recording schema migration");
+      if (insert.Step() != SQLITE_DONE) return Error("recording schema migration");
     }
-    if (status.ok()) status = Exec("COMMIT");
-    if (!status.ok()) {
-      (void)Exec("ROLLBACK");
-      return status.WithContext("applying schema migration " + std::to_string(migration.version));
-    }
-  }
-  return Status::Ok();
+    return Status::Ok();
+  };
+  Status status = apply();
+  if (status.ok()) status = Exec("COMMIT");
+  if (!status.ok()) (void)Exec("ROLLBACK");
+  return status;
 }
 
 Status SqliteStore::Ping() {
@@ -459,11 +463,20 @@ Status SqliteStore::ReplaceToken(const std::string& id, const std::string& token
   UPLINK_ASSIGN_OR_RETURN(
       sqlite3_stmt * stmt,
       Prepare("UPDATE connections SET token_prefix = ?, token_hash = ?, expires_at = ? "
-              "WHERE id = ?"));
+              "WHERE id = ? AND revoked_at IS NULL"));
   Statement update(stmt);
   update.Bind(token_prefix).Bind(token_hash).Bind(expires_at).Bind(id);
   if (update.Step() != SQLITE_DONE) return Error("replacing token");
-  if (sqlite3_changes(db_) == 0) return NotFoundError("connection " + id + " does not exist");
+  if (sqlite3_changes(db_) == 0) {
+    // Either it does not exist or a revoke got there first; a revoked connection stays dead.
+    UPLINK_ASSIGN_OR_RETURN(sqlite3_stmt * probe_stmt,
+                            Prepare("SELECT 1 FROM connections WHERE id = ?"));
+    Statement probe(probe_stmt);
+    probe.Bind(id);
+    if (probe.Step() != SQLITE_ROW) return NotFoundError("connection " + id + " does not exist");
+    return FailedPreconditionError("this connection was revoked and cannot get a new token; "
+                                   "create a new connection");
+  }
   return Status::Ok();
 }
 
@@ -479,14 +492,16 @@ Status SqliteStore::RevokeConnection(const std::string& id, WallTime at) {
   return Status::Ok();
 }
 
-Status SqliteStore::AcceptReport(const std::string& connection_id, const InventoryReport& report,
-                                 WallTime received_at) {
+Status SqliteStore::AcceptReport(const std::string& connection_id, const std::string& token_hash,
+                                 const InventoryReport& report, WallTime received_at) {
   std::lock_guard lock(mutex_);
   // IMMEDIATE: two reports racing for the first binding must not both see it unset.
   UPLINK_RETURN_IF_ERROR(Exec("BEGIN IMMEDIATE"));
   auto body = [&]() -> Status {
-    UPLINK_ASSIGN_OR_RETURN(sqlite3_stmt * read_stmt,
-                            Prepare("SELECT cluster_uid FROM connections WHERE id = ?"));
+    UPLINK_ASSIGN_OR_RETURN(
+        sqlite3_stmt * read_stmt,
+        Prepare("SELECT cluster_uid, token_hash, revoked_at, expires_at FROM connections "
+                "WHERE id = ?"));
     {
       Statement read(read_stmt);
       read.Bind(connection_id);
@@ -495,6 +510,11 @@ Status SqliteStore::AcceptReport(const std::string& connection_id, const Invento
         return NotFoundError("connection " + connection_id + " does not exist");
       }
       if (rc != SQLITE_ROW) return Error("reading connection");
+      // Both hashes come from this database, so a plain comparison leaks nothing.
+      if (read.Text(1) != token_hash || read.OptionalTime(2) || read.Time(3) <= received_at) {
+        return UnauthenticatedError("the connection's token was rotated, revoked or expired "
+                                    "while this report was being received; nothing was stored");
+      }
       std::optional<std::string> bound = read.OptionalText(0);
       if (bound && *bound != report.cluster_uid) {
         // The bound UID stays out of the message: the sender may not own that cluster.

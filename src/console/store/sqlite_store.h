@@ -46,7 +46,8 @@ class SqliteStore : public Store {
                       const std::string& token_hash, WallTime expires_at) override;
   Status RevokeConnection(const std::string& id, WallTime at) override;
 
-  Status AcceptReport(const std::string& connection_id, const InventoryReport& report,
+  Status AcceptReport(const std::string& connection_id, const std::string& token_hash,
+                      const InventoryReport& report,
                       WallTime received_at) override;
   Result<std::vector<Node>> ListNodes(const std::string& connection_id) override;
 

@@ -121,15 +121,19 @@ class Store {
   virtual Result<std::vector<Connection>> FindConnectionsByTokenPrefix(
       const std::string& prefix) = 0;
   // Replaces the token (the old one stops matching at once) and its expiry.
+  // Refused (FailedPrecondition) once the connection is revoked, whatever the caller read.
   virtual Status ReplaceToken(const std::string& id, const std::string& token_prefix,
                               const std::string& token_hash, WallTime expires_at) = 0;
   // Sets revoked_at unless already set.
   virtual Status RevokeConnection(const std::string& id, WallTime at) = 0;
 
-  // In one transaction: binds cluster_uid on the first report, refuses (Conflict, nothing
-  // written) a report from another cluster, replaces the node list and records the time.
-  virtual Status AcceptReport(const std::string& connection_id, const InventoryReport& report,
-                              WallTime received_at) = 0;
+  // In one transaction: checks that the token the report was authenticated with is still
+  // the connection's live token (a rotate or revoke that lands while a large report is being
+  // received must win: Unauthenticated, nothing written), binds cluster_uid on the first
+  // report, refuses (Conflict, nothing written) a report from another cluster, replaces the
+  // node list and records the time.
+  virtual Status AcceptReport(const std::string& connection_id, const std::string& token_hash,
+                              const InventoryReport& report, WallTime received_at) = 0;
   virtual Result<std::vector<Node>> ListNodes(const std::string& connection_id) = 0;
 };
 
