@@ -1,9 +1,12 @@
 #include "common/files.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+
+#include "common/crypto.h"
 
 namespace uplink {
 
@@ -35,9 +38,17 @@ Result<std::string> ReadFileBounded(const std::string& path, size_t max_bytes) {
 Status WriteFileAtomic(const std::string& path, std::string_view content, unsigned mode) {
   std::string dir = ".";
   if (auto slash = path.rfind('/'); slash != std::string::npos) dir = slash == 0 ? "/" : path.substr(0, slash);
-  std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+  // An unpredictable name created exclusively, never through a symlink: in a shared directory
+  // another user must not be able to pre-create the file we are about to fill.
+  std::string tmp = path + ".tmp." + HexEncode(RandomBytes(8));
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
   if (fd < 0) return ErrnoError("create " + tmp, errno);
+  if (::fchmod(fd, mode) != 0) {  // the umask may have narrowed or the caller widened it
+    int saved = errno;
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    return ErrnoError("chmod " + tmp, saved);
+  }
   const char* data = content.data();
   size_t left = content.size();
   while (left > 0) {

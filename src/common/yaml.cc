@@ -13,9 +13,12 @@ namespace uplink {
 namespace {
 
 constexpr size_t kMaxDepth = 64;
-// Aliases let a few lines describe an exponentially large document ("billion laughs"); the
-// conversion stops after this many values, far beyond any kubeconfig or objects file.
-constexpr size_t kMaxValues = 1'000'000;
+// Aliases let a few lines describe an exponentially large document ("billion laughs"), and
+// each alias is a copy. Every value costs about what it occupies in memory (kValueCost plus
+// its text's bytes), and the conversion stops past kMaxCost: far beyond any kubeconfig or
+// objects file, far below what hurts.
+constexpr size_t kValueCost = 64;
+constexpr size_t kMaxCost = 64u << 20;
 
 json::value PlainScalar(const std::string& s) {
   if (s.empty() || s == "~" || s == "null" || s == "Null" || s == "NULL") return nullptr;
@@ -64,27 +67,27 @@ class DocumentBuilder {
  public:
   Status Open(json::value container, std::string anchor) {
     if (stack_.size() >= kMaxDepth) return InvalidArgumentError("YAML nests deeper than 64 levels");
-    UPLINK_RETURN_IF_ERROR(Spend(1));
-    stack_.push_back(Frame{std::move(container), std::move(anchor), {}, false, 1});
+    UPLINK_RETURN_IF_ERROR(Spend(kValueCost));
+    stack_.push_back(Frame{std::move(container), std::move(anchor), {}, false, kValueCost});
     return Status::Ok();
   }
 
   Status Close() {
     Frame frame = std::move(stack_.back());
     stack_.pop_back();
-    return Place(std::move(frame.value), frame.anchor, frame.values);
+    return Place(std::move(frame.value), frame.anchor, frame.cost);
   }
 
-  Status AddScalar(json::value value, const std::string& anchor) {
-    UPLINK_RETURN_IF_ERROR(Spend(1));
-    return Place(std::move(value), anchor, 1);
+  Status AddScalar(json::value value, const std::string& anchor, size_t text_bytes) {
+    UPLINK_RETURN_IF_ERROR(Spend(kValueCost + text_bytes));
+    return Place(std::move(value), anchor, kValueCost + text_bytes);
   }
 
   Status AddAlias(const std::string& name) {
     auto it = anchors_.find(name);
     if (it == anchors_.end()) return InvalidArgumentError("YAML alias *" + name + " has no anchor");
-    UPLINK_RETURN_IF_ERROR(Spend(it->second.values));
-    return Place(it->second.value, "", it->second.values);
+    UPLINK_RETURN_IF_ERROR(Spend(it->second.cost));
+    return Place(it->second.value, "", it->second.cost);
   }
 
   // The finished document, if one is complete.
@@ -96,30 +99,30 @@ class DocumentBuilder {
     std::string anchor;
     std::string key;
     bool has_key = false;
-    size_t values = 0;  // values inside, for alias accounting
+    size_t cost = 0;  // of everything inside, for alias accounting
   };
   struct Anchored {
     json::value value;
-    size_t values = 0;
+    size_t cost = 0;
   };
 
-  Status Spend(size_t values) {
-    if (values > budget_) {
-      return ResourceExhaustedError("YAML expands to more than " + std::to_string(kMaxValues) +
-                                    " values (aliases repeated too often?)");
+  Status Spend(size_t cost) {
+    if (cost > budget_) {
+      return ResourceExhaustedError("YAML expands to more than " + std::to_string(kMaxCost >> 20) +
+                                    " MiB of values (aliases repeated too often?)");
     }
-    budget_ -= values;
+    budget_ -= cost;
     return Status::Ok();
   }
 
-  Status Place(json::value value, const std::string& anchor, size_t values) {
-    if (!anchor.empty()) anchors_[anchor] = Anchored{value, values};
+  Status Place(json::value value, const std::string& anchor, size_t cost) {
+    if (!anchor.empty()) anchors_[anchor] = Anchored{value, cost};
     if (stack_.empty()) {
       root_ = std::move(value);
       return Status::Ok();
     }
     Frame& parent = stack_.back();
-    parent.values += values;
+    parent.cost += cost;
     if (parent.value.is_array()) {
       parent.value.get_array().push_back(std::move(value));
       return Status::Ok();
@@ -145,7 +148,7 @@ class DocumentBuilder {
   std::vector<Frame> stack_;
   std::map<std::string, Anchored> anchors_;
   std::optional<json::value> root_;
-  size_t budget_ = kMaxValues;
+  size_t budget_ = kMaxCost;
 };
 
 struct ParserDeleter {
@@ -193,7 +196,8 @@ Result<std::vector<json::value>> ParseYamlDocuments(std::string_view text) {
         status = builder.Close();
         break;
       case YAML_SCALAR_EVENT:
-        status = builder.AddScalar(Scalar(event), Anchor(event.data.scalar.anchor));
+        status = builder.AddScalar(Scalar(event), Anchor(event.data.scalar.anchor),
+                                   event.data.scalar.length);
         break;
       case YAML_ALIAS_EVENT:
         status = builder.AddAlias(Anchor(event.data.alias.anchor));
