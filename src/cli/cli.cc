@@ -1,8 +1,15 @@
 #include "cli/cli.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <iomanip>
+#include <optional>
 #include <sstream>
+#include <utility>
 
 #include "common/files.h"
 #include "common/json.h"
@@ -140,20 +147,105 @@ void PrintConnection(const json::value& c, std::ostream& out) {
   }
 }
 
-// Shows the new token once, or stores it in a 0600 file so it never reaches the screen.
-Status EmitToken(const json::value& reply, const Globals& g, std::ostream& out) {
-  Secret token(Str(reply, "token"));
-  if (!g.token_out.empty()) {
-    UPLINK_RETURN_IF_ERROR(WriteFileAtomic(g.token_out, token.Reveal(), 0600));
-    out << "The agent token was written to " << g.token_out << " (mode 0600). Create the "
-        << "Kubernetes Secret from that file, then delete it.\n";
-    return Status::Ok();
+// The --token-out file, created before the console is asked for a token so that a file that
+// cannot be written costs nothing; removed again unless the token was written into it.
+class TokenFile {
+ public:
+  TokenFile() = default;
+  TokenFile(const TokenFile&) = delete;
+  TokenFile& operator=(const TokenFile&) = delete;
+  ~TokenFile() {
+    if (fd_ < 0) return;
+    ::close(fd_);
+    ::unlink(path_.c_str());
   }
+
+  // Refuses an existing path (O_EXCL) and a symlink (O_NOFOLLOW): the token must land in a
+  // new file that only this user can read.
+  Status Create(const std::string& path) {
+    path_ = path;
+    fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd_ >= 0) return Status::Ok();
+    int error = errno;
+    if (error == EEXIST) {
+      return AlreadyExistsError("--token-out " + path + " already exists; uplink writes a new " +
+                                "token only to a new file. Remove it or choose another path");
+    }
+    return InvalidArgumentError("cannot create --token-out " + path + ": " +
+                                std::strerror(error));
+  }
+
+  // Writes and fsyncs the token; on failure the file is removed.
+  Status Write(std::string_view token) {
+    Status status = Status::Ok();
+    for (size_t done = 0; status.ok() && done < token.size();) {
+      ssize_t n = ::write(fd_, token.data() + done, token.size() - done);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) status = UnavailableError(std::string("writing: ") + std::strerror(errno));
+      if (n > 0) done += static_cast<size_t>(n);
+    }
+    if (status.ok() && ::fsync(fd_) != 0) {
+      status = UnavailableError(std::string("fsync: ") + std::strerror(errno));
+    }
+    if (status.ok() && ::close(std::exchange(fd_, -1)) != 0) {
+      status = UnavailableError(std::string("close: ") + std::strerror(errno));
+      ::unlink(path_.c_str());
+    }
+    return status;
+  }
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+};
+
+void PrintTokenOnce(const Secret& token, std::ostream& out) {
   out << "\nAgent token (shown only this once; store it in a Kubernetes Secret):\n\n  "
       << token.Reveal() << "\n\nCreate the Secret without leaving the token in your shell "
       << "history:\n\n  read -rs AGT   # paste the token\n"
       << "  printf '%s' \"$AGT\" | kubectl -n uplink-system create secret generic "
          "uplink-agent-token --from-file=UPLINK_AGENT_TOKEN=/dev/stdin\n  unset AGT\n";
+}
+
+// Shows the new token once, or stores it in the 0600 --token-out file so it never reaches the
+// screen. The console has already replaced the old token, so if the file cannot be written
+// the token is shown instead of being lost.
+Status EmitToken(const Secret& token, TokenFile* token_file, const Globals& g, std::ostream& out,
+                 std::ostream& err) {
+  if (token_file == nullptr) {
+    PrintTokenOnce(token, out);
+    return Status::Ok();
+  }
+  if (Status written = token_file->Write(token.Reveal()); !written.ok()) {
+    err << "uplink: could not write the new token to " << g.token_out << " ("
+        << written.message() << "); the console has already issued it, so it is shown here "
+        << "instead:\n";
+    PrintTokenOnce(token, err);
+    return written.WithContext("--token-out " + g.token_out);
+  }
+  out << "The agent token was written to " << g.token_out << " (mode 0600). Create the "
+      << "Kubernetes Secret from that file, then delete it.\n";
+  return Status::Ok();
+}
+
+// A 2xx reply that is JSON but not what the console sends (a proxy's `[]`, say) is refused
+// here, so the printers below may rely on its shape.
+Status CheckReplyShape(const json::value& reply, bool is_list, bool issues_token) {
+  Status wrong = UnavailableError(
+      "the console's reply is not the JSON object uplink expects; check that --console is the "
+      "console's address and not a proxy or another service");
+  if (!reply.is_object()) return wrong;
+  if (is_list) {
+    const auto* list = reply.as_object().if_contains("connections");
+    if (list == nullptr || !list->is_array()) return wrong;
+  }
+  if (issues_token) {
+    const auto* token = reply.as_object().if_contains("token");
+    if (token == nullptr || !token->is_string() || token->as_string().empty()) {
+      return UnavailableError("the console's reply carries no token; the connection may have "
+                              "been changed: check it with \"uplink connections get\"");
+    }
+  }
   return Status::Ok();
 }
 
@@ -253,6 +345,15 @@ int Run(const std::vector<std::string>& args, const EnvLookup& env, std::ostream
   }
   Api api(std::move(*client), std::move(*key));
 
+  const bool issues_token = verb == "create" || verb == "rotate";
+  std::optional<TokenFile> token_file;
+  if (issues_token && !g.token_out.empty()) {
+    if (Status created = token_file.emplace().Create(g.token_out); !created.ok()) {
+      err << "uplink: " << created.message() << "\n";
+      return 1;
+    }
+  }
+
   Result<json::value> reply = InternalError("no command ran");
   if (verb == "list") {
     reply = api.Call("GET", "/api/v1/connections");
@@ -265,28 +366,32 @@ int Run(const std::vector<std::string>& args, const EnvLookup& env, std::ostream
   } else {
     reply = api.Call("POST", "/api/v1/connections/" + words[2] + "/" + verb);
   }
+  if (reply.ok()) {
+    if (Status shape = CheckReplyShape(*reply, verb == "list", issues_token); !shape.ok()) {
+      reply = shape;
+    }
+  }
   if (!reply.ok()) {
     err << "uplink: " << reply.status().message() << "\n";
-    return 1;
+    return 1;  // an unused --token-out file is removed by ~TokenFile
   }
 
-  const bool issues_token = verb == "create" || verb == "rotate";
   json::value shown = *reply;
   // Table output shows the token in its own framed block; a --token-out file keeps it off the
   // screen entirely. Only JSON output without --token-out carries it inline, for scripts.
-  if (shown.is_object() && (g.output == "table" || !g.token_out.empty())) {
-    shown.as_object().erase("token");
-  }
+  if (g.output == "table" || token_file) shown.as_object().erase("token");
   if (g.output == "json") {
     out << json::serialize(shown) << "\n";
   } else if (verb == "list") {
-    const auto* list = shown.is_object() ? shown.as_object().if_contains("connections") : nullptr;
-    PrintConnections(list && list->is_array() ? list->as_array() : json::array(), out);
+    PrintConnections(shown.as_object().at("connections").as_array(), out);
   } else {
     PrintConnection(shown, out);
   }
-  if (issues_token && (g.output == "table" || !g.token_out.empty())) {
-    if (Status status = EmitToken(*reply, g, g.output == "json" ? err : out); !status.ok()) {
+  if (issues_token && (g.output == "table" || token_file)) {
+    Secret token(std::string(reply->as_object().at("token").as_string()));
+    TokenFile* file = token_file ? &*token_file : nullptr;
+    if (Status status = EmitToken(token, file, g, g.output == "json" ? err : out, err);
+        !status.ok()) {
       err << "uplink: " << status.message() << "\n";
       return 1;
     }

@@ -83,7 +83,10 @@ int Serve(const std::vector<std::string>& args) {
   }
   net::ServerOptions server_options;
   server_options.listen = listen;
-  server_options.max_body_bytes = kMaxReportBytes;  // the agent route; user routes check 64 KiB
+  // The upper bound, for the agent's report; every other route gets far less before its body
+  // is read.
+  server_options.max_body_bytes = kMaxReportBytes;
+  server_options.body_limit_for = RequestBodyLimit;
   if (tls_cert.empty() != tls_key.empty()) {
     return Fail(InvalidArgumentError("pass both --tls-cert and --tls-key, or neither"));
   }

@@ -115,12 +115,43 @@ json::object AppsGroup() {
 
 }  // namespace
 
-net::Response StatusResponse(int code, std::string_view reason, std::string_view message) {
+namespace {
+
+json::object StatusObject(int code, std::string_view reason, std::string_view message) {
   json::object status{{"kind", "Status"},       {"apiVersion", "v1"},
                       {"metadata", json::object()}, {"status", "Failure"},
                       {"message", message},     {"reason", reason},
                       {"code", code}};
-  return JsonResponse(code, status);
+  // metav1.Status omits an empty reason (StatusReasonUnknown).
+  if (reason.empty()) status.erase("reason");
+  return status;
+}
+
+// What system:public-info-viewer lets anyone read.
+bool IsPublicInfo(const net::Request& request) {
+  if (request.method != "GET" && request.method != "HEAD") return false;
+  std::string path = request.Path();
+  return path == "/version" || path == "/healthz" || path == "/readyz" || path == "/livez";
+}
+
+// apierrors.NewInvalid: 422 with the field errors as causes.
+net::Response InvalidResponse(const InvalidObject& invalid) {
+  json::array causes;
+  for (const FieldError& cause : invalid.causes) {
+    causes.push_back(json::object{
+        {"reason", cause.reason}, {"message", cause.message}, {"field", cause.field}});
+  }
+  json::object details{{"name", invalid.name}, {"kind", invalid.kind}, {"causes", causes}};
+  if (!invalid.group.empty()) details["group"] = invalid.group;
+  json::object status = StatusObject(422, "Invalid", invalid.Message());
+  status["details"] = std::move(details);
+  return JsonResponse(422, status);
+}
+
+}  // namespace
+
+net::Response StatusResponse(int code, std::string_view reason, std::string_view message) {
+  return JsonResponse(code, StatusObject(code, reason, message));
 }
 
 net::Response ErrorResponse(const Status& status) {
@@ -223,7 +254,14 @@ void ApiServer::Handle(net::Request request, net::Reply reply) const {
                         {"code", std::to_string(response.status)}});
     reply(std::move(response));
   };
-  std::string_view authorization = request.headers.Get("Authorization").value_or("");
+  std::optional<std::string_view> authorization_header = request.headers.Get("Authorization");
+  // Like a real API server (anonymous auth and system:public-info-viewer), a client without
+  // credentials may read /version and the health endpoints; a wrong token is still refused.
+  if (!authorization_header && IsPublicInfo(request)) {
+    router_.Dispatch(std::move(request), std::move(counted));
+    return;
+  }
+  std::string_view authorization = authorization_header.value_or("");
   constexpr std::string_view kBearer = "Bearer ";
   bool authorized = authorization.starts_with(kBearer) &&
                     ConstantTimeEquals(authorization.substr(kBearer.size()),
@@ -379,8 +417,17 @@ net::Response ApiServer::Create(const net::Request& request, const ResourceType&
                               std::string(kProtobufMediaType) + " (ConfigMap and Namespace)");
   }
   if (!body.ok()) return ErrorResponse(body.status());
-  Result<json::object> created = store_.Create(type, namespace_name, body->get_object());
-  if (!created.ok()) return ErrorResponse(created.status());
+  InvalidObject invalid;
+  Result<json::object> created = store_.Create(type, namespace_name, body->get_object(), &invalid);
+  if (!created.ok()) {
+    if (!invalid.causes.empty()) return InvalidResponse(invalid);
+    // Storage errors that are not API statuses (a resourceVersion set on create) reach clients
+    // as a 500 Status without a reason.
+    if (created.status().code() == StatusCode::kInternal) {
+      return StatusResponse(500, "", created.status().message());
+    }
+    return ErrorResponse(created.status());
+  }
   return JsonResponse(201, *created);
 }
 

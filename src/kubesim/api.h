@@ -20,7 +20,7 @@
 namespace uplink::kubesim {
 
 struct ApiOptions {
-  Secret token;  // the bearer token every request must present
+  Secret token;  // the bearer token; anonymous clients get only /version and health
   std::string server_version = "v1.32.4";
   size_t max_body_bytes = 1 << 20;
 };

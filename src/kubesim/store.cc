@@ -72,16 +72,77 @@ bool IsDnsSubdomain(std::string_view text) {
   }
 }
 
+// apimachinery's messages for names that are not DNS labels or subdomains.
+std::string NameDetail(bool label, std::string_view name) {
+  size_t max_chars = label ? 63 : 253;
+  if (name.size() > max_chars) {
+    return "must be no more than " + std::to_string(max_chars) + " characters";
+  }
+  if (label) {
+    return "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or "
+           "'-', and must start and end with an alphanumeric character (e.g. 'my-name',  or "
+           "'123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')";
+  }
+  return "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, "
+         "'-' or '.', and must start and end with an alphanumeric character (e.g. "
+         "'example.com', regex used for validation is "
+         "'[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
+}
+
+// Go's %q for the printable ASCII names this is used with; other bytes are escaped.
+std::string Quoted(std::string_view text) {
+  std::string out = "\"";
+  for (unsigned char c : text.substr(0, 300)) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += static_cast<char>(c);
+    } else if (c < 0x20 || c >= 0x7f) {
+      static constexpr char kHex[] = "0123456789abcdef";
+      out += "\\x";
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out + "\"";
+}
+
+// Namespaces must be DNS labels; most other objects DNS subdomains. A generateName is
+// checked with its trailing dash masked, as the real server does.
+std::optional<FieldError> NameError(const ResourceType& type, const std::string& field,
+                                    const std::string& value) {
+  const bool label = type.plural == "namespaces";
+  std::string_view checked = value;
+  std::string masked;
+  if (field == "metadata.generateName" && checked.ends_with('-')) {
+    masked = std::string(checked.substr(0, checked.size() - 1)) + "a";
+    checked = masked;
+  }
+  if (label ? IsDnsLabel(checked) : IsDnsSubdomain(checked)) return std::nullopt;
+  return FieldError{field, "FieldValueInvalid",
+                    "Invalid value: " + Quoted(value) + ": " + NameDetail(label, checked)};
+}
+
+InvalidObject Invalid(const ResourceType& type, const std::string& name, FieldError cause) {
+  return InvalidObject{type.group, type.kind, name, {std::move(cause)}};
+}
+
 Status ValidateName(const ResourceType& type, const std::string& name) {
-  // Namespaces must be DNS labels; most other objects DNS subdomains.
-  bool valid = type.plural == "namespaces" ? IsDnsLabel(name) : IsDnsSubdomain(name);
-  if (valid) return Status::Ok();
-  return InvalidArgumentError(
-      type.kind + " \"" + name.substr(0, 300) + "\" is invalid: metadata.name: a lowercase RFC 1123 " +
-      (type.plural == "namespaces" ? "label" : "subdomain") +
-      " must consist of lower case alphanumeric characters, '-'" +
-      (type.plural == "namespaces" ? "" : " or '.'") +
-      ", and must start and end with an alphanumeric character");
+  std::optional<FieldError> error = NameError(type, "metadata.name", name);
+  if (!error) return Status::Ok();
+  return InvalidArgumentError(Invalid(type, name, *error).Message());
+}
+
+// The storage layer parses resourceVersion as an unsigned integer and refuses any non-zero
+// value on create; anything it cannot parse is ignored.
+bool HasResourceVersion(const json::object& metadata) {
+  std::string version = StringAt(metadata, "resourceVersion");
+  if (version.empty() || version.size() > 20 ||
+      version.find_first_not_of("0123456789") != std::string::npos) {
+    return false;
+  }
+  return version.find_first_not_of('0') != std::string::npos;
 }
 
 // One "path=value", "path==value" or "path!=value" term of a field selector.
@@ -312,8 +373,21 @@ void ObjectStore::Stamp(json::object& object, bool keep_identity) {
   }
 }
 
+std::string InvalidObject::Message() const {
+  std::string qualified_kind = group.empty() ? kind : kind + "." + group;
+  std::string text = qualified_kind + " " + Quoted(name) + " is invalid: ";
+  if (causes.size() != 1) text += "[";
+  for (size_t i = 0; i < causes.size(); ++i) {
+    if (i > 0) text += ", ";
+    text += causes[i].field + ": " + causes[i].message;
+  }
+  if (causes.size() != 1) text += "]";
+  return text;
+}
+
 Result<json::object> ObjectStore::Create(const ResourceType& type,
-                                         const std::string& namespace_name, json::object object) {
+                                         const std::string& namespace_name, json::object object,
+                                         InvalidObject* invalid) {
   std::string kind = StringAt(object, "kind");
   std::string api_version = StringAt(object, "apiVersion");
   if ((!kind.empty() && kind != type.kind) ||
@@ -326,17 +400,36 @@ Result<json::object> ObjectStore::Create(const ResourceType& type,
   object["apiVersion"] = type.ApiVersion();
   json::object& metadata = MetadataOf(object);
   std::string name = StringAt(metadata, "name");
+  std::optional<FieldError> name_error;
   if (name.empty()) {
     std::string generate_name = StringAt(metadata, "generateName");
     if (generate_name.empty()) {
-      return InvalidArgumentError(type.kind + " is invalid: metadata.name: name or generateName is required");
+      name_error = FieldError{"metadata.name", "FieldValueRequired",
+                              "Required value: name or generateName is required"};
+    } else {
+      name_error = NameError(type, "metadata.generateName", generate_name);
     }
-    static constexpr char kAlphabet[] = "bcdfghjklmnpqrstvwxz2456789";
-    for (unsigned char c : RandomBytes(5)) generate_name += kAlphabet[c % (sizeof(kAlphabet) - 1)];
-    name = generate_name;
-    metadata["name"] = name;
+    if (!name_error) {
+      static constexpr char kAlphabet[] = "bcdfghjklmnpqrstvwxz2456789";
+      for (unsigned char c : RandomBytes(5)) {
+        generate_name += kAlphabet[c % (sizeof(kAlphabet) - 1)];
+      }
+      name = generate_name;
+      metadata["name"] = name;
+    }
+  } else {
+    name_error = NameError(type, "metadata.name", name);
   }
-  UPLINK_RETURN_IF_ERROR(ValidateName(type, name));
+  if (name_error) {
+    InvalidObject refused = Invalid(type, name, std::move(*name_error));
+    Status status = InvalidArgumentError(refused.Message());
+    if (invalid) *invalid = std::move(refused);
+    return status;
+  }
+  // Validation runs before storage, so an invalid name is reported first.
+  if (HasResourceVersion(metadata)) {
+    return Status(StatusCode::kInternal, std::string(kResourceVersionSetOnCreate));
+  }
   if (type.namespaced) {
     std::string body_namespace = StringAt(metadata, "namespace");
     if (!body_namespace.empty() && body_namespace != namespace_name) {

@@ -63,6 +63,28 @@ struct ContinuePosition {
 // InvalidArgument ("continue key is not valid: ...") for anything a real server rejects.
 Result<ContinuePosition> DecodeContinueToken(std::string_view token);
 
+// One field the real API server's validation refuses, as one cause of a 422 Invalid Status.
+struct FieldError {
+  std::string field;    // "metadata.name"
+  std::string reason;   // "FieldValueInvalid" or "FieldValueRequired"
+  std::string message;  // "Invalid value: \"Foo\": a lowercase RFC 1123 subdomain must ..."
+};
+
+// An object that create refuses as the real server does with 422 Invalid.
+struct InvalidObject {
+  std::string group;  // of the kind; "" for the core group
+  std::string kind;
+  std::string name;
+  std::vector<FieldError> causes;
+  // apimachinery's message: `ConfigMap "Foo" is invalid: metadata.name: Invalid value: ...`.
+  std::string Message() const;
+};
+
+// The message create gives for an object that carries metadata.resourceVersion; the real
+// server's storage layer refuses it with a 500 Status that has no reason.
+inline constexpr std::string_view kResourceVersionSetOnCreate =
+    "resourceVersion should not be set on objects to be created";
+
 // A random RFC 4122 version 4 UUID.
 std::string NewUuid();
 
@@ -72,8 +94,10 @@ class ObjectStore {
 
   // Validates and stores a new object, filling uid, creationTimestamp and resourceVersion.
   // `namespace_name` is the namespace from the URL (empty for cluster-scoped types).
+  // A name that validation refuses is InvalidArgument, described in `*invalid` when given;
+  // a resourceVersion set in the object is Internal (kResourceVersionSetOnCreate).
   Result<json::object> Create(const ResourceType& type, const std::string& namespace_name,
-                              json::object object);
+                              json::object object, InvalidObject* invalid = nullptr);
   // Stores an object as given (from --objects or generated nodes), replacing one with the
   // same name and keeping its uid and creationTimestamp when it has them.
   Result<json::object> Put(json::object object);

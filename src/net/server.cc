@@ -132,14 +132,14 @@ struct DetachOnExit {
   std::shared_ptr<Exchange> exchange;
 };
 
-Request ToRequest(http::request<http::string_body>&& message, std::string remote_address) {
+// The request line and header fields; the body is moved in once it has been read.
+Request RequestHead(const http::request<http::string_body>& message, std::string remote_address) {
   Request request;
   request.method = std::string(message.method_string());
   request.target = std::string(message.target());
   for (const auto& field : message) {
     request.headers.Add(field.name_string(), field.value());
   }
-  request.body = std::move(message.body());
   request.remote_address = std::move(remote_address);
   return request;
 }
@@ -322,8 +322,31 @@ class ServerImpl final : public HttpServer {
       http::request_parser<http::string_body> parser;
       parser.header_limit(static_cast<std::uint32_t>(
           std::min<size_t>(options_.max_header_bytes, std::numeric_limits<std::uint32_t>::max())));
+      // Until the header is read only the upper bound applies (Beast checks Content-Length
+      // against it when the header ends).
       parser.body_limit(options_.max_body_bytes);
-      auto [read_ec, bytes] = co_await http::async_read(stream, buffer, parser, kUseAwaitable);
+      auto [header_ec, header_bytes] =
+          co_await http::async_read_header(stream, buffer, parser, kUseAwaitable);
+      Request request;
+      boost::system::error_code read_ec = header_ec;
+      if (!read_ec) {
+        request = RequestHead(parser.get(), remote);
+        size_t body_limit = options_.max_body_bytes;
+        if (options_.body_limit_for) {
+          body_limit = std::min(body_limit, options_.body_limit_for(request));
+        }
+        // Beast checks Content-Length against the limit only while parsing the header, so the
+        // tighter limit is checked here; chunked bodies are counted against it as they arrive.
+        auto content_length = parser.content_length();
+        if (content_length && *content_length > body_limit) {
+          read_ec = http::error::body_limit;
+        } else {
+          parser.body_limit(body_limit);
+          auto [body_ec, body_bytes] =
+              co_await http::async_read(stream, buffer, parser, kUseAwaitable);
+          read_ec = body_ec;
+        }
+      }
       if (read_ec) {
         int status = 0;
         if (read_ec == http::error::header_limit) {
@@ -348,7 +371,7 @@ class ServerImpl final : public HttpServer {
       auto message = parser.release();
       const bool head = message.method() == http::verb::head;
       const bool client_keep_alive = message.keep_alive();
-      Request request = ToRequest(std::move(message), remote);
+      request.body = std::move(message.body());
       const std::string method = request.method;
       const std::string path = request.Path();
 

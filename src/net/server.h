@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -22,6 +23,11 @@ struct ServerOptions {
   std::optional<TlsServerConfig> tls;  // absent: plain HTTP
   size_t max_header_bytes = 16 * 1024;
   size_t max_body_bytes = 1 << 20;     // larger bodies get 413 without reaching the handler
+  // Optional per-request body limit, asked once the header is read and before any body byte
+  // is, with the method, target and headers (the body is empty). The smaller of its answer and
+  // max_body_bytes applies, so a route that needs large bodies cannot make every route buffer
+  // them. Called on a server thread: it must be cheap, thread-safe and must not block.
+  std::function<size_t(const Request& head)> body_limit_for;
   std::chrono::milliseconds read_timeout{30'000};   // whole request, headers and body
   std::chrono::milliseconds idle_timeout{60'000};   // between keep-alive requests
   std::chrono::milliseconds write_timeout{30'000};

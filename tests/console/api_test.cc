@@ -10,6 +10,7 @@
 #include "common/json.h"
 #include "common/log.h"
 #include "console/api/console_api.h"
+#include "console/api/inventory_report.h"
 #include "console/setup.h"
 #include "test_util.h"
 
@@ -589,6 +590,50 @@ TEST_F(HostileReportTest, TruncatedGzipIsRefusedWith400) {
   std::string gz = GzipCompress(ToJson(ReportJson("uid-a", 50)));
   ExpectRefused(gz.substr(0, gz.size() / 2), 400, "gzip", "gzip");
   ExpectRefused(ToJson(ReportJson("uid-a", 1)), 400, "gzip", "gzip");
+}
+
+TEST_F(HostileReportTest, ContentEncodingIsMatchedCaseInsensitively) {
+  net::Response response =
+      Report(token_, GzipCompress(ToJson(ReportJson("uid-a", 4))), "GZIP");
+  ASSERT_EQ(response.status, 200) << response.body;
+  EXPECT_EQ(Get(id_).at("nodes").as_array().size(), 4u);
+  EXPECT_EQ(Report(token_, ToJson(ReportJson("uid-a", 5)), "Identity").status, 200);
+}
+
+TEST_F(HostileReportTest, MoreResourcesAndTaintsThanTheReportCapAreRefusedNamingTheCap) {
+  // 2,000 nodes with 64 taints each: every node within its own limits, the report over the
+  // total.
+  json::array taints;
+  for (int t = 0; t < 64; ++t) {
+    taints.push_back(json::object{{"key", "k" + std::to_string(t)}, {"effect", "NoSchedule"}});
+  }
+  json::object report = ReportJson("uid-a", 2'000);
+  for (auto& node : report["nodes"].as_array()) node.as_object()["taints"] = taints;
+  ASSERT_GT(2'000u * 64u, kMaxReportRows);
+  ExpectRefused(ToJson(report), 400, "more than 100000 resources and taints");
+}
+
+TEST(ConsoleBodyLimits, OnlyTheInventoryReportMayBeLargeAndGetTakesNoBody) {
+  net::Request head;
+  head.method = "POST";
+  head.target = "/api/v1/agent/inventory";
+  EXPECT_EQ(RequestBodyLimit(head), kMaxReportBytes);
+  head.target = "/api/v1/agent/inventory?x=1";
+  EXPECT_EQ(RequestBodyLimit(head), kMaxReportBytes);
+  head.target = "/api/v1/connections";
+  EXPECT_EQ(RequestBodyLimit(head), kMaxUserBodyBytes);
+  head.target = "/api/v1/agent/inventory/";
+  EXPECT_EQ(RequestBodyLimit(head), kMaxUserBodyBytes);
+  head.target = "/no/such/route";
+  EXPECT_EQ(RequestBodyLimit(head), kMaxUserBodyBytes);
+  head.method = "PUT";
+  head.target = "/api/v1/agent/inventory";
+  EXPECT_EQ(RequestBodyLimit(head), kMaxUserBodyBytes);
+  head.method = "GET";
+  EXPECT_EQ(RequestBodyLimit(head), 0u);
+  head.method = "HEAD";
+  head.target = "/api/v1/connections";
+  EXPECT_EQ(RequestBodyLimit(head), 0u);
 }
 
 TEST_F(HostileReportTest, UnknownContentEncodingOrTypeIs415) {

@@ -83,5 +83,50 @@ TEST(ConsoleOverHttps, AnAgentReportTravelsGzippedOverTlsAndIsShownToTheUser) {
   (*server)->Stop();
 }
 
+TEST(ConsoleOverHttp, BodiesAreLimitedPerRouteBeforeTheyAreReadOrTheKeyIsChecked) {
+  testing::ScratchDir dir;
+  ASSERT_TRUE(InitializeConsole(dir.path(), "admin@example.com", SystemClock()).ok());
+  auto store = OpenConsoleStore(dir.path());
+  ASSERT_TRUE(store.ok());
+  ConsoleApi api(**store, SystemClock(), ConsoleOptions{});
+  net::ServerOptions options;  // as uplink-console serve sets them
+  options.max_body_bytes = kMaxReportBytes;
+  options.body_limit_for = RequestBodyLimit;
+  auto server = net::HttpServer::Start(options, api.router().AsHandler());
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  net::ClientOptions client_options;
+  client_options.base_url = "http://127.0.0.1:" + std::to_string((*server)->port());
+  auto client = net::HttpClient::Create(client_options);
+  ASSERT_TRUE(client.ok()) << client.status().ToString();
+
+  // No key at all: a body over 64 KiB on a user route is refused by size, not read.
+  net::Request create;
+  create.method = "POST";
+  create.target = "/api/v1/connections";
+  create.headers.Set("Content-Type", "application/json");
+  create.body = std::string(kMaxUserBodyBytes + 1, ' ');
+  auto refused = (*client)->Send(create);
+  ASSERT_TRUE(refused.ok()) << refused.status().ToString();
+  EXPECT_EQ(refused->status, 413) << refused->body;
+
+  net::Request get;
+  get.target = "/api/v1/connections";
+  get.body = "{}";
+  auto get_with_body = (*client)->Send(get);
+  ASSERT_TRUE(get_with_body.ok()) << get_with_body.status().ToString();
+  EXPECT_EQ(get_with_body->status, 413) << get_with_body->body;
+
+  // The same size is read on the report route, where the token decides.
+  net::Request report;
+  report.method = "POST";
+  report.target = "/api/v1/agent/inventory";
+  report.headers.Set("Content-Type", "application/json");
+  report.body = std::string(kMaxUserBodyBytes + 1, ' ');
+  auto unauthenticated = (*client)->Send(report);
+  ASSERT_TRUE(unauthenticated.ok()) << unauthenticated.status().ToString();
+  EXPECT_EQ(unauthenticated->status, 401) << unauthenticated->body;
+  (*server)->Stop();
+}
+
 }  // namespace
 }  // namespace uplink::console

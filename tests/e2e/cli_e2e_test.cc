@@ -2,8 +2,12 @@
 #include <gtest/gtest.h>
 
 #include <sys/stat.h>
+#include <unistd.h>
+
+#include <fstream>
 
 #include "cluster.h"
+#include "net/server.h"
 
 namespace uplink::e2e {
 namespace {
@@ -60,6 +64,59 @@ TEST_F(CliEndToEnd, TokenOutWritesAPrivateFileAndNeverPrintsTheToken) {
   struct stat st{};
   ASSERT_EQ(::stat(token_file.c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0600u);
+}
+
+TEST_F(CliEndToEnd, TokenOutRefusesAnExistingFileOrSymlinkBeforeAskingTheConsole) {
+  const std::string existing = d_.dir() + "/existing-token";
+  { std::ofstream(existing) << "keep me"; }
+  auto refused = Uplink({"connections", "create", "--agent-name", "a", "--cluster-name",
+                         "not-created", "--token-out", existing});
+  EXPECT_EQ(refused.exit_code, 1);
+  EXPECT_NE(refused.err.find("already exists"), std::string::npos) << refused.err;
+  EXPECT_EQ(testing::ReadFileOrEmpty(existing), "keep me");
+
+  const std::string link = d_.dir() + "/token-link";
+  ASSERT_EQ(::symlink((d_.dir() + "/link-target").c_str(), link.c_str()), 0);
+  auto via_link = Uplink({"connections", "create", "--agent-name", "a", "--cluster-name",
+                          "not-created", "--token-out", link});
+  EXPECT_EQ(via_link.exit_code, 1);
+  struct stat st{};
+  EXPECT_NE(::stat((d_.dir() + "/link-target").c_str(), &st), 0) << "the symlink was followed";
+
+  // Neither attempt reached the console.
+  auto list = Uplink({"connections", "list"});
+  ASSERT_EQ(list.exit_code, 0) << list.err;
+  EXPECT_EQ(list.out.find("not-created"), std::string::npos) << list.out;
+}
+
+TEST_F(CliEndToEnd, TokenOutFileIsRemovedWhenTheConsoleRefuses) {
+  const std::string token_file = d_.dir() + "/unused-token";
+  auto refused = Uplink({"connections", "rotate", "0123456789abcdef", "--token-out", token_file});
+  EXPECT_EQ(refused.exit_code, 1);
+  EXPECT_NE(refused.err.find("404"), std::string::npos) << refused.err;
+  struct stat st{};
+  EXPECT_NE(::stat(token_file.c_str(), &st), 0) << "the --token-out file was left behind";
+}
+
+TEST_F(CliEndToEnd, AReplyThatIsJsonButNotAnObjectIsAClearErrorNotACrash) {
+  // A proxy in front of the console that answers every call with 200 and [].
+  auto proxy = net::HttpServer::Start(net::ServerOptions{}, [](net::Request, net::Reply reply) {
+    reply(net::Response::Json(200, "[]"));
+  });
+  ASSERT_TRUE(proxy.ok()) << proxy.status().ToString();
+  const std::string url = "http://127.0.0.1:" + std::to_string((*proxy)->port());
+  std::map<std::string, std::string> env{{"UPLINK_API_KEY", d_.admin_key()}};
+  for (std::vector<std::string> command :
+       {std::vector<std::string>{"connections", "list"},
+        std::vector<std::string>{"connections", "get", "0123456789abcdef"},
+        std::vector<std::string>{"connections", "create", "--agent-name", "a", "--cluster-name",
+                                 "c"}}) {
+    command.insert(command.begin(), {d_.bin("uplink"), "--console", url});
+    auto result = testing::RunCommand(command, std::chrono::seconds(30), testing::EnvWith(env));
+    EXPECT_EQ(result.exit_code, 1) << command[3] << ": " << result.err;
+    EXPECT_NE(result.err.find("not the JSON object"), std::string::npos)
+        << command[3] << ": " << result.err;
+  }
 }
 
 TEST_F(CliEndToEnd, RefusesToRunWithoutAKeyAndExplainsWhere) {

@@ -225,7 +225,82 @@ TEST_F(ApiTest, NamespacesCanBeCreatedAndCarryTheirNameLabel) {
   EXPECT_EQ(ns["status"].at("phase"), "Active");
   ExpectStatus(Call("POST", "/api/v1/namespaces", R"({"metadata":{"name":"Team.A"}})",
                     "application/json"),
-               400, "BadRequest");
+               422, "Invalid");
+}
+
+TEST_F(ApiTest, AnonymousClientsMayReadVersionAndHealthButNothingElse) {
+  auto anonymous = [this](std::string method, std::string target) {
+    net::Request request;
+    request.method = std::move(method);
+    request.target = std::move(target);
+    return api_.HandleForTesting(std::move(request));
+  };
+  EXPECT_EQ(Body(anonymous("GET", "/version"))["gitVersion"], "v1.33.1");
+  for (const char* path : {"/healthz", "/readyz", "/livez"}) {
+    net::Response health = anonymous("GET", path);
+    EXPECT_EQ(health.status, 200) << path;
+    EXPECT_EQ(health.body, "ok") << path;
+  }
+  for (const char* path : {"/api", "/api/v1/nodes", "/metrics", "/apis"}) {
+    ExpectStatus(anonymous("GET", path), 401, "Unauthorized");
+  }
+  ExpectStatus(anonymous("POST", "/api/v1/namespaces"), 401, "Unauthorized");
+  // A wrong token is refused even where no token is needed, as the real server does.
+  net::Request wrong;
+  wrong.target = "/version";
+  wrong.headers.Set("Authorization", "Bearer wrong");
+  ExpectStatus(api_.HandleForTesting(wrong), 401, "Unauthorized");
+}
+
+TEST_F(ApiTest, CreatingAnObjectWithAResourceVersionIsRefusedLikeTheRealServer) {
+  net::Response refused = Call(
+      "POST", "/api/v1/namespaces/default/configmaps",
+      R"({"metadata":{"name":"copied","resourceVersion":"123"},"data":{}})", "application/json");
+  EXPECT_EQ(refused.status, 500) << refused.body;
+  json::object status = Body(refused);
+  EXPECT_EQ(status["kind"], "Status");
+  EXPECT_EQ(status["message"], "resourceVersion should not be set on objects to be created");
+  EXPECT_FALSE(status.contains("reason")) << refused.body;
+  ExpectStatus(Call("GET", "/api/v1/namespaces/default/configmaps/copied"), 404, "NotFound");
+  // "0" and values the storage layer cannot parse are ignored there.
+  for (const char* version : {"0", "-1"}) {
+    EXPECT_EQ(Call("POST", "/api/v1/namespaces/default/configmaps",
+                   std::string(R"({"metadata":{"generateName":"cm-","resourceVersion":")") +
+                       version + R"("}})",
+                   "application/json")
+                  .status,
+              201)
+        << version;
+  }
+}
+
+TEST_F(ApiTest, InvalidNamesAre422InvalidWithTheFieldAsACause) {
+  net::Response refused = Call("POST", "/api/v1/namespaces/default/configmaps",
+                               R"({"metadata":{"name":"Foo"}})", "application/json");
+  EXPECT_EQ(ExpectStatus(refused, 422, "Invalid"),
+            "ConfigMap \"Foo\" is invalid: metadata.name: Invalid value: \"Foo\": a lowercase "
+            "RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', "
+            "and must start and end with an alphanumeric character (e.g. 'example.com', regex "
+            "used for validation is "
+            "'[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')");
+  json::object details = Body(refused)["details"].as_object();
+  EXPECT_EQ(details["name"], "Foo");
+  EXPECT_EQ(details["kind"], "ConfigMap");
+  EXPECT_FALSE(details.contains("group"));
+  ASSERT_EQ(details["causes"].as_array().size(), 1u);
+  const json::object& cause = details["causes"].as_array()[0].as_object();
+  EXPECT_EQ(cause.at("reason"), "FieldValueInvalid");
+  EXPECT_EQ(cause.at("field"), "metadata.name");
+  EXPECT_TRUE(cause.at("message").as_string().starts_with("Invalid value: \"Foo\": a lowercase"));
+
+  // An invalid name is reported before a resourceVersion, as validation runs first.
+  ExpectStatus(Call("POST", "/api/v1/namespaces/default/configmaps",
+                    R"({"metadata":{"name":"Foo","resourceVersion":"7"}})", "application/json"),
+               422, "Invalid");
+  net::Response unnamed =
+      Call("POST", "/api/v1/namespaces/default/configmaps", R"({"data":{}})", "application/json");
+  EXPECT_NE(ExpectStatus(unnamed, 422, "Invalid").find("Required value"), std::string::npos);
+  EXPECT_EQ(Body(unnamed)["details"].at("causes").at(0).at("reason"), "FieldValueRequired");
 }
 
 TEST_F(ApiTest, MetricsCountRequestsByVerbResourceAndCode) {

@@ -125,6 +125,16 @@ TEST_F(KubectlTest, CreateConfigMapThenGetItBack) {
   EXPECT_NE(again.err.find("configmaps \"x\" already exists"), std::string::npos) << again.err;
 }
 
+TEST_F(KubectlTest, AnInvalidNameIsReportedAsInvalidWithTheField) {
+  testing::CommandResult refused =
+      Kubectl({"create", "configmap", "Foo", "-n", "uplink-system", "--from-literal=a=b"});
+  EXPECT_NE(refused.exit_code, 0);
+  // kubectl words it "ConfigMap \"Foo\" is invalid: ..." or, from the Status details,
+  // "The ConfigMap \"Foo\" is invalid: * metadata.name: ...", depending on the command.
+  EXPECT_NE(refused.err.find("\"Foo\" is invalid"), std::string::npos) << refused.err;
+  EXPECT_NE(refused.err.find("metadata.name: Invalid value"), std::string::npos) << refused.err;
+}
+
 TEST_F(KubectlTest, CordonShowsSchedulingDisabledAndUncordonClearsIt) {
   testing::CommandResult cordon = Kubectl({"cordon", "gpu-node-0001"});
   ASSERT_EQ(cordon.exit_code, 0) << cordon.err;

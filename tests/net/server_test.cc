@@ -5,6 +5,7 @@
 #include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <thread>
 
 #include "net/certs.h"
@@ -193,6 +194,88 @@ TEST(HttpServer, ChunkedBodyOverLimitIsRefusedWith413) {
       connection.Send("POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
                       "320\r\n" +
                       chunk + "\r\n320\r\n" + chunk + "\r\n0\r\n\r\n"));
+  bool closed = false;
+  std::string reply = connection.ReadUntilClosed(closed);
+  EXPECT_TRUE(reply.starts_with("HTTP/1.1 413 ")) << reply;
+  EXPECT_TRUE(closed);
+  EXPECT_EQ(calls.load(), 0);
+}
+
+// A hook that allows 16 bytes on /small and anything up to max_body_bytes elsewhere.
+ServerOptions SmallRouteOptions(std::atomic<int>& hook_calls) {
+  ServerOptions options;
+  options.max_body_bytes = 1024;
+  options.body_limit_for = [&hook_calls](const Request& head) -> size_t {
+    ++hook_calls;
+    EXPECT_TRUE(head.body.empty());
+    EXPECT_TRUE(head.headers.Get("Host").has_value());
+    return head.Path() == "/small" ? 16 : std::numeric_limits<size_t>::max();
+  };
+  return options;
+}
+
+TEST(HttpServer, BodyLimitHookRefusesALargeBodyOnItsRouteWith413BeforeTheBodyArrives) {
+  std::atomic<int> calls{0};
+  std::atomic<int> hook_calls{0};
+  auto server = StartServer(
+      [&](Request, Reply reply) {
+        ++calls;
+        reply(Response::Text(200, ""));
+      },
+      SmallRouteOptions(hook_calls));
+  ASSERT_TRUE(server);
+  RawConnection connection(server->port());
+  // Only the header is sent: the refusal must not wait for a body that never comes.
+  ASSERT_TRUE(connection.Send("POST /small HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n"));
+  auto reply = connection.ReadUntil("\r\n\r\n");
+  ASSERT_TRUE(reply.has_value());
+  EXPECT_TRUE(reply->starts_with("HTTP/1.1 413 ")) << *reply;
+  EXPECT_EQ(calls.load(), 0);
+  EXPECT_EQ(hook_calls.load(), 1);
+}
+
+TEST(HttpServer, BodyLimitHookLeavesOtherRoutesTheirLimitAndNeverRaisesTheUpperBound) {
+  std::atomic<int> hook_calls{0};
+  auto server = StartServer(Echo(), SmallRouteOptions(hook_calls));
+  ASSERT_TRUE(server);
+  auto client = ClientFor(*server);
+  Request small;
+  small.method = "POST";
+  small.target = "/small";
+  small.body = std::string(16, 's');
+  auto small_reply = client->Send(small);
+  ASSERT_TRUE(small_reply.ok()) << small_reply.status().ToString();
+  EXPECT_EQ(small_reply->status, 200);
+
+  Request other = small;
+  other.target = "/other";
+  other.body = std::string(1000, 'o');
+  auto other_reply = client->Send(other);
+  ASSERT_TRUE(other_reply.ok()) << other_reply.status().ToString();
+  EXPECT_EQ(other_reply->status, 200);
+  EXPECT_EQ(other_reply->body, "POST /other " + other.body);
+
+  // The hook allows anything on /other, but max_body_bytes stays the upper bound.
+  other.body = std::string(2048, 'o');
+  auto too_big = ClientFor(*server)->Send(other);
+  ASSERT_TRUE(too_big.ok()) << too_big.status().ToString();
+  EXPECT_EQ(too_big->status, 413);
+}
+
+TEST(HttpServer, BodyLimitHookAppliesToChunkedBodies) {
+  std::atomic<int> calls{0};
+  std::atomic<int> hook_calls{0};
+  auto server = StartServer(
+      [&](Request, Reply reply) {
+        ++calls;
+        reply(Response::Text(200, ""));
+      },
+      SmallRouteOptions(hook_calls));
+  ASSERT_TRUE(server);
+  RawConnection connection(server->port());
+  ASSERT_TRUE(
+      connection.Send("POST /small HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+                      "a\r\n0123456789\r\na\r\n0123456789\r\n0\r\n\r\n"));
   bool closed = false;
   std::string reply = connection.ReadUntilClosed(closed);
   EXPECT_TRUE(reply.starts_with("HTTP/1.1 413 ")) << reply;

@@ -27,7 +27,8 @@ struct StatusThresholds {
 ConnectionStatus ComputeStatus(const Connection& connection, WallTime now,
                                const StatusThresholds& thresholds);
 
-// The API object. `nodes` is omitted when null (connection lists carry only totals).
+// The API object, with totals always and `nodes` when given (both the connection list and a
+// single connection pass them); `nodes` is omitted only when null.
 json::object ConnectionToJson(const Connection& connection, ConnectionStatus status,
                               const std::vector<Node>* nodes);
 

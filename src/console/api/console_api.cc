@@ -21,11 +21,18 @@ constexpr const char* kReportsAcceptedTotal = "uplink_console_reports_accepted_t
 constexpr const char* kReportsRefusedTotal = "uplink_console_reports_refused_total";
 constexpr const char* kConnections = "uplink_console_connections";
 
+constexpr const char* kInventoryPath = "/api/v1/agent/inventory";
+
 constexpr size_t kMaxNameChars = 63;
 constexpr size_t kConnectionIdBytes = 8;  // 16 hex characters
 
 net::Response JsonResponse(int status, const json::object& body) {
   return net::Response::Json(status, ToJson(body));
+}
+
+// Content codings are case-insensitive (RFC 9110 section 8.4.1): "GZIP" is gzip.
+bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
+  return a.size() == b.size() && ::strncasecmp(a.data(), b.data(), a.size()) == 0;
 }
 
 bool IsJsonContentType(std::optional<std::string_view> content_type) {
@@ -75,6 +82,12 @@ Result<json::object> ReadJsonObject(const net::Request& request) {
 
 }  // namespace
 
+size_t RequestBodyLimit(const net::Request& head) {
+  if (head.method == "GET" || head.method == "HEAD") return 0;
+  if (head.method == "POST" && head.Path() == kInventoryPath) return kMaxReportBytes;
+  return kMaxUserBodyBytes;
+}
+
 ConsoleApi::ConsoleApi(Store& store, const Clock& clock, ConsoleOptions options)
     : store_(store), clock_(clock), options_(options) {
   metrics_.DeclareCounter(kRequestsTotal, "HTTP requests by route, method and status.");
@@ -121,7 +134,7 @@ ConsoleApi::ConsoleApi(Store& store, const Clock& clock, ConsoleOptions options)
               return reply(Revoke(params.at("id"), request, user));
             });
 
-  Route("POST", "/api/v1/agent/inventory",
+  Route("POST", kInventoryPath,
         [this](const net::Request& request, const net::PathParams&) {
           return ReportInventory(request);
         });
@@ -431,12 +444,12 @@ Result<net::Response> ConsoleApi::AcceptInventory(const net::Request& request,
   std::string decompressed;
   std::string_view body = request.body;
   std::string_view encoding = TrimWhitespace(request.headers.Get("Content-Encoding").value_or(""));
-  if (encoding == "gzip") {
+  if (EqualsIgnoreCase(encoding, "gzip")) {
     auto inflated = GzipDecompress(request.body, kMaxReportBytes);
     if (!inflated.ok()) return inflated.status().WithContext("decompressing the gzip body");
     decompressed = std::move(inflated).value();
     body = decompressed;
-  } else if (!encoding.empty() && encoding != "identity") {
+  } else if (!encoding.empty() && !EqualsIgnoreCase(encoding, "identity")) {
     return ErrorResponse(415, "unsupported_media_type",
                          "Content-Encoding must be gzip or absent");
   }

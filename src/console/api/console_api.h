@@ -24,6 +24,12 @@ struct ConsoleOptions {
 
 inline constexpr size_t kMaxUserBodyBytes = 64 << 10;
 
+// The body limit for a request, from its method, path and headers alone (net::ServerOptions::
+// body_limit_for): only the agent's inventory report may be large (kMaxReportBytes); every
+// other route takes at most kMaxUserBodyBytes, and GET and HEAD take no body. Applied before
+// the body is read, so an unauthenticated client cannot make the console buffer a large one.
+size_t RequestBodyLimit(const net::Request& head);
+
 class ConsoleApi {
  public:
   // `store` and `clock` must outlive this object.

@@ -122,8 +122,16 @@ Result<InventoryReport> ParseInventoryReport(const json::value& body) {
   UPLINK_ASSIGN_OR_RETURN(const json::array* nodes,
                           AsArray(fields.Find("nodes"), "nodes", kMaxReportNodes));
   report.nodes.reserve(nodes->size());
+  size_t rows = 0;
   for (size_t i = 0; i < nodes->size(); ++i) {
     UPLINK_ASSIGN_OR_RETURN(Node node, ParseNode((*nodes)[i], "nodes[" + std::to_string(i) + "]"));
+    rows += node.resources.size() + node.taints.size();
+    if (rows > kMaxReportRows) {
+      return InvalidArgumentError(
+          "the report has more than " + std::to_string(kMaxReportRows) +
+          " resources and taints over all nodes (counted through nodes[" + std::to_string(i) +
+          "]); the limit is " + std::to_string(kMaxReportRows) + " per report");
+    }
     report.nodes.push_back(std::move(node));
   }
   return report;

@@ -58,7 +58,9 @@ struct Node {
   std::optional<std::string> error;  // the agent could not read this node's data
 };
 
-// Sums kept with the connection so that listing connections never reads node rows.
+// Sums kept with the connection and updated with each report, so totals are read without
+// summing node rows. The API's connection list and single connection carry the nodes as well,
+// read with ListNodes.
 struct InventoryTotals {
   std::int64_t nodes = 0;
   std::int64_t nodes_ready = 0;
