@@ -1,5 +1,7 @@
 #include "agent/console_client.h"
 
+#include <algorithm>
+
 #include "common/backoff.h"
 #include "common/files.h"
 #include "common/gzip.h"
@@ -13,7 +15,9 @@ namespace {
 constexpr size_t kMaxTokenBytes = 4096;
 constexpr size_t kLargeBodyBytes = 1 << 20;
 
-Result<std::string> ReadToken(const std::string& path) {
+}  // namespace
+
+Result<Secret> ReadConsoleToken(const std::string& path) {
   if (path.empty()) return FailedPreconditionError("no console token file is configured");
   auto content = ReadFileBounded(path, kMaxTokenBytes);
   if (!content.ok()) return content.status().WithContext("reading the console token file");
@@ -29,24 +33,29 @@ Result<std::string> ReadToken(const std::string& path) {
                                      " holds characters a token cannot have");
     }
   }
-  return std::string(token);
+  Secret secret{std::string(token)};
+  std::fill(content->begin(), content->end(), '\0');  // the file's copy of the token
+  return secret;
 }
 
-}  // namespace
-
 Status ValidateConsoleUrl(std::string_view url) {
+  // The URL is never quoted back: it may carry a credential (user:password@, ?token=agt_...).
   auto parsed = net::ParseBaseUrl(url);
   if (!parsed.ok()) {
-    return InvalidArgumentError("--console '" + OneLineExcerpt(url) +
-                                "' is not a valid URL: " + parsed.status().message() +
+    return InvalidArgumentError("--console is not a valid URL: " + parsed.status().message() +
                                 "; use https://HOST[:PORT]");
   }
   if (parsed->scheme == "http" && !net::IsLoopbackHost(parsed->host)) {
-    return InvalidArgumentError("--console '" + OneLineExcerpt(url) +
-                                "' uses plain http; use https (http is accepted only for a "
+    return InvalidArgumentError("--console " + ConsoleOrigin(*parsed) +
+                                " uses plain http; use https (http is accepted only for a "
                                 "loopback console during development)");
   }
   return Status::Ok();
+}
+
+std::string ConsoleOrigin(const net::ParsedUrl& url) {
+  std::string host = url.host.find(':') != std::string::npos ? "[" + url.host + "]" : url.host;
+  return url.scheme + "://" + host + ":" + std::to_string(url.port);
 }
 
 Result<std::unique_ptr<ConsoleClient>> ConsoleClient::Create(ConsoleClientOptions options,
@@ -78,7 +87,7 @@ ConsoleReply ConsoleClient::PostJson(std::string_view path, const json::value& b
   ConsoleReply reply;
   std::string what = "POST " + std::string(path);
   // Re-read before every request: a rotated Secret takes effect without a restart.
-  auto token = ReadToken(options_.token_file);
+  auto token = ReadConsoleToken(options_.token_file);
   if (!token.ok()) {
     reply.status = token.status();
     return reply;
@@ -86,13 +95,18 @@ ConsoleReply ConsoleClient::PostJson(std::string_view path, const json::value& b
   net::Request request;
   request.method = "POST";
   request.target = std::string(path);
-  request.headers.Set("Authorization", "Bearer " + *token);
+  request.headers.Set("Authorization", "Bearer " + token->Reveal());
   request.headers.Set("Content-Type", "application/json");
   request.headers.Set("Accept", "application/json");
   std::string text = ToJson(body);
   size_t plain_size = text.size();
   if (plain_size > kGzipThreshold) {
-    text = GzipCompress(text);
+    auto compressed = GzipCompress(text);
+    if (!compressed.ok()) {
+      reply.status = compressed.status().WithContext(what + ": compressing the body");
+      return reply;
+    }
+    text = std::move(compressed).value();
     request.headers.Set("Content-Encoding", "gzip");
   }
   request.body = std::move(text);

@@ -9,6 +9,7 @@
 #include <string_view>
 
 #include "common/json.h"
+#include "common/secret.h"
 #include "common/status.h"
 #include "common/time.h"
 #include "net/client.h"
@@ -57,7 +58,15 @@ class ConsoleClient {
   std::unique_ptr<net::HttpClient> large_;  // larger bodies (30 s)
 };
 
-// Checks a console URL: https, or http only to a loopback host. The error says what to do.
+// Checks a console URL: https, or http only to a loopback host. The error says what to do and
+// never quotes the URL (it may carry a credential).
 Status ValidateConsoleUrl(std::string_view url);
+
+// Reads the connection token (agt_...) from `path`, trimmed; it stays a Secret until the
+// Authorization header is set.
+Result<Secret> ReadConsoleToken(const std::string& path);
+
+// "https://console.example:443": what of a console URL may appear in logs and messages.
+std::string ConsoleOrigin(const net::ParsedUrl& url);
 
 }  // namespace uplink::agent

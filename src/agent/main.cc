@@ -41,22 +41,31 @@ int Fail(const std::string& message, int code = 1) {
   return code;
 }
 
+// The stop request lives as long as the process: the detached signal thread may use it after
+// RunInventory has returned.
+agent::StopSignal& ProcessStopSignal() {
+  static agent::StopSignal stop;
+  return stop;
+}
+
 // SIGINT and SIGTERM are blocked in every thread and taken by one waiting thread, which asks
-// the agent to stop; if the agent is still busy after a grace period the process exits.
-void HandleStopSignals(agent::StopSignal& stop) {
+// the agent to stop; if the agent is still busy after a grace period the process exits with
+// `forced_exit_code` (1 in --once mode: no report was accepted).
+void HandleStopSignals(agent::StopSignal& stop, int forced_exit_code) {
   sigset_t signals;
   sigemptyset(&signals);
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-  std::thread([signals, &stop] {
+  std::thread([signals, &stop, forced_exit_code] {
     int received = 0;
     sigwait(&signals, &received);
     log::Logger("agent").Info("stopping", {{"signal", received == SIGINT ? "SIGINT" : "SIGTERM"}});
     stop.Stop();
     std::this_thread::sleep_for(kStopGrace);
-    log::Logger("agent").Info("exiting without waiting for the current request");
-    std::_Exit(0);
+    log::Logger("agent").Info("exiting without waiting for the current request",
+                              {{"exit_code", forced_exit_code}});
+    std::_Exit(forced_exit_code);
   }).detach();
 }
 
@@ -129,8 +138,8 @@ int RunInventory(const std::vector<std::string>& args) {
                 "or kubeconfig namespace was found)", kExitUsage);
   }
 
-  agent::StopSignal stop;
-  HandleStopSignals(stop);
+  agent::StopSignal& stop = ProcessStopSignal();
+  HandleStopSignals(stop, once ? 1 : 0);
 
   std::string user_agent = "uplink-agent/" UPLINK_VERSION " (inventory)";
   auto kube = kube::KubeClient::Create(std::move(credentials).value(),
@@ -163,7 +172,9 @@ int RunInventory(const std::vector<std::string>& args) {
   (void)net::SplitHostPort(health_listen, host, port);
   log.Info("health server listening",
            {{"address", host + ":" + std::to_string((*health)->port())}});
-  log.Info("inventory role started", {{"console", console_url},
+  // Only the origin: a path could carry something that is not meant for logs.
+  std::string console_origin = agent::ConsoleOrigin(*net::ParseBaseUrl(console_url));
+  log.Info("inventory role started", {{"console", console_origin},
                                       {"selector", selector},
                                       {"status_configmap", status_configmap},
                                       {"namespace", ns}});

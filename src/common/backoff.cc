@@ -17,8 +17,9 @@ double DefaultRandom() {
   return std::uniform_real_distribution<double>(0.0, 1.0)(engine);
 }
 
-// Parses one of the three HTTP-date forms (RFC 9110 section 5.6.7) as UTC.
-std::optional<WallTime> ParseHttpDate(const std::string& text) {
+// Parses one of the three HTTP-date forms (RFC 9110 section 5.6.7) as UTC seconds since the
+// epoch. Kept in seconds: a date such as year 9999 does not fit the nanosecond system_clock.
+std::optional<std::int64_t> ParseHttpDate(const std::string& text) {
   static constexpr const char* kFormats[] = {
       "%a, %d %b %Y %H:%M:%S GMT",  // IMF-fixdate
       "%A, %d-%b-%y %H:%M:%S GMT",  // RFC 850
@@ -30,7 +31,7 @@ std::optional<WallTime> ParseHttpDate(const std::string& text) {
     if (end != nullptr && *end == '\0') {
       std::time_t seconds = ::timegm(&tm);
       if (seconds == static_cast<std::time_t>(-1)) return std::nullopt;
-      return std::chrono::system_clock::from_time_t(seconds);
+      return static_cast<std::int64_t>(seconds);
     }
   }
   return std::nullopt;
@@ -71,15 +72,22 @@ Result<std::chrono::milliseconds> ParseRetryAfter(std::string_view value, WallTi
                                 "' is neither delta-seconds nor an HTTP date");
   };
   if (text.empty() || text.size() > 64) return invalid();
+  const std::int64_t max_seconds =
+      std::chrono::duration_cast<std::chrono::seconds>(kMaxRetryAfter).count();
   if (std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; })) {
     // More than ten digits is already centuries; saturate rather than overflow.
-    if (text.size() > 10) return std::chrono::milliseconds(std::chrono::hours(24 * 365 * 100));
-    return std::chrono::milliseconds(std::stoll(std::string(text)) * 1000);
+    if (text.size() > 10) return kMaxRetryAfter;
+    return std::chrono::milliseconds(
+        std::min<std::int64_t>(std::stoll(std::string(text)), max_seconds) * 1000);
   }
   auto date = ParseHttpDate(std::string(text));
   if (!date) return invalid();
-  if (*date <= now) return std::chrono::milliseconds(0);
-  return std::chrono::duration_cast<std::chrono::milliseconds>(*date - now);
+  // Compared in whole seconds first: only a date within the cap is turned into a time point.
+  const std::int64_t now_seconds = ToUnixSeconds(now);
+  if (*date - now_seconds > max_seconds) return kMaxRetryAfter;
+  auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(
+      std::chrono::system_clock::from_time_t(static_cast<std::time_t>(*date)) - now);
+  return std::clamp(wait, std::chrono::milliseconds(0), kMaxRetryAfter);
 }
 
 }  // namespace uplink

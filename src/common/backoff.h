@@ -14,12 +14,15 @@
 
 namespace uplink {
 
+// The longest wait a Retry-After can ask for (docs/protocol.md: one hour).
+inline constexpr std::chrono::milliseconds kMaxRetryAfter{60 * 60'000};
+
 struct BackoffOptions {
   std::chrono::milliseconds base{1'000};
   std::chrono::milliseconds cap{5 * 60'000};
   // A Retry-After beyond this is treated as this, so a misconfigured server cannot park the
   // agent for days.
-  std::chrono::milliseconds max_retry_after{60 * 60'000};
+  std::chrono::milliseconds max_retry_after = kMaxRetryAfter;
 };
 
 class Backoff {
@@ -46,7 +49,8 @@ class Backoff {
 
 // Parses a Retry-After value: delta-seconds ("120") or an HTTP-date ("Wed, 21 Oct 2015
 // 07:28:00 GMT", also the obsolete RFC 850 and asctime forms), relative to `now`. Dates in
-// the past give zero. Anything else is InvalidArgument.
+// the past give zero; waits beyond kMaxRetryAfter (dates up to year 9999 included) give
+// kMaxRetryAfter. Anything else is InvalidArgument.
 Result<std::chrono::milliseconds> ParseRetryAfter(std::string_view value, WallTime now);
 
 }  // namespace uplink

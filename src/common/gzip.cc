@@ -2,23 +2,47 @@
 
 #include <zlib.h>
 
+#include <algorithm>
+
 namespace uplink {
 
-std::string GzipCompress(std::string_view data, int level) {
+Result<std::string> GzipCompress(std::string_view data, int level) {
   z_stream stream{};
   // 15 window bits + 16 selects the gzip wrapper.
-  deflateInit2(&stream, level, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY);
+  int rc = deflateInit2(&stream, level, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY);
+  if (rc != Z_OK) return InternalError("zlib deflateInit2 failed (" + std::to_string(rc) + ")");
+  // zlib counts in uInt (32 bits): feed the input and take the output in chunks, so bodies
+  // of 4 GiB and more are compressed whole rather than cut.
+  constexpr size_t kChunk = 1 << 20;
   std::string out;
-  out.resize(deflateBound(&stream, static_cast<uLong>(data.size())) + 32);
-  stream.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(data.data()));
-  stream.avail_in = static_cast<uInt>(data.size());
-  stream.next_out = reinterpret_cast<Bytef*>(out.data());
-  stream.avail_out = static_cast<uInt>(out.size());
-  deflate(&stream, Z_FINISH);
-  out.resize(stream.total_out);
+  std::string buffer(64 * 1024, '\0');
+  size_t consumed = 0;
+  do {
+    size_t piece = std::min(data.size() - consumed, kChunk);
+    stream.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(data.data() + consumed));
+    stream.avail_in = static_cast<uInt>(piece);
+    consumed += piece;
+    const int flush = consumed == data.size() ? Z_FINISH : Z_NO_FLUSH;
+    do {
+      stream.next_out = reinterpret_cast<Bytef*>(buffer.data());
+      stream.avail_out = static_cast<uInt>(buffer.size());
+      rc = deflate(&stream, flush);
+      if (rc == Z_STREAM_ERROR) {
+        deflateEnd(&stream);
+        return InternalError("zlib deflate failed");
+      }
+      out.append(buffer.data(), buffer.size() - stream.avail_out);
+    } while (stream.avail_out == 0);
+    if (stream.avail_in != 0) {
+      deflateEnd(&stream);
+      return InternalError("zlib deflate left input unconsumed");
+    }
+  } while (consumed < data.size());
   deflateEnd(&stream);
+  if (rc != Z_STREAM_END) return InternalError("zlib deflate did not finish the stream");
   return out;
 }
+
 
 Result<std::string> GzipDecompress(std::string_view data, size_t max_output) {
   z_stream stream{};

@@ -10,7 +10,8 @@
 
 namespace uplink {
 
-std::string GzipCompress(std::string_view data, int level = 6);
+// Internal for a zlib failure (out of memory, a bad level); never a silently short result.
+Result<std::string> GzipCompress(std::string_view data, int level = 6);
 
 // InvalidArgument for corrupt or truncated input; ResourceExhausted past max_output bytes.
 Result<std::string> GzipDecompress(std::string_view data, size_t max_output);

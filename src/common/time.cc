@@ -134,6 +134,14 @@ Result<WallTime> ParseRfc3339(std::string_view text) {
   if (pos != text.size()) return bad();
   std::int64_t days = DaysFromCivil(year, static_cast<unsigned>(month), static_cast<unsigned>(day));
   std::int64_t seconds = days * 86400 + hour * 3600 + minute * 60 + second - offset_seconds;
+  // system_clock counts nanoseconds in 64 bits: about 1678 to 2262. Refuse what it cannot hold
+  // rather than wrap around.
+  constexpr std::int64_t kMaxSeconds =
+      std::chrono::duration_cast<std::chrono::seconds>(WallTime::duration::max()).count() - 1;
+  if (seconds > kMaxSeconds || seconds < -kMaxSeconds) {
+    return InvalidArgumentError("'" + std::string(text.substr(0, 64)) +
+                                "' is outside the years this clock can represent (1678-2262)");
+  }
   return WallTime(std::chrono::duration_cast<std::chrono::system_clock::duration>(
       std::chrono::seconds(seconds) + std::chrono::nanoseconds(nanos)));
 }

@@ -1,5 +1,7 @@
 #include "kube/client.h"
 
+#include <algorithm>
+
 #include "common/text.h"
 #include "net/http.h"
 
@@ -11,6 +13,15 @@ constexpr size_t kMaxJsonDepth = 64;
 std::string StringAt(const json::object& object, std::string_view key) {
   const json::value* value = object.if_contains(key);
   return value != nullptr && value->is_string() ? std::string(value->get_string()) : std::string();
+}
+
+// 20000 -> "20,000", for messages people read.
+std::string WithThousandsSeparators(std::int64_t number) {
+  std::string digits = std::to_string(number);
+  for (int i = static_cast<int>(digits.size()) - 3; i > 0 && digits[i - 1] != '-'; i -= 3) {
+    digits.insert(static_cast<size_t>(i), ",");
+  }
+  return digits;
 }
 
 }  // namespace
@@ -99,15 +110,22 @@ Result<NodeListInfo> KubeClient::ListNodesOnce(std::string_view label_selector,
                                                const NodePageVisitor& on_page, bool& restart) {
   NodeListInfo list;
   std::string continue_token;
+  // Enough pages for max_nodes full pages; a listing still going after them has more nodes
+  // than a report can carry (or an API server that never ends it).
+  const int page_size = std::max(options_.page_size, 1);
+  const int max_pages = std::max((options_.max_nodes + page_size - 1) / page_size, 1);
+  const std::string too_many = "listing nodes: more than " +
+                               WithThousandsSeparators(options_.max_nodes) +
+                               " nodes match the selector; narrow it";
+  std::int64_t nodes = 0;
   while (true) {
-    if (list.pages >= options_.max_pages) {
-      return ResourceExhaustedError("listing nodes: more than " +
-                                    std::to_string(options_.max_pages) + " pages of " +
-                                    std::to_string(options_.page_size) +
-                                    " nodes; narrow the selector");
+    if (list.pages >= max_pages) {
+      return ResourceExhaustedError(too_many + " (the listing had not ended after " +
+                                    std::to_string(max_pages) + " pages of up to " +
+                                    std::to_string(page_size) + ")");
     }
     std::string target = "/api/v1/nodes?labelSelector=" + net::PercentEncode(label_selector) +
-                         "&limit=" + std::to_string(options_.page_size);
+                         "&limit=" + std::to_string(page_size);
     if (!continue_token.empty()) target += "&continue=" + net::PercentEncode(continue_token);
     int http_status = 0;
     auto page = Call("GET", std::move(target), "", "", &http_status);
@@ -138,7 +156,11 @@ Result<NodeListInfo> KubeClient::ListNodesOnce(std::string_view label_selector,
                                      OneLineExcerpt(list.resource_version) + " then " +
                                      OneLineExcerpt(resource_version) + ")");
     }
-    if (items->is_array()) on_page(page->get_object()["items"].get_array());
+    if (items->is_array()) {
+      nodes += static_cast<std::int64_t>(items->get_array().size());
+      if (nodes > options_.max_nodes) return ResourceExhaustedError(too_many);
+      on_page(page->get_object()["items"].get_array());
+    }
     if (next.empty()) return list;
     if (next == continue_token) {
       return InvalidArgumentError("listing nodes: the API server returned the same continue "

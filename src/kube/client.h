@@ -24,7 +24,9 @@ struct KubeClientOptions {
   std::chrono::milliseconds request_timeout{30'000};
   size_t max_response_bytes = 16 << 20;  // per page
   int page_size = 500;                   // the `limit` of each list request
-  int max_pages = 200;                   // 100,000 nodes at the default page size
+  // A report carries at most 20,000 nodes (docs/protocol.md); a listing past that fails, and
+  // so does one that has not ended after max_nodes / page_size pages (40 by default).
+  int max_nodes = 20'000;
 };
 
 struct NodeListInfo {
@@ -50,6 +52,8 @@ class KubeClient {
 
   // Every node matching `label_selector` (which must not be empty: uplink never lists a
   // whole cluster by accident), following `continue` tokens until the list is complete.
+  // More than options.max_nodes nodes is a ResourceExhausted error that says to narrow the
+  // selector.
   // Pages go to `on_page` one at a time, so only one page is held in memory; when the
   // listing has to start over, `on_restart` runs first so the caller can drop what it built.
   Result<NodeListInfo> ListNodes(std::string_view label_selector, const NodePageVisitor& on_page,

@@ -88,14 +88,17 @@ Status CheckServerUrl(const std::string& server, std::string_view where) {
   if (server.empty()) {
     return InvalidArgumentError(std::string(where) + " has no server URL");
   }
+  // The URL is never quoted: it may carry a credential (user:password@, ?token=...).
   auto url = net::ParseBaseUrl(server);
   if (!url.ok()) {
-    return InvalidArgumentError(std::string(where) + " server '" + server +
-                                "' is not a valid URL: " + url.status().message());
+    return InvalidArgumentError(std::string(where) + " server is not a valid URL: " +
+                                url.status().message());
   }
   if (url->scheme == "http" && !net::IsLoopbackHost(url->host)) {
-    return InvalidArgumentError(std::string(where) + " server '" + server +
-                                "' uses plain http; only https is accepted (http only on loopback)");
+    std::string host = url->host.find(':') != std::string::npos ? "[" + url->host + "]" : url->host;
+    return InvalidArgumentError(std::string(where) + " server http://" + host + ":" +
+                                std::to_string(url->port) +
+                                " uses plain http; only https is accepted (http only on loopback)");
   }
   return Status::Ok();
 }

@@ -38,6 +38,13 @@ using TlsStream = beast::ssl_stream<beast::tcp_stream>;
 
 constexpr auto kUseAwaitable = asio::as_tuple(asio::use_awaitable);
 constexpr std::uint32_t kMaxResponseHeaderBytes = 64 * 1024;
+constexpr int kMaxInterimResponses = 16;
+
+// Letters, digits, '-' and '.': what a DNS name (and a certificate's DNS name) may hold.
+bool IsPlainHostName(std::string_view host) {
+  return host.find_first_not_of("abcdefghijklmnopqrstuvwxyz"
+                                "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-.") == std::string_view::npos;
+}
 
 bool IsIpLiteral(const std::string& host) {
   boost::system::error_code ec;
@@ -62,8 +69,9 @@ Status Validate(const Request& request) {
   }
   if (!request.target.empty() && (request.target.front() != '/' ||
                                   request.target.find_first_of(" \r\n") != std::string::npos)) {
-    return InvalidArgumentError("request target \"" + request.target +
-                                "\" must start with / and hold no spaces or line breaks");
+    // The target is not quoted: its query may carry a credential.
+    return InvalidArgumentError("the request target must start with / and hold no spaces or "
+                                "line breaks");
   }
   for (const auto& [name, value] : request.headers.all()) {
     if (name.empty() || name.find_first_of(" :\r\n") != std::string::npos ||
@@ -160,7 +168,10 @@ class ClientImpl final : public HttpClient {
     // being written is replaced once by a fresh one.
     for (int attempt = 0;; ++attempt) {
       bool reused = connection_ != nullptr;
-      if (reused && IdleConnectionIsStale(connection_->tcp().socket().native_handle())) {
+      // Bytes already read but not consumed by the last response mean the connection is out of
+      // step with its replies (extra data after a response): it cannot carry another request.
+      if (reused && (buffer_.size() != 0 ||
+                     IdleConnectionIsStale(connection_->tcp().socket().native_handle()))) {
         connection_.reset();
         reused = false;
       }
@@ -240,12 +251,19 @@ class ClientImpl final : public HttpClient {
       SSL* ssl = stream.native_handle();
       X509_VERIFY_PARAM* param = SSL_get0_param(ssl);
       X509_VERIFY_PARAM_set_hostflags(param, X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
+      // Never proceed without hostname verification: any certificate from the CA would do.
+      bool verification_set = false;
       if (IsIpLiteral(url_.host)) {
         // An IP literal is checked against IP subjectAltNames and is not sent as SNI.
-        X509_VERIFY_PARAM_set1_ip_asc(param, url_.host.c_str());
+        verification_set = X509_VERIFY_PARAM_set1_ip_asc(param, url_.host.c_str()) == 1;
       } else {
-        X509_VERIFY_PARAM_set1_host(param, url_.host.c_str(), url_.host.size());
-        SSL_set_tlsext_host_name(ssl, url_.host.c_str());
+        verification_set =
+            X509_VERIFY_PARAM_set1_host(param, url_.host.c_str(), url_.host.size()) == 1 &&
+            SSL_set_tlsext_host_name(ssl, url_.host.c_str()) == 1;
+      }
+      if (!verification_set) {
+        co_return InternalError("could not set up certificate name verification for " + Where() +
+                                "; refusing to connect");
       }
       beast::get_lowest_layer(stream).expires_at(deadline);
       auto [handshake_ec] =
@@ -270,22 +288,35 @@ class ClientImpl final : public HttpClient {
     if (write_ec) co_return TransportError(write_ec, "sending the request to");
     written = true;
 
-    http::response_parser<http::string_body> parser;
-    parser.header_limit(kMaxResponseHeaderBytes);
-    parser.body_limit(options_.max_response_bytes);
-    if (message.method() == http::verb::head) parser.skip(true);
-    auto [read_ec, received] = co_await http::async_read(stream, buffer_, parser, kUseAwaitable);
-    if (read_ec == http::error::body_limit) {
-      co_return ResourceExhaustedError("response from " + Where() + " is larger than " +
-                                       std::to_string(options_.max_response_bytes) + " bytes");
+    // Interim 1xx responses (100 Continue, 103 Early Hints) precede the real one: skip them.
+    // 101 Switching Protocols is final. The deadline and a count bound a server that only
+    // ever sends interim responses.
+    std::optional<http::response_parser<http::string_body>> parser;
+    for (int interim = 0;; ++interim) {
+      if (interim > kMaxInterimResponses) {
+        co_return UnavailableError("reading the response from " + Where() + ": more than " +
+                                   std::to_string(kMaxInterimResponses) +
+                                   " interim (1xx) responses");
+      }
+      parser.emplace();
+      parser->header_limit(kMaxResponseHeaderBytes);
+      parser->body_limit(options_.max_response_bytes);
+      if (message.method() == http::verb::head) parser->skip(true);
+      auto [read_ec, received] = co_await http::async_read(stream, buffer_, *parser, kUseAwaitable);
+      if (read_ec == http::error::body_limit) {
+        co_return ResourceExhaustedError("response from " + Where() + " is larger than " +
+                                         std::to_string(options_.max_response_bytes) + " bytes");
+      }
+      if (read_ec == http::error::header_limit) {
+        co_return ResourceExhaustedError("response headers from " + Where() + " are larger than " +
+                                         std::to_string(kMaxResponseHeaderBytes) + " bytes");
+      }
+      if (read_ec) co_return TransportError(read_ec, "reading the response from");
+      unsigned code = parser->get().result_int();
+      if (code < 100 || code > 199 || code == 101) break;
     }
-    if (read_ec == http::error::header_limit) {
-      co_return ResourceExhaustedError("response headers from " + Where() + " are larger than " +
-                                       std::to_string(kMaxResponseHeaderBytes) + " bytes");
-    }
-    if (read_ec) co_return TransportError(read_ec, "reading the response from");
 
-    auto& reply = parser.get();
+    auto& reply = parser->get();
     response.status = static_cast<int>(reply.result_int());
     for (const auto& field : reply) response.headers.Add(field.name_string(), field.value());
     response.body = std::move(reply.body());
@@ -336,19 +367,42 @@ Result<std::unique_ptr<HttpClient>> HttpClient::Create(ClientOptions options) {
 
 Result<ParsedUrl> ParseBaseUrl(std::string_view text) {
   namespace urls = boost::urls;
+  // The URL itself never goes into a message: it may carry user:password@ or ?token=...
+  // Messages name the problem and at most scheme://host:port.
   auto parsed = urls::parse_absolute_uri(text);
-  const std::string quoted = "\"" + std::string(text) + "\"";
-  if (!parsed) return InvalidArgumentError(quoted + " is not an absolute URL");
+  if (!parsed) return InvalidArgumentError("the URL is not an absolute URL");
   const urls::url_view& url = *parsed;
   ParsedUrl out;
   out.scheme = std::string(url.scheme());
   for (char& c : out.scheme) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   if (out.scheme != "http" && out.scheme != "https") {
-    return InvalidArgumentError(quoted + ": only http and https URLs are supported");
+    return InvalidArgumentError("the URL's scheme must be http or https");
   }
-  if (url.has_userinfo()) return InvalidArgumentError(quoted + ": user info is not allowed");
-  if (url.has_query()) return InvalidArgumentError(quoted + ": a query is not allowed");
-  if (url.has_fragment()) return InvalidArgumentError(quoted + ": a fragment is not allowed");
+  // scheme://host[:port], for messages; a host that is not a plain name or address is not shown.
+  auto origin = [&] {
+    std::string host = "(invalid host)";
+    if (url.host_type() == urls::host_type::ipv4) {
+      host = url.host_ipv4_address().to_string();
+    } else if (url.host_type() == urls::host_type::ipv6) {
+      host = "[" + url.host_ipv6_address().to_string() + "]";
+    } else if (url.host_type() == urls::host_type::name && IsPlainHostName(url.encoded_host())) {
+      host = std::string(url.encoded_host());
+    }
+    std::string_view port = url.port();
+    bool show_port = url.has_port() && !port.empty() && port.size() <= 5 &&
+                     port.find_first_not_of("0123456789") == std::string_view::npos;
+    return out.scheme + "://" + host + (show_port ? ":" + std::string(port) : "");
+  };
+  if (url.has_userinfo()) {
+    return InvalidArgumentError(origin() + ": user info (a name or password before @) is not "
+                                           "allowed in the URL");
+  }
+  if (url.has_query()) {
+    return InvalidArgumentError(origin() + ": a query is not allowed in the URL");
+  }
+  if (url.has_fragment()) {
+    return InvalidArgumentError(origin() + ": a fragment is not allowed in the URL");
+  }
   switch (url.host_type()) {
     case urls::host_type::ipv4:
       out.host = url.host_ipv4_address().to_string();
@@ -356,20 +410,30 @@ Result<ParsedUrl> ParseBaseUrl(std::string_view text) {
     case urls::host_type::ipv6:
       out.host = url.host_ipv6_address().to_string();
       break;
-    case urls::host_type::name:
-      out.host = std::string(url.host());
+    case urls::host_type::name: {
+      // The host as written, not percent-decoded: a DNS name or certificate name has no
+      // '%', and a decoded one could smuggle bytes (NUL, '/') into resolution and
+      // hostname verification.
+      std::string_view host = url.encoded_host();
+      if (!IsPlainHostName(host)) {
+        return InvalidArgumentError(out.scheme +
+                                    "://(invalid host): the host may hold only letters, digits, "
+                                    "'-' and '.' (or be an IP address)");
+      }
+      out.host = std::string(host);
       for (char& c : out.host) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
       break;
+    }
     default:
-      return InvalidArgumentError(quoted + ": unsupported host");
+      return InvalidArgumentError(out.scheme + "://(invalid host): unsupported host");
   }
-  if (out.host.empty()) return InvalidArgumentError(quoted + " has no host");
+  if (out.host.empty()) return InvalidArgumentError(origin() + ": the URL has no host");
   if (url.has_port()) {
     std::string_view port = url.port();
     if (port.empty() || port.size() > 5 ||
         port.find_first_not_of("0123456789") != std::string_view::npos ||
         std::stoul(std::string(port)) == 0 || std::stoul(std::string(port)) > 65535) {
-      return InvalidArgumentError(quoted + ": port must be 1-65535");
+      return InvalidArgumentError(origin() + ": port must be 1-65535");
     }
     out.port = static_cast<std::uint16_t>(std::stoul(std::string(port)));
   } else {

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <sstream>
+
 #include "common/gzip.h"
 #include "kube/fake_http.h"
 #include "support/process.h"
@@ -48,6 +50,39 @@ TEST(ConsoleUrl, HttpsIsRequiredExceptForALoopbackConsole) {
   remote_options.base_url = "http://10.1.2.3";
   remote_options.token_file = "t";
   EXPECT_FALSE(ConsoleClient::Create(remote_options).ok());
+}
+
+TEST(ConsoleUrl, ARejectedUrlIsNeverQuotedBackOnlyItsOrigin) {
+  for (const char* url : {"https://agent:hunter2@console.example:8443/",
+                          "https://console.example/?token=agt_secretsecret",
+                          "https://console.example/#agt_secretsecret",
+                          "http://console.example:8080/agt_secretsecret",
+                          "not a url agt_secretsecret"}) {
+    Status status = ValidateConsoleUrl(url);
+    ASSERT_FALSE(status.ok()) << url;
+    for (const char* secret : {"hunter2", "agent:", "agt_secretsecret", "token="}) {
+      EXPECT_EQ(status.message().find(secret), std::string::npos) << status.message();
+    }
+  }
+  Status userinfo = ValidateConsoleUrl("https://agent:hunter2@console.example:8443/");
+  EXPECT_NE(userinfo.message().find("https://console.example:8443"), std::string::npos)
+      << userinfo.message();
+  EXPECT_NE(userinfo.message().find("user info"), std::string::npos) << userinfo.message();
+  Status plain = ValidateConsoleUrl("http://console.example:8080/agt_secretsecret");
+  EXPECT_NE(plain.message().find("http://console.example:8080 uses plain http"),
+            std::string::npos) << plain.message();
+}
+
+TEST(ConsoleToken, TheTokenIsReadIntoASecretThatPrintsRedacted) {
+  testing::TempDir dir;
+  std::string path = dir.File("token");
+  testing::WriteFileOrDie(path, "  agt_secret_value\n");
+  Result<Secret> token = ReadConsoleToken(path);
+  ASSERT_TRUE(token.ok()) << token.status().ToString();
+  EXPECT_EQ(token->Reveal(), "agt_secret_value");
+  std::ostringstream printed;
+  printed << *token;
+  EXPECT_EQ(printed.str(), "[redacted]");
 }
 
 TEST_F(ConsoleClientTest, PostsJsonWithTheTokenAndTheAgentUserAgent) {

@@ -125,5 +125,16 @@ TEST_F(AgentBinaryTest, SigtermEndsTheAgentPromptlyWithExitZero) {
   EXPECT_EQ(*code, 0) << agent.Stderr();
 }
 
+TEST_F(AgentBinaryTest, OnceForcedToExitBySigtermExitsNonZeroBecauseNothingWasAccepted) {
+  console_.SetSilent(true);  // the one report hangs until the forced exit
+  testing::ChildProcess agent(Args({"--once"}), dir_.path(), testing::EnvWith({}));
+  ASSERT_TRUE(testing::WaitFor([&] { return console_.request_count() >= 1; }, seconds(20)))
+      << agent.Stderr();
+  ::kill(agent.pid(), SIGTERM);
+  auto code = agent.Wait(seconds(20));
+  ASSERT_TRUE(code.has_value()) << "still running after SIGTERM";
+  EXPECT_EQ(*code, 1) << agent.Stderr();
+}
+
 }  // namespace
 }  // namespace uplink::agent

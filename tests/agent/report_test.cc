@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include "kube/fake_http.h"
 
 namespace uplink::agent::inventory {
@@ -180,6 +182,140 @@ TEST(Report, StructurallyOddNodesGetAnErrorInsteadOfACrash) {
     EXPECT_NE(std::string(entry.at("error").as_string()).find(expected), std::string::npos)
         << entry.at("error");
   }
+}
+
+// Every entry DescribeNode makes must pass the console's per-node bounds (docs/protocol.md).
+void ExpectWithinProtocolBounds(const json::object& entry) {
+  size_t name_size = entry.at("name").as_string().size();
+  EXPECT_GE(name_size, 1u);
+  EXPECT_LE(name_size, 253u);
+  EXPECT_LE(entry.at("uid").as_string().size(), 128u);
+  EXPECT_LE(entry.at("gpu_resource").as_string().size(), 253u);
+  for (const char* count : {"gpu_capacity", "gpu_allocatable"}) {
+    EXPECT_GE(entry.at(count).as_int64(), 0);
+    EXPECT_LE(entry.at(count).as_int64(), 1'000'000);
+  }
+  EXPECT_LE(entry.at("gpu_product").as_string().size(), 256u);
+  EXPECT_LE(entry.at("resources").as_object().size(), 64u);
+  for (const auto& resource : entry.at("resources").as_object()) {
+    EXPECT_LE(resource.key().size(), 253u);
+    EXPECT_LE(resource.value().at("capacity").as_int64(), 1'000'000);
+  }
+  EXPECT_LE(entry.at("taints").as_array().size(), 64u);
+  for (const json::value& taint : entry.at("taints").as_array()) {
+    for (const auto& part : taint.as_object()) EXPECT_LE(part.value().as_string().size(), 256u);
+  }
+  if (entry.contains("error")) {
+    EXPECT_LE(entry.at("error").as_string().size(), 1024u);
+  }
+}
+
+json::object NodeNamed(std::string name) {
+  return json::object{{"metadata", json::object{{"name", std::move(name)}, {"uid", "u1"}}},
+                      {"spec", json::object{}},
+                      {"status", json::object{{"capacity", json::object{{"nvidia.com/gpu", "8"}}},
+                                              {"allocatable", json::object{{"nvidia.com/gpu", "8"}}}}}};
+}
+
+TEST(Report, GpuCountsAboveAMillionBecomeTheNodesErrorInsteadOfFailingTheReport) {
+  json::object node = NodeNamed("big");
+  node["status"].as_object()["capacity"] = json::object{{"nvidia.com/gpu", "2M"}};
+  json::object entry = DescribeNode(node);
+  ASSERT_TRUE(entry.contains("error")) << entry;
+  EXPECT_NE(std::string(entry.at("error").as_string()).find("1000000"), std::string::npos)
+      << entry.at("error");
+  EXPECT_EQ(entry.at("gpu_capacity"), 0);
+  EXPECT_EQ(entry.at("resources"), json::object());
+  ExpectWithinProtocolBounds(entry);
+}
+
+TEST(Report, MoreThan64TaintsOrAnOverlongTaintBecomeTheNodesError) {
+  json::array many;
+  for (int i = 0; i < 65; ++i) {
+    many.push_back(json::object{{"key", "k" + std::to_string(i)}, {"effect", "NoSchedule"}});
+  }
+  json::object node = NodeNamed("tainted");
+  node["spec"].as_object()["taints"] = many;
+  json::object entry = DescribeNode(node);
+  ASSERT_TRUE(entry.contains("error")) << entry;
+  EXPECT_NE(std::string(entry.at("error").as_string()).find("65 entries"), std::string::npos);
+  ExpectWithinProtocolBounds(entry);
+
+  many.resize(64);
+  node["spec"].as_object()["taints"] = many;
+  EXPECT_FALSE(DescribeNode(node).contains("error")) << "64 taints are within the bounds";
+
+  node["spec"].as_object()["taints"] =
+      json::array{json::object{{"key", "k"}, {"value", std::string(257, 'v')}, {"effect", "NoSchedule"}}};
+  entry = DescribeNode(node);
+  ASSERT_TRUE(entry.contains("error")) << entry;
+  EXPECT_EQ(entry.at("taints"), json::array());
+  ExpectWithinProtocolBounds(entry);
+}
+
+TEST(Report, TooManyOrOverlongGpuResourceNamesBecomeTheNodesError) {
+  json::object node = NodeNamed("mig");
+  json::object capacity;
+  for (int i = 0; i < 65; ++i) capacity["nvidia.com/mig-" + std::to_string(i) + "g.10gb"] = "1";
+  node["status"].as_object()["capacity"] = capacity;
+  node["status"].as_object()["allocatable"] = capacity;
+  json::object entry = DescribeNode(node);
+  ASSERT_TRUE(entry.contains("error")) << entry;
+  EXPECT_NE(std::string(entry.at("error").as_string()).find("at most 64"), std::string::npos);
+  ExpectWithinProtocolBounds(entry);
+
+  node["status"].as_object()["capacity"] =
+      json::object{{"nvidia.com/mig-" + std::string(250, 'x'), "1"}};
+  node["status"].as_object()["allocatable"] = json::object();
+  entry = DescribeNode(node);
+  ASSERT_TRUE(entry.contains("error")) << entry;
+  EXPECT_NE(std::string(entry.at("error").as_string()).find("longer than 253"), std::string::npos);
+  ExpectWithinProtocolBounds(entry);
+}
+
+TEST(Report, OverlongNamesUidsProductsAndErrorsAreCutOrMarkedToStayWithinTheBounds) {
+  // A product label is only shown: cutting it (at a character boundary) is harmless.
+  json::object node = NodeNamed("n1");
+  std::string product = std::string(255, 'p') + "\u00e9\u00e9";  // 255 + 2 two-byte characters
+  node["metadata"].as_object()["labels"] =
+      json::object{{"nvidia.com/gpu.product", json::parse("\"" + product + "\"")}};
+  json::object entry = DescribeNode(node);
+  EXPECT_FALSE(entry.contains("error")) << entry;
+  EXPECT_EQ(entry.at("gpu_product").as_string(), std::string(255, 'p'));
+
+  // A name identifies the node: cut, and the node says so.
+  entry = DescribeNode(NodeNamed(std::string(300, 'n')));
+  ASSERT_TRUE(entry.contains("error"));
+  EXPECT_EQ(entry.at("name").as_string().size(), 253u);
+  EXPECT_EQ(entry.at("gpu_capacity"), 0);
+  ExpectWithinProtocolBounds(entry);
+
+  node = NodeNamed("n2");
+  node["metadata"].as_object()["uid"] = std::string(129, 'u');
+  entry = DescribeNode(node);
+  ASSERT_TRUE(entry.contains("error"));
+  ExpectWithinProtocolBounds(entry);
+
+  // An error quoting a long resource name is cut to 1024 bytes.
+  node = NodeNamed("n3");
+  node["status"].as_object()["capacity"] =
+      json::object{{"nvidia.com/mig-" + std::string(200, 'x'), std::string(2000, '9') + "x"}};
+  entry = DescribeNode(node);
+  ASSERT_TRUE(entry.contains("error"));
+  ExpectWithinProtocolBounds(entry);
+
+  // A node without a name is still listed under a placeholder (the console needs one).
+  entry = DescribeNode(json::parse(R"({"metadata": {}})"));
+  EXPECT_EQ(entry.at("name"), "(no name)");
+  ExpectWithinProtocolBounds(entry);
+  ExpectWithinProtocolBounds(DescribeNode(json::value("not a node")));
+}
+
+TEST(Report, TheGpuTotalSaturatesInsteadOfOverflowing) {
+  constexpr std::int64_t kMax = std::numeric_limits<std::int64_t>::max();
+  EXPECT_EQ(SaturatingAdd(kMax - 1, 1'000'000), kMax);
+  EXPECT_EQ(SaturatingAdd(kMax, kMax), kMax);
+  EXPECT_EQ(SaturatingAdd(40, 2), 42);
 }
 
 TEST(Report, OnlyGpuResourcesAreRecognised) {

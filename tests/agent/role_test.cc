@@ -141,6 +141,55 @@ TEST_F(InventoryRoleTest, ReadinessLapsesWhenTheLastAcceptedReportIsOlderThan150
   EXPECT_NE(stale.reason.find("150 s old"), std::string::npos) << stale.reason;
 }
 
+TEST_F(InventoryRoleTest, ReadinessAllowsTwoAndAHalfIntervalsWhenTheConsoleSetsALongOne) {
+  InventoryRole role = MakeRole();
+  console_.SetHandler([](const net::Request&) {
+    return net::Response::Json(200, R"({"accepted":true,"report_interval_seconds":3600})");
+  });
+  ASSERT_TRUE(role.RunCycle().status.ok());
+  EXPECT_EQ(role.ReadinessLimit(), seconds(9000));
+  clock_.Advance(seconds(3601));
+  EXPECT_TRUE(role.CheckReadiness().ready) << "one hourly report is simply not due yet";
+  clock_.Advance(seconds(9000 - 3601 - 1));
+  EXPECT_TRUE(role.CheckReadiness().ready);
+  clock_.Advance(seconds(1));
+  Readiness stale = role.CheckReadiness();
+  EXPECT_FALSE(stale.ready);
+  EXPECT_NE(stale.reason.find("9000 s old"), std::string::npos) << stale.reason;
+
+  // Short intervals keep the 150 s floor.
+  console_.SetHandler([](const net::Request&) {
+    return net::Response::Json(200, R"({"accepted":true,"report_interval_seconds":10})");
+  });
+  ASSERT_TRUE(role.RunCycle().status.ok());
+  EXPECT_EQ(role.ReadinessLimit(), seconds(150));
+}
+
+TEST_F(InventoryRoleTest, MoreThanTwentyThousandSelectedNodesFailTheCycleWithAClearError) {
+  // Full pages of 500 minimal nodes that never end: the 40th page still has a continue token.
+  json::array page;
+  for (int i = 0; i < 500; ++i) {
+    page.push_back(json::object{{"metadata", json::object{{"name", "n" + std::to_string(i)}}}});
+  }
+  std::string items = ToJson(page);
+  std::atomic<int> served{0};
+  kube_api_.SetHandler([&](const net::Request& request) {
+    if (request.Path() == "/api/v1/nodes") {
+      int n = served++;
+      return net::Response::Json(200, R"({"metadata":{"resourceVersion":"1","continue":"c)" +
+                                           std::to_string(n) + R"("},"items":)" + items + "}");
+    }
+    return net::Response::Json(200, Fixture("kube-graffiti/namespace-kube-system.json"));
+  });
+  InventoryRole role = MakeRole();
+  CycleResult cycle = role.RunCycle();
+  EXPECT_EQ(cycle.status.code(), StatusCode::kResourceExhausted);
+  EXPECT_NE(cycle.status.message().find("more than 20,000 nodes match the selector; narrow it"),
+            std::string::npos) << cycle.status.message();
+  EXPECT_EQ(served.load(), 40);
+  EXPECT_EQ(console_.request_count(), 0u) << "no partial report is sent";
+}
+
 TEST_F(InventoryRoleTest, TheConsolesIntervalIsAdoptedWithinTenSecondsToAnHour) {
   InventoryRole role = MakeRole();
   for (auto [asked, expected] : {std::pair{30, 30}, {1, 10}, {999999, 3600}, {60, 60}}) {

@@ -105,5 +105,17 @@ TEST(RetryAfter, AHugeDeltaSaturatesInsteadOfOverflowing) {
   EXPECT_GT(*parsed, milliseconds(0));
 }
 
+TEST(RetryAfter, ADateFarInTheFutureIsCappedAtAnHourInsteadOfOverflowing) {
+  WallTime now = FromUnixSeconds(1'800'000'000);
+  for (const char* date : {"Fri, 31 Dec 9999 23:59:59 GMT", "Fri Dec 31 23:59:59 9999",
+                           "Tue, 01 Jan 2263 00:00:00 GMT"}) {
+    auto parsed = ParseRetryAfter(date, now);
+    ASSERT_TRUE(parsed.ok()) << date << ": " << parsed.status().ToString();
+    EXPECT_EQ(*parsed, std::chrono::hours(1)) << date;
+  }
+  EXPECT_EQ(*ParseRetryAfter("86400", now), std::chrono::hours(1));
+  EXPECT_EQ(*ParseRetryAfter("99999999999999999999", now), std::chrono::hours(1));
+}
+
 }  // namespace
 }  // namespace uplink

@@ -80,19 +80,37 @@ TEST(ParseYaml, RefusesAliasExpansionBombs) {
 
 TEST(Gzip, RoundTrips) {
   std::string data(100000, 'x');
-  auto back = GzipDecompress(GzipCompress(data), 1 << 20);
+  auto back = GzipDecompress(GzipCompress(data).value(), 1 << 20);
   ASSERT_TRUE(back.ok());
   EXPECT_EQ(*back, data);
 }
 
+TEST(Gzip, RoundTripsBodiesFedInSeveralChunks) {
+  std::string data;
+  for (int i = 0; data.size() < (5u << 20) + 7; ++i) data += std::to_string(i * 7919) + ",";
+  auto compressed = GzipCompress(data);
+  ASSERT_TRUE(compressed.ok()) << compressed.status().ToString();
+  auto back = GzipDecompress(*compressed, 16 << 20);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(*back, data);
+  auto empty = GzipCompress("");
+  ASSERT_TRUE(empty.ok());
+  EXPECT_EQ(GzipDecompress(*empty, 1).value_or("x"), "");
+}
+
+TEST(Gzip, AZlibFailureIsAnErrorNotAnEmptyBody) {
+  auto bad_level = GzipCompress("hello", 42);
+  EXPECT_EQ(bad_level.status().code(), StatusCode::kInternal);
+}
+
 TEST(Gzip, StopsABombAtTheLimit) {
-  std::string bomb = GzipCompress(std::string(50 << 20, '\0'));
+  std::string bomb = GzipCompress(std::string(50 << 20, '\0')).value();
   EXPECT_LT(bomb.size(), 100000u);
   EXPECT_EQ(GzipDecompress(bomb, 1 << 20).status().code(), StatusCode::kResourceExhausted);
 }
 
 TEST(Gzip, RefusesCorruptTruncatedAndTrailingInput) {
-  std::string good = GzipCompress("hello world, hello world");
+  std::string good = GzipCompress("hello world, hello world").value();
   EXPECT_FALSE(GzipDecompress(good.substr(0, good.size() - 5), 1 << 20).ok());
   EXPECT_FALSE(GzipDecompress("not gzip at all", 1 << 20).ok());
   EXPECT_FALSE(GzipDecompress(good + "junk", 1 << 20).ok());

@@ -26,6 +26,18 @@ TEST(Rfc3339, RefusesMalformedTimes) {
   }
 }
 
+TEST(Rfc3339, YearsTheClockCannotHoldAreRefusedInsteadOfOverflowing) {
+  for (const char* far : {"9999-12-31T23:59:59Z", "2263-01-01T00:00:00Z", "0001-01-01T00:00:00Z"}) {
+    auto parsed = ParseRfc3339(far);
+    ASSERT_FALSE(parsed.ok()) << far << " became " << FormatRfc3339(*parsed);
+    EXPECT_NE(parsed.status().message().find("outside the years"), std::string::npos)
+        << parsed.status().message();
+  }
+  auto last = ParseRfc3339("2262-01-01T00:00:00Z");
+  ASSERT_TRUE(last.ok()) << last.status().ToString();
+  EXPECT_EQ(FormatRfc3339(*last), "2262-01-01T00:00:00Z");
+}
+
 TEST(FakeClock, MovesOnlyWhenAdvanced) {
   FakeClock clock;
   WallTime start = clock.Now();

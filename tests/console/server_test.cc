@@ -67,7 +67,7 @@ TEST(ConsoleOverHttps, AnAgentReportTravelsGzippedOverTlsAndIsShownToTheUser) {
   report.headers.Set("Content-Type", "application/json");
   report.headers.Set("Content-Encoding", "gzip");
   report.body = GzipCompress(ToJson(json::object{
-      {"agent_version", "0.1.0"}, {"cluster_uid", "uid-a"}, {"nodes", std::move(nodes)}}));
+      {"agent_version", "0.1.0"}, {"cluster_uid", "uid-a"}, {"nodes", std::move(nodes)}})).value();
   auto accepted = (*client)->Send(report);
   ASSERT_TRUE(accepted.ok()) << accepted.status().ToString();
   EXPECT_EQ(accepted->status, 200) << accepted->body;

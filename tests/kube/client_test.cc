@@ -123,11 +123,43 @@ TEST(KubeClient, ThePageCountIsBounded) {
     return Json(200, R"({"metadata":{"resourceVersion":"7","continue":"c)" + std::to_string(n) +
                          R"("},"items":[]})");
   });
-  auto list = ClientFor(server, {.max_pages = 5})->ListNodes("x=y");
+  auto list = ClientFor(server, {.page_size = 2, .max_nodes = 10})->ListNodes("x=y");
   ASSERT_FALSE(list.ok());
   EXPECT_EQ(list.status().code(), StatusCode::kResourceExhausted);
-  EXPECT_NE(list.status().message().find("narrow the selector"), std::string::npos);
-  EXPECT_EQ(served.load(), 5);
+  EXPECT_NE(list.status().message().find("more than 10 nodes match the selector; narrow it"),
+            std::string::npos) << list.status().message();
+  EXPECT_EQ(served.load(), 5) << "10 nodes in pages of 2";
+}
+
+TEST(KubeClient, TheDefaultPageCapFollowsFromTheTwentyThousandNodeReportLimit) {
+  std::atomic<int> served{0};
+  FakeHttp server([&](const net::Request&) {
+    int n = served++;
+    return Json(200, R"({"metadata":{"resourceVersion":"7","continue":"c)" + std::to_string(n) +
+                         R"("},"items":[]})");
+  });
+  auto list = ClientFor(server)->ListNodes("x=y");
+  ASSERT_FALSE(list.ok());
+  EXPECT_NE(list.status().message().find("more than 20,000 nodes match the selector; narrow it"),
+            std::string::npos) << list.status().message();
+  EXPECT_EQ(served.load(), 40) << "20,000 nodes at limit=500";
+}
+
+TEST(KubeClient, MoreNodesThanAReportCarriesFailTheListingBeforeTheyAreHandedOn) {
+  std::atomic<int> served{0};
+  FakeHttp server([&](const net::Request&) {
+    int n = served++;
+    return Json(200, R"({"metadata":{"resourceVersion":"7","continue":"c)" + std::to_string(n) +
+                         R"("},"items":[{"metadata":{"name":"a"}},{"metadata":{"name":"b"}}]})");
+  });
+  int handed_on = 0;
+  auto list = ClientFor(server, {.page_size = 2, .max_nodes = 5})
+                  ->ListNodes("x=y", [&](json::array& page) { handed_on += page.size(); }, [] {});
+  ASSERT_FALSE(list.ok());
+  EXPECT_EQ(list.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_NE(list.status().message().find("more than 5 nodes match the selector; narrow it"),
+            std::string::npos) << list.status().message();
+  EXPECT_EQ(handed_on, 4);
 }
 
 TEST(KubeClient, AnEmptySelectorIsRefusedBeforeAnyRequest) {

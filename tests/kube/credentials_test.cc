@@ -155,6 +155,30 @@ TEST(Kubeconfig, PlainHttpIsAcceptedOnlyForALoopbackServer) {
   EXPECT_FALSE(Parse(build("")).ok());
 }
 
+TEST(Kubeconfig, ARejectedServerUrlIsNeverQuotedBackOnlyItsOrigin) {
+  auto build = [](const std::string& server) {
+    return "current-context: c\n"
+           "contexts: [{name: c, context: {cluster: k, user: u}}]\n"
+           "clusters: [{name: k, cluster: {server: '" + server + "'}}]\n"
+           "users: [{name: u, user: {token: t}}]\n";
+  };
+  for (const char* server : {"https://admin:hunter2@10.0.0.1:6443", "https://10.0.0.1/?token=sekrit",
+                             "http://10.0.0.1:8080/sekrit", "ftp://sekrit@10.0.0.1"}) {
+    auto parsed = Parse(build(server));
+    ASSERT_FALSE(parsed.ok()) << server;
+    for (const char* secret : {"hunter2", "admin", "sekrit"}) {
+      EXPECT_EQ(parsed.status().message().find(secret), std::string::npos)
+          << parsed.status().message();
+    }
+  }
+  auto userinfo = Parse(build("https://admin:hunter2@10.0.0.1:6443"));
+  EXPECT_NE(userinfo.status().message().find("https://10.0.0.1:6443"), std::string::npos)
+      << userinfo.status().message();
+  auto plain = Parse(build("http://10.0.0.1:8080/sekrit"));
+  EXPECT_NE(plain.status().message().find("http://10.0.0.1:8080 uses plain http"),
+            std::string::npos) << plain.status().message();
+}
+
 TEST(Kubeconfig, GarbageYamlAndMissingFilesGiveClearErrors) {
   auto garbage = Parse("clusters: [unclosed\n  - : :\n");
   ASSERT_FALSE(garbage.ok());

@@ -75,6 +75,49 @@ TEST(HttpClient, ReconnectsWhenTheServerClosedTheIdleConnection) {
   EXPECT_EQ(second->body, "1");
 }
 
+TEST(HttpClient, ExtraBytesAfterAResponseMakeTheConnectionStaleSoTheNextRequestReconnects) {
+  ScriptedServer server([](int listen_fd) {
+    int first = AcceptWithin(listen_fd);
+    if (ReadRequestHead(first)) {
+      // One response plus bytes nobody asked for: reusing this connection would hand them to
+      // the next request as its reply.
+      WriteAll(first, "HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\n0"
+                      "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nstale");
+    }
+    int second = AcceptWithin(listen_fd);
+    if (second >= 0 && ReadRequestHead(second)) {
+      WriteAll(second, "HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\n1");
+    }
+    CloseFd(second);
+    CloseFd(first);
+  });
+  auto client = NewClient(server.url());
+  auto first = client->Send(Get("/"));
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  EXPECT_EQ(first->body, "0");
+  auto second = client->Send(Get("/"));
+  ASSERT_TRUE(second.ok()) << second.status().ToString();
+  EXPECT_EQ(second->body, "1") << "the leftover bytes were taken as the second reply";
+}
+
+TEST(HttpClient, InterimResponsesAreSkippedUntilTheFinalOne) {
+  ScriptedServer server([](int listen_fd) {
+    int fd = AcceptWithin(listen_fd);
+    if (ReadRequestHead(fd)) {
+      WriteAll(fd, "HTTP/1.1 100 Continue\r\n\r\n"
+                   "HTTP/1.1 103 Early Hints\r\nLink: </style.css>; rel=preload\r\n\r\n"
+                   "HTTP/1.1 201 Created\r\nContent-Length: 4\r\n\r\ndone");
+    }
+    WaitForPeerClose(fd, 2'000ms);
+    CloseFd(fd);
+  });
+  auto client = NewClient(server.url());
+  auto response = client->Send(Get("/"));
+  ASSERT_TRUE(response.ok()) << response.status().ToString();
+  EXPECT_EQ(response->status, 201);
+  EXPECT_EQ(response->body, "done");
+}
+
 TEST(HttpClient, ServerThatNeverAnswersGivesDeadlineExceeded) {
   ScriptedServer server([](int listen_fd) {
     int fd = AcceptWithin(listen_fd);
@@ -257,6 +300,43 @@ TEST(ParseBaseUrl, RejectsWhatItCannotSafelyUse) {
     auto url = ParseBaseUrl(bad);
     EXPECT_EQ(url.status().code(), StatusCode::kInvalidArgument) << "accepted " << bad;
   }
+}
+
+TEST(ParseBaseUrl, ErrorsNameTheProblemAndAtMostTheOriginNeverTheCredential) {
+  for (const char* bad : {"https://user:pw-secret@host.example:8443/", "https://host.example/?token=agt_secret",
+                          "https://host.example/#agt_secret", "https://host.example:0/agt_secret",
+                          "ftp://user:pw-secret@host.example/", "agt_secret", "https://ho%73t/agt_secret"}) {
+    auto url = ParseBaseUrl(bad);
+    ASSERT_FALSE(url.ok()) << bad;
+    for (const char* secret : {"pw-secret", "user:", "agt_secret", "token="}) {
+      EXPECT_EQ(url.status().message().find(secret), std::string::npos) << url.status().message();
+    }
+  }
+  auto userinfo = ParseBaseUrl("https://user:pw-secret@host.example:8443/");
+  EXPECT_NE(userinfo.status().message().find("https://host.example:8443"), std::string::npos)
+      << userinfo.status().message();
+  EXPECT_NE(userinfo.status().message().find("user info"), std::string::npos);
+}
+
+TEST(ParseBaseUrl, HostsArePlainNamesOrIpLiteralsNeverPercentEncoded) {
+  for (const char* bad : {"https://ho%73t.example/", "https://host%00.example/",
+                          "https://host%2fevil.example/", "https://a_b.example/",
+                          "https://host!.example/", "https://h$st.example/"}) {
+    auto url = ParseBaseUrl(bad);
+    EXPECT_EQ(url.status().code(), StatusCode::kInvalidArgument) << "accepted " << bad;
+  }
+  for (const char* good : {"https://console-1.example.com:8443", "https://10.0.0.1",
+                           "https://[fd00::1]:6443", "https://[::ffff:10.0.0.1]"}) {
+    EXPECT_TRUE(ParseBaseUrl(good).ok()) << good << ": " << ParseBaseUrl(good).status().ToString();
+  }
+}
+
+TEST(HttpClient, ARefusedRequestTargetIsNotQuotedBack) {
+  auto client = NewClient("http://127.0.0.1:" + std::to_string(testing::UnusedPort()));
+  auto response = client->Send(Get("/x?token=agt_secret y"));
+  ASSERT_EQ(response.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(response.status().message().find("agt_secret"), std::string::npos)
+      << response.status().message();
 }
 
 // --- TLS ----------------------------------------------------------------------------------------

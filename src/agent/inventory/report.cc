@@ -1,5 +1,6 @@
 #include "agent/inventory/report.h"
 
+#include <limits>
 #include <map>
 #include <optional>
 
@@ -11,6 +12,20 @@ namespace {
 constexpr std::string_view kNvidiaGpu = "nvidia.com/gpu";
 constexpr std::string_view kAmdGpu = "amd.com/gpu";
 constexpr std::string_view kMigPrefix = "nvidia.com/mig-";
+
+// Per-node bounds of docs/protocol.md: the console refuses a whole report over any of them,
+// so a node that exceeds one is reported with an error instead.
+constexpr std::int64_t kMaxGpuCount = 1'000'000;
+constexpr size_t kMaxTaints = 64;
+constexpr size_t kMaxResources = 64;
+constexpr size_t kMaxResourceNameBytes = 253;
+constexpr size_t kMaxTaintStringBytes = 256;
+constexpr size_t kMaxProductBytes = 256;
+constexpr size_t kMaxNodeNameBytes = 253;
+constexpr size_t kMaxUidBytes = 128;
+constexpr size_t kMaxErrorBytes = 1024;
+// Stands in for a missing name: the console requires a non-empty one.
+constexpr std::string_view kNoName = "(no name)";
 
 struct Counts {
   std::int64_t capacity = 0;
@@ -30,6 +45,14 @@ std::string StringAt(const json::object& object, std::string_view key) {
   return value != nullptr && value->is_string() ? std::string(value->get_string()) : std::string();
 }
 
+// At most `max_bytes` of `text`, cut at a character boundary so the result stays valid UTF-8.
+std::string Utf8Prefix(std::string_view text, size_t max_bytes) {
+  if (text.size() <= max_bytes) return std::string(text);
+  size_t end = max_bytes;
+  while (end > 0 && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80) --end;
+  return std::string(text.substr(0, end));
+}
+
 const json::object* ObjectAt(const json::object& object, std::string_view key) {
   const json::value* value = object.if_contains(key);
   return value != nullptr && value->is_object() ? &value->get_object() : nullptr;
@@ -46,6 +69,11 @@ void ReadResources(const json::object& status, std::string_view field,
   }
   for (const auto& [name, value] : list->get_object()) {
     if (!IsGpuResource(name)) continue;
+    if (name.size() > kMaxResourceNameBytes) {
+      reader.Fail("status." + std::string(field) + " has a GPU resource name longer than " +
+                  std::to_string(kMaxResourceNameBytes) + " bytes");
+      continue;
+    }
     std::string where = "status." + std::string(field) + "[" + std::string(name) + "]";
     if (!value.is_string()) {
       reader.Fail(where + ": is not a quantity string");
@@ -59,6 +87,11 @@ void ReadResources(const json::object& status, std::string_view field,
     auto count = quantity->WholeCount();
     if (!count.ok()) {
       reader.Fail(where + ": " + count.status().message());
+      continue;
+    }
+    if (*count > kMaxGpuCount) {
+      reader.Fail(where + ": " + std::to_string(*count) + " is more than the " +
+                  std::to_string(kMaxGpuCount) + " a report can carry");
       continue;
     }
     Counts& entry = counts[std::string(name)];
@@ -128,6 +161,7 @@ bool ReadReady(const json::object* status, NodeReader& reader) {
   return false;
 }
 
+// The node's taints; none when they exceed the report's bounds (the node then has an error).
 json::array ReadTaints(const json::object* spec, NodeReader& reader) {
   json::array taints;
   if (spec == nullptr) return taints;
@@ -137,15 +171,28 @@ json::array ReadTaints(const json::object* spec, NodeReader& reader) {
     reader.Fail("spec.taints is not a list");
     return taints;
   }
+  if (list->get_array().size() > kMaxTaints) {
+    reader.Fail("spec.taints has " + std::to_string(list->get_array().size()) +
+                " entries; a report carries at most " + std::to_string(kMaxTaints));
+    return taints;
+  }
   for (const json::value& taint : list->get_array()) {
     if (!taint.is_object() || StringAt(taint.get_object(), "key").empty()) {
       reader.Fail("spec.taints has an entry without a key");
       continue;
     }
     const json::object& object = taint.get_object();
-    taints.push_back(json::object{{"key", StringAt(object, "key")},
-                                  {"value", StringAt(object, "value")},
-                                  {"effect", StringAt(object, "effect")}});
+    json::object entry;
+    for (std::string_view part : {"key", "value", "effect"}) {
+      std::string text = StringAt(object, part);
+      if (text.size() > kMaxTaintStringBytes) {
+        reader.Fail("spec.taints has a " + std::string(part) + " longer than " +
+                    std::to_string(kMaxTaintStringBytes) + " bytes");
+        return json::array();
+      }
+      entry[part] = std::move(text);
+    }
+    taints.push_back(std::move(entry));
   }
   return taints;
 }
@@ -155,6 +202,13 @@ json::array ReadTaints(const json::object* spec, NodeReader& reader) {
 bool IsGpuResource(std::string_view name) {
   return name == kNvidiaGpu || name == kAmdGpu ||
          (name.starts_with(kMigPrefix) && name.size() > kMigPrefix.size());
+}
+
+std::int64_t SaturatingAdd(std::int64_t a, std::int64_t b) {
+  std::int64_t sum = 0;
+  if (!__builtin_add_overflow(a, b, &sum)) return sum;
+  return b > 0 ? std::numeric_limits<std::int64_t>::max()
+               : std::numeric_limits<std::int64_t>::min();
 }
 
 json::object DescribeNode(const json::value& node) {
@@ -169,6 +223,7 @@ json::object DescribeNode(const json::value& node) {
                      {"resources", json::object()},
                      {"taints", json::array()}};
   if (!node.is_object()) {
+    entry["name"] = kNoName;
     entry["error"] = "the node is not a JSON object";
     return entry;
   }
@@ -178,11 +233,23 @@ json::object DescribeNode(const json::value& node) {
   const json::object* spec = ObjectAt(object, "spec");
   const json::object* status = ObjectAt(object, "status");
   const json::object* labels = metadata != nullptr ? ObjectAt(*metadata, "labels") : nullptr;
-  if (metadata != nullptr) {
-    entry["name"] = StringAt(*metadata, "name");
-    entry["uid"] = StringAt(*metadata, "uid");
+  std::string name = metadata != nullptr ? StringAt(*metadata, "name") : "";
+  std::string uid = metadata != nullptr ? StringAt(*metadata, "uid") : "";
+  if (name.empty()) {
+    reader.Fail("metadata.name is missing");
+    name = kNoName;
+  } else if (name.size() > kMaxNodeNameBytes) {
+    // Cut so the entry is still accepted; the error says the name is not the whole one.
+    reader.Fail("metadata.name is longer than " + std::to_string(kMaxNodeNameBytes) +
+                " bytes; the name shown is cut");
+    name = Utf8Prefix(name, kMaxNodeNameBytes);
   }
-  if (entry["name"].get_string().empty()) reader.Fail("metadata.name is missing");
+  if (uid.size() > kMaxUidBytes) {
+    reader.Fail("metadata.uid is longer than " + std::to_string(kMaxUidBytes) + " bytes");
+    uid.clear();
+  }
+  entry["name"] = std::move(name);
+  entry["uid"] = std::move(uid);
 
   entry["ready"] = ReadReady(status, reader);
   if (spec != nullptr) {
@@ -200,8 +267,12 @@ json::object DescribeNode(const json::value& node) {
     ReadResources(*status, "capacity", counts, reader);
     ReadResources(*status, "allocatable", counts, reader);
   }
+  if (counts.size() > kMaxResources) {
+    reader.Fail("the node has " + std::to_string(counts.size()) +
+                " GPU resources; a report carries at most " + std::to_string(kMaxResources));
+  }
   if (reader.error) {
-    entry["error"] = *reader.error;
+    entry["error"] = Utf8Prefix(*reader.error, kMaxErrorBytes);
     return entry;
   }
   json::object resources;
@@ -213,7 +284,7 @@ json::object DescribeNode(const json::value& node) {
     entry["gpu_capacity"] = counts[main].capacity;
     entry["gpu_allocatable"] = counts[main].allocatable;
   }
-  entry["gpu_product"] = Product(main, labels);
+  entry["gpu_product"] = Utf8Prefix(Product(main, labels), kMaxProductBytes);
   entry["gpu_resource"] = main;
   entry["resources"] = std::move(resources);
   return entry;
@@ -225,7 +296,7 @@ void ReportBuilder::Add(const json::value& node) {
   if (entry.contains("error")) {
     ++summary_.nodes_with_errors;
   } else {
-    summary_.gpus += entry["gpu_capacity"].as_int64();
+    summary_.gpus = SaturatingAdd(summary_.gpus, entry["gpu_capacity"].as_int64());
   }
   entries_.push_back(std::move(entry));
 }

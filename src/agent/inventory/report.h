@@ -17,14 +17,18 @@ namespace uplink::agent::inventory {
 bool IsGpuResource(std::string_view name);
 
 // One node's entry: name, uid, ready, unschedulable, gpu_resource, gpu_capacity,
-// gpu_allocatable, gpu_product, resources, taints and, when something could not be read,
-// error (with every GPU count zero).
+// gpu_allocatable, gpu_product, resources, taints and, when something could not be read or is
+// outside docs/protocol.md's per-node bounds, error (with every GPU count zero). The entry
+// itself always stays within those bounds, so the console never refuses a report over it.
 json::object DescribeNode(const json::value& node);
+
+// a + b, held at the int64 limits instead of overflowing (for totals over many nodes).
+std::int64_t SaturatingAdd(std::int64_t a, std::int64_t b);
 
 struct ReportSummary {
   std::int64_t nodes = 0;
   std::int64_t nodes_with_errors = 0;
-  std::int64_t gpus = 0;  // sum of gpu_capacity over readable nodes
+  std::int64_t gpus = 0;  // sum of gpu_capacity over readable nodes (saturating)
 };
 
 struct Report {

@@ -186,6 +186,17 @@ void InventoryRole::UpdateStatusConfigMap(const std::optional<ReportSummary>& su
   }
 }
 
+std::chrono::milliseconds InventoryRole::ReadinessLimit() const {
+  std::lock_guard lock(mutex_);
+  return ReadinessLimitLocked();
+}
+
+std::chrono::milliseconds InventoryRole::ReadinessLimitLocked() const {
+  // Two and a half intervals: one late cycle plus a retry still counts as live.
+  auto intervals = std::chrono::duration_cast<std::chrono::milliseconds>(interval_) * 5 / 2;
+  return std::max<std::chrono::milliseconds>(options_.max_report_age, intervals);
+}
+
 Readiness InventoryRole::CheckReadiness() const {
   std::lock_guard lock(mutex_);
   if (refused_) return {false, "last report refused: " + last_error_};
@@ -193,9 +204,11 @@ Readiness InventoryRole::CheckReadiness() const {
     return {false, last_error_.empty() ? "no report accepted yet"
                                        : "no report accepted yet; last error: " + last_error_};
   }
-  auto age = std::chrono::duration_cast<std::chrono::seconds>(clock_.SteadyNow() - *last_accepted_);
-  if (age >= options_.max_report_age) {
-    std::string reason = "last accepted report is " + std::to_string(age.count()) + " s old";
+  auto age = clock_.SteadyNow() - *last_accepted_;
+  if (age >= ReadinessLimitLocked()) {
+    std::string reason =
+        "last accepted report is " +
+        std::to_string(std::chrono::duration_cast<std::chrono::seconds>(age).count()) + " s old";
     if (!last_error_.empty()) reason += "; last error: " + last_error_;
     return {false, reason};
   }

@@ -26,7 +26,9 @@ struct RoleOptions {
   std::string status_configmap;  // empty: no status ConfigMap is kept
   std::string status_namespace;
   std::chrono::seconds interval{60};           // until the console says otherwise
-  std::chrono::seconds max_report_age{150};    // /readyz fails past this
+  // /readyz fails once the last accepted report is older than the larger of this and 2.5
+  // report intervals, so a long interval set by the console does not flap readiness.
+  std::chrono::seconds max_report_age{150};
   std::chrono::seconds min_interval{10};       // bounds on the console's interval
   std::chrono::seconds max_interval{3600};
 };
@@ -54,10 +56,14 @@ class InventoryRole {
   // Thread-safe; for /readyz.
   Readiness CheckReadiness() const;
 
+  // How old the last accepted report may be before /readyz fails: max(150 s, 2.5 x interval).
+  std::chrono::milliseconds ReadinessLimit() const;
+
   std::chrono::seconds interval() const;
 
  private:
   Result<std::string> ClusterUid();
+  std::chrono::milliseconds ReadinessLimitLocked() const;  // needs mutex_
   void RecordFailure(const Status& status, std::string_view result, bool refused);
   // Merge-patches the status ConfigMap; without a summary (the cluster could not be read) the
   // nodes and gpus keys keep their previous values.
