@@ -87,7 +87,7 @@ TEST(Gzip, RoundTrips) {
 
 TEST(Gzip, RoundTripsBodiesFedInSeveralChunks) {
   std::string data;
-  for (int i = 0; data.size() < (5u << 20) + 7; ++i) data += std::to_string(i * 7919) + ",";
+  for (std::int64_t i = 0; data.size() < (5u << 20) + 7; ++i) data += std::to_string(i * 7919) + ",";
   auto compressed = GzipCompress(data);
   ASSERT_TRUE(compressed.ok()) << compressed.status().ToString();
   auto back = GzipDecompress(*compressed, 16 << 20);
