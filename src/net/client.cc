@@ -117,13 +117,8 @@ class ClientImpl final : public HttpClient {
       return InvalidArgumentError("a client certificate needs both a certificate and a key");
     }
     if (!options_.client_cert_pem.empty()) {
-      tls_->use_certificate_chain(asio::buffer(options_.client_cert_pem), ec);
-      if (ec) return InvalidArgumentError("loading the client certificate: " + ec.message());
-      tls_->use_private_key(asio::buffer(options_.client_key_pem), ssl::context::pem, ec);
-      if (ec) return InvalidArgumentError("loading the client key: " + ec.message());
-      if (SSL_CTX_check_private_key(tls_->native_handle()) != 1) {
-        return InvalidArgumentError("the client key does not match the client certificate");
-      }
+      return LoadCertificateAndKey(*tls_, options_.client_cert_pem, options_.client_key_pem,
+                                   "client certificate");
     }
     return Status::Ok();
   }

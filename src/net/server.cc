@@ -223,15 +223,8 @@ class ServerImpl final : public HttpServer {
                       ssl::context::no_sslv3 | ssl::context::no_tlsv1 | ssl::context::no_tlsv1_1 |
                       ssl::context::single_dh_use);
     SSL_CTX_set_min_proto_version(tls_->native_handle(), TLS1_2_VERSION);
-    boost::system::error_code ec;
-    tls_->use_certificate_chain(asio::buffer(tls.cert_chain_pem), ec);
-    if (ec) return InvalidArgumentError("loading TLS certificate chain: " + ec.message());
-    tls_->use_private_key(asio::buffer(tls.private_key_pem), ssl::context::pem, ec);
-    if (ec) return InvalidArgumentError("loading TLS private key: " + ec.message());
-    if (SSL_CTX_check_private_key(tls_->native_handle()) != 1) {
-      return InvalidArgumentError("TLS private key does not match the certificate");
-    }
-    return Status::Ok();
+    return LoadCertificateAndKey(*tls_, tls.cert_chain_pem, tls.private_key_pem,
+                                 "TLS certificate");
   }
 
   void RunIo() {

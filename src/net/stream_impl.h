@@ -11,12 +11,32 @@
 #include <boost/asio/async_result.hpp>
 #include <boost/asio/bind_executor.hpp>
 #include <boost/asio/buffer.hpp>
+#include <boost/asio/ssl/context.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
 #include <cstddef>
 #include <span>
+#include <string>
+#include <string_view>
 #include <utility>
 
+#include "common/status.h"
+
 namespace uplink::net {
+
+// Loads a PEM certificate chain and its private key into `context` and checks they belong
+// together; `what` names them in errors ("TLS certificate", "client certificate").
+inline Status LoadCertificateAndKey(boost::asio::ssl::context& context, const std::string& cert_pem,
+                                    const std::string& key_pem, std::string_view what) {
+  boost::system::error_code ec;
+  context.use_certificate_chain(boost::asio::buffer(cert_pem), ec);
+  if (ec) return InvalidArgumentError("loading the " + std::string(what) + ": " + ec.message());
+  context.use_private_key(boost::asio::buffer(key_pem), boost::asio::ssl::context::pem, ec);
+  if (ec) return InvalidArgumentError("loading the " + std::string(what) + " key: " + ec.message());
+  if (SSL_CTX_check_private_key(context.native_handle()) != 1) {
+    return InvalidArgumentError("the " + std::string(what) + " key does not match its certificate");
+  }
+  return Status::Ok();
+}
 
 class AnyStream {
  public:
