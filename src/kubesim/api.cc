@@ -141,8 +141,12 @@ net::Response InvalidResponse(const InvalidObject& invalid) {
     causes.push_back(json::object{
         {"reason", cause.reason}, {"message", cause.message}, {"field", cause.field}});
   }
-  json::object details{{"name", invalid.name}, {"kind", invalid.kind}, {"causes", causes}};
+  // StatusDetails omits empty fields: a patch that cannot be decoded has no kind or name.
+  json::object details;
+  if (!invalid.name.empty()) details["name"] = invalid.name;
   if (!invalid.group.empty()) details["group"] = invalid.group;
+  if (!invalid.kind.empty()) details["kind"] = invalid.kind;
+  details["causes"] = std::move(causes);
   json::object status = StatusObject(422, "Invalid", invalid.Message());
   status["details"] = std::move(details);
   return JsonResponse(422, status);
@@ -159,6 +163,7 @@ net::Response ErrorResponse(const Status& status) {
     case StatusCode::kNotFound: return StatusResponse(404, "NotFound", status.message());
     case StatusCode::kAlreadyExists: return StatusResponse(409, "AlreadyExists", status.message());
     case StatusCode::kConflict: return StatusResponse(409, "Conflict", status.message());
+    case StatusCode::kPermissionDenied: return StatusResponse(403, "Forbidden", status.message());
     case StatusCode::kInvalidArgument: return StatusResponse(400, "BadRequest", status.message());
     case StatusCode::kResourceExhausted:
       return StatusResponse(413, "RequestEntityTooLarge", status.message());
@@ -299,11 +304,14 @@ net::Response ApiServer::Version() const {
                                         {"platform", "linux/amd64"}});
 }
 
+Status ApiServer::CheckBodySize(const net::Request& request) const {
+  if (request.body.size() <= options_.max_body_bytes) return Status::Ok();
+  return ResourceExhaustedError("Request entity too large: limit is " +
+                                std::to_string(options_.max_body_bytes));
+}
+
 Result<json::value> ApiServer::ParseBody(const net::Request& request) const {
-  if (request.body.size() > options_.max_body_bytes) {
-    return ResourceExhaustedError("the request body is larger than " +
-                                  std::to_string(options_.max_body_bytes) + " bytes");
-  }
+  UPLINK_RETURN_IF_ERROR(CheckBodySize(request));
   Result<json::value> body = ParseJson(request.body, JsonLimits{options_.max_body_bytes, 64});
   if (!body.ok()) {
     return InvalidArgumentError("the request body is not valid JSON: " + body.status().message());
@@ -405,6 +413,7 @@ net::Response ApiServer::Create(const net::Request& request, const ResourceType&
   std::string media = MediaType(request);
   Result<json::value> body = InvalidArgumentError("no body");
   if (media == kProtobufMediaType) {
+    if (Status size = CheckBodySize(request); !size.ok()) return ErrorResponse(size);
     Result<json::object> decoded = DecodeProtobufObject(request.body);
     if (!decoded.ok()) return ErrorResponse(decoded.status());
     body = json::value(std::move(*decoded));
@@ -414,7 +423,8 @@ net::Response ApiServer::Create(const net::Request& request, const ResourceType&
     return StatusResponse(415, "UnsupportedMediaType",
                           "the body of the request was in an unknown format (" + media.substr(0, 64) +
                               "); accepted media types include: application/json, " +
-                              std::string(kProtobufMediaType) + " (ConfigMap and Namespace)");
+                              std::string(kProtobufMediaType) +
+                              " (ConfigMap, Namespace and Secret)");
   }
   if (!body.ok()) return ErrorResponse(body.status());
   InvalidObject invalid;
@@ -450,8 +460,12 @@ net::Response ApiServer::Patch(const net::Request& request, const ResourceType& 
                             "and does not support the directive " + directive->substr(0, 64));
     }
   }
-  Result<json::object> patched = store_.MergePatch(type, namespace_name, name, *patch);
-  if (!patched.ok()) return ErrorResponse(patched.status());
+  InvalidObject invalid;
+  Result<json::object> patched = store_.MergePatch(type, namespace_name, name, *patch, &invalid);
+  if (!patched.ok()) {
+    if (!invalid.causes.empty()) return InvalidResponse(invalid);
+    return ErrorResponse(patched.status());
+  }
   return JsonResponse(200, *patched);
 }
 

@@ -6,6 +6,8 @@
 // fields kubectl cordon/uncordon/label/annotate touch (scalars and string maps) the two are
 // the same; patches using strategic-merge directives ("$patch", "$setElementOrder/...")
 // are refused with 415 rather than misapplied.
+//
+// Bodies are never logged, and no error quotes a body: Secrets travel in them.
 #pragma once
 
 #include <string>
@@ -22,13 +24,15 @@ namespace uplink::kubesim {
 struct ApiOptions {
   Secret token;  // the bearer token; anonymous clients get only /version and health
   std::string server_version = "v1.32.4";
-  size_t max_body_bytes = 1 << 20;
+  // kube-apiserver's MaxRequestBodyBytes: larger bodies get 413 RequestEntityTooLarge.
+  size_t max_body_bytes = 3 << 20;
 };
 
 // {"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure",...} as JSON text.
 net::Response StatusResponse(int code, std::string_view reason, std::string_view message);
 // The Status response for a store error: NotFound 404, AlreadyExists 409, Conflict 409,
-// InvalidArgument 400 BadRequest, anything else 500 InternalError.
+// InvalidArgument 400 BadRequest, PermissionDenied 403 Forbidden, ResourceExhausted 413
+// RequestEntityTooLarge, anything else 500 InternalError.
 net::Response ErrorResponse(const Status& status);
 
 class ApiServer {
@@ -60,6 +64,8 @@ class ApiServer {
                       const std::string& namespace_name, const std::string& name) const;
   net::Response Delete(const net::Request& request, const ResourceType& type,
                        const std::string& namespace_name, const std::string& name) const;
+  // ResourceExhausted ("Request entity too large: limit is N") for a body over the limit.
+  Status CheckBodySize(const net::Request& request) const;
   Result<json::value> ParseBody(const net::Request& request) const;
 
   ApiOptions options_;

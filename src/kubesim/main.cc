@@ -35,6 +35,7 @@ struct Options {
   std::string kubeconfig_out;
   std::string server_version = "v1.32.4";
   std::string token_file;
+  std::string log_level = "info";
 };
 
 // FlagSet keeps the last value of a flag; --objects may be given several times, so its
@@ -85,7 +86,11 @@ Result<Options> ParseOptions(int argc, char** argv) {
   flags.String("server-version", &options.server_version, "version /version reports, e.g. v1.32.4");
   flags.String("token-file", &options.token_file,
                "file holding the bearer token to accept (default: a random token)");
+  flags.String("log-level", &options.log_level, "debug, info, warn or error");
   UPLINK_RETURN_IF_ERROR(flags.Parse(args));
+  if (Status level = log::SetMinLevel(options.log_level); !level.ok()) {
+    return InvalidArgumentError("--log-level: " + level.message());
+  }
   if (!flags.positional().empty()) {
     return InvalidArgumentError("unexpected argument \"" + flags.positional().front() + "\"\n" +
                                 flags.Usage());
@@ -178,9 +183,13 @@ Status Run(int argc, char** argv) {
   sigaddset(&stop_signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
-  ApiServer api(ApiOptions{token, options.server_version}, store, SystemClock());
+  ApiOptions api_options{token, options.server_version};
+  ApiServer api(api_options, store, SystemClock());
   net::ServerOptions server_options;
   server_options.listen = options.listen;
+  // Room above the API's limit, so that a body just over it reaches the API and gets the
+  // real server's 413 Status rather than the transport's bare refusal.
+  server_options.max_body_bytes = 2 * api_options.max_body_bytes;
   server_options.tls = net::TlsServerConfig{certificate.cert_pem + ca.cert_pem, certificate.key_pem};
   server_options.threads = 4;
   server_options.server_header = "uplink-kubesim";

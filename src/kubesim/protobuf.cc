@@ -8,6 +8,24 @@
 namespace uplink::kubesim {
 namespace {
 
+enum WireType : std::uint8_t { kVarint = 0, kBytes = 2 };
+
+// One field of a message: its number, its wire type, and its value (bytes for
+// length-delimited fields, varint for varints; other wire types are skipped).
+struct ProtoField {
+  std::uint32_t number = 0;
+  std::uint8_t wire_type = 0;
+  std::string_view bytes;
+  std::uint64_t varint = 0;
+
+  // gogo-protobuf refuses a known field sent with another wire type; so does the simulator.
+  Status Expect(WireType expected, std::string_view field_name) const {
+    if (wire_type == expected) return Status::Ok();
+    return InvalidArgumentError("protobuf body: wrong wire type " + std::to_string(wire_type) +
+                                " for field " + std::string(field_name));
+  }
+};
+
 // A protobuf reader over one message; every read is bounds-checked.
 class Reader {
  public:
@@ -25,27 +43,26 @@ class Reader {
     return InvalidArgumentError("protobuf body: varint too long");
   }
 
-  // Reads one field: its number, and its bytes for length-delimited fields (others skipped).
-  Status Next(std::uint32_t& field, std::string_view& bytes, bool& length_delimited,
-              std::uint64_t& varint) {
+  // Reads one field; fixed-width values are skipped.
+  Status Next(ProtoField& field) {
     UPLINK_ASSIGN_OR_RETURN(std::uint64_t key, Varint());
-    field = static_cast<std::uint32_t>(key >> 3);
-    length_delimited = false;
-    switch (key & 7) {
-      case 0: {
-        UPLINK_ASSIGN_OR_RETURN(varint, Varint());
+    field.number = static_cast<std::uint32_t>(key >> 3);
+    field.wire_type = static_cast<std::uint8_t>(key & 7);
+    if (field.number == 0) return InvalidArgumentError("protobuf body: illegal field number 0");
+    switch (field.wire_type) {
+      case kVarint: {
+        UPLINK_ASSIGN_OR_RETURN(field.varint, Varint());
         return Status::Ok();
       }
       case 1: return Skip(8);
       case 5: return Skip(4);
-      case 2: {
+      case kBytes: {
         UPLINK_ASSIGN_OR_RETURN(std::uint64_t length, Varint());
         if (length > data_.size() - position_) {
           return InvalidArgumentError("protobuf body: field longer than the message");
         }
-        bytes = data_.substr(position_, length);
+        field.bytes = data_.substr(position_, length);
         position_ += length;
-        length_delimited = true;
         return Status::Ok();
       }
       default: return InvalidArgumentError("protobuf body: unsupported wire type");
@@ -62,51 +79,103 @@ class Reader {
   size_t position_ = 0;
 };
 
-using FieldHandler = std::function<Status(std::uint32_t field, std::string_view bytes)>;
+using FieldHandler = std::function<Status(const ProtoField& field)>;
 
-// Calls `handler` for each length-delimited field of a message.
-Status ForEachBytesField(std::string_view message, const FieldHandler& handler) {
+// Calls `handler` for each varint and length-delimited field of a message.
+Status ForEachField(std::string_view message, const FieldHandler& handler) {
   Reader reader(message);
   while (!reader.done()) {
-    std::uint32_t field = 0;
-    std::string_view bytes;
-    bool length_delimited = false;
-    std::uint64_t varint = 0;
-    UPLINK_RETURN_IF_ERROR(reader.Next(field, bytes, length_delimited, varint));
-    if (length_delimited) UPLINK_RETURN_IF_ERROR(handler(field, bytes));
+    ProtoField field;
+    UPLINK_RETURN_IF_ERROR(reader.Next(field));
+    if (field.wire_type == kVarint || field.wire_type == kBytes) {
+      UPLINK_RETURN_IF_ERROR(handler(field));
+    }
   }
   return Status::Ok();
 }
 
-// A map<string,string|bytes> entry: key = 1, value = 2.
-Status AddMapEntry(std::string_view entry, json::object& target, bool base64_value) {
+// A map<string,string|bytes> entry (key = 1, value = 2) added to `target`; bytes values are
+// base64-encoded, as JSON carries them. A missing value is empty, as in Go.
+Status AddMapEntry(const ProtoField& entry, std::string_view field_name, json::object& target,
+                   bool base64_value) {
+  UPLINK_RETURN_IF_ERROR(entry.Expect(kBytes, field_name));
   std::string key, value;
-  UPLINK_RETURN_IF_ERROR(ForEachBytesField(entry, [&](std::uint32_t field, std::string_view bytes) {
-    if (field == 1) key = bytes;
-    if (field == 2) value = bytes;
+  UPLINK_RETURN_IF_ERROR(ForEachField(entry.bytes, [&](const ProtoField& field) -> Status {
+    if (field.number == 1) {
+      UPLINK_RETURN_IF_ERROR(field.Expect(kBytes, std::string(field_name) + " key"));
+      key = field.bytes;
+    } else if (field.number == 2) {
+      UPLINK_RETURN_IF_ERROR(field.Expect(kBytes, std::string(field_name) + " value"));
+      value = field.bytes;
+    }
     return Status::Ok();
   }));
   target[key] = base64_value ? Base64Encode(value) : value;
   return Status::Ok();
 }
 
-Result<json::object> DecodeObjectMeta(std::string_view message) {
+// A string field into `target[key]`. kubectl sends empty strings for unset fields; they are
+// Go's zero value, which the JSON form omits.
+Status SetString(const ProtoField& field, std::string_view field_name, json::object& target,
+                 std::string_view key) {
+  UPLINK_RETURN_IF_ERROR(field.Expect(kBytes, field_name));
+  if (!field.bytes.empty()) target[key] = field.bytes;
+  return Status::Ok();
+}
+
+Result<json::object> DecodeObjectMeta(const ProtoField& field) {
+  UPLINK_RETURN_IF_ERROR(field.Expect(kBytes, "metadata"));
   json::object metadata;
   json::object labels, annotations;
-  UPLINK_RETURN_IF_ERROR(ForEachBytesField(message, [&](std::uint32_t field, std::string_view bytes) {
-    switch (field) {
-      case 1: metadata["name"] = bytes; break;
-      case 2: metadata["generateName"] = bytes; break;
-      case 3: metadata["namespace"] = bytes; break;
-      case 11: return AddMapEntry(bytes, labels, false);
-      case 12: return AddMapEntry(bytes, annotations, false);
-      default: break;
+  UPLINK_RETURN_IF_ERROR(ForEachField(field.bytes, [&](const ProtoField& meta) -> Status {
+    switch (meta.number) {
+      case 1: return SetString(meta, "ObjectMeta.name", metadata, "name");
+      case 2: return SetString(meta, "ObjectMeta.generateName", metadata, "generateName");
+      case 3: return SetString(meta, "ObjectMeta.namespace", metadata, "namespace");
+      case 11: return AddMapEntry(meta, "ObjectMeta.labels", labels, false);
+      case 12: return AddMapEntry(meta, "ObjectMeta.annotations", annotations, false);
+      default: return Status::Ok();
     }
-    return Status::Ok();
   }));
   if (!labels.empty()) metadata["labels"] = std::move(labels);
   if (!annotations.empty()) metadata["annotations"] = std::move(annotations);
   return metadata;
+}
+
+// k8s.io/api/core/v1 generated.proto: ConfigMap {metadata = 1, data = 2, binaryData = 3};
+// Namespace {metadata = 1, spec = 2 {finalizers = 1}}; Secret {metadata = 1,
+// data = 2 (map<string, bytes>), type = 3, stringData = 4, immutable = 5}.
+Status DecodeBody(std::string_view kind, const ProtoField& field, json::object& object,
+                  json::object& data, json::object& binary_data, json::object& string_data,
+                  json::array& finalizers) {
+  if (field.number == 1) {
+    UPLINK_ASSIGN_OR_RETURN(object["metadata"], DecodeObjectMeta(field));
+    return Status::Ok();
+  }
+  if (kind == "ConfigMap") {
+    if (field.number == 2) return AddMapEntry(field, "ConfigMap.data", data, false);
+    if (field.number == 3) return AddMapEntry(field, "ConfigMap.binaryData", binary_data, true);
+  } else if (kind == "Namespace" && field.number == 2) {
+    UPLINK_RETURN_IF_ERROR(field.Expect(kBytes, "Namespace.spec"));
+    return ForEachField(field.bytes, [&](const ProtoField& spec) -> Status {
+      if (spec.number != 1) return Status::Ok();
+      UPLINK_RETURN_IF_ERROR(spec.Expect(kBytes, "NamespaceSpec.finalizers"));
+      finalizers.emplace_back(spec.bytes);
+      return Status::Ok();
+    });
+  } else if (kind == "Secret") {
+    switch (field.number) {
+      case 2: return AddMapEntry(field, "Secret.data", data, true);
+      case 3: return SetString(field, "Secret.type", object, "type");
+      case 4: return AddMapEntry(field, "Secret.stringData", string_data, false);
+      case 5:
+        UPLINK_RETURN_IF_ERROR(field.Expect(kVarint, "Secret.immutable"));
+        object["immutable"] = field.varint != 0;
+        return Status::Ok();
+      default: break;
+    }
+  }
+  return Status::Ok();
 }
 
 }  // namespace
@@ -118,40 +187,38 @@ Result<json::object> DecodeProtobufObject(std::string_view body) {
   }
   std::string api_version, kind;
   std::string_view raw;
-  UPLINK_RETURN_IF_ERROR(ForEachBytesField(body.substr(4), [&](std::uint32_t field, std::string_view bytes) {
-    if (field == 2) raw = bytes;
-    if (field != 1) return Status::Ok();
-    return ForEachBytesField(bytes, [&](std::uint32_t type_field, std::string_view value) {
-      if (type_field == 1) api_version = value;
-      if (type_field == 2) kind = value;
+  UPLINK_RETURN_IF_ERROR(ForEachField(body.substr(4), [&](const ProtoField& field) -> Status {
+    if (field.number == 2) {
+      UPLINK_RETURN_IF_ERROR(field.Expect(kBytes, "Unknown.raw"));
+      raw = field.bytes;
+    }
+    if (field.number != 1) return Status::Ok();
+    UPLINK_RETURN_IF_ERROR(field.Expect(kBytes, "Unknown.typeMeta"));
+    return ForEachField(field.bytes, [&](const ProtoField& type_field) -> Status {
+      if (type_field.number == 1) {
+        UPLINK_RETURN_IF_ERROR(type_field.Expect(kBytes, "TypeMeta.apiVersion"));
+        api_version = type_field.bytes;
+      } else if (type_field.number == 2) {
+        UPLINK_RETURN_IF_ERROR(type_field.Expect(kBytes, "TypeMeta.kind"));
+        kind = type_field.bytes;
+      }
       return Status::Ok();
     });
   }));
-  if (api_version != "v1" || (kind != "ConfigMap" && kind != "Namespace")) {
-    return InvalidArgumentError("protobuf bodies are accepted for v1 ConfigMap and Namespace only, not " +
-                                api_version.substr(0, 64) + " " + kind.substr(0, 64) +
-                                "; send application/json");
+  if (api_version != "v1" || (kind != "ConfigMap" && kind != "Namespace" && kind != "Secret")) {
+    return InvalidArgumentError(
+        "protobuf bodies are accepted for v1 ConfigMap, Namespace and Secret only, not " +
+        api_version.substr(0, 64) + " " + kind.substr(0, 64) + "; send application/json");
   }
   json::object object{{"apiVersion", api_version}, {"kind", kind}};
-  json::object data, binary_data;
+  json::object data, binary_data, string_data;
   json::array finalizers;
-  UPLINK_RETURN_IF_ERROR(ForEachBytesField(raw, [&](std::uint32_t field, std::string_view bytes) -> Status {
-    if (field == 1) {
-      UPLINK_ASSIGN_OR_RETURN(object["metadata"], DecodeObjectMeta(bytes));
-    } else if (kind == "ConfigMap" && field == 2) {
-      return AddMapEntry(bytes, data, false);
-    } else if (kind == "ConfigMap" && field == 3) {
-      return AddMapEntry(bytes, binary_data, true);
-    } else if (kind == "Namespace" && field == 2) {
-      return ForEachBytesField(bytes, [&](std::uint32_t spec_field, std::string_view value) {
-        if (spec_field == 1) finalizers.emplace_back(value);
-        return Status::Ok();
-      });
-    }
-    return Status::Ok();
+  UPLINK_RETURN_IF_ERROR(ForEachField(raw, [&](const ProtoField& field) {
+    return DecodeBody(kind, field, object, data, binary_data, string_data, finalizers);
   }));
   if (!data.empty()) object["data"] = std::move(data);
   if (!binary_data.empty()) object["binaryData"] = std::move(binary_data);
+  if (!string_data.empty()) object["stringData"] = std::move(string_data);
   if (!finalizers.empty()) object["spec"] = json::object{{"finalizers", std::move(finalizers)}};
   return object;
 }

@@ -1,10 +1,13 @@
 // Decoding the Kubernetes protobuf envelope for the objects kubectl creates.
 //
-// kubectl 1.32 sends `kubectl create configmap|namespace` bodies as
+// kubectl 1.32 sends `kubectl create configmap|namespace|secret` bodies as
 // application/vnd.kubernetes.protobuf ("k8s\0" + runtime.Unknown{typeMeta, raw}) and does not
 // fall back to JSON on 415, so the simulator decodes the few types it must accept that way:
-// ConfigMap and Namespace (metadata name, generateName, namespace, labels, annotations;
-// data, binaryData; namespace spec.finalizers). Other fields are skipped.
+// ConfigMap, Namespace and Secret (metadata name, generateName, namespace, labels,
+// annotations; ConfigMap data, binaryData; Namespace spec.finalizers; Secret data, type,
+// stringData, immutable). Other fields are skipped; a known field with the wrong wire type is
+// refused, as gogo-protobuf refuses it. Errors never quote field values, so Secret data cannot
+// reach a message.
 #pragma once
 
 #include <string_view>

@@ -4,6 +4,7 @@
 
 #include "common/crypto.h"
 #include "common/labels.h"
+#include "kubesim/secrets.h"
 
 namespace uplink::kubesim {
 namespace {
@@ -89,23 +90,14 @@ std::string NameDetail(bool label, std::string_view name) {
          "'[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
 }
 
-// Go's %q for the printable ASCII names this is used with; other bytes are escaped.
-std::string Quoted(std::string_view text) {
-  std::string out = "\"";
-  for (unsigned char c : text.substr(0, 300)) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += static_cast<char>(c);
-    } else if (c < 0x20 || c >= 0x7f) {
-      static constexpr char kHex[] = "0123456789abcdef";
-      out += "\\x";
-      out += kHex[c >> 4];
-      out += kHex[c & 15];
-    } else {
-      out += static_cast<char>(c);
-    }
-  }
-  return out + "\"";
+bool IsSecret(const ResourceType& type) { return type.group.empty() && type.kind == "Secret"; }
+
+// transformDecodeError: a body the API server cannot decode into the type is a BadRequest
+// naming the kind and version.
+Status DecodeError(const ResourceType& type, const Status& decoded) {
+  if (decoded.ok()) return decoded;
+  return InvalidArgumentError(type.kind + " in version \"" + type.version +
+                              "\" cannot be handled as a " + type.kind + ": " + decoded.message());
 }
 
 // Namespaces must be DNS labels; most other objects DNS subdomains. A generateName is
@@ -121,7 +113,7 @@ std::optional<FieldError> NameError(const ResourceType& type, const std::string&
   }
   if (label ? IsDnsLabel(checked) : IsDnsSubdomain(checked)) return std::nullopt;
   return FieldError{field, "FieldValueInvalid",
-                    "Invalid value: " + Quoted(value) + ": " + NameDetail(label, checked)};
+                    "Invalid value: " + GoQuoted(value) + ": " + NameDetail(label, checked)};
 }
 
 InvalidObject Invalid(const ResourceType& type, const std::string& name, FieldError cause) {
@@ -243,9 +235,10 @@ bool IsCleanStartKey(std::string_view key) {
 const std::vector<ResourceType>& ResourceTypes() {
   static const std::vector<ResourceType> kTypes = {
       {"", "v1", "nodes", "node", "Node", false, {"no"}, kAllVerbs, {"spec.unschedulable"}},
-      {"", "v1", "namespaces", "namespace", "Namespace", false, {"ns"},
-       {"create", "get", "list", "patch"}, {"status.phase"}},
+      {"", "v1", "namespaces", "namespace", "Namespace", false, {"ns"}, kAllVerbs,
+       {"status.phase"}},
       {"", "v1", "configmaps", "configmap", "ConfigMap", true, {"cm"}, kAllVerbs, {}},
+      {"", "v1", "secrets", "secret", "Secret", true, {}, kAllVerbs, {"type"}},
       {"", "v1", "pods", "pod", "Pod", true, {"po"}, kAllVerbs,
        {"spec.nodeName", "spec.restartPolicy", "spec.schedulerName", "spec.serviceAccountName",
         "status.phase", "status.podIP", "status.nominatedNodeName"}},
@@ -319,6 +312,24 @@ Result<ContinuePosition> DecodeContinueToken(std::string_view token) {
   return ContinuePosition{rv->get_int64(), start};
 }
 
+std::string GoQuoted(std::string_view text) {
+  std::string out = "\"";
+  for (unsigned char c : text.substr(0, 300)) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += static_cast<char>(c);
+    } else if (c < 0x20 || c >= 0x7f) {
+      static constexpr char kHex[] = "0123456789abcdef";
+      out += "\\x";
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out + "\"";
+}
+
 std::string NewUuid() {
   std::string bytes = RandomBytes(16);
   bytes[6] = static_cast<char>((bytes[6] & 0x0f) | 0x40);
@@ -375,7 +386,7 @@ void ObjectStore::Stamp(json::object& object, bool keep_identity) {
 
 std::string InvalidObject::Message() const {
   std::string qualified_kind = group.empty() ? kind : kind + "." + group;
-  std::string text = qualified_kind + " " + Quoted(name) + " is invalid: ";
+  std::string text = qualified_kind + " " + GoQuoted(name) + " is invalid: ";
   if (causes.size() != 1) text += "[";
   for (size_t i = 0; i < causes.size(); ++i) {
     if (i > 0) text += ", ";
@@ -398,6 +409,7 @@ Result<json::object> ObjectStore::Create(const ResourceType& type,
   }
   object["kind"] = type.kind;
   object["apiVersion"] = type.ApiVersion();
+  if (IsSecret(type)) UPLINK_RETURN_IF_ERROR(DecodeError(type, ConvertSecret(object)));
   json::object& metadata = MetadataOf(object);
   std::string name = StringAt(metadata, "name");
   std::optional<FieldError> name_error;
@@ -420,8 +432,12 @@ Result<json::object> ObjectStore::Create(const ResourceType& type,
   } else {
     name_error = NameError(type, "metadata.name", name);
   }
-  if (name_error) {
-    InvalidObject refused = Invalid(type, name, std::move(*name_error));
+  InvalidObject refused{type.group, type.kind, name, {}};
+  if (name_error) refused.causes.push_back(std::move(*name_error));
+  if (IsSecret(type)) {
+    for (FieldError& cause : ValidateSecretData(object)) refused.causes.push_back(std::move(cause));
+  }
+  if (!refused.causes.empty()) {
     Status status = InvalidArgumentError(refused.Message());
     if (invalid) *invalid = std::move(refused);
     return status;
@@ -462,6 +478,14 @@ Result<json::object> ObjectStore::Put(json::object object) {
   std::string name = NameOf(object);
   if (name.empty()) return InvalidArgumentError(kind + " without metadata.name");
   UPLINK_RETURN_IF_ERROR(ValidateName(*type, name));
+  if (IsSecret(*type)) {
+    UPLINK_RETURN_IF_ERROR(DecodeError(*type, ConvertSecret(object)));
+    std::vector<FieldError> causes = ValidateSecretData(object);
+    if (!causes.empty()) {
+      InvalidObject refused{type->group, kind, name, std::move(causes)};
+      return InvalidArgumentError(refused.Message());
+    }
+  }
   std::string namespace_name = NamespaceOf(object);
   if (type->namespaced && namespace_name.empty()) {
     namespace_name = "default";
@@ -528,7 +552,8 @@ Result<ListPage> ObjectStore::List(const ResourceType& type, const ListOptions& 
 
 Result<json::object> ObjectStore::MergePatch(const ResourceType& type,
                                              const std::string& namespace_name,
-                                             const std::string& name, const json::value& patch) {
+                                             const std::string& name, const json::value& patch,
+                                             InvalidObject* invalid) {
   if (!patch.is_object()) return InvalidArgumentError("a merge patch must be a JSON object");
   std::lock_guard lock(mutex_);
   auto& objects = objects_[type.plural];
@@ -550,6 +575,27 @@ Result<json::object> ObjectStore::MergePatch(const ResourceType& type,
   if (NameOf(result) != name || (type.namespaced && NamespaceOf(result) != namespace_name)) {
     return InvalidArgumentError("the name or namespace of the object cannot be changed by a patch");
   }
+  auto refuse = [&](InvalidObject refused) -> Status {
+    Status status = InvalidArgumentError(refused.Message());
+    if (invalid) *invalid = std::move(refused);
+    return status;
+  };
+  if (IsSecret(type)) {
+    // The real server quotes the whole patched object here; a Secret's data must not be
+    // quoted, so the value is left out.
+    if (Status converted = ConvertSecret(result); !converted.ok()) {
+      return refuse(InvalidObject{"", "", "", {FieldError{"patch", "FieldValueInvalid",
+                                                          "Invalid value: \"<value omitted>\": " +
+                                                              converted.message()}}});
+    }
+    std::vector<FieldError> causes = ValidateSecretData(result);
+    for (FieldError& cause : ValidateSecretUpdate(result, it->second)) {
+      causes.push_back(std::move(cause));
+    }
+    if (!causes.empty()) {
+      return refuse(InvalidObject{type.group, type.kind, name, std::move(causes)});
+    }
+  }
   // Identity stays what the server assigned, whatever the patch said.
   json::object& metadata = MetadataOf(result);
   const json::object& original = MetadataOf(it->second);
@@ -565,6 +611,11 @@ Result<json::object> ObjectStore::MergePatch(const ResourceType& type,
 Result<json::object> ObjectStore::Delete(const ResourceType& type,
                                          const std::string& namespace_name,
                                          const std::string& name) {
+  const bool is_namespace = type.plural == "namespaces";
+  if (is_namespace && (name == "default" || name == "kube-system" || name == "kube-public")) {
+    return PermissionDeniedError("namespaces \"" + name +
+                                 "\" is forbidden: this namespace may not be deleted");
+  }
   std::lock_guard lock(mutex_);
   auto& objects = objects_[type.plural];
   auto it = objects.find(Key(type, namespace_name, name));
@@ -572,6 +623,21 @@ Result<json::object> ObjectStore::Delete(const ResourceType& type,
   json::object removed = std::move(it->second);
   objects.erase(it);
   ++resource_version_;
+  if (is_namespace) {
+    for (const ResourceType& contained : ResourceTypes()) {
+      if (!contained.namespaced) continue;
+      auto stored = objects_.find(contained.plural);
+      if (stored == objects_.end()) continue;
+      std::string prefix = name + "/";
+      auto first = stored->second.lower_bound(prefix);
+      auto last = first;
+      while (last != stored->second.end() && last->first.starts_with(prefix)) ++last;
+      stored->second.erase(first, last);
+    }
+    MetadataOf(removed)["deletionTimestamp"] = FormatRfc3339(clock_.Now());
+    MetadataOf(removed)["resourceVersion"] = std::to_string(resource_version_);
+    removed["status"] = json::object{{"phase", "Terminating"}};
+  }
   return removed;
 }
 

@@ -85,6 +85,10 @@ struct InvalidObject {
 inline constexpr std::string_view kResourceVersionSetOnCreate =
     "resourceVersion should not be set on objects to be created";
 
+// Go's %q for the printable ASCII names messages quote; other bytes are escaped, and only the
+// first 300 bytes are quoted so that a hostile name cannot grow a message without bound.
+std::string GoQuoted(std::string_view text);
+
 // A random RFC 4122 version 4 UUID.
 std::string NewUuid();
 
@@ -94,8 +98,10 @@ class ObjectStore {
 
   // Validates and stores a new object, filling uid, creationTimestamp and resourceVersion.
   // `namespace_name` is the namespace from the URL (empty for cluster-scoped types).
-  // A name that validation refuses is InvalidArgument, described in `*invalid` when given;
-  // a resourceVersion set in the object is Internal (kResourceVersionSetOnCreate).
+  // An object that validation refuses is InvalidArgument, described in `*invalid` when given;
+  // one that cannot be decoded (a Secret's data that is not base64) is InvalidArgument with
+  // `*invalid` left alone; a resourceVersion set in the object is Internal
+  // (kResourceVersionSetOnCreate).
   Result<json::object> Create(const ResourceType& type, const std::string& namespace_name,
                               json::object object, InvalidObject* invalid = nullptr);
   // Stores an object as given (from --objects or generated nodes), replacing one with the
@@ -105,9 +111,16 @@ class ObjectStore {
   Result<json::object> Get(const ResourceType& type, const std::string& namespace_name,
                            const std::string& name) const;
   Result<ListPage> List(const ResourceType& type, const ListOptions& options) const;
-  // RFC 7386 JSON merge patch; name, namespace, uid, kind and apiVersion cannot change.
+  // RFC 7386 JSON merge patch; name, namespace, uid, kind and apiVersion cannot change. A
+  // result that cannot be decoded or fails validation is InvalidArgument, described in
+  // `*invalid` when given (as the real server's 422 Invalid, never quoting Secret data).
   Result<json::object> MergePatch(const ResourceType& type, const std::string& namespace_name,
-                                  const std::string& name, const json::value& patch);
+                                  const std::string& name, const json::value& patch,
+                                  InvalidObject* invalid = nullptr);
+  // Removes an object and returns it. Deleting a namespace removes everything in it at once
+  // (the namespace controller's work, done instantly) and returns it as the real server does,
+  // Terminating with a deletionTimestamp; default, kube-system and kube-public are
+  // PermissionDenied, as NamespaceLifecycle admission refuses them.
   Result<json::object> Delete(const ResourceType& type, const std::string& namespace_name,
                               const std::string& name);
 

@@ -44,6 +44,18 @@ const std::vector<Column>& ColumnsFor(const ResourceType& type) {
       {"Data", "string", "", 0, "Data contains the configuration data."},
       {"Age", "string", "", 0, kAgeDoc},
   };
+  static const std::vector<Column> kSecrets = {
+      {"Name", "string", "name", 0, kNameDoc},
+      {"Type", "string", "", 0,
+       "Used to facilitate programmatic handling of secret data. More info: "
+       "https://kubernetes.io/docs/concepts/configuration/secret/#secret-types"},
+      {"Data", "string", "", 0,
+       "Data contains the secret data. Each key must consist of alphanumeric characters, '-', "
+       "'_' or '.'. The serialized form of the secret data is a base64 encoded string, "
+       "representing the arbitrary (possibly non-string) data value here. Described in "
+       "https://tools.ietf.org/html/rfc4648#section-4"},
+      {"Age", "string", "", 0, kAgeDoc},
+  };
   static const std::vector<Column> kDefault = {
       {"Name", "string", "name", 0, kNameDoc},
       {"Age", "string", "", 0, kAgeDoc},
@@ -51,6 +63,7 @@ const std::vector<Column>& ColumnsFor(const ResourceType& type) {
   if (type.plural == "nodes") return kNodes;
   if (type.plural == "namespaces") return kNamespaces;
   if (type.plural == "configmaps") return kConfigMaps;
+  if (type.plural == "secrets") return kSecrets;
   return kDefault;
 }
 
@@ -140,6 +153,11 @@ json::array Cells(const ResourceType& type, const json::object& object, WallTime
     std::int64_t entries = static_cast<std::int64_t>(Field(object, "data").size() +
                                                      Field(object, "binaryData").size());
     return json::array{name, entries, Age(metadata, now)};
+  }
+  if (type.plural == "secrets") {
+    // printSecret: the number of keys, never their values.
+    return json::array{name, Text(object, "type"),
+                       static_cast<std::int64_t>(Field(object, "data").size()), Age(metadata, now)};
   }
   return json::array{name, Age(metadata, now)};
 }

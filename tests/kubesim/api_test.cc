@@ -87,15 +87,25 @@ TEST_F(ApiTest, DiscoveryListsResourcesWithVerbsAndShortNames) {
   EXPECT_EQ(core["kind"], "APIResourceList");
   std::map<std::string, std::string> short_names;
   for (const json::value& resource : core["resources"].as_array()) {
+    const json::value* names = resource.as_object().if_contains("shortNames");
     short_names[std::string(resource.at("name").as_string())] =
-        ToJson(resource.at("shortNames")) + (resource.at("namespaced").as_bool() ? " ns" : "");
+        (names ? ToJson(*names) : "none") + (resource.at("namespaced").as_bool() ? " ns" : "");
   }
   EXPECT_EQ(short_names["nodes"], R"(["no"])");
   EXPECT_EQ(short_names["namespaces"], R"(["ns"])");
   EXPECT_EQ(short_names["configmaps"], R"(["cm"] ns)");
   EXPECT_EQ(short_names["pods"], R"(["po"] ns)");
+  EXPECT_EQ(short_names["secrets"], "none ns");
   EXPECT_EQ(short_names["events"], R"(["ev"] ns)");
   EXPECT_EQ(short_names["services"], R"(["svc"] ns)");
+  for (const json::value& resource : core["resources"].as_array()) {
+    if (resource.at("name") != "secrets") continue;
+    // Like the real server: namespaced, kind Secret, and no short names at all.
+    EXPECT_EQ(resource.at("kind"), "Secret");
+    EXPECT_TRUE(resource.at("namespaced").as_bool());
+    EXPECT_FALSE(resource.as_object().contains("shortNames"));
+    EXPECT_EQ(ToJson(resource.at("verbs")), R"(["create","delete","get","list","patch"])");
+  }
   json::object apps = Body(Call("GET", "/apis/apps/v1"));
   EXPECT_EQ(apps["resources"].as_array().size(), 2u);
 }
@@ -188,10 +198,11 @@ TEST_F(ApiTest, GarbageBodiesAreBadRequestsWithoutHarm) {
     ExpectStatus(Call("PATCH", "/api/v1/nodes/gpu-node-0001", body, "application/merge-patch+json"),
                  400, "BadRequest");
   }
-  ExpectStatus(Call("POST", "/api/v1/namespaces/default/configmaps",
-                    "{\"metadata\":{\"name\":\"" + std::string(2 << 20, 'a') + "\"}}",
-                    "application/json"),
-               413, "RequestEntityTooLarge");
+  EXPECT_EQ(ExpectStatus(Call("POST", "/api/v1/namespaces/default/configmaps",
+                              "{\"metadata\":{\"name\":\"" + std::string(3 << 20, 'a') + "\"}}",
+                              "application/json"),
+                         413, "RequestEntityTooLarge"),
+            "Request entity too large: limit is 3145728");
   ExpectStatus(Call("POST", "/api/v1/namespaces/default/configmaps", "a: b", "application/yaml"),
                415, "UnsupportedMediaType");
   // Protobuf envelopes (what kubectl create sends) that are truncated or not ConfigMaps.
@@ -212,7 +223,6 @@ TEST_F(ApiTest, UnknownPathsAndVerbsGetNotFoundAndMethodNotAllowed) {
   ExpectStatus(Call("GET", "/api/v1/configmaps/x"), 404, "NotFound");
   ExpectStatus(Call("PUT", "/api/v1/nodes/gpu-node-0001", "{}", "application/json"), 405,
                "MethodNotAllowed");
-  ExpectStatus(Call("DELETE", "/api/v1/namespaces/default"), 405, "MethodNotAllowed");
   ExpectStatus(Call("GET", "/api/v1/nodes?watch=true"), 405, "MethodNotAllowed");
 }
 
@@ -301,6 +311,205 @@ TEST_F(ApiTest, InvalidNamesAre422InvalidWithTheFieldAsACause) {
       Call("POST", "/api/v1/namespaces/default/configmaps", R"({"data":{}})", "application/json");
   EXPECT_NE(ExpectStatus(unnamed, 422, "Invalid").find("Required value"), std::string::npos);
   EXPECT_EQ(Body(unnamed)["details"].at("causes").at(0).at("reason"), "FieldValueRequired");
+}
+
+// What kubectl 1.32.4 sends for `kubectl create secret generic s1 -n default
+// --from-file=UPLINK_AGENT_TOKEN=/dev/stdin` with "tok123" on stdin (captured with -v=9).
+constexpr char kKubectlSecretBytes[] =
+    "k8s\x00"
+    "\x0a\x0c\x0a\x02v1\x12\x06Secret"
+    "\x12\x3b"
+    "\x0a\x19\x0a\x02s1\x12\x00\x1a\x07" "default" "\x22\x00\x2a\x00\x32\x00\x38\x00\x42\x00"
+    "\x12\x1c\x0a\x12UPLINK_AGENT_TOKEN\x12\x06tok123"
+    "\x1a\x00"
+    "\x1a\x00\x22\x00";
+
+TEST_F(ApiTest, SecretsAreCreatedReadListedPatchedAndDeleted) {
+  const std::string secrets = "/api/v1/namespaces/uplink-system/secrets";
+  net::Response created =
+      Call("POST", secrets + "?fieldManager=kubectl-create&fieldValidation=Strict",
+           R"({"apiVersion":"v1","kind":"Secret","metadata":{"name":"agent"},
+               "data":{"UPLINK_AGENT_TOKEN":"dG9rMTIz"}})",
+           "application/json");
+  ASSERT_EQ(created.status, 201) << created.body;
+  EXPECT_EQ(Body(created)["type"], "Opaque");
+  EXPECT_EQ(ExpectStatus(Call("POST", secrets, R"({"metadata":{"name":"agent"}})", "application/json"),
+                         409, "AlreadyExists"),
+            "secrets \"agent\" already exists");
+  EXPECT_EQ(ExpectStatus(Call("POST", "/api/v1/namespaces/missing/secrets",
+                              R"({"metadata":{"name":"agent"}})", "application/json"),
+                         404, "NotFound"),
+            "namespaces \"missing\" not found");
+
+  json::object secret = Body(Call("GET", secrets + "/agent"));
+  EXPECT_EQ(secret["data"].at("UPLINK_AGENT_TOKEN"), "dG9rMTIz");
+
+  json::object table = Body(Call("GET", secrets + "?limit=500", "", "", kTableAccept));
+  std::vector<std::string> columns;
+  for (const json::value& column : table["columnDefinitions"].as_array()) {
+    columns.emplace_back(column.at("name").as_string());
+  }
+  EXPECT_EQ(columns, (std::vector<std::string>{"Name", "Type", "Data", "Age"}));
+  const json::value& row = table["rows"].as_array().at(0);
+  EXPECT_EQ(ToJson(row.at("cells")), R"(["agent","Opaque",1,"0s"])");
+  // The default row object is metadata only: a table never carries the data.
+  EXPECT_EQ(row.at("object").at("kind"), "PartialObjectMetadata");
+  EXPECT_EQ(row.at("object").as_object().find("data"), row.at("object").as_object().end());
+
+  net::Response patched = Call("PATCH", secrets + "/agent?fieldManager=kubectl-patch",
+                               R"({"data":{"UPLINK_AGENT_TOKEN":"bmV3"}})",
+                               "application/merge-patch+json");
+  ASSERT_EQ(patched.status, 200) << patched.body;
+  EXPECT_EQ(Body(Call("GET", secrets + "/agent"))["data"].at("UPLINK_AGENT_TOKEN"), "bmV3");
+
+  EXPECT_EQ(Call("DELETE", secrets + "/agent").status, 200);
+  EXPECT_EQ(ExpectStatus(Call("GET", secrets + "/agent"), 404, "NotFound"),
+            "secrets \"agent\" not found");
+}
+
+TEST_F(ApiTest, TheProtobufSecretKubectlSendsIsCreated) {
+  std::string body(kKubectlSecretBytes, sizeof(kKubectlSecretBytes) - 1);
+  net::Response created = Call("POST", "/api/v1/namespaces/default/secrets", body,
+                               "application/vnd.kubernetes.protobuf");
+  ASSERT_EQ(created.status, 201) << created.body;
+  json::object secret = Body(created);
+  EXPECT_EQ(ToJson(secret["data"]), R"({"UPLINK_AGENT_TOKEN":"dG9rMTIz"})");
+  EXPECT_EQ(secret["type"], "Opaque");
+  EXPECT_EQ(secret["metadata"].at("namespace"), "default");
+  EXPECT_FALSE(secret["metadata"].as_object().contains("generateName"));
+  ExpectStatus(Call("POST", "/api/v1/namespaces/default/secrets", body,
+                    "application/vnd.kubernetes.protobuf"),
+               409, "AlreadyExists");
+  ExpectStatus(Call("POST", "/api/v1/namespaces/missing/secrets", body,
+                    "application/vnd.kubernetes.protobuf"),
+               400, "BadRequest");  // the body names namespace "default"
+}
+
+TEST_F(ApiTest, BadSecretsGetTheRealStatusesAndNoResponseQuotesTheirData) {
+  // "secret-token" and its base64 must never come back in an error.
+  const std::string token = "secret-token";
+  const std::string encoded = "c2VjcmV0LXRva2Vu";
+  const std::string secrets = "/api/v1/namespaces/default/secrets";
+  std::vector<net::Response> responses;
+  auto expect = [&](net::Response response, int code, std::string_view reason) {
+    std::string message = ExpectStatus(response, code, reason);
+    responses.push_back(std::move(response));
+    return message;
+  };
+
+  net::Response bad_key = Call("POST", secrets,
+                               R"({"metadata":{"name":"s"},"data":{"bad key":")" + encoded + R"("}})",
+                               "application/json");
+  EXPECT_TRUE(expect(bad_key, 422, "Invalid")
+                  .starts_with("Secret \"s\" is invalid: data[bad key]: Invalid value: \"bad key\""));
+  json::object details = Body(bad_key)["details"].as_object();
+  EXPECT_EQ(details["kind"], "Secret");
+  EXPECT_EQ(details["causes"].at(0).at("field"), "data[bad key]");
+
+  EXPECT_EQ(expect(Call("POST", secrets,
+                        R"({"metadata":{"name":"s"},"data":{"k":")" + encoded + R"(!"}})",
+                        "application/json"),
+                   400, "BadRequest"),
+            "Secret in version \"v1\" cannot be handled as a Secret: illegal base64 data at input "
+            "byte 16");
+  EXPECT_EQ(expect(Call("POST", secrets, R"({"metadata":{"name":"s"},"data":{"k":1234}})",
+                        "application/json"),
+                   400, "BadRequest"),
+            "Secret in version \"v1\" cannot be handled as a Secret: json: cannot unmarshal number "
+            "into Go struct field Secret.data of type []uint8");
+
+  net::Response too_much = Call(
+      "POST", secrets,
+      R"({"metadata":{"name":"s"},"stringData":{"k":")" + std::string((1 << 20) + 1, 'x') + R"("}})",
+      "application/json");
+  EXPECT_EQ(expect(too_much, 422, "Invalid"),
+            "Secret \"s\" is invalid: data: Too long: may not be more than 1048576 bytes");
+  EXPECT_EQ(Body(too_much)["details"].at("causes").at(0).at("reason"), "FieldValueTooLong");
+  expect(Call("POST", secrets,
+              R"({"metadata":{"name":"s"},"stringData":{"k":")" + std::string(3 << 20, 'x') + R"("}})",
+              "application/json"),
+         413, "RequestEntityTooLarge");
+  std::string truncated(kKubectlSecretBytes, 60);
+  expect(Call("POST", secrets, truncated, "application/vnd.kubernetes.protobuf"), 400,
+         "BadRequest");
+
+  ASSERT_EQ(Call("POST", secrets, R"({"metadata":{"name":"s"},"stringData":{"k":"v"}})",
+                 "application/json")
+                .status,
+            201);
+  net::Response bad_patch = Call("PATCH", secrets + "/s",
+                                 R"({"data":{"k":")" + encoded + R"(!"}})",
+                                 "application/merge-patch+json");
+  EXPECT_EQ(expect(bad_patch, 422, "Invalid"),
+            " \"\" is invalid: patch: Invalid value: \"<value omitted>\": illegal base64 data at "
+            "input byte 16");
+  EXPECT_EQ(ToJson(Body(bad_patch)["details"]),
+            R"({"causes":[{"reason":"FieldValueInvalid","message":"Invalid value: \"<value omitted>\": )"
+            R"(illegal base64 data at input byte 16","field":"patch"}]})");
+  expect(Call("PATCH", secrets + "/s", R"({"data":{"bad/key":")" + encoded + R"("}})",
+              "application/strategic-merge-patch+json"),
+         422, "Invalid");
+  expect(Call("PATCH", secrets + "/s", R"({"stringData":{"k":[")" + token + R"("]}})",
+              "application/merge-patch+json"),
+         422, "Invalid");
+
+  for (const net::Response& response : responses) {
+    EXPECT_EQ(response.body.find(token), std::string::npos) << response.body;
+    EXPECT_EQ(response.body.find(encoded), std::string::npos) << response.body;
+  }
+  EXPECT_EQ(Body(Call("GET", secrets + "/s"))["data"].at("k"), "dg==");
+}
+
+TEST_F(ApiTest, NamespaceLabelsChangeByMergeAndStrategicMergePatch) {
+  ASSERT_EQ(Call("POST", "/api/v1/namespaces", R"({"metadata":{"name":"uplink-test"}})",
+                 "application/json")
+                .status,
+            201);
+  // kubectl label sends a merge patch; other clients send strategic merge patches.
+  ASSERT_EQ(Call("PATCH", "/api/v1/namespaces/uplink-test?fieldManager=kubectl-label",
+                 R"({"metadata":{"labels":{"pod-security.kubernetes.io/enforce":"privileged"}}})",
+                 "application/merge-patch+json")
+                .status,
+            200);
+  ASSERT_EQ(Call("PATCH", "/api/v1/namespaces/uplink-test",
+                 R"({"metadata":{"labels":{"pod-security.kubernetes.io/enforce":"restricted",
+                     "pod-security.kubernetes.io/enforce-version":"latest"}}})",
+                 "application/strategic-merge-patch+json")
+                .status,
+            200);
+  json::object ns = Body(Call("GET", "/api/v1/namespaces/uplink-test"));
+  EXPECT_EQ(ToJson(ns["metadata"].at("labels")),
+            R"({"kubernetes.io/metadata.name":"uplink-test","pod-security.kubernetes.io/enforce":"restricted",)"
+            R"("pod-security.kubernetes.io/enforce-version":"latest"})");
+  EXPECT_EQ(ns["status"].at("phase"), "Active");
+  ASSERT_EQ(Call("PATCH", "/api/v1/namespaces/uplink-test",
+                 R"({"metadata":{"labels":{"pod-security.kubernetes.io/enforce-version":null}}})",
+                 "application/merge-patch+json")
+                .status,
+            200);
+  EXPECT_FALSE(Body(Call("GET", "/api/v1/namespaces/uplink-test"))["metadata"]
+                   .at("labels")
+                   .as_object()
+                   .contains("pod-security.kubernetes.io/enforce-version"));
+  json::object table = Body(Call("GET", "/api/v1/namespaces/uplink-test", "", "", kTableAccept));
+  EXPECT_EQ(table["rows"].as_array().at(0).at("cells").at(1), "Active");
+}
+
+TEST_F(ApiTest, NamespacesCanBeDeletedExceptTheSystemOnes) {
+  ASSERT_EQ(Call("POST", "/api/v1/namespaces", R"({"metadata":{"name":"team-a"}})", "application/json")
+                .status,
+            201);
+  ASSERT_EQ(Call("POST", "/api/v1/namespaces/team-a/secrets",
+                 R"({"metadata":{"name":"s"},"data":{"k":"dG9r"}})", "application/json")
+                .status,
+            201);
+  net::Response deleted = Call("DELETE", "/api/v1/namespaces/team-a");
+  ASSERT_EQ(deleted.status, 200) << deleted.body;
+  EXPECT_EQ(Body(deleted)["status"].at("phase"), "Terminating");
+  ExpectStatus(Call("GET", "/api/v1/namespaces/team-a"), 404, "NotFound");
+  ExpectStatus(Call("GET", "/api/v1/namespaces/team-a/secrets/s"), 404, "NotFound");
+  EXPECT_EQ(ExpectStatus(Call("DELETE", "/api/v1/namespaces/default"), 403, "Forbidden"),
+            "namespaces \"default\" is forbidden: this namespace may not be deleted");
 }
 
 TEST_F(ApiTest, MetricsCountRequestsByVerbResourceAndCode) {

@@ -5,6 +5,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "common/crypto.h"
 #include "common/json.h"
 #include "kubesim_process.h"
 
@@ -39,8 +40,9 @@ class KubectlTest : public ::testing::Test {
   void SetUp() override { ASSERT_NE(kubesim_, nullptr) << "uplink-kubesim did not start"; }
   void TearDown() override { EXPECT_TRUE(kubesim_->Running()) << kubesim_->Logs(); }
 
-  static testing::CommandResult Kubectl(const std::vector<std::string>& args) {
-    return kubesim_->Kubectl(args);
+  static testing::CommandResult Kubectl(const std::vector<std::string>& args,
+                                        const std::string& stdin_data = "") {
+    return kubesim_->Kubectl(args, stdin_data);
   }
   static json::value KubectlJson(const std::vector<std::string>& args) {
     testing::CommandResult result = Kubectl(args);
@@ -204,6 +206,232 @@ TEST_F(KubectlTest, HostileRequestsGetStatusErrorsAndTheServerStaysUp) {
   EXPECT_EQ(healthy.out, "ok");
 }
 
+// The kubectl commands `uplink connections install` runs, in its order.
+TEST_F(KubectlTest, ConfigCurrentContextNamesTheSimulatorsContext) {
+  testing::CommandResult context = Kubectl({"config", "current-context"});
+  ASSERT_EQ(context.exit_code, 0) << context.err;
+  EXPECT_EQ(context.out, "uplink-kubesim\n");
+  testing::CommandResult named =
+      Kubectl({"--context", "uplink-kubesim", "get", "namespace", "default", "-o", "name"});
+  ASSERT_EQ(named.exit_code, 0) << named.err;
+  EXPECT_EQ(named.out, "namespace/default\n");
+}
+
+TEST_F(KubectlTest, GetNamespaceByNamePrintsItsNameOrFailsWithNotFound) {
+  testing::CommandResult found = Kubectl({"get", "namespace", "kube-system", "-o", "name"});
+  ASSERT_EQ(found.exit_code, 0) << found.err;
+  EXPECT_EQ(found.out, "namespace/kube-system\n");
+  testing::CommandResult missing = Kubectl({"get", "namespace", "not-there", "-o", "name"});
+  EXPECT_NE(missing.exit_code, 0);
+  EXPECT_EQ(missing.out, "");
+  EXPECT_NE(missing.err.find("Error from server (NotFound): namespaces \"not-there\" not found"),
+            std::string::npos)
+      << missing.err;
+}
+
+TEST_F(KubectlTest, CreatingANamespaceTwiceIsAlreadyExists) {
+  testing::CommandResult created = Kubectl({"create", "namespace", "e2e-twice"});
+  ASSERT_EQ(created.exit_code, 0) << created.err;
+  EXPECT_EQ(created.out, "namespace/e2e-twice created\n");
+  testing::CommandResult again = Kubectl({"create", "namespace", "e2e-twice"});
+  EXPECT_NE(again.exit_code, 0);
+  EXPECT_NE(again.err.find("Error from server (AlreadyExists): namespaces \"e2e-twice\" already exists"),
+            std::string::npos)
+      << again.err;
+  testing::CommandResult invalid = Kubectl({"create", "namespace", "Not_A_Label"});
+  EXPECT_NE(invalid.exit_code, 0);
+  EXPECT_NE(invalid.err.find("metadata.name: Invalid value: \"Not_A_Label\""), std::string::npos)
+      << invalid.err;
+}
+
+TEST_F(KubectlTest, PodSecurityLabelsAreSetOverwrittenAndShown) {
+  ASSERT_EQ(Kubectl({"create", "namespace", "e2e-labels"}).exit_code, 0);
+  testing::CommandResult privileged = Kubectl({"label", "namespace", "e2e-labels",
+                                               "pod-security.kubernetes.io/enforce=privileged",
+                                               "--overwrite"});
+  ASSERT_EQ(privileged.exit_code, 0) << privileged.err;
+  EXPECT_EQ(privileged.out, "namespace/e2e-labels labeled\n");
+  testing::CommandResult restricted = Kubectl(
+      {"label", "namespace", "e2e-labels", "pod-security.kubernetes.io/enforce=restricted",
+       "pod-security.kubernetes.io/enforce-version=latest", "--overwrite"});
+  ASSERT_EQ(restricted.exit_code, 0) << restricted.err;
+  testing::CommandResult shown = Kubectl({"get", "ns", "e2e-labels", "--show-labels"});
+  ASSERT_EQ(shown.exit_code, 0) << shown.err;
+  std::vector<std::string> lines = Lines(shown.out);
+  ASSERT_EQ(lines.size(), 2u) << shown.out;
+  EXPECT_EQ(Words(lines[0]), (std::vector<std::string>{"NAME", "STATUS", "AGE", "LABELS"}));
+  std::vector<std::string> row = Words(lines[1]);
+  ASSERT_EQ(row.size(), 4u) << shown.out;
+  EXPECT_EQ(row[0], "e2e-labels");
+  EXPECT_EQ(row[1], "Active");
+  EXPECT_EQ(row[3],
+            "kubernetes.io/metadata.name=e2e-labels,pod-security.kubernetes.io/enforce-version=latest,"
+            "pod-security.kubernetes.io/enforce=restricted");
+}
+
+TEST_F(KubectlTest, GetNamespacesPrintsNameStatusAndAge) {
+  testing::CommandResult result = Kubectl({"get", "namespaces"});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  std::vector<std::string> lines = Lines(result.out);
+  ASSERT_GE(lines.size(), 6u) << result.out;
+  EXPECT_EQ(Words(lines[0]), (std::vector<std::string>{"NAME", "STATUS", "AGE"}));
+  bool saw_default = false;
+  for (size_t i = 1; i < lines.size(); ++i) {
+    std::vector<std::string> row = Words(lines[i]);
+    ASSERT_EQ(row.size(), 3u) << lines[i];
+    EXPECT_EQ(row[1], "Active") << lines[i];
+    saw_default |= row[0] == "default";
+  }
+  EXPECT_TRUE(saw_default) << result.out;
+}
+
+TEST_F(KubectlTest, TheAgentTokenSecretIsCreatedFromStdinReplacedReadAndDeleted) {
+  const std::string ns = "e2e-install";
+  const std::string token = "uplink_agent_first-token-0123456789";
+  const std::string replacement = "uplink_agent_second-token-9876543210";
+  ASSERT_EQ(Kubectl({"create", "namespace", ns}).exit_code, 0);
+
+  testing::CommandResult created = Kubectl(
+      {"create", "secret", "generic", "uplink-agent", "-n", ns,
+       "--from-file=UPLINK_AGENT_TOKEN=/dev/stdin"},
+      token);
+  ASSERT_EQ(created.exit_code, 0) << created.err;
+  EXPECT_EQ(created.out, "secret/uplink-agent created\n");
+  testing::CommandResult read = Kubectl({"get", "secret", "uplink-agent", "-n", ns, "-o",
+                                         "jsonpath={.data.UPLINK_AGENT_TOKEN}"});
+  ASSERT_EQ(read.exit_code, 0) << read.err;
+  EXPECT_EQ(read.out, Base64Encode(token));
+
+  testing::CommandResult again = Kubectl(
+      {"create", "secret", "generic", "uplink-agent", "-n", ns,
+       "--from-file=UPLINK_AGENT_TOKEN=/dev/stdin"},
+      token);
+  EXPECT_NE(again.exit_code, 0);
+  EXPECT_NE(again.err.find("secrets \"uplink-agent\" already exists"), std::string::npos)
+      << again.err;
+
+  testing::CommandResult patched = Kubectl(
+      {"patch", "secret", "uplink-agent", "-n", ns, "--type", "merge", "--patch-file=/dev/stdin"},
+      R"({"data":{"UPLINK_AGENT_TOKEN":")" + Base64Encode(replacement) + R"("}})");
+  ASSERT_EQ(patched.exit_code, 0) << patched.err;
+  EXPECT_EQ(patched.out, "secret/uplink-agent patched\n");
+  read = Kubectl({"get", "secret", "uplink-agent", "-n", ns, "-o",
+                  "jsonpath={.data.UPLINK_AGENT_TOKEN}"});
+  EXPECT_EQ(read.out, Base64Encode(replacement)) << read.err;
+
+  testing::CommandResult listed = Kubectl({"get", "secrets", "-n", ns});
+  ASSERT_EQ(listed.exit_code, 0) << listed.err;
+  std::vector<std::string> lines = Lines(listed.out);
+  ASSERT_EQ(lines.size(), 2u) << listed.out;
+  EXPECT_EQ(Words(lines[0]), (std::vector<std::string>{"NAME", "TYPE", "DATA", "AGE"}));
+  std::vector<std::string> row = Words(lines[1]);
+  ASSERT_EQ(row.size(), 4u) << listed.out;
+  EXPECT_EQ(row[0], "uplink-agent");
+  EXPECT_EQ(row[1], "Opaque");
+  EXPECT_EQ(row[2], "1");
+
+  testing::CommandResult deleted = Kubectl({"delete", "secret", "uplink-agent", "-n", ns});
+  ASSERT_EQ(deleted.exit_code, 0) << deleted.err;
+  EXPECT_EQ(deleted.out, "secret \"uplink-agent\" deleted\n");
+  testing::CommandResult gone = Kubectl({"get", "secret", "uplink-agent", "-n", ns});
+  EXPECT_NE(gone.err.find("Error from server (NotFound): secrets \"uplink-agent\" not found"),
+            std::string::npos)
+      << gone.err;
+
+  testing::CommandResult removed = Kubectl({"delete", "namespace", ns});
+  ASSERT_EQ(removed.exit_code, 0) << removed.err;
+  EXPECT_EQ(removed.out, "namespace \"" + ns + "\" deleted\n");
+  EXPECT_NE(Kubectl({"get", "namespace", ns, "-o", "name"}).exit_code, 0);
+  testing::CommandResult immortal = Kubectl({"delete", "namespace", "default"});
+  EXPECT_NE(immortal.exit_code, 0);
+  EXPECT_NE(immortal.err.find("Error from server (Forbidden): namespaces \"default\" is forbidden: "
+                              "this namespace may not be deleted"),
+            std::string::npos)
+      << immortal.err;
+}
+
+TEST_F(KubectlTest, ASecretInAMissingNamespaceIsNotFound) {
+  testing::CommandResult result = Kubectl(
+      {"create", "secret", "generic", "s", "-n", "no-such-namespace",
+       "--from-file=UPLINK_AGENT_TOKEN=/dev/stdin"},
+      "token");
+  EXPECT_NE(result.exit_code, 0);
+  EXPECT_NE(result.err.find("namespaces \"no-such-namespace\" not found"), std::string::npos)
+      << result.err;
+}
+
+TEST_F(KubectlTest, AnInvalidSecretKeyIsInvalidAndNamesTheKey) {
+  testing::CommandResult result = Kubectl(
+      // Client-side validation needs OpenAPI documents, which the simulator does not serve.
+      {"create", "--validate=false", "-n", "default", "-f", "-"},
+      R"({"apiVersion":"v1","kind":"Secret","metadata":{"name":"bad-key"},"data":{"bad key":"dG9rZW4="}})");
+  EXPECT_NE(result.exit_code, 0);
+  EXPECT_NE(result.err.find("data[bad key]: Invalid value: \"bad key\": a valid config key"),
+            std::string::npos)
+      << result.err;
+  EXPECT_EQ(result.err.find("dG9rZW4="), std::string::npos) << result.err;
+}
+
+// kubectl 1.32 and later send the Secret as protobuf, earlier ones as JSON; both must land,
+// and neither may leave the token in the simulator's output, even with debug logging on.
+TEST(KubesimSecretLogsTest, TheTokenNeverAppearsInTheSimulatorsOutput) {
+  for (const std::string version : {"v1.32.4", "v1.31.2"}) {
+    SCOPED_TRACE(version);
+    auto started = KubesimProcess::Start(
+        {"--nodes", "1", "--server-version", version, "--log-level", "debug"});
+    ASSERT_TRUE(started.ok()) << started.status().ToString();
+    KubesimProcess& kubesim = **started;
+    const std::string token = "uplink_agent_Zq7xK2mN4pR8sT1vW5yB3dF6hJ9";
+    const std::string replacement = "uplink_agent_Lc0aE4gI8kO2qU6wY1zX5vT9rP3";
+    const std::vector<std::string> forbidden = {token, Base64Encode(token), replacement,
+                                                Base64Encode(replacement)};
+    const std::vector<std::string> create = {"create", "secret", "generic", "uplink-agent", "-n",
+                                             "uplink-system",
+                                             "--from-file=UPLINK_AGENT_TOKEN=/dev/stdin"};
+    testing::CommandResult created = kubesim.Kubectl(create, token);
+    ASSERT_EQ(created.exit_code, 0) << created.err;
+    EXPECT_NE(kubesim.Kubectl(create, token).exit_code, 0);  // AlreadyExists
+    std::vector<std::string> patch = {"patch", "secret", "uplink-agent", "-n", "uplink-system",
+                                      "--type", "merge", "--patch-file=/dev/stdin"};
+    // A replacement that is not base64 is refused; the error must not quote it either.
+    testing::CommandResult not_base64 =
+        kubesim.Kubectl(patch, R"({"data":{"UPLINK_AGENT_TOKEN":")" + replacement + R"(!"}})");
+    EXPECT_NE(not_base64.exit_code, 0);
+    EXPECT_NE(not_base64.err.find("illegal base64 data at input byte"), std::string::npos)
+        << not_base64.err;
+    EXPECT_EQ(kubesim
+                  .Kubectl(patch, R"({"data":{"UPLINK_AGENT_TOKEN":")" + Base64Encode(replacement) +
+                                      R"("}})")
+                  .exit_code,
+              0);
+    testing::CommandResult bad_key = kubesim.Kubectl(
+        {"create", "--validate=false", "-n", "uplink-system", "-f", "-"},
+        R"({"apiVersion":"v1","kind":"Secret","metadata":{"name":"bad"},"data":{"bad key":")" +
+            Base64Encode(token) + R"("}})");
+    EXPECT_NE(bad_key.err.find("data[bad key]"), std::string::npos) << bad_key.err;
+    testing::CommandResult read = kubesim.Kubectl(
+        {"get", "secret", "uplink-agent", "-n", "uplink-system", "-o",
+         "jsonpath={.data.UPLINK_AGENT_TOKEN}"});
+    EXPECT_EQ(read.out, Base64Encode(replacement)) << read.err;
+    EXPECT_EQ(kubesim.Kubectl({"get", "secrets", "-n", "uplink-system"}).exit_code, 0);
+    EXPECT_EQ(kubesim.Kubectl({"delete", "secret", "uplink-agent", "-n", "uplink-system"}).exit_code,
+              0);
+    EXPECT_EQ(kubesim.Stop(), 0);
+
+    std::string output = kubesim.Stdout() + kubesim.Logs();
+    // Debug logging was on and saw the Secret requests...
+    EXPECT_NE(output.find("/api/v1/namespaces/uplink-system/secrets"), std::string::npos) << output;
+    // ...and none of them left the token behind.
+    for (const std::string& needle : forbidden) {
+      EXPECT_EQ(output.find(needle), std::string::npos) << needle << " in:\n" << output;
+    }
+    for (const std::string& needle : forbidden) {
+      EXPECT_EQ(not_base64.err.find(needle), std::string::npos) << not_base64.err;
+      EXPECT_EQ(bad_key.err.find(needle), std::string::npos) << bad_key.err;
+    }
+  }
+}
+
 TEST(KubesimProcessTest, BadFlagsFailWithAClearMessage) {
   testing::CommandResult no_kubeconfig = testing::RunCommand(
       {std::string(UPLINK_BIN_DIR) + "/uplink-kubesim", "--nodes", "2"}, {}, std::chrono::seconds(20));
@@ -215,6 +443,14 @@ TEST(KubesimProcessTest, BadFlagsFailWithAClearMessage) {
       {}, std::chrono::seconds(20));
   EXPECT_EQ(bad_gpus.exit_code, 2);
   EXPECT_NE(bad_gpus.err.find("--gpus-per-node must be between 1 and 16"), std::string::npos);
+  testing::CommandResult bad_level = testing::RunCommand(
+      {std::string(UPLINK_BIN_DIR) + "/uplink-kubesim", "--log-level", "loud", "--kubeconfig-out",
+       "/tmp/unused"},
+      {}, std::chrono::seconds(20));
+  EXPECT_EQ(bad_level.exit_code, 2);
+  EXPECT_NE(bad_level.err.find("--log-level: log level must be one of debug, info, warn, error"),
+            std::string::npos)
+      << bad_level.err;
 }
 
 TEST(KubesimProcessTest, TheTokenFileAndServerVersionAreUsedAndSigtermExitsZero) {

@@ -36,13 +36,16 @@ Result<std::unique_ptr<KubesimProcess>> KubesimProcess::Start(
   return process;
 }
 
-CommandResult KubesimProcess::Kubectl(const std::vector<std::string>& args) const {
+CommandResult KubesimProcess::Kubectl(const std::vector<std::string>& args,
+                                      const std::string& stdin_data) const {
   TempDir home;
   std::vector<std::string> argv = {"/usr/bin/kubectl", "--kubeconfig", kubeconfig_,
                                    "--cache-dir", home.path() + "/cache"};
   argv.insert(argv.end(), args.begin(), args.end());
   // The inherited environment (the dispatcher may need it) with our HOME and no KUBECONFIG.
-  return RunCommand(argv, uplink::testing::EnvWith({{"HOME", home.path()}, {"KUBECONFIG", ""}}));
+  return uplink::testing::RunCommand(
+      argv, std::chrono::seconds(60),
+      uplink::testing::EnvWith({{"HOME", home.path()}, {"KUBECONFIG", ""}}), stdin_data);
 }
 
 }  // namespace uplink::kubesim::testing

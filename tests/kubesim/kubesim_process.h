@@ -34,9 +34,13 @@ class KubesimProcess {
   int Stop() { return process_->Stop(); }
   // Everything the process wrote to stderr so far (its JSON log lines).
   std::string Logs() const { return process_->Stderr(); }
+  // Everything the process wrote to stdout so far.
+  std::string Stdout() const { return process_->Stdout(); }
 
-  // kubectl --kubeconfig <ours> --cache-dir <fresh> args..., with a temporary HOME.
-  CommandResult Kubectl(const std::vector<std::string>& args) const;
+  // kubectl --kubeconfig <ours> --cache-dir <fresh> args..., with a temporary HOME and
+  // `stdin_data` on its standard input.
+  CommandResult Kubectl(const std::vector<std::string>& args,
+                        const std::string& stdin_data = "") const;
 
  private:
   KubesimProcess() = default;

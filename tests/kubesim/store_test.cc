@@ -146,6 +146,162 @@ TEST_F(StoreTest, ListsFilterByNamespaceLabelsAndFields) {
             StatusCode::kInvalidArgument);
 }
 
+json::object SecretObject(std::string_view text) {
+  Result<json::value> parsed = ParseJson(text);
+  EXPECT_TRUE(parsed.ok() && parsed->is_object()) << text;
+  return parsed.ok() && parsed->is_object() ? parsed->get_object() : json::object();
+}
+
+TEST_F(StoreTest, SecretsAreStoredOpaqueWithStringDataMergedIntoData) {
+  Result<json::object> created = store_.Create(
+      Type("secrets"), "uplink-system",
+      SecretObject(R"({"metadata":{"name":"agent"},"stringData":{"UPLINK_AGENT_TOKEN":"tok"}})"));
+  ASSERT_TRUE(created.ok()) << created.status().ToString();
+  EXPECT_EQ(Text(*created, {"kind"}), "Secret");
+  EXPECT_EQ(Text(*created, {"type"}), "Opaque");
+  EXPECT_EQ(Text(*created, {"data", "UPLINK_AGENT_TOKEN"}), Base64Encode("tok"));
+  EXPECT_EQ(Text(*created, {"stringData"}), "<missing>");
+  Result<json::object> read = store_.Get(Type("secrets"), "uplink-system", "agent");
+  ASSERT_TRUE(read.ok());
+  EXPECT_EQ(ToJson(*read), ToJson(*created));
+  ListOptions opaque;
+  opaque.field_selector = "type=Opaque";
+  EXPECT_EQ(store_.List(Type("secrets"), opaque)->items.size(), 1u);
+  opaque.field_selector = "type=kubernetes.io/tls";
+  EXPECT_EQ(store_.List(Type("secrets"), opaque)->items.size(), 0u);
+}
+
+TEST_F(StoreTest, SecretsAlreadyExistingOrInMissingNamespacesAreRefused) {
+  json::object secret = SecretObject(R"({"metadata":{"name":"agent"},"data":{"k":"dG9r"}})");
+  ASSERT_TRUE(store_.Create(Type("secrets"), "default", secret).ok());
+  Result<json::object> again = store_.Create(Type("secrets"), "default", secret);
+  EXPECT_EQ(again.status().code(), StatusCode::kAlreadyExists);
+  EXPECT_EQ(again.status().message(), "secrets \"agent\" already exists");
+  Result<json::object> nowhere = store_.Create(Type("secrets"), "nope", secret);
+  EXPECT_EQ(nowhere.status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(nowhere.status().message(), "namespaces \"nope\" not found");
+}
+
+TEST_F(StoreTest, InvalidSecretsNameTheKeyAndNeverTheValue) {
+  InvalidObject invalid;
+  Result<json::object> refused = store_.Create(
+      Type("secrets"), "default",
+      SecretObject(R"({"metadata":{"name":"Agent"},"data":{"bad key":"c2VjcmV0LXRva2Vu"}})"),
+      &invalid);
+  EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(invalid.kind, "Secret");
+  ASSERT_EQ(invalid.causes.size(), 2u);
+  EXPECT_EQ(invalid.causes[0].field, "metadata.name");
+  EXPECT_EQ(invalid.causes[1].field, "data[bad key]");
+  EXPECT_TRUE(refused.status().message().starts_with(
+      "Secret \"Agent\" is invalid: [metadata.name: Invalid value: \"Agent\": "))
+      << refused.status().message();
+  EXPECT_EQ(refused.status().message().find("c2VjcmV0"), std::string::npos);
+
+  // Undecodable data is a decode error (400), not a validation one, and quotes nothing.
+  InvalidObject not_decoded;
+  Result<json::object> garbled = store_.Create(
+      Type("secrets"), "default",
+      SecretObject(R"({"metadata":{"name":"agent"},"data":{"k":"c2VjcmV0LXRva2Vu!"}})"),
+      &not_decoded);
+  EXPECT_EQ(garbled.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(garbled.status().message(),
+            "Secret in version \"v1\" cannot be handled as a Secret: illegal base64 data at input "
+            "byte 16");
+  EXPECT_TRUE(not_decoded.causes.empty());
+
+  json::object huge{{"metadata", json::object{{"name", "huge"}}},
+                    {"stringData", json::object{{"k", std::string((1 << 20) + 1, 'x')}}}};
+  EXPECT_EQ(store_.Create(Type("secrets"), "default", huge, &invalid).status().message(),
+            "Secret \"huge\" is invalid: data: Too long: may not be more than 1048576 bytes");
+  EXPECT_EQ(store_.Get(Type("secrets"), "default", "huge").status().code(), StatusCode::kNotFound);
+}
+
+TEST_F(StoreTest, MergePatchReplacesASecretsTokenAndRefusesBadPatchesWithoutQuotingThem) {
+  ASSERT_TRUE(store_.Create(Type("secrets"), "default",
+                            SecretObject(R"({"metadata":{"name":"agent"},"data":{"T":"b2xk"}})"))
+                  .ok());
+  Result<json::value> patch = ParseJson(R"({"data":{"T":"bmV3"}})");
+  Result<json::object> patched = store_.MergePatch(Type("secrets"), "default", "agent", *patch);
+  ASSERT_TRUE(patched.ok()) << patched.status().ToString();
+  EXPECT_EQ(Text(*patched, {"data", "T"}), "bmV3");
+  EXPECT_EQ(Text(*patched, {"type"}), "Opaque");
+
+  InvalidObject invalid;
+  Result<json::value> garbled = ParseJson(R"({"data":{"T":"c2VjcmV0LXRva2Vu!"}})");
+  Result<json::object> refused =
+      store_.MergePatch(Type("secrets"), "default", "agent", *garbled, &invalid);
+  EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
+  ASSERT_EQ(invalid.causes.size(), 1u);
+  EXPECT_EQ(invalid.causes[0].field, "patch");
+  EXPECT_EQ(invalid.causes[0].message,
+            "Invalid value: \"<value omitted>\": illegal base64 data at input byte 16");
+  EXPECT_EQ(invalid.Message(),
+            " \"\" is invalid: patch: Invalid value: \"<value omitted>\": illegal base64 data at "
+            "input byte 16");
+  EXPECT_EQ(Text(*store_.Get(Type("secrets"), "default", "agent"), {"data", "T"}), "bmV3");
+
+  Result<json::value> bad_key = ParseJson(R"({"data":{"a/b":"bmV3"}})");
+  invalid = InvalidObject();
+  EXPECT_FALSE(store_.MergePatch(Type("secrets"), "default", "agent", *bad_key, &invalid).ok());
+  ASSERT_EQ(invalid.causes.size(), 1u);
+  EXPECT_EQ(invalid.causes[0].field, "data[a/b]");
+}
+
+TEST_F(StoreTest, ImmutableSecretsRefuseNewData) {
+  ASSERT_TRUE(store_.Create(Type("secrets"), "default",
+                            SecretObject(R"({"metadata":{"name":"frozen"},"immutable":true,
+                                             "data":{"T":"b2xk"}})"))
+                  .ok());
+  InvalidObject invalid;
+  Result<json::value> patch = ParseJson(R"({"data":{"T":"bmV3"}})");
+  EXPECT_FALSE(store_.MergePatch(Type("secrets"), "default", "frozen", *patch, &invalid).ok());
+  ASSERT_EQ(invalid.causes.size(), 1u);
+  EXPECT_EQ(invalid.causes[0].field, "data");
+  EXPECT_EQ(invalid.causes[0].reason, "FieldValueForbidden");
+  Result<json::value> labels = ParseJson(R"({"metadata":{"labels":{"k":"v"}}})");
+  EXPECT_TRUE(store_.MergePatch(Type("secrets"), "default", "frozen", *labels).ok());
+}
+
+TEST_F(StoreTest, SecretsLoadedFromObjectsAreValidatedToo) {
+  json::object secret = SecretObject(
+      R"({"apiVersion":"v1","kind":"Secret","metadata":{"name":"s","namespace":"default"},
+          "data":{"k":"not base64!"}})");
+  Result<json::object> stored = store_.Put(secret);
+  EXPECT_EQ(stored.status().message(),
+            "Secret in version \"v1\" cannot be handled as a Secret: illegal base64 data at input "
+            "byte 3");
+  secret["data"] = json::object{{"k k", "dG9r"}};
+  EXPECT_TRUE(store_.Put(secret).status().message().starts_with(
+      "Secret \"s\" is invalid: data[k k]: Invalid value: \"k k\""));
+  secret["data"] = json::object{{"k", "dG9r"}};
+  ASSERT_TRUE(store_.Put(secret).ok());
+  EXPECT_EQ(Text(*store_.Get(Type("secrets"), "default", "s"), {"type"}), "Opaque");
+}
+
+TEST_F(StoreTest, DeletingANamespaceRemovesItsObjectsAndTheSystemOnesAreForbidden) {
+  ASSERT_TRUE(store_.Create(Type("namespaces"), "", SecretObject(R"({"metadata":{"name":"team-a"}})")).ok());
+  ASSERT_TRUE(store_.Create(Type("configmaps"), "team-a", ConfigMap("c")).ok());
+  ASSERT_TRUE(store_.Create(Type("secrets"), "team-a",
+                            SecretObject(R"({"metadata":{"name":"s"},"data":{"k":"dG9r"}})"))
+                  .ok());
+  ASSERT_TRUE(store_.Create(Type("configmaps"), "default", ConfigMap("c")).ok());
+  Result<json::object> deleted = store_.Delete(Type("namespaces"), "", "team-a");
+  ASSERT_TRUE(deleted.ok()) << deleted.status().ToString();
+  EXPECT_EQ(Text(*deleted, {"status", "phase"}), "Terminating");
+  EXPECT_EQ(Text(*deleted, {"metadata", "deletionTimestamp"}), FormatRfc3339(clock_.Now()));
+  EXPECT_EQ(store_.Get(Type("namespaces"), "", "team-a").status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(store_.Get(Type("secrets"), "team-a", "s").status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(store_.List(Type("configmaps"), ListOptions{})->items.size(), 1u);
+  for (const char* name : {"default", "kube-system", "kube-public"}) {
+    Result<json::object> refused = store_.Delete(Type("namespaces"), "", name);
+    EXPECT_EQ(refused.status().code(), StatusCode::kPermissionDenied) << name;
+    EXPECT_EQ(refused.status().message(),
+              "namespaces \"" + std::string(name) + "\" is forbidden: this namespace may not be deleted");
+  }
+  EXPECT_EQ(store_.Delete(Type("namespaces"), "", "team-a").status().code(), StatusCode::kNotFound);
+}
+
 TEST(ContinueToken, MatchesTheTokenKubeApiserverBuilds) {
   // The exact token in fixtures/kubernetes/derived/nodelist-limit2-page1.json.
   EXPECT_EQ(EncodeContinueToken(1579, "kind-worker"),

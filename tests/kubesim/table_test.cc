@@ -88,5 +88,24 @@ TEST(ConfigMapTable, CountsDataAndBinaryDataEntries) {
   EXPECT_FALSE(row.as_object().contains("object"));
 }
 
+TEST(SecretTable, ShowsTypeAndKeyCountButNeverTheData) {
+  FakeClock clock;
+  json::object secret{
+      {"metadata", json::object{{"name", "agent"}, {"creationTimestamp", FormatRfc3339(clock.Now())}}},
+      {"type", "Opaque"},
+      {"data", json::object{{"UPLINK_AGENT_TOKEN", "c2VjcmV0"}, {"other", "eA=="}}}};
+  clock.Advance(std::chrono::minutes(5));
+  json::object table = BuildTable(*FindResource("", "v1", "secrets"), {secret}, json::object(),
+                                  IncludeObject::kMetadata, clock.Now());
+  std::vector<std::string> names;
+  for (const json::value& column : table["columnDefinitions"].as_array()) {
+    names.emplace_back(column.at("name").as_string());
+  }
+  EXPECT_EQ(names, (std::vector<std::string>{"Name", "Type", "Data", "Age"}));
+  const json::value& row = table["rows"].as_array().at(0);
+  EXPECT_EQ(ToJson(row.at("cells")), R"(["agent","Opaque",2,"5m"])");
+  EXPECT_EQ(ToJson(table).find("c2VjcmV0"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace uplink::kubesim

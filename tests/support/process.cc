@@ -82,7 +82,10 @@ CommandResult RunCommand(const std::vector<std::string>& argv, std::chrono::mill
     return result;
   }
   if (!stdin_data.empty()) {
-    // Small inputs only (below the pipe buffer); enough for tokens and short documents.
+    // Small inputs only (below the pipe buffer); enough for tokens and short documents. A
+    // child that exits without reading must fail the test, not kill it with SIGPIPE.
+    static const bool sigpipe_ignored = [] { return ::signal(SIGPIPE, SIG_IGN) != SIG_ERR; }();
+    (void)sigpipe_ignored;
     [[maybe_unused]] ssize_t n = ::write(in_pipe[1], stdin_data.data(), stdin_data.size());
   }
   ::close(in_pipe[1]);
