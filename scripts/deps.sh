@@ -7,7 +7,7 @@ packages=(
   # toolchain
   g++ cmake ninja-build ccache pkg-config make
   # libraries (Boost 1.81: Asio, Beast, JSON, URL are header-only)
-  libboost1.81-dev libssl-dev libsqlite3-dev zlib1g-dev libyaml-dev
+  libboost1.81-dev libssl-dev libsqlite3-dev zlib1g-dev libyaml-dev libsodium-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   # real tools the tests drive
   kubectl openssl sqlite3 curl procps

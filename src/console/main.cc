@@ -44,6 +44,21 @@ int Init(const std::vector<std::string>& args) {
   return 0;
 }
 
+// A failure budget of `per_window` per `window`, refilled evenly, all of it usable at once.
+RateLimit FailureBudget(std::int64_t per_window, std::chrono::seconds window) {
+  return RateLimit{static_cast<double>(per_window),
+                   static_cast<double>(per_window) / static_cast<double>(window.count())};
+}
+
+Status CheckFailureBudget(std::string_view flag, std::int64_t value) {
+  constexpr std::int64_t kMaxBudget = 1'000'000;
+  if (value < 1 || value > kMaxBudget) {
+    return InvalidArgumentError("--" + std::string(flag) + " must be a whole number from 1 to " +
+                                std::to_string(kMaxBudget));
+  }
+  return Status::Ok();
+}
+
 int Serve(const std::vector<std::string>& args) {
   std::string data_dir;
   std::string listen = "127.0.0.1:8443";
@@ -53,15 +68,28 @@ int Serve(const std::vector<std::string>& args) {
   ConsoleOptions options;
   std::chrono::milliseconds stale_after = options.thresholds.stale_after;
   std::chrono::milliseconds offline_after = options.thresholds.offline_after;
+  std::chrono::milliseconds active_window = options.active_window;
   std::chrono::milliseconds report_interval = options.report_interval;
+  // Each flag sets both a bucket's burst and its refill over the bucket's window.
+  auto failures_per_address = static_cast<std::int64_t>(options.rate_limits.per_address.burst);
+  auto failures_per_prefix = static_cast<std::int64_t>(options.rate_limits.per_prefix.burst);
+  auto login_failures_per_email = static_cast<std::int64_t>(options.rate_limits.per_email.burst);
   FlagSet flags("uplink-console serve");
   flags.String("data-dir", &data_dir, "directory made by \"uplink-console init\"");
   flags.String("listen", &listen, "HOST:PORT to serve on");
   flags.String("tls-cert", &tls_cert, "PEM certificate chain (leaf first)");
   flags.String("tls-key", &tls_key, "PEM private key");
-  flags.Duration("stale-after", &stale_after, "a connection silent this long is stale");
-  flags.Duration("offline-after", &offline_after, "a connection silent this long is offline");
+  flags.Duration("stale-after", &stale_after, "an agent silent this long is stale");
+  flags.Duration("offline-after", &offline_after, "an agent silent this long is offline");
+  flags.Duration("active-window", &active_window,
+                 "a connection with a report this recent is active, else stale");
   flags.Duration("report-interval", &report_interval, "report interval told to agents (10s-1h)");
+  flags.Int("auth-failures-per-address", &failures_per_address,
+            "failed credentials or sign-ins per source address per minute (and burst)");
+  flags.Int("auth-failures-per-prefix", &failures_per_prefix,
+            "failed verifications per credential lookup prefix per minute (and burst)");
+  flags.Int("login-failures-per-email", &login_failures_per_email,
+            "failed sign-ins per email per 15 minutes (and burst)");
   flags.String("log-level", &log_level, "debug, info, warn or error");
   if (Status parsed = flags.Parse(args); !parsed.ok()) return Fail(parsed);
   if (Status level = log::SetMinLevel(log_level); !level.ok()) return Fail(level);
@@ -73,8 +101,21 @@ int Serve(const std::vector<std::string>& args) {
     return Fail(InvalidArgumentError(
         "--offline-after must be longer than --stale-after, and both positive"));
   }
+  if (active_window < std::chrono::seconds(1)) {
+    return Fail(InvalidArgumentError("--active-window must be at least 1s"));
+  }
+  for (auto [flag, value] : {std::pair{"auth-failures-per-address", failures_per_address},
+                             std::pair{"auth-failures-per-prefix", failures_per_prefix},
+                             std::pair{"login-failures-per-email", login_failures_per_email}}) {
+    if (Status checked = CheckFailureBudget(flag, value); !checked.ok()) return Fail(checked);
+  }
   options.thresholds = {stale_after, offline_after};
+  options.active_window = active_window;
   options.report_interval = std::chrono::duration_cast<std::chrono::seconds>(report_interval);
+  options.rate_limits.per_address = FailureBudget(failures_per_address, std::chrono::minutes(1));
+  options.rate_limits.per_prefix = FailureBudget(failures_per_prefix, std::chrono::minutes(1));
+  options.rate_limits.per_email =
+      FailureBudget(login_failures_per_email, std::chrono::minutes(15));
 
   std::string host;
   std::uint16_t port = 0;
@@ -87,6 +128,8 @@ int Serve(const std::vector<std::string>& args) {
   // is read.
   server_options.max_body_bytes = kMaxReportBytes;
   server_options.body_limit_for = RequestBodyLimit;
+  // Password hashing holds a thread for ~0.1 s; leave threads beyond those for everyone else.
+  server_options.threads = options.password_hashing.max_concurrent + 2;
   if (tls_cert.empty() != tls_key.empty()) {
     return Fail(InvalidArgumentError("pass both --tls-cert and --tls-key, or neither"));
   }
@@ -102,6 +145,8 @@ int Serve(const std::vector<std::string>& args) {
 
   auto store = OpenConsoleStore(data_dir);
   if (!store.ok()) return Fail(store.status());
+  auto lock = LockDataDirectory(data_dir);
+  if (!lock.ok()) return Fail(lock.status());
   ConsoleApi api(**store, SystemClock(), options);
 
   // Block the stop signals before the server starts its threads, so that only sigwait below
@@ -129,8 +174,10 @@ int Serve(const std::vector<std::string>& args) {
 constexpr const char* kUsage =
     "usage: uplink-console init --data-dir DIR [--admin-email E]\n"
     "       uplink-console serve --data-dir DIR --listen HOST:PORT [--tls-cert F --tls-key F]\n"
-    "                            [--stale-after 90s] [--offline-after 150s] "
-    "[--report-interval 60s]\n";
+    "                            [--active-window 10m] [--stale-after 90s] [--offline-after 150s]\n"
+    "                            [--report-interval 60s] [--auth-failures-per-address 30]\n"
+    "                            [--auth-failures-per-prefix 10] [--login-failures-per-email 10]\n"
+    "                            [--log-level info]\n";
 
 }  // namespace
 }  // namespace uplink::console

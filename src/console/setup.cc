@@ -1,11 +1,17 @@
 #include "console/setup.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstring>
 #include <filesystem>
 
 #include "common/crypto.h"
+#include "common/json.h"
 #include "console/auth/credentials.h"
 
 namespace uplink::console {
@@ -15,8 +21,10 @@ std::string DatabasePath(const std::string& data_dir) { return data_dir + "/cons
 Result<Secret> InitializeConsole(const std::string& data_dir, const std::string& admin_email,
                                  const Clock& clock) {
   if (data_dir.empty()) return InvalidArgumentError("--data-dir is required");
-  if (admin_email.empty() || admin_email.size() > 254) {
-    return InvalidArgumentError("--admin-email must be 1-254 characters long");
+  if (admin_email.size() < 3 || admin_email.size() > 254 ||
+      std::count(admin_email.begin(), admin_email.end(), '@') != 1) {
+    return InvalidArgumentError("--admin-email must be an email address: 3-254 characters "
+                                "with exactly one @");
   }
   std::error_code error;
   std::filesystem::path parent = std::filesystem::path(data_dir).parent_path();
@@ -33,11 +41,54 @@ Result<Secret> InitializeConsole(const std::string& data_dir, const std::string&
                                    "serve --data-dir " + data_dir + "\" instead");
   }
   WallTime now = clock.Now();
-  User admin{HexEncode(RandomBytes(8)), admin_email, true, now};
-  MintedCredential key = MintCredential(kApiKeyKind);
-  UPLINK_RETURN_IF_ERROR(store->CreateUserWithApiKey(
-      admin, ApiKey{HexEncode(RandomBytes(8)), admin.id, key.lookup_prefix, key.token_hash, now}));
-  return std::move(key.token);
+  User admin;
+  admin.id = HexEncode(RandomBytes(8));
+  admin.email = admin_email;  // the store lower-cases it
+  admin.role = Role::kAdmin;
+  admin.created_at = now;  // no password: `uplink login` needs one set through the API
+
+  MintedCredential minted = MintCredential(kApiKeyKind);
+  ApiKey key;
+  key.id = HexEncode(RandomBytes(8));
+  key.user_id = admin.id;
+  key.name = "init";
+  key.lookup_prefix = minted.lookup_prefix;
+  key.token_hash = minted.token_hash;
+  key.created_at = now;
+
+  AuditEvent audit;
+  audit.at = now;
+  audit.actor_type = "system";
+  audit.actor_label = "uplink-console init";
+  audit.action = "user.create";
+  audit.target_type = "user";
+  audit.target_id = admin.id;
+  audit.owner_id = admin.id;
+  audit.outcome = "ok";
+  audit.detail = ToJson(json::object{
+      {"role", "admin"}, {"api_key_id", key.id}, {"api_key_prefix", key.lookup_prefix}});
+  UPLINK_RETURN_IF_ERROR(store->CreateUserWithApiKey(admin, key, audit));
+  return std::move(minted.token);
+}
+
+DataDirectoryLock::~DataDirectoryLock() { ::close(fd_); }
+
+Result<std::unique_ptr<DataDirectoryLock>> LockDataDirectory(const std::string& data_dir) {
+  std::string path = data_dir + "/serve.lock";
+  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0) {
+    return UnavailableError("cannot open " + path + ": " + std::strerror(errno));
+  }
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    int error = errno;
+    ::close(fd);
+    if (error == EWOULDBLOCK) {
+      return FailedPreconditionError("another uplink-console serve is using " + data_dir +
+                                     "; stop it first (one server per data directory)");
+    }
+    return UnavailableError("cannot lock " + path + ": " + std::strerror(error));
+  }
+  return std::make_unique<DataDirectoryLock>(fd);
 }
 
 Result<std::unique_ptr<SqliteStore>> OpenConsoleStore(const std::string& data_dir) {

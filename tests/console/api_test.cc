@@ -1,3 +1,5 @@
+// Connections and the agent API end to end through the router: create, show, rotate,
+// revoke, expiry, statuses and liveness, reports (including hostile ones), whoami, metrics.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
@@ -6,46 +8,24 @@
 #include <sstream>
 #include <vector>
 
+#include "api_fixture.h"
 #include "common/gzip.h"
-#include "common/json.h"
-#include "common/log.h"
-#include "console/api/console_api.h"
 #include "console/api/inventory_report.h"
-#include "console/setup.h"
-#include "test_util.h"
 
 namespace uplink::console {
 namespace {
 
 using std::chrono::hours;
+using std::chrono::minutes;
 using std::chrono::seconds;
+using testing::Body;
 using testing::Call;
+using testing::ErrorCode;
+using testing::ErrorMessage;
+using testing::Object;
+using testing::ReportJson;
 using testing::ScratchDir;
-
-json::object Body(const net::Response& response) {
-  auto parsed = ParseJson(response.body);
-  EXPECT_TRUE(parsed.ok() && parsed->is_object()) << response.body;
-  return parsed.ok() && parsed->is_object() ? parsed->get_object() : json::object();
-}
-
-std::string ErrorCode(const net::Response& response) {
-  json::object body = Body(response);
-  const json::value* error = body.if_contains("error");
-  if (!error || !error->is_object() || !error->get_object().contains("code")) return "";
-  return std::string(error->get_object().at("code").as_string());
-}
-
-std::string ErrorMessage(const net::Response& response) {
-  json::object body = Body(response);
-  const json::value* error = body.if_contains("error");
-  if (!error || !error->is_object() || !error->get_object().contains("message")) return "";
-  return std::string(error->get_object().at("message").as_string());
-}
-
-std::string Text(const json::object& object, const char* key) {
-  const json::value* value = object.if_contains(key);
-  return value && value->is_string() ? std::string(value->get_string()) : "";
-}
+using testing::Text;
 
 std::string ReadWholeFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -60,64 +40,15 @@ net::Request PlainGet(const std::string& target) {
   return request;
 }
 
-json::object NodeJson(int i) {
-  return json::object{{"name", "gpu-node-" + std::to_string(i)},
-                      {"uid", "uid-" + std::to_string(i)},
-                      {"ready", true},
-                      {"unschedulable", false},
-                      {"gpu_resource", "nvidia.com/gpu"},
-                      {"gpu_capacity", 8},
-                      {"gpu_allocatable", 8},
-                      {"gpu_product", "NVIDIA-H100-80GB-HBM3"},
-                      {"resources", {{"nvidia.com/gpu", {{"capacity", 8}, {"allocatable", 8}}}}},
-                      {"taints", json::array{{{"key", "nvidia.com/gpu"},
-                                              {"value", ""},
-                                              {"effect", "NoSchedule"}}}}};
-}
-
-json::object ReportJson(const std::string& cluster_uid, int nodes) {
-  json::array list;
-  for (int i = 0; i < nodes; ++i) list.push_back(NodeJson(i));
-  return json::object{{"agent_version", "0.1.0"},
-                      {"cluster_uid", cluster_uid},
-                      {"selector", "nvidia.com/gpu.present=true"},
-                      {"collected_at", "2027-01-15T08:00:00Z"},
-                      {"nodes", std::move(list)}};
-}
-
-class ConsoleApiTest : public ::testing::Test {
+class ConsoleApiTest : public testing::ApiTest {
  protected:
-  void SetUp() override {
-    auto key = InitializeConsole(dir_.path(), "admin@example.com", clock_);
-    ASSERT_TRUE(key.ok()) << key.status().ToString();
-    api_key_ = key->Reveal();
-    auto store = OpenConsoleStore(dir_.path());
-    ASSERT_TRUE(store.ok()) << store.status().ToString();
-    store_ = std::move(store).value();
-    api_ = std::make_unique<ConsoleApi>(*store_, clock_, ConsoleOptions{});
-    log::SetSinkForTesting([this](std::string_view line) { logs_.emplace_back(line); });
-  }
-  void TearDown() override { log::SetSinkForTesting(nullptr); }
-
   net::Response UserCall(const std::string& method, const std::string& target,
                          const std::string& body = "", const std::string& key = "") {
-    net::Request request;
-    request.method = method;
-    request.target = target;
-    request.headers.Set("Authorization", "Bearer " + (key.empty() ? api_key_ : key));
-    if (!body.empty()) request.headers.Set("Content-Type", "application/json");
-    request.body = body;
-    return Call(api_->router(), std::move(request));
+    return Send(method, target, key.empty() ? admin_key_ : key, body);
   }
 
-  // Creates a connection and returns its object (with "token").
   json::object Create(const std::string& cluster_name, const std::string& extra = "") {
-    net::Response response =
-        UserCall("POST", "/api/v1/connections",
-                 R"({"agent_name":"inventory","cluster_name":")" + cluster_name + "\"" + extra +
-                     "}");
-    EXPECT_EQ(response.status, 201) << response.body;
-    return Body(response);
+    return CreateConnection(admin_key_, cluster_name, extra);
   }
 
   net::Response Report(const std::string& token, const std::string& body,
@@ -133,28 +64,15 @@ class ConsoleApiTest : public ::testing::Test {
     return Call(api_->router(), std::move(request));
   }
 
-  json::object Get(const std::string& id) {
-    net::Response response = UserCall("GET", "/api/v1/connections/" + id);
-    EXPECT_EQ(response.status, 200) << response.body;
-    return Body(response);
-  }
+  json::object Get(const std::string& id) { return ShowConnection(admin_key_, id); }
 
-  // A second user with their own API key.
-  std::string OtherUsersKey() {
-    MintedCredential key = MintCredential(kApiKeyKind);
-    EXPECT_TRUE(store_->CreateUser({"other", "other@example.com", false, clock_.Now()}).ok());
-    EXPECT_TRUE(
-        store_->CreateApiKey({"k-other", "other", key.lookup_prefix, key.token_hash, clock_.Now()})
-            .ok());
-    return key.token.Reveal();
+  // The admin made by `init` has no password; gives it one and signs in.
+  std::string SignInAdminWithPassword() {
+    net::Response set = UserCall("POST", "/api/v1/users/" + AdminId() + "/password",
+                                 ToJson(json::object{{"password", testing::kPassword}}));
+    EXPECT_EQ(set.status, 200) << set.body;
+    return SignIn("admin@example.com");
   }
-
-  ScratchDir dir_;
-  FakeClock clock_;
-  std::string api_key_;
-  std::unique_ptr<SqliteStore> store_;
-  std::unique_ptr<ConsoleApi> api_;
-  std::vector<std::string> logs_;
 };
 
 // ---- user API -----------------------------------------------------------------------------
@@ -187,7 +105,7 @@ TEST_F(ConsoleApiTest, TheRawTokenAndApiKeyAppearNowhereInTheDatabaseFiles) {
     std::string content = ReadWholeFile(DatabasePath(dir_.path()) + suffix);
     EXPECT_EQ(content.find(token), std::string::npos) << suffix;
     EXPECT_EQ(content.find(token.substr(12)), std::string::npos) << suffix;
-    EXPECT_EQ(content.find(api_key_), std::string::npos) << suffix;
+    EXPECT_EQ(content.find(admin_key_), std::string::npos) << suffix;
   }
 }
 
@@ -248,7 +166,7 @@ TEST_F(ConsoleApiTest, BodiesOver64KiBAre413AndNonJsonBodiesAre415) {
   net::Request form;
   form.method = "POST";
   form.target = "/api/v1/connections";
-  form.headers.Set("Authorization", "Bearer " + api_key_);
+  form.headers.Set("Authorization", "Bearer " + admin_key_);
   form.headers.Set("Content-Type", "application/x-www-form-urlencoded");
   form.body = "agent_name=a&cluster_name=c";
   net::Response unsupported = Call(api_->router(), form);
@@ -281,7 +199,7 @@ TEST_F(ConsoleApiTest, MissingOrInvalidApiKeysAre401WithoutEchoingTheCredential)
 
 TEST_F(ConsoleApiTest, UsersSeeOnlyTheirOwnConnections) {
   std::string id = Text(Create("prod"), "id");
-  std::string other = OtherUsersKey();
+  std::string other = AddUser("other@example.com").api_key;
   net::Response list = UserCall("GET", "/api/v1/connections", "", other);
   EXPECT_EQ(list.status, 200);
   EXPECT_TRUE(Body(list).at("connections").as_array().empty());
@@ -421,10 +339,7 @@ TEST_F(ConsoleApiTest, AnAcceptedReportBindsTheClusterAndShowsNodesAndTotals) {
   EXPECT_EQ(totals.at("gpu_capacity").as_int64(), 16);
   EXPECT_EQ(totals.at("gpus_ready").as_int64(), 8);
 
-  clock_.Advance(seconds(90));
-  EXPECT_EQ(Text(Get(Text(created, "id")), "status"), "stale");
-  clock_.Advance(seconds(60));
-  EXPECT_EQ(Text(Get(Text(created, "id")), "status"), "offline");
+  EXPECT_EQ(Text(shown, "liveness"), "connected");
 }
 
 TEST_F(ConsoleApiTest, ReportFromAnotherClusterIsRefusedWith409AndNotStored) {
@@ -467,7 +382,7 @@ TEST_F(ConsoleApiTest, MissingAndUnknownAgentTokensAre401WithTheirCodes) {
 }
 
 TEST_F(ConsoleApiTest, GzipReportsAreAcceptedAndTheReportIntervalIsConfigurable) {
-  ConsoleOptions options;
+  ConsoleOptions options = testing::FastOptions();
   options.report_interval = seconds(30);
   ConsoleApi api(*store_, clock_, options);
   std::string token = Text(Create("prod"), "token");
@@ -656,6 +571,203 @@ TEST_F(HostileReportTest, NonUtf8NamesAreRefusedWith400) {
   ExpectRefused(body, 400, "invalid JSON");
 }
 
+// ---- status, liveness and what the view shows ----------------------------------------------
+
+TEST_F(ConsoleApiTest, StatusGoesNeverActiveStaleWhileLivenessGoesConnectedStaleOffline) {
+  json::object created = Create("prod");
+  std::string id = Text(created, "id");
+  EXPECT_EQ(Text(created, "status"), "never");
+  EXPECT_EQ(Text(created, "liveness"), "offline");
+
+  ASSERT_EQ(ReportFrom(Text(created, "token"), "uid-a").status, 200);
+  auto expect = [&](const char* status, const char* liveness) {
+    json::object shown = Get(id);
+    EXPECT_EQ(Text(shown, "status"), status);
+    EXPECT_EQ(Text(shown, "liveness"), liveness);
+  };
+  expect("active", "connected");
+  clock_.Advance(seconds(89));
+  expect("active", "connected");
+  clock_.Advance(seconds(1));
+  expect("active", "stale");
+  clock_.Advance(seconds(59));
+  expect("active", "stale");
+  clock_.Advance(seconds(1));
+  expect("active", "offline");
+  clock_.Advance(minutes(10) - seconds(151));
+  expect("active", "offline");
+  clock_.Advance(seconds(1));
+  expect("stale", "offline");
+  // A new report brings both back.
+  ASSERT_EQ(ReportFrom(Text(created, "token"), "uid-a").status, 200);
+  expect("active", "connected");
+}
+
+TEST_F(ConsoleApiTest, TheActiveWindowIsAnOption) {
+  ConsoleOptions options = testing::FastOptions();
+  options.active_window = minutes(2);
+  StartApi(options);
+  json::object created = Create("prod");
+  ASSERT_EQ(ReportFrom(Text(created, "token"), "uid-a").status, 200);
+  clock_.Advance(minutes(2) - seconds(1));
+  EXPECT_EQ(Text(Get(Text(created, "id")), "status"), "active");
+  clock_.Advance(seconds(1));
+  EXPECT_EQ(Text(Get(Text(created, "id")), "status"), "stale");
+}
+
+TEST_F(ConsoleApiTest, AnExpiredTokenIsRefusedWithExpiredAndTheRefusalIsAudited) {
+  std::string expiry = FormatRfc3339(clock_.Now() + hours(1));
+  json::object created = Create("prod", R"(,"expires_at":")" + expiry + "\"");
+  std::string token = Text(created, "token");
+  clock_.Advance(hours(1) - seconds(1));
+  ASSERT_EQ(ReportFrom(token, "uid-a").status, 200);
+  clock_.Advance(seconds(1));
+  net::Response refused = ReportFrom(token, "uid-a");
+  EXPECT_EQ(refused.status, 401);
+  EXPECT_EQ(ErrorCode(refused), "expired");
+  EXPECT_EQ(refused.headers.Get("WWW-Authenticate"), "Bearer");
+  EXPECT_EQ(Text(Get(Text(created, "id")), "status"), "expired");
+
+  AuditEvent event = LastAudit("connection.token_refused");
+  EXPECT_EQ(event.outcome, "refused");
+  EXPECT_EQ(event.actor_type, "agent");
+  EXPECT_EQ(event.actor_id, Text(created, "id"));
+  EXPECT_EQ(event.actor_label, Text(created, "token_prefix"));
+  EXPECT_EQ(event.target_id, Text(created, "id"));
+  EXPECT_EQ(event.owner_id, AdminId());
+  EXPECT_EQ(event.source_address, testing::kClientAddress);
+  EXPECT_EQ(event.detail, R"({"reason":"expired"})");
+}
+
+TEST_F(ConsoleApiTest, ARevokedTokenIsRefusedOnItsNextRequestAndTheRefusalIsAudited) {
+  json::object created = Create("prod");
+  std::string token = Text(created, "token");
+  ASSERT_EQ(ReportFrom(token, "uid-a").status, 200);
+  ASSERT_EQ(UserCall("POST", "/api/v1/connections/" + Text(created, "id") + "/revoke").status,
+            200);
+  net::Response refused = ReportFrom(token, "uid-a");
+  EXPECT_EQ(refused.status, 401);
+  EXPECT_EQ(ErrorCode(refused), "revoked");
+  EXPECT_EQ(LastAudit("connection.token_refused").detail, R"({"reason":"revoked"})");
+  // A token that matches no connection is no connection's business.
+  ASSERT_EQ(ReportFrom("agt_" + std::string(43, 'Q'), "uid-a").status, 401);
+  EXPECT_EQ(LastAudit("connection.token_refused").detail, R"({"reason":"revoked"})");
+}
+
+TEST_F(ConsoleApiTest, WhoAmIAnswersTheAgentWithItsConnection) {
+  std::string expiry = FormatRfc3339(clock_.Now() + hours(24));
+  json::object created = Create("prod", R"(,"expires_at":")" + expiry + "\"");
+  net::Response whoami = Send("GET", "/api/v1/agent/whoami", Text(created, "token"));
+  ASSERT_EQ(whoami.status, 200) << whoami.body;
+  json::object body = Body(whoami);
+  EXPECT_EQ(Text(body, "connection_id"), Text(created, "id"));
+  EXPECT_EQ(Text(body, "agent_name"), "inventory");
+  EXPECT_EQ(Text(body, "cluster_name"), "prod");
+  EXPECT_EQ(Text(body, "expires_at"), expiry);
+  EXPECT_EQ(body.at("report_interval_seconds").as_int64(), 60);
+  EXPECT_EQ(body.size(), 5u);
+
+  EXPECT_EQ(ErrorCode(Send("GET", "/api/v1/agent/whoami", "")), "missing_token");
+  // A user's key is not an agent token, and an agent token is not a user credential.
+  EXPECT_EQ(ErrorCode(Send("GET", "/api/v1/agent/whoami", admin_key_)), "invalid_token");
+  EXPECT_EQ(Send("GET", "/api/v1/me", Text(created, "token")).status, 401);
+  UserCall("POST", "/api/v1/connections/" + Text(created, "id") + "/revoke");
+  EXPECT_EQ(ErrorCode(Send("GET", "/api/v1/agent/whoami", Text(created, "token"))), "revoked");
+}
+
+TEST_F(ConsoleApiTest, TheAgentInstanceIsShownAmongTheConnectionsAgents) {
+  json::object created = Create("prod");
+  json::object report = ReportJson("uid-a", 1);
+  report["agent_instance"] = "uplink-agent-7d9f-x2";
+  ASSERT_EQ(Report(Text(created, "token"), ToJson(report)).status, 200);
+  json::array agents = Get(Text(created, "id")).at("agents").as_array();
+  ASSERT_EQ(agents.size(), 1u);
+  const json::object& agent = agents[0].as_object();
+  EXPECT_EQ(Text(agent, "role"), "inventory");
+  EXPECT_EQ(Text(agent, "instance"), "uplink-agent-7d9f-x2");
+  EXPECT_EQ(Text(agent, "version"), "0.1.0");
+  EXPECT_EQ(Text(agent, "last_seen_at"), FormatRfc3339(clock_.Now()));
+
+  report["agent_instance"] = std::string(254, 'x');
+  net::Response too_long = Report(Text(created, "token"), ToJson(report));
+  EXPECT_EQ(too_long.status, 400);
+  EXPECT_NE(ErrorMessage(too_long).find("agent_instance"), std::string::npos);
+  report["agent_instance"] = 7;
+  EXPECT_EQ(Report(Text(created, "token"), ToJson(report)).status, 400);
+}
+
+TEST_F(ConsoleApiTest, AReportFromAnotherClusterIsShownAsASecurityEvent) {
+  json::object created = Create("prod");
+  std::string token = Text(created, "token");
+  EXPECT_TRUE(created.at("security_events").as_array().empty());
+  EXPECT_TRUE(created.at("handover").is_null());
+  ASSERT_EQ(ReportFrom(token, "uid-a").status, 200);
+  clock_.Advance(seconds(5));
+  ASSERT_EQ(ReportFrom(token, "uid-b").status, 409);
+  json::array events = Get(Text(created, "id")).at("security_events").as_array();
+  ASSERT_EQ(events.size(), 1u);
+  const json::object& event = events[0].as_object();
+  EXPECT_EQ(Text(event, "action"), "connection.cluster_mismatch");
+  EXPECT_EQ(Text(event, "at"), FormatRfc3339(clock_.Now()));
+  EXPECT_EQ(Text(event, "source_address"), testing::kClientAddress);
+  EXPECT_EQ(Text(Object(event, "detail"), "cluster_uid"), "uid-b");
+}
+
+TEST_F(ConsoleApiTest, ClusterNamesAreUniquePerOwnerAmongLiveConnections) {
+  json::object prod = Create("prod");
+  net::Response again = UserCall("POST", "/api/v1/connections",
+                                 R"({"agent_name":"x","cluster_name":"prod"})");
+  EXPECT_EQ(again.status, 409);
+  EXPECT_EQ(ErrorCode(again), "conflict");
+  EXPECT_NE(ErrorMessage(again).find("prod"), std::string::npos);
+  // Another user's namespace is their own.
+  testing::TestUser other = AddUser("other@example.com");
+  CreateConnection(other.api_key, "prod");
+  UserCall("POST", "/api/v1/connections/" + Text(prod, "id") + "/revoke");
+  Create("prod");
+}
+
+// ---- hostile bodies on the user API ---------------------------------------------------------
+
+TEST_F(ConsoleApiTest, HostileBodiesOnEveryWritingRouteAre400AndTheConsoleKeepsAnswering) {
+  std::string id = Text(Create("prod"), "id");
+  std::string session = SignInAdminWithPassword();
+  std::vector<std::pair<std::string, std::string>> routes = {
+      {"/api/v1/connections", admin_key_},
+      {"/api/v1/connections/" + id + "/rotate", admin_key_},
+      {"/api/v1/connections/" + id + "/revoke", admin_key_},
+      {"/api/v1/users", admin_key_},
+      {"/api/v1/api-keys", admin_key_},
+      {"/api/v1/sessions", ""},
+      {"/api/v1/session/confirm", session},
+      {"/api/v1/handovers/redeem", ""},
+  };
+  std::vector<std::string> bodies = {
+      "not json",
+      "{\"a\":",
+      "[]",
+      "\"text\"",
+      "17",
+      std::string(5000, '[') + std::string(5000, ']'),
+      "{\"a\":{\"b\":{\"c\":{\"d\":{\"e\":{\"f\":{\"g\":{\"h\":{\"i\":1}}}}}}}}}",
+      R"({"unexpected_field":1})",
+      R"({"agent_name":1,"cluster_name":[],"email":{},"password":2,"code":null,"name":true})",
+      "{\"name\":\"" + std::string(60'000, 'x') + "\"}",
+      "{\"code\":\"\xff\xfe\"}",
+  };
+  for (const auto& [route, credential] : routes) {
+    for (const std::string& body : bodies) {
+      net::Response response = Send("POST", route, credential, body);
+      EXPECT_EQ(response.status, 400) << route << " " << body.substr(0, 40) << " " << response.body;
+      EXPECT_EQ(ErrorCode(response), "invalid_request") << route;
+      EXPECT_FALSE(ErrorMessage(response).empty());
+    }
+  }
+  EXPECT_EQ(Call(api_->router(), PlainGet("/healthz")).status, 200);
+  EXPECT_EQ(Text(Get(id), "status"), "never");
+  EXPECT_EQ(store_->ListAllConnections()->size(), 1u);
+}
+
 // ---- operational endpoints -----------------------------------------------------------------
 
 TEST_F(ConsoleApiTest, HealthzReadyzAndMetricsAnswer) {
@@ -674,6 +786,11 @@ TEST_F(ConsoleApiTest, HealthzReadyzAndMetricsAnswer) {
   const std::string& text = metrics.body;
   EXPECT_NE(text.find("uplink_console_connections{status=\"active\"} 1"), std::string::npos);
   EXPECT_NE(text.find("uplink_console_connections{status=\"never\"} 1"), std::string::npos);
+  EXPECT_NE(text.find("uplink_console_connections{status=\"stale\"} 0"), std::string::npos);
+  EXPECT_NE(text.find("uplink_console_connections_liveness{liveness=\"connected\"} 1"),
+            std::string::npos);
+  EXPECT_NE(text.find("uplink_console_connections_liveness{liveness=\"offline\"} 1"),
+            std::string::npos);
   EXPECT_NE(text.find("uplink_console_reports_accepted_total 1"), std::string::npos);
   EXPECT_NE(text.find("uplink_console_reports_refused_total{reason=\"cluster_mismatch\"} 1"),
             std::string::npos);

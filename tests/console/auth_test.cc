@@ -1,8 +1,13 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <chrono>
+#include <functional>
 #include <set>
+#include <vector>
 
 #include "common/crypto.h"
+#include "common/secret.h"
 #include "console/auth/credentials.h"
 
 namespace uplink::console {
@@ -59,11 +64,129 @@ TEST(Credentials, BearerTokenReadsOnlyTheBearerScheme) {
   EXPECT_EQ(BearerToken(request)->Reveal(), "agt_abc");
 }
 
-TEST(Credentials, EveryFailureHasItsProtocolCode) {
-  EXPECT_EQ(AuthFailureCode(AuthFailure::kMissingToken), "missing_token");
-  EXPECT_EQ(AuthFailureCode(AuthFailure::kInvalidToken), "invalid_token");
-  EXPECT_EQ(AuthFailureCode(AuthFailure::kRevoked), "revoked");
-  EXPECT_EQ(AuthFailureCode(AuthFailure::kExpired), "expired");
+TEST(Credentials, SessionTokensAndHandoverCodesHaveTheirOwnPrefixes) {
+  MintedCredential session = MintCredential(kSessionKind);
+  MintedCredential handover = MintCredential(kHandoverKind);
+  EXPECT_TRUE(session.token.Reveal().starts_with("skt_"));
+  EXPECT_TRUE(handover.token.Reveal().starts_with("hoc_"));
+  EXPECT_EQ(session.token.Reveal().size(), 4u + 43u);
+  EXPECT_EQ(handover.token.Reveal().size(), 4u + 43u);
+  EXPECT_EQ(LookupPrefix(session.token, kSessionKind), session.lookup_prefix);
+  EXPECT_EQ(LookupPrefix(handover.token, kHandoverKind), handover.lookup_prefix);
+  EXPECT_EQ(session.lookup_prefix.size(), 12u);
+  EXPECT_EQ(handover.lookup_prefix, handover.token.Reveal().substr(0, 12));
+  EXPECT_TRUE(MatchesHash(session.token, session.token_hash));
+  EXPECT_TRUE(MatchesHash(handover.token, handover.token_hash));
+  EXPECT_FALSE(MatchesHash(session.token, handover.token_hash));
+}
+
+TEST(Credentials, LookupPrefixNeverTakesOneFourLetterKindForAnother) {
+  // skt_, hoc_ and agt_ have the same length, so only the prefix itself tells them apart.
+  MintedCredential session = MintCredential(kSessionKind);
+  MintedCredential handover = MintCredential(kHandoverKind);
+  MintedCredential agent = MintCredential(kAgentTokenKind);
+  for (std::string_view kind : {kSessionKind, kHandoverKind, kAgentTokenKind, kApiKeyKind}) {
+    EXPECT_EQ(LookupPrefix(session.token, kind).has_value(), kind == kSessionKind) << kind;
+    EXPECT_EQ(LookupPrefix(handover.token, kind).has_value(), kind == kHandoverKind) << kind;
+    EXPECT_EQ(LookupPrefix(agent.token, kind).has_value(), kind == kAgentTokenKind) << kind;
+  }
+  std::string upper = session.token.Reveal();
+  upper.replace(0, 4, "SKT_");
+  EXPECT_FALSE(LookupPrefix(Secret(upper), kSessionKind).has_value());
+  std::string spaced = " " + handover.token.Reveal().substr(0, 46);
+  EXPECT_FALSE(LookupPrefix(Secret(spaced), kHandoverKind).has_value());
+  std::string with_nul = handover.token.Reveal();
+  with_nul[30] = '\0';
+  EXPECT_FALSE(LookupPrefix(Secret(with_nul), kHandoverKind).has_value());
+}
+
+TEST(ConstantTimeEquals, StringsOfDifferentLengthsAreNeverEqual) {
+  EXPECT_TRUE(ConstantTimeEquals("", ""));
+  EXPECT_TRUE(ConstantTimeEquals("abc", "abc"));
+  EXPECT_FALSE(ConstantTimeEquals("abc", "abcd"));
+  EXPECT_FALSE(ConstantTimeEquals("abcd", "abc"));
+  EXPECT_FALSE(ConstantTimeEquals("", "a"));
+  EXPECT_FALSE(ConstantTimeEquals(std::string("abc\0", 4), "abc"));
+}
+
+// Timing: a comparison that stops at the first differing byte answers sooner for a guess
+// that is wrong early, which lets an attacker find a hash byte by byte. These tests time a
+// mismatch in the first byte against one in the last. Rather than a wall-clock threshold
+// they compare medians of interleaved rounds, so a busy machine slows both alike; a
+// short-circuiting comparison is hundreds of times faster on the long inputs.
+
+// Keeps the compiler from dropping or hoisting a call whose result is otherwise unused.
+void KeepResult(bool value) { asm volatile("" : : "r"(value) : "memory"); }
+
+double Median(std::vector<double> values) {
+  std::nth_element(values.begin(), values.begin() + values.size() / 2, values.end());
+  return values[values.size() / 2];
+}
+
+// The median time of `calls` calls of `differs_first` over that of `differs_last`, over
+// `rounds` rounds that alternate which goes first.
+double MedianTimeRatio(const std::function<bool()>& differs_first,
+                       const std::function<bool()>& differs_last, int calls, int rounds) {
+  auto time_calls = [calls](const std::function<bool()>& compare) {
+    auto start = std::chrono::steady_clock::now();
+    for (int i = 0; i < calls; ++i) KeepResult(compare());
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  };
+  std::vector<double> first_times;
+  std::vector<double> last_times;
+  for (int round = 0; round < rounds; ++round) {
+    if (round % 2 == 0) {
+      first_times.push_back(time_calls(differs_first));
+      last_times.push_back(time_calls(differs_last));
+    } else {
+      last_times.push_back(time_calls(differs_last));
+      first_times.push_back(time_calls(differs_first));
+    }
+  }
+  return Median(first_times) / Median(last_times);
+}
+
+// `text` with the byte at `index` changed.
+std::string Altered(std::string text, std::size_t index) {
+  text[index] = static_cast<char>(text[index] ^ 0x01);
+  return text;
+}
+
+TEST(ConstantTimeEquals, TakesAsLongForAnEarlyMismatchAsForALateOne) {
+  const std::string stored = RandomBytes(4096);
+  const std::string differs_first = Altered(stored, 0);
+  const std::string differs_last = Altered(stored, stored.size() - 1);
+  ASSERT_FALSE(ConstantTimeEquals(stored, differs_first));
+  ASSERT_FALSE(ConstantTimeEquals(stored, differs_last));
+  double ratio = MedianTimeRatio([&] { return ConstantTimeEquals(stored, differs_first); },
+                                 [&] { return ConstantTimeEquals(stored, differs_last); },
+                                 /*calls=*/2'000, /*rounds=*/15);
+  EXPECT_GT(ratio, 0.5);
+  EXPECT_LT(ratio, 2.0);
+}
+
+TEST(ConstantTimeEquals, TakesAsLongForAnEarlyMismatchOfAStoredHash) {
+  const std::string stored = Sha256Hex("agt_stored");
+  const std::string differs_first = Altered(stored, 0);
+  const std::string differs_last = Altered(stored, stored.size() - 1);
+  double ratio = MedianTimeRatio([&] { return ConstantTimeEquals(stored, differs_first); },
+                                 [&] { return ConstantTimeEquals(stored, differs_last); },
+                                 /*calls=*/200'000, /*rounds=*/15);
+  EXPECT_GT(ratio, 0.5);
+  EXPECT_LT(ratio, 2.0);
+}
+
+TEST(Credentials, MatchesHashTakesAsLongForAnEarlyMismatchAsForALateOne) {
+  MintedCredential agent = MintCredential(kAgentTokenKind);
+  const std::string differs_first = Altered(agent.token_hash, 0);
+  const std::string differs_last = Altered(agent.token_hash, agent.token_hash.size() - 1);
+  ASSERT_FALSE(MatchesHash(agent.token, differs_first));
+  ASSERT_FALSE(MatchesHash(agent.token, differs_last));
+  double ratio = MedianTimeRatio([&] { return MatchesHash(agent.token, differs_first); },
+                                 [&] { return MatchesHash(agent.token, differs_last); },
+                                 /*calls=*/20'000, /*rounds=*/15);
+  EXPECT_GT(ratio, 0.5);
+  EXPECT_LT(ratio, 2.0);
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include "net/certs.h"
 #include "net/client.h"
 #include "net/server.h"
+#include "api_fixture.h"
 #include "test_util.h"
 
 namespace uplink::console {
@@ -20,7 +21,7 @@ TEST(ConsoleOverHttps, AnAgentReportTravelsGzippedOverTlsAndIsShownToTheUser) {
   ASSERT_TRUE(api_key.ok()) << api_key.status().ToString();
   auto store = OpenConsoleStore(dir.path());
   ASSERT_TRUE(store.ok());
-  ConsoleApi api(**store, SystemClock(), ConsoleOptions{});
+  ConsoleApi api(**store, SystemClock(), testing::FastOptions());
 
   auto ca = net::CreateCertificateAuthority("console test CA", 1);
   ASSERT_TRUE(ca.ok()) << ca.status().ToString();
@@ -88,7 +89,7 @@ TEST(ConsoleOverHttp, BodiesAreLimitedPerRouteBeforeTheyAreReadOrTheKeyIsChecked
   ASSERT_TRUE(InitializeConsole(dir.path(), "admin@example.com", SystemClock()).ok());
   auto store = OpenConsoleStore(dir.path());
   ASSERT_TRUE(store.ok());
-  ConsoleApi api(**store, SystemClock(), ConsoleOptions{});
+  ConsoleApi api(**store, SystemClock(), testing::FastOptions());
   net::ServerOptions options;  // as uplink-console serve sets them
   options.max_body_bytes = kMaxReportBytes;
   options.body_limit_for = RequestBodyLimit;
@@ -125,6 +126,62 @@ TEST(ConsoleOverHttp, BodiesAreLimitedPerRouteBeforeTheyAreReadOrTheKeyIsChecked
   auto unauthenticated = (*client)->Send(report);
   ASSERT_TRUE(unauthenticated.ok()) << unauthenticated.status().ToString();
   EXPECT_EQ(unauthenticated->status, 401) << unauthenticated->body;
+  (*server)->Stop();
+}
+
+TEST(ConsoleOverHttp, HostileBodiesAndLockedOutAddressesGetJsonRepliesAndTheServerKeepsAnswering) {
+  testing::ScratchDir dir;
+  auto api_key = InitializeConsole(dir.path(), "admin@example.com", SystemClock());
+  ASSERT_TRUE(api_key.ok());
+  auto store = OpenConsoleStore(dir.path());
+  ASSERT_TRUE(store.ok());
+  ConsoleOptions console_options = testing::FastOptions();
+  console_options.rate_limits.per_address = RateLimit{2, 1.0 / 3600};
+  ConsoleApi api(**store, SystemClock(), console_options);
+  net::ServerOptions options;
+  options.max_body_bytes = kMaxReportBytes;
+  options.body_limit_for = RequestBodyLimit;
+  auto server = net::HttpServer::Start(options, api.router().AsHandler());
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  net::ClientOptions client_options;
+  client_options.base_url = "http://127.0.0.1:" + std::to_string((*server)->port());
+  auto client = net::HttpClient::Create(client_options);
+  ASSERT_TRUE(client.ok()) << client.status().ToString();
+
+  auto post = [&](const std::string& target, const std::string& body, const std::string& key) {
+    net::Request request;
+    request.method = "POST";
+    request.target = target;
+    request.headers.Set("Content-Type", "application/json");
+    if (!key.empty()) request.headers.Set("Authorization", "Bearer " + key);
+    request.body = body;
+    auto reply = (*client)->Send(request);
+    EXPECT_TRUE(reply.ok()) << reply.status().ToString();
+    return reply.ok() ? std::move(reply).value() : net::Response{};
+  };
+  for (const std::string& body :
+       {std::string("{"), std::string(20'000, '['), std::string("{\"email\":[1,2,3]}"),
+        "{\"email\":\"" + std::string(60'000, 'e') + "\",\"password\":\"x\"}",
+        std::string("\x00\x01\x02")}) {
+    net::Response response = post("/api/v1/sessions", body, "");
+    EXPECT_EQ(response.status, 400) << response.body.substr(0, 200);
+    EXPECT_EQ(testing::ErrorCode(response), "invalid_request");
+    response = post("/api/v1/connections", body, api_key->Reveal());
+    EXPECT_EQ(response.status, 400) << response.body.substr(0, 200);
+  }
+  // Two wrong keys from this address, then even the right one waits, and says how long.
+  EXPECT_EQ(post("/api/v1/api-keys", "", "uk_" + std::string(43, 'A')).status, 401);
+  EXPECT_EQ(post("/api/v1/api-keys", "", "uk_" + std::string(43, 'B')).status, 401);
+  net::Response limited = post("/api/v1/api-keys", R"({"name":"x"})", api_key->Reveal());
+  EXPECT_EQ(limited.status, 429);
+  EXPECT_EQ(testing::ErrorCode(limited), "rate_limited");
+  EXPECT_TRUE(limited.headers.Get("Retry-After").has_value());
+
+  net::Request health;
+  health.target = "/healthz";
+  auto healthy = (*client)->Send(health);
+  ASSERT_TRUE(healthy.ok()) << healthy.status().ToString();
+  EXPECT_EQ(healthy->status, 200);
   (*server)->Stop();
 }
 

@@ -7,11 +7,15 @@ namespace uplink::console {
 namespace {
 
 using std::chrono::hours;
+using std::chrono::minutes;
 using std::chrono::seconds;
 
 class ConnectionStatusTest : public ::testing::Test {
  protected:
-  ConnectionStatus StatusNow() const { return ComputeStatus(connection_, clock_.Now(), {}); }
+  ConnectionStatus StatusNow() const {
+    return ComputeStatus(connection_, clock_.Now(), kDefaultActiveWindow);
+  }
+  Liveness LivenessNow() const { return ComputeLiveness(connection_, clock_.Now(), {}); }
 
   FakeClock clock_;
   Connection connection_ = [this] {
@@ -22,36 +26,51 @@ class ConnectionStatusTest : public ::testing::Test {
   }();
 };
 
-TEST_F(ConnectionStatusTest, NeverBeforeTheFirstReport) {
+TEST_F(ConnectionStatusTest, NeverAndOfflineBeforeTheFirstReport) {
   EXPECT_EQ(StatusNow(), ConnectionStatus::kNever);
+  EXPECT_EQ(LivenessNow(), Liveness::kOffline);
 }
 
-TEST_F(ConnectionStatusTest, ActiveThenStaleAt90SecondsThenOfflineAt150Seconds) {
+TEST_F(ConnectionStatusTest, ActiveForTheWholeWindowThenStale) {
   connection_.last_report_at = clock_.Now();
   EXPECT_EQ(StatusNow(), ConnectionStatus::kActive);
-  clock_.Advance(seconds(89));
+  clock_.Advance(minutes(10) - seconds(1));
   EXPECT_EQ(StatusNow(), ConnectionStatus::kActive);
   clock_.Advance(seconds(1));
   EXPECT_EQ(StatusNow(), ConnectionStatus::kStale);
-  clock_.Advance(seconds(59));
+  clock_.Advance(hours(10));
   EXPECT_EQ(StatusNow(), ConnectionStatus::kStale);
-  clock_.Advance(seconds(1));
-  EXPECT_EQ(StatusNow(), ConnectionStatus::kOffline);
 }
 
-TEST_F(ConnectionStatusTest, ThresholdsAreConfigurable) {
+TEST_F(ConnectionStatusTest, LivenessIsConnectedThenStaleAt90SecondsThenOfflineAt150Seconds) {
+  connection_.last_report_at = clock_.Now();
+  EXPECT_EQ(LivenessNow(), Liveness::kConnected);
+  clock_.Advance(seconds(89));
+  EXPECT_EQ(LivenessNow(), Liveness::kConnected);
+  clock_.Advance(seconds(1));
+  EXPECT_EQ(LivenessNow(), Liveness::kStale);
+  clock_.Advance(seconds(59));
+  EXPECT_EQ(LivenessNow(), Liveness::kStale);
+  clock_.Advance(seconds(1));
+  EXPECT_EQ(LivenessNow(), Liveness::kOffline);
+}
+
+TEST_F(ConnectionStatusTest, ThresholdsAndTheWindowAreConfigurable) {
   connection_.last_report_at = clock_.Now();
   clock_.Advance(seconds(20));
   StatusThresholds tight{seconds(10), seconds(30)};
-  EXPECT_EQ(ComputeStatus(connection_, clock_.Now(), tight), ConnectionStatus::kStale);
+  EXPECT_EQ(ComputeLiveness(connection_, clock_.Now(), tight), Liveness::kStale);
+  EXPECT_EQ(ComputeStatus(connection_, clock_.Now(), seconds(20)), ConnectionStatus::kStale);
+  EXPECT_EQ(ComputeStatus(connection_, clock_.Now(), seconds(21)), ConnectionStatus::kActive);
   clock_.Advance(seconds(10));
-  EXPECT_EQ(ComputeStatus(connection_, clock_.Now(), tight), ConnectionStatus::kOffline);
+  EXPECT_EQ(ComputeLiveness(connection_, clock_.Now(), tight), Liveness::kOffline);
 }
 
 TEST_F(ConnectionStatusTest, ExpiredWinsOverRecentReports) {
-  connection_.last_report_at = clock_.Now() + hours(24);
   clock_.Advance(hours(24));
+  connection_.last_report_at = clock_.Now();
   EXPECT_EQ(StatusNow(), ConnectionStatus::kExpired);
+  EXPECT_EQ(LivenessNow(), Liveness::kConnected);  // liveness says only what reports say
 }
 
 TEST_F(ConnectionStatusTest, RevokedWinsOverEverything) {
@@ -66,9 +85,60 @@ TEST(ConnectionStatusName, NamesMatchTheApi) {
   EXPECT_EQ(ConnectionStatusName(ConnectionStatus::kNever), "never");
   EXPECT_EQ(ConnectionStatusName(ConnectionStatus::kActive), "active");
   EXPECT_EQ(ConnectionStatusName(ConnectionStatus::kStale), "stale");
-  EXPECT_EQ(ConnectionStatusName(ConnectionStatus::kOffline), "offline");
   EXPECT_EQ(ConnectionStatusName(ConnectionStatus::kExpired), "expired");
   EXPECT_EQ(ConnectionStatusName(ConnectionStatus::kRevoked), "revoked");
+  EXPECT_EQ(LivenessName(Liveness::kConnected), "connected");
+  EXPECT_EQ(LivenessName(Liveness::kStale), "stale");
+  EXPECT_EQ(LivenessName(Liveness::kOffline), "offline");
+  EXPECT_EQ(HandoverStatusName(HandoverStatus::kPending), "pending");
+  EXPECT_EQ(HandoverStatusName(HandoverStatus::kRedeemed), "redeemed");
+  EXPECT_EQ(HandoverStatusName(HandoverStatus::kExpired), "expired");
+  EXPECT_EQ(HandoverStatusName(HandoverStatus::kSuperseded), "superseded");
+}
+
+class HandoverStatusTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    handover_.lookup_prefix = "hoc_Ab12Cd34";
+    handover_.created_at = clock_.Now();
+    handover_.expires_at = clock_.Now() + minutes(10);
+    connection_.expires_at = clock_.Now() + hours(24);
+    connection_.token_prefix = PlaceholderTokenPrefix(handover_.lookup_prefix);
+  }
+  HandoverStatus StatusNow() const {
+    return ComputeHandoverStatus(handover_, connection_, clock_.Now());
+  }
+
+  FakeClock clock_;
+  Handover handover_;
+  Connection connection_;
+};
+
+TEST_F(HandoverStatusTest, ThePlaceholderNamesTheCode) {
+  EXPECT_EQ(connection_.token_prefix, "agt_Ab12Cd34");
+}
+
+TEST_F(HandoverStatusTest, PendingUntilItExpiresAfterTenMinutes) {
+  EXPECT_EQ(StatusNow(), HandoverStatus::kPending);
+  clock_.Advance(minutes(10) - seconds(1));
+  EXPECT_EQ(StatusNow(), HandoverStatus::kPending);
+  clock_.Advance(seconds(1));
+  EXPECT_EQ(StatusNow(), HandoverStatus::kExpired);
+}
+
+TEST_F(HandoverStatusTest, RedeemedWinsOverLaterRotatesAndExpiry) {
+  handover_.redeemed_at = clock_.Now();
+  connection_.token_prefix = "agt_Zz99Yy88";  // the minted token
+  clock_.Advance(hours(1));
+  EXPECT_EQ(StatusNow(), HandoverStatus::kRedeemed);
+}
+
+TEST_F(HandoverStatusTest, ARotateOrARevokeSupersedesIt) {
+  handover_.superseded_at = clock_.Now();  // a later rotate
+  EXPECT_EQ(StatusNow(), HandoverStatus::kSuperseded);
+  handover_.superseded_at.reset();
+  connection_.revoked_at = clock_.Now();
+  EXPECT_EQ(StatusNow(), HandoverStatus::kSuperseded);
 }
 
 }  // namespace

@@ -1,11 +1,12 @@
 #include "console/api/connection_view.h"
 
+#include <algorithm>
+
+#include "console/api/api_objects.h"
+#include "console/auth/credentials.h"
+
 namespace uplink::console {
 namespace {
-
-json::value OptionalTime(const std::optional<WallTime>& t) {
-  return t ? json::value(FormatRfc3339(*t)) : json::value(nullptr);
-}
 
 json::object NodeToJson(const Node& node) {
   json::object resources;
@@ -32,6 +33,16 @@ json::object NodeToJson(const Node& node) {
   return out;
 }
 
+json::value HandoverToJson(const std::optional<Handover>& handover, const Connection& connection,
+                           WallTime now) {
+  if (!handover) return nullptr;
+  return json::object{
+      {"status", HandoverStatusName(ComputeHandoverStatus(*handover, connection, now))},
+      {"created_at", FormatRfc3339(handover->created_at)},
+      {"expires_at", FormatRfc3339(handover->expires_at)},
+      {"redeemed_at", OptionalTimeJson(handover->redeemed_at)}};
+}
+
 }  // namespace
 
 std::string_view ConnectionStatusName(ConnectionStatus status) {
@@ -39,54 +50,121 @@ std::string_view ConnectionStatusName(ConnectionStatus status) {
     case ConnectionStatus::kNever: return "never";
     case ConnectionStatus::kActive: return "active";
     case ConnectionStatus::kStale: return "stale";
-    case ConnectionStatus::kOffline: return "offline";
     case ConnectionStatus::kExpired: return "expired";
     case ConnectionStatus::kRevoked: return "revoked";
   }
   return "never";
 }
 
+std::string_view LivenessName(Liveness liveness) {
+  switch (liveness) {
+    case Liveness::kConnected: return "connected";
+    case Liveness::kStale: return "stale";
+    case Liveness::kOffline: return "offline";
+  }
+  return "offline";
+}
+
+std::string_view HandoverStatusName(HandoverStatus status) {
+  switch (status) {
+    case HandoverStatus::kPending: return "pending";
+    case HandoverStatus::kRedeemed: return "redeemed";
+    case HandoverStatus::kExpired: return "expired";
+    case HandoverStatus::kSuperseded: return "superseded";
+  }
+  return "superseded";
+}
+
 ConnectionStatus ComputeStatus(const Connection& connection, WallTime now,
-                               const StatusThresholds& thresholds) {
+                               std::chrono::milliseconds active_window) {
   if (connection.revoked_at) return ConnectionStatus::kRevoked;
   if (now >= connection.expires_at) return ConnectionStatus::kExpired;
   if (!connection.last_report_at) return ConnectionStatus::kNever;
-  auto silence = now - *connection.last_report_at;
-  if (silence >= thresholds.offline_after) return ConnectionStatus::kOffline;
-  if (silence >= thresholds.stale_after) return ConnectionStatus::kStale;
+  if (now - *connection.last_report_at >= active_window) return ConnectionStatus::kStale;
   return ConnectionStatus::kActive;
 }
 
-json::object ConnectionToJson(const Connection& connection, ConnectionStatus status,
-                              const std::vector<Node>* nodes) {
+Liveness ComputeLiveness(const Connection& connection, WallTime now,
+                         const StatusThresholds& thresholds) {
+  if (!connection.last_report_at) return Liveness::kOffline;
+  auto silence = now - *connection.last_report_at;
+  if (silence >= thresholds.offline_after) return Liveness::kOffline;
+  if (silence >= thresholds.stale_after) return Liveness::kStale;
+  return Liveness::kConnected;
+}
+
+std::string PlaceholderTokenPrefix(std::string_view handover_lookup_prefix) {
+  std::string_view random =
+      handover_lookup_prefix.substr(std::min(handover_lookup_prefix.size(), kHandoverKind.size()));
+  return std::string(kAgentTokenKind) + std::string(random);
+}
+
+HandoverStatus ComputeHandoverStatus(const Handover& handover, const Connection& connection,
+                                     WallTime now) {
+  if (handover.redeemed_at) return HandoverStatus::kRedeemed;
+  if (handover.superseded_at || connection.revoked_at) return HandoverStatus::kSuperseded;
+  if (now >= handover.expires_at) return HandoverStatus::kExpired;
+  return HandoverStatus::kPending;
+}
+
+Result<ConnectionDetails> ReadConnectionDetails(Store& store, const std::string& connection_id) {
+  ConnectionDetails details;
+  UPLINK_ASSIGN_OR_RETURN(details.nodes, store.ListNodes(connection_id));
+  UPLINK_ASSIGN_OR_RETURN(details.agents, store.ListAgents(connection_id, kMaxAgentsShown));
+  UPLINK_ASSIGN_OR_RETURN(details.handover, store.LatestHandover(connection_id));
+  AuditQuery security;
+  security.target_id = connection_id;
+  security.action = std::string(kClusterMismatchAction);
+  security.limit = kMaxSecurityEventsShown;
+  UPLINK_ASSIGN_OR_RETURN(details.security_events, store.ListAudit(security));
+  return details;
+}
+
+json::object ConnectionToJson(const Connection& connection, const ConnectionDetails& details,
+                              WallTime now, const ConnectionViewOptions& options) {
   const InventoryTotals& totals = connection.totals;
-  json::object out{
+  json::array agents;
+  for (const AgentSeen& agent : details.agents) {
+    agents.push_back(json::object{{"role", agent.role},
+                                  {"instance", agent.instance},
+                                  {"version", agent.version},
+                                  {"last_seen_at", FormatRfc3339(agent.last_seen_at)}});
+  }
+  json::array security_events;
+  for (const AuditEvent& event : details.security_events) {
+    security_events.push_back(json::object{{"at", FormatRfc3339(event.at)},
+                                           {"action", event.action},
+                                           {"source_address", event.source_address},
+                                           {"detail", DetailJson(event.detail)}});
+  }
+  json::array nodes;
+  nodes.reserve(details.nodes.size());
+  for (const Node& node : details.nodes) nodes.push_back(NodeToJson(node));
+  return json::object{
       {"id", connection.id},
       {"agent_name", connection.agent_name},
       {"cluster_name", connection.cluster_name},
-      {"status", ConnectionStatusName(status)},
+      {"status", ConnectionStatusName(ComputeStatus(connection, now, options.active_window))},
+      {"liveness", LivenessName(ComputeLiveness(connection, now, options.thresholds))},
       {"token_prefix", connection.token_prefix},
       {"created_at", FormatRfc3339(connection.created_at)},
       {"expires_at", FormatRfc3339(connection.expires_at)},
-      {"revoked_at", OptionalTime(connection.revoked_at)},
-      {"last_report_at", OptionalTime(connection.last_report_at)},
-      {"cluster_uid", connection.cluster_uid ? json::value(*connection.cluster_uid)
-                                             : json::value(nullptr)},
+      {"revoked_at", OptionalTimeJson(connection.revoked_at)},
+      {"last_report_at", OptionalTimeJson(connection.last_report_at)},
+      {"collected_at", OptionalTimeJson(connection.collected_at)},
+      {"cluster_uid",
+       connection.cluster_uid ? json::value(*connection.cluster_uid) : json::value(nullptr)},
       {"agent_version", connection.agent_version},
       {"selector", connection.selector},
-      {"collected_at", OptionalTime(connection.collected_at)},
+      {"agents", std::move(agents)},
+      {"handover", HandoverToJson(details.handover, connection, now)},
+      {"security_events", std::move(security_events)},
+      {"nodes", std::move(nodes)},
       {"totals", json::object{{"nodes", totals.nodes},
                               {"nodes_ready", totals.nodes_ready},
                               {"gpu_capacity", totals.gpu_capacity},
                               {"gpu_allocatable", totals.gpu_allocatable},
                               {"gpus_ready", totals.gpus_ready}}}};
-  if (nodes) {
-    json::array list;
-    list.reserve(nodes->size());
-    for (const Node& node : *nodes) list.push_back(NodeToJson(node));
-    out["nodes"] = std::move(list);
-  }
-  return out;
 }
 
 }  // namespace uplink::console

@@ -1,7 +1,10 @@
-// What a user sees of a connection: its status, computed from stored times, and its JSON.
+// What a user sees of a connection: the token's status, the agents' liveness, the newest
+// handover, recent security events and the inventory, as one JSON object.
 #pragma once
 
 #include <chrono>
+#include <optional>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -11,25 +14,69 @@
 
 namespace uplink::console {
 
-enum class ConnectionStatus { kNever, kActive, kStale, kOffline, kExpired, kRevoked };
+// The token's status. Revoked wins over expired, which wins over anything reports say.
+enum class ConnectionStatus { kNever, kActive, kStale, kExpired, kRevoked };
 inline constexpr ConnectionStatus kAllConnectionStatuses[] = {
-    ConnectionStatus::kNever,   ConnectionStatus::kActive,  ConnectionStatus::kStale,
-    ConnectionStatus::kOffline, ConnectionStatus::kExpired, ConnectionStatus::kRevoked};
+    ConnectionStatus::kNever, ConnectionStatus::kActive, ConnectionStatus::kStale,
+    ConnectionStatus::kExpired, ConnectionStatus::kRevoked};
+
+// Whether the agent is reporting right now, from the last report alone.
+enum class Liveness { kConnected, kStale, kOffline };
+inline constexpr Liveness kAllLiveness[] = {Liveness::kConnected, Liveness::kStale,
+                                            Liveness::kOffline};
+
+enum class HandoverStatus { kPending, kRedeemed, kExpired, kSuperseded };
 
 std::string_view ConnectionStatusName(ConnectionStatus status);
+std::string_view LivenessName(Liveness liveness);
+std::string_view HandoverStatusName(HandoverStatus status);
+
+inline constexpr std::chrono::minutes kDefaultActiveWindow{10};
 
 struct StatusThresholds {
   std::chrono::milliseconds stale_after{90'000};
   std::chrono::milliseconds offline_after{150'000};
 };
 
-// Revoked wins over expired, which wins over anything reports say.
+// `active` when the last report is within `active_window`, `stale` when older, `never`
+// without one.
 ConnectionStatus ComputeStatus(const Connection& connection, WallTime now,
-                               const StatusThresholds& thresholds);
+                               std::chrono::milliseconds active_window);
 
-// The API object, with totals always and `nodes` when given (both the connection list and a
-// single connection pass them); `nodes` is omitted only when null.
-json::object ConnectionToJson(const Connection& connection, ConnectionStatus status,
-                              const std::vector<Node>* nodes);
+// `offline` also when the connection never reported.
+Liveness ComputeLiveness(const Connection& connection, WallTime now,
+                         const StatusThresholds& thresholds);
+
+// While a handover is pending the connection holds a placeholder token whose hash nobody can
+// match; its prefix is "agt_" plus the code's lookup characters, so the view can tell that no
+// rotate replaced the placeholder since the code was made.
+std::string PlaceholderTokenPrefix(std::string_view handover_lookup_prefix);
+
+// Redeemed, else superseded (the connection was revoked, or a later rotate replaced the
+// placeholder), else expired, else pending.
+HandoverStatus ComputeHandoverStatus(const Handover& handover, const Connection& connection,
+                                     WallTime now);
+
+inline constexpr int kMaxAgentsShown = 100;
+inline constexpr int kMaxSecurityEventsShown = 10;
+inline constexpr std::string_view kClusterMismatchAction = "connection.cluster_mismatch";
+
+// What the API object shows beyond the connection row.
+struct ConnectionDetails {
+  std::vector<Node> nodes;
+  std::vector<AgentSeen> agents;            // most recent first, at most kMaxAgentsShown
+  std::optional<Handover> handover;         // the newest
+  std::vector<AuditEvent> security_events;  // newest first, at most kMaxSecurityEventsShown
+};
+
+Result<ConnectionDetails> ReadConnectionDetails(Store& store, const std::string& connection_id);
+
+struct ConnectionViewOptions {
+  std::chrono::milliseconds active_window = kDefaultActiveWindow;
+  StatusThresholds thresholds;
+};
+
+json::object ConnectionToJson(const Connection& connection, const ConnectionDetails& details,
+                              WallTime now, const ConnectionViewOptions& options);
 
 }  // namespace uplink::console

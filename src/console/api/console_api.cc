@@ -1,83 +1,72 @@
 #include "console/api/console_api.h"
 
-#include <strings.h>
-
 #include <map>
 
-#include "common/crypto.h"
-#include "common/files.h"
-#include "common/gzip.h"
-#include "common/json.h"
+#include "console/api/api_objects.h"
 #include "console/api/errors.h"
 #include "console/api/inventory_report.h"
-#include "console/api/json_fields.h"
 
 namespace uplink::console {
 namespace {
 
 constexpr const char* kRequestsTotal = "uplink_console_http_requests_total";
-constexpr const char* kAuthFailuresTotal = "uplink_console_auth_failures_total";
-constexpr const char* kReportsAcceptedTotal = "uplink_console_reports_accepted_total";
-constexpr const char* kReportsRefusedTotal = "uplink_console_reports_refused_total";
 constexpr const char* kConnections = "uplink_console_connections";
+constexpr const char* kConnectionsLiveness = "uplink_console_connections_liveness";
 
 constexpr const char* kInventoryPath = "/api/v1/agent/inventory";
 
-constexpr size_t kMaxNameChars = 63;
-constexpr size_t kConnectionIdBytes = 8;  // 16 hex characters
+constexpr std::int64_t kDefaultAuditLimit = 100;
+constexpr std::int64_t kMaxAuditLimit = 500;
+constexpr std::int64_t kMaxQueryInt = 999'999'999'999'999'999;  // 18 digits: no overflow
 
-net::Response JsonResponse(int status, const json::object& body) {
-  return net::Response::Json(status, ToJson(body));
-}
+// Every action the audit log records (docs/api.md, "Audit log").
+constexpr std::string_view kAuditActions[] = {"user.create",
+                                              "user.deactivate",
+                                              "user.reactivate",
+                                              "user.password",
+                                              "api_key.create",
+                                              "api_key.revoke",
+                                              "session.create",
+                                              "session.refused",
+                                              "session.confirm",
+                                              "session.logout",
+                                              "connection.create",
+                                              "connection.rotate",
+                                              "connection.revoke",
+                                              "connection.bind",
+                                              "connection.cluster_mismatch",
+                                              "connection.token_refused",
+                                              "handover.redeem",
+                                              "handover.refused"};
 
-// Content codings are case-insensitive (RFC 9110 section 8.4.1): "GZIP" is gzip.
-bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
-  return a.size() == b.size() && ::strncasecmp(a.data(), b.data(), a.size()) == 0;
-}
-
-bool IsJsonContentType(std::optional<std::string_view> content_type) {
-  if (!content_type) return false;
-  std::string_view media = TrimWhitespace(content_type->substr(0, content_type->find(';')));
-  return media.size() == 16 && ::strncasecmp(media.data(), "application/json", 16) == 0;
-}
-
-net::Response UnsupportedMediaType() {
-  return ErrorResponse(415, "unsupported_media_type",
-                       "send the body as JSON with Content-Type: application/json");
-}
-
-bool IsConnectionId(std::string_view id) {
-  if (id.size() != 2 * kConnectionIdBytes) return false;
-  for (char c : id) {
-    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
+// 413 and 415 for user API bodies; the server has already refused bodies over the route's
+// limit, so the size check matters only for routers used without that server.
+std::optional<net::Response> CheckUserBody(const net::Request& request) {
+  if (request.body.size() > kMaxUserBodyBytes) {
+    return ErrorResponse(ResourceExhaustedError("the request body is over the " +
+                                                std::to_string(kMaxUserBodyBytes) +
+                                                "-byte limit for this endpoint"));
   }
-  return true;
+  if (!request.body.empty() && !IsJsonContentType(request.headers.Get("Content-Type"))) {
+    return ErrorResponse(415, "unsupported_media_type",
+                         "send the body as JSON with Content-Type: application/json");
+  }
+  return std::nullopt;
 }
 
-// Trims, then requires 1-63 printable ASCII characters.
-Result<std::string> ValidateName(std::string_view field, std::string_view raw) {
-  std::string_view name = TrimWhitespace(raw);
-  if (name.empty() || name.size() > kMaxNameChars) {
-    return InvalidArgumentError(std::string(field) + " must be 1-" +
-                                std::to_string(kMaxNameChars) + " characters long");
+// A whole decimal number in [min, max], for query parameters.
+Result<std::int64_t> ParseQueryInt(std::string_view name, const std::string& text, std::int64_t min,
+                                   std::int64_t max) {
+  std::string message = std::string(name) + " must be a whole number from " + std::to_string(min) +
+                        " to " + std::to_string(max);
+  if (text.empty() || text.size() > 18) return InvalidArgumentError(message);
+  std::int64_t value = 0;
+  for (char c : text) {
+    if (c < '0' || c > '9') return InvalidArgumentError(message);
+    value = value * 10 + (c - '0');
   }
-  for (char c : name) {
-    if (c < 0x20 || c > 0x7e) {
-      return InvalidArgumentError(std::string(field) +
-                                  " may hold only printable ASCII characters (letters, digits, "
-                                  "spaces and punctuation)");
-    }
-  }
-  return std::string(name);
-}
-
-// An empty body reads as {} so that "required" errors name the missing fields.
-Result<json::object> ReadJsonObject(const net::Request& request) {
-  if (request.body.empty()) return json::object();
-  UPLINK_ASSIGN_OR_RETURN(json::value body,
-                          ParseJson(request.body, JsonLimits{kMaxUserBodyBytes, 16}));
-  if (!body.is_object()) return InvalidArgumentError("the request body must be a JSON object");
-  return std::move(body.get_object());
+  if (value < min || value > max) return InvalidArgumentError(message);
+  return value;
 }
 
 }  // namespace
@@ -89,61 +78,131 @@ size_t RequestBodyLimit(const net::Request& head) {
 }
 
 ConsoleApi::ConsoleApi(Store& store, const Clock& clock, ConsoleOptions options)
-    : store_(store), clock_(clock), options_(options) {
+    : store_(store),
+      clock_(clock),
+      options_(options),
+      hasher_(options.password_hashing),
+      guard_(clock, options.rate_limits, metrics_),
+      auth_(store, clock, guard_) {
   metrics_.DeclareCounter(kRequestsTotal, "HTTP requests by route, method and status.");
-  metrics_.DeclareCounter(kAuthFailuresTotal, "Refused credentials by kind and reason.");
   metrics_.DeclareCounter(kReportsAcceptedTotal, "Inventory reports stored.");
   metrics_.DeclareCounter(kReportsRefusedTotal,
                           "Inventory reports refused after authentication, by reason.");
-  metrics_.DeclareGauge(kConnections, "Connections by status, computed at scrape time.");
+  metrics_.DeclareGauge(kConnections, "Connections by token status, computed at scrape time.");
+  metrics_.DeclareGauge(kConnectionsLiveness,
+                        "Connections whose token works (neither revoked nor expired), by the "
+                        "liveness of their agent, computed at scrape time.");
+  RegisterRoutes();
+}
 
+void ConsoleApi::RegisterRoutes() {
   Route("GET", "/healthz", [](const net::Request&, const net::PathParams&) {
     return JsonResponse(200, {{"status", "ok"}});
   });
-  Route("GET", "/readyz",
-        [this](const net::Request&, const net::PathParams&) { return Readyz(); });
+  Route("GET", "/readyz", [this](const net::Request&, const net::PathParams&) { return Readyz(); });
   Route("GET", "/metrics",
         [this](const net::Request&, const net::PathParams&) { return Metrics(); });
 
-  auto reply = [](Result<net::Response> result) {
-    return result.ok() ? std::move(result).value() : ErrorResponse(result.status());
-  };
-  UserRoute("POST", "/api/v1/connections",
-            [this, reply](const net::Request& request, const net::PathParams&, const User& user) {
-              return reply(CreateConnection(request, user));
+  // Sessions and the caller.
+  PublicRoute("POST", "/api/v1/sessions",
+              [this](const net::Request& request) { return SignIn(request); });
+  UserRoute("GET", "/api/v1/me", Access::kAnyUser,
+            [this](const net::Request&, const net::PathParams&, const RequestContext& caller) {
+              return Me(caller);
             });
-  UserRoute("GET", "/api/v1/connections",
-            [this, reply](const net::Request&, const net::PathParams&, const User& user) {
-              return reply(ListConnections(user));
+  UserRoute("POST", "/api/v1/session/confirm", Access::kAnyUser,
+            [this](const net::Request& request, const net::PathParams&,
+                   const RequestContext& caller) { return ConfirmSession(request, caller); });
+  UserRoute("POST", "/api/v1/session/logout", Access::kAnyUser,
+            [this](const net::Request& request, const net::PathParams&,
+                   const RequestContext& caller) { return Logout(request, caller); });
+
+  // Users.
+  UserRoute("GET", "/api/v1/users", Access::kAdmin,
+            [this](const net::Request& request, const net::PathParams&, const RequestContext&) {
+              return ListUsers(request);
             });
-  UserRoute("GET", "/api/v1/connections/{id}",
-            [this, reply](const net::Request&, const net::PathParams& params, const User& user) {
-              const std::string& id = params.at("id");
-              auto connection = OwnedConnection(id, user);
-              if (!connection.ok()) return ErrorResponse(connection.status());
-              return reply(ConnectionResponse(200, id, nullptr));
+  UserRoute("POST", "/api/v1/users", Access::kAdmin,
+            [this](const net::Request& request, const net::PathParams&,
+                   const RequestContext& caller) { return CreateUser(request, caller); });
+  UserRoute("GET", "/api/v1/users/{id}", Access::kAnyUser,
+            [this](const net::Request&, const net::PathParams& params,
+                   const RequestContext& caller) { return ShowUser(params.at("id"), caller); });
+  UserRoute("POST", "/api/v1/users/{id}/deactivate", Access::kAdmin,
+            [this](const net::Request& request, const net::PathParams& params,
+                   const RequestContext& caller) {
+              return SetDeactivated(params.at("id"), request, caller, true);
             });
-  UserRoute("POST", "/api/v1/connections/{id}/rotate",
-            [this, reply](const net::Request& request, const net::PathParams& params,
-                          const User& user) {
-              return reply(RotateToken(params.at("id"), request, user));
+  UserRoute("POST", "/api/v1/users/{id}/reactivate", Access::kAdmin,
+            [this](const net::Request& request, const net::PathParams& params,
+                   const RequestContext& caller) {
+              return SetDeactivated(params.at("id"), request, caller, false);
             });
-  UserRoute("POST", "/api/v1/connections/{id}/revoke",
-            [this, reply](const net::Request& request, const net::PathParams& params,
-                          const User& user) {
-              return reply(Revoke(params.at("id"), request, user));
+  // Sensitive only for an admin setting another user's password: checked inside.
+  UserRoute("POST", "/api/v1/users/{id}/password", Access::kAnyUser,
+            [this](const net::Request& request, const net::PathParams& params,
+                   const RequestContext& caller) {
+              return ChangePassword(params.at("id"), request, caller);
             });
 
-  Route("POST", kInventoryPath,
-        [this](const net::Request& request, const net::PathParams&) {
-          return ReportInventory(request);
-        });
+  // API keys.
+  UserRoute("GET", "/api/v1/api-keys", Access::kAnyUser,
+            [this](const net::Request&, const net::PathParams&, const RequestContext& caller) {
+              return ListApiKeys(caller);
+            });
+  UserRoute("POST", "/api/v1/api-keys", Access::kSensitive,
+            [this](const net::Request& request, const net::PathParams&,
+                   const RequestContext& caller) { return CreateApiKey(request, caller); });
+  UserRoute("POST", "/api/v1/api-keys/{id}/revoke", Access::kAnyUser,
+            [this](const net::Request& request, const net::PathParams& params,
+                   const RequestContext& caller) {
+              return RevokeApiKey(params.at("id"), request, caller);
+            });
+
+  // Connections and handovers.
+  UserRoute("POST", "/api/v1/connections", Access::kSensitive,
+            [this](const net::Request& request, const net::PathParams&,
+                   const RequestContext& caller) { return CreateConnection(request, caller); });
+  UserRoute("GET", "/api/v1/connections", Access::kAnyUser,
+            [this](const net::Request&, const net::PathParams&, const RequestContext& caller) {
+              return ListConnections(caller);
+            });
+  UserRoute(
+      "GET", "/api/v1/connections/{id}", Access::kAnyUser,
+      [this](const net::Request&, const net::PathParams& params, const RequestContext& caller) {
+        return ShowConnection(params.at("id"), caller);
+      });
+  UserRoute("POST", "/api/v1/connections/{id}/rotate", Access::kSensitive,
+            [this](const net::Request& request, const net::PathParams& params,
+                   const RequestContext& caller) {
+              return RotateToken(params.at("id"), request, caller);
+            });
+  UserRoute("POST", "/api/v1/connections/{id}/revoke", Access::kAnyUser,
+            [this](const net::Request& request, const net::PathParams& params,
+                   const RequestContext& caller) {
+              return RevokeConnection(params.at("id"), request, caller);
+            });
+  PublicRoute("POST", "/api/v1/handovers/redeem",
+              [this](const net::Request& request) { return RedeemHandover(request); });
+
+  UserRoute("GET", "/api/v1/audit", Access::kAnyUser,
+            [this](const net::Request& request, const net::PathParams&,
+                   const RequestContext& caller) { return ListAudit(request, caller); });
+
+  // The agent's calls (docs/protocol.md).
+  AgentRoute("POST", kInventoryPath,
+             [this](const net::Request& request, const Connection& connection) {
+               return ReportInventory(request, connection);
+             });
+  AgentRoute(
+      "GET", "/api/v1/agent/whoami",
+      [this](const net::Request&, const Connection& connection) { return WhoAmI(connection); });
 
   router_.SetNotFound([this](const net::Request& request) {
     metrics_.Increment(kRequestsTotal,
                        {{"route", "unmatched"}, {"method", request.method}, {"status", "404"}});
     return ErrorResponse(404, "not_found",
-                         "no such endpoint; the API is under /api/v1 (see docs/protocol.md)");
+                         "no such endpoint; the API is under /api/v1 (see docs/api.md)");
   });
   router_.SetMethodNotAllowed([this](const net::Request& request, std::string allowed) {
     metrics_.Increment(kRequestsTotal,
@@ -155,8 +214,8 @@ ConsoleApi::ConsoleApi(Store& store, const Clock& clock, ConsoleOptions options)
 void ConsoleApi::Route(const std::string& method, const std::string& pattern,
                        net::Handler handler) {
   router_.Add(method, pattern,
-              [this, method, pattern, handler = std::move(handler)](
-                  const net::Request& request, const net::PathParams& params) {
+              [this, method, pattern, handler = std::move(handler)](const net::Request& request,
+                                                                    const net::PathParams& params) {
                 net::Response response = handler(request, params);
                 metrics_.Increment(kRequestsTotal, {{"route", pattern},
                                                     {"method", method},
@@ -165,120 +224,70 @@ void ConsoleApi::Route(const std::string& method, const std::string& pattern,
               });
 }
 
-void ConsoleApi::UserRoute(const std::string& method, const std::string& pattern,
-                           UserHandler handler) {
+net::Response ConsoleApi::Reply(Result<net::Response> result) {
+  if (result.ok()) return std::move(result).value();
+  if (HttpStatusFor(result.status().code()) >= 500) {
+    log_.Error("a request failed", {{"error", result.status()}});
+  }
+  return ErrorResponse(result.status());
+}
+
+void ConsoleApi::PublicRoute(const std::string& method, const std::string& pattern,
+                             std::function<Result<net::Response>(const net::Request&)> handler) {
   Route(method, pattern,
-        [this, handler = std::move(handler)](const net::Request& request,
-                                             const net::PathParams& params) {
-          AuthFailure failure = AuthFailure::kInvalidToken;
-          auto user = AuthenticateUser(request, &failure);
-          if (!user.ok()) {
-            if (user.status().code() != StatusCode::kUnauthenticated) {
-              log_.Error("authenticating a user failed", {{"error", user.status()}});
-              return ErrorResponse(user.status());
-            }
-            std::string reason(AuthFailureCode(failure));
-            metrics_.Increment(kAuthFailuresTotal, {{"kind", "api_key"}, {"reason", reason}});
-            return AuthErrorResponse(user.status(), failure);
-          }
-          if (request.body.size() > kMaxUserBodyBytes) {
-            return ErrorResponse(ResourceExhaustedError(
-                "the request body is over the " + std::to_string(kMaxUserBodyBytes) +
-                "-byte limit for this endpoint"));
-          }
-          if (!request.body.empty() && !IsJsonContentType(request.headers.Get("Content-Type"))) {
-            return UnsupportedMediaType();
-          }
-          return handler(request, params, *user);
+        [this, handler = std::move(handler)](const net::Request& request, const net::PathParams&) {
+          if (auto refused = CheckUserBody(request)) return std::move(*refused);
+          return Reply(handler(request));
         });
 }
 
-Result<User> ConsoleApi::AuthenticateUser(const net::Request& request, AuthFailure* failure) {
-  std::optional<Secret> token = BearerToken(request);
-  if (!token) {
-    *failure = AuthFailure::kMissingToken;
-    return UnauthenticatedError("send your API key as \"Authorization: Bearer uk_...\"");
-  }
-  *failure = AuthFailure::kInvalidToken;
-  Status invalid = UnauthenticatedError(
-      "the API key is not valid; use the key printed by \"uplink-console init\" or create a "
-      "new one");
-  std::optional<std::string> prefix = LookupPrefix(*token, kApiKeyKind);
-  if (!prefix) return invalid;
-  UPLINK_ASSIGN_OR_RETURN(std::vector<ApiKey> candidates, store_.FindApiKeysByPrefix(*prefix));
-  for (const ApiKey& key : candidates) {
-    if (MatchesHash(*token, key.token_hash)) return store_.GetUser(key.user_id);
-  }
-  return invalid;
+void ConsoleApi::UserRoute(const std::string& method, const std::string& pattern, Access access,
+                           UserHandler handler) {
+  Route(method, pattern,
+        [this, access, handler = std::move(handler)](const net::Request& request,
+                                                     const net::PathParams& params) {
+          UserAuthentication authentication = auth_.AuthenticateUser(request);
+          if (auto* refusal = std::get_if<net::Response>(&authentication)) {
+            return std::move(*refusal);
+          }
+          const RequestContext& caller = std::get<RequestContext>(authentication);
+          if (auto refused = CheckUserBody(request)) return std::move(*refused);
+          if (access == Access::kAdmin && !caller.is_admin()) {
+            return ErrorResponse(403, "forbidden",
+                                 "this call needs the admin role; ask an admin to make it");
+          }
+          if (access == Access::kSensitive) {
+            if (auto refused = RequireConfirmation(caller)) return std::move(*refused);
+          }
+          return Reply(handler(request, params, caller));
+        });
 }
 
-Result<Connection> ConsoleApi::AuthenticateAgent(const net::Request& request,
-                                                 AuthFailure* failure) {
-  std::optional<Secret> token = BearerToken(request);
-  if (!token) {
-    *failure = AuthFailure::kMissingToken;
-    return UnauthenticatedError(
-        "send the connection token as \"Authorization: Bearer agt_...\"; check that the "
-        "agent's token file is mounted");
-  }
-  *failure = AuthFailure::kInvalidToken;
-  Status invalid = UnauthenticatedError(
-      "the token does not belong to any connection; copy the token of your connection (or "
-      "rotate it) into the agent's Secret");
-  std::optional<std::string> prefix = LookupPrefix(*token, kAgentTokenKind);
-  if (!prefix) return invalid;
-  UPLINK_ASSIGN_OR_RETURN(std::vector<Connection> candidates,
-                          store_.FindConnectionsByTokenPrefix(*prefix));
-  for (Connection& connection : candidates) {
-    if (!MatchesHash(*token, connection.token_hash)) continue;
-    if (connection.revoked_at) {
-      *failure = AuthFailure::kRevoked;
-      return UnauthenticatedError("this connection's token was revoked at " +
-                                  FormatRfc3339(*connection.revoked_at) +
-                                  "; create a new connection and install its token");
-    }
-    if (clock_.Now() >= connection.expires_at) {
-      *failure = AuthFailure::kExpired;
-      return UnauthenticatedError("this connection's token expired at " +
-                                  FormatRfc3339(connection.expires_at) +
-                                  "; rotate the token in the console and update the agent's "
-                                  "Secret");
-    }
-    return std::move(connection);
-  }
-  return invalid;
+void ConsoleApi::AgentRoute(const std::string& method, const std::string& pattern,
+                            AgentHandler handler) {
+  Route(method, pattern,
+        [this, handler = std::move(handler)](const net::Request& request, const net::PathParams&) {
+          AgentAuthentication authentication = auth_.AuthenticateAgent(request);
+          if (auto* refusal = std::get_if<net::Response>(&authentication)) {
+            return std::move(*refusal);
+          }
+          return Reply(handler(request, std::get<Connection>(authentication)));
+        });
 }
 
-net::Response ConsoleApi::AuthErrorResponse(const Status& status, AuthFailure failure) {
-  net::Response response = ErrorResponse(401, AuthFailureCode(failure), status.message());
-  response.headers.Set("WWW-Authenticate", "Bearer");
-  return response;
+std::optional<net::Response> ConsoleApi::RequireConfirmation(const RequestContext& caller) const {
+  if (caller.credential_kind == CredentialKind::kApiKey) return std::nullopt;
+  const std::optional<WallTime>& until = caller.session->confirmed_until;
+  if (until && *until > clock_.Now()) return std::nullopt;
+  return ErrorResponse(
+      403, "confirmation_required",
+      "session tokens cannot create, rotate or hand over agent tokens or create API keys, or "
+      "set another user's password, without a fresh confirmation; confirm your password "
+      "(uplink login --confirm, or POST /api/v1/session/confirm) or use an API key");
 }
 
-Result<Connection> ConsoleApi::OwnedConnection(const std::string& id, const User& user) {
-  Status not_found = NotFoundError("you have no connection with this id; list yours with "
-                                   "GET /api/v1/connections");
-  if (!IsConnectionId(id)) return not_found;
-  auto connection = store_.GetConnection(id);
-  if (!connection.ok()) {
-    return connection.status().code() == StatusCode::kNotFound ? not_found : connection.status();
-  }
-  // Someone else's connection is indistinguishable from a missing one.
-  if (connection->owner_id != user.id) return not_found;
-  return connection;
-}
-
-Result<net::Response> ConsoleApi::ConnectionResponse(int http_status, const std::string& id,
-                                                     const Secret* token) {
-  UPLINK_ASSIGN_OR_RETURN(Connection connection, store_.GetConnection(id));
-  UPLINK_ASSIGN_OR_RETURN(std::vector<Node> nodes, store_.ListNodes(id));
-  json::object body = ConnectionToJson(
-      connection, ComputeStatus(connection, clock_.Now(), options_.thresholds), &nodes);
-  if (token) body["token"] = token->Reveal();
-  net::Response response = JsonResponse(http_status, body);
-  // Replies that carry a token must not be kept by any cache.
-  response.headers.Set("Cache-Control", "no-store");
-  return response;
+ConnectionViewOptions ConsoleApi::ViewOptions() const {
+  return ConnectionViewOptions{options_.active_window, options_.thresholds};
 }
 
 net::Response ConsoleApi::Readyz() {
@@ -293,12 +302,23 @@ net::Response ConsoleApi::Readyz() {
 net::Response ConsoleApi::Metrics() {
   auto connections = store_.ListAllConnections();
   if (connections.ok()) {
-    std::map<ConnectionStatus, int> counts;
+    std::map<ConnectionStatus, int> by_status;
+    std::map<Liveness, int> by_liveness;
     WallTime now = clock_.Now();
-    for (const Connection& c : *connections) ++counts[ComputeStatus(c, now, options_.thresholds)];
+    for (const Connection& c : *connections) {
+      ConnectionStatus status = ComputeStatus(c, now, options_.active_window);
+      ++by_status[status];
+      if (status != ConnectionStatus::kRevoked && status != ConnectionStatus::kExpired) {
+        ++by_liveness[ComputeLiveness(c, now, options_.thresholds)];
+      }
+    }
     for (ConnectionStatus status : kAllConnectionStatuses) {
-      metrics_.Set(kConnections, counts[status],
+      metrics_.Set(kConnections, by_status[status],
                    {{"status", std::string(ConnectionStatusName(status))}});
+    }
+    for (Liveness liveness : kAllLiveness) {
+      metrics_.Set(kConnectionsLiveness, by_liveness[liveness],
+                   {{"liveness", std::string(LivenessName(liveness))}});
     }
   } else {
     log_.Warn("counting connections for /metrics failed", {{"error", connections.status()}});
@@ -308,165 +328,51 @@ net::Response ConsoleApi::Metrics() {
   return response;
 }
 
-Result<net::Response> ConsoleApi::CreateConnection(const net::Request& request,
-                                                   const User& user) {
-  UPLINK_ASSIGN_OR_RETURN(json::object body, ReadJsonObject(request));
-  FieldReader fields(body, "");
-  UPLINK_RETURN_IF_ERROR(fields.OnlyFields({"agent_name", "cluster_name", "expires_at"}));
-  UPLINK_ASSIGN_OR_RETURN(std::string raw_agent, fields.RequiredString("agent_name", 1024));
-  UPLINK_ASSIGN_OR_RETURN(std::string raw_cluster, fields.RequiredString("cluster_name", 1024));
-  UPLINK_ASSIGN_OR_RETURN(auto raw_expiry, fields.String("expires_at", 64));
-
-  Connection connection;
-  UPLINK_ASSIGN_OR_RETURN(connection.agent_name, ValidateName("agent_name", raw_agent));
-  UPLINK_ASSIGN_OR_RETURN(connection.cluster_name, ValidateName("cluster_name", raw_cluster));
-  WallTime now = clock_.Now();
-  connection.expires_at = now + options_.default_token_lifetime;
-  if (raw_expiry) {
-    auto expiry = ParseRfc3339(*raw_expiry);
-    if (!expiry.ok()) {
-      return InvalidArgumentError("expires_at must be an RFC 3339 time such as "
-                                  "\"2027-01-31T00:00:00Z\"");
+Result<net::Response> ConsoleApi::ListAudit(const net::Request& request,
+                                            const RequestContext& caller) {
+  AuditQuery query;
+  std::int64_t limit = kDefaultAuditLimit;
+  for (const auto& [key, value] : request.QueryParams()) {
+    if (key == "limit") {
+      UPLINK_ASSIGN_OR_RETURN(limit, ParseQueryInt("limit", value, 1, kMaxAuditLimit));
+    } else if (key == "before") {
+      UPLINK_ASSIGN_OR_RETURN(query.before_id, ParseQueryInt("before", value, 1, kMaxQueryInt));
+    } else if (key == "connection_id") {
+      if (!IsPlausibleId(value)) {
+        return InvalidArgumentError(
+            "connection_id must be a connection's id, as "
+            "GET /api/v1/connections lists them");
+      }
+      query.target_id = value;
+    } else if (key == "action") {
+      bool known = false;
+      std::string names;
+      for (std::string_view action : kAuditActions) {
+        known = known || action == value;
+        names += names.empty() ? "" : ", ";
+        names += action;
+      }
+      if (!known) return InvalidArgumentError("action must be one of " + names);
+      query.action = value;
+    } else {
+      return InvalidArgumentError("unknown query parameter \"" + key.substr(0, 64) +
+                                  "\"; the audit log takes limit, before, connection_id and "
+                                  "action");
     }
-    if (*expiry <= now) return InvalidArgumentError("expires_at must be in the future");
-    if (*expiry > now + options_.max_token_lifetime) {
-      return InvalidArgumentError("expires_at may be at most " +
-                                  std::to_string(options_.max_token_lifetime.count() / 24) +
-                                  " days ahead; rotate the token before it expires instead");
-    }
-    connection.expires_at = *expiry;
   }
-  MintedCredential credential = MintCredential(kAgentTokenKind);
-  connection.id = HexEncode(RandomBytes(kConnectionIdBytes));
-  connection.owner_id = user.id;
-  connection.token_prefix = credential.lookup_prefix;
-  connection.token_hash = credential.token_hash;
-  connection.created_at = now;
-  UPLINK_RETURN_IF_ERROR(store_.CreateConnection(connection));
-  log_.Info("connection created", {{"connection_id", connection.id},
-                                   {"user_id", user.id},
-                                   {"cluster_name", connection.cluster_name},
-                                   {"token_prefix", connection.token_prefix}});
-  return ConnectionResponse(201, connection.id, &credential.token);
-}
-
-Result<net::Response> ConsoleApi::ListConnections(const User& user) {
-  UPLINK_ASSIGN_OR_RETURN(std::vector<Connection> connections, store_.ListConnections(user.id));
-  WallTime now = clock_.Now();
+  // Members read what they did and what happened to their things; admins read everything.
+  if (!caller.is_admin()) query.owner_id = caller.user.id;
+  // One more than asked says whether there is a next page.
+  query.limit = static_cast<int>(limit) + 1;
+  UPLINK_ASSIGN_OR_RETURN(std::vector<AuditEvent> events, store_.ListAudit(query));
+  json::value next_before = nullptr;
+  if (events.size() > static_cast<size_t>(limit)) {
+    events.resize(limit);
+    next_before = events.back().id;
+  }
   json::array list;
-  for (const Connection& c : connections) {
-    UPLINK_ASSIGN_OR_RETURN(std::vector<Node> nodes, store_.ListNodes(c.id));
-    list.push_back(ConnectionToJson(c, ComputeStatus(c, now, options_.thresholds), &nodes));
-  }
-  return JsonResponse(200, {{"connections", std::move(list)}});
-}
-
-Result<net::Response> ConsoleApi::RotateToken(const std::string& id, const net::Request& request,
-                                              const User& user) {
-  UPLINK_ASSIGN_OR_RETURN(Connection connection, OwnedConnection(id, user));
-  UPLINK_ASSIGN_OR_RETURN(json::object body, ReadJsonObject(request));
-  UPLINK_RETURN_IF_ERROR(FieldReader(body, "").OnlyFields({}));
-  if (connection.revoked_at) {
-    return FailedPreconditionError("this connection was revoked and cannot get a new token; "
-                                   "create a new connection");
-  }
-  WallTime now = clock_.Now();
-  // A future expiry carries over; an expired connection gets a fresh default lifetime.
-  WallTime expires_at = connection.expires_at > now ? connection.expires_at
-                                                    : now + options_.default_token_lifetime;
-  MintedCredential credential = MintCredential(kAgentTokenKind);
-  UPLINK_RETURN_IF_ERROR(
-      store_.ReplaceToken(id, credential.lookup_prefix, credential.token_hash, expires_at));
-  log_.Info("connection token rotated", {{"connection_id", id},
-                                         {"user_id", user.id},
-                                         {"old_token_prefix", connection.token_prefix},
-                                         {"token_prefix", credential.lookup_prefix}});
-  return ConnectionResponse(200, id, &credential.token);
-}
-
-Result<net::Response> ConsoleApi::Revoke(const std::string& id, const net::Request& request,
-                                         const User& user) {
-  UPLINK_ASSIGN_OR_RETURN(Connection connection, OwnedConnection(id, user));
-  UPLINK_ASSIGN_OR_RETURN(json::object body, ReadJsonObject(request));
-  UPLINK_RETURN_IF_ERROR(FieldReader(body, "").OnlyFields({}));
-  UPLINK_RETURN_IF_ERROR(store_.RevokeConnection(id, clock_.Now()));
-  log_.Info("connection revoked", {{"connection_id", id}, {"user_id", user.id}});
-  return ConnectionResponse(200, id, nullptr);
-}
-
-net::Response ConsoleApi::ReportInventory(const net::Request& request) {
-  AuthFailure failure = AuthFailure::kInvalidToken;
-  auto connection = AuthenticateAgent(request, &failure);
-  if (!connection.ok()) {
-    if (connection.status().code() != StatusCode::kUnauthenticated) {
-      log_.Error("authenticating an agent failed", {{"error", connection.status()}});
-      return ErrorResponse(connection.status());
-    }
-    metrics_.Increment(kAuthFailuresTotal, {{"kind", "agent_token"},
-                                            {"reason", std::string(AuthFailureCode(failure))}});
-    log_.Warn("agent report refused: token not accepted",
-              {{"reason", AuthFailureCode(failure)}, {"remote_address", request.remote_address}});
-    return AuthErrorResponse(connection.status(), failure);
-  }
-  auto accepted = AcceptInventory(request, *connection);
-  if (accepted.ok()) {
-    if (accepted->status != 200) {
-      metrics_.Increment(kReportsRefusedTotal, {{"reason", "unsupported_media_type"}});
-    }
-    return std::move(accepted).value();
-  }
-
-  const Status& status = accepted.status();
-  std::string reason(status.code() == StatusCode::kConflict ? "cluster_mismatch"
-                                                            : StatusCodeName(status.code()));
-  metrics_.Increment(kReportsRefusedTotal, {{"reason", reason}});
-  if (status.code() == StatusCode::kConflict) {
-    // A valid token used on another cluster: a copied Secret or a reinstalled cluster.
-    log_.Warn("security: report from another cluster refused",
-              {{"event", "cluster_mismatch"},
-               {"connection_id", connection->id},
-               {"bound_cluster_uid", connection->cluster_uid.value_or("")},
-               {"remote_address", request.remote_address}});
-    return ErrorResponse(409, "cluster_mismatch", status.message());
-  }
-  if (HttpStatusFor(status.code()) >= 500) {
-    log_.Error("storing a report failed", {{"connection_id", connection->id}, {"error", status}});
-  } else {
-    log_.Warn("agent report refused",
-              {{"connection_id", connection->id}, {"error", status}});
-  }
-  return ErrorResponse(status);
-}
-
-Result<net::Response> ConsoleApi::AcceptInventory(const net::Request& request,
-                                                  const Connection& connection) {
-  if (!IsJsonContentType(request.headers.Get("Content-Type"))) return UnsupportedMediaType();
-  std::string decompressed;
-  std::string_view body = request.body;
-  std::string_view encoding = TrimWhitespace(request.headers.Get("Content-Encoding").value_or(""));
-  if (EqualsIgnoreCase(encoding, "gzip")) {
-    auto inflated = GzipDecompress(request.body, kMaxReportBytes);
-    if (!inflated.ok()) return inflated.status().WithContext("decompressing the gzip body");
-    decompressed = std::move(inflated).value();
-    body = decompressed;
-  } else if (!encoding.empty() && !EqualsIgnoreCase(encoding, "identity")) {
-    return ErrorResponse(415, "unsupported_media_type",
-                         "Content-Encoding must be gzip or absent");
-  }
-  UPLINK_ASSIGN_OR_RETURN(json::value document, ParseJson(body, JsonLimits{kMaxReportBytes, 16}));
-  UPLINK_ASSIGN_OR_RETURN(InventoryReport report, ParseInventoryReport(document));
-  UPLINK_RETURN_IF_ERROR(
-      store_.AcceptReport(connection.id, connection.token_hash, report, clock_.Now()));
-  metrics_.Increment(kReportsAcceptedTotal);
-  if (!connection.cluster_uid) {
-    log_.Info("connection bound to its cluster",
-              {{"connection_id", connection.id}, {"cluster_uid", report.cluster_uid}});
-  }
-  log_.Debug("report accepted",
-             {{"connection_id", connection.id}, {"nodes", report.nodes.size()}});
-  return JsonResponse(200, {{"accepted", true},
-                            {"connection_id", connection.id},
-                            {"report_interval_seconds", options_.report_interval.count()}});
+  for (const AuditEvent& event : events) list.push_back(AuditEventToJson(event));
+  return JsonResponse(200, {{"events", std::move(list)}, {"next_before", next_before}});
 }
 
 }  // namespace uplink::console

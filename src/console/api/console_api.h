@@ -1,28 +1,40 @@
-// Every HTTP route of uplink-console: the user API (connections), the agent API
+// Every HTTP route of uplink-console: the user API (docs/api.md), the agent API
 // (docs/protocol.md) and the operational endpoints (/healthz, /readyz, /metrics).
+//
+// The routes' handlers live by area: accounts_api.cc (sessions, users, API keys),
+// connections_api.cc (connections, handovers), agent_api.cc (the agent's calls), and this
+// class's own file (routing, authentication order, audit log, operations).
 #pragma once
 
 #include <chrono>
+#include <functional>
+#include <optional>
 #include <string>
 
 #include "common/log.h"
 #include "common/metrics.h"
 #include "common/time.h"
+#include "console/api/authentication.h"
 #include "console/api/connection_view.h"
-#include "console/auth/credentials.h"
+#include "console/api/json_fields.h"
+#include "console/auth/password.h"
 #include "console/store/store.h"
 #include "net/router.h"
 
 namespace uplink::console {
 
 struct ConsoleOptions {
-  StatusThresholds thresholds;
+  StatusThresholds thresholds;  // liveness: stale and offline after this much silence
+  std::chrono::milliseconds active_window = kDefaultActiveWindow;  // status: active vs stale
   std::chrono::seconds report_interval{60};  // told to agents; the protocol allows 10-3600
   std::chrono::hours default_token_lifetime{90 * 24};
   std::chrono::hours max_token_lifetime{366 * 24};
+  AuthRateLimits rate_limits;
+  PasswordHashingOptions password_hashing;
+  std::chrono::hours session_lifetime{12};
+  std::chrono::minutes confirmation_window{5};
+  std::chrono::minutes handover_lifetime{10};
 };
-
-inline constexpr size_t kMaxUserBodyBytes = 64 << 10;
 
 // The body limit for a request, from its method, path and headers alone (net::ServerOptions::
 // body_limit_for): only the agent's inventory report may be large (kMaxReportBytes); every
@@ -42,37 +54,90 @@ class ConsoleApi {
   const metrics::Registry& metrics() const { return metrics_; }
 
  private:
-  using UserHandler = std::function<net::Response(const net::Request&, const net::PathParams&,
-                                                  const User&)>;
+  // Who may call a user route. kSensitive: any user, but a session token needs a fresh
+  // password confirmation.
+  enum class Access { kAnyUser, kSensitive, kAdmin };
+  using UserHandler = std::function<Result<net::Response>(
+      const net::Request&, const net::PathParams&, const RequestContext&)>;
+  using AgentHandler = std::function<Result<net::Response>(const net::Request&, const Connection&)>;
 
+  static constexpr const char* kReportsAcceptedTotal = "uplink_console_reports_accepted_total";
+  static constexpr const char* kReportsRefusedTotal = "uplink_console_reports_refused_total";
+
+  void RegisterRoutes();
   // Registers a route whose replies are counted by route and status.
   void Route(const std::string& method, const std::string& pattern, net::Handler handler);
-  // A user route: authenticates the API key and checks the body's size and type first.
-  void UserRoute(const std::string& method, const std::string& pattern, UserHandler handler);
+  // A route without a bearer credential that reads a JSON body (sign-in, handover redeem).
+  void PublicRoute(const std::string& method, const std::string& pattern,
+                   std::function<Result<net::Response>(const net::Request&)> handler);
+  // Authenticates the caller, checks the body's type, then `access`.
+  void UserRoute(const std::string& method, const std::string& pattern, Access access,
+                 UserHandler handler);
+  // Authenticates the agent's connection token.
+  void AgentRoute(const std::string& method, const std::string& pattern, AgentHandler handler);
+  net::Response Reply(Result<net::Response> result);
 
-  Result<User> AuthenticateUser(const net::Request& request, AuthFailure* failure);
-  Result<Connection> AuthenticateAgent(const net::Request& request, AuthFailure* failure);
-  net::Response AuthErrorResponse(const Status& status, AuthFailure failure);
-  Result<Connection> OwnedConnection(const std::string& id, const User& user);
-  Result<net::Response> ConnectionResponse(int http_status, const std::string& id,
-                                           const Secret* token);
+  // The 403 confirmation_required reply for a session without a fresh confirmation.
+  std::optional<net::Response> RequireConfirmation(const RequestContext& caller) const;
+  ConnectionViewOptions ViewOptions() const;
+  // Appends the audit event of a refusal; a store failure is logged, not returned.
+  void RecordRefusal(const AuditEvent& event);
 
+  // operations and audit (console_api.cc)
   net::Response Readyz();
   net::Response Metrics();
-  Result<net::Response> CreateConnection(const net::Request& request, const User& user);
-  Result<net::Response> ListConnections(const User& user);
+  Result<net::Response> ListAudit(const net::Request& request, const RequestContext& caller);
+
+  // sessions, users, API keys (accounts_api.cc)
+  Result<net::Response> SignIn(const net::Request& request);
+  Result<net::Response> Me(const RequestContext& caller);
+  Result<net::Response> ConfirmSession(const net::Request& request, const RequestContext& caller);
+  Result<net::Response> Logout(const net::Request& request, const RequestContext& caller);
+  Result<net::Response> ListUsers(const net::Request& request);
+  Result<net::Response> CreateUser(const net::Request& request, const RequestContext& caller);
+  Result<net::Response> ShowUser(const std::string& id, const RequestContext& caller);
+  Result<net::Response> SetDeactivated(const std::string& id, const net::Request& request,
+                                       const RequestContext& caller, bool deactivate);
+  Result<net::Response> ChangePassword(const std::string& id, const net::Request& request,
+                                       const RequestContext& caller);
+  Result<net::Response> ListApiKeys(const RequestContext& caller);
+  Result<net::Response> CreateApiKey(const net::Request& request, const RequestContext& caller);
+  Result<net::Response> RevokeApiKey(const std::string& id, const net::Request& request,
+                                     const RequestContext& caller);
+  // NotFound unless the caller is `id` or an admin.
+  Result<User> VisibleUser(const std::string& id, const RequestContext& caller);
+  // The 429 or 401 reply when `password` is not `user`'s; nullopt when it is.
+  std::optional<net::Response> CheckOwnPassword(const User& user, const Secret& password,
+                                                const std::string& remote_address);
+
+  // connections and handovers (connections_api.cc)
+  Result<net::Response> CreateConnection(const net::Request& request, const RequestContext& caller);
+  Result<net::Response> ListConnections(const RequestContext& caller);
+  Result<net::Response> ShowConnection(const std::string& id, const RequestContext& caller);
   Result<net::Response> RotateToken(const std::string& id, const net::Request& request,
-                                    const User& user);
-  Result<net::Response> Revoke(const std::string& id, const net::Request& request,
-                               const User& user);
-  net::Response ReportInventory(const net::Request& request);
+                                    const RequestContext& caller);
+  Result<net::Response> RevokeConnection(const std::string& id, const net::Request& request,
+                                         const RequestContext& caller);
+  Result<net::Response> RedeemHandover(const net::Request& request);
+  // NotFound unless the caller owns it.
+  Result<Connection> OwnedConnection(const std::string& id, const RequestContext& caller);
+  // The connection as it is now, with `extra` fields (a token, a handover code) added.
+  Result<net::Response> ConnectionReply(int http_status, const std::string& id,
+                                        json::object extra = {});
+
+  // the agent's calls (agent_api.cc)
+  Result<net::Response> ReportInventory(const net::Request& request, const Connection& connection);
   Result<net::Response> AcceptInventory(const net::Request& request, const Connection& connection);
+  Result<net::Response> WhoAmI(const Connection& connection);
 
   Store& store_;
   const Clock& clock_;
   ConsoleOptions options_;
   log::Logger log_{"console.api"};
   metrics::Registry metrics_;
+  PasswordHasher hasher_;
+  FailureGuard guard_;
+  Authenticator auth_;
   net::Router router_;
 };
 

@@ -1,7 +1,5 @@
 #include "console/api/errors.h"
 
-#include "common/json.h"
-
 namespace uplink::console {
 namespace {
 
@@ -43,9 +41,18 @@ int HttpStatusFor(StatusCode code) {
   return 500;
 }
 
+net::Response JsonResponse(int status, const json::object& body) {
+  return net::Response::Json(status, ToJson(body));
+}
+
+net::Response NoStore(net::Response response) {
+  response.headers.Set("Cache-Control", "no-store");
+  return response;
+}
+
 net::Response ErrorResponse(int status, std::string_view code, std::string_view message) {
   json::object error{{"code", code}, {"message", message}};
-  return net::Response::Json(status, ToJson(json::object{{"error", std::move(error)}}));
+  return JsonResponse(status, json::object{{"error", std::move(error)}});
 }
 
 net::Response ErrorResponse(const Status& status) {
@@ -54,7 +61,22 @@ net::Response ErrorResponse(const Status& status) {
     return ErrorResponse(http_status, ErrorCodeFor(status.code()),
                          "the console could not complete the request; try again later");
   }
+  if (status.code() == StatusCode::kUnauthenticated) {
+    return UnauthorizedResponse(ErrorCodeFor(status.code()), status.message());
+  }
   return ErrorResponse(http_status, ErrorCodeFor(status.code()), status.message());
+}
+
+net::Response UnauthorizedResponse(std::string_view code, std::string_view message) {
+  net::Response response = ErrorResponse(401, code, message);
+  response.headers.Set("WWW-Authenticate", "Bearer");
+  return response;
+}
+
+net::Response RateLimitedResponse(std::chrono::seconds retry_after, std::string_view message) {
+  net::Response response = ErrorResponse(429, "rate_limited", message);
+  response.headers.Set("Retry-After", std::to_string(retry_after.count()));
+  return response;
 }
 
 }  // namespace uplink::console

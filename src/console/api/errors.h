@@ -1,9 +1,12 @@
-// Error replies: every error is {"error":{"code":…,"message":…}}, and StatusCode maps to an
-// HTTP status in this one place.
+// Replies: every error is {"error":{"code":…,"message":…}}, and StatusCode maps to an HTTP
+// status in this one place. Errors whose code says more than the StatusCode (401 reasons,
+// 403 confirmation_required, 410 handover states, 429) have their own builders.
 #pragma once
 
+#include <chrono>
 #include <string_view>
 
+#include "common/json.h"
 #include "common/status.h"
 #include "net/http.h"
 
@@ -11,10 +14,21 @@ namespace uplink::console {
 
 int HttpStatusFor(StatusCode code);
 
+net::Response JsonResponse(int status, const json::object& body);
+
+// For replies that carry a token, key or code: no cache may keep them.
+net::Response NoStore(net::Response response);
+
 net::Response ErrorResponse(int status, std::string_view code, std::string_view message);
 
 // Client errors keep their message; server errors get a generic one (the detail is the
 // caller's to log) so that storage internals never reach a client.
 net::Response ErrorResponse(const Status& status);
+
+// 401 with `code` and "WWW-Authenticate: Bearer".
+net::Response UnauthorizedResponse(std::string_view code, std::string_view message);
+
+// 429 rate_limited with Retry-After in whole seconds.
+net::Response RateLimitedResponse(std::chrono::seconds retry_after, std::string_view message);
 
 }  // namespace uplink::console

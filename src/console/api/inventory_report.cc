@@ -101,11 +101,13 @@ Result<Node> ParseNode(const json::value& value, const std::string& path) {
 Result<InventoryReport> ParseInventoryReport(const json::value& body) {
   UPLINK_ASSIGN_OR_RETURN(const json::object* object, AsObject(&body, "the request body"));
   FieldReader fields(*object, "");
-  UPLINK_RETURN_IF_ERROR(
-      fields.OnlyFields({"agent_version", "cluster_uid", "selector", "collected_at", "nodes"}));
+  UPLINK_RETURN_IF_ERROR(fields.OnlyFields({"agent_version", "agent_instance", "cluster_uid",
+                                            "selector", "collected_at", "nodes"}));
   InventoryReport report;
   UPLINK_ASSIGN_OR_RETURN(report.agent_version,
                           fields.RequiredString("agent_version", kMaxShortBytes));
+  UPLINK_ASSIGN_OR_RETURN(auto instance, fields.String("agent_instance", kMaxNameBytes));
+  report.agent_instance = instance.value_or("");
   UPLINK_ASSIGN_OR_RETURN(report.cluster_uid, fields.RequiredString("cluster_uid", kMaxUidBytes));
   if (report.cluster_uid.empty()) {
     return InvalidArgumentError("cluster_uid must be the metadata.uid of the kube-system "

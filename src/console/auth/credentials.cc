@@ -53,14 +53,4 @@ std::optional<Secret> BearerToken(const net::Request& request) {
   return Secret(std::string(token));
 }
 
-std::string_view AuthFailureCode(AuthFailure failure) {
-  switch (failure) {
-    case AuthFailure::kMissingToken: return "missing_token";
-    case AuthFailure::kInvalidToken: return "invalid_token";
-    case AuthFailure::kRevoked: return "revoked";
-    case AuthFailure::kExpired: return "expired";
-  }
-  return "invalid_token";
-}
-
 }  // namespace uplink::console

@@ -1,4 +1,5 @@
-// Bearer credentials: user API keys ("uk_…") and agent connection tokens ("agt_…").
+// Bearer credentials: user API keys ("uk_…"), session tokens ("skt_…"), agent connection
+// tokens ("agt_…") and handover codes ("hoc_…").
 //
 // A credential is a kind prefix plus 256 random bits in base64url. It is shown once, when
 // minted; the store keeps only its SHA-256 hash and a short lookup prefix (the kind prefix
@@ -18,6 +19,8 @@ namespace uplink::console {
 
 inline constexpr std::string_view kApiKeyKind = "uk_";
 inline constexpr std::string_view kAgentTokenKind = "agt_";
+inline constexpr std::string_view kSessionKind = "skt_";
+inline constexpr std::string_view kHandoverKind = "hoc_";
 
 struct MintedCredential {
   Secret token;               // shown to the user once
@@ -37,9 +40,5 @@ bool MatchesHash(const Secret& presented, std::string_view stored_hash);
 // The token from "Authorization: Bearer <token>"; nullopt when the header is absent or
 // not a bearer credential.
 std::optional<Secret> BearerToken(const net::Request& request);
-
-// Why a credential was refused; each has an `error.code` in the API.
-enum class AuthFailure { kMissingToken, kInvalidToken, kRevoked, kExpired };
-std::string_view AuthFailureCode(AuthFailure failure);
 
 }  // namespace uplink::console

@@ -4,9 +4,17 @@
 #include <sqlite3.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <span>
 #include <unordered_map>
+
+#include "common/json.h"
+#include "common/text.h"
+
+// Migration 2 drops a column (ALTER TABLE ... DROP COLUMN, SQLite 3.35) and checks JSON
+// (built in since 3.38); Debian 12 ships 3.40.
+static_assert(SQLITE_VERSION_NUMBER >= 3038000, "uplink-console needs SQLite 3.38 or newer");
 
 namespace uplink::console {
 namespace {
@@ -89,12 +97,120 @@ CREATE TABLE node_taints (
 );
 CREATE INDEX node_taints_by_node ON node_taints(node_id);
 )sql"},
+    {2, R"sql(
+-- Roles replace is_admin. The column is dropped rather than kept in step with role: a
+-- second source of truth could only drift, and no binary that reads it can open this
+-- schema version anyway.
+ALTER TABLE users ADD COLUMN role TEXT NOT NULL DEFAULT 'member'
+  CONSTRAINT users_role CHECK (role IN ('admin', 'member'));
+-- Emails compare case-insensitively from now on (ASCII, as lower() and the store do).
+UPDATE users SET role = CASE WHEN is_admin != 0 THEN 'admin' ELSE 'member' END,
+                 email = lower(email);
+ALTER TABLE users DROP COLUMN is_admin;
+ALTER TABLE users ADD COLUMN password_hash TEXT NOT NULL DEFAULT '';
+ALTER TABLE users ADD COLUMN deactivated_at INTEGER;
+CREATE INDEX users_by_creation ON users(created_at);
+
+ALTER TABLE api_keys ADD COLUMN name TEXT NOT NULL DEFAULT '';
+-- Until now only `uplink-console init` made API keys.
+UPDATE api_keys SET name = 'init';
+ALTER TABLE api_keys ADD COLUMN expires_at INTEGER;
+ALTER TABLE api_keys ADD COLUMN revoked_at INTEGER;
+CREATE INDEX api_keys_by_user ON api_keys(user_id, created_at);
+
+CREATE TABLE sessions (
+  id TEXT PRIMARY KEY,
+  user_id TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+  lookup_prefix TEXT NOT NULL,
+  token_hash TEXT NOT NULL,
+  created_at INTEGER NOT NULL,
+  expires_at INTEGER NOT NULL,
+  confirmed_until INTEGER,
+  revoked_at INTEGER
+);
+CREATE INDEX sessions_by_prefix ON sessions(lookup_prefix);
+CREATE INDEX sessions_by_user ON sessions(user_id);
+
+-- superseded_at: a later rotate or the revoke turned the code off before it was redeemed.
+CREATE TABLE handovers (
+  id TEXT PRIMARY KEY,
+  connection_id TEXT NOT NULL REFERENCES connections(id) ON DELETE CASCADE,
+  lookup_prefix TEXT NOT NULL,
+  code_hash TEXT NOT NULL,
+  created_at INTEGER NOT NULL,
+  expires_at INTEGER NOT NULL,
+  redeemed_at INTEGER,
+  superseded_at INTEGER
+);
+CREATE INDEX handovers_by_prefix ON handovers(lookup_prefix);
+CREATE INDEX handovers_by_connection ON handovers(connection_id, created_at);
+
+-- AUTOINCREMENT: ids are never reused, even after old events are pruned, so paging by id
+-- stays correct.
+CREATE TABLE audit_events (
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  at INTEGER NOT NULL,
+  actor_type TEXT NOT NULL,
+  actor_id TEXT NOT NULL,
+  actor_label TEXT NOT NULL,
+  credential TEXT NOT NULL,
+  action TEXT NOT NULL,
+  target_type TEXT NOT NULL,
+  target_id TEXT NOT NULL,
+  owner_id TEXT NOT NULL,
+  source_address TEXT NOT NULL,
+  outcome TEXT NOT NULL CONSTRAINT audit_outcome CHECK (outcome IN ('ok', 'refused')),
+  detail TEXT NOT NULL
+    CONSTRAINT audit_detail CHECK (json_valid(detail) AND json_type(detail) = 'object')
+);
+CREATE INDEX audit_events_by_owner ON audit_events(owner_id, id);
+CREATE INDEX audit_events_by_actor ON audit_events(actor_id, actor_type, id);
+CREATE INDEX audit_events_by_target ON audit_events(target_id, id);
+CREATE INDEX audit_events_by_action ON audit_events(action, id);
+
+CREATE TABLE connection_agents (
+  connection_id TEXT NOT NULL REFERENCES connections(id) ON DELETE CASCADE,
+  role TEXT NOT NULL,
+  instance TEXT NOT NULL,
+  version TEXT NOT NULL,
+  last_seen_at INTEGER NOT NULL,
+  UNIQUE (connection_id, role, instance)
+);
+CREATE INDEX connection_agents_by_seen ON connection_agents(connection_id, last_seen_at);
+)sql"},
 };
 
+constexpr const char* kUserColumns =
+    "id, email, role, password_hash, created_at, deactivated_at";
+constexpr const char* kApiKeyColumns =
+    "id, user_id, name, lookup_prefix, token_hash, created_at, expires_at, revoked_at";
+constexpr const char* kSessionColumns =
+    "id, user_id, lookup_prefix, token_hash, created_at, expires_at, confirmed_until, "
+    "revoked_at";
+constexpr const char* kHandoverColumns =
+    "id, connection_id, lookup_prefix, code_hash, created_at, expires_at, redeemed_at, "
+    "superseded_at";
+constexpr const char* kAuditColumns =
+    "id, at, actor_type, actor_id, actor_label, credential, action, target_type, target_id, "
+    "owner_id, source_address, outcome, detail";
+// Every connection query joins its owner, so that authenticating an agent is one query.
 constexpr const char* kConnectionColumns =
-    "id, owner_id, agent_name, cluster_name, token_prefix, token_hash, created_at, expires_at, "
-    "revoked_at, last_report_at, cluster_uid, agent_version, selector, collected_at, "
-    "node_count, nodes_ready, gpu_capacity, gpu_allocatable, gpus_ready";
+    "c.id, c.owner_id, c.agent_name, c.cluster_name, c.token_prefix, c.token_hash, "
+    "c.created_at, c.expires_at, c.revoked_at, c.last_report_at, c.cluster_uid, "
+    "c.agent_version, c.selector, c.collected_at, c.node_count, c.nodes_ready, "
+    "c.gpu_capacity, c.gpu_allocatable, c.gpus_ready, u.deactivated_at";
+
+constexpr int kMaxAuditPage = 500;
+
+// What SQLite's lower() does without ICU, so that stored and queried emails agree.
+std::string LowerAscii(std::string text) {
+  for (char& c : text) {
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+  }
+  return text;
+}
+
+std::string_view RoleName(Role role) { return role == Role::kAdmin ? "admin" : "member"; }
 
 }  // namespace
 
@@ -124,11 +240,13 @@ class SqliteStore::Statement {
   Statement(const Statement&) = delete;
   Statement& operator=(const Statement&) = delete;
 
-  Statement& Bind(const std::string& value) {
+  Statement& Bind(std::string_view value) {
     sqlite3_bind_text(stmt_, ++index_, value.data(), static_cast<int>(value.size()),
                       SQLITE_TRANSIENT);
     return *this;
   }
+  // Without it a literal would convert to bool rather than to string_view.
+  Statement& Bind(const char* value) { return Bind(std::string_view(value)); }
   Statement& Bind(std::int64_t value) {
     sqlite3_bind_int64(stmt_, ++index_, value);
     return *this;
@@ -168,7 +286,75 @@ class SqliteStore::Statement {
 
 namespace {
 
-Connection ReadConnection(const auto& row) {
+User UserFromRow(const auto& row) {
+  User user;
+  user.id = row.Text(0);
+  user.email = row.Text(1);
+  user.role = row.Text(2) == "admin" ? Role::kAdmin : Role::kMember;
+  user.password_hash = row.Text(3);
+  user.created_at = row.Time(4);
+  user.deactivated_at = row.OptionalTime(5);
+  return user;
+}
+
+ApiKey ApiKeyFromRow(const auto& row) {
+  ApiKey key;
+  key.id = row.Text(0);
+  key.user_id = row.Text(1);
+  key.name = row.Text(2);
+  key.lookup_prefix = row.Text(3);
+  key.token_hash = row.Text(4);
+  key.created_at = row.Time(5);
+  key.expires_at = row.OptionalTime(6);
+  key.revoked_at = row.OptionalTime(7);
+  return key;
+}
+
+Session SessionFromRow(const auto& row) {
+  Session session;
+  session.id = row.Text(0);
+  session.user_id = row.Text(1);
+  session.lookup_prefix = row.Text(2);
+  session.token_hash = row.Text(3);
+  session.created_at = row.Time(4);
+  session.expires_at = row.Time(5);
+  session.confirmed_until = row.OptionalTime(6);
+  session.revoked_at = row.OptionalTime(7);
+  return session;
+}
+
+Handover HandoverFromRow(const auto& row) {
+  Handover handover;
+  handover.id = row.Text(0);
+  handover.connection_id = row.Text(1);
+  handover.lookup_prefix = row.Text(2);
+  handover.code_hash = row.Text(3);
+  handover.created_at = row.Time(4);
+  handover.expires_at = row.Time(5);
+  handover.redeemed_at = row.OptionalTime(6);
+  handover.superseded_at = row.OptionalTime(7);
+  return handover;
+}
+
+AuditEvent AuditEventFromRow(const auto& row) {
+  AuditEvent event;
+  event.id = row.Int(0);
+  event.at = row.Time(1);
+  event.actor_type = row.Text(2);
+  event.actor_id = row.Text(3);
+  event.actor_label = row.Text(4);
+  event.credential = row.Text(5);
+  event.action = row.Text(6);
+  event.target_type = row.Text(7);
+  event.target_id = row.Text(8);
+  event.owner_id = row.Text(9);
+  event.source_address = row.Text(10);
+  event.outcome = row.Text(11);
+  event.detail = row.Text(12);
+  return event;
+}
+
+Connection ConnectionFromRow(const auto& row) {
   Connection c;
   c.id = row.Text(0);
   c.owner_id = row.Text(1);
@@ -185,11 +371,17 @@ Connection ReadConnection(const auto& row) {
   c.selector = row.Text(12);
   c.collected_at = row.OptionalTime(13);
   c.totals = {row.Int(14), row.Int(15), row.Int(16), row.Int(17), row.Int(18)};
+  c.owner_deactivated_at = row.OptionalTime(19);
   return c;
 }
 
+std::string SelectFrom(const char* columns, const char* table_and_tail) {
+  return std::string("SELECT ") + columns + " FROM " + table_and_tail;
+}
+
 std::string ConnectionQuery(const char* tail) {
-  return std::string("SELECT ") + kConnectionColumns + " FROM connections " + tail;
+  return std::string("SELECT ") + kConnectionColumns +
+         " FROM connections c JOIN users u ON u.id = c.owner_id " + tail;
 }
 
 }  // namespace
@@ -232,13 +424,26 @@ Result<std::unique_ptr<SqliteStore>> SqliteStore::Open(const std::string& path) 
 Status SqliteStore::Error(std::string_view what) const {
   int code = sqlite3_extended_errcode(db_);
   std::string message = std::string(what) + ": " + sqlite3_errmsg(db_);
-  if ((code & 0xff) == SQLITE_BUSY || (code & 0xff) == SQLITE_LOCKED) {
-    return UnavailableError(std::move(message));
+  switch (code & 0xff) {
+    case SQLITE_BUSY:
+    case SQLITE_LOCKED:
+      return UnavailableError(std::move(message));
+    case SQLITE_CORRUPT:
+    case SQLITE_NOTADB:
+      return DataLossError(std::move(message));
+    default:
+      break;
   }
-  if ((code & 0xff) == SQLITE_CORRUPT || (code & 0xff) == SQLITE_NOTADB) {
-    return DataLossError(std::move(message));
+  switch (code) {
+    case SQLITE_CONSTRAINT_PRIMARYKEY:
+      return AlreadyExistsError(std::move(message));
+    case SQLITE_CONSTRAINT_FOREIGNKEY:
+      return NotFoundError(std::move(message));
+    case SQLITE_CONSTRAINT_CHECK:
+      return InvalidArgumentError(std::move(message));
+    default:
+      return IOError(std::move(message));
   }
-  return IOError(std::move(message));
 }
 
 Status SqliteStore::Exec(const char* sql) {
@@ -260,6 +465,44 @@ Result<sqlite3_stmt*> SqliteStore::Prepare(const char* sql) {
   }
   statements_.emplace(sql, stmt);
   return stmt;
+}
+
+Status SqliteStore::WriteTransaction(const std::function<Status()>& body) {
+  std::lock_guard lock(mutex_);
+  connections_by_token_prefix_.clear();
+  UPLINK_RETURN_IF_ERROR(Exec("BEGIN IMMEDIATE"));
+  Status status = body();
+  if (status.ok()) status = Exec("COMMIT");
+  if (!status.ok()) (void)Exec("ROLLBACK");
+  return status;
+}
+
+Result<int> SqliteStore::Change(const char* sql, const Binder& bind, std::string_view what) {
+  UPLINK_ASSIGN_OR_RETURN(sqlite3_stmt * stmt, Prepare(sql));
+  Statement statement(stmt);
+  bind(statement);
+  if (statement.Step() != SQLITE_DONE) return Error(what);
+  return sqlite3_changes(db_);
+}
+
+Status SqliteStore::ForEachRow(const char* sql, const Binder& bind, const RowReader& read,
+                               std::string_view what) {
+  UPLINK_ASSIGN_OR_RETURN(sqlite3_stmt * stmt, Prepare(sql));
+  Statement query(stmt);
+  bind(query);
+  int rc;
+  while ((rc = query.Step()) == SQLITE_ROW) read(query);
+  if (rc != SQLITE_DONE) return Error(what);
+  return Status::Ok();
+}
+
+Status SqliteStore::CheckExists(const char* sql, const std::string& id, std::string_view what) {
+  bool found = false;
+  UPLINK_RETURN_IF_ERROR(ForEachRow(
+      sql, [&](Statement& s) { s.Bind(id); }, [&](const Statement&) { found = true; },
+      "reading " + std::string(what)));
+  if (!found) return NotFoundError(std::string(what) + " " + id + " does not exist");
+  return Status::Ok();
 }
 
 Status SqliteStore::Migrate() {
@@ -315,47 +558,147 @@ Status SqliteStore::Ping() {
   return Status::Ok();
 }
 
-Status SqliteStore::InsertUser(const User& user) {
-  UPLINK_ASSIGN_OR_RETURN(
-      sqlite3_stmt * stmt,
-      Prepare("INSERT INTO users (id, email, is_admin, created_at) VALUES (?, ?, ?, ?)"));
-  Statement insert(stmt);
-  insert.Bind(user.id).Bind(user.email).Bind(user.is_admin).Bind(user.created_at);
-  if (insert.Step() != SQLITE_DONE) {
-    if (sqlite3_extended_errcode(db_) == SQLITE_CONSTRAINT_UNIQUE) {
-      return AlreadyExistsError("a user with email " + user.email + " already exists");
-    }
-    return Error("creating user");
+// --- Audit ---------------------------------------------------------------------------------
+
+Status SqliteStore::InsertAudit(const AuditEvent& e) {
+  auto inserted = Change(
+      "INSERT INTO audit_events (at, actor_type, actor_id, actor_label, credential, action, "
+      "target_type, target_id, owner_id, source_address, outcome, detail) "
+      "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+      [&](Statement& s) {
+        s.Bind(e.at).Bind(e.actor_type).Bind(e.actor_id).Bind(e.actor_label).Bind(e.credential);
+        s.Bind(e.action).Bind(e.target_type).Bind(e.target_id).Bind(e.owner_id);
+        s.Bind(e.source_address).Bind(e.outcome).Bind(e.detail.empty() ? "{}" : e.detail);
+      },
+      "recording audit event");
+  if (!inserted.ok() && sqlite3_extended_errcode(db_) == SQLITE_CONSTRAINT_CHECK) {
+    return InvalidArgumentError("audit event \"" + OneLineExcerpt(e.action, 64) +
+                                "\" refused: its outcome must be \"ok\" or \"refused\" and its "
+                                "detail a JSON object; nothing was changed");
   }
-  return Status::Ok();
+  return inserted.status();
 }
 
-Status SqliteStore::CreateUser(const User& user) {
+Status SqliteStore::AppendAudit(const AuditEvent& event) {
   std::lock_guard lock(mutex_);
-  return InsertUser(user);
+  return InsertAudit(event);
 }
 
-Status SqliteStore::CreateUserWithApiKey(const User& user, const ApiKey& key) {
+Result<std::vector<AuditEvent>> SqliteStore::ListAudit(const AuditQuery& query) {
+  // The SQL depends on which filters are set (16 combinations, each cached once).
+  std::string filters;
+  if (query.target_id) filters += " AND target_id = ?";
+  if (query.action) filters += " AND action = ?";
+  if (query.before_id) filters += " AND id < ?";
+  auto newest = [&](const char* condition) {
+    return SelectFrom(kAuditColumns, "audit_events WHERE ") + condition + filters +
+           " ORDER BY id DESC LIMIT ?";
+  };
+  std::string sql;
+  if (query.owner_id) {
+    // "About their things or by them": each side walks its own index from the newest down
+    // and stops after one page, rather than sorting all of the user's events for every page.
+    // UNION drops an event that is both.
+    sql = std::string("SELECT * FROM (") + newest("owner_id = ?") +
+          ") UNION SELECT * FROM (" + newest("actor_id = ? AND actor_type = 'user'") +
+          ") ORDER BY id DESC LIMIT ?";
+  } else {
+    sql = newest("1");
+  }
+  std::int64_t limit = std::clamp(query.limit, 1, kMaxAuditPage);
+
   std::lock_guard lock(mutex_);
-  UPLINK_RETURN_IF_ERROR(Exec("BEGIN IMMEDIATE"));
-  Status status = InsertUser(user);
-  if (status.ok()) status = InsertApiKey(key);
-  if (status.ok()) status = Exec("COMMIT");
-  if (!status.ok()) (void)Exec("ROLLBACK");
-  return status;
+  std::vector<AuditEvent> events;
+  UPLINK_RETURN_IF_ERROR(ForEachRow(
+      sql.c_str(),
+      [&](Statement& s) {
+        auto bind_filters = [&] {
+          if (query.target_id) s.Bind(*query.target_id);
+          if (query.action) s.Bind(*query.action);
+          if (query.before_id) s.Bind(*query.before_id);
+          s.Bind(limit);
+        };
+        if (query.owner_id) {
+          s.Bind(*query.owner_id);
+          bind_filters();
+          s.Bind(*query.owner_id);
+          bind_filters();
+          s.Bind(limit);
+        } else {
+          bind_filters();
+        }
+      },
+      [&](const Statement& row) { events.push_back(AuditEventFromRow(row)); },
+      "reading the audit log"));
+  return events;
+}
+
+// --- Users ---------------------------------------------------------------------------------
+
+Status SqliteStore::InsertUser(const User& user) {
+  std::string email = LowerAscii(user.email);
+  auto inserted = Change(
+      "INSERT INTO users (id, email, role, password_hash, created_at, deactivated_at) "
+      "VALUES (?, ?, ?, ?, ?, ?)",
+      [&](Statement& s) {
+        s.Bind(user.id).Bind(email).Bind(RoleName(user.role)).Bind(user.password_hash);
+        s.Bind(user.created_at).Bind(user.deactivated_at);
+      },
+      "creating user");
+  if (!inserted.ok() && sqlite3_extended_errcode(db_) == SQLITE_CONSTRAINT_UNIQUE) {
+    return ConflictError("the email " + OneLineExcerpt(email, 254) +
+                         " is taken by another user; choose another email");
+  }
+  return inserted.status();
+}
+
+Status SqliteStore::CreateUser(const User& user, const AuditEvent& audit) {
+  return WriteTransaction([&]() -> Status {
+    UPLINK_RETURN_IF_ERROR(InsertUser(user));
+    return InsertAudit(audit);
+  });
+}
+
+Status SqliteStore::CreateUserWithApiKey(const User& user, const ApiKey& key,
+                                         const AuditEvent& audit) {
+  return WriteTransaction([&]() -> Status {
+    UPLINK_RETURN_IF_ERROR(InsertUser(user));
+    UPLINK_RETURN_IF_ERROR(InsertApiKey(key));
+    return InsertAudit(audit);
+  });
 }
 
 Result<User> SqliteStore::GetUser(const std::string& id) {
+  static const std::string sql = SelectFrom(kUserColumns, "users WHERE id = ?");
   std::lock_guard lock(mutex_);
-  UPLINK_ASSIGN_OR_RETURN(
-      sqlite3_stmt * stmt,
-      Prepare("SELECT id, email, is_admin, created_at FROM users WHERE id = ?"));
-  Statement query(stmt);
-  query.Bind(id);
-  int rc = query.Step();
-  if (rc == SQLITE_DONE) return NotFoundError("user " + id + " does not exist");
-  if (rc != SQLITE_ROW) return Error("reading user");
-  return User{query.Text(0), query.Text(1), query.Int(2) != 0, query.Time(3)};
+  std::optional<User> user;
+  UPLINK_RETURN_IF_ERROR(ForEachRow(
+      sql.c_str(), [&](Statement& s) { s.Bind(id); },
+      [&](const Statement& row) { user = UserFromRow(row); }, "reading user"));
+  if (!user) return NotFoundError("user " + id + " does not exist");
+  return std::move(*user);
+}
+
+Result<User> SqliteStore::FindUserByEmail(const std::string& email) {
+  static const std::string sql = SelectFrom(kUserColumns, "users WHERE email = ?");
+  std::string lowered = LowerAscii(email);
+  std::lock_guard lock(mutex_);
+  std::optional<User> user;
+  UPLINK_RETURN_IF_ERROR(ForEachRow(
+      sql.c_str(), [&](Statement& s) { s.Bind(lowered); },
+      [&](const Statement& row) { user = UserFromRow(row); }, "looking up user"));
+  if (!user) return NotFoundError("no user has this email");
+  return std::move(*user);
+}
+
+Result<std::vector<User>> SqliteStore::ListUsers() {
+  static const std::string sql = SelectFrom(kUserColumns, "users ORDER BY created_at, rowid");
+  std::lock_guard lock(mutex_);
+  std::vector<User> users;
+  UPLINK_RETURN_IF_ERROR(ForEachRow(
+      sql.c_str(), [](Statement&) {},
+      [&](const Statement& row) { users.push_back(UserFromRow(row)); }, "listing users"));
+  return users;
 }
 
 Result<std::int64_t> SqliteStore::CountUsers() {
@@ -366,183 +709,533 @@ Result<std::int64_t> SqliteStore::CountUsers() {
   return query.Int(0);
 }
 
+Status SqliteStore::RevokeLiveSessions(const std::string& user_id,
+                                       const std::string& except_session_id, WallTime at) {
+  return Change(
+             "UPDATE sessions SET revoked_at = ? WHERE user_id = ? AND id != ? "
+             "AND revoked_at IS NULL AND expires_at > ?",
+             [&](Statement& s) { s.Bind(at).Bind(user_id).Bind(except_session_id).Bind(at); },
+             "revoking sessions")
+      .status();
+}
+
+Status SqliteStore::SetUserDeactivated(const std::string& id, std::optional<WallTime> at,
+                                       const AuditEvent& audit) {
+  return WriteTransaction([&]() -> Status {
+    UPLINK_ASSIGN_OR_RETURN(int changed,
+                            Change("UPDATE users SET deactivated_at = ? WHERE id = ?",
+                                   [&](Statement& s) { s.Bind(at).Bind(id); },
+                                   "deactivating user"));
+    if (changed == 0) return NotFoundError("user " + id + " does not exist");
+    if (at) {
+      // Checked inside the transaction, so two admins deactivating each other at once cannot
+      // both succeed and leave nobody able to administer the console.
+      UPLINK_ASSIGN_OR_RETURN(sqlite3_stmt * stmt,
+                              Prepare("SELECT COUNT(*) FROM users WHERE role = 'admin' AND "
+                                      "deactivated_at IS NULL"));
+      Statement query(stmt);
+      if (query.Step() != SQLITE_ROW) return Error("counting active admins");
+      if (query.Int(0) == 0) {
+        return FailedPreconditionError(
+            "this would leave no active admin; make another user an admin first");
+      }
+      // Reactivation leaves sessions revoked: the user signs in again.
+      UPLINK_RETURN_IF_ERROR(RevokeLiveSessions(id, "", *at));
+    }
+    return InsertAudit(audit);
+  });
+}
+
+Status SqliteStore::SetPassword(const std::string& id, const std::string& password_hash,
+                                const std::string& keep_session_id, WallTime at,
+                                const AuditEvent& audit) {
+  return WriteTransaction([&]() -> Status {
+    UPLINK_ASSIGN_OR_RETURN(int changed,
+                            Change("UPDATE users SET password_hash = ? WHERE id = ?",
+                                   [&](Statement& s) { s.Bind(password_hash).Bind(id); },
+                                   "changing password"));
+    if (changed == 0) return NotFoundError("user " + id + " does not exist");
+    UPLINK_RETURN_IF_ERROR(RevokeLiveSessions(id, keep_session_id, at));
+    return InsertAudit(audit);
+  });
+}
+
+// --- API keys ------------------------------------------------------------------------------
+
 Status SqliteStore::InsertApiKey(const ApiKey& key) {
-  UPLINK_ASSIGN_OR_RETURN(sqlite3_stmt * stmt,
-                          Prepare("INSERT INTO api_keys (id, user_id, lookup_prefix, token_hash, "
-                                  "created_at) VALUES (?, ?, ?, ?, ?)"));
-  Statement insert(stmt);
-  insert.Bind(key.id).Bind(key.user_id).Bind(key.lookup_prefix).Bind(key.token_hash).Bind(
-      key.created_at);
-  if (insert.Step() != SQLITE_DONE) return Error("creating API key");
-  return Status::Ok();
-}
-
-Status SqliteStore::CreateApiKey(const ApiKey& key) {
-  std::lock_guard lock(mutex_);
-  return InsertApiKey(key);
-}
-
-Result<std::vector<ApiKey>> SqliteStore::FindApiKeysByPrefix(const std::string& prefix) {
-  std::lock_guard lock(mutex_);
-  UPLINK_ASSIGN_OR_RETURN(sqlite3_stmt * stmt,
-                          Prepare("SELECT id, user_id, lookup_prefix, token_hash, created_at "
-                                  "FROM api_keys WHERE lookup_prefix = ?"));
-  Statement query(stmt);
-  query.Bind(prefix);
-  std::vector<ApiKey> keys;
-  int rc;
-  while ((rc = query.Step()) == SQLITE_ROW) {
-    keys.push_back(
-        ApiKey{query.Text(0), query.Text(1), query.Text(2), query.Text(3), query.Time(4)});
+  auto inserted = Change(
+      "INSERT INTO api_keys (id, user_id, name, lookup_prefix, token_hash, created_at, "
+      "expires_at, revoked_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+      [&](Statement& s) {
+        s.Bind(key.id).Bind(key.user_id).Bind(key.name).Bind(key.lookup_prefix);
+        s.Bind(key.token_hash).Bind(key.created_at).Bind(key.expires_at).Bind(key.revoked_at);
+      },
+      "creating API key");
+  if (!inserted.ok() && sqlite3_extended_errcode(db_) == SQLITE_CONSTRAINT_FOREIGNKEY) {
+    return NotFoundError("user " + key.user_id + " does not exist");
   }
-  if (rc != SQLITE_DONE) return Error("looking up API key");
+  return inserted.status();
+}
+
+Status SqliteStore::CreateApiKey(const ApiKey& key, const AuditEvent& audit) {
+  return WriteTransaction([&]() -> Status {
+    UPLINK_RETURN_IF_ERROR(InsertApiKey(key));
+    return InsertAudit(audit);
+  });
+}
+
+Result<ApiKey> SqliteStore::GetApiKey(const std::string& id) {
+  static const std::string sql = SelectFrom(kApiKeyColumns, "api_keys WHERE id = ?");
+  std::lock_guard lock(mutex_);
+  std::optional<ApiKey> key;
+  UPLINK_RETURN_IF_ERROR(ForEachRow(
+      sql.c_str(), [&](Statement& s) { s.Bind(id); },
+      [&](const Statement& row) { key = ApiKeyFromRow(row); }, "reading API key"));
+  if (!key) return NotFoundError("API key " + id + " does not exist");
+  return std::move(*key);
+}
+
+Result<std::vector<ApiKey>> SqliteStore::ListApiKeys(const std::string& user_id) {
+  static const std::string sql =
+      SelectFrom(kApiKeyColumns, "api_keys WHERE user_id = ? ORDER BY created_at, rowid");
+  std::lock_guard lock(mutex_);
+  std::vector<ApiKey> keys;
+  UPLINK_RETURN_IF_ERROR(ForEachRow(
+      sql.c_str(), [&](Statement& s) { s.Bind(user_id); },
+      [&](const Statement& row) { keys.push_back(ApiKeyFromRow(row)); }, "listing API keys"));
   return keys;
 }
 
-Status SqliteStore::CreateConnection(const Connection& c) {
+Result<std::vector<ApiKey>> SqliteStore::FindApiKeysByPrefix(const std::string& prefix) {
+  static const std::string sql = SelectFrom(kApiKeyColumns, "api_keys WHERE lookup_prefix = ?");
   std::lock_guard lock(mutex_);
-  UPLINK_ASSIGN_OR_RETURN(
-      sqlite3_stmt * stmt,
-      Prepare("INSERT INTO connections (id, owner_id, agent_name, cluster_name, token_prefix, "
-              "token_hash, created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"));
-  Statement insert(stmt);
-  insert.Bind(c.id).Bind(c.owner_id).Bind(c.agent_name).Bind(c.cluster_name);
-  insert.Bind(c.token_prefix).Bind(c.token_hash).Bind(c.created_at).Bind(c.expires_at);
-  if (insert.Step() != SQLITE_DONE) {
-    if (sqlite3_extended_errcode(db_) == SQLITE_CONSTRAINT_UNIQUE) {
-      return ConflictError("a connection for cluster \"" + c.cluster_name +
+  std::vector<ApiKey> keys;
+  UPLINK_RETURN_IF_ERROR(ForEachRow(
+      sql.c_str(), [&](Statement& s) { s.Bind(prefix); },
+      [&](const Statement& row) { keys.push_back(ApiKeyFromRow(row)); }, "looking up API key"));
+  return keys;
+}
+
+Status SqliteStore::RevokeApiKey(const std::string& id, WallTime at, const AuditEvent& audit) {
+  return WriteTransaction([&]() -> Status {
+    UPLINK_ASSIGN_OR_RETURN(
+        int changed,
+        Change("UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL",
+               [&](Statement& s) { s.Bind(at).Bind(id); }, "revoking API key"));
+    if (changed == 0) return CheckExists("SELECT 1 FROM api_keys WHERE id = ?", id, "API key");
+    return InsertAudit(audit);
+  });
+}
+
+// --- Sessions ------------------------------------------------------------------------------
+
+Status SqliteStore::CreateSession(const Session& session, const AuditEvent& audit) {
+  return WriteTransaction([&]() -> Status {
+    auto inserted = Change(
+        "INSERT INTO sessions (id, user_id, lookup_prefix, token_hash, created_at, expires_at, "
+        "confirmed_until, revoked_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        [&](Statement& s) {
+          s.Bind(session.id).Bind(session.user_id).Bind(session.lookup_prefix);
+          s.Bind(session.token_hash).Bind(session.created_at).Bind(session.expires_at);
+          s.Bind(session.confirmed_until).Bind(session.revoked_at);
+        },
+        "creating session");
+    if (!inserted.ok() && sqlite3_extended_errcode(db_) == SQLITE_CONSTRAINT_FOREIGNKEY) {
+      return NotFoundError("user " + session.user_id + " does not exist");
+    }
+    UPLINK_RETURN_IF_ERROR(inserted.status());
+    return InsertAudit(audit);
+  });
+}
+
+Result<std::vector<Session>> SqliteStore::FindSessionsByPrefix(const std::string& prefix) {
+  static const std::string sql = SelectFrom(kSessionColumns, "sessions WHERE lookup_prefix = ?");
+  std::lock_guard lock(mutex_);
+  std::vector<Session> sessions;
+  UPLINK_RETURN_IF_ERROR(ForEachRow(
+      sql.c_str(), [&](Statement& s) { s.Bind(prefix); },
+      [&](const Statement& row) { sessions.push_back(SessionFromRow(row)); },
+      "looking up session"));
+  return sessions;
+}
+
+Status SqliteStore::ConfirmSession(const std::string& id, WallTime until,
+                                   const AuditEvent& audit) {
+  return WriteTransaction([&]() -> Status {
+    UPLINK_ASSIGN_OR_RETURN(
+        int changed,
+        Change("UPDATE sessions SET confirmed_until = ? WHERE id = ? AND revoked_at IS NULL",
+               [&](Statement& s) { s.Bind(until).Bind(id); }, "confirming session"));
+    if (changed == 0) {
+      UPLINK_RETURN_IF_ERROR(CheckExists("SELECT 1 FROM sessions WHERE id = ?", id, "session"));
+      return FailedPreconditionError("this session was revoked; sign in again with "
+                                     "\"uplink login\"");
+    }
+    return InsertAudit(audit);
+  });
+}
+
+Status SqliteStore::RevokeSession(const std::string& id, WallTime at, const AuditEvent& audit) {
+  return WriteTransaction([&]() -> Status {
+    UPLINK_ASSIGN_OR_RETURN(
+        int changed,
+        Change("UPDATE sessions SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL",
+               [&](Statement& s) { s.Bind(at).Bind(id); }, "revoking session"));
+    if (changed == 0) return CheckExists("SELECT 1 FROM sessions WHERE id = ?", id, "session");
+    return InsertAudit(audit);
+  });
+}
+
+// --- Connections and handovers -------------------------------------------------------------
+
+Status SqliteStore::InsertConnection(const Connection& c) {
+  auto inserted = Change(
+      "INSERT INTO connections (id, owner_id, agent_name, cluster_name, token_prefix, "
+      "token_hash, created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+      [&](Statement& s) {
+        s.Bind(c.id).Bind(c.owner_id).Bind(c.agent_name).Bind(c.cluster_name);
+        s.Bind(c.token_prefix).Bind(c.token_hash).Bind(c.created_at).Bind(c.expires_at);
+      },
+      "creating connection");
+  if (!inserted.ok()) {
+    int code = sqlite3_extended_errcode(db_);
+    if (code == SQLITE_CONSTRAINT_UNIQUE) {
+      return ConflictError("a connection for cluster \"" + OneLineExcerpt(c.cluster_name, 63) +
                            "\" already exists; rotate its token, or revoke it first");
     }
-    return Error("creating connection");
+    if (code == SQLITE_CONSTRAINT_FOREIGNKEY) {
+      return NotFoundError("user " + c.owner_id + " does not exist");
+    }
   }
-  return Status::Ok();
+  return inserted.status();
+}
+
+Status SqliteStore::InsertHandover(const Handover& h) {
+  auto inserted = Change(
+      "INSERT INTO handovers (id, connection_id, lookup_prefix, code_hash, created_at, "
+      "expires_at, redeemed_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+      [&](Statement& s) {
+        s.Bind(h.id).Bind(h.connection_id).Bind(h.lookup_prefix).Bind(h.code_hash);
+        s.Bind(h.created_at).Bind(h.expires_at).Bind(h.redeemed_at);
+      },
+      "creating handover");
+  if (!inserted.ok() && sqlite3_extended_errcode(db_) == SQLITE_CONSTRAINT_FOREIGNKEY) {
+    return NotFoundError("connection " + h.connection_id + " does not exist");
+  }
+  return inserted.status();
+}
+
+Status SqliteStore::SupersedePendingHandovers(const std::string& connection_id, WallTime at) {
+  return Change(
+             "UPDATE handovers SET superseded_at = ? WHERE connection_id = ? "
+             "AND redeemed_at IS NULL AND superseded_at IS NULL",
+             [&](Statement& s) { s.Bind(at).Bind(connection_id); }, "superseding handovers")
+      .status();
+}
+
+Status SqliteStore::CreateConnection(const Connection& connection, const AuditEvent& audit) {
+  return WriteTransaction([&]() -> Status {
+    UPLINK_RETURN_IF_ERROR(InsertConnection(connection));
+    return InsertAudit(audit);
+  });
+}
+
+Status SqliteStore::CreateConnectionWithHandover(const Connection& connection,
+                                                 const Handover& handover,
+                                                 const AuditEvent& audit) {
+  if (handover.connection_id != connection.id) {
+    return InvalidArgumentError("the handover is for connection " + handover.connection_id +
+                                ", not for the new connection " + connection.id);
+  }
+  return WriteTransaction([&]() -> Status {
+    UPLINK_RETURN_IF_ERROR(InsertConnection(connection));
+    UPLINK_RETURN_IF_ERROR(InsertHandover(handover));
+    return InsertAudit(audit);
+  });
 }
 
 Result<std::vector<Connection>> SqliteStore::QueryConnections(const char* sql,
                                                               const std::string& key) {
-  UPLINK_ASSIGN_OR_RETURN(sqlite3_stmt * stmt, Prepare(sql));
-  Statement query(stmt);
-  if (!key.empty()) query.Bind(key);
   std::vector<Connection> connections;
-  int rc;
-  while ((rc = query.Step()) == SQLITE_ROW) connections.push_back(ReadConnection(query));
-  if (rc != SQLITE_DONE) return Error("reading connections");
+  UPLINK_RETURN_IF_ERROR(ForEachRow(
+      sql,
+      [&](Statement& s) {
+        if (!key.empty()) s.Bind(key);
+      },
+      [&](const Statement& row) { connections.push_back(ConnectionFromRow(row)); },
+      "reading connections"));
   return connections;
 }
 
-Result<Connection> SqliteStore::GetConnection(const std::string& id) {
-  static const std::string sql = ConnectionQuery("WHERE id = ?");
-  std::lock_guard lock(mutex_);
+Result<Connection> SqliteStore::ReadConnection(const std::string& id) {
+  static const std::string sql = ConnectionQuery("WHERE c.id = ?");
   UPLINK_ASSIGN_OR_RETURN(auto found, QueryConnections(sql.c_str(), id));
   if (found.empty()) return NotFoundError("connection " + id + " does not exist");
   return std::move(found.front());
 }
 
+Result<Connection> SqliteStore::GetConnection(const std::string& id) {
+  std::lock_guard lock(mutex_);
+  return ReadConnection(id);
+}
+
 Result<std::vector<Connection>> SqliteStore::ListConnections(const std::string& owner_id) {
-  static const std::string sql = ConnectionQuery("WHERE owner_id = ? ORDER BY created_at, rowid");
+  static const std::string sql =
+      ConnectionQuery("WHERE c.owner_id = ? ORDER BY c.created_at, c.rowid");
   std::lock_guard lock(mutex_);
   return QueryConnections(sql.c_str(), owner_id);
 }
 
 Result<std::vector<Connection>> SqliteStore::ListAllConnections() {
-  static const std::string sql = ConnectionQuery("ORDER BY created_at, rowid");
+  static const std::string sql = ConnectionQuery("ORDER BY c.created_at, c.rowid");
   std::lock_guard lock(mutex_);
   return QueryConnections(sql.c_str(), "");
 }
 
 Result<std::vector<Connection>> SqliteStore::FindConnectionsByTokenPrefix(
     const std::string& prefix) {
-  static const std::string sql = ConnectionQuery("WHERE token_prefix = ?");
+  static const std::string sql = ConnectionQuery("WHERE c.token_prefix = ?");
+  // Bounds the cache: prefixes are 48 random bits, so only well-formed tokens that match a
+  // connection are kept, and there are far fewer live connections than this.
+  constexpr size_t kMaxCachedPrefixes = 65536;
   std::lock_guard lock(mutex_);
-  return QueryConnections(sql.c_str(), prefix);
+  if (auto cached = connections_by_token_prefix_.find(prefix);
+      cached != connections_by_token_prefix_.end()) {
+    return cached->second;
+  }
+  UPLINK_ASSIGN_OR_RETURN(std::vector<Connection> connections,
+                          QueryConnections(sql.c_str(), prefix));
+  if (!connections.empty()) {
+    if (connections_by_token_prefix_.size() >= kMaxCachedPrefixes) {
+      connections_by_token_prefix_.clear();
+    }
+    connections_by_token_prefix_.emplace(prefix, connections);
+  }
+  return connections;
 }
 
 Status SqliteStore::ReplaceToken(const std::string& id, const std::string& token_prefix,
-                                 const std::string& token_hash, WallTime expires_at) {
-  std::lock_guard lock(mutex_);
-  UPLINK_ASSIGN_OR_RETURN(
-      sqlite3_stmt * stmt,
-      Prepare("UPDATE connections SET token_prefix = ?, token_hash = ?, expires_at = ? "
-              "WHERE id = ? AND revoked_at IS NULL"));
-  Statement update(stmt);
-  update.Bind(token_prefix).Bind(token_hash).Bind(expires_at).Bind(id);
-  if (update.Step() != SQLITE_DONE) return Error("replacing token");
-  if (sqlite3_changes(db_) == 0) {
-    // Either it does not exist or a revoke got there first; a revoked connection stays dead.
-    UPLINK_ASSIGN_OR_RETURN(sqlite3_stmt * probe_stmt,
-                            Prepare("SELECT 1 FROM connections WHERE id = ?"));
-    Statement probe(probe_stmt);
-    probe.Bind(id);
-    if (probe.Step() != SQLITE_ROW) return NotFoundError("connection " + id + " does not exist");
-    return FailedPreconditionError("this connection was revoked and cannot get a new token; "
-                                   "create a new connection");
+                                 const std::string& token_hash, WallTime expires_at,
+                                 const std::optional<Handover>& handover,
+                                 const AuditEvent& audit) {
+  if (handover && handover->connection_id != id) {
+    return InvalidArgumentError("the handover is for connection " + handover->connection_id +
+                                ", not for connection " + id);
   }
-  return Status::Ok();
+  return WriteTransaction([&]() -> Status {
+    UPLINK_ASSIGN_OR_RETURN(
+        int changed,
+        Change("UPDATE connections SET token_prefix = ?, token_hash = ?, expires_at = ? "
+               "WHERE id = ? AND revoked_at IS NULL",
+               [&](Statement& s) {
+                 s.Bind(token_prefix).Bind(token_hash).Bind(expires_at).Bind(id);
+               },
+               "replacing token"));
+    if (changed == 0) {
+      // Either it does not exist or a revoke got there first; a revoked connection stays dead.
+      UPLINK_RETURN_IF_ERROR(
+          CheckExists("SELECT 1 FROM connections WHERE id = ?", id, "connection"));
+      return FailedPreconditionError("this connection was revoked and cannot get a new token; "
+                                     "create a new connection");
+    }
+    // An older code would otherwise mint a token over the one just made.
+    UPLINK_RETURN_IF_ERROR(SupersedePendingHandovers(id, audit.at));
+    if (handover) UPLINK_RETURN_IF_ERROR(InsertHandover(*handover));
+    return InsertAudit(audit);
+  });
 }
 
-Status SqliteStore::RevokeConnection(const std::string& id, WallTime at) {
-  std::lock_guard lock(mutex_);
-  UPLINK_ASSIGN_OR_RETURN(
-      sqlite3_stmt * stmt,
-      Prepare("UPDATE connections SET revoked_at = COALESCE(revoked_at, ?) WHERE id = ?"));
-  Statement update(stmt);
-  update.Bind(at).Bind(id);
-  if (update.Step() != SQLITE_DONE) return Error("revoking connection");
-  if (sqlite3_changes(db_) == 0) return NotFoundError("connection " + id + " does not exist");
-  return Status::Ok();
+Status SqliteStore::RevokeConnection(const std::string& id, WallTime at,
+                                     const AuditEvent& audit) {
+  return WriteTransaction([&]() -> Status {
+    UPLINK_ASSIGN_OR_RETURN(
+        int changed,
+        Change("UPDATE connections SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL",
+               [&](Statement& s) { s.Bind(at).Bind(id); }, "revoking connection"));
+    if (changed == 0) {
+      return CheckExists("SELECT 1 FROM connections WHERE id = ?", id, "connection");
+    }
+    UPLINK_RETURN_IF_ERROR(SupersedePendingHandovers(id, at));
+    return InsertAudit(audit);
+  });
 }
+
+Result<std::vector<Handover>> SqliteStore::FindHandoversByPrefix(const std::string& prefix) {
+  static const std::string sql =
+      SelectFrom(kHandoverColumns, "handovers WHERE lookup_prefix = ?");
+  std::lock_guard lock(mutex_);
+  std::vector<Handover> handovers;
+  UPLINK_RETURN_IF_ERROR(ForEachRow(
+      sql.c_str(), [&](Statement& s) { s.Bind(prefix); },
+      [&](const Statement& row) { handovers.push_back(HandoverFromRow(row)); },
+      "looking up handover"));
+  return handovers;
+}
+
+Result<std::optional<Handover>> SqliteStore::LatestHandover(const std::string& connection_id) {
+  static const std::string sql = SelectFrom(
+      kHandoverColumns,
+      "handovers WHERE connection_id = ? ORDER BY created_at DESC, rowid DESC LIMIT 1");
+  std::lock_guard lock(mutex_);
+  std::optional<Handover> latest;
+  UPLINK_RETURN_IF_ERROR(ForEachRow(
+      sql.c_str(), [&](Statement& s) { s.Bind(connection_id); },
+      [&](const Statement& row) { latest = HandoverFromRow(row); }, "reading handover"));
+  return latest;
+}
+
+Result<Connection> SqliteStore::RedeemHandover(const std::string& handover_id, WallTime now,
+                                               const std::string& token_prefix,
+                                               const std::string& token_hash,
+                                               const AuditEvent& audit) {
+  std::optional<Connection> redeemed;
+  Status refusal;
+  Status status = WriteTransaction([&]() -> Status {
+    struct State {
+      std::string connection_id;
+      WallTime expires_at;
+      bool redeemed = false;
+      bool superseded = false;
+      bool connection_revoked = false;
+    };
+    std::optional<State> state;
+    UPLINK_RETURN_IF_ERROR(ForEachRow(
+        "SELECT h.connection_id, h.expires_at, h.redeemed_at IS NOT NULL, "
+        "h.superseded_at IS NOT NULL, c.revoked_at IS NOT NULL "
+        "FROM handovers h JOIN connections c ON c.id = h.connection_id WHERE h.id = ?",
+        [&](Statement& s) { s.Bind(handover_id); },
+        [&](const Statement& row) {
+          state = State{row.Text(0), row.Time(1), row.Int(2) != 0, row.Int(3) != 0,
+                        row.Int(4) != 0};
+        },
+        "reading handover"));
+    if (!state) return NotFoundError("handover " + handover_id + " does not exist");
+
+    // The prefix before the colon is the API's error code (see Store::RedeemHandover).
+    if (state->redeemed) {
+      refusal = FailedPreconditionError(
+          "handover_redeemed: this handover code was already used, and works only once; "
+          "rotate the connection's token to get a new one");
+    } else if (state->connection_revoked) {
+      refusal = FailedPreconditionError(
+          "handover_superseded: the connection was revoked, so this handover code no longer "
+          "works; a revoked connection cannot be rotated, so create a new connection");
+    } else if (state->superseded) {
+      refusal = FailedPreconditionError(
+          "handover_superseded: a later rotate replaced this handover code; rotate the "
+          "connection's token again to get a new one");
+    } else if (state->expires_at <= now) {
+      refusal = FailedPreconditionError(
+          "handover_expired: this handover code has expired; rotate the connection's token "
+          "to get a new one");
+    }
+    if (!refusal.ok()) {
+      AuditEvent refused = audit;
+      refused.action = "handover.refused";
+      refused.outcome = "refused";
+      std::string_view code = std::string_view(refusal.message());
+      refused.detail = ToJson(json::object{{"reason", code.substr(0, code.find(':'))}});
+      return InsertAudit(refused);
+    }
+
+    UPLINK_RETURN_IF_ERROR(
+        Change("UPDATE handovers SET redeemed_at = ? WHERE id = ?",
+               [&](Statement& s) { s.Bind(now).Bind(handover_id); }, "redeeming handover")
+            .status());
+    UPLINK_RETURN_IF_ERROR(
+        Change("UPDATE connections SET token_prefix = ?, token_hash = ? WHERE id = ?",
+               [&](Statement& s) {
+                 s.Bind(token_prefix).Bind(token_hash).Bind(state->connection_id);
+               },
+               "installing the handed-over token")
+            .status());
+    UPLINK_RETURN_IF_ERROR(InsertAudit(audit));
+    UPLINK_ASSIGN_OR_RETURN(redeemed, ReadConnection(state->connection_id));
+    return Status::Ok();
+  });
+  if (!status.ok()) return status;
+  if (!refusal.ok()) return refusal;
+  return std::move(*redeemed);
+}
+
+// --- Reports -------------------------------------------------------------------------------
 
 Status SqliteStore::AcceptReport(const std::string& connection_id, const std::string& token_hash,
-                                 const InventoryReport& report, WallTime received_at) {
-  std::lock_guard lock(mutex_);
+                                 const InventoryReport& report, WallTime received_at,
+                                 const AuditEvent& audit) {
+  Status refusal;
   // IMMEDIATE: two reports racing for the first binding must not both see it unset.
-  UPLINK_RETURN_IF_ERROR(Exec("BEGIN IMMEDIATE"));
-  auto body = [&]() -> Status {
-    UPLINK_ASSIGN_OR_RETURN(
-        sqlite3_stmt * read_stmt,
-        Prepare("SELECT cluster_uid, token_hash, revoked_at, expires_at FROM connections "
-                "WHERE id = ?"));
-    {
-      Statement read(read_stmt);
-      read.Bind(connection_id);
-      int rc = read.Step();
-      if (rc == SQLITE_DONE) {
-        return NotFoundError("connection " + connection_id + " does not exist");
-      }
-      if (rc != SQLITE_ROW) return Error("reading connection");
-      // Both hashes come from this database, so a plain comparison leaks nothing.
-      if (read.Text(1) != token_hash || read.OptionalTime(2) || read.Time(3) <= received_at) {
-        return UnauthenticatedError("the connection's token was rotated, revoked or expired "
-                                    "while this report was being received; nothing was stored");
-      }
-      std::optional<std::string> bound = read.OptionalText(0);
-      if (bound && *bound != report.cluster_uid) {
-        // The bound UID stays out of the message: the sender may not own that cluster.
-        return ConflictError("this connection's token is bound to another cluster (a different "
-                             "kube-system UID); create a separate connection for each cluster");
-      }
+  Status status = WriteTransaction([&]() -> Status {
+    bool found = false;
+    bool token_live = false;
+    std::optional<std::string> bound;
+    UPLINK_RETURN_IF_ERROR(ForEachRow(
+        "SELECT c.cluster_uid, c.token_hash, c.revoked_at IS NULL AND c.expires_at > ? "
+        "AND u.deactivated_at IS NULL FROM connections c JOIN users u ON u.id = c.owner_id "
+        "WHERE c.id = ?",
+        [&](Statement& s) { s.Bind(received_at).Bind(connection_id); },
+        [&](const Statement& row) {
+          found = true;
+          bound = row.OptionalText(0);
+          // Both hashes come from this database, so a plain comparison leaks nothing.
+          token_live = row.Text(1) == token_hash && row.Int(2) != 0;
+        },
+        "reading connection"));
+    if (!found) return NotFoundError("connection " + connection_id + " does not exist");
+    if (!token_live) {
+      return UnauthenticatedError("the connection's token was rotated, revoked or expired, or "
+                                  "its owner deactivated, while this report was being "
+                                  "received; nothing was stored");
     }
+    if (bound && *bound != report.cluster_uid) {
+      // The bound UID stays out of the message: the sender may not own that cluster. The
+      // connection's owner reads it in the audit log.
+      refusal = ConflictError("this connection's token is bound to another cluster (a different "
+                              "kube-system UID); create a separate connection for each cluster");
+      AuditEvent mismatch = audit;
+      mismatch.action = "connection.cluster_mismatch";
+      mismatch.outcome = "refused";
+      mismatch.detail = ToJson(json::object{{"cluster_uid", report.cluster_uid},
+                                            {"bound_cluster_uid", *bound}});
+      return InsertAudit(mismatch);
+    }
+
     InventoryTotals totals = ComputeTotals(report.nodes);
-    UPLINK_ASSIGN_OR_RETURN(
-        sqlite3_stmt * update_stmt,
-        Prepare("UPDATE connections SET cluster_uid = ?, last_report_at = ?, agent_version = ?, "
-                "selector = ?, collected_at = ?, node_count = ?, nodes_ready = ?, "
-                "gpu_capacity = ?, gpu_allocatable = ?, gpus_ready = ? WHERE id = ?"));
-    {
-      Statement update(update_stmt);
-      update.Bind(report.cluster_uid).Bind(received_at).Bind(report.agent_version);
-      update.Bind(report.selector).Bind(report.collected_at).Bind(totals.nodes);
-      update.Bind(totals.nodes_ready).Bind(totals.gpu_capacity).Bind(totals.gpu_allocatable);
-      update.Bind(totals.gpus_ready).Bind(connection_id);
-      if (update.Step() != SQLITE_DONE) return Error("updating connection");
+    UPLINK_RETURN_IF_ERROR(
+        Change("UPDATE connections SET cluster_uid = ?, last_report_at = ?, agent_version = ?, "
+               "selector = ?, collected_at = ?, node_count = ?, nodes_ready = ?, "
+               "gpu_capacity = ?, gpu_allocatable = ?, gpus_ready = ? WHERE id = ?",
+               [&](Statement& s) {
+                 s.Bind(report.cluster_uid).Bind(received_at).Bind(report.agent_version);
+                 s.Bind(report.selector).Bind(report.collected_at).Bind(totals.nodes);
+                 s.Bind(totals.nodes_ready).Bind(totals.gpu_capacity);
+                 s.Bind(totals.gpu_allocatable).Bind(totals.gpus_ready).Bind(connection_id);
+               },
+               "updating connection")
+            .status());
+    if (!bound) {
+      AuditEvent bind = audit;
+      bind.action = "connection.bind";
+      bind.outcome = "ok";
+      bind.detail = ToJson(json::object{{"cluster_uid", report.cluster_uid}});
+      UPLINK_RETURN_IF_ERROR(InsertAudit(bind));
     }
-    UPLINK_ASSIGN_OR_RETURN(sqlite3_stmt * delete_stmt,
-                            Prepare("DELETE FROM connection_nodes WHERE connection_id = ?"));
-    {
-      Statement remove(delete_stmt);
-      remove.Bind(connection_id);
-      if (remove.Step() != SQLITE_DONE) return Error("replacing nodes");
-    }
+    UPLINK_RETURN_IF_ERROR(
+        Change("INSERT INTO connection_agents (connection_id, role, instance, version, "
+               "last_seen_at) VALUES (?, 'inventory', ?, ?, ?) "
+               "ON CONFLICT (connection_id, role, instance) DO UPDATE SET "
+               "version = excluded.version, last_seen_at = excluded.last_seen_at",
+               [&](Statement& s) {
+                 s.Bind(connection_id).Bind(report.agent_instance).Bind(report.agent_version);
+                 s.Bind(received_at);
+               },
+               "recording the agent")
+            .status());
+
+    UPLINK_RETURN_IF_ERROR(Change("DELETE FROM connection_nodes WHERE connection_id = ?",
+                                  [&](Statement& s) { s.Bind(connection_id); },
+                                  "replacing nodes")
+                               .status());
     UPLINK_ASSIGN_OR_RETURN(
         sqlite3_stmt * node_stmt,
         Prepare("INSERT INTO connection_nodes (connection_id, position, name, uid, ready, "
@@ -578,11 +1271,27 @@ Status SqliteStore::AcceptReport(const std::string& connection_id, const std::st
         if (insert.Step() != SQLITE_DONE) return Error("storing taints of " + node.name);
       }
     }
-    return Exec("COMMIT");
-  };
-  Status status = body();
-  if (!status.ok()) (void)Exec("ROLLBACK");
-  return status;
+    return Status::Ok();
+  });
+  if (!status.ok()) return status;
+  return refusal;
+}
+
+Result<std::vector<AgentSeen>> SqliteStore::ListAgents(const std::string& connection_id,
+                                                       int limit) {
+  std::lock_guard lock(mutex_);
+  std::vector<AgentSeen> agents;
+  UPLINK_RETURN_IF_ERROR(ForEachRow(
+      "SELECT role, instance, version, last_seen_at FROM connection_agents "
+      "WHERE connection_id = ? ORDER BY last_seen_at DESC, rowid DESC LIMIT ?",
+      [&](Statement& s) {
+        s.Bind(connection_id).Bind(static_cast<std::int64_t>(std::max(limit, 0)));
+      },
+      [&](const Statement& row) {
+        agents.push_back({row.Text(0), row.Text(1), row.Text(2), row.Time(3)});
+      },
+      "listing agents"));
+  return agents;
 }
 
 Result<std::vector<Node>> SqliteStore::ListNodes(const std::string& connection_id) {
@@ -592,63 +1301,48 @@ Result<std::vector<Node>> SqliteStore::ListNodes(const std::string& connection_i
   auto body = [&]() -> Result<std::vector<Node>> {
     std::vector<Node> nodes;
     std::unordered_map<std::int64_t, size_t> index_by_id;
-    UPLINK_ASSIGN_OR_RETURN(
-        sqlite3_stmt * node_stmt,
-        Prepare("SELECT id, name, uid, ready, unschedulable, gpu_resource, gpu_capacity, "
-                "gpu_allocatable, gpu_product, error FROM connection_nodes "
-                "WHERE connection_id = ? ORDER BY position"));
-    {
-      Statement query(node_stmt);
-      query.Bind(connection_id);
-      int rc;
-      while ((rc = query.Step()) == SQLITE_ROW) {
-        Node node;
-        node.name = query.Text(1);
-        node.uid = query.Text(2);
-        node.ready = query.Int(3) != 0;
-        node.unschedulable = query.Int(4) != 0;
-        node.gpu_resource = query.Text(5);
-        node.gpu_capacity = query.Int(6);
-        node.gpu_allocatable = query.Int(7);
-        node.gpu_product = query.Text(8);
-        node.error = query.OptionalText(9);
-        index_by_id.emplace(query.Int(0), nodes.size());
-        nodes.push_back(std::move(node));
-      }
-      if (rc != SQLITE_DONE) return Error("reading nodes");
-    }
-    UPLINK_ASSIGN_OR_RETURN(
-        sqlite3_stmt * resource_stmt,
-        Prepare("SELECT r.node_id, r.name, r.capacity, r.allocatable FROM node_resources r "
-                "JOIN connection_nodes n ON n.id = r.node_id WHERE n.connection_id = ? "
-                "ORDER BY r.rowid"));
-    {
-      Statement query(resource_stmt);
-      query.Bind(connection_id);
-      int rc;
-      while ((rc = query.Step()) == SQLITE_ROW) {
-        auto it = index_by_id.find(query.Int(0));
-        if (it == index_by_id.end()) continue;
-        nodes[it->second].resources.push_back({query.Text(1), query.Int(2), query.Int(3)});
-      }
-      if (rc != SQLITE_DONE) return Error("reading node resources");
-    }
-    UPLINK_ASSIGN_OR_RETURN(
-        sqlite3_stmt * taint_stmt,
-        Prepare("SELECT t.node_id, t.key, t.value, t.effect FROM node_taints t "
-                "JOIN connection_nodes n ON n.id = t.node_id WHERE n.connection_id = ? "
-                "ORDER BY t.rowid"));
-    {
-      Statement query(taint_stmt);
-      query.Bind(connection_id);
-      int rc;
-      while ((rc = query.Step()) == SQLITE_ROW) {
-        auto it = index_by_id.find(query.Int(0));
-        if (it == index_by_id.end()) continue;
-        nodes[it->second].taints.push_back({query.Text(1), query.Text(2), query.Text(3)});
-      }
-      if (rc != SQLITE_DONE) return Error("reading node taints");
-    }
+    UPLINK_RETURN_IF_ERROR(ForEachRow(
+        "SELECT id, name, uid, ready, unschedulable, gpu_resource, gpu_capacity, "
+        "gpu_allocatable, gpu_product, error FROM connection_nodes "
+        "WHERE connection_id = ? ORDER BY position",
+        [&](Statement& s) { s.Bind(connection_id); },
+        [&](const Statement& row) {
+          Node node;
+          node.name = row.Text(1);
+          node.uid = row.Text(2);
+          node.ready = row.Int(3) != 0;
+          node.unschedulable = row.Int(4) != 0;
+          node.gpu_resource = row.Text(5);
+          node.gpu_capacity = row.Int(6);
+          node.gpu_allocatable = row.Int(7);
+          node.gpu_product = row.Text(8);
+          node.error = row.OptionalText(9);
+          index_by_id.emplace(row.Int(0), nodes.size());
+          nodes.push_back(std::move(node));
+        },
+        "reading nodes"));
+    UPLINK_RETURN_IF_ERROR(ForEachRow(
+        "SELECT r.node_id, r.name, r.capacity, r.allocatable FROM node_resources r "
+        "JOIN connection_nodes n ON n.id = r.node_id WHERE n.connection_id = ? "
+        "ORDER BY r.rowid",
+        [&](Statement& s) { s.Bind(connection_id); },
+        [&](const Statement& row) {
+          auto it = index_by_id.find(row.Int(0));
+          if (it == index_by_id.end()) return;
+          nodes[it->second].resources.push_back({row.Text(1), row.Int(2), row.Int(3)});
+        },
+        "reading node resources"));
+    UPLINK_RETURN_IF_ERROR(ForEachRow(
+        "SELECT t.node_id, t.key, t.value, t.effect FROM node_taints t "
+        "JOIN connection_nodes n ON n.id = t.node_id WHERE n.connection_id = ? "
+        "ORDER BY t.rowid",
+        [&](Statement& s) { s.Bind(connection_id); },
+        [&](const Statement& row) {
+          auto it = index_by_id.find(row.Int(0));
+          if (it == index_by_id.end()) return;
+          nodes[it->second].taints.push_back({row.Text(1), row.Text(2), row.Text(3)});
+        },
+        "reading node taints"));
     return nodes;
   };
   auto nodes = body();

@@ -1,12 +1,21 @@
 // The SQLite Store: one database file, WAL mode, foreign keys on, prepared statements kept
 // for the life of the store, one connection serialised by a mutex (the console's write load
 // is one report per connection per minute).
+//
+// Every change runs in a BEGIN IMMEDIATE transaction together with its audit event, so a
+// second process on the same file (init racing serve) waits for the write lock instead of
+// reading a row that is about to change. Emails are stored lower-cased (ASCII, as SQLite's
+// lower() does). Revoking something already revoked keeps the first time, changes nothing
+// and records no audit event: the log shows only changes that happened.
 #pragma once
 
+#include <functional>
 #include <map>
+#include <unordered_map>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 
 #include "console/store/store.h"
 
@@ -29,43 +38,105 @@ class SqliteStore : public Store {
 
   Status Ping() override;
 
-  Status CreateUser(const User& user) override;
+  Status CreateUser(const User& user, const AuditEvent& audit) override;
   Result<User> GetUser(const std::string& id) override;
+  Result<User> FindUserByEmail(const std::string& email) override;
+  Result<std::vector<User>> ListUsers() override;
   Result<std::int64_t> CountUsers() override;
+  Status SetUserDeactivated(const std::string& id, std::optional<WallTime> at,
+                            const AuditEvent& audit) override;
+  Status SetPassword(const std::string& id, const std::string& password_hash,
+                     const std::string& keep_session_id, WallTime at,
+                     const AuditEvent& audit) override;
 
-  Status CreateApiKey(const ApiKey& key) override;
-  Status CreateUserWithApiKey(const User& user, const ApiKey& key) override;
+  Status CreateApiKey(const ApiKey& key, const AuditEvent& audit) override;
+  Status CreateUserWithApiKey(const User& user, const ApiKey& key,
+                              const AuditEvent& audit) override;
+  Result<ApiKey> GetApiKey(const std::string& id) override;
+  Result<std::vector<ApiKey>> ListApiKeys(const std::string& user_id) override;
   Result<std::vector<ApiKey>> FindApiKeysByPrefix(const std::string& prefix) override;
+  Status RevokeApiKey(const std::string& id, WallTime at, const AuditEvent& audit) override;
 
-  Status CreateConnection(const Connection& connection) override;
+  Status CreateSession(const Session& session, const AuditEvent& audit) override;
+  Result<std::vector<Session>> FindSessionsByPrefix(const std::string& prefix) override;
+  // FailedPrecondition for a revoked session (a logout that landed first wins).
+  Status ConfirmSession(const std::string& id, WallTime until, const AuditEvent& audit) override;
+  Status RevokeSession(const std::string& id, WallTime at, const AuditEvent& audit) override;
+
+  Status CreateConnection(const Connection& connection, const AuditEvent& audit) override;
+  Status CreateConnectionWithHandover(const Connection& connection, const Handover& handover,
+                                      const AuditEvent& audit) override;
   Result<Connection> GetConnection(const std::string& id) override;
   Result<std::vector<Connection>> ListConnections(const std::string& owner_id) override;
   Result<std::vector<Connection>> ListAllConnections() override;
   Result<std::vector<Connection>> FindConnectionsByTokenPrefix(const std::string& prefix) override;
+  // Earlier unredeemed handovers are marked superseded at `audit.at`.
   Status ReplaceToken(const std::string& id, const std::string& token_prefix,
-                      const std::string& token_hash, WallTime expires_at) override;
-  Status RevokeConnection(const std::string& id, WallTime at) override;
+                      const std::string& token_hash, WallTime expires_at,
+                      const std::optional<Handover>& handover, const AuditEvent& audit) override;
+  Status RevokeConnection(const std::string& id, WallTime at, const AuditEvent& audit) override;
 
+  Result<std::vector<Handover>> FindHandoversByPrefix(const std::string& prefix) override;
+  Result<std::optional<Handover>> LatestHandover(const std::string& connection_id) override;
+  Result<Connection> RedeemHandover(const std::string& handover_id, WallTime now,
+                                    const std::string& token_prefix,
+                                    const std::string& token_hash,
+                                    const AuditEvent& audit) override;
+
+  // Also refuses (Unauthenticated, nothing written) a report whose connection's owner was
+  // deactivated meanwhile.
   Status AcceptReport(const std::string& connection_id, const std::string& token_hash,
-                      const InventoryReport& report,
-                      WallTime received_at) override;
+                      const InventoryReport& report, WallTime received_at,
+                      const AuditEvent& audit) override;
   Result<std::vector<Node>> ListNodes(const std::string& connection_id) override;
+  Result<std::vector<AgentSeen>> ListAgents(const std::string& connection_id,
+                                            int limit) override;
+
+  Status AppendAudit(const AuditEvent& event) override;
+  Result<std::vector<AuditEvent>> ListAudit(const AuditQuery& query) override;
 
  private:
   class Statement;
+  using Binder = std::function<void(Statement&)>;
+  using RowReader = std::function<void(const Statement&)>;
+
   explicit SqliteStore(sqlite3* db);
 
   Status Migrate();
   Status Exec(const char* sql);
-  // Unlocked inserts, for use inside a transaction the caller holds mutex_ for.
-  Status InsertUser(const User& user);
-  Status InsertApiKey(const ApiKey& key);
   Result<sqlite3_stmt*> Prepare(const char* sql);
   Status Error(std::string_view what) const;
+
+  // Runs `body` in a write transaction (BEGIN IMMEDIATE) under mutex_: committed when it
+  // returns ok, rolled back otherwise.
+  Status WriteTransaction(const std::function<Status()>& body);
+
+  // The helpers below expect the caller to hold mutex_.
+  // Runs a statement that returns no rows; the number of rows it changed.
+  Result<int> Change(const char* sql, const Binder& bind, std::string_view what);
+  Status ForEachRow(const char* sql, const Binder& bind, const RowReader& read,
+                    std::string_view what);
+  Status InsertUser(const User& user);
+  Status InsertApiKey(const ApiKey& key);
+  Status InsertConnection(const Connection& connection);
+  Status InsertHandover(const Handover& handover);
+  Status InsertAudit(const AuditEvent& event);
+  Status SupersedePendingHandovers(const std::string& connection_id, WallTime at);
+  // NotFound ("<what> <id> does not exist") unless `sql` ("SELECT 1 ... WHERE id = ?") finds a row.
+  Status CheckExists(const char* sql, const std::string& id, std::string_view what);
   Result<std::vector<Connection>> QueryConnections(const char* sql, const std::string& key);
+  Result<Connection> ReadConnection(const std::string& id);
+  // Revokes the user's sessions that are neither revoked nor expired at `at`, except one.
+  Status RevokeLiveSessions(const std::string& user_id, const std::string& except_session_id,
+                            WallTime at);
 
   std::mutex mutex_;
   sqlite3* db_;
+  // Connections by token prefix, for authenticating agents without a query per request.
+  // Emptied by every write transaction of this object, so a rotate, revoke or deactivation is
+  // seen by the very next request. Writes by another process would not empty it: the console
+  // holds its data directory's lock (LockDataDirectory) so that none can happen while it serves.
+  std::unordered_map<std::string, std::vector<Connection>> connections_by_token_prefix_;
   std::map<std::string, sqlite3_stmt*, std::less<>> statements_;  // keyed by SQL text
 };
 

@@ -17,19 +17,81 @@
 
 namespace uplink::console {
 
+enum class Role { kAdmin, kMember };
+
 struct User {
   std::string id;
-  std::string email;
-  bool is_admin = false;
+  std::string email;  // stored lower-case; unique
+  Role role = Role::kMember;
+  // argon2id in libsodium's encoded form ("$argon2id$v=19$m=...,t=...,p=...$salt$hash"), or
+  // empty for a user who can sign in only with an API key (the admin made by `init`).
+  std::string password_hash;
   WallTime created_at;
+  std::optional<WallTime> deactivated_at;  // a deactivated user's credentials all stop working
 };
 
 struct ApiKey {
   std::string id;
   std::string user_id;
+  std::string name;           // the user's label for it, "ci", "laptop"
   std::string lookup_prefix;  // "uk_" + the first characters of the key; not secret
   std::string token_hash;     // lower-case hex SHA-256 of the whole key
   WallTime created_at;
+  std::optional<WallTime> expires_at;  // none: until revoked
+  std::optional<WallTime> revoked_at;
+};
+
+// A short-lived sign-in made by `uplink login` (email + password).
+struct Session {
+  std::string id;
+  std::string user_id;
+  std::string lookup_prefix;  // "skt_…"
+  std::string token_hash;
+  WallTime created_at;
+  WallTime expires_at;
+  // Set by a fresh password confirmation; until then the session may not create, rotate or
+  // reveal credentials.
+  std::optional<WallTime> confirmed_until;
+  std::optional<WallTime> revoked_at;  // logout, password change, deactivation
+};
+
+// A one-time code that hands a connection's new token to a terminal. Redeeming it mints the
+// token, so no token ever rests in the store, even encrypted.
+struct Handover {
+  std::string id;
+  std::string connection_id;
+  std::string lookup_prefix;  // "hoc_…"
+  std::string code_hash;
+  WallTime created_at;
+  WallTime expires_at;
+  std::optional<WallTime> redeemed_at;
+  std::optional<WallTime> superseded_at;  // a later rotate or the revoke turned it off
+};
+
+// Who did what, when, from where; never a secret. `owner_id` is the user whose object was
+// touched, so a member reads the events about their own things.
+struct AuditEvent {
+  std::int64_t id = 0;  // assigned by the store, increasing
+  WallTime at;
+  std::string actor_type;   // "user", "agent", "anonymous"
+  std::string actor_id;     // user id, connection id, or empty
+  std::string actor_label;  // email or token prefix, for people reading the log
+  std::string credential;   // "api_key", "session", "agent_token", "handover_code", "password"
+  std::string action;       // see docs/api.md, "Audit log"
+  std::string target_type;  // "user", "api_key", "session", "connection"
+  std::string target_id;
+  std::string owner_id;
+  std::string source_address;
+  std::string outcome;  // "ok" or "refused"
+  std::string detail;   // a JSON object, small, never secret
+};
+
+struct AuditQuery {
+  std::optional<std::string> owner_id;   // only events about this user's things or by them
+  std::optional<std::string> target_id;
+  std::optional<std::string> action;     // exact match
+  std::optional<std::int64_t> before_id; // paging: events with id < before_id
+  int limit = 100;                       // newest first
 };
 
 struct GpuResource {
@@ -73,6 +135,7 @@ InventoryTotals ComputeTotals(const std::vector<Node>& nodes);
 
 struct InventoryReport {
   std::string agent_version;
+  std::string agent_instance;  // the reporting pod's name, optional
   std::string cluster_uid;
   std::string selector;
   std::optional<WallTime> collected_at;
@@ -95,6 +158,17 @@ struct Connection {
   std::string selector;
   std::optional<WallTime> collected_at;
   InventoryTotals totals;
+  // Read with the connection (a join), so that authenticating an agent is one query.
+  std::optional<WallTime> owner_deactivated_at;
+};
+
+// One running agent of a connection, as it last reported: the inventory Deployment, the
+// cluster Deployment, each node of the DaemonSet.
+struct AgentSeen {
+  std::string role;      // "inventory", "cluster", "node", ...
+  std::string instance;  // pod or node name; empty when the agent did not say
+  std::string version;
+  WallTime last_seen_at;
 };
 
 class Store {
@@ -104,39 +178,105 @@ class Store {
   // A trivial query, for readiness.
   virtual Status Ping() = 0;
 
-  virtual Status CreateUser(const User& user) = 0;
-  virtual Result<User> GetUser(const std::string& id) = 0;
-  virtual Result<std::int64_t> CountUsers() = 0;
+  // Every method that changes something takes the audit event that records it and writes
+  // both in one transaction: the log never misses a change, and never shows one that did not
+  // happen. The store fills in the event's id.
 
-  virtual Status CreateApiKey(const ApiKey& key) = 0;
+  // Conflict when the email is taken.
+  virtual Status CreateUser(const User& user, const AuditEvent& audit) = 0;
+  virtual Result<User> GetUser(const std::string& id) = 0;
+  // NotFound when there is none; `email` is compared lower-cased.
+  virtual Result<User> FindUserByEmail(const std::string& email) = 0;
+  virtual Result<std::vector<User>> ListUsers() = 0;
+  virtual Result<std::int64_t> CountUsers() = 0;
+  // Sets or clears deactivated_at. Deactivating also revokes the user's sessions.
+  virtual Status SetUserDeactivated(const std::string& id, std::optional<WallTime> at,
+                                    const AuditEvent& audit) = 0;
+  // Replaces the password hash and revokes every session of the user except `keep_session_id`
+  // (empty: all).
+  virtual Status SetPassword(const std::string& id, const std::string& password_hash,
+                             const std::string& keep_session_id, WallTime at,
+                             const AuditEvent& audit) = 0;
+
+  virtual Status CreateApiKey(const ApiKey& key, const AuditEvent& audit) = 0;
   // Both or neither: `init` must never leave a user whose only key was lost.
-  virtual Status CreateUserWithApiKey(const User& user, const ApiKey& key) = 0;
+  virtual Status CreateUserWithApiKey(const User& user, const ApiKey& key,
+                                      const AuditEvent& audit) = 0;
+  virtual Result<ApiKey> GetApiKey(const std::string& id) = 0;
+  virtual Result<std::vector<ApiKey>> ListApiKeys(const std::string& user_id) = 0;
   // Every key with this lookup prefix (normally one; prefixes are not unique by design).
   virtual Result<std::vector<ApiKey>> FindApiKeysByPrefix(const std::string& prefix) = 0;
+  // Sets revoked_at unless already set.
+  virtual Status RevokeApiKey(const std::string& id, WallTime at, const AuditEvent& audit) = 0;
+
+  virtual Status CreateSession(const Session& session, const AuditEvent& audit) = 0;
+  virtual Result<std::vector<Session>> FindSessionsByPrefix(const std::string& prefix) = 0;
+  virtual Status ConfirmSession(const std::string& id, WallTime until,
+                                const AuditEvent& audit) = 0;
+  // Sets revoked_at unless already set.
+  virtual Status RevokeSession(const std::string& id, WallTime at, const AuditEvent& audit) = 0;
 
   // Conflict when the owner already has a connection that is not revoked with this
   // cluster_name.
-  virtual Status CreateConnection(const Connection& connection) = 0;
+  virtual Status CreateConnection(const Connection& connection, const AuditEvent& audit) = 0;
+  // The connection and its first handover code, together (a connection whose token is to be
+  // handed over is created with an unusable token hash that nobody knows).
+  virtual Status CreateConnectionWithHandover(const Connection& connection,
+                                              const Handover& handover,
+                                              const AuditEvent& audit) = 0;
   virtual Result<Connection> GetConnection(const std::string& id) = 0;
   virtual Result<std::vector<Connection>> ListConnections(const std::string& owner_id) = 0;
   virtual Result<std::vector<Connection>> ListAllConnections() = 0;
   virtual Result<std::vector<Connection>> FindConnectionsByTokenPrefix(
       const std::string& prefix) = 0;
-  // Replaces the token (the old one stops matching at once) and its expiry.
-  // Refused (FailedPrecondition) once the connection is revoked, whatever the caller read.
+  // Replaces the token (the old one stops matching at once) and its expiry, and, when
+  // `handover` is given, records it (any earlier unredeemed handover of the connection stops
+  // working). Refused (FailedPrecondition) once the connection is revoked, whatever the caller
+  // read.
   virtual Status ReplaceToken(const std::string& id, const std::string& token_prefix,
-                              const std::string& token_hash, WallTime expires_at) = 0;
-  // Sets revoked_at unless already set.
-  virtual Status RevokeConnection(const std::string& id, WallTime at) = 0;
+                              const std::string& token_hash, WallTime expires_at,
+                              const std::optional<Handover>& handover,
+                              const AuditEvent& audit) = 0;
+  // Sets revoked_at unless already set; unredeemed handovers stop working.
+  virtual Status RevokeConnection(const std::string& id, WallTime at,
+                                  const AuditEvent& audit) = 0;
+
+  virtual Result<std::vector<Handover>> FindHandoversByPrefix(const std::string& prefix) = 0;
+  // The newest handover of the connection, if any.
+  virtual Result<std::optional<Handover>> LatestHandover(const std::string& connection_id) = 0;
+  // In one transaction: refuses (FailedPrecondition, message saying which) a handover that is
+  // already redeemed, expired at `now`, superseded by a later rotate, or whose connection is
+  // revoked; otherwise marks it redeemed and installs the minted token (the expiry stays),
+  // writing `audit`. Returns the connection as it now is.
+  //
+  // A refusal's message starts with exactly one of "handover_redeemed:",
+  // "handover_expired:" or "handover_superseded:" (a revoked connection counts as
+  // superseded), the API's 410 error code, followed by a message for people that says what to
+  // do; the API sends the code and the text after ": " as the message. A refusal writes
+  // nothing but `audit` with action "handover.refused", outcome "refused" and detail
+  // {"reason": "<that code>"}, so the caller does not record it again.
+  virtual Result<Connection> RedeemHandover(const std::string& handover_id, WallTime now,
+                                            const std::string& token_prefix,
+                                            const std::string& token_hash,
+                                            const AuditEvent& audit) = 0;
 
   // In one transaction: checks that the token the report was authenticated with is still
   // the connection's live token (a rotate or revoke that lands while a large report is being
   // received must win: Unauthenticated, nothing written), binds cluster_uid on the first
-  // report, refuses (Conflict, nothing written) a report from another cluster, replaces the
-  // node list and records the time.
+  // report (writing `audit` with action "connection.bind"), refuses (Conflict, nothing
+  // written but `audit` with action "connection.cluster_mismatch" and outcome "refused")
+  // a report from another cluster, replaces the node list, records the time and the agent
+  // (role "inventory", report.agent_instance).
   virtual Status AcceptReport(const std::string& connection_id, const std::string& token_hash,
-                              const InventoryReport& report, WallTime received_at) = 0;
+                              const InventoryReport& report, WallTime received_at,
+                              const AuditEvent& audit) = 0;
   virtual Result<std::vector<Node>> ListNodes(const std::string& connection_id) = 0;
+  // The agents of a connection, most recently seen first, at most `limit`.
+  virtual Result<std::vector<AgentSeen>> ListAgents(const std::string& connection_id,
+                                                    int limit) = 0;
+
+  virtual Status AppendAudit(const AuditEvent& event) = 0;
+  virtual Result<std::vector<AuditEvent>> ListAudit(const AuditQuery& query) = 0;
 };
 
 }  // namespace uplink::console

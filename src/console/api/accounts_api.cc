@@ -1,0 +1,374 @@
+// Sessions, users and API keys (docs/api.md): the routes by which people sign in and manage
+// who may call the console.
+#include "common/crypto.h"
+#include "console/api/api_objects.h"
+#include "console/api/console_api.h"
+#include "console/api/errors.h"
+#include "console/auth/credentials.h"
+
+namespace uplink::console {
+namespace {
+
+constexpr size_t kIdBytes = 8;              // 16 hex characters
+constexpr size_t kMaxPasswordBytes = 256;   // docs/api.md
+constexpr size_t kMaxRawEmailBytes = 1024;  // before trimming; NormalizeEmail says the rule
+constexpr size_t kMaxRawNameBytes = 1024;
+
+constexpr std::string_view kWrongCredentials =
+    "the email or password is wrong; check both, or ask an admin to set a new password";
+
+std::string NewId() { return HexEncode(RandomBytes(kIdBytes)); }
+
+Status UserNotFound() {
+  return NotFoundError(
+      "there is no user with this id that you may see; admins list users with "
+      "GET /api/v1/users");
+}
+
+// An event for something done with a password by someone not yet signed in.
+AuditEvent SignInEvent(const User& user, std::string_view email, const net::Request& request,
+                       WallTime at, std::string action, std::string outcome,
+                       const json::object& detail) {
+  AuditEvent event;
+  event.at = at;
+  event.actor_type = outcome == "ok" ? "user" : "anonymous";
+  event.actor_id = outcome == "ok" ? user.id : "";
+  event.actor_label = std::string(email);
+  event.credential = "password";
+  event.action = std::move(action);
+  event.target_type = "user";
+  event.target_id = user.id;
+  event.owner_id = user.id;
+  event.source_address = request.remote_address;
+  event.outcome = std::move(outcome);
+  event.detail = ToJson(detail);
+  return event;
+}
+
+}  // namespace
+
+// ---- sessions -------------------------------------------------------------------------------
+
+void ConsoleApi::RecordRefusal(const AuditEvent& event) {
+  // The refusal stands whether or not it could be recorded: a store error must not turn a
+  // 401 into a 500 that tells an email exists.
+  if (Status appended = store_.AppendAudit(event); !appended.ok()) {
+    log_.Error("recording a refusal in the audit log failed",
+               {{"action", event.action}, {"error", appended}});
+  }
+}
+
+Result<net::Response> ConsoleApi::SignIn(const net::Request& request) {
+  if (auto limited = guard_.CheckAddress(request.remote_address)) return std::move(*limited);
+  UPLINK_ASSIGN_OR_RETURN(json::object body, ReadJsonObject(request.body));
+  FieldReader fields(body, "");
+  UPLINK_RETURN_IF_ERROR(fields.OnlyFields({"email", "password"}));
+  UPLINK_ASSIGN_OR_RETURN(std::string raw_email, fields.RequiredString("email", kMaxRawEmailBytes));
+  UPLINK_ASSIGN_OR_RETURN(std::string email, NormalizeEmail(raw_email));
+  UPLINK_ASSIGN_OR_RETURN(std::string raw_password,
+                          fields.RequiredString("password", kMaxPasswordBytes));
+  Secret password(std::move(raw_password));
+  if (auto limited = guard_.CheckEmail(email)) return std::move(*limited);
+
+  WallTime now = clock_.Now();
+  auto refuse = [&](std::string_view reason, bool is_failure) {
+    guard_.Refused({"password", reason, request.remote_address, "", email, is_failure});
+    return UnauthorizedResponse(reason, reason == "deactivated"
+                                            ? "this account is deactivated; ask an admin to "
+                                              "reactivate it"
+                                            : kWrongCredentials);
+  };
+  auto user = store_.FindUserByEmail(email);
+  if (!user.ok()) {
+    if (user.status().code() != StatusCode::kNotFound) return user.status();
+    // The same work as a wrong password, so the reply time does not tell which emails exist.
+    hasher_.VerifyDummy(password);
+    return refuse("invalid_credentials", true);
+  }
+  if (!hasher_.Verify(password, user->password_hash)) {
+    RecordRefusal(SignInEvent(*user, email, request, now, "session.refused", "refused",
+                              {{"reason", "wrong_password"}}));
+    return refuse("invalid_credentials", true);
+  }
+  if (user->deactivated_at) {
+    RecordRefusal(SignInEvent(*user, email, request, now, "session.refused", "refused",
+                              {{"reason", "deactivated"}}));
+    return refuse("deactivated", false);
+  }
+
+  MintedCredential token = MintCredential(kSessionKind);
+  Session session;
+  session.id = NewId();
+  session.user_id = user->id;
+  session.lookup_prefix = token.lookup_prefix;
+  session.token_hash = token.token_hash;
+  session.created_at = now;
+  session.expires_at = now + options_.session_lifetime;
+  AuditEvent event = SignInEvent(*user, email, request, now, "session.create", "ok",
+                                 {{"prefix", session.lookup_prefix}});
+  event.target_type = "session";
+  event.target_id = session.id;
+  UPLINK_RETURN_IF_ERROR(store_.CreateSession(session, event));
+  log_.Info("signed in", {{"user_id", user->id}, {"session_prefix", session.lookup_prefix}});
+  return NoStore(JsonResponse(201, {{"token", token.token.Reveal()},
+                                    {"session", SessionToJson(session)},
+                                    {"user", UserToJson(*user)}}));
+}
+
+Result<net::Response> ConsoleApi::Me(const RequestContext& caller) {
+  json::value confirmed_until = nullptr;
+  if (caller.session) confirmed_until = OptionalTimeJson(caller.session->confirmed_until);
+  return JsonResponse(
+      200,
+      {{"user", UserToJson(caller.user)},
+       {"credential", json::object{{"kind", CredentialKindName(caller.credential_kind)},
+                                   {"id", caller.credential_id},
+                                   {"prefix", caller.credential_prefix},
+                                   {"expires_at", OptionalTimeJson(caller.credential_expires_at)},
+                                   {"confirmed_until", confirmed_until}}}});
+}
+
+std::optional<net::Response> ConsoleApi::CheckOwnPassword(const User& user, const Secret& password,
+                                                          const std::string& remote_address) {
+  if (auto limited = guard_.CheckEmail(user.email)) return std::move(*limited);
+  if (hasher_.Verify(password, user.password_hash)) return std::nullopt;
+  guard_.Refused({"password", "invalid_credentials", remote_address, "", user.email, true});
+  return UnauthorizedResponse("invalid_credentials",
+                              "the password is wrong; try again, or ask an admin to set a new "
+                              "one");
+}
+
+Result<net::Response> ConsoleApi::ConfirmSession(const net::Request& request,
+                                                 const RequestContext& caller) {
+  if (!caller.session) {
+    return InvalidArgumentError(
+        "only a session token needs confirming; an API key may make "
+        "every call its user may");
+  }
+  UPLINK_ASSIGN_OR_RETURN(json::object body, ReadJsonObject(request.body));
+  FieldReader fields(body, "");
+  UPLINK_RETURN_IF_ERROR(fields.OnlyFields({"password"}));
+  UPLINK_ASSIGN_OR_RETURN(std::string raw_password,
+                          fields.RequiredString("password", kMaxPasswordBytes));
+  Secret password(std::move(raw_password));
+  WallTime now = clock_.Now();
+  if (auto refused = CheckOwnPassword(caller.user, password, request.remote_address)) {
+    AuditEvent event = CallerEvent(caller, now, "session.confirm", "session", caller.session->id,
+                                   caller.user.id, {{"reason", "wrong_password"}});
+    event.outcome = "refused";
+    RecordRefusal(event);
+    return std::move(*refused);
+  }
+  Session session = *caller.session;
+  session.confirmed_until = now + options_.confirmation_window;
+  UPLINK_RETURN_IF_ERROR(store_.ConfirmSession(
+      session.id, *session.confirmed_until,
+      CallerEvent(caller, now, "session.confirm", "session", session.id, caller.user.id,
+                  {{"confirmed_until", FormatRfc3339(*session.confirmed_until)}})));
+  return JsonResponse(200, {{"session", SessionToJson(session)}});
+}
+
+Result<net::Response> ConsoleApi::Logout(const net::Request& request,
+                                         const RequestContext& caller) {
+  if (!caller.session) {
+    return InvalidArgumentError(
+        "only a session can be signed out; revoke an API key with "
+        "POST /api/v1/api-keys/{id}/revoke");
+  }
+  UPLINK_ASSIGN_OR_RETURN(json::object body, ReadJsonObject(request.body));
+  UPLINK_RETURN_IF_ERROR(FieldReader(body, "").OnlyFields({}));
+  WallTime now = clock_.Now();
+  UPLINK_RETURN_IF_ERROR(store_.RevokeSession(
+      caller.session->id, now,
+      CallerEvent(caller, now, "session.logout", "session", caller.session->id, caller.user.id)));
+  return JsonResponse(200, {{"session", SessionToJson(*caller.session)}});
+}
+
+// ---- users ----------------------------------------------------------------------------------
+
+Result<net::Response> ConsoleApi::ListUsers(const net::Request& request) {
+  UPLINK_ASSIGN_OR_RETURN(std::vector<User> users, store_.ListUsers());
+  json::array list;
+  for (const User& user : users) list.push_back(UserToJson(user));
+  return JsonResponse(200, {{"users", std::move(list)}});
+}
+
+Result<User> ConsoleApi::VisibleUser(const std::string& id, const RequestContext& caller) {
+  if (!IsPlausibleId(id) || (!caller.is_admin() && id != caller.user.id)) return UserNotFound();
+  auto user = store_.GetUser(id);
+  if (!user.ok() && user.status().code() == StatusCode::kNotFound) return UserNotFound();
+  return user;
+}
+
+Result<net::Response> ConsoleApi::CreateUser(const net::Request& request,
+                                             const RequestContext& caller) {
+  UPLINK_ASSIGN_OR_RETURN(json::object body, ReadJsonObject(request.body));
+  FieldReader fields(body, "");
+  UPLINK_RETURN_IF_ERROR(fields.OnlyFields({"email", "role", "password"}));
+  UPLINK_ASSIGN_OR_RETURN(std::string raw_email, fields.RequiredString("email", kMaxRawEmailBytes));
+  UPLINK_ASSIGN_OR_RETURN(std::string raw_role, fields.RequiredString("role", 64));
+  UPLINK_ASSIGN_OR_RETURN(auto raw_password, fields.String("password", kMaxPasswordBytes));
+
+  User user;
+  UPLINK_ASSIGN_OR_RETURN(user.email, NormalizeEmail(raw_email));
+  std::optional<Role> role = ParseRole(raw_role);
+  if (!role) return InvalidArgumentError("role must be \"admin\" or \"member\"");
+  user.role = *role;
+  if (raw_password) {
+    Secret password(std::move(*raw_password));
+    UPLINK_RETURN_IF_ERROR(ValidateNewPassword(password, user.email));
+    UPLINK_ASSIGN_OR_RETURN(user.password_hash, hasher_.Hash(password));
+  }
+  WallTime now = clock_.Now();
+  user.id = NewId();
+  user.created_at = now;
+  Status created =
+      store_.CreateUser(user, CallerEvent(caller, now, "user.create", "user", user.id, user.id,
+                                          {{"email", user.email},
+                                           {"role", RoleName(user.role)},
+                                           {"has_password", !user.password_hash.empty()}}));
+  if (created.code() == StatusCode::kConflict || created.code() == StatusCode::kAlreadyExists) {
+    return ConflictError(
+        "a user with this email already exists; list users with "
+        "GET /api/v1/users");
+  }
+  UPLINK_RETURN_IF_ERROR(created);
+  log_.Info("user created", {{"user_id", user.id}, {"by", caller.user.id}});
+  return JsonResponse(201, UserToJson(user));
+}
+
+Result<net::Response> ConsoleApi::ShowUser(const std::string& id, const RequestContext& caller) {
+  UPLINK_ASSIGN_OR_RETURN(User user, VisibleUser(id, caller));
+  return JsonResponse(200, UserToJson(user));
+}
+
+Result<net::Response> ConsoleApi::SetDeactivated(const std::string& id, const net::Request& request,
+                                                 const RequestContext& caller, bool deactivate) {
+  UPLINK_ASSIGN_OR_RETURN(User user, VisibleUser(id, caller));
+  UPLINK_ASSIGN_OR_RETURN(json::object body, ReadJsonObject(request.body));
+  UPLINK_RETURN_IF_ERROR(FieldReader(body, "").OnlyFields({}));
+  if (user.deactivated_at.has_value() == deactivate) return JsonResponse(200, UserToJson(user));
+  WallTime now = clock_.Now();
+  // The caller is an active admin, so refusing to deactivate yourself keeps at least one
+  // active admin.
+  if (deactivate && user.id == caller.user.id) {
+    return FailedPreconditionError("you cannot deactivate yourself; ask another admin");
+  }
+  std::optional<WallTime> at = deactivate ? std::optional<WallTime>(now) : std::nullopt;
+  UPLINK_RETURN_IF_ERROR(store_.SetUserDeactivated(
+      user.id, at,
+      CallerEvent(caller, now, deactivate ? "user.deactivate" : "user.reactivate", "user", user.id,
+                  user.id, {{"email", user.email}})));
+  log_.Info(deactivate ? "user deactivated" : "user reactivated",
+            {{"user_id", user.id}, {"by", caller.user.id}});
+  user.deactivated_at = at;
+  return JsonResponse(200, UserToJson(user));
+}
+
+Result<net::Response> ConsoleApi::ChangePassword(const std::string& id, const net::Request& request,
+                                                 const RequestContext& caller) {
+  UPLINK_ASSIGN_OR_RETURN(User user, VisibleUser(id, caller));
+  bool own = user.id == caller.user.id;
+  if (!own) {
+    if (auto refused = RequireConfirmation(caller)) return std::move(*refused);
+  }
+  UPLINK_ASSIGN_OR_RETURN(json::object body, ReadJsonObject(request.body));
+  FieldReader fields(body, "");
+  UPLINK_RETURN_IF_ERROR(fields.OnlyFields({"password", "current_password"}));
+  UPLINK_ASSIGN_OR_RETURN(std::string raw_password,
+                          fields.RequiredString("password", kMaxPasswordBytes));
+  UPLINK_ASSIGN_OR_RETURN(auto raw_current, fields.String("current_password", kMaxPasswordBytes));
+  Secret password(std::move(raw_password));
+  bool needs_current = own && !user.password_hash.empty();
+  if (!needs_current && raw_current) {
+    return InvalidArgumentError(own ? "you have no password yet; leave current_password out"
+                                    : "current_password is only for changing your own "
+                                      "password; leave it out");
+  }
+  if (needs_current && !raw_current) {
+    return InvalidArgumentError("current_password is required to change your own password");
+  }
+  UPLINK_RETURN_IF_ERROR(ValidateNewPassword(password, user.email));
+  if (needs_current) {
+    Secret current(std::move(*raw_current));
+    if (auto refused = CheckOwnPassword(user, current, request.remote_address)) {
+      return std::move(*refused);
+    }
+  }
+  UPLINK_ASSIGN_OR_RETURN(std::string hash, hasher_.Hash(password));
+  // Changing your own password keeps the session you changed it with; every other session of
+  // the user ends.
+  std::string keep_session = own && caller.session ? caller.session->id : "";
+  WallTime now = clock_.Now();
+  UPLINK_RETURN_IF_ERROR(store_.SetPassword(
+      user.id, hash, keep_session, now,
+      CallerEvent(caller, now, "user.password", "user", user.id, user.id, {{"own", own}})));
+  log_.Info("password set", {{"user_id", user.id}, {"by", caller.user.id}});
+  user.password_hash = std::move(hash);
+  return JsonResponse(200, UserToJson(user));
+}
+
+// ---- API keys -------------------------------------------------------------------------------
+
+Result<net::Response> ConsoleApi::ListApiKeys(const RequestContext& caller) {
+  UPLINK_ASSIGN_OR_RETURN(std::vector<ApiKey> keys, store_.ListApiKeys(caller.user.id));
+  WallTime now = clock_.Now();
+  json::array list;
+  for (const ApiKey& key : keys) list.push_back(ApiKeyToJson(key, now));
+  return JsonResponse(200, {{"api_keys", std::move(list)}});
+}
+
+Result<net::Response> ConsoleApi::CreateApiKey(const net::Request& request,
+                                               const RequestContext& caller) {
+  UPLINK_ASSIGN_OR_RETURN(json::object body, ReadJsonObject(request.body));
+  FieldReader fields(body, "");
+  UPLINK_RETURN_IF_ERROR(fields.OnlyFields({"name", "expires_at"}));
+  UPLINK_ASSIGN_OR_RETURN(std::string raw_name, fields.RequiredString("name", kMaxRawNameBytes));
+  UPLINK_ASSIGN_OR_RETURN(auto raw_expiry, fields.String("expires_at", 64));
+  WallTime now = clock_.Now();
+  ApiKey key;
+  UPLINK_ASSIGN_OR_RETURN(key.name, ValidateName("name", raw_name));
+  if (raw_expiry) {
+    UPLINK_ASSIGN_OR_RETURN(key.expires_at, ParseFutureTime("expires_at", *raw_expiry, now));
+  }
+  MintedCredential token = MintCredential(kApiKeyKind);
+  key.id = NewId();
+  key.user_id = caller.user.id;
+  key.lookup_prefix = token.lookup_prefix;
+  key.token_hash = token.token_hash;
+  key.created_at = now;
+  UPLINK_RETURN_IF_ERROR(store_.CreateApiKey(
+      key, CallerEvent(caller, now, "api_key.create", "api_key", key.id, caller.user.id,
+                       {{"name", key.name},
+                        {"prefix", key.lookup_prefix},
+                        {"expires_at", OptionalTimeJson(key.expires_at)}})));
+  log_.Info("API key created", {{"user_id", caller.user.id}, {"key_prefix", key.lookup_prefix}});
+  json::object reply = ApiKeyToJson(key, now);
+  reply["key"] = token.token.Reveal();
+  return NoStore(JsonResponse(201, reply));
+}
+
+Result<net::Response> ConsoleApi::RevokeApiKey(const std::string& id, const net::Request& request,
+                                               const RequestContext& caller) {
+  Status not_found = NotFoundError(
+      "you have no API key with this id; list yours with "
+      "GET /api/v1/api-keys");
+  if (!IsPlausibleId(id)) return not_found;
+  auto key = store_.GetApiKey(id);
+  if (!key.ok()) return key.status().code() == StatusCode::kNotFound ? not_found : key.status();
+  if (key->user_id != caller.user.id && !caller.is_admin()) return not_found;
+  UPLINK_ASSIGN_OR_RETURN(json::object body, ReadJsonObject(request.body));
+  UPLINK_RETURN_IF_ERROR(FieldReader(body, "").OnlyFields({}));
+  WallTime now = clock_.Now();
+  if (!key->revoked_at) {
+    UPLINK_RETURN_IF_ERROR(store_.RevokeApiKey(
+        key->id, now,
+        CallerEvent(caller, now, "api_key.revoke", "api_key", key->id, key->user_id,
+                    {{"name", key->name}, {"prefix", key->lookup_prefix}})));
+    log_.Info("API key revoked", {{"key_prefix", key->lookup_prefix}, {"by", caller.user.id}});
+    key->revoked_at = now;
+  }
+  return JsonResponse(200, ApiKeyToJson(*key, now));
+}
+
+}  // namespace uplink::console

@@ -1,0 +1,297 @@
+#include "console/api/authentication.h"
+
+#include "console/api/errors.h"
+#include "console/auth/credentials.h"
+
+namespace uplink::console {
+namespace {
+
+constexpr const char* kAuthFailuresTotal = "uplink_console_auth_failures_total";
+constexpr const char* kAuthRateLimitedTotal = "uplink_console_auth_rate_limited_total";
+
+constexpr std::string_view kApiKeyKindName = "api_key";
+constexpr std::string_view kSessionKindName = "session";
+constexpr std::string_view kAgentTokenKindName = "agent_token";
+
+// The first row whose hash matches the presented credential.
+template <typename Row>
+std::optional<Row> MatchingRow(std::vector<Row> rows, const Secret& token) {
+  for (Row& row : rows) {
+    if (MatchesHash(token, row.token_hash)) return std::move(row);
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::string_view CredentialKindName(CredentialKind kind) {
+  return kind == CredentialKind::kSession ? kSessionKindName : kApiKeyKindName;
+}
+
+AuditEvent CallerEvent(const RequestContext& caller, WallTime at, std::string action,
+                       std::string target_type, std::string target_id, std::string owner_id,
+                       const json::object& detail) {
+  AuditEvent event;
+  event.at = at;
+  event.actor_type = "user";
+  event.actor_id = caller.user.id;
+  event.actor_label = caller.user.email;
+  event.credential = std::string(CredentialKindName(caller.credential_kind));
+  event.action = std::move(action);
+  event.target_type = std::move(target_type);
+  event.target_id = std::move(target_id);
+  event.owner_id = std::move(owner_id);
+  event.source_address = caller.source_address;
+  event.outcome = "ok";
+  event.detail = ToJson(detail);
+  return event;
+}
+
+// ---- FailureGuard ---------------------------------------------------------------------------
+
+FailureGuard::FailureGuard(const Clock& clock, const AuthRateLimits& limits,
+                           metrics::Registry& metrics)
+    : metrics_(metrics),
+      by_address_(clock, limits.per_address),
+      by_prefix_(clock, limits.per_prefix),
+      by_email_(clock, limits.per_email) {
+  metrics_.DeclareCounter(kAuthFailuresTotal,
+                          "Refused credentials and sign-ins by kind and reason.");
+  metrics_.DeclareCounter(kAuthRateLimitedTotal,
+                          "Requests refused with 429 after too many failures, by bucket scope.");
+}
+
+std::optional<net::Response> FailureGuard::Limited(std::string_view scope,
+                                                   std::optional<std::chrono::seconds> wait,
+                                                   std::string_view what, std::string_view then) {
+  if (!wait) return std::nullopt;
+  metrics_.Increment(kAuthRateLimitedTotal, {{"scope", std::string(scope)}});
+  return RateLimitedResponse(*wait, std::string(what) + "; wait " + std::to_string(wait->count()) +
+                                        " seconds, then " + std::string(then));
+}
+
+// 429s are counted, and logged only at debug level: the failures that led to them were
+// logged, and a client hammering a closed bucket must not flood the log.
+std::optional<net::Response> FailureGuard::CheckAddress(std::string_view address) {
+  auto limited = Limited("address", by_address_.Check(std::string(address)),
+                         "too many failed sign-ins or credentials came from your address",
+                         "try again with a valid credential");
+  if (limited) log_.Debug("refused: address rate-limited", {{"remote_address", address}});
+  return limited;
+}
+
+std::optional<net::Response> FailureGuard::CheckEmail(std::string_view email) {
+  auto limited = Limited("email", by_email_.Check(std::string(email)),
+                         "too many failed sign-ins for this email",
+                         "try again, or ask an admin to set a new password");
+  if (limited) log_.Debug("refused: email rate-limited", {{"email", email}});
+  return limited;
+}
+
+std::optional<net::Response> FailureGuard::Refused(const AuthRefusal& refusal) {
+  metrics_.Increment(kAuthFailuresTotal, {{"kind", std::string(refusal.kind)},
+                                          {"reason", std::string(refusal.reason)}});
+  if (refusal.email.empty()) {
+    log_.Warn("authentication refused", {{"reason", refusal.reason},
+                                         {"kind", refusal.kind},
+                                         {"remote_address", refusal.remote_address},
+                                         {"lookup_prefix", refusal.lookup_prefix}});
+  } else {
+    log_.Warn("authentication refused", {{"reason", refusal.reason},
+                                         {"kind", refusal.kind},
+                                         {"remote_address", refusal.remote_address},
+                                         {"email", refusal.email}});
+  }
+  if (!refusal.is_failure) return std::nullopt;
+  by_address_.RecordFailure(std::string(refusal.remote_address));
+  if (!refusal.email.empty()) by_email_.RecordFailure(std::string(refusal.email));
+  if (refusal.lookup_prefix.empty()) return std::nullopt;
+  std::string prefix(refusal.lookup_prefix);
+  auto wait = by_prefix_.Check(prefix);
+  by_prefix_.RecordFailure(prefix);
+  return Limited("prefix", wait, "too many failed attempts with credentials of this prefix",
+                 "try again with the right credential");
+}
+
+// ---- Authenticator --------------------------------------------------------------------------
+
+Authenticator::Authenticator(Store& store, const Clock& clock, FailureGuard& guard)
+    : store_(store), clock_(clock), guard_(guard) {}
+
+net::Response Authenticator::StoreFailure(std::string_view what, const Status& status) {
+  log_.Error(what, {{"error", status}});
+  return ErrorResponse(status);
+}
+
+net::Response Authenticator::RefuseUser(std::string_view kind, const std::string& address,
+                                        std::string_view lookup_prefix, const Refusal& refusal) {
+  bool is_failure = refusal.reason != "missing_token" && refusal.reason != "deactivated";
+  auto limited = guard_.Refused({kind, refusal.reason, address, lookup_prefix, "", is_failure});
+  if (limited) return std::move(*limited);
+  return UnauthorizedResponse(refusal.reason, refusal.message);
+}
+
+UserAuthentication Authenticator::AuthenticateUser(const net::Request& request) {
+  const std::string& address = request.remote_address;
+  if (auto limited = guard_.CheckAddress(address)) return std::move(*limited);
+  std::optional<Secret> token = BearerToken(request);
+  if (!token) {
+    return RefuseUser(kApiKeyKindName, address, "",
+                      {"missing_token",
+                       "send your API key or session token as \"Authorization: Bearer uk_...\" "
+                       "(or skt_...); \"uplink login\" signs in"});
+  }
+  if (token->Reveal().starts_with(kSessionKind)) return AuthenticateSession(*token, address);
+  return AuthenticateApiKey(*token, address);
+}
+
+UserAuthentication Authenticator::AuthenticateApiKey(const Secret& token,
+                                                     const std::string& address) {
+  Refusal invalid{"invalid_token",
+                  "the API key is not valid; use the key printed by \"uplink-console init\" or "
+                  "create a new one"};
+  std::optional<std::string> prefix = LookupPrefix(token, kApiKeyKind);
+  if (!prefix) return RefuseUser(kApiKeyKindName, address, "", invalid);
+  auto candidates = store_.FindApiKeysByPrefix(*prefix);
+  if (!candidates.ok()) return StoreFailure("looking up an API key failed", candidates.status());
+  std::optional<ApiKey> key = MatchingRow(std::move(candidates).value(), token);
+  if (!key) return RefuseUser(kApiKeyKindName, address, *prefix, invalid);
+  RequestContext context;
+  context.credential_kind = CredentialKind::kApiKey;
+  context.credential_id = key->id;
+  context.credential_prefix = key->lookup_prefix;
+  context.credential_expires_at = key->expires_at;
+  std::optional<Refusal> refusal;
+  if (key->revoked_at) {
+    refusal = Refusal{"revoked", "this API key was revoked at " + FormatRfc3339(*key->revoked_at) +
+                                     "; use another key or create a new one"};
+  } else if (key->expires_at && clock_.Now() >= *key->expires_at) {
+    refusal = Refusal{"expired", "this API key expired at " + FormatRfc3339(*key->expires_at) +
+                                     "; use another key or create a new one"};
+  }
+  return CallerFor(key->user_id, std::move(context), refusal, kApiKeyKindName, address);
+}
+
+UserAuthentication Authenticator::AuthenticateSession(const Secret& token,
+                                                      const std::string& address) {
+  Refusal invalid{"invalid_token",
+                  "the session token is not valid; sign in again with \"uplink login\""};
+  std::optional<std::string> prefix = LookupPrefix(token, kSessionKind);
+  if (!prefix) return RefuseUser(kSessionKindName, address, "", invalid);
+  auto candidates = store_.FindSessionsByPrefix(*prefix);
+  if (!candidates.ok()) return StoreFailure("looking up a session failed", candidates.status());
+  std::optional<Session> session = MatchingRow(std::move(candidates).value(), token);
+  if (!session) return RefuseUser(kSessionKindName, address, *prefix, invalid);
+  RequestContext context;
+  context.credential_kind = CredentialKind::kSession;
+  context.credential_id = session->id;
+  context.credential_prefix = session->lookup_prefix;
+  context.credential_expires_at = session->expires_at;
+  std::optional<Refusal> refusal;
+  if (session->revoked_at) {
+    refusal = Refusal{"revoked", "this session ended at " + FormatRfc3339(*session->revoked_at) +
+                                     " (sign-out, password change or deactivation); sign in "
+                                     "again with \"uplink login\""};
+  } else if (clock_.Now() >= session->expires_at) {
+    refusal = Refusal{"expired", "this session expired at " + FormatRfc3339(session->expires_at) +
+                                     "; sign in again with \"uplink login\""};
+  }
+  std::string user_id = session->user_id;
+  context.session = std::move(session);
+  return CallerFor(user_id, std::move(context), refusal, kSessionKindName, address);
+}
+
+UserAuthentication Authenticator::CallerFor(const std::string& user_id, RequestContext context,
+                                            const std::optional<Refusal>& refusal,
+                                            std::string_view kind, const std::string& address) {
+  auto user = store_.GetUser(user_id);
+  if (!user.ok()) return StoreFailure("reading a credential's user failed", user.status());
+  // Deactivation is named first: it is why the user's sessions were revoked, and what an
+  // admin must undo.
+  if (user->deactivated_at) {
+    return RefuseUser(
+        kind, address, context.credential_prefix,
+        {"deactivated", "your account was deactivated at " + FormatRfc3339(*user->deactivated_at) +
+                            "; ask an admin to reactivate it"});
+  }
+  if (refusal) return RefuseUser(kind, address, context.credential_prefix, *refusal);
+  context.user = std::move(user).value();
+  context.source_address = address;
+  return context;
+}
+
+net::Response Authenticator::RefuseAgent(const net::Request& request, const Connection* matched,
+                                         std::string_view lookup_prefix, const Refusal& refusal) {
+  bool owner_deactivated = refusal.reason == "owner_deactivated";
+  bool is_failure = refusal.reason != "missing_token" && !owner_deactivated;
+  if (matched) {
+    // A real token refused: the connection's owner reads why in the audit log.
+    AuditEvent event;
+    event.at = clock_.Now();
+    event.actor_type = "agent";
+    event.actor_id = matched->id;
+    event.actor_label = matched->token_prefix;
+    event.credential = std::string(kAgentTokenKindName);
+    event.action = "connection.token_refused";
+    event.target_type = "connection";
+    event.target_id = matched->id;
+    event.owner_id = matched->owner_id;
+    event.source_address = request.remote_address;
+    event.outcome = "refused";
+    event.detail = ToJson(json::object{{"reason", refusal.reason}});
+    if (Status appended = store_.AppendAudit(event); !appended.ok()) {
+      log_.Error("recording a refused agent token failed",
+                 {{"connection_id", matched->id}, {"error", appended}});
+    }
+  }
+  auto limited = guard_.Refused(
+      {kAgentTokenKindName, refusal.reason, request.remote_address, lookup_prefix, "", is_failure});
+  if (limited) return std::move(*limited);
+  if (owner_deactivated) return ErrorResponse(403, refusal.reason, refusal.message);
+  return UnauthorizedResponse(refusal.reason, refusal.message);
+}
+
+AgentAuthentication Authenticator::AuthenticateAgent(const net::Request& request) {
+  if (auto limited = guard_.CheckAddress(request.remote_address)) return std::move(*limited);
+  std::optional<Secret> token = BearerToken(request);
+  if (!token) {
+    return RefuseAgent(request, nullptr, "",
+                       {"missing_token",
+                        "send the connection token as \"Authorization: Bearer agt_...\"; check "
+                        "that the agent's token file is mounted"});
+  }
+  Refusal invalid{"invalid_token",
+                  "the token does not belong to any connection; copy the token of your "
+                  "connection (or rotate it) into the agent's Secret"};
+  std::optional<std::string> prefix = LookupPrefix(*token, kAgentTokenKind);
+  if (!prefix) return RefuseAgent(request, nullptr, "", invalid);
+  auto candidates = store_.FindConnectionsByTokenPrefix(*prefix);
+  if (!candidates.ok()) {
+    return StoreFailure("looking up a connection token failed", candidates.status());
+  }
+  std::optional<Connection> connection = MatchingRow(std::move(candidates).value(), *token);
+  if (!connection) return RefuseAgent(request, nullptr, *prefix, invalid);
+  if (connection->revoked_at) {
+    return RefuseAgent(request, &*connection, *prefix,
+                       {"revoked", "this connection's token was revoked at " +
+                                       FormatRfc3339(*connection->revoked_at) +
+                                       "; create a new connection and install its token"});
+  }
+  if (clock_.Now() >= connection->expires_at) {
+    return RefuseAgent(
+        request, &*connection, *prefix,
+        {"expired", "this connection's token expired at " + FormatRfc3339(connection->expires_at) +
+                        "; rotate the token in the console and update the "
+                        "agent's Secret"});
+  }
+  if (connection->owner_deactivated_at) {
+    return RefuseAgent(
+        request, &*connection, *prefix,
+        {"owner_deactivated", "the owner of this connection was deactivated at " +
+                                  FormatRfc3339(*connection->owner_deactivated_at) +
+                                  "; an admin must reactivate them before the agent can report"});
+  }
+  return std::move(*connection);
+}
+
+}  // namespace uplink::console

@@ -1,0 +1,323 @@
+// Connections and handovers (docs/api.md, "Connections"): the routes that create, show,
+// rotate and revoke agent tokens, and the one that hands a new token to a terminal.
+#include "common/crypto.h"
+#include "console/api/console_api.h"
+#include "console/api/errors.h"
+#include "console/auth/credentials.h"
+
+namespace uplink::console {
+namespace {
+
+constexpr size_t kIdBytes = 8;  // ids are 16 hex characters
+constexpr size_t kMaxRawNameBytes = 1024;
+constexpr size_t kMaxCodeBytes = 256;
+
+// The token a connection gets: either minted and shown now, or, for a handover, a placeholder
+// nobody knows plus the code that will mint the real one.
+struct NewToken {
+  std::string prefix;
+  std::string hash;
+  std::optional<Secret> token;
+  std::optional<Handover> handover;
+  std::optional<Secret> handover_code;
+};
+
+NewToken MintNewToken(const std::string& connection_id, bool handover, WallTime now,
+                      std::chrono::minutes handover_lifetime) {
+  // For a handover the placeholder's token is dropped here: its hash matches nothing anyone
+  // can present.
+  MintedCredential minted = MintCredential(kAgentTokenKind);
+  NewToken out;
+  out.hash = std::move(minted.token_hash);
+  if (!handover) {
+    out.prefix = std::move(minted.lookup_prefix);
+    out.token = std::move(minted.token);
+    return out;
+  }
+  MintedCredential code = MintCredential(kHandoverKind);
+  out.prefix = PlaceholderTokenPrefix(code.lookup_prefix);
+  Handover made;
+  made.id = HexEncode(RandomBytes(kIdBytes));
+  made.connection_id = connection_id;
+  made.lookup_prefix = code.lookup_prefix;
+  made.code_hash = code.token_hash;
+  made.created_at = now;
+  made.expires_at = now + handover_lifetime;
+  out.handover = std::move(made);
+  out.handover_code = std::move(code.token);
+  return out;
+}
+
+// The reply's fields that carry the new credential.
+json::object CredentialFields(const NewToken& minted) {
+  if (minted.handover) {
+    return json::object{{"handover_code", minted.handover_code->Reveal()},
+                        {"handover_expires_at", FormatRfc3339(minted.handover->expires_at)}};
+  }
+  return json::object{{"token", minted.token->Reveal()}};
+}
+
+json::object TokenDetail(const NewToken& minted) {
+  json::object detail{{"token_prefix", minted.prefix}, {"handover", minted.handover.has_value()}};
+  if (minted.handover) {
+    detail["handover_prefix"] = minted.handover->lookup_prefix;
+    detail["handover_expires_at"] = FormatRfc3339(minted.handover->expires_at);
+  }
+  return detail;
+}
+
+// The store refuses a redeem with FailedPrecondition and a message "handover_<state>: <what
+// to do>"; each state is a 410 with that code and the rest as its message.
+struct HandoverGone {
+  std::string_view code;
+  std::string message;
+};
+
+std::optional<HandoverGone> GoneForStoreRefusal(const Status& status) {
+  if (status.code() != StatusCode::kFailedPrecondition) return std::nullopt;
+  for (std::string_view code : {"handover_redeemed", "handover_expired", "handover_superseded"}) {
+    std::string prefix = std::string(code) + ":";
+    if (status.message().starts_with(prefix)) {
+      std::string_view message = std::string_view(status.message()).substr(prefix.size());
+      while (!message.empty() && message.front() == ' ') message.remove_prefix(1);
+      if (message.empty()) {
+        message = "this handover code can no longer be used; rotate the token to get a new one";
+      }
+      return HandoverGone{code, std::string(message)};
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+Result<Connection> ConsoleApi::OwnedConnection(const std::string& id,
+                                               const RequestContext& caller) {
+  Status not_found = NotFoundError(
+      "you have no connection with this id; list yours with "
+      "GET /api/v1/connections");
+  if (!IsPlausibleId(id)) return not_found;
+  auto connection = store_.GetConnection(id);
+  if (!connection.ok()) {
+    return connection.status().code() == StatusCode::kNotFound ? not_found : connection.status();
+  }
+  // Someone else's connection is indistinguishable from a missing one.
+  if (connection->owner_id != caller.user.id) return not_found;
+  return connection;
+}
+
+Result<net::Response> ConsoleApi::ConnectionReply(int http_status, const std::string& id,
+                                                  json::object extra) {
+  UPLINK_ASSIGN_OR_RETURN(Connection connection, store_.GetConnection(id));
+  UPLINK_ASSIGN_OR_RETURN(ConnectionDetails details, ReadConnectionDetails(store_, id));
+  json::object body = ConnectionToJson(connection, details, clock_.Now(), ViewOptions());
+  // Extra fields are only ever a new credential.
+  bool carries_secret = !extra.empty();
+  for (auto& field : extra) body[field.key()] = std::move(field.value());
+  net::Response response = JsonResponse(http_status, body);
+  return carries_secret ? NoStore(std::move(response)) : response;
+}
+
+Result<net::Response> ConsoleApi::CreateConnection(const net::Request& request,
+                                                   const RequestContext& caller) {
+  UPLINK_ASSIGN_OR_RETURN(json::object body, ReadJsonObject(request.body));
+  FieldReader fields(body, "");
+  UPLINK_RETURN_IF_ERROR(
+      fields.OnlyFields({"agent_name", "cluster_name", "expires_at", "handover"}));
+  UPLINK_ASSIGN_OR_RETURN(std::string raw_agent,
+                          fields.RequiredString("agent_name", kMaxRawNameBytes));
+  UPLINK_ASSIGN_OR_RETURN(std::string raw_cluster,
+                          fields.RequiredString("cluster_name", kMaxRawNameBytes));
+  UPLINK_ASSIGN_OR_RETURN(auto raw_expiry, fields.String("expires_at", 64));
+  UPLINK_ASSIGN_OR_RETURN(auto handover, fields.Bool("handover"));
+
+  Connection connection;
+  UPLINK_ASSIGN_OR_RETURN(connection.agent_name, ValidateName("agent_name", raw_agent));
+  UPLINK_ASSIGN_OR_RETURN(connection.cluster_name, ValidateName("cluster_name", raw_cluster));
+  WallTime now = clock_.Now();
+  connection.expires_at = now + options_.default_token_lifetime;
+  if (raw_expiry) {
+    UPLINK_ASSIGN_OR_RETURN(connection.expires_at, ParseFutureTime("expires_at", *raw_expiry, now));
+    if (connection.expires_at > now + options_.max_token_lifetime) {
+      return InvalidArgumentError("expires_at may be at most " +
+                                  std::to_string(options_.max_token_lifetime.count() / 24) +
+                                  " days ahead; rotate the token before it expires instead");
+    }
+  }
+  connection.id = HexEncode(RandomBytes(kIdBytes));
+  connection.owner_id = caller.user.id;
+  connection.created_at = now;
+  NewToken minted =
+      MintNewToken(connection.id, handover.value_or(false), now, options_.handover_lifetime);
+  connection.token_prefix = minted.prefix;
+  connection.token_hash = minted.hash;
+
+  json::object detail = TokenDetail(minted);
+  detail["agent_name"] = connection.agent_name;
+  detail["cluster_name"] = connection.cluster_name;
+  detail["expires_at"] = FormatRfc3339(connection.expires_at);
+  AuditEvent event = CallerEvent(caller, now, "connection.create", "connection", connection.id,
+                                 caller.user.id, detail);
+  Status created = minted.handover
+                       ? store_.CreateConnectionWithHandover(connection, *minted.handover, event)
+                       : store_.CreateConnection(connection, event);
+  if (created.code() == StatusCode::kConflict || created.code() == StatusCode::kAlreadyExists) {
+    return ConflictError("you already have a live connection for cluster_name \"" +
+                         connection.cluster_name +
+                         "\"; choose another name, or revoke that connection first");
+  }
+  UPLINK_RETURN_IF_ERROR(created);
+  log_.Info("connection created", {{"connection_id", connection.id},
+                                   {"user_id", caller.user.id},
+                                   {"cluster_name", connection.cluster_name},
+                                   {"token_prefix", connection.token_prefix},
+                                   {"handover", minted.handover.has_value()}});
+  return ConnectionReply(201, connection.id, CredentialFields(minted));
+}
+
+Result<net::Response> ConsoleApi::ListConnections(const RequestContext& caller) {
+  UPLINK_ASSIGN_OR_RETURN(std::vector<Connection> connections,
+                          store_.ListConnections(caller.user.id));
+  WallTime now = clock_.Now();
+  json::array list;
+  for (const Connection& connection : connections) {
+    UPLINK_ASSIGN_OR_RETURN(ConnectionDetails details,
+                            ReadConnectionDetails(store_, connection.id));
+    list.push_back(ConnectionToJson(connection, details, now, ViewOptions()));
+  }
+  return JsonResponse(200, {{"connections", std::move(list)}});
+}
+
+Result<net::Response> ConsoleApi::ShowConnection(const std::string& id,
+                                                 const RequestContext& caller) {
+  UPLINK_ASSIGN_OR_RETURN(Connection connection, OwnedConnection(id, caller));
+  return ConnectionReply(200, connection.id);
+}
+
+Result<net::Response> ConsoleApi::RotateToken(const std::string& id, const net::Request& request,
+                                              const RequestContext& caller) {
+  UPLINK_ASSIGN_OR_RETURN(Connection connection, OwnedConnection(id, caller));
+  UPLINK_ASSIGN_OR_RETURN(json::object body, ReadJsonObject(request.body));
+  FieldReader fields(body, "");
+  UPLINK_RETURN_IF_ERROR(fields.OnlyFields({"handover"}));
+  UPLINK_ASSIGN_OR_RETURN(auto handover, fields.Bool("handover"));
+  Status revoked = FailedPreconditionError(
+      "this connection was revoked and cannot get a new token; create a new connection");
+  if (connection.revoked_at) return revoked;
+  WallTime now = clock_.Now();
+  // A future expiry carries over; an expired connection gets a fresh default lifetime.
+  WallTime expires_at =
+      connection.expires_at > now ? connection.expires_at : now + options_.default_token_lifetime;
+  NewToken minted = MintNewToken(id, handover.value_or(false), now, options_.handover_lifetime);
+  json::object detail = TokenDetail(minted);
+  detail["old_token_prefix"] = connection.token_prefix;
+  detail["expires_at"] = FormatRfc3339(expires_at);
+  Status replaced = store_.ReplaceToken(
+      id, minted.prefix, minted.hash, expires_at, minted.handover,
+      CallerEvent(caller, now, "connection.rotate", "connection", id, connection.owner_id, detail));
+  // The store refuses a revoke that landed after the read above.
+  if (replaced.code() == StatusCode::kFailedPrecondition) return revoked;
+  UPLINK_RETURN_IF_ERROR(replaced);
+  log_.Info("connection token rotated", {{"connection_id", id},
+                                         {"user_id", caller.user.id},
+                                         {"old_token_prefix", connection.token_prefix},
+                                         {"token_prefix", minted.prefix},
+                                         {"handover", minted.handover.has_value()}});
+  return ConnectionReply(200, id, CredentialFields(minted));
+}
+
+Result<net::Response> ConsoleApi::RevokeConnection(const std::string& id,
+                                                   const net::Request& request,
+                                                   const RequestContext& caller) {
+  UPLINK_ASSIGN_OR_RETURN(Connection connection, OwnedConnection(id, caller));
+  UPLINK_ASSIGN_OR_RETURN(json::object body, ReadJsonObject(request.body));
+  UPLINK_RETURN_IF_ERROR(FieldReader(body, "").OnlyFields({}));
+  // Revoking twice is harmless and records nothing new.
+  if (!connection.revoked_at) {
+    WallTime now = clock_.Now();
+    UPLINK_RETURN_IF_ERROR(store_.RevokeConnection(
+        id, now,
+        CallerEvent(caller, now, "connection.revoke", "connection", id, connection.owner_id,
+                    {{"token_prefix", connection.token_prefix},
+                     {"cluster_name", connection.cluster_name}})));
+    log_.Info("connection revoked", {{"connection_id", id}, {"user_id", caller.user.id}});
+  }
+  return ConnectionReply(200, id);
+}
+
+Result<net::Response> ConsoleApi::RedeemHandover(const net::Request& request) {
+  if (auto limited = guard_.CheckAddress(request.remote_address)) return std::move(*limited);
+  UPLINK_ASSIGN_OR_RETURN(json::object body, ReadJsonObject(request.body));
+  FieldReader fields(body, "");
+  UPLINK_RETURN_IF_ERROR(fields.OnlyFields({"code"}));
+  UPLINK_ASSIGN_OR_RETURN(std::string raw_code, fields.RequiredString("code", kMaxCodeBytes));
+  Secret code(std::move(raw_code));
+
+  auto refuse_unknown = [&](std::string_view lookup_prefix) {
+    auto limited = guard_.Refused(
+        {"handover_code", "invalid_token", request.remote_address, lookup_prefix, ""});
+    if (limited) return std::move(*limited);
+    return UnauthorizedResponse("invalid_token",
+                                "the handover code is not valid; check that you copied all of "
+                                "it, or rotate the connection's token to get a new one");
+  };
+  std::optional<std::string> prefix = LookupPrefix(code, kHandoverKind);
+  if (!prefix) return refuse_unknown("");
+  UPLINK_ASSIGN_OR_RETURN(std::vector<Handover> candidates, store_.FindHandoversByPrefix(*prefix));
+  const Handover* handover = nullptr;
+  for (const Handover& candidate : candidates) {
+    if (MatchesHash(code, candidate.code_hash)) handover = &candidate;
+  }
+  if (!handover) return refuse_unknown(*prefix);
+  UPLINK_ASSIGN_OR_RETURN(Connection connection, store_.GetConnection(handover->connection_id));
+
+  WallTime now = clock_.Now();
+  AuditEvent event;
+  event.at = now;
+  event.actor_type = "anonymous";
+  event.actor_label = handover->lookup_prefix;
+  event.credential = "handover_code";
+  event.target_type = "connection";
+  event.target_id = connection.id;
+  event.owner_id = connection.owner_id;
+  event.source_address = request.remote_address;
+  auto refused = [&](std::string_view reason) {
+    log_.Warn("handover refused", {{"reason", reason},
+                                   {"connection_id", connection.id},
+                                   {"handover_prefix", handover->lookup_prefix},
+                                   {"remote_address", request.remote_address}});
+  };
+  if (connection.owner_deactivated_at) {
+    AuditEvent refusal = event;
+    refusal.action = "handover.refused";
+    refusal.outcome = "refused";
+    refusal.detail = ToJson(json::object{{"reason", "owner_deactivated"}});
+    RecordRefusal(refusal);
+    refused("owner_deactivated");
+    return ErrorResponse(403, "owner_deactivated",
+                         "the connection's owner is deactivated; an admin must reactivate them "
+                         "before this code can be used");
+  }
+
+  MintedCredential token = MintCredential(kAgentTokenKind);
+  event.action = "handover.redeem";
+  event.outcome = "ok";
+  event.detail = ToJson(json::object{{"token_prefix", token.lookup_prefix}});
+  // The store decides, in one transaction, whether the code still works; when it does not it
+  // records handover.refused itself.
+  auto redeemed =
+      store_.RedeemHandover(handover->id, now, token.lookup_prefix, token.token_hash, event);
+  if (!redeemed.ok()) {
+    if (auto gone = GoneForStoreRefusal(redeemed.status())) {
+      refused(gone->code);
+      return ErrorResponse(410, gone->code, gone->message);
+    }
+    return redeemed.status();
+  }
+  log_.Info("handover redeemed", {{"connection_id", connection.id},
+                                  {"token_prefix", token.lookup_prefix},
+                                  {"remote_address", request.remote_address}});
+  return ConnectionReply(200, connection.id, {{"token", token.token.Reveal()}});
+}
+
+}  // namespace uplink::console
