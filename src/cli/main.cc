@@ -4,5 +4,6 @@
 
 int main(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
-  return uplink::cli::Run(args, uplink::ProcessEnv(), std::cout, std::cerr);
+  auto terminal = uplink::cli::OpenTerminal();
+  return uplink::cli::Run(args, uplink::ProcessEnv(), {std::cin, std::cout, std::cerr}, *terminal);
 }

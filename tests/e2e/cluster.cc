@@ -2,7 +2,16 @@
 
 #include <gtest/gtest.h>
 
+#include <poll.h>
+#include <pty.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+
 #include <deque>
+#include <filesystem>
 
 #include "common/files.h"
 
@@ -144,6 +153,90 @@ int Deployment::AgentProbe(int health_port, const std::string& path) {
   net::Request request;
   request.target = path;
   auto response = (*client)->Send(request);
+  return response.ok() ? response->status : -1;
+}
+
+std::vector<std::string> Deployment::CliEnvironment(
+    const std::map<std::string, std::string>& env) {
+  std::filesystem::create_directories(cli_home());
+  std::map<std::string, std::string> vars{{"HOME", cli_home()},
+                                          {"XDG_CONFIG_HOME", cli_home() + "/.config"},
+                                          {"UPLINK_API_KEY", ""},
+                                          {"UPLINK_API_KEY_FILE", ""},
+                                          {"UPLINK_CONSOLE", ""},
+                                          {"UPLINK_OUTPUT", ""},
+                                          {"KUBECONFIG", ""}};
+  for (const auto& [name, value] : env) vars[name] = value;
+  return testing::EnvWith(vars);
+}
+
+testing::CommandResult Deployment::Uplink(std::vector<std::string> args,
+                                          const std::map<std::string, std::string>& env,
+                                          const std::string& stdin_data) {
+  args.insert(args.begin(),
+              {"/usr/bin/setsid", "--wait", bin("uplink"), "--console", console_url_});
+  return testing::RunCommand(args, std::chrono::seconds(120), CliEnvironment(env), stdin_data);
+}
+
+testing::CommandResult Deployment::UplinkInTerminal(
+    std::vector<std::string> args, const std::map<std::string, std::string>& env,
+    const std::vector<std::pair<std::string, std::string>>& dialogue) {
+  args.insert(args.begin(), {bin("uplink"), "--console", console_url_});
+  std::vector<std::string> env_strings = CliEnvironment(env);
+  std::vector<char*> argv, envp;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  for (auto& e : env_strings) envp.push_back(e.data());
+  envp.push_back(nullptr);
+
+  testing::CommandResult result;
+  int master = -1;
+  pid_t pid = ::forkpty(&master, nullptr, nullptr, nullptr);
+  if (pid < 0) {
+    ADD_FAILURE() << "forkpty failed";
+    return result;
+  }
+  if (pid == 0) {  // the child: a new session whose controlling terminal is the pty
+    ::execve(argv[0], argv.data(), envp.data());
+    ::_exit(127);
+  }
+  size_t next = 0;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  char buf[4096];
+  while (true) {
+    if (next < dialogue.size() && result.out.size() >= dialogue[next].first.size() &&
+        result.out.compare(result.out.size() - dialogue[next].first.size(),
+                           dialogue[next].first.size(), dialogue[next].first) == 0) {
+      const std::string& typed = dialogue[next++].second;
+      EXPECT_EQ(::write(master, typed.data(), typed.size()), static_cast<ssize_t>(typed.size()));
+    }
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) {
+      result.timed_out = true;
+      ::kill(pid, SIGKILL);
+      break;
+    }
+    pollfd fd{master, POLLIN, 0};
+    if (::poll(&fd, 1, static_cast<int>(left.count())) < 0 && errno != EINTR) break;
+    ssize_t n = ::read(master, buf, sizeof buf);
+    if (n <= 0 && errno != EINTR && errno != EAGAIN) break;  // EIO: the terminal's last user left
+    if (n > 0) result.out.append(buf, static_cast<size_t>(n));
+  }
+  ::close(master);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  result.exit_code = result.timed_out || !WIFEXITED(status) ? -1 : WEXITSTATUS(status);
+  EXPECT_EQ(next, dialogue.size()) << "the terminal never showed: " << dialogue[next].first
+                                   << "\nit showed:\n" << result.out;
+  return result;
+}
+
+int Deployment::AgentWhoami(const std::string& token) {
+  net::Request request;
+  request.target = "/api/v1/agent/whoami";
+  request.headers.Set("Authorization", "Bearer " + token);
+  auto response = client_->Send(request);
   return response.ok() ? response->status : -1;
 }
 

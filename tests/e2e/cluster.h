@@ -3,6 +3,7 @@
 #pragma once
 
 #include <deque>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -61,7 +62,30 @@ class Deployment {
   // GET on the agent's health server.
   int AgentProbe(int health_port, const std::string& path);
 
+  // The `uplink` CLI against this console: `--console` is added, HOME and XDG_CONFIG_HOME
+  // point into cli_home() (its credentials file is the test's own), UPLINK_* variables are
+  // cleared unless `env` sets them, and it runs in a new session without a controlling
+  // terminal (setsid), so it never waits at a prompt whoever runs the tests.
+  testing::CommandResult Uplink(std::vector<std::string> args,
+                                const std::map<std::string, std::string>& env = {},
+                                const std::string& stdin_data = "");
+  // The same, with a pseudo-terminal as its controlling terminal, stdin, stdout and stderr:
+  // each time the output so far ends with dialogue[i].first, dialogue[i].second is typed.
+  // `out` holds everything the terminal showed; `err` is empty.
+  testing::CommandResult UplinkInTerminal(
+      std::vector<std::string> args, const std::map<std::string, std::string>& env,
+      const std::vector<std::pair<std::string, std::string>>& dialogue);
+  std::string cli_home() const { return dir() + "/cli-home"; }
+  std::string cli_credentials_file() const {
+    return cli_home() + "/.config/uplink/credentials.json";
+  }
+
+  // GET /api/v1/agent/whoami with an agent token: the HTTP status (-1 on transport failure).
+  int AgentWhoami(const std::string& token);
+
  private:
+  std::vector<std::string> CliEnvironment(const std::map<std::string, std::string>& env);
+
   testing::TempDir dir_;
   std::deque<SimulatedCluster> clusters_;  // deque: StartCluster hands out references
   std::unique_ptr<testing::ChildProcess> console_;

@@ -1,0 +1,139 @@
+#include "cli/api_client.h"
+
+#include <algorithm>
+#include <cctype>
+
+#include "common/text.h"
+#include "net/server.h"
+
+namespace uplink::cli {
+namespace {
+
+constexpr size_t kMaxReplyBytes = 4 << 20;
+
+std::string ErrorField(const json::object& error, std::string_view key) {
+  const json::value* v = error.if_contains(key);
+  return v != nullptr && v->is_string() ? std::string(v->get_string()) : std::string();
+}
+
+// "30" stays "30 seconds"; anything else (an HTTP date, garbage) is shown as sent, shortened.
+std::string RetryAfterText(const net::Response& response) {
+  auto value = response.headers.Get("Retry-After");
+  if (!value) return "a while";
+  std::string_view text = *value;
+  bool digits = !text.empty() && text.size() <= 9 &&
+                std::all_of(text.begin(), text.end(),
+                            [](char c) { return std::isdigit(static_cast<unsigned char>(c)); });
+  return digits ? std::string(text) + " seconds" : "'" + OneLineExcerpt(text, 40) + "'";
+}
+
+}  // namespace
+
+Result<std::string> NormalizeConsoleUrl(std::string_view url) {
+  std::string trimmed(url);
+  while (!trimmed.empty() && trimmed.back() == '/') trimmed.pop_back();
+  auto parsed = net::ParseBaseUrl(trimmed);
+  if (!parsed.ok()) {
+    return InvalidArgumentError("the console address is not a usable URL (" +
+                                parsed.status().message() +
+                                "); pass --console https://HOST[:PORT]");
+  }
+  if (parsed->scheme != "https" && !net::IsLoopbackHost(parsed->host)) {
+    return InvalidArgumentError(
+        "the console address must be https:// (plain http only to a loopback address), so that "
+        "credentials never cross the network unencrypted");
+  }
+  return trimmed;
+}
+
+Result<std::unique_ptr<ApiClient>> ApiClient::Connect(const std::string& console) {
+  net::ClientOptions options;
+  options.base_url = console;
+  options.user_agent = "uplink-cli/" UPLINK_VERSION;
+  options.request_timeout = std::chrono::seconds(30);  // sign-in hashes a password
+  options.max_response_bytes = kMaxReplyBytes;
+  auto http = net::HttpClient::Create(std::move(options));
+  if (!http.ok()) return InvalidArgumentError("--console: " + http.status().message());
+  return std::unique_ptr<ApiClient>(new ApiClient(std::move(*http), console));
+}
+
+Result<json::object> ApiClient::Call(std::string_view method, std::string_view target,
+                                     const std::optional<json::object>& body) {
+  last_error_code_.clear();
+  net::Request request;
+  request.method = std::string(method);
+  request.target = std::string(target);
+  request.headers.Set("Accept", "application/json");
+  if (!credential_.empty()) request.headers.Set("Authorization", "Bearer " + credential_.Reveal());
+  if (body) {
+    request.headers.Set("Content-Type", "application/json");
+    request.body = json::serialize(*body);
+  }
+  auto sent = http_->Send(std::move(request));
+  if (!sent.ok()) {
+    const Status& s = sent.status();
+    if (s.code() == StatusCode::kResourceExhausted) {
+      return InternalError("the console's reply is larger than " +
+                           std::to_string(kMaxReplyBytes >> 20) +
+                           " MiB, far more than any reply uplink expects; check that --console "
+                           "is the console's address");
+    }
+    if (s.code() == StatusCode::kUnavailable || s.code() == StatusCode::kDeadlineExceeded) {
+      return Status(s.code(), "cannot reach the console: " + s.message());
+    }
+    return UnavailableError("cannot reach the console: " + s.message());
+  }
+  const net::Response& response = *sent;
+  if (response.status < 200 || response.status >= 300) return ErrorFor(response);
+  auto parsed = ParseJson(response.body);
+  if (!parsed.ok() || !parsed->is_object()) {
+    return InternalError(
+        "the console's reply is not the JSON object uplink expects; check that --console is the "
+        "console's address and not a proxy or another service");
+  }
+  return std::move(parsed->get_object());
+}
+
+Status ApiClient::ErrorFor(const net::Response& response) {
+  const int http = response.status;
+  if (http >= 300 && http < 400) {
+    return UnavailableError("the console answered " + std::to_string(http) +
+                            " (a redirect); uplink never follows a redirect with a credential. "
+                            "Use the console's final address in --console");
+  }
+  std::string code;
+  std::string message;
+  auto parsed = ParseJson(response.body);
+  if (parsed.ok() && parsed->is_object()) {
+    if (const json::value* error = parsed->get_object().if_contains("error");
+        error != nullptr && error->is_object()) {
+      code = OneLineExcerpt(ErrorField(error->get_object(), "code"), 64);
+      message = OneLineExcerpt(ErrorField(error->get_object(), "message"), 500);
+    }
+  }
+  last_error_code_ = code;
+  std::string what = "the console answered " + std::to_string(http) +
+                     (code.empty() ? " " + std::string(net::ReasonPhrase(http)) : " " + code);
+  if (!message.empty()) what += ": " + message;
+  switch (http) {
+    case 401:
+      if (!credential_source_.empty()) what += " (the credential from " + credential_source_ + ")";
+      return UnauthenticatedError(what);
+    case 403:
+      return PermissionDeniedError(what);
+    case 404:
+      return NotFoundError(what);
+    case 409:
+    case 410:
+      return ConflictError(what);
+    case 429:
+      return ResourceExhaustedError(what + " (rate limited: retry after " +
+                                    RetryAfterText(response) + ")");
+    default:
+      break;
+  }
+  if (http >= 500) return InternalError(what + " (a console failure: try again later)");
+  return FailedPreconditionError(what);
+}
+
+}  // namespace uplink::cli

@@ -1,0 +1,65 @@
+// The console's user API (docs/api.md) as the CLI calls it.
+//
+// Every reply the CLI acts on is a JSON object; anything else (a proxy's HTML, a huge body,
+// `[]`) is an error that says so. Failures come back as a Status whose code picks the exit
+// code (cli/exit_codes.h): 401 Unauthenticated, 403 PermissionDenied, 404 NotFound, 409 and
+// 410 Conflict, 429 ResourceExhausted (with Retry-After in the message), 5xx and unusable
+// replies Internal, other 4xx FailedPrecondition, transport failures and redirects
+// Unavailable. The credential is set once and only ever reaches the Authorization header.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "common/json.h"
+#include "common/secret.h"
+#include "common/status.h"
+#include "net/client.h"
+
+namespace uplink::cli {
+
+// "https://console.example:8443" without a trailing slash; InvalidArgument unless it is an
+// https URL, or http to a loopback address. The message never repeats the URL, which may
+// hold user info or a query.
+Result<std::string> NormalizeConsoleUrl(std::string_view url);
+
+class ApiClient {
+ public:
+  // `console` must come from NormalizeConsoleUrl.
+  static Result<std::unique_ptr<ApiClient>> Connect(const std::string& console);
+
+  const std::string& console() const { return console_; }
+  // `source` says where it came from ("UPLINK_API_KEY"); a 401 names it, never the value.
+  void set_credential(Secret credential, std::string source) {
+    credential_ = std::move(credential);
+    credential_source_ = std::move(source);
+  }
+
+  // `target` is a path with an optional, already encoded query. A body is sent as JSON.
+  Result<json::object> Call(std::string_view method, std::string_view target,
+                            const std::optional<json::object>& body = std::nullopt);
+  Result<json::object> Get(std::string_view target) { return Call("GET", target); }
+  Result<json::object> Post(std::string_view target,
+                            const std::optional<json::object>& body = std::nullopt) {
+    return Call("POST", target, body);
+  }
+
+  // The `error.code` of the last refused call ("confirmation_required"), or "".
+  const std::string& last_error_code() const { return last_error_code_; }
+
+ private:
+  ApiClient(std::unique_ptr<net::HttpClient> http, std::string console)
+      : http_(std::move(http)), console_(std::move(console)) {}
+
+  Status ErrorFor(const net::Response& response);
+
+  std::unique_ptr<net::HttpClient> http_;
+  std::string console_;
+  Secret credential_;
+  std::string credential_source_;
+  std::string last_error_code_;
+};
+
+}  // namespace uplink::cli

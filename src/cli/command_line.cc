@@ -1,0 +1,435 @@
+#include "cli/command_line.h"
+
+#include <algorithm>
+#include <cctype>
+#include <optional>
+
+namespace uplink::cli {
+namespace {
+
+constexpr FlagSpec kTokenOut{"token-out", "F",
+                             "write the agent token to the new file F (mode 0600) instead of "
+                             "showing it; F must not exist"};
+constexpr FlagSpec kHandover{"handover", "",
+                             "issue a one-time handover code (10 minutes) instead of the token; "
+                             "redeem it with 'uplink connections redeem'"};
+
+const std::vector<FlagSpec>& GlobalFlags() {
+  static const std::vector<FlagSpec> flags{
+      {"console", "URL", "the console, https:// (http:// only on loopback) [UPLINK_CONSOLE]"},
+      {"api-key-file", "F", "read the API key from file F [UPLINK_API_KEY_FILE]"},
+      {"output", "FORMAT", "table or json [UPLINK_OUTPUT; default table]"},
+      {"help", "", "show help for the command (also -h)"},
+  };
+  return flags;
+}
+
+const FlagSpec* FindFlag(const std::vector<FlagSpec>& flags, std::string_view name) {
+  auto it =
+      std::find_if(flags.begin(), flags.end(), [&](const FlagSpec& f) { return f.name == name; });
+  return it == flags.end() ? nullptr : &*it;
+}
+
+std::string HelpCommand(std::string_view group, const CommandSpec* command) {
+  std::string path = command != nullptr ? command->Path() : std::string(group);
+  return "run 'uplink " + (path.empty() ? std::string() : path + " ") + "--help'";
+}
+
+constexpr size_t kHelpWidth = 96;
+
+// `text` as lines of at most kHelpWidth characters, each after the first indented by `indent`.
+std::string Wrap(std::string_view text, size_t indent, size_t first_column) {
+  std::string out;
+  size_t column = first_column;
+  for (bool first = true; !text.empty(); first = false) {
+    size_t space = text.find(' ');
+    std::string_view word = text.substr(0, space);
+    if (!first && column + 1 + word.size() > kHelpWidth) {
+      out += "\n" + std::string(indent, ' ');
+      column = indent;
+    } else if (!first) {
+      out += ' ';
+      ++column;
+    }
+    out += word;
+    column += word.size();
+    text = space == std::string_view::npos ? std::string_view() : text.substr(space + 1);
+  }
+  return out;
+}
+
+void AppendFlags(std::string& out, const std::vector<FlagSpec>& flags) {
+  size_t width = 0;
+  for (const auto& f : flags) {
+    width = std::max(width, f.name.size() + (f.value_name.empty() ? 0 : f.value_name.size() + 1));
+  }
+  for (const auto& f : flags) {
+    std::string left = "--" + std::string(f.name);
+    if (!f.value_name.empty()) left += " " + std::string(f.value_name);
+    out += "  " + left + std::string(width + 4 - left.size(), ' ') +
+           Wrap(f.help, width + 6, width + 6) + "\n";
+  }
+}
+
+std::string Sentence(std::string_view summary) {
+  std::string text(summary);
+  if (!text.empty()) text[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(text[0])));
+  return text + ".";
+}
+
+}  // namespace
+
+std::string CommandSpec::Path() const {
+  return group.empty() ? std::string(name) : std::string(group) + " " + std::string(name);
+}
+
+std::string CommandLine::Get(std::string_view flag, std::string_view fallback) const {
+  auto it = flags.find(flag);
+  return it == flags.end() ? std::string(fallback) : it->second;
+}
+
+const std::vector<std::pair<std::string_view, std::string_view>>& Groups() {
+  static const std::vector<std::pair<std::string_view, std::string_view>> groups{
+      {"connections", "clusters connected to the console and their agent tokens"},
+      {"users", "people who may sign in (admins manage everyone, members themselves)"},
+      {"api-keys", "your API keys, for scripts"},
+  };
+  return groups;
+}
+
+const std::vector<CommandSpec>& Commands() {
+  static const std::vector<CommandSpec> commands{
+      {.id = CommandId::kLogin,
+       .name = "login",
+       .summary = "sign in and keep the credential in the credentials file",
+       .flags = {{"email", "E", "the email to sign in with (asked on the terminal when absent)"},
+                 {"password-stdin", "", "read the password from the first line of stdin"},
+                 {"api-key-stdin", "", "store an API key read from stdin instead (checked first)"},
+                 {"confirm", "",
+                  "confirm the current session's password (sensitive calls need it)"}},
+       .notes = "The password is asked on the terminal without echo. The session (skt_, 12 "
+                "hours) or API key is saved to $XDG_CONFIG_HOME/uplink/credentials.json (or "
+                "~/.config/uplink/credentials.json), mode 0600. A session may create or rotate "
+                "agent tokens and create API keys only within 5 minutes of a password "
+                "confirmation; uplink asks for it when a terminal is there, or run 'uplink login "
+                "--confirm' first."},
+      {.id = CommandId::kLogout,
+       .name = "logout",
+       .summary = "end the stored session and remove the stored credential",
+       .notes = "A stored session is revoked on the console; a stored API key stays valid "
+                "(revoke it with 'uplink api-keys revoke')."},
+      {.id = CommandId::kWhoami,
+       .name = "whoami",
+       .summary = "show who the credential belongs to and what kind it is"},
+      {.id = CommandId::kConnectionsList,
+       .group = "connections",
+       .name = "list",
+       .summary = "list connections with status, liveness, nodes and GPUs"},
+      {.id = CommandId::kConnectionsShow,
+       .group = "connections",
+       .name = "show",
+       .alias = "get",
+       .operands = "ID_OR_NAME",
+       .min_operands = 1,
+       .max_operands = 1,
+       .summary = "show one connection: nodes, agents, handover and security events",
+       .notes = "ID_OR_NAME is a connection id (16 hex digits) or a cluster name."},
+      {.id = CommandId::kConnectionsCreate,
+       .group = "connections",
+       .name = "create",
+       .operands = "CLUSTER_NAME",
+       .max_operands = 1,
+       .summary = "create a connection; its agent token is shown once",
+       .flags = {{"agent-name", "A", "the agent's name [default: uplink-agent]"},
+                 {"cluster-name", "C", "the cluster name (instead of the CLUSTER_NAME operand)"},
+                 {"expires-at", "T", "token expiry, RFC 3339 (default and maximum: the console's)"},
+                 {"expires-in", "D", "token expiry as a duration from now: 30d, 12h"},
+                 kHandover,
+                 kTokenOut},
+       .notes = "The token is printed once on stdout, or written to --token-out F. With --output "
+                "json it is part of the JSON (unless --token-out)."},
+      {.id = CommandId::kConnectionsRotate,
+       .group = "connections",
+       .name = "rotate",
+       .operands = "ID_OR_NAME",
+       .min_operands = 1,
+       .max_operands = 1,
+       .summary = "issue a new agent token; the old one stops working at once",
+       .flags = {kHandover, kTokenOut},
+       .notes = "A future expiry carries over. Any pending handover code stops working."},
+      {.id = CommandId::kConnectionsRevoke,
+       .group = "connections",
+       .name = "revoke",
+       .operands = "ID_OR_NAME",
+       .min_operands = 1,
+       .max_operands = 1,
+       .summary = "turn the agent token off; the agent is refused at once"},
+      {.id = CommandId::kConnectionsRedeem,
+       .group = "connections",
+       .name = "redeem",
+       .summary = "turn a handover code into the agent token, once",
+       .flags = {{"code-stdin", "", "read the code from stdin instead of asking on the terminal"},
+                 kTokenOut},
+       .notes = "The code is asked on the terminal without echo; it is never taken from the "
+                "command line. No sign-in is needed: the code is the credential."},
+      {.id = CommandId::kConnectionsInstall,
+       .group = "connections",
+       .name = "install",
+       .operands = "CLUSTER_NAME",
+       .min_operands = 1,
+       .max_operands = 1,
+       .summary =
+           "create or rotate the cluster's token and put it in a Kubernetes Secret with kubectl",
+       .flags = {{"namespace", "NS", "the agent's namespace [default: uplink]"},
+                 {"secret-name", "S", "the Secret holding the token [default: uplink-agent-token]"},
+                 {"pod-security", "LEVEL",
+                  "privileged, baseline or restricted [default: privileged: the node DaemonSet "
+                  "mounts host paths]"},
+                 {"context", "CTX", "the kubectl context to use"},
+                 {"kubeconfig", "F", "the kubeconfig file to use"},
+                 {"kubectl", "PATH", "the kubectl program [default: kubectl on PATH]"},
+                 {"agent-name", "A",
+                  "the agent's name for a new connection [default: uplink-agent]"},
+                 {"chart", "REF",
+                  "the Helm chart in the printed command [default: charts/uplink-agent]"},
+                 {"yes", "", "do not ask before changing the cluster"}},
+       .notes = "Shows the kubectl context and asks before it changes anything. The token stays "
+                "in memory and reaches kubectl only on its standard input. If you answer no, or "
+                "kubectl is missing or fails, the token is printed once with the commands to run "
+                "yourself (exit 0 when you said no, 9 when something failed)."},
+      {.id = CommandId::kUsersList,
+       .group = "users",
+       .name = "list",
+       .summary = "list users (admins only)"},
+      {.id = CommandId::kUsersShow,
+       .group = "users",
+       .name = "show",
+       .alias = "get",
+       .operands = "ID|EMAIL|me",
+       .min_operands = 1,
+       .max_operands = 1,
+       .summary = "show one user"},
+      {.id = CommandId::kUsersCreate,
+       .group = "users",
+       .name = "create",
+       .operands = "EMAIL",
+       .min_operands = 1,
+       .max_operands = 1,
+       .summary = "create a user (admins only)",
+       .flags = {{"role", "ROLE", "member or admin [default: member]"},
+                 {"password-stdin", "",
+                  "read the new user's password from the first line of stdin"}},
+       .notes = "Without --password-stdin the password is asked twice on the terminal (leave it "
+                "empty for none); with no terminal the user is created without a password, and "
+                "an admin can set one later with 'uplink users set-password EMAIL'."},
+      {.id = CommandId::kUsersDeactivate,
+       .group = "users",
+       .name = "deactivate",
+       .operands = "ID|EMAIL",
+       .min_operands = 1,
+       .max_operands = 1,
+       .summary = "deactivate a user: their keys, sessions and agent tokens stop working"},
+      {.id = CommandId::kUsersReactivate,
+       .group = "users",
+       .name = "reactivate",
+       .operands = "ID|EMAIL",
+       .min_operands = 1,
+       .max_operands = 1,
+       .summary = "reactivate a user: their API keys and agent tokens work again"},
+      {.id = CommandId::kUsersSetPassword,
+       .group = "users",
+       .name = "set-password",
+       .operands = "[ID|EMAIL|me]",
+       .max_operands = 1,
+       .summary = "set a password (your own by default); the user's other sessions end",
+       .flags = {{"password-stdin", "",
+                  "read from stdin: for your own existing password, the current password on "
+                  "the first line and the new one on the second; otherwise the new one on the "
+                  "first"}},
+       .notes = "Without --password-stdin the passwords are asked on the terminal without echo."},
+      {.id = CommandId::kApiKeysList,
+       .group = "api-keys",
+       .name = "list",
+       .summary = "list your API keys"},
+      {.id = CommandId::kApiKeysCreate,
+       .group = "api-keys",
+       .name = "create",
+       .operands = "NAME",
+       .min_operands = 1,
+       .max_operands = 1,
+       .summary = "create an API key; it is shown once",
+       .flags = {{"expires-at", "T", "expiry, RFC 3339 [default: never]"},
+                 {"key-out", "F",
+                  "write the key to the new file F (mode 0600) instead of showing it"}}},
+      {.id = CommandId::kApiKeysRevoke,
+       .group = "api-keys",
+       .name = "revoke",
+       .operands = "ID",
+       .min_operands = 1,
+       .max_operands = 1,
+       .summary = "revoke an API key"},
+      {.id = CommandId::kAudit,
+       .name = "audit",
+       .summary = "show the audit log, newest first",
+       .flags = {{"connection", "ID_OR_NAME", "only events about this connection"},
+                 {"action", "A", "only this action, e.g. connection.rotate"},
+                 {"limit", "N", "at most N events, 1-500 [default: 100]"},
+                 {"before", "ID", "events older than this event id (the next page)"}},
+       .notes = "Admins see every event; members see their own and those about their things."},
+  };
+  return commands;
+}
+
+Result<CommandLine> ParseCommandLine(const std::vector<std::string>& args, const EnvLookup& env) {
+  CommandLine line;
+  if (const char* v = env("UPLINK_CONSOLE"); v != nullptr) line.globals.console = v;
+  if (const char* v = env("UPLINK_API_KEY_FILE"); v != nullptr) line.globals.api_key_file = v;
+  if (const char* v = env("UPLINK_OUTPUT"); v != nullptr && *v != '\0') line.globals.output = v;
+  auto usage_error = [&](const std::string& message) {
+    return InvalidArgumentError(message + "; " + HelpCommand(line.group, line.command));
+  };
+
+  bool only_operands = false;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& arg = args[i];
+    if (!only_operands && arg == "--") {
+      only_operands = true;
+      continue;
+    }
+    const bool is_flag = !only_operands && arg.size() > 1 && arg[0] == '-';
+    if (is_flag && (arg == "-h" || arg == "--help")) {
+      line.help = true;
+      return line;  // help for what was named so far; the rest does not matter
+    }
+    if (is_flag) {
+      std::string_view body(arg);
+      if (body.substr(0, 2) != "--") return usage_error("unknown flag " + arg);
+      body.remove_prefix(2);
+      std::string name(body.substr(0, body.find('=')));
+      std::optional<std::string> value;
+      if (auto eq = body.find('='); eq != std::string_view::npos) {
+        value = std::string(body.substr(eq + 1));
+      }
+      const FlagSpec* spec = FindFlag(GlobalFlags(), name);
+      if (spec == nullptr && line.command != nullptr) spec = FindFlag(line.command->flags, name);
+      if (spec == nullptr) {
+        std::string where = line.command != nullptr ? line.command->Path() : line.group;
+        return usage_error("unknown flag --" + name +
+                           (where.empty() ? "" : " for 'uplink " + where + "'"));
+      }
+      if (spec->value_name.empty()) {
+        if (value) return usage_error("--" + name + " takes no value");
+        value = "true";
+      } else if (!value) {
+        if (i + 1 >= args.size()) {
+          return usage_error("--" + name + " needs a value (" + std::string(spec->value_name) +
+                             ")");
+        }
+        value = args[++i];
+      }
+      if (name == "console") {
+        line.globals.console = *value;
+      } else if (name == "api-key-file") {
+        line.globals.api_key_file = *value;
+      } else if (name == "output") {
+        line.globals.output = *value;
+      } else {
+        line.flags[name] = *value;
+      }
+      continue;
+    }
+    // An operand: first the command words, then the command's operands.
+    if (line.command != nullptr) {
+      line.operands.push_back(arg);
+      continue;
+    }
+    const std::string group = line.group;
+    auto command = std::find_if(Commands().begin(), Commands().end(), [&](const CommandSpec& c) {
+      return c.group == group && (c.name == arg || (!c.alias.empty() && c.alias == arg));
+    });
+    if (command != Commands().end()) {
+      line.command = &*command;
+      continue;
+    }
+    const bool is_group =
+        group.empty() && std::any_of(Groups().begin(), Groups().end(),
+                                     [&](const auto& g) { return g.first == arg; });
+    if (is_group) {
+      line.group = arg;
+      continue;
+    }
+    return usage_error("unknown command '" + (group.empty() ? arg : group + " " + arg) + "'");
+  }
+
+  if (line.command == nullptr) {
+    return usage_error(line.group.empty() ? std::string("no command given")
+                                          : "'uplink " + line.group + "' needs a command");
+  }
+  if (line.globals.output != "table" && line.globals.output != "json") {
+    return usage_error("--output must be table or json, not '" + line.globals.output + "'");
+  }
+  const CommandSpec& c = *line.command;
+  if (line.operands.size() < c.min_operands || line.operands.size() > c.max_operands) {
+    std::string expected = c.operands.empty() ? "no operands" : std::string(c.operands);
+    return usage_error("'uplink " + c.Path() + "' takes " + expected + ", not " +
+                       std::to_string(line.operands.size()) + " operand(s)");
+  }
+  return line;
+}
+
+std::string Usage(std::string_view group, const CommandSpec* command) {
+  std::string out;
+  if (command != nullptr) {
+    out += "usage: uplink " + command->Path();
+    if (!command->operands.empty()) out += " " + std::string(command->operands);
+    if (!command->flags.empty()) out += " [flags]";
+    out += "\n\n" + Wrap(Sentence(command->summary), 0, 0) + "\n";
+    if (!command->alias.empty()) {
+      out += "Also spelled 'uplink " + std::string(command->group) + " " +
+             std::string(command->alias) + "'.\n";
+    }
+    if (!command->notes.empty()) out += "\n" + Wrap(command->notes, 0, 0) + "\n";
+    if (!command->flags.empty()) {
+      out += "\nflags:\n";
+      AppendFlags(out, command->flags);
+    }
+    out += "\nglobal flags:\n";
+    AppendFlags(out, GlobalFlags());
+    return out;
+  }
+  auto list_commands = [&](std::string_view in_group) {
+    size_t width = 0;
+    for (const auto& c : Commands()) {
+      if (c.group == in_group) width = std::max(width, c.Path().size() + c.operands.size() + 1);
+    }
+    for (const auto& c : Commands()) {
+      if (c.group != in_group) continue;
+      std::string left = c.Path() + (c.operands.empty() ? "" : " " + std::string(c.operands));
+      out += "  uplink " + left + std::string(width + 3 - left.size(), ' ') +
+             std::string(c.summary) + "\n";
+    }
+  };
+  if (!group.empty()) {
+    out += "usage: uplink " + std::string(group) + " <command> [flags]\n\ncommands:\n";
+    list_commands(group);
+    out += "\nRun 'uplink " + std::string(group) + " <command> --help' for its flags.\n";
+    return out;
+  }
+  out += "usage: uplink [global flags] <command> [flags]\n\ncommands:\n";
+  list_commands("");
+  for (const auto& [name, summary] : Groups()) {
+    out += "\n" + std::string(name) + ": " + std::string(summary) + "\n";
+    list_commands(name);
+  }
+  out += "\nglobal flags:\n";
+  AppendFlags(out, GlobalFlags());
+  out +=
+      "\nCredentials, first found wins: --api-key-file F (UPLINK_API_KEY_FILE), UPLINK_API_KEY,\n"
+      "then the file 'uplink login' writes. They are never taken from the command line.\n"
+      "\nexit codes: 0 ok, 1 failure, 2 usage, 3 not authenticated, 4 forbidden, 5 not found,\n"
+      "6 conflict or gone, 7 console unreachable, 8 rate limited, 9 install not completed.\n"
+      "Run 'uplink <command> --help' for a command's flags.\n";
+  return out;
+}
+
+}  // namespace uplink::cli

@@ -1,0 +1,89 @@
+// The command handlers and what they share: the invocation (command line, streams,
+// terminal, clock), opening the console with the right credential, and the password
+// confirmation that sensitive calls may need.
+#pragma once
+
+#include <istream>
+#include <memory>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <string_view>
+
+#include "cli/api_client.h"
+#include "cli/command_line.h"
+#include "cli/credentials.h"
+#include "cli/exit_codes.h"
+#include "cli/terminal.h"
+#include "common/flags.h"
+#include "common/json.h"
+#include "common/time.h"
+
+namespace uplink::cli {
+
+struct Invocation {
+  const CommandLine& line;
+  const EnvLookup& env;
+  std::istream& in;
+  std::ostream& out;
+  std::ostream& err;
+  Terminal& terminal;
+  const Clock& clock;
+  // The exit code when the handler returns Ok; install sets kInstallIncomplete when it fell
+  // back to printing the token.
+  ExitCode success = ExitCode::kOk;
+
+  bool json() const { return line.globals.output == "json"; }
+  const std::string& operand(size_t i) const { return line.operands.at(i); }
+};
+
+// A client that carries the command's credential (FindCredential's precedence). The console
+// is --console, or the one the stored credential belongs to; a stored credential is never
+// sent to another console.
+struct Session {
+  std::unique_ptr<ApiClient> api;
+  Credential credential;
+};
+Result<Session> OpenSession(const Invocation& inv);
+
+// A client without a credential (sign-in, redeem): --console, else the stored console.
+Result<std::unique_ptr<ApiClient>> OpenAnonymous(const Invocation& inv);
+
+// A sensitive call (docs/api.md). When a session token's confirmation has lapsed (403
+// confirmation_required) and there is a terminal, asks for the password ("Confirm your
+// password to <purpose>: "), confirms it and tries once more; without a terminal the 403
+// stands.
+Result<json::object> CallSensitive(Invocation& inv, ApiClient& api, std::string_view method,
+                                   std::string_view target, const std::optional<json::object>& body,
+                                   std::string_view purpose);
+
+// Prints `reply` as JSON on one line.
+void PrintJson(std::ostream& out, const json::object& reply);
+
+// A password from the first line of stdin (--password-stdin), or asked on the terminal
+// without echo; InvalidArgument when neither is possible.
+Result<Secret> ReadPassword(Invocation& inv, std::string_view prompt);
+
+// The handlers, one per command (cli/command_line.h).
+Status RunLogin(Invocation& inv);
+Status RunLogout(Invocation& inv);
+Status RunWhoami(Invocation& inv);
+Status RunConnectionsList(Invocation& inv);
+Status RunConnectionsShow(Invocation& inv);
+Status RunConnectionsCreate(Invocation& inv);
+Status RunConnectionsRotate(Invocation& inv);
+Status RunConnectionsRevoke(Invocation& inv);
+Status RunConnectionsRedeem(Invocation& inv);
+Status RunConnectionsInstall(Invocation& inv);
+Status RunUsersList(Invocation& inv);
+Status RunUsersShow(Invocation& inv);
+Status RunUsersCreate(Invocation& inv);
+Status RunUsersDeactivate(Invocation& inv);
+Status RunUsersReactivate(Invocation& inv);
+Status RunUsersSetPassword(Invocation& inv);
+Status RunApiKeysList(Invocation& inv);
+Status RunApiKeysCreate(Invocation& inv);
+Status RunApiKeysRevoke(Invocation& inv);
+Status RunAudit(Invocation& inv);
+
+}  // namespace uplink::cli

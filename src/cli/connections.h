@@ -1,0 +1,56 @@
+// What the connection commands and install share: finding a connection by id or cluster
+// name, taking a freshly issued token out of a reply, and the words shown with a token.
+#pragma once
+
+#include <optional>
+#include <ostream>
+#include <string>
+#include <string_view>
+
+#include "cli/api_client.h"
+#include "common/json.h"
+#include "common/secret.h"
+#include "common/status.h"
+
+namespace uplink::cli {
+
+inline constexpr char kAgentTokenPurpose[] = "create/rotate agent tokens";
+inline constexpr char kAgentTokenPrefix[] = "agt_";
+inline constexpr char kHandoverCodePrefix[] = "hoc_";
+
+// GET /api/v1/connections: the "connections" array of the reply.
+Result<json::array> ListConnections(ApiClient& api);
+
+// A connection id (16 hex digits) as given, or the id of the connection whose cluster name
+// is `id_or_name`; when several share it (revoked ones keep their name), the one that is
+// not revoked. NotFound when none or more than one fits, with the ids to choose from.
+Result<std::string> ResolveConnection(ApiClient& api, std::string_view id_or_name);
+
+// The id of the connection with this cluster name that is not revoked, if there is one.
+Result<std::optional<std::string>> FindLiveConnection(ApiClient& api,
+                                                      std::string_view cluster_name);
+
+// Removes the "token" from a reply and returns it; Internal if it is missing or not an
+// agent token (the reply is then not printed, so nothing half-valid reaches the screen).
+Result<Secret> TakeAgentToken(json::object& reply);
+
+// Where the agent's token goes in the cluster, and how a person puts it there by hand.
+struct KubeTarget {
+  std::string namespace_name = "uplink";
+  std::string secret_name = "uplink-agent-token";
+  std::string pod_security = "privileged";
+  std::string kubeconfig;  // "" for kubectl's default
+  std::string context;     // "" for the current context
+};
+
+// The commands of the install guide, with the token pasted into `read -rs` rather than
+// typed into a command line.
+void PrintManualSecretCommands(std::ostream& out, const KubeTarget& target);
+
+// helm upgrade --install for the agent, reading the token from the Secret.
+std::string HelmCommand(std::string_view chart, const KubeTarget& target, std::string_view console);
+
+// 'text' quoted for a POSIX shell when it needs it.
+std::string ShellQuote(std::string_view text);
+
+}  // namespace uplink::cli
