@@ -1,6 +1,7 @@
 // uplink-agent: the in-cluster agent. `uplink-agent inventory [flags]` reports the selected
 // GPU nodes to the console over outbound HTTPS.
 #include <signal.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
@@ -69,6 +70,15 @@ void HandleStopSignals(agent::StopSignal& stop, int forced_exit_code) {
   }).detach();
 }
 
+// The pod's name from the downward API (the chart sets POD_NAME), else the host name, which
+// in a pod is also the pod's name.
+std::string DefaultInstanceName() {
+  if (const char* pod = std::getenv("POD_NAME"); pod != nullptr && *pod != '\0') return pod;
+  char host[256] = {};
+  if (::gethostname(host, sizeof(host) - 1) != 0) return "";
+  return host;
+}
+
 int RunInventory(const std::vector<std::string>& args) {
   std::string console_url;
   std::string token_file;
@@ -80,6 +90,7 @@ int RunInventory(const std::vector<std::string>& args) {
   bool once = false;
   std::string health_listen = "0.0.0.0:8081";
   std::string log_level = "info";
+  std::string instance = DefaultInstanceName();
 
   FlagSet flags("uplink-agent inventory");
   flags.String("console", &console_url, "console URL, https://HOST[:PORT]");
@@ -96,9 +107,14 @@ int RunInventory(const std::vector<std::string>& args) {
   flags.Bool("once", &once, "run one cycle; exit 0 if the console accepted the report");
   flags.String("health-listen", &health_listen, "HOST:PORT for /healthz, /readyz, /metrics");
   flags.String("log-level", &log_level, "debug, info, warn or error");
+  flags.String("instance", &instance,
+               "this agent's name in the console (default: $POD_NAME, else the host name)");
 
   if (Status parsed = flags.Parse(args); !parsed.ok()) {
     return Fail(parsed.message() + "\n" + flags.Usage(), kExitUsage);
+  }
+  if (instance.size() > 253) {
+    return Fail("--instance must be at most 253 characters", kExitUsage);
   }
   if (!flags.positional().empty()) {
     return Fail("unexpected argument '" + flags.positional().front() + "'\n" + flags.Usage(),
@@ -153,6 +169,7 @@ int RunInventory(const std::vector<std::string>& args) {
   agent::inventory::DeclareMetrics(registry);
   agent::inventory::InventoryRole role(
       agent::inventory::RoleOptions{.selector = selector,
+                                    .instance = instance,
                                     .status_configmap = status_configmap,
                                     .status_namespace = ns},
       **kube, **console, SystemClock(), registry);

@@ -128,6 +128,15 @@ TEST_F(InventoryRoleTest, ACycleReportsTheSelectedNodesAndBecomesReady) {
   EXPECT_EQ(registry_.Get("uplink_agent_gpus"), 1);
   EXPECT_EQ(registry_.Get("uplink_agent_last_report_success_timestamp_seconds"), 1'800'000'000);
   EXPECT_NE(Log().find("inventory report accepted"), std::string::npos);
+  // Without a name the agent says nothing about its instance.
+  EXPECT_EQ(report.as_object().if_contains("agent_instance"), nullptr);
+}
+
+TEST_F(InventoryRoleTest, TheReportNamesTheAgentInstanceSoTheConsoleCanShowEachAgent) {
+  InventoryRole role = MakeRole(RoleOptions{.instance = "uplink-agent-inventory-7d9f-x2v"});
+  ASSERT_TRUE(role.RunCycle().status.ok()) << Log();
+  json::value report = ParseJson(console_.requests().at(0).body).value();
+  EXPECT_EQ(report.at("agent_instance"), "uplink-agent-inventory-7d9f-x2v");
 }
 
 TEST_F(InventoryRoleTest, ReadinessLapsesWhenTheLastAcceptedReportIsOlderThan150Seconds) {

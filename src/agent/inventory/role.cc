@@ -104,6 +104,7 @@ CycleResult InventoryRole::RunCycle() {
     return cycle;
   }
   Report report = std::move(builder).Finish(*uid, options_.selector, clock_.Now());
+  if (!options_.instance.empty()) report.body["agent_instance"] = options_.instance;
   metrics_.Set(kNodes, static_cast<double>(report.summary.nodes));
   metrics_.Set(kNodeErrors, static_cast<double>(report.summary.nodes_with_errors));
   metrics_.Set(kGpus, static_cast<double>(report.summary.gpus));

@@ -23,6 +23,8 @@ inline constexpr std::string_view kInventoryPath = "/api/v1/agent/inventory";
 
 struct RoleOptions {
   std::string selector = "nvidia.com/gpu.present=true";
+  // Which agent this is, so the console can show each one (the pod's name).
+  std::string instance;
   std::string status_configmap;  // empty: no status ConfigMap is kept
   std::string status_namespace;
   std::chrono::seconds interval{60};           // until the console says otherwise
