@@ -27,6 +27,7 @@ demo: build
 
 bench: build
 	@$(BUILD_DIR)/bin/bench_inventory
+	@$(BUILD_DIR)/bin/bench_auth
 
 clean:
 	@rm -rf $(BUILD_DIR)
