@@ -3,10 +3,20 @@
 namespace uplink {
 
 std::string OneLineExcerpt(std::string_view text, size_t max_chars) {
+  std::string_view head = text.substr(0, max_chars);
   std::string out;
-  for (char c : text.substr(0, max_chars)) {
-    unsigned char u = static_cast<unsigned char>(c);
-    out += (u < 0x20 || u == 0x7f) ? ' ' : c;
+  for (size_t i = 0; i < head.size(); ++i) {
+    unsigned char u = static_cast<unsigned char>(head[i]);
+    // C1 controls (U+0080-U+009F, UTF-8 C2 80-C2 9F) include CSI, which a terminal obeys
+    // like ESC [.
+    if (u == 0xc2 && i + 1 < head.size() &&
+        static_cast<unsigned char>(head[i + 1]) >= 0x80 &&
+        static_cast<unsigned char>(head[i + 1]) <= 0x9f) {
+      out += ' ';
+      ++i;
+      continue;
+    }
+    out += (u < 0x20 || u == 0x7f) ? ' ' : head[i];
   }
   if (text.size() > max_chars) out += "...";
   return out;

@@ -48,6 +48,23 @@ class RateLimitApiTest : public testing::ApiTest {
   }
 };
 
+TEST_F(RateLimitApiTest, RevokedTokensBehindOneAddressDoNotLockOutTheWorkingAgentsThere) {
+  // Forgotten agents with revoked tokens and a working one share a NAT address.
+  std::string working = Text(CreateConnection(admin_key_, "prod"), "token");
+  json::object old = CreateConnection(admin_key_, "old");
+  ASSERT_EQ(Send("POST", "/api/v1/connections/" + Text(old, "id") + "/revoke", admin_key_).status,
+            200);
+  std::string revoked = Text(old, "token");
+  std::int64_t audit_before = static_cast<std::int64_t>(AllAudit().size());
+  for (int i = 0; i < 10; ++i) {
+    int status = Send("GET", "/api/v1/agent/whoami", revoked, "", kAttacker).status;
+    EXPECT_EQ(status, i < 2 ? 401 : 429) << i;  // only the prefix bucket (2) runs dry
+  }
+  EXPECT_EQ(Send("GET", "/api/v1/agent/whoami", working, "", kAttacker).status, 200);
+  // Rate-limited refusals are counted, not audited.
+  EXPECT_EQ(static_cast<std::int64_t>(AllAudit().size()) - audit_before, 2);
+}
+
 TEST_F(RateLimitApiTest, AnAddressThatFailedTooOftenIsRefusedEverythingUntilItsBucketRefills) {
   json::object connection = CreateConnection(admin_key_, "prod");
   std::string token = Text(connection, "token");

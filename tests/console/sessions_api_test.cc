@@ -97,12 +97,12 @@ TEST_F(SessionsApiTest, AWrongPasswordAndAnUnknownEmailGetTheSameReply) {
   net::Response no_password = SignInReply("admin@example.com", kPassword);
   EXPECT_EQ(no_password.body, unknown.body);
 
-  // A failed sign-in is recorded for a known email only (there is no one to tell otherwise).
+  // Every failed sign-in is recorded, for an unknown email too: the same work either way.
   std::vector<AuditEvent> refused;
   for (const AuditEvent& event : AllAudit()) {
     if (event.action == "session.refused") refused.push_back(event);
   }
-  ASSERT_EQ(refused.size(), 2u);
+  ASSERT_EQ(refused.size(), 3u);
   EXPECT_EQ(refused[0].target_id, alice_id_);
   EXPECT_EQ(refused[0].owner_id, alice_id_);
   EXPECT_EQ(refused[0].actor_type, "anonymous");
@@ -111,7 +111,11 @@ TEST_F(SessionsApiTest, AWrongPasswordAndAnUnknownEmailGetTheSameReply) {
   EXPECT_EQ(refused[0].outcome, "refused");
   EXPECT_EQ(refused[0].source_address, testing::kClientAddress);
   EXPECT_EQ(refused[0].detail, R"({"reason":"wrong_password"})");
-  EXPECT_EQ(refused[1].target_id, AdminId());
+  EXPECT_EQ(refused[1].target_id, "");
+  EXPECT_EQ(refused[1].owner_id, "");
+  EXPECT_EQ(refused[1].actor_label, "nobody@example.com");
+  EXPECT_EQ(refused[1].detail, R"({"reason":"unknown_email"})");
+  EXPECT_EQ(refused[2].target_id, AdminId());
   EXPECT_EQ(Metric("uplink_console_auth_failures_total",
                    {{"kind", "password"}, {"reason", "invalid_credentials"}}),
             3);

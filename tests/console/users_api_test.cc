@@ -59,6 +59,24 @@ TEST_F(UsersApiTest, AnAdminCreatesListsAndShowsUsers) {
   EXPECT_EQ(event.target_id, Text(Body(carol), "id"));
 }
 
+TEST_F(UsersApiTest, AnAdminSessionCreatesUsersOnlyAfterAFreshConfirmation) {
+  // A user with a password is a lasting credential: a stolen admin session must not mint one.
+  TestUser second_admin = AddUser("root2@example.com", "admin");
+  std::string session = SignIn(second_admin.email);
+  std::string body = ToJson(
+      json::object{{"email", "mallory@example.com"}, {"role", "admin"}, {"password", kPassword}});
+  net::Response refused = Send("POST", "/api/v1/users", session, body);
+  EXPECT_EQ(refused.status, 403) << refused.body;
+  EXPECT_EQ(ErrorCode(refused), "confirmation_required");
+  EXPECT_EQ(Send("POST", "/api/v1/sessions", "",
+                 ToJson(json::object{{"email", "mallory@example.com"}, {"password", kPassword}}))
+                .status,
+            401)
+      << "the refused user was created";
+  Confirm(session);
+  EXPECT_EQ(Send("POST", "/api/v1/users", session, body).status, 201);
+}
+
 TEST_F(UsersApiTest, InvalidUserBodiesAreRefusedWithTheRule) {
   struct Case {
     std::string body;

@@ -81,8 +81,12 @@ Result<net::Response> ConsoleApi::SignIn(const net::Request& request) {
   auto user = store_.FindUserByEmail(email);
   if (!user.ok()) {
     if (user.status().code() != StatusCode::kNotFound) return user.status();
-    // The same work as a wrong password, so the reply time does not tell which emails exist.
+    // The same work as a wrong password (the hash and an audit row), so the reply time does
+    // not tell which emails exist.
     hasher_.VerifyDummy(password);
+    User nobody;
+    RecordRefusal(SignInEvent(nobody, email, request, now, "session.refused", "refused",
+                              {{"reason", "unknown_email"}}));
     return refuse("invalid_credentials", true);
   }
   if (!hasher_.Verify(password, user->password_hash)) {

@@ -103,7 +103,7 @@ std::optional<net::Response> FailureGuard::Refused(const AuthRefusal& refusal) {
                                          {"email", refusal.email}});
   }
   if (!refusal.is_failure) return std::nullopt;
-  by_address_.RecordFailure(std::string(refusal.remote_address));
+  if (!refusal.credential_matched) by_address_.RecordFailure(std::string(refusal.remote_address));
   if (!refusal.email.empty()) by_email_.RecordFailure(std::string(refusal.email));
   if (refusal.lookup_prefix.empty()) return std::nullopt;
   std::string prefix(refusal.lookup_prefix);
@@ -126,7 +126,10 @@ net::Response Authenticator::StoreFailure(std::string_view what, const Status& s
 net::Response Authenticator::RefuseUser(std::string_view kind, const std::string& address,
                                         std::string_view lookup_prefix, const Refusal& refusal) {
   bool is_failure = refusal.reason != "missing_token" && refusal.reason != "deactivated";
-  auto limited = guard_.Refused({kind, refusal.reason, address, lookup_prefix, "", is_failure});
+  // Only a credential that matched can be revoked or expired.
+  bool matched = refusal.reason == "revoked" || refusal.reason == "expired";
+  auto limited =
+      guard_.Refused({kind, refusal.reason, address, lookup_prefix, "", is_failure, matched});
   if (limited) return std::move(*limited);
   return UnauthorizedResponse(refusal.reason, refusal.message);
 }
@@ -224,6 +227,11 @@ net::Response Authenticator::RefuseAgent(const net::Request& request, const Conn
                                          std::string_view lookup_prefix, const Refusal& refusal) {
   bool owner_deactivated = refusal.reason == "owner_deactivated";
   bool is_failure = refusal.reason != "missing_token" && !owner_deactivated;
+  auto limited = guard_.Refused({kAgentTokenKindName, refusal.reason, request.remote_address,
+                                 lookup_prefix, "", is_failure, matched != nullptr});
+  // Rate-limited refusals are counted, not audited, so a forgotten agent cannot grow the
+  // audit log faster than its prefix's bucket refills.
+  if (limited) return std::move(*limited);
   if (matched) {
     // A real token refused: the connection's owner reads why in the audit log.
     AuditEvent event;
@@ -244,9 +252,6 @@ net::Response Authenticator::RefuseAgent(const net::Request& request, const Conn
                  {{"connection_id", matched->id}, {"error", appended}});
     }
   }
-  auto limited = guard_.Refused(
-      {kAgentTokenKindName, refusal.reason, request.remote_address, lookup_prefix, "", is_failure});
-  if (limited) return std::move(*limited);
   if (owner_deactivated) return ErrorResponse(403, refusal.reason, refusal.message);
   return UnauthorizedResponse(refusal.reason, refusal.message);
 }

@@ -62,6 +62,10 @@ struct AuthRefusal {
   // False for refusals that are no guess at a credential (none presented, a deactivated
   // owner): counted and logged, but they take nothing from any bucket.
   bool is_failure = true;
+  // A real credential that is revoked or expired: no guess either, so it takes nothing from
+  // the address bucket (a cluster of forgotten agents behind one NAT must not lock out the
+  // good ones there), only from its prefix's.
+  bool credential_matched = false;
 };
 
 class FailureGuard {

@@ -122,7 +122,9 @@ void ConsoleApi::RegisterRoutes() {
             [this](const net::Request& request, const net::PathParams&, const RequestContext&) {
               return ListUsers(request);
             });
-  UserRoute("POST", "/api/v1/users", Access::kAdmin,
+  // Sensitive: a user made with a password is a lasting credential, which a stolen session
+  // must not be able to mint.
+  UserRoute("POST", "/api/v1/users", Access::kSensitiveAdmin,
             [this](const net::Request& request, const net::PathParams&,
                    const RequestContext& caller) { return CreateUser(request, caller); });
   UserRoute("GET", "/api/v1/users/{id}", Access::kAnyUser,
@@ -252,11 +254,12 @@ void ConsoleApi::UserRoute(const std::string& method, const std::string& pattern
           }
           const RequestContext& caller = std::get<RequestContext>(authentication);
           if (auto refused = CheckUserBody(request)) return std::move(*refused);
-          if (access == Access::kAdmin && !caller.is_admin()) {
+          bool admin_only = access == Access::kAdmin || access == Access::kSensitiveAdmin;
+          if (admin_only && !caller.is_admin()) {
             return ErrorResponse(403, "forbidden",
                                  "this call needs the admin role; ask an admin to make it");
           }
-          if (access == Access::kSensitive) {
+          if (access == Access::kSensitive || access == Access::kSensitiveAdmin) {
             if (auto refused = RequireConfirmation(caller)) return std::move(*refused);
           }
           return Reply(handler(request, params, caller));

@@ -56,7 +56,8 @@ class ConsoleApi {
  private:
   // Who may call a user route. kSensitive: any user, but a session token needs a fresh
   // password confirmation.
-  enum class Access { kAnyUser, kSensitive, kAdmin };
+  // kSensitive: an API key, or a session with a fresh password confirmation (docs/api.md).
+  enum class Access { kAnyUser, kSensitive, kAdmin, kSensitiveAdmin };
   using UserHandler = std::function<Result<net::Response>(
       const net::Request&, const net::PathParams&, const RequestContext&)>;
   using AgentHandler = std::function<Result<net::Response>(const net::Request&, const Connection&)>;

@@ -1,0 +1,26 @@
+#include "common/text.h"
+
+#include <gtest/gtest.h>
+
+namespace uplink {
+namespace {
+
+TEST(OneLineExcerpt, BlanksControlCharactersSoATerminalObeysNone) {
+  EXPECT_EQ(OneLineExcerpt("a\nb\rc\td\x1b[31me\x7f"), "a b c d [31me ");
+  // U+009B (CSI) in UTF-8 is C2 9B; a terminal treats it like ESC [.
+  EXPECT_EQ(OneLineExcerpt("node\xc2\x9b" "2Jx"), "node 2Jx");
+  EXPECT_EQ(OneLineExcerpt("\xc2\x80\xc2\x9f"), "  ");
+  // Other two-byte characters stay: U+00A0-U+00FF and beyond.
+  EXPECT_EQ(OneLineExcerpt("caf\xc3\xa9 \xc2\xa0x"), "caf\xc3\xa9 \xc2\xa0x");
+  // A lone C2 at the end is left as it is (not a control).
+  EXPECT_EQ(OneLineExcerpt("x\xc2"), "x\xc2");
+}
+
+TEST(OneLineExcerpt, CutsAtTheLimitAndSaysSo) {
+  EXPECT_EQ(OneLineExcerpt("abcdef", 3), "abc...");
+  EXPECT_EQ(OneLineExcerpt("abc", 3), "abc");
+  EXPECT_EQ(OneLineExcerpt("", 3), "");
+}
+
+}  // namespace
+}  // namespace uplink
