@@ -704,6 +704,21 @@ TEST_F(SqliteStoreTest, TokenLookupsSeeEveryChangeAtOnceDespiteTheirCache) {
   EXPECT_EQ(store_->FindConnectionsByTokenPrefix("agt_rotated2")->size(), 1u);
 }
 
+TEST_F(SqliteStoreTest, TheFirstReportsBindingIsSeenByTokenLookups) {
+  CreateConnection();
+  const std::string prefix = "agt_" + std::string(kConnectionId).substr(0, 8);
+  ASSERT_FALSE(store_->FindConnectionsByTokenPrefix(prefix)->at(0).cluster_uid.has_value());
+  ASSERT_TRUE(Report(MakeReport("uid-a", 1), kT0).ok());
+  EXPECT_EQ(store_->FindConnectionsByTokenPrefix(prefix)->at(0).cluster_uid, "uid-a");
+  // Later reports change nothing authentication reads; a rotate still shows at once.
+  ASSERT_TRUE(Report(MakeReport("uid-a", 2), kT0 + seconds(1)).ok());
+  ASSERT_TRUE(store_
+                  ->RevokeConnection(kConnectionId, kT0 + seconds(2),
+                                     MakeAudit("connection.revoke", kConnectionId))
+                  .ok());
+  EXPECT_TRUE(store_->FindConnectionsByTokenPrefix(prefix)->at(0).revoked_at.has_value());
+}
+
 TEST_F(SqliteStoreTest, AChangeThatFailsWritesNoAuditEventAndABadEventUndoesTheChange) {
   CreateConnection();
   std::int64_t before = AuditCount();

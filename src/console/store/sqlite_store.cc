@@ -467,9 +467,10 @@ Result<sqlite3_stmt*> SqliteStore::Prepare(const char* sql) {
   return stmt;
 }
 
-Status SqliteStore::WriteTransaction(const std::function<Status()>& body) {
+Status SqliteStore::WriteTransaction(const std::function<Status()>& body,
+                                     CredentialCache cache) {
   std::lock_guard lock(mutex_);
-  connections_by_token_prefix_.clear();
+  if (cache == CredentialCache::kEmpty) connections_by_token_prefix_.clear();
   UPLINK_RETURN_IF_ERROR(Exec("BEGIN IMMEDIATE"));
   Status status = body();
   if (status.ok()) status = Exec("COMMIT");
@@ -1164,7 +1165,9 @@ Status SqliteStore::AcceptReport(const std::string& connection_id, const std::st
                                  const InventoryReport& report, WallTime received_at,
                                  const AuditEvent& audit) {
   Status refusal;
-  // IMMEDIATE: two reports racing for the first binding must not both see it unset.
+  // IMMEDIATE: two reports racing for the first binding must not both see it unset. A report
+  // changes nothing authentication reads (token, expiry, revocation, owner), so it keeps the
+  // credential cache, except for the first binding, which callers see on the connection.
   Status status = WriteTransaction([&]() -> Status {
     bool found = false;
     bool token_live = false;
@@ -1214,6 +1217,7 @@ Status SqliteStore::AcceptReport(const std::string& connection_id, const std::st
                "updating connection")
             .status());
     if (!bound) {
+      connections_by_token_prefix_.clear();
       AuditEvent bind = audit;
       bind.action = "connection.bind";
       bind.outcome = "ok";
@@ -1272,7 +1276,7 @@ Status SqliteStore::AcceptReport(const std::string& connection_id, const std::st
       }
     }
     return Status::Ok();
-  });
+  }, CredentialCache::kKeep);
   if (!status.ok()) return status;
   return refusal;
 }

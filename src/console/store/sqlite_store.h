@@ -107,9 +107,12 @@ class SqliteStore : public Store {
   Result<sqlite3_stmt*> Prepare(const char* sql);
   Status Error(std::string_view what) const;
 
+  enum class CredentialCache { kEmpty, kKeep };
   // Runs `body` in a write transaction (BEGIN IMMEDIATE) under mutex_: committed when it
-  // returns ok, rolled back otherwise.
-  Status WriteTransaction(const std::function<Status()>& body);
+  // returns ok, rolled back otherwise. The credential cache is emptied first unless the
+  // caller knows the transaction changes nothing authentication reads.
+  Status WriteTransaction(const std::function<Status()>& body,
+                          CredentialCache cache = CredentialCache::kEmpty);
 
   // The helpers below expect the caller to hold mutex_.
   // Runs a statement that returns no rows; the number of rows it changed.
