@@ -91,7 +91,10 @@ uplink demo is running.
 Try:
   export UPLINK_CONSOLE=$url UPLINK_API_KEY=$admin_key
   $bin/uplink connections list
-  $bin/uplink connections get <ID>
+  $bin/uplink connections show demo-gpu-cluster     # nodes, agents, security events
+  $bin/uplink audit                                  # who did what, never a secret
+  $bin/uplink connections install second-cluster --kubeconfig $dir/kubeconfig --yes
+                                                     # a token straight into a Secret, never shown
   curl -s -H @$dir/auth-header $url/api/v1/connections
   kubectl --kubeconfig $dir/kubeconfig get nodes      # the simulated cluster
 
