@@ -92,11 +92,11 @@ std::string Sha256Hex(std::string_view data) {
 
 std::string HexEncode(std::string_view bytes) {
   static constexpr char kHex[] = "0123456789abcdef";
-  std::string out;
-  out.reserve(bytes.size() * 2);
-  for (unsigned char c : bytes) {
-    out += kHex[c >> 4];
-    out += kHex[c & 15];
+  std::string out(bytes.size() * 2, '\0');
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    unsigned char c = static_cast<unsigned char>(bytes[i]);
+    out[2 * i] = kHex[c >> 4];
+    out[2 * i + 1] = kHex[c & 15];
   }
   return out;
 }

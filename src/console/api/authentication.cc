@@ -150,15 +150,18 @@ UserAuthentication Authenticator::AuthenticateUser(const net::Request& request) 
 
 UserAuthentication Authenticator::AuthenticateApiKey(const Secret& token,
                                                      const std::string& address) {
-  Refusal invalid{"invalid_token",
-                  "the API key is not valid; use the key printed by \"uplink-console init\" or "
-                  "create a new one"};
+  // Built only when needed: the message costs two allocations on every request otherwise.
+  auto invalid = [] {
+    return Refusal{"invalid_token",
+                   "the API key is not valid; use the key printed by \"uplink-console init\" or "
+                   "create a new one"};
+  };
   std::optional<std::string> prefix = LookupPrefix(token, kApiKeyKind);
-  if (!prefix) return RefuseUser(kApiKeyKindName, address, "", invalid);
+  if (!prefix) return RefuseUser(kApiKeyKindName, address, "", invalid());
   auto candidates = store_.FindApiKeysByPrefix(*prefix);
   if (!candidates.ok()) return StoreFailure("looking up an API key failed", candidates.status());
   std::optional<ApiKey> key = MatchingRow(std::move(candidates).value(), token);
-  if (!key) return RefuseUser(kApiKeyKindName, address, *prefix, invalid);
+  if (!key) return RefuseUser(kApiKeyKindName, address, *prefix, invalid());
   RequestContext context;
   context.credential_kind = CredentialKind::kApiKey;
   context.credential_id = key->id;
@@ -177,14 +180,17 @@ UserAuthentication Authenticator::AuthenticateApiKey(const Secret& token,
 
 UserAuthentication Authenticator::AuthenticateSession(const Secret& token,
                                                       const std::string& address) {
-  Refusal invalid{"invalid_token",
-                  "the session token is not valid; sign in again with \"uplink login\""};
+  // Built only when needed: the message costs two allocations on every request otherwise.
+  auto invalid = [] {
+    return Refusal{"invalid_token",
+                   "the session token is not valid; sign in again with \"uplink login\""};
+  };
   std::optional<std::string> prefix = LookupPrefix(token, kSessionKind);
-  if (!prefix) return RefuseUser(kSessionKindName, address, "", invalid);
+  if (!prefix) return RefuseUser(kSessionKindName, address, "", invalid());
   auto candidates = store_.FindSessionsByPrefix(*prefix);
   if (!candidates.ok()) return StoreFailure("looking up a session failed", candidates.status());
   std::optional<Session> session = MatchingRow(std::move(candidates).value(), token);
-  if (!session) return RefuseUser(kSessionKindName, address, *prefix, invalid);
+  if (!session) return RefuseUser(kSessionKindName, address, *prefix, invalid());
   RequestContext context;
   context.credential_kind = CredentialKind::kSession;
   context.credential_id = session->id;
@@ -265,17 +271,20 @@ AgentAuthentication Authenticator::AuthenticateAgent(const net::Request& request
                         "send the connection token as \"Authorization: Bearer agt_...\"; check "
                         "that the agent's token file is mounted"});
   }
-  Refusal invalid{"invalid_token",
-                  "the token does not belong to any connection; copy the token of your "
-                  "connection (or rotate it) into the agent's Secret"};
+  // Built only when needed: the message costs two allocations on every request otherwise.
+  auto invalid = [] {
+    return Refusal{"invalid_token",
+                   "the token does not belong to any connection; copy the token of your "
+                   "connection (or rotate it) into the agent's Secret"};
+  };
   std::optional<std::string> prefix = LookupPrefix(*token, kAgentTokenKind);
-  if (!prefix) return RefuseAgent(request, nullptr, "", invalid);
+  if (!prefix) return RefuseAgent(request, nullptr, "", invalid());
   auto candidates = store_.FindConnectionsByTokenPrefix(*prefix);
   if (!candidates.ok()) {
     return StoreFailure("looking up a connection token failed", candidates.status());
   }
   std::optional<Connection> connection = MatchingRow(std::move(candidates).value(), *token);
-  if (!connection) return RefuseAgent(request, nullptr, *prefix, invalid);
+  if (!connection) return RefuseAgent(request, nullptr, *prefix, invalid());
   if (connection->revoked_at) {
     return RefuseAgent(request, &*connection, *prefix,
                        {"revoked", "this connection's token was revoked at " +
