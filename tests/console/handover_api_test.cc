@@ -62,8 +62,15 @@ TEST_F(HandoverApiTest, ACodeIsRedeemedOnceForTheConnectionsToken) {
   EXPECT_TRUE(token.starts_with("agt_"));
   EXPECT_EQ(Text(body, "id"), id);
   EXPECT_EQ(Text(body, "token_prefix"), token.substr(0, 12));
-  EXPECT_EQ(Text(Object(body, "handover"), "status"), "redeemed");
-  EXPECT_EQ(Text(Object(body, "handover"), "redeemed_at"), FormatRfc3339(clock_.Now()));
+  EXPECT_EQ(Text(body, "cluster_name"), "prod");
+  EXPECT_EQ(Text(body, "expires_at"), Text(created, "expires_at"));
+  // The code's holder gets what installing the token needs, not the cluster's inventory.
+  for (const char* withheld : {"nodes", "security_events", "cluster_uid", "agents", "handover"}) {
+    EXPECT_FALSE(body.contains(withheld)) << withheld;
+  }
+  json::object shown = Object(ShowConnection(admin_key_, id), "handover");
+  EXPECT_EQ(Text(shown, "status"), "redeemed");
+  EXPECT_EQ(Text(shown, "redeemed_at"), FormatRfc3339(clock_.Now()));
   EXPECT_EQ(ReportFrom(token, "uid-a").status, 200);
 
   ExpectGone(Redeem(code), "handover_redeemed");
@@ -120,7 +127,7 @@ TEST_F(HandoverApiTest, ARotateWithHandoverTurnsOffTheOldTokenAndTheOldCode) {
   ASSERT_EQ(redeemed.status, 200) << redeemed.body;
   std::string token = Text(Body(redeemed), "token");
   EXPECT_EQ(ReportFrom(token, "uid-a").status, 200) << "the cluster binding survives";
-  EXPECT_EQ(Text(Body(redeemed), "cluster_uid"), "uid-a");
+  EXPECT_EQ(Text(ShowConnection(admin_key_, id), "cluster_uid"), "uid-a");
 }
 
 TEST_F(HandoverApiTest, ARevokeSupersedesThePendingCode) {

@@ -317,7 +317,14 @@ Result<net::Response> ConsoleApi::RedeemHandover(const net::Request& request) {
   log_.Info("handover redeemed", {{"connection_id", connection.id},
                                   {"token_prefix", token.lookup_prefix},
                                   {"remote_address", request.remote_address}});
-  return ConnectionReply(200, connection.id, {{"token", token.token.Reveal()}});
+  // Only what installing the token needs: whoever holds a code is not thereby entitled to the
+  // cluster's inventory or its security events.
+  return NoStore(JsonResponse(200, {{"id", redeemed->id},
+                                    {"agent_name", redeemed->agent_name},
+                                    {"cluster_name", redeemed->cluster_name},
+                                    {"token_prefix", redeemed->token_prefix},
+                                    {"expires_at", FormatRfc3339(redeemed->expires_at)},
+                                    {"token", token.token.Reveal()}}));
 }
 
 }  // namespace uplink::console
