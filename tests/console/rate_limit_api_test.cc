@@ -48,6 +48,23 @@ class RateLimitApiTest : public testing::ApiTest {
   }
 };
 
+TEST_F(RateLimitApiTest, AnIPv6HostCannotSpreadItsGuessesAcrossItsSlash64) {
+  char fill = 'A';  // a new prefix each time, so only the address bucket runs dry
+  for (const char* address : {"2001:db8:1:2::a", "2001:db8:1:2::b", "2001:db8:1:2:ffff:ffff:0:1"}) {
+    EXPECT_EQ(Send("GET", "/api/v1/me", WrongApiKey(fill++), "", address).status, 401) << address;
+  }
+  ExpectRateLimited(Send("GET", "/api/v1/me", admin_key_, "", "2001:db8:1:2::c"), "address");
+  EXPECT_EQ(Send("GET", "/api/v1/me", admin_key_, "", "2001:db8:1:3::1").status, 200)
+      << "the next /64 is someone else";
+
+  // An IPv4-mapped address is the IPv4 address.
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(Send("GET", "/api/v1/me", WrongApiKey(fill++), "", "::ffff:203.0.113.9").status,
+              401);
+  }
+  EXPECT_EQ(Send("GET", "/api/v1/me", admin_key_, "", "203.0.113.9").status, 429);
+}
+
 TEST_F(RateLimitApiTest, RevokedTokensBehindOneAddressDoNotLockOutTheWorkingAgentsThere) {
   // Forgotten agents with revoked tokens and a working one share a NAT address.
   std::string working = Text(CreateConnection(admin_key_, "prod"), "token");

@@ -1,5 +1,9 @@
 #include "console/api/authentication.h"
 
+#include <arpa/inet.h>
+
+#include <cstring>
+
 #include "console/api/errors.h"
 #include "console/auth/credentials.h"
 
@@ -8,6 +12,25 @@ namespace {
 
 constexpr const char* kAuthFailuresTotal = "uplink_console_auth_failures_total";
 constexpr const char* kAuthRateLimitedTotal = "uplink_console_auth_rate_limited_total";
+
+// The address bucket's key: an IPv4 address as it is, an IPv6 address by its /64 (one host
+// usually holds a whole /64, so keying by address would let it spread its guesses), and an
+// IPv4-mapped IPv6 address by its IPv4 address.
+std::string AddressBucketKey(std::string_view address) {
+  std::string text(address);
+  in6_addr v6{};
+  if (text.find(':') == std::string::npos || ::inet_pton(AF_INET6, text.c_str(), &v6) != 1) {
+    return text;
+  }
+  if (IN6_IS_ADDR_V4MAPPED(&v6)) {
+    char v4[INET_ADDRSTRLEN];
+    return ::inet_ntop(AF_INET, &v6.s6_addr[12], v4, sizeof v4) != nullptr ? v4 : text;
+  }
+  std::memset(&v6.s6_addr[8], 0, 8);
+  char prefix[INET6_ADDRSTRLEN];
+  if (::inet_ntop(AF_INET6, &v6, prefix, sizeof prefix) == nullptr) return text;
+  return std::string(prefix) + "/64";
+}
 
 constexpr std::string_view kApiKeyKindName = "api_key";
 constexpr std::string_view kSessionKindName = "session";
@@ -73,7 +96,7 @@ std::optional<net::Response> FailureGuard::Limited(std::string_view scope,
 // 429s are counted, and logged only at debug level: the failures that led to them were
 // logged, and a client hammering a closed bucket must not flood the log.
 std::optional<net::Response> FailureGuard::CheckAddress(std::string_view address) {
-  auto limited = Limited("address", by_address_.Check(std::string(address)),
+  auto limited = Limited("address", by_address_.Check(AddressBucketKey(address)),
                          "too many failed sign-ins or credentials came from your address",
                          "try again with a valid credential");
   if (limited) log_.Debug("refused: address rate-limited", {{"remote_address", address}});
@@ -103,7 +126,9 @@ std::optional<net::Response> FailureGuard::Refused(const AuthRefusal& refusal) {
                                          {"email", refusal.email}});
   }
   if (!refusal.is_failure) return std::nullopt;
-  if (!refusal.credential_matched) by_address_.RecordFailure(std::string(refusal.remote_address));
+  if (!refusal.credential_matched) {
+    by_address_.RecordFailure(AddressBucketKey(refusal.remote_address));
+  }
   if (!refusal.email.empty()) by_email_.RecordFailure(std::string(refusal.email));
   if (refusal.lookup_prefix.empty()) return std::nullopt;
   std::string prefix(refusal.lookup_prefix);
