@@ -46,14 +46,19 @@ Result<std::string> NormalizeConsoleUrl(std::string_view url) {
   return trimmed;
 }
 
-Result<std::unique_ptr<ApiClient>> ApiClient::Connect(const std::string& console) {
+Result<std::unique_ptr<ApiClient>> ApiClient::Connect(const std::string& console,
+                                                      const std::string& ca_file) {
   net::ClientOptions options;
   options.base_url = console;
+  options.ca_file = ca_file;
   options.user_agent = "uplink-cli/" UPLINK_VERSION;
   options.request_timeout = std::chrono::seconds(30);  // sign-in hashes a password
   options.max_response_bytes = kMaxReplyBytes;
   auto http = net::HttpClient::Create(std::move(options));
-  if (!http.ok()) return InvalidArgumentError("--console: " + http.status().message());
+  if (!http.ok()) {
+    return InvalidArgumentError((ca_file.empty() ? "--console: " : "--console or --ca-file: ") +
+                                http.status().message());
+  }
   return std::unique_ptr<ApiClient>(new ApiClient(std::move(*http), console));
 }
 

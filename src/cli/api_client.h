@@ -28,7 +28,9 @@ Result<std::string> NormalizeConsoleUrl(std::string_view url);
 class ApiClient {
  public:
   // `console` must come from NormalizeConsoleUrl.
-  static Result<std::unique_ptr<ApiClient>> Connect(const std::string& console);
+  // `ca_file`: PEM CA bundle for a console behind a private CA; empty: the system store.
+  static Result<std::unique_ptr<ApiClient>> Connect(const std::string& console,
+                                                    const std::string& ca_file = "");
 
   const std::string& console() const { return console_; }
   // `source` says where it came from ("UPLINK_API_KEY"); a 401 names it, never the value.

@@ -18,6 +18,8 @@ const std::vector<FlagSpec>& GlobalFlags() {
   static const std::vector<FlagSpec> flags{
       {"console", "URL", "the console, https:// (http:// only on loopback) [UPLINK_CONSOLE]"},
       {"api-key-file", "F", "read the API key from file F [UPLINK_API_KEY_FILE]"},
+      {"ca-file", "F",
+       "trust the console's certificate from the PEM CA bundle F (a private CA) [UPLINK_CA_FILE]"},
       {"output", "FORMAT", "table or json [UPLINK_OUTPUT; default table]"},
       {"help", "", "show help for the command (also -h)"},
   };
@@ -284,6 +286,7 @@ Result<CommandLine> ParseCommandLine(const std::vector<std::string>& args, const
   CommandLine line;
   if (const char* v = env("UPLINK_CONSOLE"); v != nullptr) line.globals.console = v;
   if (const char* v = env("UPLINK_API_KEY_FILE"); v != nullptr) line.globals.api_key_file = v;
+  if (const char* v = env("UPLINK_CA_FILE"); v != nullptr) line.globals.ca_file = v;
   if (const char* v = env("UPLINK_OUTPUT"); v != nullptr && *v != '\0') line.globals.output = v;
   auto usage_error = [&](const std::string& message) {
     return InvalidArgumentError(message + "; " + HelpCommand(line.group, line.command));
@@ -331,6 +334,8 @@ Result<CommandLine> ParseCommandLine(const std::vector<std::string>& args, const
         line.globals.console = *value;
       } else if (name == "api-key-file") {
         line.globals.api_key_file = *value;
+      } else if (name == "ca-file") {
+        line.globals.ca_file = *value;
       } else if (name == "output") {
         line.globals.output = *value;
       } else {

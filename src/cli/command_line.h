@@ -68,6 +68,7 @@ const std::vector<std::pair<std::string_view, std::string_view>>& Groups();
 struct GlobalOptions {
   std::string console;       // --console, UPLINK_CONSOLE
   std::string api_key_file;  // --api-key-file, UPLINK_API_KEY_FILE
+  std::string ca_file;       // --ca-file, UPLINK_CA_FILE
   std::string output = "table";
 };
 

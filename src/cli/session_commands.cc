@@ -9,9 +9,9 @@
 namespace uplink::cli {
 namespace {
 
-Result<std::unique_ptr<ApiClient>> ConnectTo(const std::string& console) {
+Result<std::unique_ptr<ApiClient>> ConnectTo(const Invocation& inv, const std::string& console) {
   UPLINK_ASSIGN_OR_RETURN(std::string normalized, NormalizeConsoleUrl(console));
-  return ApiClient::Connect(normalized);
+  return ApiClient::Connect(normalized, inv.line.globals.ca_file);
 }
 
 Status NoConsole() {
@@ -66,7 +66,7 @@ Status SaveAndReport(Invocation& inv, const CredentialsFile& file, StoredCredent
 
 Status LoginWithApiKey(Invocation& inv, const CredentialsFile& file) {
   UPLINK_ASSIGN_OR_RETURN(std::string console, ConsoleForAnonymous(inv));
-  UPLINK_ASSIGN_OR_RETURN(auto api, ConnectTo(console));
+  UPLINK_ASSIGN_OR_RETURN(auto api, ConnectTo(inv, console));
   UPLINK_ASSIGN_OR_RETURN(std::string line, ReadLineFrom(inv.in, "the API key on stdin"));
   Secret key(std::string(TrimWhitespace(Secret(std::move(line)).Reveal())));
   if (!LooksLikeToken(key.Reveal(), kApiKeyPrefix)) {
@@ -90,7 +90,7 @@ Status LoginWithApiKey(Invocation& inv, const CredentialsFile& file) {
 
 Status LoginWithPassword(Invocation& inv, const CredentialsFile& file) {
   UPLINK_ASSIGN_OR_RETURN(std::string console, ConsoleForAnonymous(inv));
-  UPLINK_ASSIGN_OR_RETURN(auto api, ConnectTo(console));
+  UPLINK_ASSIGN_OR_RETURN(auto api, ConnectTo(inv, console));
   std::string email = inv.line.Get("email");
   if (email.empty()) {
     if (!inv.terminal.Available()) {
@@ -160,7 +160,7 @@ Result<Session> OpenSession(const Invocation& inv) {
   }
   if (console.empty()) return NoConsole();
   Session session;
-  UPLINK_ASSIGN_OR_RETURN(session.api, ConnectTo(console));
+  UPLINK_ASSIGN_OR_RETURN(session.api, ConnectTo(inv, console));
   session.api->set_credential(credential.secret, credential.source);
   session.credential = std::move(credential);
   return session;
@@ -168,7 +168,7 @@ Result<Session> OpenSession(const Invocation& inv) {
 
 Result<std::unique_ptr<ApiClient>> OpenAnonymous(const Invocation& inv) {
   UPLINK_ASSIGN_OR_RETURN(std::string console, ConsoleForAnonymous(inv));
-  return ConnectTo(console);
+  return ConnectTo(inv, console);
 }
 
 Result<json::object> CallSensitive(Invocation& inv, ApiClient& api, std::string_view method,
@@ -227,7 +227,7 @@ Status RunLogout(Invocation& inv) {
   auto stored = file.Load();
   Status ended = Status::Ok();
   if (stored.ok() && stored->has_value() && (*stored)->kind == CredentialKind::kSession) {
-    auto api = ConnectTo((*stored)->console);
+    auto api = ConnectTo(inv, (*stored)->console);
     if (api.ok()) {
       (*api)->set_credential((*stored)->credential, "the credentials file " + file.path());
       auto reply = (*api)->Post("/api/v1/session/logout");

@@ -377,3 +377,31 @@ TEST_F(CliEndToEnd, PlainHttpToANonLoopbackConsoleIsRefused) {
 
 }  // namespace
 }  // namespace uplink::e2e
+
+namespace uplink::e2e {
+namespace {
+
+TEST(CliTls, AConsoleBehindAPrivateCaIsReachedWithCaFileAndRefusedWithoutIt) {
+  Deployment d;
+  d.StartTlsConsole();
+  auto trusted = d.Uplink({"--ca-file", d.ca_file(), "connections", "list"},
+                          {{"UPLINK_API_KEY", d.admin_key()}});
+  EXPECT_EQ(trusted.exit_code, 0) << trusted.err;
+  auto from_env = d.Uplink({"connections", "list"},
+                           {{"UPLINK_API_KEY", d.admin_key()}, {"UPLINK_CA_FILE", d.ca_file()}});
+  EXPECT_EQ(from_env.exit_code, 0) << from_env.err;
+
+  // The system store does not know the private CA: the certificate is refused, and the key
+  // never leaves.
+  auto untrusted = d.Uplink({"connections", "list"}, {{"UPLINK_API_KEY", d.admin_key()}});
+  EXPECT_EQ(untrusted.exit_code, 7) << untrusted.out << untrusted.err;
+  EXPECT_NE(untrusted.err.find("certificate"), std::string::npos) << untrusted.err;
+
+  auto missing = d.Uplink({"--ca-file", d.dir() + "/no-such-ca.pem", "connections", "list"},
+                          {{"UPLINK_API_KEY", d.admin_key()}});
+  EXPECT_NE(missing.exit_code, 0);
+  EXPECT_NE(missing.err.find("--ca-file"), std::string::npos) << missing.err;
+}
+
+}  // namespace
+}  // namespace uplink::e2e

@@ -14,6 +14,7 @@
 #include <filesystem>
 
 #include "common/files.h"
+#include "net/certs.h"
 
 namespace uplink::e2e {
 
@@ -69,6 +70,26 @@ void Deployment::StartConsole(const std::vector<std::string>& serve_flags) {
     return response.ok() && response->status == 200;
   });
   ASSERT_TRUE(healthy) << "console did not become healthy:\n" << console_->Stderr();
+}
+
+void Deployment::StartTlsConsole() {
+  auto ca = net::CreateCertificateAuthority("uplink e2e CA", 1);
+  ASSERT_TRUE(ca.ok()) << ca.status().ToString();
+  auto leaf = net::IssueServerCertificate(*ca, {"127.0.0.1"}, 1);
+  ASSERT_TRUE(leaf.ok()) << leaf.status().ToString();
+  testing::WriteFileOrDie(ca_file(), ca->cert_pem);
+  testing::WriteFileOrDie(dir() + "/console-cert.pem", leaf->cert_pem);
+  testing::WriteFileOrDie(dir() + "/console-key.pem", leaf->key_pem);
+  const std::string data_dir = dir() + "/console";
+  auto init = testing::RunCommand({bin("uplink-console"), "init", "--data-dir", data_dir});
+  ASSERT_EQ(init.exit_code, 0) << init.err;
+  admin_key_ = std::string(TrimWhitespace(init.out));
+  console_port_ = testing::FreePort();
+  console_url_ = "https://127.0.0.1:" + std::to_string(console_port_);
+  auto client = net::HttpClient::Create({.base_url = console_url_, .ca_file = ca_file()});
+  ASSERT_TRUE(client.ok()) << client.status().ToString();
+  client_ = std::move(*client);
+  StartConsole({"--tls-cert", dir() + "/console-cert.pem", "--tls-key", dir() + "/console-key.pem"});
 }
 
 void Deployment::StopConsole() {

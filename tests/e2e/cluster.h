@@ -38,6 +38,10 @@ class Deployment {
 
   // `uplink-console init` + `serve` on a free loopback port; extra flags go to serve.
   void StartConsole(const std::vector<std::string>& serve_flags = {});
+  // The console over HTTPS with a certificate from a private CA, whose PEM is written to
+  // ca_file(); console_url() is then https://127.0.0.1:PORT.
+  void StartTlsConsole();
+  std::string ca_file() const { return dir() + "/console-ca.pem"; }
   void StopConsole();
   const std::string& console_url() const { return console_url_; }
   const std::string& admin_key() const { return admin_key_; }
