@@ -994,6 +994,23 @@ TEST_F(HandoverTest, AnExpiredCodeIsRefusedAndChangesNothing) {
   EXPECT_TRUE(Redeem("h1", kT0 + minutes(10) - seconds(1)).ok());
 }
 
+TEST_F(HandoverTest, ACodeOfADeactivatedOwnerIsRefusedUntilTheyAreReactivated) {
+  CreateWithHandover();
+  ASSERT_TRUE(store_->CreateUser(MakeUser("u3", "c@example.com", Role::kAdmin),
+                                 MakeAudit("user.create", "u3", "u3"))
+                  .ok());
+  ASSERT_TRUE(store_->SetUserDeactivated("u1", kT0, MakeAudit("user.deactivate", "u1", "u1")).ok());
+  auto refused = Redeem("h1", kT0 + minutes(1));
+  ASSERT_FALSE(refused.ok());
+  EXPECT_TRUE(StartsWith(refused.status().message(), "owner_deactivated: "))
+      << refused.status().message();
+  EXPECT_EQ(store_->GetConnection(kConnectionId)->token_prefix, "agt_unusable");
+  EXPECT_EQ(NewestAudit().detail, R"({"reason":"owner_deactivated"})");
+  ASSERT_TRUE(
+      store_->SetUserDeactivated("u1", std::nullopt, MakeAudit("user.reactivate", "u1", "u1")).ok());
+  EXPECT_TRUE(Redeem("h1", kT0 + minutes(2)).ok());
+}
+
 TEST_F(HandoverTest, ARotateSupersedesAnEarlierCodeWithOrWithoutANewOne) {
   CreateWithHandover("h1");
   Handover second = MakeHandover("h2", kConnectionId, kT0 + seconds(30));

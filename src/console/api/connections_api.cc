@@ -66,16 +66,18 @@ json::object TokenDetail(const NewToken& minted) {
   return detail;
 }
 
-// The store refuses a redeem with FailedPrecondition and a message "handover_<state>: <what
-// to do>"; each state is a 410 with that code and the rest as its message.
-struct HandoverGone {
+// The store refuses a redeem with FailedPrecondition and a message "<code>: <what to do>"
+// (Store::RedeemHandover): a gone code is a 410, a deactivated owner a 403, each with that
+// code and the rest as its message.
+struct HandoverRefusal {
   std::string_view code;
   std::string message;
 };
 
-std::optional<HandoverGone> GoneForStoreRefusal(const Status& status) {
+std::optional<HandoverRefusal> HandoverRefusalFromStore(const Status& status) {
   if (status.code() != StatusCode::kFailedPrecondition) return std::nullopt;
-  for (std::string_view code : {"handover_redeemed", "handover_expired", "handover_superseded"}) {
+  for (std::string_view code :
+       {"handover_redeemed", "handover_expired", "handover_superseded", "owner_deactivated"}) {
     std::string prefix = std::string(code) + ":";
     if (status.message().starts_with(prefix)) {
       std::string_view message = std::string_view(status.message()).substr(prefix.size());
@@ -83,7 +85,7 @@ std::optional<HandoverGone> GoneForStoreRefusal(const Status& status) {
       if (message.empty()) {
         message = "this handover code can no longer be used; rotate the token to get a new one";
       }
-      return HandoverGone{code, std::string(message)};
+      return HandoverRefusal{code, std::string(message)};
     }
   }
   return std::nullopt;
@@ -287,17 +289,6 @@ Result<net::Response> ConsoleApi::RedeemHandover(const net::Request& request) {
                                    {"handover_prefix", handover->lookup_prefix},
                                    {"remote_address", request.remote_address}});
   };
-  if (connection.owner_deactivated_at) {
-    AuditEvent refusal = event;
-    refusal.action = "handover.refused";
-    refusal.outcome = "refused";
-    refusal.detail = ToJson(json::object{{"reason", "owner_deactivated"}});
-    RecordRefusal(refusal);
-    refused("owner_deactivated");
-    return ErrorResponse(403, "owner_deactivated",
-                         "the connection's owner is deactivated; an admin must reactivate them "
-                         "before this code can be used");
-  }
 
   MintedCredential token = MintCredential(kAgentTokenKind);
   event.action = "handover.redeem";
@@ -308,9 +299,10 @@ Result<net::Response> ConsoleApi::RedeemHandover(const net::Request& request) {
   auto redeemed =
       store_.RedeemHandover(handover->id, now, token.lookup_prefix, token.token_hash, event);
   if (!redeemed.ok()) {
-    if (auto gone = GoneForStoreRefusal(redeemed.status())) {
-      refused(gone->code);
-      return ErrorResponse(410, gone->code, gone->message);
+    if (auto refusal = HandoverRefusalFromStore(redeemed.status())) {
+      refused(refusal->code);
+      return ErrorResponse(refusal->code == "owner_deactivated" ? 403 : 410, refusal->code,
+                           refusal->message);
     }
     return redeemed.status();
   }

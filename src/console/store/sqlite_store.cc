@@ -1098,16 +1098,18 @@ Result<Connection> SqliteStore::RedeemHandover(const std::string& handover_id, W
       bool redeemed = false;
       bool superseded = false;
       bool connection_revoked = false;
+      bool owner_deactivated = false;
     };
     std::optional<State> state;
     UPLINK_RETURN_IF_ERROR(ForEachRow(
         "SELECT h.connection_id, h.expires_at, h.redeemed_at IS NOT NULL, "
-        "h.superseded_at IS NOT NULL, c.revoked_at IS NOT NULL "
-        "FROM handovers h JOIN connections c ON c.id = h.connection_id WHERE h.id = ?",
+        "h.superseded_at IS NOT NULL, c.revoked_at IS NOT NULL, u.deactivated_at IS NOT NULL "
+        "FROM handovers h JOIN connections c ON c.id = h.connection_id "
+        "JOIN users u ON u.id = c.owner_id WHERE h.id = ?",
         [&](Statement& s) { s.Bind(handover_id); },
         [&](const Statement& row) {
           state = State{row.Text(0), row.Time(1), row.Int(2) != 0, row.Int(3) != 0,
-                        row.Int(4) != 0};
+                        row.Int(4) != 0, row.Int(5) != 0};
         },
         "reading handover"));
     if (!state) return NotFoundError("handover " + handover_id + " does not exist");
@@ -1129,6 +1131,11 @@ Result<Connection> SqliteStore::RedeemHandover(const std::string& handover_id, W
       refusal = FailedPreconditionError(
           "handover_expired: this handover code has expired; rotate the connection's token "
           "to get a new one");
+    } else if (state->owner_deactivated) {
+      // Checked here, not before the transaction, so a deactivation that lands meanwhile wins.
+      refusal = FailedPreconditionError(
+          "owner_deactivated: the connection's owner is deactivated; an admin must reactivate "
+          "them before this code can be used");
     }
     if (!refusal.ok()) {
       AuditEvent refused = audit;

@@ -251,8 +251,9 @@ class Store {
   //
   // A refusal's message starts with exactly one of "handover_redeemed:",
   // "handover_expired:" or "handover_superseded:" (a revoked connection counts as
-  // superseded), the API's 410 error code, followed by a message for people that says what to
-  // do; the API sends the code and the text after ": " as the message. A refusal writes
+  // superseded), the API's 410 error code, or "owner_deactivated:" (403; the code still works
+  // once the owner is reactivated), followed by a message for people that says what to do;
+  // the API sends the code and the text after ": " as the message. A refusal writes
   // nothing but `audit` with action "handover.refused", outcome "refused" and detail
   // {"reason": "<that code>"}, so the caller does not record it again.
   virtual Result<Connection> RedeemHandover(const std::string& handover_id, WallTime now,
