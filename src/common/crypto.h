@@ -20,6 +20,9 @@ Secret NewToken(std::string_view prefix, size_t random_bytes = 32);
 
 // Lower-case hex SHA-256 of the input.
 std::string Sha256Hex(std::string_view data);
+// Sha256Hex(data) == hex, compared in constant time and without allocating: every
+// authenticated request checks its token this way.
+bool Sha256HexEquals(std::string_view data, std::string_view hex);
 
 std::string HexEncode(std::string_view bytes);
 std::string Base64Encode(std::string_view bytes);

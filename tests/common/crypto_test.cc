@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cctype>
 #include <set>
 
 namespace uplink {
@@ -27,6 +28,18 @@ TEST(NewToken, NeverRepeats) {
 
 TEST(Sha256Hex, MatchesTheKnownVector) {
   EXPECT_EQ(Sha256Hex("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+}
+
+TEST(Sha256Hex, EqualsComparesTheWholeDigestOnly) {
+  const std::string abc = "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad";
+  EXPECT_TRUE(Sha256HexEquals("abc", abc));
+  EXPECT_FALSE(Sha256HexEquals("abd", abc));
+  EXPECT_FALSE(Sha256HexEquals("abc", abc.substr(0, 63)));
+  EXPECT_FALSE(Sha256HexEquals("abc", abc + "0"));
+  EXPECT_FALSE(Sha256HexEquals("abc", ""));
+  std::string upper = abc;
+  for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  EXPECT_FALSE(Sha256HexEquals("abc", upper));  // stored hashes are lower case
 }
 
 TEST(Base64, RoundTripsEveryLength) {

@@ -677,46 +677,46 @@ TEST(DataDirectoryLock, OneServerPerDataDirectory) {
 TEST_F(SqliteStoreTest, TokenLookupsSeeEveryChangeAtOnceDespiteTheirCache) {
   CreateConnection();
   const std::string prefix = "agt_" + std::string(kConnectionId).substr(0, 8);
-  ASSERT_EQ(store_->FindConnectionsByTokenPrefix(prefix)->size(), 1u);  // now cached
+  ASSERT_EQ((*store_->FindConnectionsByTokenPrefix(prefix))->size(), 1u);  // now cached
 
   ASSERT_TRUE(store_
                   ->RevokeConnection(kConnectionId, kT0 + seconds(1),
                                      MakeAudit("connection.revoke", kConnectionId))
                   .ok());
   auto revoked = store_->FindConnectionsByTokenPrefix(prefix);
-  ASSERT_EQ(revoked->size(), 1u);
-  EXPECT_EQ(revoked->at(0).revoked_at, kT0 + seconds(1));
+  ASSERT_EQ((*revoked)->size(), 1u);
+  EXPECT_EQ((*revoked)->at(0).revoked_at, kT0 + seconds(1));
 
   CreateConnection("c0ffee0000000002", "u2", "other");
   const std::string other = "agt_c0ffee00";
-  ASSERT_EQ(store_->FindConnectionsByTokenPrefix(other)->size(), 1u);
+  ASSERT_EQ((*store_->FindConnectionsByTokenPrefix(other))->size(), 1u);
   ASSERT_TRUE(store_
                   ->SetUserDeactivated("u2", kT0 + seconds(2),
                                        MakeAudit("user.deactivate", "u2", "u2"))
                   .ok());
-  EXPECT_EQ(store_->FindConnectionsByTokenPrefix(other)->at(0).owner_deactivated_at,
+  EXPECT_EQ((*store_->FindConnectionsByTokenPrefix(other))->at(0).owner_deactivated_at,
             kT0 + seconds(2));
   ASSERT_TRUE(store_
                   ->ReplaceToken("c0ffee0000000002", "agt_rotated2", std::string(64, 'c'),
                                  kT0 + hours(1), std::nullopt, MakeAudit("connection.rotate"))
                   .ok());
-  EXPECT_TRUE(store_->FindConnectionsByTokenPrefix(other)->empty());
-  EXPECT_EQ(store_->FindConnectionsByTokenPrefix("agt_rotated2")->size(), 1u);
+  EXPECT_TRUE((*store_->FindConnectionsByTokenPrefix(other))->empty());
+  EXPECT_EQ((*store_->FindConnectionsByTokenPrefix("agt_rotated2"))->size(), 1u);
 }
 
 TEST_F(SqliteStoreTest, TheFirstReportsBindingIsSeenByTokenLookups) {
   CreateConnection();
   const std::string prefix = "agt_" + std::string(kConnectionId).substr(0, 8);
-  ASSERT_FALSE(store_->FindConnectionsByTokenPrefix(prefix)->at(0).cluster_uid.has_value());
+  ASSERT_FALSE((*store_->FindConnectionsByTokenPrefix(prefix))->at(0).cluster_uid.has_value());
   ASSERT_TRUE(Report(MakeReport("uid-a", 1), kT0).ok());
-  EXPECT_EQ(store_->FindConnectionsByTokenPrefix(prefix)->at(0).cluster_uid, "uid-a");
+  EXPECT_EQ((*store_->FindConnectionsByTokenPrefix(prefix))->at(0).cluster_uid, "uid-a");
   // Later reports change nothing authentication reads; a rotate still shows at once.
   ASSERT_TRUE(Report(MakeReport("uid-a", 2), kT0 + seconds(1)).ok());
   ASSERT_TRUE(store_
                   ->RevokeConnection(kConnectionId, kT0 + seconds(2),
                                      MakeAudit("connection.revoke", kConnectionId))
                   .ok());
-  EXPECT_TRUE(store_->FindConnectionsByTokenPrefix(prefix)->at(0).revoked_at.has_value());
+  EXPECT_TRUE((*store_->FindConnectionsByTokenPrefix(prefix))->at(0).revoked_at.has_value());
 }
 
 TEST_F(SqliteStoreTest, AChangeThatFailsWritesNoAuditEventAndABadEventUndoesTheChange) {
@@ -769,7 +769,7 @@ TEST_F(SqliteStoreTest, ConnectionsAreCreatedListedPerOwnerAndFoundByTokenPrefix
   EXPECT_EQ(store_->ListAllConnections()->size(), 3u);
   auto found = store_->FindConnectionsByTokenPrefix("agt_00000000");
   ASSERT_TRUE(found.ok());
-  EXPECT_EQ(found->size(), 3u);  // the test ids share their first 8 characters
+  EXPECT_EQ((*found)->size(), 3u);  // the test ids share their first 8 characters
   auto one = store_->GetConnection("00000000000000c2");
   ASSERT_TRUE(one.ok());
   EXPECT_EQ(one->expires_at, kT0 + hours(24));
@@ -795,8 +795,9 @@ TEST_F(SqliteStoreTest, EveryConnectionQueryCarriesTheOwnersDeactivation) {
   auto by_prefix = store_->FindConnectionsByTokenPrefix("agt_00000000");
   ASSERT_TRUE(all.ok() && by_prefix.ok());
   ASSERT_EQ(all->size(), 2u);
-  ASSERT_EQ(by_prefix->size(), 2u);
-  for (const auto* list : {&*all, &*by_prefix}) {
+  ASSERT_EQ((*by_prefix)->size(), 2u);
+  const std::vector<Connection>* lists[] = {&*all, &**by_prefix};
+  for (const auto* list : lists) {
     for (const Connection& c : *list) {
       EXPECT_EQ(c.owner_deactivated_at.has_value(), c.owner_id == "u2") << c.id;
     }
@@ -921,8 +922,8 @@ TEST_F(HandoverTest, RedeemingInstallsTheMintedTokenKeepsTheExpiryAndWorksOnce) 
   EXPECT_EQ(redeemed->token_prefix, "agt_minted01");
   EXPECT_EQ(redeemed->token_hash, "minted-hash-agt_minted01");
   EXPECT_EQ(redeemed->expires_at, kT0 + hours(24));
-  EXPECT_EQ(store_->FindConnectionsByTokenPrefix("agt_minted01")->size(), 1u);
-  EXPECT_TRUE(store_->FindConnectionsByTokenPrefix("agt_unusable")->empty());
+  EXPECT_EQ((*store_->FindConnectionsByTokenPrefix("agt_minted01"))->size(), 1u);
+  EXPECT_TRUE((*store_->FindConnectionsByTokenPrefix("agt_unusable"))->empty());
   EXPECT_EQ((*store_->LatestHandover(kConnectionId))->redeemed_at, kT0 + minutes(1));
   AuditEvent ok = NewestAudit();
   EXPECT_EQ(ok.action, "handover.redeem");

@@ -45,6 +45,15 @@ std::optional<Row> MatchingRow(std::vector<Row> rows, const Secret& token) {
   return std::nullopt;
 }
 
+// The connection whose token hash matches, sharing ownership of the rows it lives in.
+std::shared_ptr<const Connection> MatchingConnection(const ConnectionRows& rows,
+                                                     const Secret& token) {
+  for (const Connection& row : *rows) {
+    if (MatchesHash(token, row.token_hash)) return {rows, &row};
+  }
+  return nullptr;
+}
+
 }  // namespace
 
 std::string_view CredentialKindName(CredentialKind kind) {
@@ -88,7 +97,7 @@ std::optional<net::Response> FailureGuard::Limited(std::string_view scope,
                                                    std::optional<std::chrono::seconds> wait,
                                                    std::string_view what, std::string_view then) {
   if (!wait) return std::nullopt;
-  metrics_.Increment(kAuthRateLimitedTotal, {{"scope", std::string(scope)}});
+  metrics_.Increment(kAuthRateLimitedTotal, {{"scope", scope}});
   return RateLimitedResponse(*wait, std::string(what) + "; wait " + std::to_string(wait->count()) +
                                         " seconds, then " + std::string(then));
 }
@@ -112,8 +121,7 @@ std::optional<net::Response> FailureGuard::CheckEmail(std::string_view email) {
 }
 
 std::optional<net::Response> FailureGuard::Refused(const AuthRefusal& refusal) {
-  metrics_.Increment(kAuthFailuresTotal, {{"kind", std::string(refusal.kind)},
-                                          {"reason", std::string(refusal.reason)}});
+  metrics_.Increment(kAuthFailuresTotal, {{"kind", refusal.kind}, {"reason", refusal.reason}});
   if (refusal.email.empty()) {
     log_.Warn("authentication refused", {{"reason", refusal.reason},
                                          {"kind", refusal.kind},
@@ -308,7 +316,7 @@ AgentAuthentication Authenticator::AuthenticateAgent(const net::Request& request
   if (!candidates.ok()) {
     return StoreFailure("looking up a connection token failed", candidates.status());
   }
-  std::optional<Connection> connection = MatchingRow(std::move(candidates).value(), *token);
+  std::shared_ptr<const Connection> connection = MatchingConnection(*candidates, *token);
   if (!connection) return RefuseAgent(request, nullptr, *prefix, invalid());
   if (connection->revoked_at) {
     return RefuseAgent(request, &*connection, *prefix,
@@ -330,7 +338,7 @@ AgentAuthentication Authenticator::AuthenticateAgent(const net::Request& request
                                   FormatRfc3339(*connection->owner_deactivated_at) +
                                   "; an admin must reactivate them before the agent can report"});
   }
-  return std::move(*connection);
+  return connection;
 }
 
 }  // namespace uplink::console

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <chrono>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -97,7 +98,8 @@ class FailureGuard {
 
 // The caller, or the reply that refuses them.
 using UserAuthentication = std::variant<RequestContext, net::Response>;
-using AgentAuthentication = std::variant<Connection, net::Response>;
+// The agent's connection points into the store's shared rows: nothing is copied per request.
+using AgentAuthentication = std::variant<std::shared_ptr<const Connection>, net::Response>;
 
 class Authenticator {
  public:

@@ -274,7 +274,8 @@ void ConsoleApi::AgentRoute(const std::string& method, const std::string& patter
           if (auto* refusal = std::get_if<net::Response>(&authentication)) {
             return std::move(*refusal);
           }
-          return Reply(handler(request, std::get<Connection>(authentication)));
+          return Reply(
+              handler(request, *std::get<std::shared_ptr<const Connection>>(authentication)));
         });
 }
 

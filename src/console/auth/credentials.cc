@@ -35,7 +35,7 @@ std::optional<std::string> LookupPrefix(const Secret& presented, std::string_vie
 }
 
 bool MatchesHash(const Secret& presented, std::string_view stored_hash) {
-  return ConstantTimeEquals(Sha256Hex(presented.Reveal()), stored_hash);
+  return Sha256HexEquals(presented.Reveal(), stored_hash);
 }
 
 std::optional<Secret> BearerToken(const net::Request& request) {

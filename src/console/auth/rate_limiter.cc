@@ -38,8 +38,9 @@ RateLimiter::RateLimiter(const Clock& clock, RateLimit limit, std::size_t max_ke
 }
 
 std::optional<std::chrono::seconds> RateLimiter::Check(const std::string& key) {
-  SteadyTime now = clock_.SteadyNow();
   std::lock_guard lock(mutex_);
+  if (full_at_.empty()) return std::nullopt;  // no recent failures at all: the usual case
+  SteadyTime now = clock_.SteadyNow();
   auto it = full_at_.find(key);
   if (it == full_at_.end()) return std::nullopt;
   if (it->second <= now) {

@@ -993,7 +993,7 @@ Result<std::vector<Connection>> SqliteStore::ListAllConnections() {
   return QueryConnections(sql.c_str(), "");
 }
 
-Result<std::vector<Connection>> SqliteStore::FindConnectionsByTokenPrefix(
+Result<ConnectionRows> SqliteStore::FindConnectionsByTokenPrefix(
     const std::string& prefix) {
   static const std::string sql = ConnectionQuery("WHERE c.token_prefix = ?");
   // Bounds the cache: prefixes are 48 random bits, so only well-formed tokens that match a
@@ -1004,15 +1004,15 @@ Result<std::vector<Connection>> SqliteStore::FindConnectionsByTokenPrefix(
       cached != connections_by_token_prefix_.end()) {
     return cached->second;
   }
-  UPLINK_ASSIGN_OR_RETURN(std::vector<Connection> connections,
-                          QueryConnections(sql.c_str(), prefix));
-  if (!connections.empty()) {
+  UPLINK_ASSIGN_OR_RETURN(std::vector<Connection> found, QueryConnections(sql.c_str(), prefix));
+  auto connections = std::make_shared<const std::vector<Connection>>(std::move(found));
+  if (!connections->empty()) {
     if (connections_by_token_prefix_.size() >= kMaxCachedPrefixes) {
       connections_by_token_prefix_.clear();
     }
     connections_by_token_prefix_.emplace(prefix, connections);
   }
-  return connections;
+  return ConnectionRows(std::move(connections));
 }
 
 Status SqliteStore::ReplaceToken(const std::string& id, const std::string& token_prefix,

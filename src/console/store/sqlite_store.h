@@ -69,7 +69,7 @@ class SqliteStore : public Store {
   Result<Connection> GetConnection(const std::string& id) override;
   Result<std::vector<Connection>> ListConnections(const std::string& owner_id) override;
   Result<std::vector<Connection>> ListAllConnections() override;
-  Result<std::vector<Connection>> FindConnectionsByTokenPrefix(const std::string& prefix) override;
+  Result<ConnectionRows> FindConnectionsByTokenPrefix(const std::string& prefix) override;
   // Earlier unredeemed handovers are marked superseded at `audit.at`.
   Status ReplaceToken(const std::string& id, const std::string& token_prefix,
                       const std::string& token_hash, WallTime expires_at,
@@ -139,7 +139,7 @@ class SqliteStore : public Store {
   // Emptied by every write transaction of this object, so a rotate, revoke or deactivation is
   // seen by the very next request. Writes by another process would not empty it: the console
   // holds its data directory's lock (LockDataDirectory) so that none can happen while it serves.
-  std::unordered_map<std::string, std::vector<Connection>> connections_by_token_prefix_;
+  std::unordered_map<std::string, ConnectionRows> connections_by_token_prefix_;
   std::map<std::string, sqlite3_stmt*, std::less<>> statements_;  // keyed by SQL text
 };
 

@@ -162,6 +162,8 @@ struct Connection {
   std::optional<WallTime> owner_deactivated_at;
 };
 
+using ConnectionRows = std::shared_ptr<const std::vector<Connection>>;
+
 // One running agent of a connection, as it last reported: the inventory Deployment, the
 // cluster Deployment, each node of the DaemonSet.
 struct AgentSeen {
@@ -227,8 +229,8 @@ class Store {
   virtual Result<Connection> GetConnection(const std::string& id) = 0;
   virtual Result<std::vector<Connection>> ListConnections(const std::string& owner_id) = 0;
   virtual Result<std::vector<Connection>> ListAllConnections() = 0;
-  virtual Result<std::vector<Connection>> FindConnectionsByTokenPrefix(
-      const std::string& prefix) = 0;
+  // Shared and immutable, so that authenticating an agent from a cache copies nothing.
+  virtual Result<ConnectionRows> FindConnectionsByTokenPrefix(const std::string& prefix) = 0;
   // Replaces the token (the old one stops matching at once) and its expiry, and, when
   // `handover` is given, records it (any earlier unredeemed handover of the connection stops
   // working). Refused (FailedPrecondition) once the connection is revoked, whatever the caller
