@@ -1,6 +1,6 @@
 #include "net/router.h"
 
-#include <memory>
+#include <algorithm>
 
 namespace uplink::net {
 namespace {
@@ -21,6 +21,12 @@ bool IsCapture(const std::string& segment) {
   return segment.size() > 2 && segment.front() == '{' && segment.back() == '}';
 }
 
+std::string JoinPath(const std::vector<std::string>& segments) {
+  std::string path;
+  for (const std::string& segment : segments) path += "/" + segment;
+  return path.empty() ? "/" : path;
+}
+
 }  // namespace
 
 void Router::Add(std::string method, std::string pattern, Handler handler) {
@@ -30,7 +36,25 @@ void Router::Add(std::string method, std::string pattern, Handler handler) {
 }
 
 void Router::AddAsync(std::string method, std::string pattern, AsyncHandler handler) {
-  routes_.push_back(Route{std::move(method), SplitPath(pattern), std::move(handler)});
+  std::vector<std::string> segments = SplitPath(pattern);
+  if (std::none_of(segments.begin(), segments.end(), IsCapture)) {
+    literal_routes_[JoinPath(segments)].push_back(routes_.size());
+  }
+  routes_.push_back(Route{std::move(method), std::move(segments), std::move(handler)});
+}
+
+bool Router::MethodMatches(const Route& route, const std::string& method) {
+  return route.method == method || (route.method == "GET" && method == "HEAD");
+}
+
+const Router::Route* Router::FindLiteral(const std::string& path,
+                                         const std::string& method) const {
+  auto literal = literal_routes_.find(path);
+  if (literal == literal_routes_.end()) return nullptr;
+  for (size_t index : literal->second) {
+    if (MethodMatches(routes_[index], method)) return &routes_[index];
+  }
+  return nullptr;
 }
 
 void Router::SetNotFound(std::function<Response(const Request&)> handler) {
@@ -43,7 +67,15 @@ void Router::SetMethodNotAllowed(
 }
 
 void Router::Dispatch(Request request, Reply reply) const {
-  const std::vector<std::string> segments = SplitPath(request.Path());
+  const std::string path = request.Path();
+  const Route* literal = FindLiteral(path, request.method);
+  const std::vector<std::string> segments = literal ? std::vector<std::string>{} : SplitPath(path);
+  if (!literal) literal = FindLiteral(JoinPath(segments), request.method);
+  if (literal) {
+    literal->handler(request, PathParams{}, std::move(reply));
+    return;
+  }
+  // Patterns with captures; a literal route that matches here has another method (405).
   std::string allowed;
   for (const Route& route : routes_) {
     if (route.segments.size() != segments.size()) continue;
@@ -57,9 +89,7 @@ void Router::Dispatch(Request request, Reply reply) const {
       }
     }
     if (!match) continue;
-    bool method_matches = route.method == request.method ||
-                          (route.method == "GET" && request.method == "HEAD");
-    if (!method_matches) {
+    if (!MethodMatches(route, request.method)) {
       if (!allowed.empty()) allowed += ", ";
       allowed += route.method;
       continue;

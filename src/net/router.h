@@ -1,6 +1,9 @@
 // Routes requests by method and path pattern to handlers.
 //
 // Patterns are literal segments and `{name}` captures: "/api/v1/connections/{id}/rotate".
+// A pattern without captures is found by one lookup of the path and wins over patterns with
+// captures; among those, the first added that matches wins. Empty segments are ignored
+// ("//healthz" is "/healthz").
 // A handler either returns its Response (most routes) or, for long polls, receives a
 // Reply callback it may call later from any thread, exactly once.
 #pragma once
@@ -10,6 +13,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "net/http.h"
@@ -46,7 +50,13 @@ class Router {
     std::vector<std::string> segments;  // "{id}" marks a capture
     AsyncHandler handler;
   };
+  static bool MethodMatches(const Route& route, const std::string& method);
+  // The literal route for `path` (segments joined by single slashes) that takes `method`.
+  const Route* FindLiteral(const std::string& path, const std::string& method) const;
+
   std::vector<Route> routes_;
+  // Indexes into routes_ of the patterns without captures, by their segments joined.
+  std::unordered_map<std::string, std::vector<size_t>> literal_routes_;
   std::function<Response(const Request&)> not_found_;
   std::function<Response(const Request&, std::string)> method_not_allowed_;
 };

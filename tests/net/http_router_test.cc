@@ -48,6 +48,44 @@ TEST(Router, KnownPathWithWrongMethodGets405ListingAllowedMethods) {
   EXPECT_EQ(response.headers.Get("Allow"), "GET, DELETE");
 }
 
+TEST(Router, LiteralRouteWinsOverAnEarlierCapture) {
+  Router router;
+  router.Add("GET", "/items/{id}", [](const Request&, const PathParams& params) {
+    return Response::Text(200, "item " + params.at("id"));
+  });
+  router.Add("GET", "/items/new",
+             [](const Request&, const PathParams&) { return Response::Text(200, "form"); });
+  EXPECT_EQ(DispatchNow(router, "GET", "/items/new").body, "form");
+  EXPECT_EQ(DispatchNow(router, "GET", "/items//new/").body, "form");
+  EXPECT_EQ(DispatchNow(router, "GET", "/items/7").body, "item 7");
+}
+
+TEST(Router, LiteralPathWithAnotherMethodFallsBackToACapture) {
+  Router router;
+  router.Add("POST", "/items/redeem",
+             [](const Request&, const PathParams&) { return Response::Text(201, "redeemed"); });
+  router.Add("GET", "/items/{id}", [](const Request&, const PathParams& params) {
+    return Response::Text(200, "item " + params.at("id"));
+  });
+  EXPECT_EQ(DispatchNow(router, "GET", "/items/redeem").body, "item redeem");
+  EXPECT_EQ(DispatchNow(router, "POST", "/items/redeem").status, 201);
+  Response refused = DispatchNow(router, "DELETE", "/items/redeem");
+  EXPECT_EQ(refused.status, 405);
+  EXPECT_EQ(refused.headers.Get("Allow"), "POST, GET");
+}
+
+TEST(Router, EmptySegmentsAndEncodedLettersReachTheLiteralRoute) {
+  Router router;
+  router.Add("GET", "/healthz",
+             [](const Request&, const PathParams&) { return Response::Text(200, "ok"); });
+  router.Add("GET", "/", [](const Request&, const PathParams&) { return Response::Text(200, "root"); });
+  EXPECT_EQ(DispatchNow(router, "GET", "//healthz").body, "ok");
+  EXPECT_EQ(DispatchNow(router, "GET", "/health%7a").body, "ok");
+  EXPECT_EQ(DispatchNow(router, "GET", "/").body, "root");
+  EXPECT_EQ(DispatchNow(router, "GET", "").body, "root");
+  EXPECT_EQ(DispatchNow(router, "GET", "/healthz/x").status, 404);
+}
+
 TEST(Router, HeadIsServedByTheGetRoute) {
   Router router;
   router.Add("GET", "/status", [](const Request& request, const PathParams&) {
@@ -135,6 +173,15 @@ TEST(PercentDecode, RejectsMalformedEscapes) {
   EXPECT_FALSE(PercentDecode("%g0", false).has_value());
   EXPECT_EQ(PercentDecode("a+b", false), "a+b");
   EXPECT_EQ(PercentDecode("a+b", true), "a b");
+}
+
+TEST(PercentDecode, DecodesEscapesBetweenAndAtTheEndsOfPlainRuns) {
+  EXPECT_EQ(PercentDecode("", false), "");
+  EXPECT_EQ(PercentDecode("/api/v1/agent/whoami", false), "/api/v1/agent/whoami");
+  EXPECT_EQ(PercentDecode("%41%42", false), "AB");
+  EXPECT_EQ(PercentDecode("/a%2Fb%20c+d", false), "/a/b c+d");
+  EXPECT_EQ(PercentDecode("+a%2b+", true), " a+ ");
+  EXPECT_EQ(PercentDecode("%00x", false), std::string("\0x", 2));
 }
 
 TEST(PercentEncode, EscapesAllButUnreservedAndRoundTrips) {
