@@ -1,7 +1,6 @@
 #include "common/time.h"
 
-#include <cstdio>
-#include <ctime>
+#include <string>
 
 namespace uplink {
 namespace {
@@ -64,26 +63,53 @@ void FakeClock::SetNow(WallTime now) {
   wall_ = now;
 }
 
+namespace {
+
+void AppendDigits(std::string& out, unsigned value, int width) {
+  char digits[10];
+  for (int i = width - 1; i >= 0; --i, value /= 10) digits[i] = static_cast<char>('0' + value % 10);
+  out.append(digits, static_cast<size_t>(width));
+}
+
+// "YYYY-MM-DDTHH:MM:SS" by calendar arithmetic rather than gmtime_r and strftime, whose
+// locale and time-zone machinery showed in the cost of every agent request (a reply carries
+// expires_at) and of every log line.
+std::string DateTime(std::chrono::sys_seconds t) {
+  const auto day = std::chrono::floor<std::chrono::days>(t);
+  const std::chrono::year_month_day date{day};
+  const std::chrono::hh_mm_ss time{t - day};
+  std::string out;
+  out.reserve(24);
+  // WallTime counts nanoseconds in 64 bits: its years are 1677 to 2262.
+  AppendDigits(out, static_cast<unsigned>(static_cast<int>(date.year())), 4);
+  out += '-';
+  AppendDigits(out, static_cast<unsigned>(date.month()), 2);
+  out += '-';
+  AppendDigits(out, static_cast<unsigned>(date.day()), 2);
+  out += 'T';
+  AppendDigits(out, static_cast<unsigned>(time.hours().count()), 2);
+  out += ':';
+  AppendDigits(out, static_cast<unsigned>(time.minutes().count()), 2);
+  out += ':';
+  AppendDigits(out, static_cast<unsigned>(time.seconds().count()), 2);
+  return out;
+}
+
+}  // namespace
+
 std::string FormatRfc3339(WallTime t) {
-  std::time_t seconds = std::chrono::system_clock::to_time_t(t);
-  std::tm tm{};
-  gmtime_r(&seconds, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
+  return DateTime(std::chrono::floor<std::chrono::seconds>(t)) + 'Z';
 }
 
 std::string FormatRfc3339Millis(WallTime t) {
-  auto since_epoch = t.time_since_epoch();
-  auto secs = std::chrono::floor<std::chrono::seconds>(since_epoch);
-  auto millis = std::chrono::duration_cast<std::chrono::milliseconds>(since_epoch - secs).count();
-  std::time_t seconds = static_cast<std::time_t>(secs.count());
-  std::tm tm{};
-  gmtime_r(&seconds, &tm);
-  char buf[40];
-  size_t n = std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
-  std::snprintf(buf + n, sizeof buf - n, ".%03dZ", static_cast<int>(millis));
-  return buf;
+  const auto seconds = std::chrono::floor<std::chrono::seconds>(t);
+  std::string out = DateTime(seconds);
+  out += '.';
+  AppendDigits(out, static_cast<unsigned>(
+                        std::chrono::duration_cast<std::chrono::milliseconds>(t - seconds).count()),
+               3);
+  out += 'Z';
+  return out;
 }
 
 Result<WallTime> ParseRfc3339(std::string_view text) {

@@ -2,6 +2,12 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
+#include <ctime>
+#include <random>
+#include <string>
+#include <vector>
+
 namespace uplink {
 namespace {
 
@@ -16,6 +22,28 @@ TEST(Rfc3339, AppliesOffsetsAndFractions) {
   auto with_fraction = ParseRfc3339("2026-12-01T04:00:00.250Z");
   ASSERT_TRUE(with_fraction.ok());
   EXPECT_EQ(FormatRfc3339Millis(*with_fraction), "2026-12-01T04:00:00.250Z");
+}
+
+TEST(Rfc3339, FormattingAgreesWithTheCLibraryAcrossTheClocksRange) {
+  std::mt19937_64 random(20261130);
+  std::vector<std::int64_t> seconds = {0, -1, 951'782'400 /* 2000-02-29 */, 4'107'456'000,
+                                       -9'223'372'036, 9'223'372'036};
+  for (int i = 0; i < 20'000; ++i) {
+    seconds.push_back(std::uniform_int_distribution<std::int64_t>(-9'223'372'036,
+                                                                  9'223'372'036)(random));
+  }
+  for (std::int64_t s : seconds) {
+    std::time_t time = static_cast<std::time_t>(s);
+    std::tm tm{};
+    ASSERT_NE(gmtime_r(&time, &tm), nullptr);
+    char expected[32];
+    std::strftime(expected, sizeof expected, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    WallTime t = FromUnixSeconds(s) + std::chrono::milliseconds(7);
+    ASSERT_EQ(FormatRfc3339(t), expected) << s;
+    std::string millis = expected;
+    millis.insert(millis.size() - 1, ".007");
+    ASSERT_EQ(FormatRfc3339Millis(t), millis) << s;
+  }
 }
 
 TEST(Rfc3339, RefusesMalformedTimes) {
