@@ -1,5 +1,6 @@
 #include "common/metrics.h"
 
+#include <algorithm>
 #include <cassert>
 #include <cmath>
 #include <cstdio>
@@ -7,15 +8,31 @@
 namespace uplink::metrics {
 namespace {
 
-std::string EscapeLabelValue(const std::string& value) {
-  std::string out;
-  for (char c : value) {
-    if (c == '\\') out += "\\\\";
-    else if (c == '"') out += "\\\"";
-    else if (c == '\n') out += "\\n";
-    else out += c;
+void AppendEscapedLabelValue(std::string& out, std::string_view value) {
+  // Runs without a character to escape are appended whole: every request updates a sample.
+  for (size_t i = 0; i < value.size();) {
+    size_t run_end = std::min(value.find_first_of("\\\"\n", i), value.size());
+    out.append(value, i, run_end - i);
+    if (run_end == value.size()) break;
+    char c = value[run_end];
+    out += c == '\n' ? "\\n" : c == '"' ? "\\\"" : "\\\\";
+    i = run_end + 1;
   }
-  return out;
+}
+
+// Renders into `out` (cleared first), so that a caller can reuse one buffer.
+void RenderLabels(const Labels& labels, std::string& out) {
+  out.clear();
+  if (labels.size() == 0) return;
+  out += '{';
+  for (const auto& [name, value] : labels) {
+    if (out.size() > 1) out += ',';
+    out += name;
+    out += "=\"";
+    AppendEscapedLabelValue(out, value);
+    out += '"';
+  }
+  out += '}';
 }
 
 std::string FormatValue(double value) {
@@ -32,52 +49,50 @@ std::string FormatValue(double value) {
 
 }  // namespace
 
-std::string Registry::RenderLabels(const Labels& labels) {
-  if (labels.empty()) return "";
-  std::string out = "{";
-  for (size_t i = 0; i < labels.size(); ++i) {
-    if (i > 0) out += ',';
-    out += labels[i].first + "=\"" + EscapeLabelValue(labels[i].second) + "\"";
-  }
-  return out + "}";
+void Registry::Declare(std::string_view name, std::string_view type, std::string_view help) {
+  std::lock_guard lock(mutex_);
+  auto family = families_.find(name);
+  if (family == families_.end()) family = families_.emplace(std::string(name), Family{}).first;
+  family->second.type = type;
+  family->second.help = help;
 }
 
-void Registry::DeclareCounter(const std::string& name, const std::string& help) {
-  std::lock_guard lock(mutex_);
-  auto& family = families_[name];
-  family.type = "counter";
-  family.help = help;
+void Registry::DeclareCounter(std::string_view name, std::string_view help) {
+  Declare(name, "counter", help);
 }
 
-void Registry::DeclareGauge(const std::string& name, const std::string& help) {
-  std::lock_guard lock(mutex_);
-  auto& family = families_[name];
-  family.type = "gauge";
-  family.help = help;
+void Registry::DeclareGauge(std::string_view name, std::string_view help) {
+  Declare(name, "gauge", help);
 }
 
-void Registry::Increment(const std::string& name, const Labels& labels, double by) {
-  std::lock_guard lock(mutex_);
-  auto it = families_.find(name);
-  assert(it != families_.end() && "metric not declared");
-  if (it == families_.end()) return;
-  it->second.samples[RenderLabels(labels)] += by;
+double* Registry::Sample(std::string_view name, const Labels& labels) {
+  auto family = families_.find(name);
+  assert(family != families_.end() && "metric not declared");
+  if (family == families_.end()) return nullptr;
+  RenderLabels(labels, scratch_);
+  auto& samples = family->second.samples;
+  auto sample = samples.find(scratch_);
+  if (sample == samples.end()) sample = samples.emplace(scratch_, 0.0).first;
+  return &sample->second;
 }
 
-void Registry::Set(const std::string& name, double value, const Labels& labels) {
+void Registry::Increment(std::string_view name, const Labels& labels, double by) {
   std::lock_guard lock(mutex_);
-  auto it = families_.find(name);
-  assert(it != families_.end() && "metric not declared");
-  if (it == families_.end()) return;
-  it->second.samples[RenderLabels(labels)] = value;
+  if (double* sample = Sample(name, labels)) *sample += by;
 }
 
-double Registry::Get(const std::string& name, const Labels& labels) const {
+void Registry::Set(std::string_view name, double value, const Labels& labels) {
   std::lock_guard lock(mutex_);
-  auto it = families_.find(name);
-  if (it == families_.end()) return 0;
-  auto sample = it->second.samples.find(RenderLabels(labels));
-  return sample == it->second.samples.end() ? 0 : sample->second;
+  if (double* sample = Sample(name, labels)) *sample = value;
+}
+
+double Registry::Get(std::string_view name, const Labels& labels) const {
+  std::lock_guard lock(mutex_);
+  auto family = families_.find(name);
+  if (family == families_.end()) return 0;
+  RenderLabels(labels, scratch_);
+  auto sample = family->second.samples.find(scratch_);
+  return sample == family->second.samples.end() ? 0 : sample->second;
 }
 
 std::string Registry::RenderText() const {
@@ -87,8 +102,13 @@ std::string Registry::RenderText() const {
     out += "# HELP " + name + " " + family.help + "\n";
     out += "# TYPE " + name + " " + family.type + "\n";
     if (family.samples.empty() && family.type == "counter") out += name + " 0\n";
-    for (const auto& [labels, value] : family.samples) {
-      out += name + labels + " " + FormatValue(value) + "\n";
+    std::vector<const std::pair<const std::string, double>*> samples;
+    samples.reserve(family.samples.size());
+    for (const auto& sample : family.samples) samples.push_back(&sample);
+    std::sort(samples.begin(), samples.end(),
+              [](const auto* a, const auto* b) { return a->first < b->first; });
+    for (const auto* sample : samples) {
+      out += name + sample->first + " " + FormatValue(sample->second) + "\n";
     }
   }
   return out;

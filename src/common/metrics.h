@@ -1,27 +1,31 @@
 // A small Prometheus registry: counters and gauges with labels, rendered as text format
-// 0.0.4 for /metrics. Thread-safe; updates are a mutex and a map lookup, well off any hot
-// path in uplink.
+// 0.0.4 for /metrics. Thread-safe; an update of an existing sample is a mutex and a map
+// lookup and allocates nothing, since every request of the console counts itself.
 #pragma once
 
+#include <initializer_list>
 #include <map>
 #include <mutex>
 #include <string>
+#include <string_view>
+#include <unordered_map>
 #include <vector>
 
 namespace uplink::metrics {
 
-using Labels = std::vector<std::pair<std::string, std::string>>;
+// Names and values are only read during the call, so a caller's labels allocate nothing.
+using Labels = std::initializer_list<std::pair<std::string_view, std::string_view>>;
 
 class Registry {
  public:
   // Declares a family once (help text and type); updates to undeclared names are ignored in
   // release builds and assert in debug builds.
-  void DeclareCounter(const std::string& name, const std::string& help);
-  void DeclareGauge(const std::string& name, const std::string& help);
+  void DeclareCounter(std::string_view name, std::string_view help);
+  void DeclareGauge(std::string_view name, std::string_view help);
 
-  void Increment(const std::string& name, const Labels& labels = {}, double by = 1);
-  void Set(const std::string& name, double value, const Labels& labels = {});
-  double Get(const std::string& name, const Labels& labels = {}) const;
+  void Increment(std::string_view name, const Labels& labels = {}, double by = 1);
+  void Set(std::string_view name, double value, const Labels& labels = {});
+  double Get(std::string_view name, const Labels& labels = {}) const;
 
   std::string RenderText() const;
 
@@ -29,12 +33,17 @@ class Registry {
   struct Family {
     std::string type;
     std::string help;
-    std::map<std::string, double> samples;  // rendered label set -> value
+    // Rendered label set -> value. Hashed: label sets share long prefixes ({route="/api/v1/...),
+    // which an ordered map would compare on every update; /metrics sorts them instead.
+    std::unordered_map<std::string, double> samples;
   };
-  static std::string RenderLabels(const Labels& labels);
+  void Declare(std::string_view name, std::string_view type, std::string_view help);
+  // The sample of `name` for `labels`, created at 0 if new; null if `name` was not declared.
+  double* Sample(std::string_view name, const Labels& labels);
 
   mutable std::mutex mutex_;
-  std::map<std::string, Family> families_;
+  std::map<std::string, Family, std::less<>> families_;
+  mutable std::string scratch_;  // rendered labels of the update in progress, under mutex_
 };
 
 }  // namespace uplink::metrics

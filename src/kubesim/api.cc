@@ -254,7 +254,7 @@ void ApiServer::Handle(net::Request request, net::Reply reply) const {
   auto [verb, resource] = VerbAndResource(request);
   net::Reply counted = [this, verb = verb, resource = resource,
                         reply = std::move(reply)](net::Response response) {
-    metrics_.Increment(std::string(kRequestsMetric),
+    metrics_.Increment(kRequestsMetric,
                        {{"verb", verb}, {"resource", resource},
                         {"code", std::to_string(response.status)}});
     reply(std::move(response));

@@ -56,5 +56,25 @@ TEST(Metrics, RendersPrometheusTextWithEscapedLabels) {
   EXPECT_EQ(registry.Get("uplink_requests_total", {{"code", "200"}}), 2);
 }
 
+TEST(Metrics, EscapesEverySpecialCharacterWhereverItIsAndSortsSamples) {
+  metrics::Registry registry;
+  registry.DeclareCounter("uplink_paths_total", "Paths seen.");
+  registry.Increment("uplink_paths_total", {{"path", "\\a\nb\"c\\"}, {"method", "GET"}});
+  registry.Increment("uplink_paths_total", {{"path", "\n"}, {"method", "PUT"}}, 3);
+  registry.Increment("uplink_paths_total", {{"path", ""}, {"method", "GET"}});
+  std::string text = registry.RenderText();
+  size_t empty = text.find("uplink_paths_total{path=\"\",method=\"GET\"} 1\n");
+  size_t escaped =
+      text.find("uplink_paths_total{path=\"\\\\a\\nb\\\"c\\\\\",method=\"GET\"} 1\n");
+  size_t newline = text.find("uplink_paths_total{path=\"\\n\",method=\"PUT\"} 3\n");
+  ASSERT_NE(empty, std::string::npos) << text;
+  ASSERT_NE(escaped, std::string::npos) << text;
+  ASSERT_NE(newline, std::string::npos) << text;
+  EXPECT_LT(empty, escaped);  // sorted by rendered labels, whatever the update order
+  EXPECT_LT(escaped, newline);
+  EXPECT_EQ(registry.Get("uplink_paths_total", {{"path", "\n"}, {"method", "PUT"}}), 3);
+  EXPECT_EQ(registry.Get("uplink_paths_total", {{"path", "\n"}, {"method", "GET"}}), 0);
+}
+
 }  // namespace
 }  // namespace uplink

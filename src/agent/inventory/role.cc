@@ -64,7 +64,7 @@ Result<std::string> InventoryRole::ClusterUid() {
 }
 
 void InventoryRole::RecordFailure(const Status& status, std::string_view result, bool refused) {
-  metrics_.Increment(kReports, {{"result", std::string(result)}});
+  metrics_.Increment(kReports, {{"result", result}});
   std::lock_guard lock(mutex_);
   last_error_ = status.ToString();
   if (refused) refused_ = true;

@@ -33,7 +33,7 @@ Result<net::Response> ConsoleApi::ReportInventory(const net::Request& request,
   bool mismatch = status.code() == StatusCode::kConflict;
   metrics_.Increment(
       kReportsRefusedTotal,
-      {{"reason", mismatch ? "cluster_mismatch" : std::string(StatusCodeName(status.code()))}});
+      {{"reason", mismatch ? std::string_view("cluster_mismatch") : StatusCodeName(status.code())}});
   if (mismatch) {
     // A valid token used on another cluster: a copied Secret or a reinstalled cluster. The
     // store recorded it in the audit log; the connection shows it under security_events.
@@ -106,11 +106,17 @@ Result<net::Response> ConsoleApi::AcceptInventory(const net::Request& request,
 }
 
 Result<net::Response> ConsoleApi::WhoAmI(const Connection& connection) {
-  return JsonResponse(200, {{"connection_id", connection.id},
+  // The authenticated no-op every agent can call: the reply is built in a stack arena rather
+  // than with an allocation per field.
+  unsigned char arena[1024];
+  json::monotonic_resource resource(arena, sizeof arena);
+  const json::object reply({{"connection_id", connection.id},
                             {"agent_name", connection.agent_name},
                             {"cluster_name", connection.cluster_name},
                             {"expires_at", FormatRfc3339(connection.expires_at)},
-                            {"report_interval_seconds", options_.report_interval.count()}});
+                            {"report_interval_seconds", options_.report_interval.count()}},
+                           &resource);
+  return JsonResponse(200, reply);
 }
 
 }  // namespace uplink::console
