@@ -91,7 +91,7 @@ std::string FormatLine(Level level, std::string_view component, std::string_view
 }
 
 void Logger::Write(Level level, std::string_view msg, std::initializer_list<Field> fields) const {
-  if (level < g_min_level.load(std::memory_order_relaxed)) return;
+  if (!Enabled(level)) return;
   std::string line = FormatLine(level, component_, msg, fields);
   std::lock_guard lock(g_sink_mutex);
   if (g_sink) {
@@ -110,6 +110,8 @@ void Logger::Write(Level level, std::string_view msg, std::initializer_list<Fiel
 }
 
 void SetMinLevel(Level level) { g_min_level.store(level); }
+
+bool Enabled(Level level) { return level >= g_min_level.load(std::memory_order_relaxed); }
 
 Status SetMinLevel(std::string_view name) {
   if (name == "debug") SetMinLevel(Level::kDebug);

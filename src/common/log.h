@@ -64,6 +64,9 @@ class Logger {
 };
 
 void SetMinLevel(Level level);
+// Whether lines of `level` are written: lets a hot path skip preparing fields for a line that
+// would be dropped.
+bool Enabled(Level level);
 // Parses "debug", "info", "warn", "error".
 Status SetMinLevel(std::string_view name);
 

@@ -2,6 +2,8 @@
 
 #include <strings.h>
 
+#include <algorithm>
+
 namespace uplink::net {
 namespace {
 
@@ -39,22 +41,26 @@ void Headers::Remove(std::string_view name) {
 }
 
 std::optional<std::string> PercentDecode(std::string_view text, bool plus_as_space) {
+  const std::string_view special = plus_as_space ? "%+" : "%";
   std::string out;
   out.reserve(text.size());
-  for (size_t i = 0; i < text.size(); ++i) {
-    char c = text[i];
-    if (c == '%') {
-      if (i + 2 >= text.size()) return std::nullopt;
-      int hi = HexValue(text[i + 1]);
-      int lo = HexValue(text[i + 2]);
-      if (hi < 0 || lo < 0) return std::nullopt;
-      out += static_cast<char>(hi * 16 + lo);
-      i += 2;
-    } else if (c == '+' && plus_as_space) {
+  // Runs without escapes are copied whole: every request's path comes through here.
+  for (size_t i = 0; i < text.size();) {
+    size_t run_end = std::min(text.find_first_of(special, i), text.size());
+    out.append(text, i, run_end - i);
+    i = run_end;
+    if (i == text.size()) break;
+    if (text[i] == '+') {
       out += ' ';
-    } else {
-      out += c;
+      ++i;
+      continue;
     }
+    if (i + 2 >= text.size()) return std::nullopt;
+    int hi = HexValue(text[i + 1]);
+    int lo = HexValue(text[i + 2]);
+    if (hi < 0 || lo < 0) return std::nullopt;
+    out += static_cast<char>(hi * 16 + lo);
+    i += 3;
   }
   return out;
 }

@@ -365,8 +365,14 @@ class ServerImpl final : public HttpServer {
       const bool head = message.method() == http::verb::head;
       const bool client_keep_alive = message.keep_alive();
       request.body = std::move(message.body());
-      const std::string method = request.method;
-      const std::string path = request.Path();
+      // The request moves into the handler; the debug line's fields are kept only when written.
+      const bool log_request = log::Enabled(log::Level::kDebug);
+      std::string method;
+      std::string path;
+      if (log_request) {
+        method = request.method;
+        path = request.Path();
+      }
 
       asio::steady_timer wake(co_await asio::this_coro::executor,
                               std::chrono::steady_clock::time_point::max());
@@ -377,9 +383,12 @@ class ServerImpl final : public HttpServer {
       while (!(response = exchange->Take())) {
         co_await wake.async_wait(kUseAwaitable);
       }
-      Log().Debug(
-          "request",
-          {{"method", method}, {"path", path}, {"status", response->status}, {"remote", remote}});
+      if (log_request) {
+        Log().Debug("request", {{"method", method},
+                                {"path", path},
+                                {"status", response->status},
+                                {"remote", remote}});
+      }
       const bool keep_alive = client_keep_alive && !HasConnectionClose(response->headers);
       if (!co_await Write(stream, std::move(*response), head, keep_alive) || !keep_alive) {
         co_return;
