@@ -28,6 +28,7 @@ demo: build
 bench: build
 	@$(BUILD_DIR)/bin/bench_inventory
 	@$(BUILD_DIR)/bin/bench_auth
+	@$(BUILD_DIR)/bin/bench_spool
 
 clean:
 	@rm -rf $(BUILD_DIR)

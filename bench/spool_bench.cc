@@ -1,0 +1,256 @@
+// What durability costs the spool, and what opening a full one costs.
+//
+// 1. Append throughput with every Append durable before it returns (fdatasync; concurrent
+//    appends share one sync), for 1 KiB and 64 KiB records from 1 and 8 writers, beside dd
+//    writing the same bytes in the same block size to the same disk, as a child process in
+//    the same run: `conv=fsync` (one fsync at the end: what the disk does for these bytes
+//    with no durability per block) and `oflag=dsync` (a sync per block, as one writer gets).
+// 2. Opening a full spool (512 MiB, the default options): time and peak RSS, measured in a
+//    child process (`bench_spool --open-only DIR`, which reads VmHWM from
+//    /proc/self/status), with the spool's files in the page cache and evicted from it.
+//
+// Targets (spool issue): appends of 64 KiB records at >= 80% of dd's rate; open <= 0.5 s and
+// <= 16 MiB.
+#include <fcntl.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/log.h"
+#include "spool/file_system.h"
+#include "spool/spool.h"
+#include "support/process.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using uplink::spool::PosixFileSystem;
+using uplink::spool::Spool;
+using uplink::spool::SpoolOptions;
+
+double Seconds(Clock::time_point since) {
+  return std::chrono::duration<double>(Clock::now() - since).count();
+}
+
+// A field of /proc/self/status in KiB ("VmHWM", "VmRSS").
+long StatusKib(const char* field) {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  const std::string prefix = std::string(field) + ":";
+  while (std::getline(status, line)) {
+    if (line.rfind(prefix, 0) == 0) return std::strtol(line.c_str() + prefix.size(), nullptr, 10);
+  }
+  return -1;
+}
+
+double Median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  return values[values.size() / 2];
+}
+
+// The child: opens the spool and prints milliseconds, peak RSS before and after (KiB).
+int OpenOnly(const char* dir) {
+  const long before = StatusKib("VmHWM");
+  const auto start = Clock::now();
+  auto spool = Spool::Open(PosixFileSystem(), dir, {}, uplink::SystemClock());
+  const double seconds = Seconds(start);
+  if (!spool.ok()) {
+    std::fprintf(stderr, "open failed: %s\n", spool.status().ToString().c_str());
+    return 1;
+  }
+  std::printf("%.3f %ld %ld %llu\n", seconds * 1000, before, StatusKib("VmHWM"),
+              static_cast<unsigned long long>((*spool)->Stats().bytes));
+  return 0;
+}
+
+struct AppendResult {
+  double seconds = 0;
+  bool ok = true;
+};
+
+AppendResult TimeAppends(const std::string& dir, size_t record_bytes, int writers, int records) {
+  auto spool = Spool::Open(PosixFileSystem(), dir, {}, uplink::SystemClock());
+  if (!spool.ok()) {
+    std::fprintf(stderr, "open failed: %s\n", spool.status().ToString().c_str());
+    return {0, false};
+  }
+  const std::string payload(record_bytes, 'r');
+  std::vector<std::thread> threads;
+  std::atomic<bool> failed{false};
+  const auto start = Clock::now();
+  for (int w = 0; w < writers; ++w) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < records / writers; ++i) {
+        if (!(*spool)->Append(payload).ok()) failed = true;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  return {Seconds(start), !failed};
+}
+
+double TimeDd(const std::string& file, size_t block, int count, const char* flag) {
+  const auto start = Clock::now();
+  auto result = uplink::testing::RunCommand(
+      {"/bin/dd", "if=/dev/zero", "of=" + file, "bs=" + std::to_string(block),
+       "count=" + std::to_string(count), flag},
+      std::chrono::minutes(5));
+  const double seconds = Seconds(start);
+  std::filesystem::remove(file);
+  if (result.exit_code != 0) {
+    std::fprintf(stderr, "dd failed: %s\n", result.err.c_str());
+    return -1;
+  }
+  return seconds;
+}
+
+// Drops the spool's files from the page cache (they are clean: everything was synced).
+void EvictFromPageCache(const std::string& dir) {
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    int fd = ::open(entry.path().c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) continue;
+    ::fdatasync(fd);
+    ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+    ::close(fd);
+  }
+}
+
+struct OpenFigures {
+  double milliseconds = 0;
+  long hwm_before_kib = 0;
+  long hwm_kib = 0;
+};
+
+bool RunOpenOnly(const std::string& self, const std::string& dir, OpenFigures* figures) {
+  auto result = uplink::testing::RunCommand({self, "--open-only", dir}, std::chrono::minutes(2));
+  unsigned long long bytes = 0;
+  if (result.exit_code != 0 ||
+      std::sscanf(result.out.c_str(), "%lf %ld %ld %llu", &figures->milliseconds,
+                  &figures->hwm_before_kib, &figures->hwm_kib, &bytes) != 4) {
+    std::fprintf(stderr, "bench_spool --open-only failed: %s\n", result.err.c_str());
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc == 3 && std::strcmp(argv[1], "--open-only") == 0) return OpenOnly(argv[2]);
+  (void)uplink::log::SetMinLevel("error");
+  const std::string self = std::filesystem::canonical("/proc/self/exe").string();
+  uplink::testing::TempDir dir;
+
+  struct statvfs space {};
+  constexpr std::uint64_t kNeeded = 1200ull << 20;  // a full spool, with room to spare
+  if (::statvfs(dir.path().c_str(), &space) != 0 ||
+      static_cast<std::uint64_t>(space.f_bavail) * space.f_frsize < kNeeded) {
+    std::fprintf(stderr, "bench_spool needs %llu MiB free under %s\n",
+                 static_cast<unsigned long long>(kNeeded >> 20), dir.path().c_str());
+    return 1;
+  }
+
+  struct Case {
+    size_t record_bytes;
+    int writers;
+    int records;
+  };
+  const Case cases[] = {
+      {1 << 10, 1, 1000}, {1 << 10, 8, 4000}, {64 << 10, 1, 256}, {64 << 10, 8, 1024}};
+  std::printf("bench_spool: durable appends under %s (each Append returns after fdatasync)\n",
+              dir.path().c_str());
+  std::printf("  %-22s %10s %10s %14s %14s\n", "", "records/s", "MB/s", "vs dd fsync",
+              "vs dd dsync");
+  double ratio_64k_fsync = 1e9;
+  int run = 0;
+  for (const Case& c : cases) {
+    const std::string spool_dir = dir.File("append-" + std::to_string(run++));
+    AppendResult appended = TimeAppends(spool_dir, c.record_bytes, c.writers, c.records);
+    if (!appended.ok) return 1;
+    std::filesystem::remove_all(spool_dir);
+    const double bytes = static_cast<double>(c.record_bytes) * c.records;
+    const double fsync_seconds = TimeDd(dir.File("dd"), c.record_bytes, c.records, "conv=fsync");
+    const double dsync_seconds = TimeDd(dir.File("dd"), c.record_bytes, c.records, "oflag=dsync");
+    if (fsync_seconds < 0 || dsync_seconds < 0) return 1;
+    const double mbps = bytes / appended.seconds / 1e6;
+    const double fsync_ratio = fsync_seconds / appended.seconds;
+    const double dsync_ratio = dsync_seconds / appended.seconds;
+    char label[64];
+    std::snprintf(label, sizeof label, "%zu KiB x %d writer%s", c.record_bytes >> 10, c.writers,
+                  c.writers > 1 ? "s" : "");
+    std::printf("  %-22s %10.0f %10.1f %13.1f%% %13.1f%%\n", label, c.records / appended.seconds,
+                mbps, fsync_ratio * 100, dsync_ratio * 100);
+    std::printf("  %-22s %10s %10.1f %14s %14s\n", "  dd conv=fsync", "",
+                bytes / fsync_seconds / 1e6, "", "");
+    std::printf("  %-22s %10s %10.1f %14s %14s\n", "  dd oflag=dsync", "",
+                bytes / dsync_seconds / 1e6, "", "");
+    if (c.record_bytes == (64 << 10)) ratio_64k_fsync = std::min(ratio_64k_fsync, fsync_ratio);
+  }
+  std::printf("  64 KiB appends reach %.1f%% of dd conv=fsync at worst (target >= 80%%): %s\n",
+              ratio_64k_fsync * 100, ratio_64k_fsync >= 0.8 ? "met" : "NOT met");
+
+  // A full spool: 64 KiB records from 8 writers until the cap drops segments.
+  const std::string full = dir.File("full");
+  {
+    auto spool = Spool::Open(PosixFileSystem(), full, {}, uplink::SystemClock());
+    if (!spool.ok()) return 1;
+    const std::string payload(64 << 10, 'f');
+    const auto start = Clock::now();
+    std::vector<std::thread> threads;
+    std::atomic<bool> failed{false};
+    for (int w = 0; w < 8; ++w) {
+      threads.emplace_back([&] {
+        while (!failed && (*spool)->Stats().losses.dropped.records == 0) {
+          if (!(*spool)->Append(payload).ok()) failed = true;
+        }
+      });
+    }
+    for (auto& t : threads) t.join();
+    if (failed) return 1;
+    auto stats = (*spool)->Stats();
+    // A few records into the oldest segment: Open must find the first waiting record inside
+    // it, and nothing is removed, so the spool stays full.
+    if (!(*spool)->Consume(stats.consumed_through + 7).ok()) return 1;
+    stats = (*spool)->Stats();
+    std::printf(
+        "bench_spool: opening a full spool (%.0f MiB in %llu segments, %llu records waiting; "
+        "filled in %.1f s)\n",
+        static_cast<double>(stats.bytes) / (1 << 20),
+        static_cast<unsigned long long>(stats.segments),
+        static_cast<unsigned long long>(stats.waiting_records), Seconds(start));
+  }
+  std::vector<double> warm_ms, cold_ms;
+  long hwm = 0, hwm_before = 0;
+  for (int round = 0; round < 5; ++round) {
+    OpenFigures figures;
+    EvictFromPageCache(full);
+    if (!RunOpenOnly(self, full, &figures)) return 1;
+    cold_ms.push_back(figures.milliseconds);
+    hwm = std::max(hwm, figures.hwm_kib);
+    hwm_before = std::max(hwm_before, figures.hwm_before_kib);
+    if (!RunOpenOnly(self, full, &figures)) return 1;
+    warm_ms.push_back(figures.milliseconds);
+    hwm = std::max(hwm, figures.hwm_kib);
+  }
+  std::printf("  open, files in the page cache   %8.1f ms (median of 5)\n", Median(warm_ms));
+  std::printf("  open, files evicted from it     %8.1f ms (median of 5)\n", Median(cold_ms));
+  std::printf(
+      "  peak RSS of the process         %8.1f MiB (%.1f MiB before Open: the binary and its "
+      "libraries)\n",
+      hwm / 1024.0, hwm_before / 1024.0);
+  const double worst_ms = std::max(Median(warm_ms), Median(cold_ms));
+  std::printf("  open %.1f ms (target <= 500 ms): %s; peak RSS %.1f MiB (target <= 16 MiB): %s\n",
+              worst_ms, worst_ms <= 500 ? "met" : "NOT met", hwm / 1024.0,
+              hwm <= 16 * 1024 ? "met" : "NOT met");
+  return 0;
+}

@@ -1,0 +1,79 @@
+// The file operations the spool needs, behind an interface so that tests can inject faults
+// (LevelDB's Env is the model). tests/spool/fault_injection_fs.h implements it in memory and
+// simulates power loss (everything not yet synced is lost: file contents since the last
+// Sync, directory entries since the last SyncDir) and ENOSPC/EIO at chosen operations.
+//
+// Every error is IOError (or NotFound for a missing file) carrying the operation, the path
+// and strerror; ENOSPC reads "no space left on device" so that callers and logs can say so.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/status.h"
+
+namespace uplink::spool {
+
+// Append-only.
+class WritableFile {
+ public:
+  virtual ~WritableFile() = default;
+  virtual Status Append(std::string_view data) = 0;
+  // Makes everything appended so far durable (fdatasync).
+  virtual Status Sync() = 0;
+};
+
+class ReadableFile {
+ public:
+  virtual ~ReadableFile() = default;
+  // Reads up to `n` bytes at `offset` into `scratch` and returns them; fewer at the end of the
+  // file, none past it. The view may point into `scratch`.
+  virtual Result<std::string_view> Read(std::uint64_t offset, size_t n, char* scratch) const = 0;
+};
+
+// A small file rewritten in place, so that updating it never needs free space.
+class InPlaceFile {
+ public:
+  virtual ~InPlaceFile() = default;
+  virtual Result<std::string_view> Read(std::uint64_t offset, size_t n, char* scratch) const = 0;
+  virtual Status WriteAt(std::uint64_t offset, std::string_view data) = 0;
+  virtual Status Sync() = 0;
+};
+
+// Held until destroyed.
+class FileLock {
+ public:
+  virtual ~FileLock() = default;
+};
+
+class FileSystem {
+ public:
+  virtual ~FileSystem() = default;
+
+  // Creates `path` if it does not exist (its parent must).
+  virtual Status CreateDir(const std::string& path) = 0;
+  // Names (not paths) of the directory's entries, without "." and "..".
+  virtual Result<std::vector<std::string>> ListDir(const std::string& dir) = 0;
+  virtual Result<std::uint64_t> FileSize(const std::string& path) = 0;
+  // Opens for appending at the end, creating the file (empty) if missing.
+  virtual Result<std::unique_ptr<WritableFile>> OpenAppendable(const std::string& path) = 0;
+  virtual Result<std::unique_ptr<ReadableFile>> OpenReadable(const std::string& path) = 0;
+  // Opens for reading and writing in place, creating the file (empty) if missing.
+  virtual Result<std::unique_ptr<InPlaceFile>> OpenInPlace(const std::string& path) = 0;
+  // Shortens a file; needs no free space.
+  virtual Status Truncate(const std::string& path, std::uint64_t size) = 0;
+  virtual Status Remove(const std::string& path) = 0;
+  // Makes the directory's entries (files created and removed) durable.
+  virtual Status SyncDir(const std::string& dir) = 0;
+  // An exclusive lock on `path` (created if missing) between processes;
+  // FailedPrecondition when another holder has it.
+  virtual Result<std::unique_ptr<FileLock>> Lock(const std::string& path) = 0;
+};
+
+// The real one (POSIX calls, O_CLOEXEC, EINTR retried).
+FileSystem& PosixFileSystem();
+
+}  // namespace uplink::spool

@@ -1,0 +1,1150 @@
+// The spool (spool.h; docs/spool.md has the format and the crash-safety argument).
+//
+// Threads. Appends queue up as in LevelDB's DBImpl::Write: the caller at the front of the
+// queue (the leader) takes the queued records as one group, writes and syncs them without
+// holding `mu`, and hands every member of the group its sequence number or the shared
+// error. Everything that rewrites STATE or removes segments (Consume, and the leader when
+// the cap forces a drop) holds `io_mu`, taken before `mu`, so that STATE is written in the
+// order the cursor moves and a removal never races another.
+//
+// A failed group. When the write or the sync of a group fails, the leader truncates the
+// segment back to where the group began. Sequence numbers are reused only when that truncate
+// succeeds: no reader can have seen those records (readers stop at the durable end), and
+// whatever of them reached the disk lies exactly where the next group is written, so after a
+// crash at most one version of each sequence exists. If the truncate fails, the group's
+// sequences are abandoned (never reused, and not counted as corrupt when found missing) and
+// the next group starts a new segment, away from the unknown bytes. Either way, a failure
+// after which the segment holds records also makes the next group start a new segment, so
+// that consuming can free the old one on a full disk.
+#include "spool/spool.h"
+
+#include <algorithm>
+#include <cinttypes>
+#include <cstdio>
+#include <cstring>
+
+#include "common/crc32c.h"
+#include "common/crypto.h"
+#include "common/log.h"
+#include "spool/log_format.h"
+#include "spool/log_reader.h"
+#include "spool/log_writer.h"
+
+namespace uplink::spool {
+namespace {
+
+const ::uplink::log::Logger& Log() {
+  static const ::uplink::log::Logger logger("spool");
+  return logger;
+}
+
+constexpr char kStateName[] = "STATE";
+constexpr char kLockName[] = "LOCK";
+constexpr char kSegmentSuffix[] = ".seg";
+constexpr size_t kSegmentDigits = 20;
+
+// STATE: two slots, written alternately; the valid one with the higher generation wins.
+constexpr size_t kSlotSize = 128;
+constexpr char kStateMagic[8] = {'U', 'P', 'L', 'S', 'P', 'O', 'O', 'L'};
+constexpr std::uint32_t kStateVersion = 1;
+constexpr size_t kSpoolIdBytes = 16;
+constexpr size_t kSlotCrcOffset = kSlotSize - 4;
+
+// Each record's payload on disk is prefixed by its append time (unix microseconds).
+constexpr size_t kTimePrefixBytes = 8;
+// Framing a record costs at least this much besides its payload (estimates of dropped bytes).
+constexpr std::uint64_t kRecordOverhead = framing::kHeaderSize + kTimePrefixBytes;
+// A group's payload stops growing here (LevelDB's figure), unless its first record is larger.
+constexpr std::uint64_t kMaxGroupBytes = 1 << 20;
+// Records a reader has returned and that wait to be consumed, remembered so that the append
+// time of the oldest waiting record is known without I/O (a shipper's batch fits easily).
+constexpr size_t kMaxRememberedReads = 16384;
+// The reader never reassembles more than this (or the configured record limit, if larger),
+// so that a record written under a larger limit is still read.
+constexpr std::uint64_t kMinReaderRecordLimit = 16ull << 20;
+
+void PutFixed32(char* out, std::uint32_t value) {
+  for (int i = 0; i < 4; ++i) out[i] = static_cast<char>((value >> (8 * i)) & 0xff);
+}
+
+void PutFixed64(char* out, std::uint64_t value) {
+  for (int i = 0; i < 8; ++i) out[i] = static_cast<char>((value >> (8 * i)) & 0xff);
+}
+
+std::uint32_t GetFixed32(const char* p) {
+  std::uint32_t value = 0;
+  for (int i = 3; i >= 0; --i) value = (value << 8) | static_cast<unsigned char>(p[i]);
+  return value;
+}
+
+std::uint64_t GetFixed64(const char* p) {
+  std::uint64_t value = 0;
+  for (int i = 7; i >= 0; --i) value = (value << 8) | static_cast<unsigned char>(p[i]);
+  return value;
+}
+
+std::int64_t ToUnixMicros(WallTime t) {
+  return std::chrono::duration_cast<std::chrono::microseconds>(t.time_since_epoch()).count();
+}
+
+WallTime FromUnixMicros(std::int64_t micros) {
+  return WallTime(
+      std::chrono::duration_cast<WallTime::duration>(std::chrono::microseconds(micros)));
+}
+
+LossCount& operator+=(LossCount& a, const LossCount& b) {
+  a.records += b.records;
+  a.bytes += b.bytes;
+  return a;
+}
+
+struct PersistentState {
+  std::uint64_t generation = 0;
+  std::string spool_id;  // kSpoolIdBytes raw bytes
+  std::uint64_t consumed_through = 0;
+  SpoolLosses losses;
+};
+
+// magic (8) | version (4) | zero (4) | generation (8) | spool id (16) | consumed_through (8)
+// | dropped, corrupt, rejected as records and bytes (6 x 8) | zero | masked CRC32C (4)
+std::string EncodeSlot(const PersistentState& state) {
+  std::string slot(kSlotSize, '\0');
+  char* p = slot.data();
+  std::memcpy(p, kStateMagic, sizeof kStateMagic);
+  PutFixed32(p + 8, kStateVersion);
+  PutFixed64(p + 16, state.generation);
+  std::memcpy(p + 24, state.spool_id.data(), kSpoolIdBytes);
+  PutFixed64(p + 40, state.consumed_through);
+  const LossCount counts[] = {state.losses.dropped, state.losses.corrupt, state.losses.rejected};
+  for (size_t i = 0; i < 3; ++i) {
+    PutFixed64(p + 48 + 16 * i, counts[i].records);
+    PutFixed64(p + 56 + 16 * i, counts[i].bytes);
+  }
+  PutFixed32(p + kSlotCrcOffset, crc32c::Mask(crc32c::Value(std::string_view(p, kSlotCrcOffset))));
+  return slot;
+}
+
+std::optional<PersistentState> DecodeSlot(std::string_view slot) {
+  if (slot.size() < kSlotSize) return std::nullopt;
+  const char* p = slot.data();
+  if (crc32c::Unmask(GetFixed32(p + kSlotCrcOffset)) !=
+      crc32c::Value(std::string_view(p, kSlotCrcOffset))) {
+    return std::nullopt;
+  }
+  if (std::memcmp(p, kStateMagic, sizeof kStateMagic) != 0 || GetFixed32(p + 8) != kStateVersion) {
+    return std::nullopt;
+  }
+  PersistentState state;
+  state.generation = GetFixed64(p + 16);
+  state.spool_id.assign(p + 24, kSpoolIdBytes);
+  state.consumed_through = GetFixed64(p + 40);
+  LossCount* counts[] = {&state.losses.dropped, &state.losses.corrupt, &state.losses.rejected};
+  for (size_t i = 0; i < 3; ++i) {
+    counts[i]->records = GetFixed64(p + 48 + 16 * i);
+    counts[i]->bytes = GetFixed64(p + 56 + 16 * i);
+  }
+  return state;
+}
+
+std::string SegmentName(std::uint64_t first_sequence) {
+  char name[kSegmentDigits + sizeof kSegmentSuffix];
+  std::snprintf(name, sizeof name, "%020" PRIu64 "%s", first_sequence, kSegmentSuffix);
+  return name;
+}
+
+// "00000000000000000042.seg" -> 42; anything else (temporary files, editor backups, LOCK,
+// STATE, a sequence of 0 or one that overflows) is not a segment.
+std::optional<std::uint64_t> ParseSegmentName(std::string_view name) {
+  if (name.size() != kSegmentDigits + std::strlen(kSegmentSuffix) ||
+      name.substr(kSegmentDigits) != kSegmentSuffix) {
+    return std::nullopt;
+  }
+  std::uint64_t value = 0;
+  for (char c : name.substr(0, kSegmentDigits)) {
+    if (c < '0' || c > '9') return std::nullopt;
+    const std::uint64_t digit = static_cast<std::uint64_t>(c - '0');
+    if (value > (UINT64_MAX - digit) / 10) return std::nullopt;
+    value = value * 10 + digit;
+  }
+  if (value == 0) return std::nullopt;
+  return value;
+}
+
+std::string ParentDir(const std::string& dir) {
+  const size_t slash = dir.find_last_of('/');
+  if (slash == std::string::npos) return ".";
+  if (slash == 0) return "/";
+  return dir.substr(0, slash);
+}
+
+struct Limits {
+  std::uint64_t max_bytes = 0;
+  std::uint64_t max_record_bytes = 0;
+  std::uint64_t segment_bytes = 0;
+  std::uint64_t group_bytes = 0;
+};
+
+Result<Limits> ResolveLimits(const SpoolOptions& options) {
+  constexpr std::uint64_t kMinMaxBytes = 64 << 10;
+  if (options.max_bytes < kMinMaxBytes) {
+    return InvalidArgumentError("spool max_bytes must be at least 65536, not " +
+                                std::to_string(options.max_bytes));
+  }
+  if (options.max_record_bytes == 0)
+    return InvalidArgumentError("spool max_record_bytes must be positive");
+  if (options.segment_bytes > options.max_bytes / 2) {
+    return InvalidArgumentError("spool segment_bytes (" + std::to_string(options.segment_bytes) +
+                                ") must be at most half of max_bytes (" +
+                                std::to_string(options.max_bytes) + ")");
+  }
+  Limits limits;
+  limits.max_bytes = options.max_bytes;
+  limits.max_record_bytes = std::min(options.max_record_bytes, options.max_bytes / 4);
+  limits.segment_bytes = options.segment_bytes;
+  if (limits.segment_bytes == 0) {
+    limits.segment_bytes =
+        std::min(std::clamp<std::uint64_t>(options.max_bytes / 64, 64 << 10, 8 << 20),
+                 options.max_bytes / 2);
+  }
+  // With the record limit at a quarter of the cap, a group (and its framing) always fits once
+  // every older segment is dropped.
+  limits.group_bytes = std::min(kMaxGroupBytes, options.max_bytes / 4);
+  return limits;
+}
+
+// The payload bytes of the `waiting` last records of a segment of `records` records and
+// `size` bytes, estimated from its size less the framing of each record (spool.h).
+std::uint64_t EstimatePayloadBytes(std::uint64_t size, std::uint64_t records,
+                                   std::uint64_t waiting) {
+  if (records == 0 || waiting == 0) return 0;
+  const unsigned __int128 framing = static_cast<unsigned __int128>(records) * kRecordOverhead;
+  if (size <= framing) return 0;
+  const unsigned __int128 payload = size - framing;
+  return static_cast<std::uint64_t>(payload * std::min(waiting, records) / records);
+}
+
+// Counts the bytes a framing::Reader skips, and why the first skip since Mark() happened.
+class CountingReporter final : public framing::Reporter {
+ public:
+  void Corruption(std::uint64_t offset, std::uint64_t bytes, std::string_view reason) override {
+    total += bytes;
+    if (reason_since_mark.empty()) reason_since_mark = std::string(reason);
+  }
+  void Mark() {
+    marked_total = total;
+    reason_since_mark.clear();
+  }
+  std::uint64_t total = 0;
+  std::uint64_t marked_total = 0;
+  std::string reason_since_mark;
+};
+
+struct DecodedRecord {
+  WallTime appended_at;
+  std::string_view payload;
+};
+
+std::optional<DecodedRecord> DecodeRecord(std::string_view stored) {
+  if (stored.size() < kTimePrefixBytes) return std::nullopt;
+  return DecodedRecord{FromUnixMicros(static_cast<std::int64_t>(GetFixed64(stored.data()))),
+                       stored.substr(kTimePrefixBytes)};
+}
+
+}  // namespace
+
+struct Spool::Impl {
+  struct Segment {
+    std::uint64_t first = 0;         // its first sequence (its name)
+    std::uint64_t size = 0;          // bytes on disk, as far as this process knows
+    std::uint64_t readable_end = 0;  // readers stop here: everything before is durable
+  };
+
+  // An Append waiting in the queue.
+  struct PendingAppend {
+    std::string_view payload;
+    bool done = false;
+    Status status;
+    std::uint64_t sequence = 0;
+    std::condition_variable wakeup;
+  };
+
+  // Damage the reader found, added to the persisted counters once the records around it are
+  // consumed, so that damage found again after a restart or a Rewind is counted once.
+  struct PendingCorruption {
+    std::uint64_t first = 0;  // the missing sequences are first..last; none when first > last
+    std::uint64_t last = 0;
+    std::uint64_t records = 0;
+    std::uint64_t bytes = 0;
+  };
+
+  // Where a record the reader returned lies, and when it was appended.
+  struct ReadMark {
+    std::uint64_t sequence = 0;
+    WallTime appended_at;
+    std::uint64_t segment = 0;  // the first sequence of its segment
+    std::uint64_t end_offset = 0;
+  };
+
+  struct ReadItem {
+    SpoolRecord record;
+    ReadMark mark;
+  };
+
+  struct Cursor {
+    std::uint64_t segment = 0;
+    std::unique_ptr<ReadableFile> file;       // null when the file has vanished
+    std::unique_ptr<framing::Reader> reader;  // null when the file has vanished
+  };
+
+  // Damage met by the reader: held unattributed until the next intact record shows which
+  // sequences it took with it.
+  class ReaderReporter final : public framing::Reporter {
+   public:
+    explicit ReaderReporter(Impl& impl) : impl_(impl) {}
+    void Corruption(std::uint64_t offset, std::uint64_t bytes, std::string_view reason) override {
+      std::lock_guard guard(impl_.mu);
+      impl_.unattributed_damage_bytes += bytes;
+      Log().Warn("skipping damaged spool bytes",
+                 {{"dir", impl_.dir},
+                  {"segment", SegmentName(impl_.cursor ? impl_.cursor->segment : 0)},
+                  {"offset", offset},
+                  {"bytes", bytes},
+                  {"reason", reason}});
+    }
+
+   private:
+    Impl& impl_;
+  };
+
+  Impl(FileSystem& fs, std::string dir, Limits limits, const Clock& clock)
+      : fs(fs), dir(std::move(dir)), limits(limits), clock(clock), reporter(*this) {}
+
+  std::string PathOf(std::string_view name) const { return dir + "/" + std::string(name); }
+  std::string SegmentPath(std::uint64_t first) const { return PathOf(SegmentName(first)); }
+  size_t ReaderRecordLimit() const {
+    return static_cast<size_t>(std::max(limits.max_record_bytes, kMinReaderRecordLimit) +
+                               kTimePrefixBytes);
+  }
+
+  // ---- helpers over the segment list (require mu, or Open) ------------------------------
+
+  std::optional<size_t> FindSegment(std::uint64_t first) const {
+    auto it = std::lower_bound(segments.begin(), segments.end(), first,
+                               [](const Segment& s, std::uint64_t f) { return s.first < f; });
+    if (it == segments.end() || it->first != first) return std::nullopt;
+    return static_cast<size_t>(it - segments.begin());
+  }
+
+  // The segment that holds `sequence`, or the oldest when it is older than all of them.
+  // The list must not be empty.
+  size_t SegmentHolding(std::uint64_t sequence) const {
+    auto it = std::upper_bound(segments.begin(), segments.end(), sequence,
+                               [](std::uint64_t s, const Segment& seg) { return s < seg.first; });
+    return it == segments.begin() ? 0 : static_cast<size_t>(it - segments.begin()) - 1;
+  }
+
+  // The last sequence segment `index` can hold.
+  std::uint64_t LastSequenceOf(size_t index) const {
+    return index + 1 < segments.size() ? segments[index + 1].first - 1 : next_sequence - 1;
+  }
+
+  std::uint64_t TotalBytes() const {
+    std::uint64_t total = 0;
+    for (const Segment& s : segments) total += s.size;
+    return total;
+  }
+
+  std::uint64_t AbandonedWithin(std::uint64_t first, std::uint64_t last) const {
+    std::uint64_t count = 0;
+    for (const auto& [from, to] : abandoned) {
+      const std::uint64_t low = std::max(from, first), high = std::min(to, last);
+      if (low <= high) count += high - low + 1;
+    }
+    return count;
+  }
+
+  // ---- Open ------------------------------------------------------------------------------
+
+  Status Recover() {
+    Result<std::vector<std::string>> listing = fs.ListDir(dir);
+    if (!listing.ok() && listing.status().code() == StatusCode::kNotFound) {
+      UPLINK_RETURN_IF_ERROR(fs.CreateDir(dir).WithContext("creating the spool directory"));
+      UPLINK_RETURN_IF_ERROR(
+          fs.SyncDir(ParentDir(dir)).WithContext("creating the spool directory"));
+    } else if (!listing.ok()) {
+      return listing.status().WithContext("opening the spool");
+    }
+    UPLINK_ASSIGN_OR_RETURN(lock, fs.Lock(PathOf(kLockName)));
+    // Listed again under the lock: another process may have changed it until now.
+    listing = fs.ListDir(dir);
+    if (!listing.ok()) return listing.status().WithContext("opening the spool");
+    std::vector<std::uint64_t> firsts;
+    for (const std::string& name : *listing) {
+      if (auto first = ParseSegmentName(name)) firsts.push_back(*first);
+    }
+    std::sort(firsts.begin(), firsts.end());
+    for (std::uint64_t first : firsts) {
+      Result<std::uint64_t> size = fs.FileSize(SegmentPath(first));
+      if (!size.ok()) return size.status().WithContext("opening the spool");
+      segments.push_back(Segment{first, *size, *size});
+    }
+    UPLINK_RETURN_IF_ERROR(
+        LoadState(firsts.empty() ? std::nullopt : std::optional(firsts.front())));
+    next_sequence = state.consumed_through + 1;
+    (void)RemoveConsumedSegments();
+    UPLINK_RETURN_IF_ERROR(RecoverNewestSegment());
+    last_durable = next_sequence - 1;
+    expected = state.consumed_through + 1;
+    RefreshOldest();
+    return Status::Ok();
+  }
+
+  Status LoadState(std::optional<std::uint64_t> first_segment) {
+    UPLINK_ASSIGN_OR_RETURN(state_file, fs.OpenInPlace(PathOf(kStateName)));
+    char buffer[2 * kSlotSize];
+    Result<std::string_view> stored = state_file->Read(0, sizeof buffer, buffer);
+    if (!stored.ok()) return stored.status().WithContext("reading spool state");
+    std::optional<PersistentState> best;
+    for (size_t slot = 0; slot < 2 && stored->size() >= (slot + 1) * kSlotSize; ++slot) {
+      auto decoded = DecodeSlot(stored->substr(slot * kSlotSize, kSlotSize));
+      if (decoded && (!best || decoded->generation > best->generation)) best = decoded;
+    }
+    if (best) {
+      state = *best;
+      return Status::Ok();
+    }
+    // A new spool, or its state is lost: a new spool id tells the console that this is a
+    // spool it has not seen, whose numbering it cannot compare with the old one's.
+    state = PersistentState{};
+    state.generation = 1;
+    state.spool_id = RandomBytes(kSpoolIdBytes);
+    state.consumed_through = first_segment ? *first_segment - 1 : 0;
+    if (!stored->empty() || first_segment) {
+      Log().Error("spool state is missing or damaged; continuing under a new spool id",
+                  {{"dir", dir},
+                   {"state_bytes", stored->size()},
+                   {"segments", segments.size()},
+                   {"spool_id", HexEncode(state.spool_id)}});
+    } else {
+      Log().Info("created spool", {{"dir", dir}, {"spool_id", HexEncode(state.spool_id)}});
+    }
+    // Both slots at once: the only write of STATE that needs free space.
+    const std::string slot = EncodeSlot(state);
+    UPLINK_RETURN_IF_ERROR(state_file->WriteAt(0, slot + slot).WithContext("creating spool state"));
+    UPLINK_RETURN_IF_ERROR(state_file->Sync().WithContext("creating spool state"));
+    return fs.SyncDir(dir).WithContext("creating spool state");
+  }
+
+  // Scans the newest segment to find where appending continues: after its last intact
+  // record. What follows it is either a torn write (cut short, or zeroes where a crash left
+  // an extended file unwritten: records whose Append never returned), which is cut off, or
+  // damage, which may have held acknowledged records: it stays for readers to skip and
+  // count, appends go to a new segment, and the sequence numbers it could have held (one per
+  // 23 bytes at most) are skipped so that none is ever reused.
+  Status RecoverNewestSegment() {
+    if (segments.empty()) return Status::Ok();
+    Segment& newest = segments.back();
+    const std::string path = SegmentPath(newest.first);
+    Result<std::unique_ptr<ReadableFile>> file = fs.OpenReadable(path);
+    if (!file.ok()) return file.status().WithContext("opening the spool");
+    CountingReporter damage;
+    framing::Reader reader(**file, &damage, 0, newest.size, ReaderRecordLimit());
+    framing::LogRecord record;
+    std::uint64_t intact_end = 0, highest = 0;
+    bool holds_waiting = false;
+    while (reader.ReadRecord(&record)) {
+      intact_end = record.end_offset;
+      highest = std::max(highest, record.sequence);
+      holds_waiting |= record.sequence > state.consumed_through;
+      damage.Mark();
+    }
+    next_sequence = std::max({newest.first, state.consumed_through + 1, highest + 1});
+    const std::uint64_t tail = newest.size - intact_end;
+    const bool damaged_tail =
+        damage.total > damage.marked_total && !AllZero(**file, intact_end, newest.size);
+    file->reset();
+    if (damaged_tail) {
+      const std::uint64_t skip_to =
+          std::max(highest, newest.first - 1) + 1 + tail / kRecordOverhead;
+      Log().Error(
+          "the newest spool segment ends in damage; appends go to a new segment and skip the "
+          "sequence numbers the damage may have held",
+          {{"dir", dir},
+           {"segment", SegmentName(newest.first)},
+           {"damaged_bytes", tail},
+           {"reason", damage.reason_since_mark},
+           {"next_sequence", std::max(next_sequence, skip_to)}});
+      next_sequence = std::max(next_sequence, skip_to);
+      AbandonNewestSegment();
+      return Status::Ok();
+    }
+    if (!holds_waiting && state.consumed_through + 1 >= newest.first) {
+      // Nothing in it or before it waits: the next append starts a segment of its own.
+      if (RemoveSegments({newest.first}).ok()) return Status::Ok();
+    }
+    if (tail > 0) {
+      Log().Warn("cutting a torn write off the newest spool segment",
+                 {{"dir", dir}, {"segment", SegmentName(newest.first)}, {"bytes", tail}});
+      Status cut = fs.Truncate(path, intact_end);
+      if (!cut.ok()) {
+        Log().Error("could not cut the torn write off; appends go to a new segment",
+                    {{"dir", dir}, {"error", cut}});
+        newest.readable_end = intact_end;
+        AbandonNewestSegment();
+        return Status::Ok();
+      }
+      newest.size = newest.readable_end = intact_end;
+    }
+    Result<std::unique_ptr<WritableFile>> appendable = fs.OpenAppendable(path);
+    if (!appendable.ok()) {
+      Log().Error("could not reopen the newest spool segment; appends go to a new segment",
+                  {{"dir", dir}, {"error", appendable.status()}});
+      AbandonNewestSegment();
+      return Status::Ok();
+    }
+    active = std::move(*appendable);
+    return Status::Ok();
+  }
+
+  // Whether bytes [from, to) of `file` are all zero; false if they cannot be read.
+  static bool AllZero(const ReadableFile& file, std::uint64_t from, std::uint64_t to) {
+    std::unique_ptr<char[]> buffer(new char[framing::kBlockSize]);
+    while (from < to) {
+      Result<std::string_view> chunk = file.Read(
+          from, static_cast<size_t>(std::min<std::uint64_t>(framing::kBlockSize, to - from)),
+          buffer.get());
+      if (!chunk.ok() || chunk->empty()) return false;
+      for (char c : *chunk) {
+        if (c != '\0') return false;
+      }
+      from += chunk->size();
+    }
+    return true;
+  }
+
+  // The newest segment takes no more appends: the next group starts a new one, whose name
+  // (its first sequence) must differ from this one's.
+  void AbandonNewestSegment() {
+    roll_before_next_group = true;
+    if (next_sequence == segments.back().first) {
+      abandoned.emplace_back(next_sequence, next_sequence);
+      ++next_sequence;
+    }
+  }
+
+  // ---- STATE, removal, the oldest record's time (hold io_mu, or be in Open) ----------------
+
+  // Writes `next` into the slot after the current one and syncs it.
+  Status WriteState(PersistentState& next) {
+    next.generation = state.generation + 1;
+    UPLINK_RETURN_IF_ERROR(
+        state_file->WriteAt((next.generation % 2) * kSlotSize, EncodeSlot(next)));
+    return state_file->Sync();
+  }
+
+  // Makes `next` (just persisted) the state, and forgets what it consumed. Requires mu.
+  void AdoptStateLocked(const PersistentState& next) {
+    state = next;
+    const std::uint64_t consumed = state.consumed_through;
+    for (auto it = pending_corruption.begin(); it != pending_corruption.end();) {
+      if (it->last <= consumed) {
+        it = pending_corruption.erase(it);
+        continue;
+      }
+      if (it->first <= consumed) {
+        it->records -= std::min(it->records, consumed - it->first + 1);
+        it->bytes = 0;
+        it->first = consumed + 1;
+      }
+      ++it;
+    }
+    while (!returned.empty() && returned.front().sequence <= consumed) {
+      if (returned.front().sequence == consumed) anchor = returned.front();
+      returned.pop_front();
+    }
+    if (anchor && anchor->sequence != consumed) anchor.reset();
+    std::erase_if(abandoned, [&](const auto& range) { return range.second <= consumed; });
+  }
+
+  // Removes every segment but the newest whose records are all consumed.
+  Status RemoveConsumedSegments() {
+    std::vector<std::uint64_t> doomed;
+    {
+      std::lock_guard guard(mu);
+      for (size_t i = 0; i + 1 < segments.size() && LastSequenceOf(i) <= state.consumed_through;
+           ++i) {
+        doomed.push_back(segments[i].first);
+      }
+    }
+    return RemoveSegments(doomed);
+  }
+
+  // Stops at the first failure, which is logged and returned: the cursor is persisted
+  // already, so the next Consume or Open removes what is left.
+  Status RemoveSegments(const std::vector<std::uint64_t>& doomed) {
+    Status result;
+    size_t removed = 0;
+    for (std::uint64_t first : doomed) {
+      Status status = fs.Remove(SegmentPath(first));
+      if (!status.ok() && status.code() != StatusCode::kNotFound) {
+        Log().Warn("could not remove a consumed spool segment; will retry",
+                   {{"dir", dir}, {"segment", SegmentName(first)}, {"error", status}});
+        result = status;
+        break;
+      }
+      std::lock_guard guard(mu);
+      if (auto index = FindSegment(first))
+        segments.erase(segments.begin() + static_cast<long>(*index));
+      ++removed;
+    }
+    if (removed > 0) {
+      Status synced = fs.SyncDir(dir);
+      if (!synced.ok())
+        Log().Warn("could not sync the spool directory", {{"dir", dir}, {"error", synced}});
+    }
+    return result;
+  }
+
+  // Finds the append time of the oldest waiting record: from the records the reader returned
+  // when they cover it, else by reading from the end of the record consumed_through (when
+  // the reader returned it) or from the start of the segment that holds it.
+  void RefreshOldest() {
+    std::uint64_t after = 0;
+    std::optional<ReadMark> hint;
+    std::vector<Segment> snapshot;
+    {
+      std::lock_guard guard(mu);
+      after = state.consumed_through;
+      if (last_durable <= after) {
+        oldest = std::nullopt;
+        return;
+      }
+      if (!returned.empty() && trimmed_through <= after) {
+        oldest = returned.front().appended_at;
+        return;
+      }
+      if (anchor && anchor->sequence == after) hint = anchor;
+      snapshot.assign(segments.begin(), segments.end());
+    }
+    std::optional<WallTime> found = FindFirstWaiting(snapshot, after, hint);
+    std::lock_guard guard(mu);
+    if (state.consumed_through == after) oldest = found;
+  }
+
+  std::optional<WallTime> FindFirstWaiting(const std::vector<Segment>& snapshot,
+                                           std::uint64_t after,
+                                           const std::optional<ReadMark>& hint) {
+    if (snapshot.empty()) return std::nullopt;
+    auto holding =
+        std::upper_bound(snapshot.begin(), snapshot.end(), after + 1,
+                         [](std::uint64_t s, const Segment& seg) { return s < seg.first; });
+    size_t index =
+        holding == snapshot.begin() ? 0 : static_cast<size_t>(holding - snapshot.begin()) - 1;
+    std::uint64_t offset = 0;
+    if (hint) {
+      for (size_t i = 0; i < snapshot.size(); ++i) {
+        if (snapshot[i].first == hint->segment) {
+          index = i;
+          offset = hint->end_offset;
+        }
+      }
+    }
+    for (; index < snapshot.size(); ++index, offset = 0) {
+      Result<std::unique_ptr<ReadableFile>> file =
+          fs.OpenReadable(SegmentPath(snapshot[index].first));
+      if (!file.ok()) continue;
+      framing::Reader reader(**file, nullptr, offset, snapshot[index].readable_end,
+                             ReaderRecordLimit());
+      framing::LogRecord record;
+      while (reader.ReadRecord(&record)) {
+        if (record.sequence <= after) continue;
+        if (auto decoded = DecodeRecord(record.payload)) return decoded->appended_at;
+      }
+    }
+    return std::nullopt;
+  }
+
+  // ---- Append ----------------------------------------------------------------------------
+
+  Result<std::uint64_t> Append(std::string_view payload) {
+    if (payload.size() > limits.max_record_bytes) {
+      return ResourceExhaustedError(
+          "a spool record of " + std::to_string(payload.size()) + " bytes is over the " +
+          std::to_string(limits.max_record_bytes) + "-byte limit for one record");
+    }
+    PendingAppend me;
+    me.payload = payload;
+    std::unique_lock lock(mu);
+    queue.push_back(&me);
+    me.wakeup.wait(lock, [&] { return me.done || queue.front() == &me; });
+    if (me.done) {
+      if (!me.status.ok()) return me.status;
+      return me.sequence;
+    }
+    // The leader: everything queued behind it, up to the group limit, goes in one write.
+    // Framing counts too: a queue of empty records must not make a group larger than the cap.
+    std::vector<PendingAppend*> group;
+    std::uint64_t group_bytes = 0;
+    for (PendingAppend* waiting : queue) {
+      const std::uint64_t bytes = waiting->payload.size() + kRecordOverhead;
+      if (!group.empty() && group_bytes + bytes > limits.group_bytes) break;
+      group.push_back(waiting);
+      group_bytes += bytes;
+    }
+    Status status = WriteGroup(lock, group);
+    for (PendingAppend* member : group) {
+      queue.pop_front();
+      if (member == &me) continue;
+      member->status = status;
+      member->done = true;
+      member->wakeup.notify_one();
+    }
+    if (!queue.empty()) queue.front()->wakeup.notify_one();
+    if (!status.ok()) return status;
+    return me.sequence;
+  }
+
+  void EncodeGroup(const std::vector<PendingAppend*>& group, std::uint64_t first, WallTime now,
+                   std::uint64_t offset) {
+    group_buffer.clear();
+    framing::Writer writer(offset);
+    char time[kTimePrefixBytes];
+    PutFixed64(time, static_cast<std::uint64_t>(ToUnixMicros(now)));
+    for (size_t i = 0; i < group.size(); ++i) {
+      record_buffer.assign(time, sizeof time);
+      record_buffer.append(group[i]->payload);
+      writer.AddRecord(first + i, record_buffer, &group_buffer);
+    }
+  }
+
+  // Called and returns with `lock` (on mu) held; releases it for the I/O.
+  Status WriteGroup(std::unique_lock<std::mutex>& lock, const std::vector<PendingAppend*>& group) {
+    const std::uint64_t first = next_sequence;
+    const WallTime now = clock.Now();
+    const bool roll =
+        !active || roll_before_next_group || segments.back().size >= limits.segment_bytes;
+    const std::uint64_t start = roll ? 0 : segments.back().size;
+    lock.unlock();
+
+    Status status = roll ? Roll(first) : Status::Ok();
+    if (status.ok()) {
+      EncodeGroup(group, first, now, start);
+      status = MakeRoom();
+    }
+    bool written = false;  // some of the group's bytes may be in the file
+    bool truncated = false;
+    if (status.ok()) {
+      WritableFile* file = nullptr;
+      std::uint64_t segment = 0;
+      {
+        std::lock_guard guard(mu);
+        file = active.get();
+        segment = segments.back().first;
+      }
+      written = true;
+      status = file->Append(group_buffer);
+      if (status.ok()) status = file->Sync();
+      if (!status.ok()) {
+        Status cut = fs.Truncate(SegmentPath(segment), start);
+        truncated = cut.ok();
+        if (!cut.ok()) {
+          Log().Error(
+              "could not remove a failed append from the spool; its sequence numbers are skipped",
+              {{"dir", dir}, {"segment", SegmentName(segment)}, {"error", cut}});
+        }
+      }
+    }
+
+    const std::uint64_t written_bytes = group_buffer.size();
+    if (group_buffer.capacity() > 2 * kMaxGroupBytes) {
+      // A record near the limit (16 MiB by default) must not pin that much memory for good.
+      std::string().swap(group_buffer);
+      std::string().swap(record_buffer);
+    }
+    lock.lock();
+    if (status.ok()) {
+      Segment& segment = segments.back();
+      segment.size = start + written_bytes;
+      segment.readable_end = segment.size;
+      if (last_durable <= state.consumed_through) oldest = now;
+      next_sequence = first + group.size();
+      last_durable = next_sequence - 1;
+      for (size_t i = 0; i < group.size(); ++i) group[i]->sequence = first + i;
+      return Status::Ok();
+    }
+    if (written && !truncated) {
+      abandoned.emplace_back(first, first + group.size() - 1);
+      next_sequence = first + group.size();
+      segments.back().size = start + written_bytes;
+      roll_before_next_group = true;
+    } else if (written) {
+      // Start afresh after a failure, so that the records before it can be freed (disk full).
+      roll_before_next_group = start > 0;
+    }
+    return status.WithContext("appending to the spool");
+  }
+
+  // Starts segment `first` and makes its directory entry durable before anything is
+  // written to it.
+  Status Roll(std::uint64_t first) {
+    const std::string path = SegmentPath(first);
+    Result<std::unique_ptr<WritableFile>> file = fs.OpenAppendable(path);
+    if (!file.ok()) return file.status().WithContext("starting a spool segment");
+    Status synced = fs.SyncDir(dir);
+    if (!synced.ok()) {
+      // Not used until its entry is durable; a leftover empty file is reopened next time.
+      (void)fs.Remove(path);
+      return synced.WithContext("starting a spool segment");
+    }
+    std::lock_guard guard(mu);
+    segments.push_back(Segment{first, 0, 0});
+    active = std::move(*file);
+    roll_before_next_group = false;
+    return Status::Ok();
+  }
+
+  // Enforces the cap before the encoded group is written: drops whole oldest segments,
+  // counting the waiting records they held, persists the cursor past them, then removes
+  // them. The active segment never needs to go: it is below segment_bytes (at most half the
+  // cap) or a new one was started, and a group is at most a quarter of the cap.
+  Status MakeRoom() {
+    {
+      std::lock_guard guard(mu);
+      if (TotalBytes() + group_buffer.size() <= limits.max_bytes) return Status::Ok();
+    }
+    std::lock_guard io(io_mu);
+    while (true) {
+      PersistentState next;
+      std::vector<std::uint64_t> doomed;
+      std::uint64_t consumed_before = 0;
+      {
+        std::lock_guard guard(mu);
+        const std::uint64_t total = TotalBytes();
+        if (total + group_buffer.size() <= limits.max_bytes) return Status::Ok();
+        next = state;
+        consumed_before = state.consumed_through;
+        std::uint64_t freed = 0;
+        for (size_t i = 0;
+             i + 1 < segments.size() && total - freed + group_buffer.size() > limits.max_bytes;
+             ++i) {
+          const Segment& segment = segments[i];
+          const std::uint64_t last = LastSequenceOf(i);
+          const std::uint64_t from = std::max(segment.first, next.consumed_through + 1);
+          if (last >= from) {
+            const std::uint64_t waiting = last - from + 1 - AbandonedWithin(from, last);
+            next.losses.dropped.records += waiting;
+            next.losses.dropped.bytes +=
+                EstimatePayloadBytes(segment.size, last - segment.first + 1, waiting);
+          }
+          next.consumed_through = std::max(next.consumed_through, last);
+          freed += segment.size;
+          doomed.push_back(segment.first);
+        }
+      }
+      if (doomed.empty()) {
+        return InternalError("a group of " + std::to_string(group_buffer.size()) +
+                             " bytes does not fit under the spool's cap of " +
+                             std::to_string(limits.max_bytes) + " bytes");
+      }
+      if (next.consumed_through > consumed_before) {
+        Status persisted = WriteState(next);
+        if (!persisted.ok()) {
+          return persisted.WithContext(
+              "persisting the spool cursor to drop records at the size cap");
+        }
+        {
+          std::lock_guard guard(mu);
+          AdoptStateLocked(next);
+        }
+        Log().Warn("spool full: dropped its oldest records",
+                   {{"dir", dir},
+                    {"consumed_through", next.consumed_through},
+                    {"dropped_records_total", next.losses.dropped.records}});
+      }
+      UPLINK_RETURN_IF_ERROR(
+          RemoveSegments(doomed).WithContext("dropping spool segments at the size cap"));
+      RefreshOldest();
+    }
+  }
+
+  // ---- Read ------------------------------------------------------------------------------
+
+  Result<std::vector<SpoolRecord>> Read(size_t max_bytes, size_t max_records) {
+    std::vector<SpoolRecord> out;
+    std::vector<ReadMark> marks;
+    size_t bytes = 0;
+    Status error;
+    while (out.size() < std::max<size_t>(max_records, 1)) {
+      std::optional<ReadItem> item;
+      if (stash) {
+        item = std::move(stash);
+        stash.reset();
+        std::lock_guard guard(mu);
+        if (item->record.sequence <= state.consumed_through) continue;
+      } else {
+        Result<std::optional<ReadItem>> next = NextRecord();
+        if (!next.ok()) {
+          error = next.status();
+          break;
+        }
+        if (!*next) break;
+        item = std::move(**next);
+      }
+      if (!out.empty() && bytes + item->record.payload.size() > max_bytes) {
+        stash = std::move(item);
+        break;
+      }
+      bytes += item->record.payload.size();
+      marks.push_back(item->mark);
+      out.push_back(std::move(item->record));
+    }
+    if (out.empty() && !error.ok()) return error.WithContext("reading the spool");
+    std::lock_guard guard(mu);
+    for (const ReadMark& mark : marks) {
+      if (mark.sequence <= state.consumed_through) continue;
+      returned.push_back(mark);
+      if (returned.size() > kMaxRememberedReads) {
+        trimmed_through = returned.front().sequence;
+        returned.pop_front();
+      }
+    }
+    return out;
+  }
+
+  Status OpenCursor(std::uint64_t segment, std::uint64_t offset, std::uint64_t limit) {
+    Cursor opened;
+    opened.segment = segment;
+    Result<std::unique_ptr<ReadableFile>> file = fs.OpenReadable(SegmentPath(segment));
+    if (file.ok()) {
+      opened.file = std::move(*file);
+      opened.reader = std::make_unique<framing::Reader>(*opened.file, &reporter, offset, limit,
+                                                        ReaderRecordLimit());
+    } else if (file.status().code() != StatusCode::kNotFound) {
+      return file.status();
+    }  // else removed meanwhile: read as empty, so that the reader moves on
+    cursor = std::move(opened);
+    return Status::Ok();
+  }
+
+  // The next record for the reader; none at the durable end.
+  Result<std::optional<ReadItem>> NextRecord() {
+    while (true) {
+      std::uint64_t consumed = 0, limit = 0, following = 0;
+      bool is_last = false;
+      std::optional<std::pair<std::uint64_t, std::uint64_t>> open_at;  // segment, offset
+      {
+        std::lock_guard guard(mu);
+        consumed = state.consumed_through;
+        expected = std::max(expected, consumed + 1);
+        std::optional<size_t> index;
+        if (cursor) index = FindSegment(cursor->segment);
+        if (!index) {  // not started, or its segment was removed meanwhile
+          cursor.reset();
+          if (segments.empty()) return std::optional<ReadItem>();
+          if (anchor && anchor->sequence == consumed && expected == consumed + 1 &&
+              FindSegment(anchor->segment)) {
+            open_at.emplace(anchor->segment, anchor->end_offset);
+            index = FindSegment(anchor->segment);
+          } else {
+            index = SegmentHolding(expected);
+            open_at.emplace(segments[*index].first, 0);
+          }
+        }
+        limit = segments[*index].readable_end;
+        is_last = *index + 1 == segments.size();
+        if (!is_last) following = segments[*index + 1].first;
+      }
+      if (open_at) UPLINK_RETURN_IF_ERROR(OpenCursor(open_at->first, open_at->second, limit));
+
+      framing::LogRecord record;
+      bool found = false;
+      if (cursor->reader) {
+        cursor->reader->ExtendLimit(limit);
+        found = cursor->reader->ReadRecord(&record);
+      }
+      if (!found) {
+        // A segment that is no longer the last one is complete: go on to the next.
+        if (is_last) return std::optional<ReadItem>();
+        UPLINK_RETURN_IF_ERROR(OpenCursor(following, 0, 0));
+        continue;
+      }
+      if (record.sequence <= consumed) {
+        std::lock_guard guard(mu);
+        unattributed_damage_bytes = 0;  // damage before it lay among consumed records
+        continue;
+      }
+      std::optional<DecodedRecord> decoded;
+      if (record.sequence >= expected) decoded = DecodeRecord(record.payload);
+      if (!decoded) {
+        reporter.Corruption(record.offset, record.end_offset - record.offset,
+                            record.sequence < expected
+                                ? "record out of sequence order"
+                                : "record too short to hold its append time");
+        continue;
+      }
+      NoteArrival(record.sequence);
+      expected = record.sequence + 1;
+      ReadItem item;
+      item.record.sequence = record.sequence;
+      item.record.appended_at = decoded->appended_at;
+      item.record.payload.assign(decoded->payload);
+      item.mark =
+          ReadMark{record.sequence, decoded->appended_at, cursor->segment, record.end_offset};
+      return std::optional<ReadItem>(std::move(item));
+    }
+  }
+
+  // Intact record `sequence` arrived: the sequences skipped since the last one, and the
+  // damaged bytes met meanwhile, become a pending corruption.
+  void NoteArrival(std::uint64_t sequence) {
+    std::lock_guard guard(mu);
+    PendingCorruption found;
+    found.bytes = unattributed_damage_bytes;
+    unattributed_damage_bytes = 0;
+    found.first = std::max(expected, state.consumed_through + 1);
+    found.last = sequence - 1;
+    if (found.first <= found.last) {
+      found.records = found.last - found.first + 1 - AbandonedWithin(found.first, found.last);
+    }
+    if (found.last <= state.consumed_through || (found.records == 0 && found.bytes == 0)) return;
+    Log().Warn("spool records missing", {{"dir", dir},
+                                         {"first_missing", found.first},
+                                         {"records", found.records},
+                                         {"damaged_bytes", found.bytes}});
+    pending_corruption.push_back(found);
+  }
+
+  void Rewind() {
+    std::lock_guard guard(mu);
+    cursor.reset();
+    stash.reset();
+    expected = state.consumed_through + 1;
+    pending_corruption.clear();
+    unattributed_damage_bytes = 0;
+    returned.clear();
+    trimmed_through = 0;
+  }
+
+  // ---- Consume ---------------------------------------------------------------------------
+
+  Status Consume(std::uint64_t through, LossCount rejected) {
+    std::lock_guard io(io_mu);
+    PersistentState next;
+    bool advances = false;
+    {
+      std::lock_guard guard(mu);
+      through = std::min(through, last_durable);
+      advances = through > state.consumed_through;
+      next = state;
+      if (advances) {
+        next.consumed_through = through;
+        for (const PendingCorruption& found : pending_corruption) {
+          if (found.first > through && found.last > through) break;
+          next.losses.corrupt.records += found.last <= through
+                                             ? found.records
+                                             : std::min(found.records, through - found.first + 1);
+          next.losses.corrupt.bytes += found.bytes;
+        }
+      }
+      next.losses.rejected += rejected;
+    }
+    if (advances || rejected.records > 0 || rejected.bytes > 0) {
+      UPLINK_RETURN_IF_ERROR(WriteState(next).WithContext("persisting the spool cursor"));
+      std::lock_guard guard(mu);
+      AdoptStateLocked(next);
+    }
+    (void)RemoveConsumedSegments();  // logged; retried by the next Consume or Open
+    if (advances) RefreshOldest();
+    return Status::Ok();
+  }
+
+  SpoolStats Stats() const {
+    std::lock_guard guard(mu);
+    SpoolStats stats;
+    stats.spool_id = HexEncode(state.spool_id);
+    stats.consumed_through = state.consumed_through;
+    stats.last_sequence = last_durable;
+    if (last_durable > state.consumed_through) {
+      stats.waiting_records = last_durable - state.consumed_through -
+                              AbandonedWithin(state.consumed_through + 1, last_durable);
+    }
+    if (stats.waiting_records > 0) {
+      stats.first_sequence = state.consumed_through + 1;
+      stats.oldest_appended_at = oldest;
+    }
+    stats.bytes = TotalBytes();
+    stats.segments = segments.size();
+    stats.losses = state.losses;
+    for (const PendingCorruption& found : pending_corruption) {
+      stats.losses.corrupt.records += found.records;
+      stats.losses.corrupt.bytes += found.bytes;
+    }
+    stats.losses.corrupt.bytes += unattributed_damage_bytes;
+    return stats;
+  }
+
+  FileSystem& fs;
+  const std::string dir;
+  const Limits limits;
+  const Clock& clock;
+  std::unique_ptr<FileLock> lock;
+  std::unique_ptr<InPlaceFile> state_file;
+
+  std::mutex io_mu;  // taken before mu
+
+  mutable std::mutex mu;
+  PersistentState state;  // as last persisted
+  std::deque<Segment> segments;
+  std::unique_ptr<WritableFile> active;  // segments.back(), when appends may go there
+  bool roll_before_next_group = false;
+  std::uint64_t next_sequence = 1;  // the next group's first; moved by the leader only
+  std::uint64_t last_durable = 0;
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> abandoned;  // skipped after failures
+  std::deque<PendingAppend*> queue;
+  std::optional<WallTime> oldest;
+  std::deque<PendingCorruption> pending_corruption;  // in sequence order
+  std::uint64_t unattributed_damage_bytes = 0;
+  std::deque<ReadMark> returned;      // returned by Read and waiting, in order
+  std::uint64_t trimmed_through = 0;  // marks let go of for room, up to this sequence
+  std::optional<ReadMark> anchor;     // where the record consumed_through ends
+
+  // The leader's buffers.
+  std::string group_buffer;
+  std::string record_buffer;
+
+  // The reader's position: used by the reading thread only (Read and Rewind).
+  ReaderReporter reporter;
+  std::optional<Cursor> cursor;
+  std::uint64_t expected = 1;     // the sequence the reader expects next
+  std::optional<ReadItem> stash;  // read, but over the last batch's byte limit
+};
+
+Spool::Spool(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Spool::~Spool() = default;
+
+Result<std::unique_ptr<Spool>> Spool::Open(FileSystem& fs, std::string dir, SpoolOptions options,
+                                           const Clock& clock) {
+  UPLINK_ASSIGN_OR_RETURN(Limits limits, ResolveLimits(options));
+  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+  auto impl = std::make_unique<Impl>(fs, std::move(dir), limits, clock);
+  UPLINK_RETURN_IF_ERROR(impl->Recover());
+  return std::unique_ptr<Spool>(new Spool(std::move(impl)));
+}
+
+Result<std::uint64_t> Spool::Append(std::string_view payload) { return impl_->Append(payload); }
+
+Result<std::vector<SpoolRecord>> Spool::Read(size_t max_bytes, size_t max_records) {
+  return impl_->Read(max_bytes, max_records);
+}
+
+void Spool::Rewind() { impl_->Rewind(); }
+
+Status Spool::Consume(std::uint64_t through_sequence, LossCount rejected) {
+  return impl_->Consume(through_sequence, rejected);
+}
+
+SpoolStats Spool::Stats() const { return impl_->Stats(); }
+
+const std::string& Spool::dir() const { return impl_->dir; }
+
+}  // namespace uplink::spool

@@ -1,0 +1,183 @@
+// The POSIX file system on real files in a temporary directory. A full disk is /dev/full
+// (every write fails with ENOSPC), which needs neither root nor a mount.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "spool/file_system.h"
+#include "spool/spool.h"
+#include "support/process.h"
+
+namespace uplink::spool {
+namespace {
+
+using uplink::testing::TempDir;
+
+std::string ReadWhole(const ReadableFile& file, size_t limit = 1 << 20) {
+  std::string scratch(limit, '\0');
+  auto read = file.Read(0, limit, scratch.data());
+  EXPECT_TRUE(read.ok()) << read.status().ToString();
+  return read.ok() ? std::string(*read) : std::string();
+}
+
+TEST(PosixFileSystem, AppendsSyncsAndReadsBack) {
+  TempDir dir;
+  FileSystem& fs = PosixFileSystem();
+  const std::string path = dir.File("segment");
+  auto writable = fs.OpenAppendable(path);
+  ASSERT_TRUE(writable.ok()) << writable.status().ToString();
+  ASSERT_TRUE((*writable)->Append("hello ").ok());
+  ASSERT_TRUE((*writable)->Append(std::string(100'000, 'x')).ok());
+  ASSERT_TRUE((*writable)->Sync().ok());
+  EXPECT_EQ(*fs.FileSize(path), 100'006u);
+  auto readable = fs.OpenReadable(path);
+  ASSERT_TRUE(readable.ok());
+  char scratch[16];
+  EXPECT_EQ(*(*readable)->Read(0, 5, scratch), "hello");
+  EXPECT_EQ((*readable)->Read(100'000, 16, scratch)->size(), 6u);  // short at the end
+  EXPECT_TRUE((*readable)->Read(200'000, 16, scratch)->empty());   // none past it
+}
+
+TEST(PosixFileSystem, AppendsLandAtTheEndAfterATruncate) {
+  TempDir dir;
+  FileSystem& fs = PosixFileSystem();
+  const std::string path = dir.File("segment");
+  auto writable = fs.OpenAppendable(path);
+  ASSERT_TRUE((*writable)->Append("keep+garbage").ok());
+  ASSERT_TRUE(fs.Truncate(path, 4).ok());
+  ASSERT_TRUE((*writable)->Append("!").ok());
+  EXPECT_EQ(ReadWhole(**fs.OpenReadable(path)), "keep!");
+  // Reopened, a file is appended to at its end.
+  auto again = fs.OpenAppendable(path);
+  ASSERT_TRUE((*again)->Append("?").ok());
+  EXPECT_EQ(ReadWhole(**fs.OpenReadable(path)), "keep!?");
+}
+
+TEST(PosixFileSystem, RewritesInPlace) {
+  TempDir dir;
+  FileSystem& fs = PosixFileSystem();
+  const std::string path = dir.File("STATE");
+  auto file = fs.OpenInPlace(path);
+  ASSERT_TRUE(file.ok());
+  ASSERT_TRUE((*file)->WriteAt(0, std::string(256, 'a')).ok());
+  ASSERT_TRUE((*file)->WriteAt(128, std::string(128, 'b')).ok());
+  ASSERT_TRUE((*file)->Sync().ok());
+  char scratch[256];
+  auto read = (*file)->Read(0, 256, scratch);
+  ASSERT_TRUE(read.ok());
+  EXPECT_EQ(*read, std::string(128, 'a') + std::string(128, 'b'));
+  EXPECT_EQ(*fs.FileSize(path), 256u);
+}
+
+TEST(PosixFileSystem, ListsCreatesAndRemoves) {
+  TempDir dir;
+  FileSystem& fs = PosixFileSystem();
+  const std::string sub = dir.File("spool");
+  ASSERT_TRUE(fs.CreateDir(sub).ok());
+  ASSERT_TRUE(fs.CreateDir(sub).ok());  // already there
+  ASSERT_TRUE(fs.OpenAppendable(sub + "/a").ok());
+  ASSERT_TRUE(fs.OpenInPlace(sub + "/b").ok());
+  ASSERT_TRUE(fs.SyncDir(sub).ok());
+  auto names = fs.ListDir(sub);
+  ASSERT_TRUE(names.ok());
+  std::sort(names->begin(), names->end());
+  EXPECT_EQ(*names, (std::vector<std::string>{"a", "b"}));
+  ASSERT_TRUE(fs.Remove(sub + "/a").ok());
+  EXPECT_EQ(fs.ListDir(sub)->size(), 1u);
+}
+
+TEST(PosixFileSystem, ErrorsNameTheOperationAndThePath) {
+  TempDir dir;
+  FileSystem& fs = PosixFileSystem();
+  const std::string missing = dir.File("missing");
+  for (Status status : {fs.Remove(missing), fs.Truncate(missing, 0), fs.SyncDir(missing),
+                        fs.FileSize(missing).status(), fs.OpenReadable(missing).status(),
+                        fs.ListDir(missing).status()}) {
+    EXPECT_EQ(status.code(), StatusCode::kNotFound) << status.ToString();
+    EXPECT_NE(status.message().find(missing + ": no such file or directory"), std::string::npos)
+        << status.ToString();
+  }
+  testing::WriteFileOrDie(dir.File("file"), "x");
+  Status not_a_dir = fs.CreateDir(dir.File("file"));
+  EXPECT_EQ(not_a_dir.code(), StatusCode::kIOError);
+  EXPECT_NE(not_a_dir.message().find("create directory " + dir.File("file")), std::string::npos);
+}
+
+TEST(PosixFileSystem, AFullDiskSaysSo) {
+  FileSystem& fs = PosixFileSystem();
+  auto full = fs.OpenAppendable("/dev/full");
+  ASSERT_TRUE(full.ok()) << full.status().ToString();
+  Status status = (*full)->Append("data");
+  EXPECT_EQ(status.code(), StatusCode::kIOError);
+  EXPECT_EQ(status.message(), "append to /dev/full: no space left on device");
+  auto in_place = fs.OpenInPlace("/dev/full");
+  ASSERT_TRUE(in_place.ok());
+  EXPECT_NE((*in_place)->WriteAt(0, "data").message().find("no space left on device"),
+            std::string::npos);
+}
+
+TEST(PosixFileSystem, TheLockExcludesOtherHoldersUntilReleased) {
+  TempDir dir;
+  FileSystem& fs = PosixFileSystem();
+  const std::string path = dir.File("LOCK");
+  auto held = fs.Lock(path);
+  ASSERT_TRUE(held.ok()) << held.status().ToString();
+  auto second = fs.Lock(path);
+  EXPECT_EQ(second.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(second.status().message().find(path + " is locked"), std::string::npos);
+  // Another process sees it held too (flock(1) -n fails at once).
+  auto other = testing::RunCommand({"/usr/bin/flock", "-n", path, "/bin/true"});
+  EXPECT_EQ(other.exit_code, 1) << other.err;
+  held->reset();
+  EXPECT_TRUE(fs.Lock(path).ok());
+  EXPECT_EQ(testing::RunCommand({"/usr/bin/flock", "-n", path, "/bin/true"}).exit_code, 0);
+}
+
+TEST(PosixFileSystem, DescriptorsAreClosedOnExec) {
+  TempDir dir;
+  FileSystem& fs = PosixFileSystem();
+  const std::string path = dir.File("segment");
+  auto writable = fs.OpenAppendable(path);
+  auto readable = fs.OpenReadable(path);
+  auto in_place = fs.OpenInPlace(dir.File("STATE"));
+  auto lock = fs.Lock(dir.File("LOCK"));
+  ASSERT_TRUE(writable.ok() && readable.ok() && in_place.ok() && lock.ok());
+  int ours = 0;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd")) {
+    std::error_code ec;
+    const auto target = std::filesystem::read_symlink(entry.path(), ec);
+    if (ec || target.string().rfind(dir.path(), 0) != 0) continue;
+    const int fd = std::stoi(entry.path().filename().string());
+    EXPECT_TRUE(::fcntl(fd, F_GETFD) & FD_CLOEXEC) << target;
+    ++ours;
+  }
+  EXPECT_EQ(ours, 4);
+}
+
+TEST(PosixFileSystem, CarriesASpoolAcrossARestart) {
+  TempDir dir;
+  FakeClock clock;
+  const std::string spool_dir = dir.File("spool");  // created by Open
+  {
+    auto spool = Spool::Open(PosixFileSystem(), spool_dir, {}, clock);
+    ASSERT_TRUE(spool.ok()) << spool.status().ToString();
+    for (int i = 1; i <= 50; ++i)
+      ASSERT_EQ(*(*spool)->Append("record " + std::to_string(i)), static_cast<std::uint64_t>(i));
+    ASSERT_TRUE((*spool)->Consume(20).ok());
+    auto second = Spool::Open(PosixFileSystem(), spool_dir, {}, clock);
+    EXPECT_EQ(second.status().code(), StatusCode::kFailedPrecondition);
+  }
+  auto spool = Spool::Open(PosixFileSystem(), spool_dir, {}, clock);
+  ASSERT_TRUE(spool.ok()) << spool.status().ToString();
+  auto records = (*spool)->Read(1 << 20, 100);
+  ASSERT_TRUE(records.ok());
+  ASSERT_EQ(records->size(), 30u);
+  EXPECT_EQ(records->front().sequence, 21u);
+  EXPECT_EQ(records->back().payload, "record 50");
+  EXPECT_EQ(*(*spool)->Append("record 51"), 51u);
+}
+
+}  // namespace
+}  // namespace uplink::spool

@@ -1,0 +1,315 @@
+// Power loss at every sync point of a scripted workload (LevelDB's fault_injection_test is
+// the model): run it once to count the sync points, then for each one run it again, lose
+// power right before or right after that sync, reopen, and check what survived.
+#include <gtest/gtest.h>
+
+#include <cerrno>
+#include <map>
+#include <optional>
+
+#include "spool/fault_injection_fs.h"
+#include "spool/spool.h"
+
+namespace uplink::spool {
+namespace {
+
+using testing::CrashTiming;
+using testing::FsOp;
+using testing::MemoryFileSystem;
+
+constexpr char kDir[] = "/spool";
+
+// ---- the simulation itself ------------------------------------------------------------------
+
+TEST(MemoryFileSystem, LosingPowerKeepsOnlyWhatWasSynced) {
+  MemoryFileSystem fs;
+  ASSERT_TRUE(fs.CreateDir("/d").ok());
+  ASSERT_TRUE(fs.SyncDir("/").ok());
+  auto durable = fs.OpenAppendable("/d/durable");
+  ASSERT_TRUE(durable.ok());
+  ASSERT_TRUE((*durable)->Append("synced").ok());
+  ASSERT_TRUE((*durable)->Sync().ok());
+  ASSERT_TRUE(fs.SyncDir("/d").ok());
+  ASSERT_TRUE((*durable)->Append(" and not").ok());
+  auto fresh = fs.OpenAppendable("/d/fresh");  // its entry is never synced
+  ASSERT_TRUE((*fresh)->Append("data").ok());
+  ASSERT_TRUE((*fresh)->Sync().ok());
+  ASSERT_TRUE(fs.PutFile("/d/removed", "kept"));
+  ASSERT_TRUE(fs.Remove("/d/removed").ok());
+  ASSERT_TRUE(fs.Truncate("/d/durable", 2).ok());
+  auto lock = fs.Lock("/d/LOCK");
+  ASSERT_TRUE(lock.ok());
+
+  fs.LosePower();
+  EXPECT_FALSE((*durable)->Append("x").ok());
+  EXPECT_FALSE(fs.ListDir("/d").ok());
+  fs.PowerOn();
+  EXPECT_EQ(fs.Contents("/d/durable"), "synced");  // the unsynced truncate is undone too
+  EXPECT_FALSE(fs.Contents("/d/fresh").has_value());
+  EXPECT_EQ(fs.Contents("/d/removed"), "kept");
+  EXPECT_FALSE((*durable)->Append("x").ok());  // handles from before stay dead
+  EXPECT_TRUE(fs.Lock("/d/LOCK").ok());        // the holder is gone
+}
+
+TEST(MemoryFileSystem, ADirectoryWhoseCreationWasNotSyncedVanishes) {
+  MemoryFileSystem fs;
+  ASSERT_TRUE(fs.CreateDir("/a").ok());
+  ASSERT_TRUE(fs.PutFile("/a/f", "x"));
+  fs.LosePower();
+  fs.PowerOn();
+  EXPECT_EQ(fs.ListDir("/a").status().code(), StatusCode::kNotFound);
+}
+
+TEST(MemoryFileSystem, InjectsFaultsAndRunsOutOfSpace) {
+  MemoryFileSystem fs;
+  auto file = fs.OpenAppendable("/f");
+  ASSERT_TRUE(file.ok());
+  fs.FailNth(FsOp::kAppend, 2, EIO);
+  EXPECT_TRUE((*file)->Append("a").ok());
+  Status failed = (*file)->Append("b");
+  EXPECT_EQ(failed.code(), StatusCode::kIOError);
+  EXPECT_NE(failed.message().find("input/output error"), std::string::npos);
+  EXPECT_TRUE((*file)->Append("c").ok());
+  fs.SetCapacity(5);
+  Status full = (*file)->Append("defgh");
+  EXPECT_NE(full.message().find("no space left on device"), std::string::npos);
+  EXPECT_EQ(fs.Contents("/f"), "acdef");  // what fitted was written
+  EXPECT_TRUE(fs.Truncate("/f", 1).ok());
+  EXPECT_TRUE((*file)->Append("z").ok());
+  EXPECT_EQ(fs.Contents("/f"), "az");
+  fs.FailAlways(FsOp::kRemove, EIO);
+  EXPECT_FALSE(fs.Remove("/f").ok());
+  EXPECT_FALSE(fs.Remove("/f").ok());
+  fs.ClearFaults();
+  EXPECT_TRUE(fs.Remove("/f").ok());
+  EXPECT_EQ(fs.Remove("/f").code(), StatusCode::kNotFound);
+}
+
+// ---- the workload -------------------------------------------------------------------------
+
+enum class StepKind { kAppend, kRead, kConsume, kReopen };
+
+struct Step {
+  StepKind kind;
+  std::uint64_t value = 0;  // Append: record number; Read: how many; Consume: through
+  LossCount rejected;
+};
+
+std::string PayloadOf(std::uint64_t number) {
+  // Sizes from 50 bytes to 3 KiB, and every 17th near the record limit (a quarter of the cap),
+  // which crosses a block boundary.
+  const size_t size = number % 17 == 0 ? 23'000 : 50 + (number * 389) % 3000;
+  std::string payload = "payload-" + std::to_string(number) + ":";
+  payload.resize(size, static_cast<char>('A' + number % 26));
+  return payload;
+}
+
+std::vector<Step> Script() {
+  std::vector<Step> steps;
+  auto appends = [&](std::uint64_t first, std::uint64_t last) {
+    for (std::uint64_t n = first; n <= last; ++n) steps.push_back({StepKind::kAppend, n});
+  };
+  appends(1, 20);
+  steps.push_back({StepKind::kRead, 10});
+  steps.push_back({StepKind::kConsume, 10});
+  appends(21, 40);
+  steps.push_back({StepKind::kReopen});
+  steps.push_back({StepKind::kRead, 100});
+  steps.push_back({StepKind::kConsume, 30, {1, 100}});
+  appends(41, 120);  // well past the cap: segments are dropped
+  steps.push_back({StepKind::kRead, 1000});
+  steps.push_back({StepKind::kConsume, 115});
+  appends(121, 130);
+  steps.push_back({StepKind::kReopen});
+  appends(131, 135);
+  steps.push_back({StepKind::kRead, 1000});
+  steps.push_back({StepKind::kConsume, 1000});  // everything
+  steps.push_back({StepKind::kReopen});
+  appends(136, 137);
+  return steps;
+}
+
+SpoolOptions Options() {
+  SpoolOptions options;
+  options.max_bytes = 96 << 10;
+  options.segment_bytes = 16 << 10;
+  return options;
+}
+
+struct Snapshot {
+  std::uint64_t consumed_through = 0;
+  SpoolLosses losses;
+  std::string spool_id;
+};
+
+// What one run of the workload saw.
+struct WorkloadRun {
+  std::map<std::uint64_t, std::string> acknowledged;  // sequence -> payload
+  std::optional<std::string> in_flight;               // an Append that did not return
+  std::uint64_t durably_consumed = 0;                 // the highest Consume that returned
+  std::vector<Snapshot> after_step;                   // [0]: after Open, [i + 1]: after step i
+  size_t completed_steps = 0;
+  bool opened = false;
+};
+
+Snapshot Take(const Spool& spool) {
+  SpoolStats stats = spool.Stats();
+  return {stats.consumed_through, stats.losses, stats.spool_id};
+}
+
+// Runs the script until it ends or the power goes.
+WorkloadRun RunWorkload(MemoryFileSystem& fs, FakeClock& clock) {
+  WorkloadRun run;
+  auto opened = Spool::Open(fs, kDir, Options(), clock);
+  if (!opened.ok()) return run;
+  std::unique_ptr<Spool> spool = std::move(*opened);
+  run.opened = true;
+  run.after_step.push_back(Take(*spool));
+  for (const Step& step : Script()) {
+    clock.Advance(std::chrono::milliseconds(250));
+    bool ok = true;
+    switch (step.kind) {
+      case StepKind::kAppend: {
+        const std::string payload = PayloadOf(step.value);
+        auto sequence = spool->Append(payload);
+        if (sequence.ok()) {
+          run.acknowledged[*sequence] = payload;
+        } else {
+          run.in_flight = payload;
+          ok = false;
+        }
+        break;
+      }
+      case StepKind::kRead:
+        ok = spool->Read(1 << 20, step.value).ok();
+        break;
+      case StepKind::kConsume:
+        ok = spool->Consume(step.value, step.rejected).ok();
+        if (ok)
+          run.durably_consumed =
+              std::max(run.durably_consumed, std::min(step.value, spool->Stats().last_sequence));
+        break;
+      case StepKind::kReopen: {
+        spool.reset();
+        auto reopened = Spool::Open(fs, kDir, Options(), clock);
+        ok = reopened.ok();
+        if (ok) spool = std::move(*reopened);
+        break;
+      }
+    }
+    if (!ok || !fs.powered()) break;
+    run.after_step.push_back(Take(*spool));
+    ++run.completed_steps;
+  }
+  return run;
+}
+
+bool SameLosses(const LossCount& a, const LossCount& b) {
+  return a.records == b.records && a.bytes == b.bytes;
+}
+
+class PowerLossTest : public ::testing::TestWithParam<CrashTiming> {};
+
+TEST_P(PowerLossTest, EveryAcknowledgedRecordSurvivesALossOfPowerAtEverySyncPoint) {
+  MemoryFileSystem reference_fs;
+  FakeClock reference_clock;
+  const WorkloadRun reference = RunWorkload(reference_fs, reference_clock);
+  ASSERT_EQ(reference.completed_steps, Script().size());
+  const int sync_points = reference_fs.sync_points();
+  ASSERT_GT(sync_points, 150);
+  ASSERT_GT(reference.after_step.back().losses.dropped.records, 0u);  // the cap was reached
+
+  for (int k = 1; k <= sync_points; ++k) {
+    SCOPED_TRACE("power lost " +
+                 std::string(GetParam() == CrashTiming::kBeforeSync ? "before" : "after") +
+                 " sync point " + std::to_string(k));
+    MemoryFileSystem fs;
+    FakeClock clock;
+    fs.CrashAtSyncPoint(k, GetParam());
+    const WorkloadRun run = RunWorkload(fs, clock);
+    ASSERT_FALSE(fs.powered());
+    fs.PowerOn();
+
+    auto reopened = Spool::Open(fs, kDir, Options(), clock);
+    ASSERT_TRUE(reopened.ok()) << reopened.status().ToString();
+    Spool& spool = **reopened;
+    const SpoolStats stats = spool.Stats();
+
+    // The step in progress when the power went either took effect or did not.
+    const size_t done = run.opened ? run.completed_steps : 0;
+    const Snapshot* before = run.opened ? &reference.after_step[done] : nullptr;
+    const Snapshot& after = reference.after_step[run.opened ? done + 1 : 0];
+    auto one_of = [&](auto field) { return field(after) || (before != nullptr && field(*before)); };
+    EXPECT_TRUE(one_of([&](const Snapshot& s) {
+      return s.consumed_through == stats.consumed_through;
+    })) << stats.consumed_through;
+    EXPECT_TRUE(one_of([&](const Snapshot& s) {
+      return SameLosses(s.losses.dropped, stats.losses.dropped);
+    })) << stats.losses.dropped.records;
+    EXPECT_TRUE(one_of(
+        [&](const Snapshot& s) { return SameLosses(s.losses.rejected, stats.losses.rejected); }));
+    if (run.opened) {
+      EXPECT_EQ(stats.spool_id, run.after_step[0].spool_id);
+    }
+    EXPECT_GE(stats.consumed_through, run.durably_consumed);
+
+    // Every record read back is intact, in order, once; every acknowledged record that is
+    // neither consumed nor dropped is there.
+    std::vector<SpoolRecord> records;
+    while (true) {
+      auto batch = spool.Read(1 << 20, 1000);
+      ASSERT_TRUE(batch.ok()) << batch.status().ToString();
+      if (batch->empty()) break;
+      for (auto& r : *batch) records.push_back(std::move(r));
+    }
+    std::uint64_t previous = stats.consumed_through;
+    for (const SpoolRecord& record : records) {
+      EXPECT_GT(record.sequence, previous);
+      previous = record.sequence;
+      auto acknowledged = run.acknowledged.find(record.sequence);
+      if (acknowledged != run.acknowledged.end()) {
+        EXPECT_EQ(record.payload, acknowledged->second) << record.sequence;
+      } else {
+        // Only the append that was under way can have made it without being acknowledged.
+        ASSERT_TRUE(run.in_flight.has_value()) << record.sequence;
+        EXPECT_EQ(record.payload, *run.in_flight) << record.sequence;
+      }
+    }
+    size_t present = 0;
+    for (const auto& [sequence, payload] : run.acknowledged) {
+      if (sequence <= stats.consumed_through) continue;
+      ++present;
+      EXPECT_TRUE(std::any_of(records.begin(), records.end(),
+                              [&](const SpoolRecord& r) { return r.sequence == sequence; }))
+          << "acknowledged record " << sequence << " is missing";
+    }
+    EXPECT_GE(records.size(), present);
+    EXPECT_LE(records.size(), present + 1);
+    EXPECT_EQ(spool.Stats().losses.corrupt.records, 0u);
+    EXPECT_EQ(spool.Stats().losses.corrupt.bytes, 0u);
+
+    // The spool goes on, and no acknowledged sequence is handed out again.
+    auto next = spool.Append("after the power came back");
+    ASSERT_TRUE(next.ok()) << next.status().ToString();
+    if (!run.acknowledged.empty()) {
+      EXPECT_GT(*next, run.acknowledged.rbegin()->first);
+    }
+    EXPECT_GT(*next, stats.consumed_through);
+    auto last = spool.Read(1 << 20, 1000);
+    ASSERT_TRUE(last.ok());
+    ASSERT_EQ(last->size(), 1u);
+    EXPECT_EQ(last->front().sequence, *next);
+    if (HasFatalFailure() || HasFailure()) return;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(BeforeAndAfterEachSync, PowerLossTest,
+                         ::testing::Values(CrashTiming::kBeforeSync, CrashTiming::kAfterSync),
+                         [](const auto& info) {
+                           return info.param == CrashTiming::kBeforeSync
+                                      ? std::string("LosePowerBeforeTheSync")
+                                      : std::string("LosePowerAfterTheSync");
+                         });
+
+}  // namespace
+}  // namespace uplink::spool
