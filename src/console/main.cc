@@ -2,6 +2,7 @@
 // runs the HTTPS API until SIGINT or SIGTERM.
 #include <pthread.h>
 
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <iostream>
@@ -74,6 +75,8 @@ int Serve(const std::vector<std::string>& args) {
   auto failures_per_address = static_cast<std::int64_t>(options.rate_limits.per_address.burst);
   auto failures_per_prefix = static_cast<std::int64_t>(options.rate_limits.per_prefix.burst);
   auto login_failures_per_email = static_cast<std::int64_t>(options.rate_limits.per_email.burst);
+  auto max_upload_bytes = static_cast<std::int64_t>(options.max_upload_bytes);
+  std::chrono::milliseconds record_retention = options.record_retention;
   FlagSet flags("uplink-console serve");
   flags.String("data-dir", &data_dir, "directory made by \"uplink-console init\"");
   flags.String("listen", &listen, "HOST:PORT to serve on");
@@ -90,6 +93,10 @@ int Serve(const std::vector<std::string>& args) {
             "failed verifications per credential lookup prefix per minute (and burst)");
   flags.Int("login-failures-per-email", &login_failures_per_email,
             "failed sign-ins per email per 15 minutes (and burst)");
+  flags.Int("max-upload-bytes", &max_upload_bytes,
+            "largest agent spool upload, compressed and decompressed (2 MiB-64 MiB)");
+  flags.Duration("record-retention", &record_retention,
+                 "uploaded records are deleted this long after they arrive (1h or more)");
   flags.String("log-level", &log_level, "debug, info, warn or error");
   if (Status parsed = flags.Parse(args); !parsed.ok()) return Fail(parsed);
   if (Status level = log::SetMinLevel(log_level); !level.ok()) return Fail(level);
@@ -109,6 +116,20 @@ int Serve(const std::vector<std::string>& args) {
                              std::pair{"login-failures-per-email", login_failures_per_email}}) {
     if (Status checked = CheckFailureBudget(flag, value); !checked.ok()) return Fail(checked);
   }
+  // At least one record of the largest size (1 MiB) with its envelope must fit; the upper
+  // bound caps what one request makes the console hold in memory.
+  constexpr std::int64_t kMinUploadBytes = 2 << 20;
+  constexpr std::int64_t kMaxUploadBytes = 64 << 20;
+  if (max_upload_bytes < kMinUploadBytes || max_upload_bytes > kMaxUploadBytes) {
+    return Fail(InvalidArgumentError("--max-upload-bytes must be from " +
+                                     std::to_string(kMinUploadBytes) + " to " +
+                                     std::to_string(kMaxUploadBytes)));
+  }
+  if (record_retention < std::chrono::hours(1)) {
+    return Fail(InvalidArgumentError("--record-retention must be at least 1h"));
+  }
+  options.max_upload_bytes = static_cast<size_t>(max_upload_bytes);
+  options.record_retention = std::chrono::duration_cast<std::chrono::seconds>(record_retention);
   options.thresholds = {stale_after, offline_after};
   options.active_window = active_window;
   options.report_interval = std::chrono::duration_cast<std::chrono::seconds>(report_interval);
@@ -124,10 +145,13 @@ int Serve(const std::vector<std::string>& args) {
   }
   net::ServerOptions server_options;
   server_options.listen = listen;
-  // The upper bound, for the agent's report; every other route gets far less before its body
-  // is read.
-  server_options.max_body_bytes = kMaxReportBytes;
-  server_options.body_limit_for = RequestBodyLimit;
+  // The upper bound, for the agent's report or uploads; every other route gets far less
+  // before its body is read.
+  server_options.max_body_bytes = std::max(kMaxReportBytes, options.max_upload_bytes);
+  server_options.body_limit_for = [max_upload = options.max_upload_bytes](
+                                      const net::Request& head) {
+    return RouteBodyLimit(head, max_upload);
+  };
   // Password hashing holds a thread for ~0.1 s; leave threads beyond those for everyone else.
   server_options.threads = options.password_hashing.max_concurrent + 2;
   if (tls_cert.empty() != tls_key.empty()) {
@@ -177,6 +201,7 @@ constexpr const char* kUsage =
     "                            [--active-window 10m] [--stale-after 90s] [--offline-after 150s]\n"
     "                            [--report-interval 60s] [--auth-failures-per-address 30]\n"
     "                            [--auth-failures-per-prefix 10] [--login-failures-per-email 10]\n"
+    "                            [--max-upload-bytes 8388608] [--record-retention 168h]\n"
     "                            [--log-level info]\n";
 
 }  // namespace

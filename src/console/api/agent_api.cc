@@ -1,12 +1,14 @@
-// The agent's calls (docs/protocol.md): the inventory report and whoami. The connection token
-// is checked by AgentRoute before these run.
+// The agent's calls (docs/protocol.md): the inventory report, spool uploads and whoami. The
+// connection token is checked by AgentRoute before these run.
 #include <strings.h>
 
 #include "common/files.h"
 #include "common/gzip.h"
+#include "common/text.h"
 #include "console/api/console_api.h"
 #include "console/api/errors.h"
 #include "console/api/inventory_report.h"
+#include "console/api/upload_batch.h"
 
 namespace uplink::console {
 namespace {
@@ -14,6 +16,20 @@ namespace {
 // Content codings are case-insensitive (RFC 9110 section 8.4.1): "GZIP" is gzip.
 bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
   return a.size() == b.size() && ::strncasecmp(a.data(), b.data(), a.size()) == 0;
+}
+
+// The metric label of a refused upload: its reply's error code.
+std::string_view UploadRefusalReason(int http_status) {
+  switch (http_status) {
+    case 400: return "invalid_request";
+    case 401: return "invalid_token";
+    case 404: return "not_found";
+    case 413: return "too_large";
+    case 415: return "unsupported_media_type";
+    case 422: return "invalid_record";
+    case 503: return "unavailable";
+    default: return "internal";
+  }
 }
 
 }  // namespace
@@ -80,18 +96,7 @@ Result<net::Response> ConsoleApi::AcceptInventory(const net::Request& request,
   // The store records connection.bind or connection.cluster_mismatch with its own detail;
   // who reported, from where, is known here.
   WallTime now = clock_.Now();
-  AuditEvent audit;
-  audit.at = now;
-  audit.actor_type = "agent";
-  audit.actor_id = connection.id;
-  audit.actor_label = connection.token_prefix;
-  audit.credential = "agent_token";
-  audit.action = "connection.bind";
-  audit.target_type = "connection";
-  audit.target_id = connection.id;
-  audit.owner_id = connection.owner_id;
-  audit.source_address = request.remote_address;
-  audit.outcome = "ok";
+  AuditEvent audit = AgentEvent(connection, request.remote_address, now, "connection.bind", "ok");
   audit.detail = ToJson(json::object{{"cluster_uid", report.cluster_uid}});
   UPLINK_RETURN_IF_ERROR(
       store_.AcceptReport(connection.id, connection.token_hash, report, now, audit));
@@ -103,6 +108,108 @@ Result<net::Response> ConsoleApi::AcceptInventory(const net::Request& request,
   return JsonResponse(200, {{"accepted", true},
                             {"connection_id", connection.id},
                             {"report_interval_seconds", options_.report_interval.count()}});
+}
+
+Result<net::Response> ConsoleApi::ReceiveUpload(const net::Request& request,
+                                                const Connection& connection) {
+  auto reply = AcceptUpload(request, connection);
+  int http_status = reply.ok() ? reply->status : HttpStatusFor(reply.status().code());
+  if (http_status == 200) {
+    metrics_.Increment(kUploadsAcceptedTotal);
+    return reply;
+  }
+  metrics_.Increment(kUploadsRefusedTotal, {{"reason", UploadRefusalReason(http_status)}});
+  if (!reply.ok() && reply.status().code() == StatusCode::kUnauthenticated) {
+    // A rotate, revoke or deactivation landed while the upload was on its way.
+    return UnauthorizedResponse("invalid_token", reply.status().message());
+  }
+  if (http_status < 500) {
+    // Either a reply built here (415, 422) or an error the caller turns into one.
+    std::string error = reply.ok() ? OneLineExcerpt(reply->body, 512) : reply.status().ToString();
+    log_.Warn("agent upload refused",
+              {{"connection_id", connection.id}, {"status", http_status}, {"error", error}});
+  }
+  return reply;
+}
+
+Result<net::Response> ConsoleApi::AcceptUpload(const net::Request& request,
+                                               const Connection& connection) {
+  if (!IsJsonContentType(request.headers.Get("Content-Type"))) {
+    return ErrorResponse(415, "unsupported_media_type",
+                         "send the body as JSON with Content-Type: application/json");
+  }
+  // The server refuses larger bodies before reading them; this covers a router used without it.
+  if (request.body.size() > options_.max_upload_bytes) {
+    return ResourceExhaustedError("the upload is " + std::to_string(request.body.size()) +
+                                  " bytes; the limit is " +
+                                  std::to_string(options_.max_upload_bytes) +
+                                  "; send fewer records per upload");
+  }
+  UploadBatch batch;
+  {
+    // The body, its decompressed copy and the parsed document are gone before the store
+    // transaction: only the batch is held while it runs.
+    std::string decompressed;
+    std::string_view body = request.body;
+    std::string_view encoding =
+        TrimWhitespace(request.headers.Get("Content-Encoding").value_or(""));
+    if (EqualsIgnoreCase(encoding, "gzip")) {
+      auto inflated = GzipDecompress(request.body, options_.max_upload_bytes);
+      if (!inflated.ok()) return inflated.status().WithContext("decompressing the gzip body");
+      decompressed = std::move(inflated).value();
+      body = decompressed;
+    } else if (!encoding.empty() && !EqualsIgnoreCase(encoding, "identity")) {
+      return ErrorResponse(415, "unsupported_media_type",
+                           "Content-Encoding must be gzip or absent");
+    }
+    UPLINK_ASSIGN_OR_RETURN(
+        json::value document,
+        ParseJson(body, JsonLimits{options_.max_upload_bytes, kMaxUploadDocumentDepth}));
+    UPLINK_ASSIGN_OR_RETURN(ParsedUpload parsed, ParseUploadBatch(document));
+    if (auto* invalid = std::get_if<InvalidRecord>(&parsed)) {
+      return InvalidRecordResponse(invalid->sequence, invalid->message);
+    }
+    batch = std::move(std::get<UploadBatch>(parsed));
+  }
+
+  WallTime now = clock_.Now();
+  // Written by the store only when the stream restarts, with its own action and detail.
+  AuditEvent audit = AgentEvent(connection, request.remote_address, now, "stream.restart", "ok");
+  RecordRetention retention;
+  retention.max_age = options_.record_retention;
+  UPLINK_ASSIGN_OR_RETURN(
+      UploadOutcome outcome,
+      store_.AcceptUpload(connection.id, connection.token_hash, batch, now, retention, audit));
+
+  metrics_.Increment(kUploadRecordsStoredTotal, {}, static_cast<double>(outcome.stored));
+  metrics_.Increment(kUploadDuplicatesTotal, {}, static_cast<double>(outcome.duplicates));
+  metrics_.Increment(kUploadRecordsLostTotal, {}, static_cast<double>(outcome.lost));
+  if (outcome.records_pruned > 0) {
+    metrics_.Increment(kRecordsPrunedTotal, {}, static_cast<double>(outcome.records_pruned));
+  }
+  if (outcome.restarted) {
+    metrics_.Increment(kStreamRestartsTotal);
+    log_.Warn("stream restarted: the agent's spool was recreated",
+              {{"connection_id", connection.id},
+               {"stream", batch.stream},
+               {"spool_id", batch.spool_id},
+               {"epoch", outcome.epoch}});
+  }
+  if (outcome.lost > 0) {
+    log_.Info("records lost before reaching the console", {{"connection_id", connection.id},
+                                                           {"stream", batch.stream},
+                                                           {"lost", outcome.lost}});
+  }
+  if (log::Enabled(log::Level::kDebug)) {
+    log_.Debug("upload accepted", {{"connection_id", connection.id},
+                                   {"stream", batch.stream},
+                                   {"stored", outcome.stored},
+                                   {"duplicates", outcome.duplicates}});
+  }
+  return JsonResponse(200, {{"stream", batch.stream},
+                            {"acked_through", outcome.acked_through},
+                            {"stored", outcome.stored},
+                            {"duplicates", outcome.duplicates}});
 }
 
 Result<net::Response> ConsoleApi::WhoAmI(const Connection& connection) {

@@ -79,6 +79,23 @@ AuditEvent CallerEvent(const RequestContext& caller, WallTime at, std::string ac
   return event;
 }
 
+AuditEvent AgentEvent(const Connection& connection, const std::string& source_address,
+                      WallTime at, std::string action, std::string outcome) {
+  AuditEvent event;
+  event.at = at;
+  event.actor_type = "agent";
+  event.actor_id = connection.id;
+  event.actor_label = connection.token_prefix;
+  event.credential = std::string(kAgentTokenKindName);
+  event.action = std::move(action);
+  event.target_type = "connection";
+  event.target_id = connection.id;
+  event.owner_id = connection.owner_id;
+  event.source_address = source_address;
+  event.outcome = std::move(outcome);
+  return event;
+}
+
 // ---- FailureGuard ---------------------------------------------------------------------------
 
 FailureGuard::FailureGuard(const Clock& clock, const AuthRateLimits& limits,
@@ -273,18 +290,8 @@ net::Response Authenticator::RefuseAgent(const net::Request& request, const Conn
   if (limited) return std::move(*limited);
   if (matched) {
     // A real token refused: the connection's owner reads why in the audit log.
-    AuditEvent event;
-    event.at = clock_.Now();
-    event.actor_type = "agent";
-    event.actor_id = matched->id;
-    event.actor_label = matched->token_prefix;
-    event.credential = std::string(kAgentTokenKindName);
-    event.action = "connection.token_refused";
-    event.target_type = "connection";
-    event.target_id = matched->id;
-    event.owner_id = matched->owner_id;
-    event.source_address = request.remote_address;
-    event.outcome = "refused";
+    AuditEvent event = AgentEvent(*matched, request.remote_address, clock_.Now(),
+                                  "connection.token_refused", "refused");
     event.detail = ToJson(json::object{{"reason", refusal.reason}});
     if (Status appended = store_.AppendAudit(event); !appended.ok()) {
       log_.Error("recording a refused agent token failed",

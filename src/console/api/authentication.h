@@ -53,6 +53,10 @@ AuditEvent CallerEvent(const RequestContext& caller, WallTime at, std::string ac
                        std::string target_type, std::string target_id, std::string owner_id,
                        const json::object& detail = {});
 
+// An audit event with a connection's agent as its actor and the connection as its target.
+AuditEvent AgentEvent(const Connection& connection, const std::string& source_address,
+                      WallTime at, std::string action, std::string outcome);
+
 // One refused attempt to authenticate.
 struct AuthRefusal {
   std::string_view kind;    // "api_key", "session", "agent_token", "handover_code", "password"

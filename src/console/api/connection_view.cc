@@ -33,6 +33,28 @@ json::object NodeToJson(const Node& node) {
   return out;
 }
 
+json::object LossJson(const LossCount& loss) {
+  return json::object{{"records", loss.records}, {"bytes", loss.bytes}};
+}
+
+json::object StreamToJson(const StreamSummary& stream) {
+  const AgentLosses& losses = stream.agent_losses;
+  return json::object{{"stream", stream.stream},
+                      {"spool_id", stream.spool_id},
+                      {"acked_through", stream.acked_through},
+                      {"records_stored", stream.records_stored},
+                      {"duplicates_ignored", stream.duplicates_ignored},
+                      {"lost_records", stream.lost_records},
+                      {"agent_losses", json::object{{"dropped", LossJson(losses.dropped)},
+                                                    {"corrupt", LossJson(losses.corrupt)},
+                                                    {"rejected", LossJson(losses.rejected)}}},
+                      {"restarts", stream.epoch},
+                      {"first_upload_at", FormatRfc3339(stream.first_upload_at)},
+                      {"last_upload_at", FormatRfc3339(stream.last_upload_at)},
+                      {"agent_instance", stream.agent_instance},
+                      {"agent_version", stream.agent_version}};
+}
+
 json::value HandoverToJson(const std::optional<Handover>& handover, const Connection& connection,
                            WallTime now) {
   if (!handover) return nullptr;
@@ -117,6 +139,7 @@ Result<ConnectionDetails> ReadConnectionDetails(Store& store, const std::string&
   security.action = std::string(kClusterMismatchAction);
   security.limit = kMaxSecurityEventsShown;
   UPLINK_ASSIGN_OR_RETURN(details.security_events, store.ListAudit(security));
+  UPLINK_ASSIGN_OR_RETURN(details.streams, store.ListStreams(connection_id));
   return details;
 }
 
@@ -140,6 +163,9 @@ json::object ConnectionToJson(const Connection& connection, const ConnectionDeta
   json::array nodes;
   nodes.reserve(details.nodes.size());
   for (const Node& node : details.nodes) nodes.push_back(NodeToJson(node));
+  json::array streams;
+  streams.reserve(details.streams.size());
+  for (const StreamSummary& stream : details.streams) streams.push_back(StreamToJson(stream));
   return json::object{
       {"id", connection.id},
       {"agent_name", connection.agent_name},
@@ -160,6 +186,7 @@ json::object ConnectionToJson(const Connection& connection, const ConnectionDeta
       {"handover", HandoverToJson(details.handover, connection, now)},
       {"security_events", std::move(security_events)},
       {"nodes", std::move(nodes)},
+      {"streams", std::move(streams)},
       {"totals", json::object{{"nodes", totals.nodes},
                               {"nodes_ready", totals.nodes_ready},
                               {"gpu_capacity", totals.gpu_capacity},

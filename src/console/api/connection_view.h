@@ -1,5 +1,5 @@
 // What a user sees of a connection: the token's status, the agents' liveness, the newest
-// handover, recent security events and the inventory, as one JSON object.
+// handover, recent security events, the inventory and the upload streams, as one JSON object.
 #pragma once
 
 #include <chrono>
@@ -67,6 +67,7 @@ struct ConnectionDetails {
   std::vector<AgentSeen> agents;            // most recent first, at most kMaxAgentsShown
   std::optional<Handover> handover;         // the newest
   std::vector<AuditEvent> security_events;  // newest first, at most kMaxSecurityEventsShown
+  std::vector<StreamSummary> streams;       // by name
 };
 
 Result<ConnectionDetails> ReadConnectionDetails(Store& store, const std::string& connection_id);

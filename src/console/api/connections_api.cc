@@ -1,5 +1,6 @@
 // Connections and handovers (docs/api.md, "Connections"): the routes that create, show,
-// rotate and revoke agent tokens, and the one that hands a new token to a terminal.
+// rotate and revoke agent tokens, the one that hands a new token to a terminal, and the one
+// that pages through the records agents uploaded.
 #include "common/crypto.h"
 #include "console/api/console_api.h"
 #include "console/api/errors.h"
@@ -11,6 +12,8 @@ namespace {
 constexpr size_t kIdBytes = 8;  // ids are 16 hex characters
 constexpr size_t kMaxRawNameBytes = 1024;
 constexpr size_t kMaxCodeBytes = 256;
+constexpr std::int64_t kDefaultRecordPage = 100;
+constexpr std::int64_t kMaxEpoch = 999'999'999'999'999'999;  // ParseQueryInt's 18 digits
 
 // The token a connection gets: either minted and shown now, or, for a handover, a placeholder
 // nobody knows plus the code that will mint the real one.
@@ -317,6 +320,67 @@ Result<net::Response> ConsoleApi::RedeemHandover(const net::Request& request) {
                                     {"token_prefix", redeemed->token_prefix},
                                     {"expires_at", FormatRfc3339(redeemed->expires_at)},
                                     {"token", token.token.Reveal()}}));
+}
+
+Result<net::Response> ConsoleApi::ListStreamRecords(const std::string& id,
+                                                    const net::Request& request,
+                                                    const RequestContext& caller) {
+  UPLINK_ASSIGN_OR_RETURN(Connection connection, OwnedConnection(id, caller));
+  RecordQuery query;
+  query.connection_id = connection.id;
+  std::int64_t limit = kDefaultRecordPage;
+  std::optional<std::string> stream;
+  for (const auto& [key, value] : request.QueryParams()) {
+    if (key == "stream") {
+      stream = value;
+    } else if (key == "after") {
+      UPLINK_ASSIGN_OR_RETURN(query.after_sequence, ParseQueryInt("after", value, 0, kMaxSequence));
+    } else if (key == "limit") {
+      UPLINK_ASSIGN_OR_RETURN(limit, ParseQueryInt("limit", value, 1, kMaxRecordPage));
+    } else if (key == "epoch") {
+      UPLINK_ASSIGN_OR_RETURN(query.epoch, ParseQueryInt("epoch", value, 0, kMaxEpoch));
+    } else {
+      return InvalidArgumentError("unknown query parameter \"" + key.substr(0, 64) +
+                                  "\"; records take stream, after, limit and epoch");
+    }
+  }
+  if (!stream) {
+    return InvalidArgumentError("stream is required: the name of one of the connection's "
+                                "streams, as GET /api/v1/connections/{id} lists them");
+  }
+  if (!IsStreamName(*stream)) {
+    return InvalidArgumentError("stream must be 1-253 characters of A-Z, a-z, 0-9, '.', '_', "
+                                "'/' and '-', such as \"node/gpu-node-0001\"");
+  }
+  query.stream = *stream;
+  query.limit = static_cast<int>(limit);
+  auto page = store_.ListStreamRecords(query);
+  if (page.status().code() == StatusCode::kNotFound) {
+    return NotFoundError("this connection has no stream \"" + *stream +
+                         "\"; GET /api/v1/connections/" + connection.id + " lists its streams");
+  }
+  UPLINK_RETURN_IF_ERROR(page.status());
+
+  // Written out by hand so that each stored payload, a JSON object's compact text, is copied
+  // into the reply as it is rather than parsed and serialized again.
+  std::string body = "{\"stream\":" + ToJson(json::value(*stream)) +
+                     ",\"epoch\":" + std::to_string(page->epoch) + ",\"records\":[";
+  for (const StoredRecord& record : page->records) {
+    if (&record != &page->records.front()) body += ',';
+    body += "{\"sequence\":";
+    body += std::to_string(record.sequence);
+    body += ",\"appended_at\":\"";
+    body += FormatRfc3339Millis(record.appended_at);
+    body += "\",\"received_at\":\"";
+    body += FormatRfc3339Millis(record.received_at);
+    body += "\",\"payload\":";
+    body += record.payload;
+    body += '}';
+  }
+  body += "],\"next_after\":";
+  body += page->more ? std::to_string(page->records.back().sequence) : "null";
+  body += '}';
+  return net::Response::Json(200, std::move(body));
 }
 
 }  // namespace uplink::console

@@ -14,6 +14,7 @@ constexpr const char* kConnections = "uplink_console_connections";
 constexpr const char* kConnectionsLiveness = "uplink_console_connections_liveness";
 
 constexpr const char* kInventoryPath = "/api/v1/agent/inventory";
+constexpr const char* kUploadsPath = "/api/v1/agent/uploads";
 
 constexpr std::int64_t kDefaultAuditLimit = 100;
 constexpr std::int64_t kMaxAuditLimit = 500;
@@ -37,7 +38,8 @@ constexpr std::string_view kAuditActions[] = {"user.create",
                                               "connection.cluster_mismatch",
                                               "connection.token_refused",
                                               "handover.redeem",
-                                              "handover.refused"};
+                                              "handover.refused",
+                                              "stream.restart"};
 
 // 413 and 415 for user API bodies; the server has already refused bodies over the route's
 // limit, so the size check matters only for routers used without that server.
@@ -54,26 +56,19 @@ std::optional<net::Response> CheckUserBody(const net::Request& request) {
   return std::nullopt;
 }
 
-// A whole decimal number in [min, max], for query parameters.
-Result<std::int64_t> ParseQueryInt(std::string_view name, const std::string& text, std::int64_t min,
-                                   std::int64_t max) {
-  std::string message = std::string(name) + " must be a whole number from " + std::to_string(min) +
-                        " to " + std::to_string(max);
-  if (text.empty() || text.size() > 18) return InvalidArgumentError(message);
-  std::int64_t value = 0;
-  for (char c : text) {
-    if (c < '0' || c > '9') return InvalidArgumentError(message);
-    value = value * 10 + (c - '0');
-  }
-  if (value < min || value > max) return InvalidArgumentError(message);
-  return value;
-}
-
 }  // namespace
 
 size_t RequestBodyLimit(const net::Request& head) {
+  return RouteBodyLimit(head, kDefaultMaxUploadBytes);
+}
+
+size_t RouteBodyLimit(const net::Request& head, size_t max_upload_bytes) {
   if (head.method == "GET" || head.method == "HEAD") return 0;
-  if (head.method == "POST" && head.Path() == kInventoryPath) return kMaxReportBytes;
+  if (head.method == "POST") {
+    std::string path = head.Path();
+    if (path == kInventoryPath) return kMaxReportBytes;
+    if (path == kUploadsPath) return max_upload_bytes;
+  }
   return kMaxUserBodyBytes;
 }
 
@@ -88,6 +83,17 @@ ConsoleApi::ConsoleApi(Store& store, const Clock& clock, ConsoleOptions options)
   metrics_.DeclareCounter(kReportsAcceptedTotal, "Inventory reports stored.");
   metrics_.DeclareCounter(kReportsRefusedTotal,
                           "Inventory reports refused after authentication, by reason.");
+  metrics_.DeclareCounter(kUploadsAcceptedTotal, "Spool uploads accepted.");
+  metrics_.DeclareCounter(kUploadsRefusedTotal,
+                          "Spool uploads refused after authentication, by error code.");
+  metrics_.DeclareCounter(kUploadRecordsStoredTotal, "Uploaded records stored.");
+  metrics_.DeclareCounter(kUploadDuplicatesTotal,
+                          "Uploaded records already acknowledged, so not stored again.");
+  metrics_.DeclareCounter(kUploadRecordsLostTotal,
+                          "Record sequences that never arrived, counted when a later one is "
+                          "acknowledged.");
+  metrics_.DeclareCounter(kStreamRestartsTotal, "Streams whose agent spool was recreated.");
+  metrics_.DeclareCounter(kRecordsPrunedTotal, "Uploaded records deleted by retention.");
   metrics_.DeclareGauge(kConnections, "Connections by token status, computed at scrape time.");
   metrics_.DeclareGauge(kConnectionsLiveness,
                         "Connections whose token works (neither revoked nor expired), by the "
@@ -184,6 +190,11 @@ void ConsoleApi::RegisterRoutes() {
                    const RequestContext& caller) {
               return RevokeConnection(params.at("id"), request, caller);
             });
+  UserRoute("GET", "/api/v1/connections/{id}/records", Access::kAnyUser,
+            [this](const net::Request& request, const net::PathParams& params,
+                   const RequestContext& caller) {
+              return ListStreamRecords(params.at("id"), request, caller);
+            });
   PublicRoute("POST", "/api/v1/handovers/redeem",
               [this](const net::Request& request) { return RedeemHandover(request); });
 
@@ -195,6 +206,10 @@ void ConsoleApi::RegisterRoutes() {
   AgentRoute("POST", kInventoryPath,
              [this](const net::Request& request, const Connection& connection) {
                return ReportInventory(request, connection);
+             });
+  AgentRoute("POST", kUploadsPath,
+             [this](const net::Request& request, const Connection& connection) {
+               return ReceiveUpload(request, connection);
              });
   AgentRoute(
       "GET", "/api/v1/agent/whoami",

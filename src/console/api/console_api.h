@@ -17,6 +17,7 @@
 #include "console/api/authentication.h"
 #include "console/api/connection_view.h"
 #include "console/api/json_fields.h"
+#include "console/api/upload_batch.h"
 #include "console/auth/password.h"
 #include "console/store/store.h"
 #include "net/router.h"
@@ -34,12 +35,19 @@ struct ConsoleOptions {
   std::chrono::hours session_lifetime{12};
   std::chrono::minutes confirmation_window{5};
   std::chrono::minutes handover_lifetime{10};
+  // The largest spool upload, compressed and decompressed.
+  size_t max_upload_bytes = kDefaultMaxUploadBytes;
+  // Uploaded records are deleted this long after the console received them.
+  std::chrono::seconds record_retention{7 * 24 * 3600};
 };
 
 // The body limit for a request, from its method, path and headers alone (net::ServerOptions::
-// body_limit_for): only the agent's inventory report may be large (kMaxReportBytes); every
-// other route takes at most kMaxUserBodyBytes, and GET and HEAD take no body. Applied before
-// the body is read, so an unauthenticated client cannot make the console buffer a large one.
+// body_limit_for): only the agent's inventory report (kMaxReportBytes) and spool uploads
+// (`max_upload_bytes`) may be large; every other route takes at most kMaxUserBodyBytes, and
+// GET and HEAD take no body. Applied before the body is read, so an unauthenticated client
+// cannot make the console buffer a large one.
+size_t RouteBodyLimit(const net::Request& head, size_t max_upload_bytes);
+// RouteBodyLimit with the default upload limit.
 size_t RequestBodyLimit(const net::Request& head);
 
 class ConsoleApi {
@@ -64,6 +72,15 @@ class ConsoleApi {
 
   static constexpr const char* kReportsAcceptedTotal = "uplink_console_reports_accepted_total";
   static constexpr const char* kReportsRefusedTotal = "uplink_console_reports_refused_total";
+  static constexpr const char* kUploadsAcceptedTotal = "uplink_console_uploads_accepted_total";
+  static constexpr const char* kUploadsRefusedTotal = "uplink_console_uploads_refused_total";
+  static constexpr const char* kUploadRecordsStoredTotal =
+      "uplink_console_upload_records_stored_total";
+  static constexpr const char* kUploadDuplicatesTotal =
+      "uplink_console_upload_duplicates_total";
+  static constexpr const char* kUploadRecordsLostTotal = "uplink_console_upload_records_lost_total";
+  static constexpr const char* kStreamRestartsTotal = "uplink_console_stream_restarts_total";
+  static constexpr const char* kRecordsPrunedTotal = "uplink_console_records_pruned_total";
 
   void RegisterRoutes();
   // Registers a route whose replies are counted by route and status.
@@ -111,7 +128,7 @@ class ConsoleApi {
   std::optional<net::Response> CheckOwnPassword(const User& user, const Secret& password,
                                                 const std::string& remote_address);
 
-  // connections and handovers (connections_api.cc)
+  // connections, handovers and uploaded records (connections_api.cc)
   Result<net::Response> CreateConnection(const net::Request& request, const RequestContext& caller);
   Result<net::Response> ListConnections(const RequestContext& caller);
   Result<net::Response> ShowConnection(const std::string& id, const RequestContext& caller);
@@ -120,6 +137,8 @@ class ConsoleApi {
   Result<net::Response> RevokeConnection(const std::string& id, const net::Request& request,
                                          const RequestContext& caller);
   Result<net::Response> RedeemHandover(const net::Request& request);
+  Result<net::Response> ListStreamRecords(const std::string& id, const net::Request& request,
+                                          const RequestContext& caller);
   // NotFound unless the caller owns it.
   Result<Connection> OwnedConnection(const std::string& id, const RequestContext& caller);
   // The connection as it is now, with `extra` fields (a token, a handover code) added.
@@ -130,6 +149,9 @@ class ConsoleApi {
   Result<net::Response> ReportInventory(const net::Request& request, const Connection& connection);
   Result<net::Response> AcceptInventory(const net::Request& request, const Connection& connection);
   Result<net::Response> WhoAmI(const Connection& connection);
+  // Counts the outcome of AcceptUpload.
+  Result<net::Response> ReceiveUpload(const net::Request& request, const Connection& connection);
+  Result<net::Response> AcceptUpload(const net::Request& request, const Connection& connection);
 
   Store& store_;
   const Clock& clock_;

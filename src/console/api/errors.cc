@@ -73,6 +73,11 @@ net::Response UnauthorizedResponse(std::string_view code, std::string_view messa
   return response;
 }
 
+net::Response InvalidRecordResponse(std::int64_t sequence, std::string_view message) {
+  json::object error{{"code", "invalid_record"}, {"message", message}, {"sequence", sequence}};
+  return JsonResponse(422, json::object{{"error", std::move(error)}});
+}
+
 net::Response RateLimitedResponse(std::chrono::seconds retry_after, std::string_view message) {
   net::Response response = ErrorResponse(429, "rate_limited", message);
   response.headers.Set("Retry-After", std::to_string(retry_after.count()));

@@ -1,9 +1,11 @@
 // Replies: every error is {"error":{"code":…,"message":…}}, and StatusCode maps to an HTTP
 // status in this one place. Errors whose code says more than the StatusCode (401 reasons,
-// 403 confirmation_required, 410 handover states, 429) have their own builders.
+// 403 confirmation_required, 410 handover states, 422 invalid_record, 429) have their own
+// builders.
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <string_view>
 
 #include "common/json.h"
@@ -27,6 +29,10 @@ net::Response ErrorResponse(const Status& status);
 
 // 401 with `code` and "WWW-Authenticate: Bearer".
 net::Response UnauthorizedResponse(std::string_view code, std::string_view message);
+
+// 422 invalid_record for one record of an upload, with the record's `sequence` in the error
+// object so that the agent can give up that record alone.
+net::Response InvalidRecordResponse(std::int64_t sequence, std::string_view message);
 
 // 429 rate_limited with Retry-After in whole seconds.
 net::Response RateLimitedResponse(std::chrono::seconds retry_after, std::string_view message);

@@ -97,6 +97,20 @@ Result<std::int64_t> FieldReader::RequiredInt(std::string_view key, std::int64_t
   return number;
 }
 
+Result<std::int64_t> ParseQueryInt(std::string_view name, const std::string& text, std::int64_t min,
+                                   std::int64_t max) {
+  std::string message = std::string(name) + " must be a whole number from " + std::to_string(min) +
+                        " to " + std::to_string(max);
+  if (text.empty() || text.size() > 18) return InvalidArgumentError(message);
+  std::int64_t value = 0;
+  for (char c : text) {
+    if (c < '0' || c > '9') return InvalidArgumentError(message);
+    value = value * 10 + (c - '0');
+  }
+  if (value < min || value > max) return InvalidArgumentError(message);
+  return value;
+}
+
 bool IsJsonContentType(std::optional<std::string_view> content_type) {
   if (!content_type) return false;
   std::string_view media = TrimWhitespace(content_type->substr(0, content_type->find(';')));

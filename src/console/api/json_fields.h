@@ -44,6 +44,10 @@ class FieldReader {
   std::string path_;
 };
 
+// A whole decimal number in [min, max] (at most 18 digits), for query parameter `name`.
+Result<std::int64_t> ParseQueryInt(std::string_view name, const std::string& text, std::int64_t min,
+                                   std::int64_t max);
+
 // True for "application/json", in any case, with or without parameters.
 bool IsJsonContentType(std::optional<std::string_view> content_type);
 

@@ -1,6 +1,7 @@
 // The SQLite Store: one database file, WAL mode, foreign keys on, prepared statements kept
 // for the life of the store, one connection serialised by a mutex (the console's write load
-// is one report per connection per minute).
+// is one report per connection per minute, plus one transaction per spool upload, which
+// agents batch).
 //
 // Every change runs in a BEGIN IMMEDIATE transaction together with its audit event, so a
 // second process on the same file (init racing serve) waits for the write lock instead of
@@ -14,6 +15,7 @@
 #include <unordered_map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -92,6 +94,16 @@ class SqliteStore : public Store {
   Result<std::vector<AgentSeen>> ListAgents(const std::string& connection_id,
                                             int limit) override;
 
+  // Also refuses (Unauthenticated, nothing written) an upload whose connection's owner was
+  // deactivated meanwhile. Keeps the credential cache: an upload changes nothing
+  // authentication reads.
+  Result<UploadOutcome> AcceptUpload(const std::string& connection_id,
+                                     const std::string& token_hash, const UploadBatch& batch,
+                                     WallTime received_at, const RecordRetention& retention,
+                                     const AuditEvent& audit) override;
+  Result<std::vector<StreamSummary>> ListStreams(const std::string& connection_id) override;
+  Result<RecordPage> ListStreamRecords(const RecordQuery& query) override;
+
   Status AppendAudit(const AuditEvent& event) override;
   Result<std::vector<AuditEvent>> ListAudit(const AuditQuery& query) override;
 
@@ -132,6 +144,12 @@ class SqliteStore : public Store {
   // Revokes the user's sessions that are neither revoked nor expired at `at`, except one.
   Status RevokeLiveSessions(const std::string& user_id, const std::string& except_session_id,
                             WallTime at);
+  // Inside a write transaction: token, expiry, revocation and owner still as authenticated.
+  Status CheckTokenLive(const std::string& connection_id, const std::string& token_hash,
+                        WallTime at, std::string_view what);
+  // Deletes up to `retention.max_records_per_run` records received before now - max_age,
+  // unless the last run was less than `retention.interval` ago; how many it deleted.
+  Result<std::int64_t> PruneRecords(WallTime now, const RecordRetention& retention);
 
   std::mutex mutex_;
   sqlite3* db_;
@@ -141,6 +159,7 @@ class SqliteStore : public Store {
   // holds its data directory's lock (LockDataDirectory) so that none can happen while it serves.
   std::unordered_map<std::string, ConnectionRows> connections_by_token_prefix_;
   std::map<std::string, sqlite3_stmt*, std::less<>> statements_;  // keyed by SQL text
+  std::optional<WallTime> last_prune_;  // when PruneRecords last ran, under mutex_
 };
 
 }  // namespace uplink::console

@@ -1,15 +1,18 @@
-// What the console keeps: users, their API keys, connections and the last inventory each
-// connection reported.
+// What the console keeps: users, their API keys, connections, the last inventory each
+// connection reported, and the records agents upload from their spools.
 //
 // Store is an interface so that a PostgreSQL implementation can replace SQLite without
 // touching callers. Credentials are never stored: only their SHA-256 hash and a short,
 // non-secret lookup prefix.
 #pragma once
 
+#include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/status.h"
@@ -173,6 +176,112 @@ struct AgentSeen {
   WallTime last_seen_at;
 };
 
+// Records and payload bytes of one kind of loss in an agent's spool.
+struct LossCount {
+  std::int64_t records = 0;
+  std::int64_t bytes = 0;
+};
+
+// What an agent says its spool lost, cumulative over the spool's life (docs/protocol.md,
+// "POST /api/v1/agent/uploads").
+struct AgentLosses {
+  LossCount dropped;   // forced out at the spool's size cap
+  LossCount corrupt;   // found damaged on disk
+  LossCount rejected;  // refused by the console or not JSON, given up by the agent
+};
+
+// One record of an upload; its payload is held by the batch.
+struct UploadRecord {
+  std::int64_t sequence = 0;
+  WallTime appended_at;
+  size_t payload_offset = 0;  // into UploadBatch::payloads
+  size_t payload_size = 0;
+};
+
+// One upload from an agent's spool, validated: sequences strictly increase within
+// [first_sequence, last_sequence], every payload is a JSON object's text.
+struct UploadBatch {
+  std::string agent_version;
+  std::string agent_instance;
+  std::string stream;    // which spool of the connection, e.g. "node/gpu-node-0001"
+  std::string spool_id;  // 32 hex digits; a new one means the agent's spool was recreated
+  std::int64_t first_sequence = 0;
+  std::int64_t last_sequence = 0;
+  AgentLosses losses;
+  std::vector<UploadRecord> records;
+  // Every record's payload back to back: one buffer per batch rather than one per record.
+  std::string payloads;
+
+  std::string_view Payload(const UploadRecord& record) const {
+    return std::string_view(payloads).substr(record.payload_offset, record.payload_size);
+  }
+};
+
+// What one accepted upload did.
+struct UploadOutcome {
+  std::int64_t acked_through = 0;  // the agent may consume its spool up to here
+  std::int64_t stored = 0;
+  std::int64_t duplicates = 0;     // at or below the previous acked_through: not stored again
+  std::int64_t lost = 0;           // sequences newly counted as never arriving
+  bool new_stream = false;
+  bool restarted = false;          // the spool_id changed: the stream began a new epoch
+  std::int64_t epoch = 0;
+  std::int64_t records_pruned = 0;  // old records this upload's transaction deleted (retention)
+};
+
+// A stream of a connection: one agent spool, as the console has received it.
+struct StreamSummary {
+  std::string stream;
+  std::string spool_id;
+  // Starts at 0 and grows by one at every restart (spool_id change), so it is also the
+  // number of restarts. Records are kept per epoch: a new spool's sequences start again at 1.
+  std::int64_t epoch = 0;
+  std::int64_t acked_through = 0;  // in the current epoch
+  // The three counts below cover every epoch of the stream.
+  std::int64_t records_stored = 0;
+  std::int64_t duplicates_ignored = 0;
+  std::int64_t lost_records = 0;
+  AgentLosses agent_losses;  // of the current spool only: reset at a restart
+  WallTime first_upload_at;
+  WallTime last_upload_at;
+  std::string agent_instance;  // as of the last upload
+  std::string agent_version;
+};
+
+struct StoredRecord {
+  std::int64_t sequence = 0;
+  WallTime appended_at;  // by the agent's clock
+  WallTime received_at;  // by the console's
+  std::string payload;   // a JSON object
+};
+
+struct RecordQuery {
+  std::string connection_id;
+  std::string stream;
+  std::optional<std::int64_t> epoch;  // none: the stream's current epoch
+  std::int64_t after_sequence = 0;
+  int limit = 100;  // clamped to 1..kMaxRecordPage
+  // A page ends early, after at least one record, once its payloads reach this many bytes.
+  size_t max_payload_bytes = 8 << 20;
+};
+
+inline constexpr int kMaxRecordPage = 1000;
+
+struct RecordPage {
+  std::int64_t epoch = 0;
+  std::vector<StoredRecord> records;  // in sequence order
+  bool more = false;                  // records after the last one exist
+};
+
+// How long uploaded records are kept, by the time the console received them. Deleting is
+// done by uploads, inside their transaction, at most once per `interval` and at most
+// `max_records_per_run` records at a time, so that no upload waits long for it.
+struct RecordRetention {
+  std::chrono::seconds max_age{7 * 24 * 3600};
+  std::chrono::seconds interval{60};
+  std::int64_t max_records_per_run = 10'000;
+};
+
 class Store {
  public:
   virtual ~Store() = default;
@@ -277,6 +386,25 @@ class Store {
   // The agents of a connection, most recently seen first, at most `limit`.
   virtual Result<std::vector<AgentSeen>> ListAgents(const std::string& connection_id,
                                                     int limit) = 0;
+
+  // In one transaction (docs/protocol.md, "POST /api/v1/agent/uploads"): checks the token as
+  // AcceptReport does (Unauthenticated, nothing written); finds or creates the stream
+  // (connection, batch.stream); when its spool_id changed, starts a new epoch at
+  // acked_through 0 and writes `audit` with action "stream.restart"; stores the records above
+  // acked_through, counts the others as duplicates and every missing sequence up to
+  // last_sequence as lost; keeps the larger of the stored and sent agent losses; moves
+  // acked_through to last_sequence (never back). Then, when `retention` is due, deletes old
+  // records. Writes no other audit event: records are data, not changes to credentials.
+  virtual Result<UploadOutcome> AcceptUpload(const std::string& connection_id,
+                                             const std::string& token_hash,
+                                             const UploadBatch& batch, WallTime received_at,
+                                             const RecordRetention& retention,
+                                             const AuditEvent& audit) = 0;
+  // The connection's streams, by name.
+  virtual Result<std::vector<StreamSummary>> ListStreams(const std::string& connection_id) = 0;
+  // NotFound when the connection has no such stream; InvalidArgument for an epoch the stream
+  // never had.
+  virtual Result<RecordPage> ListStreamRecords(const RecordQuery& query) = 0;
 
   virtual Status AppendAudit(const AuditEvent& event) = 0;
   virtual Result<std::vector<AuditEvent>> ListAudit(const AuditQuery& query) = 0;
