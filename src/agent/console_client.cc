@@ -83,7 +83,8 @@ ConsoleClient::ConsoleClient(ConsoleClientOptions options, Clock& clock,
                              std::unique_ptr<net::HttpClient> large)
     : options_(std::move(options)), clock_(clock), http_(std::move(http)), large_(std::move(large)) {}
 
-ConsoleReply ConsoleClient::PostJson(std::string_view path, const json::value& body) {
+ConsoleReply ConsoleClient::PostJson(std::string_view path, const json::value& body,
+                                     Compression compression) {
   ConsoleReply reply;
   std::string what = "POST " + std::string(path);
   // Re-read before every request: a rotated Secret takes effect without a restart.
@@ -100,7 +101,7 @@ ConsoleReply ConsoleClient::PostJson(std::string_view path, const json::value& b
   request.headers.Set("Accept", "application/json");
   std::string text = ToJson(body);
   size_t plain_size = text.size();
-  if (plain_size > kGzipThreshold) {
+  if (compression == Compression::kAlways || plain_size > kGzipThreshold) {
     auto compressed = GzipCompress(text);
     if (!compressed.ok()) {
       reply.status = compressed.status().WithContext(what + ": compressing the body");
@@ -146,6 +147,7 @@ ConsoleReply ConsoleClient::PostJson(std::string_view path, const json::value& b
   if (parsed.ok() && parsed->is_object()) {
     const json::value* error = parsed->get_object().if_contains("error");
     if (error != nullptr && error->is_object()) {
+      reply.error = *error;
       const json::object& object = error->get_object();
       const json::value* code = object.if_contains("code");
       const json::value* message = object.if_contains("message");

@@ -33,6 +33,15 @@ struct ConsoleReply {
   std::string error_code;  // error.code of an error reply ("revoked"), if any
   std::optional<std::chrono::milliseconds> retry_after;
   json::value body;        // the parsed 2xx body
+  // The `error` object of an error reply as sent (an upload's 422 names the refused record in
+  // error.sequence); null when the reply carried none. Never quoted whole into messages.
+  json::value error;
+};
+
+// When a request body is gzip-compressed.
+enum class Compression {
+  kAboveThreshold,  // only bodies over ConsoleClient::kGzipThreshold (reports)
+  kAlways,          // every body (uploads: docs/protocol.md requires it)
 };
 
 class ConsoleClient {
@@ -44,7 +53,8 @@ class ConsoleClient {
                                                        Clock& clock = SystemClock());
 
   // POSTs `body` as JSON to `path` ("/api/v1/agent/inventory").
-  ConsoleReply PostJson(std::string_view path, const json::value& body);
+  ConsoleReply PostJson(std::string_view path, const json::value& body,
+                        Compression compression = Compression::kAboveThreshold);
 
   const ConsoleClientOptions& options() const { return options_; }
 

@@ -1,12 +1,18 @@
 // uplink-agent: the in-cluster agent. `uplink-agent inventory [flags]` reports the selected
-// GPU nodes to the console over outbound HTTPS.
+// GPU nodes to the console over outbound HTTPS; `uplink-agent spool COMMAND` inspects, fills
+// and ships a durable upload spool.
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
+#include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -14,13 +20,16 @@
 #include "agent/console_client.h"
 #include "agent/health.h"
 #include "agent/inventory/role.h"
+#include "agent/shipper.h"
 #include "agent/stop_signal.h"
 #include "common/files.h"
 #include "common/flags.h"
 #include "common/log.h"
 #include "common/metrics.h"
+#include "common/text.h"
 #include "kube/client.h"
 #include "kube/credentials.h"
+#include "spool/spool.h"
 
 namespace {
 
@@ -30,16 +39,54 @@ constexpr int kExitUsage = 2;
 // After SIGTERM the current cycle may be inside a request (up to 30 s); Kubernetes gives a
 // pod 30 s in all, so leave without waiting for it.
 constexpr std::chrono::seconds kStopGrace{3};
+// The shipper's last attempt takes up to 5 s (ShipperOptions::stop_budget), and a request
+// already in flight may overrun it; leaving then loses nothing, since the spool keeps every
+// record until the console has acknowledged it.
+constexpr std::chrono::seconds kShipStopGrace{8};
+constexpr std::int64_t kDefaultSpoolBytes = 512ll << 20;
+// The smallest cap the spool takes (two segments of 32 KiB).
+constexpr std::int64_t kMinSpoolBytes = 64ll << 10;
+constexpr std::int64_t kMaxWriters = 64;
 
 const char kUsage[] =
     "usage: uplink-agent ROLE [flags]\n"
+    "       uplink-agent spool COMMAND --state-dir DIR [flags]\n"
     "\n"
     "roles:\n"
-    "  inventory   report the selected GPU nodes to the console\n";
+    "  inventory     report the selected GPU nodes to the console\n"
+    "\n"
+    "spool commands (the durable upload spool in DIR; one process at a time):\n"
+    "  spool stat    print the spool's counts as one JSON object\n"
+    "  spool dump    print the waiting records in order as JSON lines, without consuming them\n"
+    "  spool append  append one record per line of stdin; print each record's sequence number\n"
+    "                once it is durable\n"
+    "  spool ship    deliver the spool's records to the console until SIGTERM\n"
+    "\n"
+    "'uplink-agent spool COMMAND --help' lists a command's flags.\n";
 
 int Fail(const std::string& message, int code = 1) {
   std::cerr << "uplink-agent: " << message << "\n";
   return code;
+}
+
+// --console and --token-file, which every role that talks to the console takes.
+Status CheckConsoleFlags(const std::string& console_url, const std::string& token_file) {
+  if (console_url.empty()) {
+    return InvalidArgumentError(
+        "--console is required: the console URL, e.g. --console https://console.example "
+        "(or UPLINK_CONSOLE)");
+  }
+  UPLINK_RETURN_IF_ERROR(agent::ValidateConsoleUrl(console_url));
+  if (token_file.empty()) {
+    return InvalidArgumentError(
+        "--token-file is required: the file holding the connection token, usually the "
+        "mounted connection Secret (or UPLINK_TOKEN_FILE)");
+  }
+  if (auto token = ReadFileBounded(token_file, 4096); !token.ok()) {
+    return InvalidArgumentError("--token-file: " + token.status().message() +
+                                "; mount the connection Secret there or fix the path");
+  }
+  return Status::Ok();
 }
 
 // The stop request lives as long as the process: the detached signal thread may use it after
@@ -50,20 +97,21 @@ agent::StopSignal& ProcessStopSignal() {
 }
 
 // SIGINT and SIGTERM are blocked in every thread and taken by one waiting thread, which asks
-// the agent to stop; if the agent is still busy after a grace period the process exits with
+// the agent to stop; if the agent is still busy after `grace` the process exits with
 // `forced_exit_code` (1 in --once mode: no report was accepted).
-void HandleStopSignals(agent::StopSignal& stop, int forced_exit_code) {
+void HandleStopSignals(agent::StopSignal& stop, int forced_exit_code,
+                       std::chrono::seconds grace = kStopGrace) {
   sigset_t signals;
   sigemptyset(&signals);
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-  std::thread([signals, &stop, forced_exit_code] {
+  std::thread([signals, &stop, forced_exit_code, grace] {
     int received = 0;
     sigwait(&signals, &received);
     log::Logger("agent").Info("stopping", {{"signal", received == SIGINT ? "SIGINT" : "SIGTERM"}});
     stop.Stop();
-    std::this_thread::sleep_for(kStopGrace);
+    std::this_thread::sleep_for(grace);
     log::Logger("agent").Info("exiting without waiting for the current request",
                               {{"exit_code", forced_exit_code}});
     std::_Exit(forced_exit_code);
@@ -123,20 +171,8 @@ int RunInventory(const std::vector<std::string>& args) {
   if (Status level = log::SetMinLevel(log_level); !level.ok()) {
     return Fail("--log-level: " + level.message(), kExitUsage);
   }
-  if (console_url.empty()) {
-    return Fail("--console is required: the console URL, e.g. --console https://console.example "
-                "(or UPLINK_CONSOLE)", kExitUsage);
-  }
-  if (Status url = agent::ValidateConsoleUrl(console_url); !url.ok()) {
-    return Fail(url.message(), kExitUsage);
-  }
-  if (token_file.empty()) {
-    return Fail("--token-file is required: the file holding the connection token, usually the "
-                "mounted connection Secret (or UPLINK_TOKEN_FILE)", kExitUsage);
-  }
-  if (auto token = ReadFileBounded(token_file, 4096); !token.ok()) {
-    return Fail("--token-file: " + token.status().message() +
-                "; mount the connection Secret there or fix the path", kExitUsage);
+  if (Status flags_ok = CheckConsoleFlags(console_url, token_file); !flags_ok.ok()) {
+    return Fail(flags_ok.message(), kExitUsage);
   }
   if (selector.empty()) {
     return Fail("--selector must not be empty: uplink reports only selected nodes; use e.g. "
@@ -200,6 +236,362 @@ int RunInventory(const std::vector<std::string>& args) {
   return 0;
 }
 
+// --- spool commands ---------------------------------------------------------------------
+
+// The flags every spool command takes.
+struct SpoolFlags {
+  std::string state_dir;
+  std::int64_t max_bytes = kDefaultSpoolBytes;
+
+  void Register(FlagSet& flags) {
+    flags.String("state-dir", &state_dir, "the spool's directory (created by append and ship)");
+    flags.Int("max-bytes", &max_bytes,
+              "the spool's size cap in bytes; at the cap the oldest records are dropped");
+  }
+};
+
+// Why a spool command ends before it starts: a usage error, or the flags asked for by --help.
+struct EarlyExit {
+  std::string text;
+  int exit_code = kExitUsage;
+};
+
+int Finish(const EarlyExit& early) {
+  if (early.exit_code != 0) return Fail(early.text, early.exit_code);
+  std::cout << early.text;
+  return 0;
+}
+
+// Parses the flags of a spool command.
+std::optional<EarlyExit> ParseSpoolFlags(FlagSet& flags, const SpoolFlags& spool,
+                                         const std::vector<std::string>& args) {
+  for (const std::string& arg : args) {
+    if (arg == "--") break;
+    if (arg == "--help" || arg == "-h") return EarlyExit{flags.Usage(), 0};
+  }
+  if (Status parsed = flags.Parse(args); !parsed.ok()) {
+    return EarlyExit{parsed.message() + "\n" + flags.Usage()};
+  }
+  if (!flags.positional().empty()) {
+    return EarlyExit{"unexpected argument '" + flags.positional().front() + "'\n" + flags.Usage()};
+  }
+  if (spool.state_dir.empty()) {
+    return EarlyExit{"--state-dir is required: the spool's directory, e.g. --state-dir "
+                     "/var/lib/uplink/spool (or UPLINK_STATE_DIR)"};
+  }
+  if (spool.max_bytes < kMinSpoolBytes) {
+    return EarlyExit{"--max-bytes must be at least " + std::to_string(kMinSpoolBytes) +
+                     " (64 KiB)"};
+  }
+  return std::nullopt;
+}
+
+// True if `dir` holds a spool's state or a segment; stat and dump never create a spool.
+bool HoldsSpool(const std::string& dir) {
+  auto entries = spool::PosixFileSystem().ListDir(dir);
+  if (!entries.ok()) return false;
+  for (const std::string& name : *entries) {
+    if (name == "STATE" || (name.size() > 4 && name.compare(name.size() - 4, 4, ".seg") == 0)) {
+      return true;
+    }
+  }
+  return false;
+}
+
+Result<std::unique_ptr<spool::Spool>> OpenSpool(const SpoolFlags& flags) {
+  spool::SpoolOptions options;
+  options.max_bytes = static_cast<std::uint64_t>(flags.max_bytes);
+  auto opened = spool::Spool::Open(spool::PosixFileSystem(), flags.state_dir, options,
+                                   SystemClock());
+  if (!opened.ok() && opened.status().code() == StatusCode::kFailedPrecondition) {
+    return FailedPreconditionError(
+        "the spool in " + flags.state_dir +
+        " is in use by another process (a running 'uplink-agent spool ship' or 'spool append' "
+        "holds its lock); stop that process first, or run this again once it has finished");
+  }
+  if (!opened.ok()) return opened.status().WithContext("opening the spool in " + flags.state_dir);
+  return opened;
+}
+
+// Opens an existing spool for stat and dump.
+Result<std::unique_ptr<spool::Spool>> OpenExistingSpool(const SpoolFlags& flags) {
+  struct stat info {};
+  if (::stat(flags.state_dir.c_str(), &info) != 0 || !S_ISDIR(info.st_mode)) {
+    return NotFoundError("--state-dir " + flags.state_dir + " is not a directory");
+  }
+  if (!HoldsSpool(flags.state_dir)) {
+    return NotFoundError(flags.state_dir + " holds no spool (no STATE file or segments)");
+  }
+  return OpenSpool(flags);
+}
+
+json::object LossJson(const spool::LossCount& loss) {
+  return json::object{{"records", loss.records}, {"bytes", loss.bytes}};
+}
+
+// `text` as valid UTF-8, every byte that is not part of a valid sequence replaced by U+FFFD,
+// so that any payload prints as a JSON string.
+std::string ValidUtf8(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  size_t i = 0;
+  while (i < text.size()) {
+    auto byte = [&](size_t at) { return static_cast<unsigned char>(text[at]); };
+    unsigned char lead = byte(i);
+    size_t length = lead < 0x80 ? 1 : (lead >> 5) == 0x6 ? 2 : (lead >> 4) == 0xe ? 3
+                                    : (lead >> 3) == 0x1e ? 4 : 0;
+    bool valid = length > 0 && i + length <= text.size();
+    for (size_t k = 1; valid && k < length; ++k) valid = (byte(i + k) & 0xc0) == 0x80;
+    if (valid && length > 1) {
+      // Reject overlong forms, UTF-16 surrogates and code points past U+10FFFF.
+      std::uint32_t code = lead & (0xff >> (length + 1));
+      for (size_t k = 1; k < length; ++k) code = (code << 6) | (byte(i + k) & 0x3f);
+      static constexpr std::uint32_t kMinimum[] = {0, 0, 0x80, 0x800, 0x10000};
+      valid = code >= kMinimum[length] && code <= 0x10ffff && (code < 0xd800 || code > 0xdfff);
+    }
+    if (valid) {
+      out.append(text, i, length);
+      i += length;
+    } else {
+      out += "\xef\xbf\xbd";
+      ++i;
+    }
+  }
+  return out;
+}
+
+int RunSpoolStat(const std::vector<std::string>& args) {
+  SpoolFlags spool_flags;
+  FlagSet flags("uplink-agent spool stat");
+  spool_flags.Register(flags);
+  if (auto early = ParseSpoolFlags(flags, spool_flags, args)) return Finish(*early);
+  auto opened = OpenExistingSpool(spool_flags);
+  if (!opened.ok()) return Fail(opened.status().message());
+  spool::SpoolStats stats = (*opened)->Stats();
+  json::value oldest_age = nullptr;
+  if (stats.oldest_appended_at) {
+    oldest_age = std::max<std::int64_t>(
+        0, std::chrono::duration_cast<std::chrono::seconds>(SystemClock().Now() -
+                                                            *stats.oldest_appended_at)
+               .count());
+  }
+  json::object out{{"spool_id", stats.spool_id},
+                   {"records", stats.waiting_records},
+                   {"bytes", stats.bytes},
+                   {"segments", stats.segments},
+                   {"first_sequence", stats.first_sequence},
+                   {"last_sequence", stats.last_sequence},
+                   {"consumed_through", stats.consumed_through},
+                   {"oldest_age_seconds", oldest_age},
+                   {"dropped", LossJson(stats.losses.dropped)},
+                   {"corrupt", LossJson(stats.losses.corrupt)},
+                   {"rejected", LossJson(stats.losses.rejected)}};
+  std::cout << ToJson(out) << std::endl;
+  return 0;
+}
+
+int RunSpoolDump(const std::vector<std::string>& args) {
+  SpoolFlags spool_flags;
+  FlagSet flags("uplink-agent spool dump");
+  spool_flags.Register(flags);
+  if (auto early = ParseSpoolFlags(flags, spool_flags, args)) return Finish(*early);
+  auto opened = OpenExistingSpool(spool_flags);
+  if (!opened.ok()) return Fail(opened.status().message());
+  spool::Spool& spool = **opened;
+  while (true) {
+    auto records = spool.Read(1 << 20, 1'000);
+    if (!records.ok()) return Fail(records.status().WithContext("reading the spool").message());
+    if (records->empty()) break;
+    for (const spool::SpoolRecord& record : *records) {
+      json::object line{{"sequence", record.sequence},
+                        {"appended_at", FormatRfc3339Millis(record.appended_at)},
+                        {"payload_text", ValidUtf8(record.payload)}};
+      std::cout << ToJson(line) << '\n';
+    }
+  }
+  std::cout.flush();
+  return std::cout ? 0 : Fail("writing to stdout failed");
+}
+
+// Writes all of `text` to stdout at once, bypassing stdio buffers: what is printed must be
+// out before the next record is appended, even if the process is killed right after.
+bool WriteStdout(std::string_view text) {
+  while (!text.empty()) {
+    ssize_t n = ::write(STDOUT_FILENO, text.data(), text.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    text.remove_prefix(static_cast<size_t>(n));
+  }
+  return true;
+}
+
+enum class LineRead { kLine, kEnd, kTooLong };
+
+// One line of stdin without its newline, at most `max_bytes`; the last line needs no newline.
+LineRead ReadStdinLine(std::string& line, size_t max_bytes) {
+  line.clear();
+  while (true) {
+    int c = ::getc_unlocked(stdin);
+    if (c == EOF) return line.empty() ? LineRead::kEnd : LineRead::kLine;
+    if (c == '\n') return LineRead::kLine;
+    if (line.size() == max_bytes) return LineRead::kTooLong;
+    line += static_cast<char>(c);
+  }
+}
+
+int RunSpoolAppend(const std::vector<std::string>& args) {
+  SpoolFlags spool_flags;
+  std::int64_t writers = 1;
+  FlagSet flags("uplink-agent spool append");
+  spool_flags.Register(flags);
+  flags.Int("writers", &writers,
+            "threads appending lines concurrently (their appends share one sync)");
+  if (auto early = ParseSpoolFlags(flags, spool_flags, args)) return Finish(*early);
+  if (writers < 1 || writers > kMaxWriters) {
+    return Fail("--writers must be between 1 and " + std::to_string(kMaxWriters), kExitUsage);
+  }
+  auto opened = OpenSpool(spool_flags);
+  if (!opened.ok()) return Fail(opened.status().message());
+  spool::Spool& spool = **opened;
+  // A longer line could never be appended (spool.h: at most a quarter of the cap, 16 MiB).
+  const size_t max_line = static_cast<size_t>(
+      std::min<std::int64_t>(spool::SpoolOptions{}.max_record_bytes, spool_flags.max_bytes / 4));
+
+  std::mutex input_mutex;   // guards stdin and next_line
+  std::mutex error_mutex;   // one error message at a time
+  std::uint64_t next_line = 0;
+  std::atomic<bool> failed{false};
+  auto fail = [&](const std::string& message) {
+    failed = true;
+    std::lock_guard lock(error_mutex);
+    std::cerr << "uplink-agent: " << message << std::endl;
+  };
+  auto write_lines = [&] {
+    std::string line;
+    while (!failed) {
+      std::uint64_t number = 0;
+      {
+        std::lock_guard lock(input_mutex);
+        if (failed) return;
+        LineRead read = ReadStdinLine(line, max_line);
+        if (read == LineRead::kEnd) return;
+        number = ++next_line;
+        if (read == LineRead::kTooLong) {
+          fail("line " + std::to_string(number) + " of stdin is longer than the largest record (" +
+               std::to_string(max_line) + " bytes); nothing after it was appended");
+          return;
+        }
+      }
+      auto sequence = spool.Append(line);
+      if (!sequence.ok()) {
+        fail("appending line " + std::to_string(number) + " of stdin: " +
+             sequence.status().message());
+        return;
+      }
+      if (!WriteStdout(std::to_string(*sequence) + "\n")) {
+        fail("writing to stdout failed");
+        return;
+      }
+    }
+  };
+  std::vector<std::thread> threads;
+  for (std::int64_t i = 1; i < writers; ++i) threads.emplace_back(write_lines);
+  write_lines();
+  for (std::thread& thread : threads) thread.join();
+  return failed ? 1 : 0;
+}
+
+int RunSpoolShip(const std::vector<std::string>& args) {
+  SpoolFlags spool_flags;
+  std::string console_url;
+  std::string token_file;
+  std::string console_ca_file;
+  std::string stream;
+  std::string instance = DefaultInstanceName();
+  std::string health_listen = "0.0.0.0:8081";
+  std::string log_level = "info";
+  FlagSet flags("uplink-agent spool ship");
+  spool_flags.Register(flags);
+  flags.String("console", &console_url, "console URL, https://HOST[:PORT]");
+  flags.String("token-file", &token_file, "file holding the connection token (agt_...)");
+  flags.String("console-ca-file", &console_ca_file,
+               "PEM CA bundle for the console's certificate (default: system store)");
+  flags.String("stream", &stream,
+               "the stream the records belong to in the console (default: spool/INSTANCE)");
+  flags.String("instance", &instance,
+               "this agent's name in the console (default: $POD_NAME, else the host name)");
+  flags.String("health-listen", &health_listen, "HOST:PORT for /healthz, /readyz, /metrics");
+  flags.String("log-level", &log_level, "debug, info, warn or error");
+  if (auto early = ParseSpoolFlags(flags, spool_flags, args)) return Finish(*early);
+  if (Status level = log::SetMinLevel(log_level); !level.ok()) {
+    return Fail("--log-level: " + level.message(), kExitUsage);
+  }
+  if (instance.size() > 253) return Fail("--instance must be at most 253 characters", kExitUsage);
+  if (Status flags_ok = CheckConsoleFlags(console_url, token_file); !flags_ok.ok()) {
+    return Fail(flags_ok.message(), kExitUsage);
+  }
+  if (stream.empty()) stream = "spool/" + instance;
+  if (Status valid = agent::ValidateStreamName(stream); !valid.ok()) {
+    return Fail("--stream '" + OneLineExcerpt(stream, 64) + "': " + valid.message() +
+                (flags.WasSet("stream") ? "" : "; the default comes from --instance, so pass --stream"),
+                kExitUsage);
+  }
+
+  // Before any thread starts, so that only the signal thread takes SIGINT and SIGTERM. A
+  // forced exit loses nothing: every record stays in the spool until it is acknowledged.
+  agent::StopSignal& stop = ProcessStopSignal();
+  HandleStopSignals(stop, 0, kShipStopGrace);
+
+  auto opened = OpenSpool(spool_flags);
+  if (!opened.ok()) return Fail(opened.status().message());
+  auto console = agent::ConsoleClient::Create(agent::ConsoleClientOptions{
+      .base_url = console_url, .token_file = token_file, .role = "spool",
+      .ca_file = console_ca_file});
+  if (!console.ok()) return Fail(console.status().ToString());
+
+  metrics::Registry registry;
+  agent::DeclareShipperMetrics(registry);
+  agent::Shipper shipper(agent::ShipperOptions{.stream = stream, .instance = instance}, **opened,
+                         **console, SystemClock(), registry);
+  auto health = agent::HealthServer::Start(
+      health_listen, [&shipper] { return shipper.CheckReadiness(); }, registry);
+  if (!health.ok()) return Fail(health.status().ToString(), kExitUsage);
+  log::Logger log("agent");
+  std::string host;
+  std::uint16_t port = 0;
+  (void)net::SplitHostPort(health_listen, host, port);
+  log.Info("health server listening",
+           {{"address", host + ":" + std::to_string((*health)->port())}});
+  log.Info("shipping the spool",
+           {{"console", agent::ConsoleOrigin(*net::ParseBaseUrl(console_url))},
+            {"state_dir", spool_flags.state_dir},
+            {"stream", stream},
+            {"spool_id", (*opened)->Stats().spool_id}});
+  shipper.Run(stop);
+  log.Info("stopped");
+  return 0;
+}
+
+int RunSpool(const std::vector<std::string>& args) {
+  if (args.empty()) {
+    std::cerr << "uplink-agent: spool needs a command: stat, dump, append or ship\n" << kUsage;
+    return kExitUsage;
+  }
+  std::vector<std::string> rest(args.begin() + 1, args.end());
+  const std::string& command = args.front();
+  if (command == "stat") return RunSpoolStat(rest);
+  if (command == "dump") return RunSpoolDump(rest);
+  if (command == "append") return RunSpoolAppend(rest);
+  if (command == "ship") return RunSpoolShip(rest);
+  if (command == "-h" || command == "--help" || command == "help") {
+    std::cerr << kUsage;
+    return 0;
+  }
+  std::cerr << "uplink-agent: unknown spool command '" << OneLineExcerpt(command, 64) << "'\n"
+            << kUsage;
+  return kExitUsage;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -211,6 +603,7 @@ int main(int argc, char** argv) {
   std::string role = args.front();
   args.erase(args.begin());
   if (role == "inventory") return RunInventory(args);
+  if (role == "spool") return RunSpool(args);
   std::cerr << "uplink-agent: unknown role '" << role << "'\n" << kUsage;
   return kExitUsage;
 }

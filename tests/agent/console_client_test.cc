@@ -140,6 +140,34 @@ TEST_F(ConsoleClientTest, BodiesOver64KiBAreGzipped) {
   EXPECT_EQ(ParseJson(*plain).value(), json::value(big));
 }
 
+TEST_F(ConsoleClientTest, UploadsAreGzippedWhateverTheirSize) {
+  FakeHttp console([](const net::Request&) { return Accepted(); });
+  json::object small{{"a", 1}};
+  ASSERT_TRUE(ClientFor(console)->PostJson("/p", small, Compression::kAlways).status.ok());
+  auto requests = console.requests();
+  ASSERT_EQ(requests.size(), 1u);
+  EXPECT_EQ(requests[0].headers.Get("Content-Encoding").value_or(""), "gzip");
+  auto plain = GzipDecompress(requests[0].body, 1 << 20);
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(*plain, R"({"a":1})");
+}
+
+TEST_F(ConsoleClientTest, TheErrorObjectOfAnErrorReplyIsKeptForItsExtraFields) {
+  FakeHttp console([](const net::Request&) {
+    return net::Response::Json(422, R"({"error":{"code":"invalid_record","message":"records[3].payload must be a JSON object","sequence":104}})");
+  });
+  ConsoleReply reply = ClientFor(console)->PostJson("/p", json::object{});
+  EXPECT_EQ(reply.http_status, 422);
+  EXPECT_EQ(reply.error_code, "invalid_record");
+  ASSERT_TRUE(reply.error.is_object());
+  EXPECT_EQ(reply.error.at("sequence"), 104);
+  EXPECT_TRUE(reply.body.is_null());
+
+  // A reply without the protocol's error object leaves it null.
+  console.SetHandler([](const net::Request&) { return net::Response::Json(422, R"({"error":"x"})"); });
+  EXPECT_TRUE(ClientFor(console)->PostJson("/p", json::object{}).error.is_null());
+}
+
 TEST_F(ConsoleClientTest, ARedirectIsRefusedAndTheTargetNeverSeesTheToken) {
   FakeHttp elsewhere([](const net::Request&) { return Accepted(); });
   FakeHttp console([&](const net::Request&) {
