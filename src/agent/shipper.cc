@@ -139,7 +139,14 @@ StepResult Shipper::Step() {
       console_.PostJson(kUploadsPath, UploadBody(batch, stats), Compression::kAlways);
   if (reply.status.ok()) return Acknowledged(reply);
   const int http = reply.http_status;
-  if (http == 422) {
+  // Records are given up only on the console's own verdict (its error body), never on a
+  // proxy's: an ingress answering 413 or 400 for its own reasons must not make the agent
+  // throw the spool away record by record.
+  const bool console_verdict =
+      (http == 400 && reply.error_code == "invalid_request") ||
+      (http == 413 && reply.error_code == "too_large") ||
+      (http == 422 && reply.error_code == "invalid_record");
+  if (http == 422 && console_verdict) {
     std::optional<std::uint64_t> refused = UnsignedField(reply.error, "sequence");
     auto record = std::find_if(batch.records.begin(), batch.records.end(),
                                [&](const Record& r) { return refused && r.sequence == *refused; });
@@ -152,7 +159,8 @@ StepResult Shipper::Step() {
     // A 422 that names no record of this batch says only that something in it is bad: narrow
     // it down as for 400.
   }
-  if (http == 400 || http == 413 || http == 422) {
+  // A 413 from anyone says the body is too large: halves may pass.
+  if (console_verdict || (http == 413 && batch.records.size() > 1)) {
     metrics_.Increment(kFailures, {{"reason", "4xx"}});
     if (batch.records.size() == 1) {
       Reject(batch.records.front().sequence, batch.records.front().bytes, reply.status.message());
@@ -176,7 +184,8 @@ StepResult Shipper::Step() {
     return StepResult{StepOutcome::kSplit, reply.status, std::chrono::milliseconds(0)};
   }
   // Any other 4xx refuses the upload as a whole and names no record: giving records up
-  // would lose everything (a console without this route answers 404), so keep them.
+  // would lose everything (a console without this route answers 404, a proxy may refuse a
+  // body of any size), so keep them.
   if (http >= 400 && http <= 499 && http != 408 && http != 429) return Refused(reply);
   return BackOff(StepOutcome::kFailed, reply.status, FailureReason(http), &reply);
 }

@@ -12,6 +12,7 @@
 #include "common/flags.h"
 #include "common/log.h"
 #include "console/api/console_api.h"
+#include "console/api/errors.h"
 #include "console/api/inventory_report.h"
 #include "console/setup.h"
 #include "net/server.h"
@@ -152,6 +153,7 @@ int Serve(const std::vector<std::string>& args) {
                                       const net::Request& head) {
     return RouteBodyLimit(head, max_upload);
   };
+  server_options.refusal = ServerRefusalResponse;
   // Password hashing holds a thread for ~0.1 s; leave threads beyond those for everyone else.
   server_options.threads = options.password_hashing.max_concurrent + 2;
   if (tls_cert.empty() != tls_key.empty()) {

@@ -354,7 +354,9 @@ class ServerImpl final : public HttpServer {
         }
         Log().Debug("request not read", {{"remote", remote}, {"error", read_ec.message()}});
         if (status != 0) {
-          Response refusal = Response::Text(status, std::string(ReasonPhrase(status)) + "\n");
+          Response refusal = options_.refusal
+                                 ? options_.refusal(status)
+                                 : Response::Text(status, std::string(ReasonPhrase(status)) + "\n");
           co_await Write(stream, std::move(refusal), /*head=*/false, /*keep_alive=*/false);
           co_await Linger(stream);
         }

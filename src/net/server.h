@@ -28,6 +28,10 @@ struct ServerOptions {
   // max_body_bytes applies, so a route that needs large bodies cannot make every route buffer
   // them. Called on a server thread: it must be cheap, thread-safe and must not block.
   std::function<size_t(const Request& head)> body_limit_for;
+  // The reply to a request refused before any handler runs (400 malformed, 413 body too
+  // large, 431 header too large), so that a service can answer in its own error format.
+  // Absent: a plain-text reason phrase. Called on a server thread; must not block.
+  std::function<Response(int status)> refusal;
   std::chrono::milliseconds read_timeout{30'000};   // whole request, headers and body
   std::chrono::milliseconds idle_timeout{60'000};   // between keep-alive requests
   std::chrono::milliseconds write_timeout{30'000};

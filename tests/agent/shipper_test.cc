@@ -12,6 +12,7 @@
 
 #include "common/gzip.h"
 #include "console/api/console_api.h"
+#include "console/api/errors.h"
 #include "console/setup.h"
 #include "net/client.h"
 #include "net/server.h"
@@ -51,6 +52,7 @@ class LiveConsole {
     server.body_limit_for = [max_upload_bytes](const net::Request& head) {
       return console::RouteBodyLimit(head, max_upload_bytes);
     };
+    server.refusal = console::ServerRefusalResponse;  // as uplink-console serve has it
     auto started = net::HttpServer::Start(server, api_->router().AsHandler());
     EXPECT_TRUE(started.ok()) << started.status().ToString();
     server_ = std::move(started).value();
@@ -557,6 +559,35 @@ TEST_F(ShipperTest, RepliesOutsideTheProtocolConsumeNothing) {
   EXPECT_EQ(Metric("uplink_agent_ship_failures_total", {{"reason", "bad_reply"}}), 5);
   EXPECT_EQ(ShipAll(), std::vector<StepOutcome>{StepOutcome::kDelivered});
   EXPECT_EQ(StoredSequences(), Range(1, 10));
+}
+
+TEST_F(ShipperTest, AProxysRefusalsNeverGiveRecordsUp) {
+  Proxy proxy(console_->url());
+  Shipper& shipper = MakeShipper({}, proxy.url());
+  for (int i = 1; i <= 4; ++i) Append(Payload(i));
+  // An ingress with a small body limit answers 413 in HTML: halves are worth a try, but a
+  // single record is kept, not rejected.
+  const net::Response html_413 = net::Response::Text(413, "<html>Request Entity Too Large</html>");
+  proxy.Next(Proxy::Mode::kAnswer, 3, html_413);
+  EXPECT_EQ(shipper.Step().outcome, StepOutcome::kSplit);  // 4 -> 2 + 2
+  EXPECT_EQ(shipper.Step().outcome, StepOutcome::kSplit);  // 2 -> 1 + 1
+  StepResult single = shipper.Step();
+  EXPECT_EQ(single.outcome, StepOutcome::kRefused);
+  EXPECT_GT(single.next_wait, milliseconds(0));
+  // A 400 or 422 without the console's error body is a proxy's or a WAF's: kept as well.
+  proxy.Next(Proxy::Mode::kAnswer, 1, net::Response::Text(400, "Bad Request"));
+  EXPECT_EQ(shipper.Step().outcome, StepOutcome::kRefused);
+  proxy.Next(Proxy::Mode::kAnswer, 1,
+             net::Response::Json(422, R"({"error":{"code":"blocked","message":"waf"}})"));
+  EXPECT_EQ(shipper.Step().outcome, StepOutcome::kRefused);
+  EXPECT_FALSE(shipper.CheckReadiness().ready);
+  spool::SpoolStats stats = spool_->Stats();
+  EXPECT_EQ(stats.losses.rejected.records, 0u);
+  EXPECT_EQ(stats.waiting_records, 4u);
+  // Once the proxy lets uploads through, everything arrives.
+  EXPECT_EQ(Count(ShipAll(), StepOutcome::kDelivered), 3);
+  EXPECT_EQ(StoredSequences(), Range(1, 4));
+  EXPECT_TRUE(shipper.CheckReadiness().ready);
 }
 
 TEST_F(ShipperTest, AnyOther4xxKeepsEverythingAndSaysWhy) {

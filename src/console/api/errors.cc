@@ -45,6 +45,17 @@ net::Response JsonResponse(int status, const json::object& body) {
   return net::Response::Json(status, ToJson(body));
 }
 
+net::Response ServerRefusalResponse(int status) {
+  switch (status) {
+    case 413:
+      return ErrorResponse(413, "too_large", "the request body is over this endpoint's limit");
+    case 431:
+      return ErrorResponse(431, "header_too_large", "the request header is over 16 KiB");
+    default:
+      return ErrorResponse(status, "invalid_request", "the request is not valid HTTP/1.1");
+  }
+}
+
 net::Response NoStore(net::Response response) {
   response.headers.Set("Cache-Control", "no-store");
   return response;

@@ -18,6 +18,11 @@ int HttpStatusFor(StatusCode code);
 
 net::Response JsonResponse(int status, const json::object& body);
 
+// The console's reply to a request the HTTP server refuses before routing it (400, 413,
+// 431): the same error body as every other refusal, so an agent can tell the console's
+// verdict from a proxy's (docs/protocol.md).
+net::Response ServerRefusalResponse(int status);
+
 // For replies that carry a token, key or code: no cache may keep them.
 net::Response NoStore(net::Response response);
 
