@@ -321,14 +321,20 @@ TEST_F(StreamStoreTest, ANewSpoolIdStartsANewEpochKeepsTheOldRecordsAndIsAudited
   EXPECT_EQ(detail.at("previous_acked_through").as_int64(), 20);
   EXPECT_EQ(detail.at("epoch").as_int64(), 1);
 
-  // Back to the first spool (two agents sharing a stream, say) is one more restart, not a
-  // return to epoch 0: nothing already stored is overwritten.
-  UploadOutcome back = UploadOk(MakeBatch(21, 22, {21, 22}), kT0 + minutes(2));
-  EXPECT_TRUE(back.restarted);
-  EXPECT_EQ(back.epoch, 2);
-  EXPECT_EQ(back.lost, 20);
+  // The first spool coming back (two shippers on one stream, a restored backup) is refused:
+  // taking it again would flip epochs on every upload and store its records twice.
+  auto back = Upload(MakeBatch(21, 22, {21, 22}), kT0 + minutes(2));
+  ASSERT_FALSE(back.ok());
+  EXPECT_EQ(back.status().code(), StatusCode::kConflict);
+  EXPECT_NE(back.status().message().find("was replaced"), std::string::npos)
+      << back.status().message();
   EXPECT_EQ(StoredSequences(0), Range(1, 20));
-  EXPECT_EQ(OnlyStream().epoch, 2);
+  EXPECT_EQ(OnlyStream().epoch, 1);
+  EXPECT_EQ(OnlyStream().spool_id, kSpoolB);
+  // The current spool goes on as before.
+  UploadOutcome next = UploadOk(MakeBatch(6, 6, {6}, kSpoolB), kT0 + minutes(3));
+  EXPECT_FALSE(next.restarted);
+  EXPECT_EQ(next.stored, 1);
 }
 
 TEST_F(StreamStoreTest, TheAgentsLossesKeepTheLargerOfStoredAndSent) {

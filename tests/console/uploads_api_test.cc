@@ -243,6 +243,19 @@ TEST_F(UploadsApiTest, MissingSequencesAreCountedAsLostInOrder) {
   EXPECT_EQ(StoredSequences(), (std::vector<std::int64_t>{500, 501, 504, 506}));
 }
 
+TEST_F(UploadsApiTest, AnEarlierSpoolOfTheStreamComingBackIsRefusedWith409) {
+  UploadOk(UploadJson(1, 10, Range(1, 10)));
+  UploadOk(UploadJson(1, 3, Range(1, 3), kSpoolB));
+  net::Response refused = Upload(UploadJson(11, 12, {11, 12}));
+  EXPECT_EQ(refused.status, 409);
+  EXPECT_EQ(ErrorCode(refused), "spool_replaced");
+  json::object stream = OnlyStream();
+  EXPECT_EQ(stream.at("restarts").as_int64(), 1);
+  EXPECT_EQ(Text(stream, "spool_id"), kSpoolB);
+  EXPECT_EQ(StoredSequences("&epoch=0"), Range(1, 10));
+  EXPECT_EQ(Metric("uplink_console_uploads_refused_total", {{"reason", "spool_replaced"}}), 1);
+}
+
 TEST_F(UploadsApiTest, ANewSpoolIdRestartsTheStreamKeepsTheOldRecordsAndIsAudited) {
   UploadOk(UploadJson(1, 10, Range(1, 10)));
   json::object restarted = UploadOk(UploadJson(1, 3, Range(1, 3), kSpoolB));

@@ -24,6 +24,7 @@ std::string_view UploadRefusalReason(int http_status) {
     case 400: return "invalid_request";
     case 401: return "invalid_token";
     case 404: return "not_found";
+    case 409: return "spool_replaced";
     case 413: return "too_large";
     case 415: return "unsupported_media_type";
     case 422: return "invalid_record";
@@ -128,6 +129,10 @@ Result<net::Response> ConsoleApi::ReceiveUpload(const net::Request& request,
     std::string error = reply.ok() ? OneLineExcerpt(reply->body, 512) : reply.status().ToString();
     log_.Warn("agent upload refused",
               {{"connection_id", connection.id}, {"status", http_status}, {"error", error}});
+  }
+  if (!reply.ok() && reply.status().code() == StatusCode::kConflict) {
+    // The store's only conflict here: an earlier spool of the stream came back.
+    return ErrorResponse(409, "spool_replaced", reply.status().message());
   }
   return reply;
 }

@@ -206,6 +206,14 @@ CREATE TABLE streams (
   agent_version TEXT NOT NULL,
   UNIQUE (connection_id, stream)
 );
+-- Every spool a stream has had, so that an older spool coming back (two shippers on one
+-- stream, a restored backup) is refused instead of flipping the epoch and storing again.
+CREATE TABLE stream_spools (
+  stream_id INTEGER NOT NULL REFERENCES streams(id) ON DELETE CASCADE,
+  spool_id TEXT NOT NULL,
+  epoch INTEGER NOT NULL,
+  PRIMARY KEY (stream_id, spool_id)
+) WITHOUT ROWID;
 -- A rowid table, not WITHOUT ROWID: payloads may be up to 1 MiB. Times are Unix
 -- milliseconds here: agents send appended_at with milliseconds.
 CREATE TABLE stream_records (
@@ -1414,6 +1422,14 @@ Result<std::int64_t> SqliteStore::PruneRecords(WallTime now, const RecordRetenti
   return deleted;
 }
 
+Status SqliteStore::RememberSpool(std::int64_t stream_id, const std::string& spool_id,
+                                  std::int64_t epoch) {
+  return Change("INSERT INTO stream_spools (stream_id, spool_id, epoch) VALUES (?, ?, ?)",
+                [&](Statement& s) { s.Bind(stream_id).Bind(spool_id).Bind(epoch); },
+                "recording a stream's spool")
+      .status();
+}
+
 Result<UploadOutcome> SqliteStore::AcceptUpload(const std::string& connection_id,
                                                 const std::string& token_hash,
                                                 const UploadBatch& batch, WallTime received_at,
@@ -1463,12 +1479,26 @@ Result<UploadOutcome> SqliteStore::AcceptUpload(const std::string& connection_id
               .status());
       stream_id = sqlite3_last_insert_rowid(db_);
       outcome.new_stream = true;
+      UPLINK_RETURN_IF_ERROR(RememberSpool(stream_id, batch.spool_id, 0));
     } else if (existing->spool_id != batch.spool_id) {
+      stream_id = existing->id;
+      std::optional<std::int64_t> earlier_epoch;
+      UPLINK_RETURN_IF_ERROR(ForEachRow(
+          "SELECT epoch FROM stream_spools WHERE stream_id = ? AND spool_id = ?",
+          [&](Statement& s) { s.Bind(stream_id).Bind(batch.spool_id); },
+          [&](const Statement& row) { earlier_epoch = row.Int(0); }, "reading stream spools"));
+      if (earlier_epoch) {
+        return ConflictError(
+            "spool " + batch.spool_id + " was replaced on stream " + batch.stream +
+            " by spool " + existing->spool_id + " (epoch " + std::to_string(existing->epoch) +
+            "); two shippers may share this stream: give each its own --stream, or remove "
+            "this spool directory");
+      }
       // The agent's spool was recreated: its sequences start again, so its records go to a
       // new epoch and nothing of the old one is overwritten.
-      stream_id = existing->id;
       outcome.restarted = true;
       outcome.epoch = existing->epoch + 1;
+      UPLINK_RETURN_IF_ERROR(RememberSpool(stream_id, batch.spool_id, outcome.epoch));
       AuditEvent restart = audit;
       restart.action = "stream.restart";
       restart.outcome = "ok";

@@ -144,6 +144,8 @@ class SqliteStore : public Store {
   // Revokes the user's sessions that are neither revoked nor expired at `at`, except one.
   Status RevokeLiveSessions(const std::string& user_id, const std::string& except_session_id,
                             WallTime at);
+  // Records that `spool_id` feeds the stream from `epoch` on.
+  Status RememberSpool(std::int64_t stream_id, const std::string& spool_id, std::int64_t epoch);
   // Inside a write transaction: token, expiry, revocation and owner still as authenticated.
   Status CheckTokenLive(const std::string& connection_id, const std::string& token_hash,
                         WallTime at, std::string_view what);
