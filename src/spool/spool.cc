@@ -8,10 +8,9 @@
 // order the cursor moves and a removal never races another.
 //
 // A failed group. When the write or the sync of a group fails, the leader truncates the
-// segment back to where the group began. Sequence numbers are reused only when that truncate
-// succeeds: no reader can have seen those records (readers stop at the durable end), and
-// whatever of them reached the disk lies exactly where the next group is written, so after a
-// crash at most one version of each sequence exists. If the truncate fails, the group's
+// segment back to where the group began and syncs the cut. Sequence numbers are reused only
+// when both succeed: no reader can have seen those records (readers stop at the durable end),
+// and a power loss cannot bring back records whose Append failed. If either fails, the group's
 // sequences are abandoned (never reused, and not counted as corrupt when found missing) and
 // the next group starts a new segment, away from the unknown bytes. Either way, a failure
 // after which the segment holds records also makes the next group start a new segment, so
@@ -745,7 +744,10 @@ struct Spool::Impl {
       status = file->Append(group_buffer);
       if (status.ok()) status = file->Sync();
       if (!status.ok()) {
+        // The cut must be durable before the sequences are reused: otherwise a power loss
+        // could bring back records whose Append failed (and which the caller may retry).
         Status cut = fs.Truncate(SegmentPath(segment), start);
+        if (cut.ok()) cut = file->Sync();
         truncated = cut.ok();
         if (!cut.ok()) {
           Log().Error(
