@@ -1,9 +1,16 @@
 #include "common/text.h"
 
+#include <algorithm>
+
 namespace uplink {
 
 std::string OneLineExcerpt(std::string_view text, size_t max_chars) {
-  std::string_view head = text.substr(0, max_chars);
+  size_t cut = std::min(max_chars, text.size());
+  // Never in the middle of a UTF-8 sequence: the excerpt goes into JSON replies and logs.
+  while (cut > 0 && cut < text.size() && (static_cast<unsigned char>(text[cut]) & 0xc0) == 0x80) {
+    --cut;
+  }
+  std::string_view head = text.substr(0, cut);
   std::string out;
   for (size_t i = 0; i < head.size(); ++i) {
     unsigned char u = static_cast<unsigned char>(head[i]);

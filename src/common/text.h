@@ -8,7 +8,8 @@
 
 namespace uplink {
 
-// At most `max_chars` characters of `text` on one line, with "..." when cut.
+// At most `max_chars` bytes of `text` on one line, cut before a UTF-8 sequence rather than
+// inside it, with "..." when cut.
 std::string OneLineExcerpt(std::string_view text, size_t max_chars = 200);
 
 }  // namespace uplink

@@ -5,6 +5,14 @@
 namespace uplink {
 namespace {
 
+TEST(OneLineExcerpt, CutsBeforeAUtf8SequenceNeverInsideIt) {
+  // "é" is C3 A9, "€" is E2 82 AC: a cut at 2 or 3 bytes would split them.
+  EXPECT_EQ(OneLineExcerpt("a\xc3\xa9", 2), "a...");
+  EXPECT_EQ(OneLineExcerpt("\xe2\x82\xac\xe2\x82\xac", 4), "\xe2\x82\xac...");
+  EXPECT_EQ(OneLineExcerpt("\xe2\x82\xac", 3), "\xe2\x82\xac");
+  EXPECT_EQ(OneLineExcerpt("ab", 5), "ab");
+}
+
 TEST(OneLineExcerpt, BlanksControlCharactersSoATerminalObeysNone) {
   EXPECT_EQ(OneLineExcerpt("a\nb\rc\td\x1b[31me\x7f"), "a b c d [31me ");
   // U+009B (CSI) in UTF-8 is C2 9B; a terminal treats it like ESC [.

@@ -4,6 +4,7 @@
 #include <optional>
 #include <string_view>
 
+#include "common/text.h"
 #include "console/api/json_fields.h"
 
 namespace uplink::console {
@@ -90,7 +91,7 @@ Result<std::int64_t> ParseSequence(const json::value& value, size_t index) {
   for (const auto& field : record) {
     std::string_view key = field.key();
     if (key != "sequence" && key != "appended_at" && key != "payload") {
-      return InvalidArgumentError("unknown field \"" + path(key.substr(0, 64)) +
+      return InvalidArgumentError("unknown field \"" + path(OneLineExcerpt(key, 64)) +
                                   "\"; remove it (known fields: sequence appended_at payload)");
     }
   }
