@@ -18,6 +18,7 @@ namespace {
 using std::chrono::hours;
 using std::chrono::minutes;
 using std::chrono::seconds;
+using testing::RawCount;
 using testing::ScratchDir;
 
 const WallTime kT0 = FromUnixSeconds(1'800'000'000);
@@ -33,18 +34,6 @@ void RawExec(const std::string& path, const std::string& sql) {
   EXPECT_EQ(rc, SQLITE_OK) << (error ? error : "");
   sqlite3_free(error);
   sqlite3_close(db);
-}
-
-std::int64_t RawCount(const std::string& path, const std::string& sql) {
-  sqlite3* db = nullptr;
-  EXPECT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
-  sqlite3_stmt* stmt = nullptr;
-  EXPECT_EQ(sqlite3_prepare_v2(db, sql.c_str(), -1, &stmt, nullptr), SQLITE_OK)
-      << sqlite3_errmsg(db);
-  std::int64_t value = sqlite3_step(stmt) == SQLITE_ROW ? sqlite3_column_int64(stmt, 0) : -1;
-  sqlite3_finalize(stmt);
-  sqlite3_close(db);
-  return value;
 }
 
 bool StartsWith(const std::string& text, std::string_view prefix) {

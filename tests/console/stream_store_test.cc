@@ -19,6 +19,7 @@ using std::chrono::hours;
 using std::chrono::milliseconds;
 using std::chrono::minutes;
 using std::chrono::seconds;
+using testing::RawCount;
 using testing::ScratchDir;
 
 const WallTime kT0 = FromUnixSeconds(1'800'000'000);
@@ -27,18 +28,6 @@ const std::string kConnectionId = "00000000000000c1";
 const std::string kStream = "node/gpu-node-0001";
 const std::string kSpoolA = "9f2c4e0a5b7d41c3a8e6f0b1c2d3e4f5";
 const std::string kSpoolB = "0123456789abcdef0123456789abcdef";
-
-std::int64_t RawCount(const std::string& path, const std::string& sql) {
-  sqlite3* db = nullptr;
-  EXPECT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
-  sqlite3_stmt* stmt = nullptr;
-  EXPECT_EQ(sqlite3_prepare_v2(db, sql.c_str(), -1, &stmt, nullptr), SQLITE_OK)
-      << sqlite3_errmsg(db);
-  std::int64_t value = sqlite3_step(stmt) == SQLITE_ROW ? sqlite3_column_int64(stmt, 0) : -1;
-  sqlite3_finalize(stmt);
-  sqlite3_close(db);
-  return value;
-}
 
 AuditEvent MakeAudit(const std::string& action, const std::string& target_id = kConnectionId) {
   AuditEvent event;
