@@ -11,6 +11,9 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   # real tools the tests drive
   kubectl openssl sqlite3 curl procps
+  # node_exporter: the node role's metric names and values are checked against it, and
+  # its CPU and memory are the baseline of bench_node
+  prometheus-node-exporter
 )
 
 missing=()
