@@ -17,15 +17,6 @@
 
 namespace uplink::spool {
 
-// Append-only.
-class WritableFile {
- public:
-  virtual ~WritableFile() = default;
-  virtual Status Append(std::string_view data) = 0;
-  // Makes everything appended so far durable (fdatasync).
-  virtual Status Sync() = 0;
-};
-
 class ReadableFile {
  public:
   virtual ~ReadableFile() = default;
@@ -34,12 +25,16 @@ class ReadableFile {
   virtual Result<std::string_view> Read(std::uint64_t offset, size_t n, char* scratch) const = 0;
 };
 
-// A small file rewritten in place, so that updating it never needs free space.
+// A file written at chosen offsets: segments (appended to, or a recycled one overwritten)
+// and STATE (rewritten in place). Overwriting bytes the file has never needs free space.
 class InPlaceFile {
  public:
   virtual ~InPlaceFile() = default;
   virtual Result<std::string_view> Read(std::uint64_t offset, size_t n, char* scratch) const = 0;
+  // Writes `data` at `offset`, extending the file (with zeroes before `offset` if it is past
+  // the end) as needed.
   virtual Status WriteAt(std::uint64_t offset, std::string_view data) = 0;
+  // Makes everything written so far durable (fdatasync).
   virtual Status Sync() = 0;
 };
 
@@ -58,15 +53,15 @@ class FileSystem {
   // Names (not paths) of the directory's entries, without "." and "..".
   virtual Result<std::vector<std::string>> ListDir(const std::string& dir) = 0;
   virtual Result<std::uint64_t> FileSize(const std::string& path) = 0;
-  // Opens for appending at the end, creating the file (empty) if missing.
-  virtual Result<std::unique_ptr<WritableFile>> OpenAppendable(const std::string& path) = 0;
   virtual Result<std::unique_ptr<ReadableFile>> OpenReadable(const std::string& path) = 0;
   // Opens for reading and writing in place, creating the file (empty) if missing.
   virtual Result<std::unique_ptr<InPlaceFile>> OpenInPlace(const std::string& path) = 0;
   // Shortens a file; needs no free space.
   virtual Status Truncate(const std::string& path, std::uint64_t size) = 0;
   virtual Status Remove(const std::string& path) = 0;
-  // Makes the directory's entries (files created and removed) durable.
+  // Renames a file within one directory, replacing `to` if it exists; durable after SyncDir.
+  virtual Status Rename(const std::string& from, const std::string& to) = 0;
+  // Makes the directory's entries (files created, renamed and removed) durable.
   virtual Status SyncDir(const std::string& dir) = 0;
   // An exclusive lock on `path` (created if missing) between processes;
   // FailedPrecondition when another holder has it.

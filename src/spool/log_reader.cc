@@ -24,10 +24,11 @@ std::uint64_t GetFixed64(const char* p) {
 }  // namespace
 
 Reader::Reader(const ReadableFile& file, Reporter* reporter, std::uint64_t start_offset,
-               std::uint64_t limit, size_t max_record_bytes)
+               std::uint64_t limit, size_t max_record_bytes, std::uint64_t min_sequence)
     : file_(file),
       reporter_(reporter),
       max_record_bytes_(max_record_bytes),
+      min_sequence_(min_sequence),
       limit_(limit),
       block_(new char[kBlockSize]),
       block_start_(start_offset - start_offset % kBlockSize),
@@ -73,7 +74,7 @@ bool Reader::Refill() {
 }
 
 bool Reader::ReadRecord(LogRecord* record) {
-  while (true) {
+  while (!stale_) {
     const std::uint64_t block_end = block_start_ + kBlockSize;
     if (skipping_) {
       const std::uint64_t reachable = std::min(block_end, limit_);
@@ -130,6 +131,13 @@ bool Reader::ReadRecord(LogRecord* record) {
       continue;
     }
 
+    if (sequence < min_sequence_) {
+      // The previous use of a recycled file: nothing after it was written by this one.
+      BreakChain("record cut off by older data");
+      stale_ = true;
+      return false;
+    }
+
     // A fragment that cannot belong to the record being reassembled ends it first.
     const bool continues_chain = (type == kMiddleType || type == kLastType) && in_chain_ &&
                                  sequence == chain_sequence_ && starts_block;
@@ -183,6 +191,7 @@ bool Reader::ReadRecord(LogRecord* record) {
       return true;
     }
   }
+  return false;
 }
 
 }  // namespace uplink::spool::framing

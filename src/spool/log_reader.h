@@ -8,6 +8,10 @@
 // is still being appended to, or its size); a record that extends past it is neither returned
 // nor reported, so that a reader can wait for it (ExtendLimit) and a torn tail at the end of
 // a file is not mistaken for damage.
+//
+// Reading also stops, for good, at an intact fragment whose sequence is below
+// `min_sequence`: a recycled segment file still holds its previous records after the new
+// ones, and those all have lower sequences (stale() then says so).
 #pragma once
 
 #include <cstdint>
@@ -39,13 +43,16 @@ class Reader {
   // be null. Records longer than `max_record_bytes` are treated as damage, which bounds the
   // memory a damaged or hostile file can make the reader use.
   Reader(const ReadableFile& file, Reporter* reporter, std::uint64_t start_offset,
-         std::uint64_t limit, size_t max_record_bytes);
+         std::uint64_t limit, size_t max_record_bytes, std::uint64_t min_sequence = 0);
 
   // Lets the reader go on to `limit` (never moves it back).
   void ExtendLimit(std::uint64_t limit);
 
   // The next intact record, or false when no further complete record lies before the limit.
   bool ReadRecord(LogRecord* record);
+
+  // Whether reading stopped at a stale fragment (one below min_sequence).
+  bool stale() const { return stale_; }
 
  private:
   // Loads more of the current block (up to the limit); false when there is nothing more.
@@ -59,6 +66,8 @@ class Reader {
   const ReadableFile& file_;
   Reporter* const reporter_;
   const size_t max_record_bytes_;
+  const std::uint64_t min_sequence_;
+  bool stale_ = false;
   std::uint64_t limit_;
 
   std::unique_ptr<char[]> block_;

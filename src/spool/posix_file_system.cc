@@ -79,30 +79,6 @@ Status SyncData(int fd, const std::string& path) {
   return Status::Ok();
 }
 
-class PosixWritableFile final : public WritableFile {
- public:
-  PosixWritableFile(int fd, std::string path) : fd_(fd), path_(std::move(path)) {}
-
-  // O_APPEND: every write lands at the current end, also after the spool truncated the file.
-  Status Append(std::string_view data) override {
-    while (!data.empty()) {
-      ssize_t written = ::write(fd_.get(), data.data(), data.size());
-      if (written < 0) {
-        if (errno == EINTR) continue;
-        return PosixError("append to", path_, errno);
-      }
-      data.remove_prefix(static_cast<size_t>(written));
-    }
-    return Status::Ok();
-  }
-
-  Status Sync() override { return SyncData(fd_.get(), path_); }
-
- private:
-  Descriptor fd_;
-  std::string path_;
-};
-
 class PosixReadableFile final : public ReadableFile {
  public:
   PosixReadableFile(int fd, std::string path) : fd_(fd), path_(std::move(path)) {}
@@ -185,11 +161,6 @@ class PosixFileSystemImpl final : public FileSystem {
     return static_cast<std::uint64_t>(st.st_size);
   }
 
-  Result<std::unique_ptr<WritableFile>> OpenAppendable(const std::string& path) override {
-    UPLINK_ASSIGN_OR_RETURN(int fd, OpenFile(path, O_WRONLY | O_CREAT | O_APPEND));
-    return std::unique_ptr<WritableFile>(new PosixWritableFile(fd, path));
-  }
-
   Result<std::unique_ptr<ReadableFile>> OpenReadable(const std::string& path) override {
     UPLINK_ASSIGN_OR_RETURN(int fd, OpenFile(path, O_RDONLY));
     return std::unique_ptr<ReadableFile>(new PosixReadableFile(fd, path));
@@ -211,6 +182,11 @@ class PosixFileSystemImpl final : public FileSystem {
 
   Status Remove(const std::string& path) override {
     if (::unlink(path.c_str()) != 0) return PosixError("remove", path, errno);
+    return Status::Ok();
+  }
+
+  Status Rename(const std::string& from, const std::string& to) override {
+    if (::rename(from.c_str(), to.c_str()) != 0) return PosixError("rename", from, errno);
     return Status::Ok();
   }
 

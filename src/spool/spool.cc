@@ -40,6 +40,9 @@ const ::uplink::log::Logger& Log() {
 constexpr char kStateName[] = "STATE";
 constexpr char kLockName[] = "LOCK";
 constexpr char kSegmentSuffix[] = ".seg";
+// A segment written into a recycled file: its previous records follow the new ones.
+constexpr char kRecycledSuffix[] = ".rseg";
+constexpr char kFreeSuffix[] = ".free";
 constexpr size_t kSegmentDigits = 20;
 
 // STATE: two slots, written alternately; the valid one with the higher generation wins.
@@ -58,6 +61,10 @@ constexpr std::uint64_t kMaxGroupBytes = 1 << 20;
 // Records a reader has returned and that wait to be consumed, remembered so that the append
 // time of the oldest waiting record is known without I/O (a shipper's batch fits easily).
 constexpr size_t kMaxRememberedReads = 16384;
+// Consumed segment files kept for reuse. Overwriting a file's blocks needs no block
+// allocation, so its fdatasync flushes data without a journal commit (about 1.5 times the
+// appending rate on ext4); the writer and a reader that keeps up need two at most.
+constexpr size_t kMaxFreeSegments = 2;
 // The reader never reassembles more than this (or the configured record limit, if larger),
 // so that a record written under a larger limit is still read.
 constexpr std::uint64_t kMinReaderRecordLimit = 16ull << 20;
@@ -145,17 +152,25 @@ std::optional<PersistentState> DecodeSlot(std::string_view slot) {
   return state;
 }
 
-std::string SegmentName(std::uint64_t first_sequence) {
-  char name[kSegmentDigits + sizeof kSegmentSuffix];
-  std::snprintf(name, sizeof name, "%020" PRIu64 "%s", first_sequence, kSegmentSuffix);
+std::string NumberedName(std::uint64_t number, const char* suffix) {
+  char name[kSegmentDigits + sizeof kFreeSuffix];
+  std::snprintf(name, sizeof name, "%020" PRIu64 "%s", number, suffix);
   return name;
 }
 
-// "00000000000000000042.seg" -> 42; anything else (temporary files, editor backups, LOCK,
-// STATE, a sequence of 0 or one that overflows) is not a segment.
-std::optional<std::uint64_t> ParseSegmentName(std::string_view name) {
-  if (name.size() != kSegmentDigits + std::strlen(kSegmentSuffix) ||
-      name.substr(kSegmentDigits) != kSegmentSuffix) {
+std::string SegmentName(std::uint64_t first_sequence, bool recycled) {
+  return NumberedName(first_sequence, recycled ? kRecycledSuffix : kSegmentSuffix);
+}
+
+// A consumed segment's file kept for reuse: still named by its old first sequence.
+std::string FreeName(std::uint64_t first_sequence) {
+  return NumberedName(first_sequence, kFreeSuffix);
+}
+
+// "00000000000000000042<suffix>" -> 42; anything else (temporary files, editor backups,
+// LOCK, STATE, a number of 0 or one that overflows) is not one.
+std::optional<std::uint64_t> ParseNumberedName(std::string_view name, std::string_view suffix) {
+  if (name.size() != kSegmentDigits + suffix.size() || name.substr(kSegmentDigits) != suffix) {
     return std::nullopt;
   }
   std::uint64_t value = 0;
@@ -167,6 +182,17 @@ std::optional<std::uint64_t> ParseSegmentName(std::string_view name) {
   }
   if (value == 0) return std::nullopt;
   return value;
+}
+
+struct SegmentFile {
+  std::uint64_t first = 0;
+  bool recycled = false;
+};
+
+std::optional<SegmentFile> ParseSegmentName(std::string_view name) {
+  if (auto first = ParseNumberedName(name, kSegmentSuffix)) return SegmentFile{*first, false};
+  if (auto first = ParseNumberedName(name, kRecycledSuffix)) return SegmentFile{*first, true};
+  return std::nullopt;
 }
 
 std::string ParentDir(const std::string& dir) {
@@ -254,8 +280,18 @@ std::optional<DecodedRecord> DecodeRecord(std::string_view stored) {
 struct Spool::Impl {
   struct Segment {
     std::uint64_t first = 0;         // its first sequence (its name)
-    std::uint64_t size = 0;          // bytes on disk, as far as this process knows
+    std::uint64_t size = 0;          // bytes written, as far as this process knows
     std::uint64_t readable_end = 0;  // readers stop here: everything before is durable
+    // The file's size: larger than `size` while a recycled file is being overwritten (its
+    // previous records follow the new ones; readers stop at them: their sequences are lower).
+    std::uint64_t allocated = 0;
+    bool recycled = false;
+    std::string name() const { return SegmentName(first, recycled); }
+  };
+
+  struct FreeSegment {
+    std::uint64_t name = 0;  // the number in its name
+    std::uint64_t bytes = 0;
   };
 
   // An Append waiting in the queue.
@@ -291,6 +327,7 @@ struct Spool::Impl {
 
   struct Cursor {
     std::uint64_t segment = 0;
+    std::string name;  // its file's
     std::unique_ptr<ReadableFile> file;       // null when the file has vanished
     std::unique_ptr<framing::Reader> reader;  // null when the file has vanished
   };
@@ -305,7 +342,7 @@ struct Spool::Impl {
       impl_.unattributed_damage_bytes += bytes;
       Log().Warn("skipping damaged spool bytes",
                  {{"dir", impl_.dir},
-                  {"segment", SegmentName(impl_.cursor ? impl_.cursor->segment : 0)},
+                  {"segment", impl_.cursor ? impl_.cursor->name : std::string()},
                   {"offset", offset},
                   {"bytes", bytes},
                   {"reason", reason}});
@@ -319,7 +356,7 @@ struct Spool::Impl {
       : fs(fs), dir(std::move(dir)), limits(limits), clock(clock), reporter(*this) {}
 
   std::string PathOf(std::string_view name) const { return dir + "/" + std::string(name); }
-  std::string SegmentPath(std::uint64_t first) const { return PathOf(SegmentName(first)); }
+  std::string SegmentPath(const Segment& segment) const { return PathOf(segment.name()); }
   size_t ReaderRecordLimit() const {
     return static_cast<size_t>(std::max(limits.max_record_bytes, kMinReaderRecordLimit) +
                                kTimePrefixBytes);
@@ -347,9 +384,11 @@ struct Spool::Impl {
     return index + 1 < segments.size() ? segments[index + 1].first - 1 : next_sequence - 1;
   }
 
+  // The disk the spool holds: segments and the files kept for reuse.
   std::uint64_t TotalBytes() const {
     std::uint64_t total = 0;
-    for (const Segment& s : segments) total += s.size;
+    for (const Segment& s : segments) total += std::max(s.size, s.allocated);
+    for (const FreeSegment& f : free_segments) total += f.bytes;
     return total;
   }
 
@@ -377,18 +416,31 @@ struct Spool::Impl {
     // Listed again under the lock: another process may have changed it until now.
     listing = fs.ListDir(dir);
     if (!listing.ok()) return listing.status().WithContext("opening the spool");
-    std::vector<std::uint64_t> firsts;
+    std::vector<SegmentFile> files;
+    std::vector<std::uint64_t> frees;
     for (const std::string& name : *listing) {
-      if (auto first = ParseSegmentName(name)) firsts.push_back(*first);
+      if (auto file = ParseSegmentName(name)) files.push_back(*file);
+      if (auto number = ParseNumberedName(name, kFreeSuffix)) frees.push_back(*number);
     }
-    std::sort(firsts.begin(), firsts.end());
-    for (std::uint64_t first : firsts) {
-      Result<std::uint64_t> size = fs.FileSize(SegmentPath(first));
+    std::sort(files.begin(), files.end(),
+              [](const SegmentFile& a, const SegmentFile& b) { return a.first < b.first; });
+    for (const SegmentFile& file : files) {
+      Segment segment{file.first, 0, 0, 0, file.recycled};
+      Result<std::uint64_t> size = fs.FileSize(SegmentPath(segment));
       if (!size.ok()) return size.status().WithContext("opening the spool");
-      segments.push_back(Segment{first, *size, *size});
+      segment.size = segment.readable_end = segment.allocated = *size;
+      if (!segments.empty() && segments.back().first == segment.first) {
+        // Never written so (a roll that failed twice moves on to another number).
+        Log().Error("two spool segments start at the same sequence; ignoring the second",
+                    {{"dir", dir}, {"kept", segments.back().name()}, {"ignored", segment.name()}});
+        continue;
+      }
+      segments.push_back(segment);
     }
-    UPLINK_RETURN_IF_ERROR(
-        LoadState(firsts.empty() ? std::nullopt : std::optional(firsts.front())));
+    UPLINK_ASSIGN_OR_RETURN(
+        const bool state_recreated,
+        LoadState(files.empty() ? std::nullopt : std::optional(files.front().first)));
+    RecoverFreeSegments(frees, state_recreated);
     next_sequence = state.consumed_through + 1;
     (void)RemoveConsumedSegments();
     UPLINK_RETURN_IF_ERROR(RecoverNewestSegment());
@@ -398,7 +450,8 @@ struct Spool::Impl {
     return Status::Ok();
   }
 
-  Status LoadState(std::optional<std::uint64_t> first_segment) {
+  // Returns whether the state was created afresh (a new spool, or its state was lost).
+  Result<bool> LoadState(std::optional<std::uint64_t> first_segment) {
     UPLINK_ASSIGN_OR_RETURN(state_file, fs.OpenInPlace(PathOf(kStateName)));
     char buffer[2 * kSlotSize];
     Result<std::string_view> stored = state_file->Read(0, sizeof buffer, buffer);
@@ -410,7 +463,7 @@ struct Spool::Impl {
     }
     if (best) {
       state = *best;
-      return Status::Ok();
+      return false;
     }
     // A new spool, or its state is lost: a new spool id tells the console that this is a
     // spool it has not seen, whose numbering it cannot compare with the old one's.
@@ -431,23 +484,47 @@ struct Spool::Impl {
     const std::string slot = EncodeSlot(state);
     UPLINK_RETURN_IF_ERROR(state_file->WriteAt(0, slot + slot).WithContext("creating spool state"));
     UPLINK_RETURN_IF_ERROR(state_file->Sync().WithContext("creating spool state"));
-    return fs.SyncDir(dir).WithContext("creating spool state");
+    UPLINK_RETURN_IF_ERROR(fs.SyncDir(dir).WithContext("creating spool state"));
+    return true;
+  }
+
+  // Takes the files kept for reuse back into the pool. Under a recreated state they are
+  // removed instead: numbering may start again below the sequences they hold, and a reader
+  // could then take their old records for new ones.
+  void RecoverFreeSegments(const std::vector<std::uint64_t>& numbers, bool state_recreated) {
+    bool removed = false;
+    for (std::uint64_t number : numbers) {
+      const std::string path = PathOf(FreeName(number));
+      Result<std::uint64_t> size = fs.FileSize(path);
+      if (!state_recreated && size.ok() && free_segments.size() < kMaxFreeSegments) {
+        free_segments.push_back(FreeSegment{number, *size});
+        continue;
+      }
+      Status status = fs.Remove(path);
+      if (!status.ok()) {
+        Log().Warn("could not remove a spool file kept for reuse",
+                   {{"dir", dir}, {"file", FreeName(number)}, {"error", status}});
+      }
+      removed |= status.ok();
+    }
+    if (removed) (void)fs.SyncDir(dir);
   }
 
   // Scans the newest segment to find where appending continues: after its last intact
-  // record. What follows it is either a torn write (cut short, or zeroes where a crash left
-  // an extended file unwritten: records whose Append never returned), which is cut off, or
-  // damage, which may have held acknowledged records: it stays for readers to skip and
-  // count, appends go to a new segment, and the sequence numbers it could have held (one per
-  // 23 bytes at most) are skipped so that none is ever reused.
+  // record. What follows it is either a torn write (cut short, zeroes where a crash left
+  // an extended file unwritten, or bytes up to where a recycled file's previous records
+  // begin: records whose Append never returned), which is cut off, or damage, which may
+  // have held acknowledged records: it stays for readers to skip and count, appends go to a
+  // new segment, and the sequence numbers it could have held (one per 23 bytes at most) are
+  // skipped so that none is ever reused.
   Status RecoverNewestSegment() {
     if (segments.empty()) return Status::Ok();
     Segment& newest = segments.back();
-    const std::string path = SegmentPath(newest.first);
+    const std::string path = SegmentPath(newest);
     Result<std::unique_ptr<ReadableFile>> file = fs.OpenReadable(path);
     if (!file.ok()) return file.status().WithContext("opening the spool");
     CountingReporter damage;
-    framing::Reader reader(**file, &damage, 0, newest.size, ReaderRecordLimit());
+    framing::Reader reader(**file, &damage, 0, newest.size, ReaderRecordLimit(), newest.first);
     framing::LogRecord record;
     std::uint64_t intact_end = 0, highest = 0;
     bool holds_waiting = false;
@@ -459,8 +536,11 @@ struct Spool::Impl {
     }
     next_sequence = std::max({newest.first, state.consumed_through + 1, highest + 1});
     const std::uint64_t tail = newest.size - intact_end;
-    const bool damaged_tail =
-        damage.total > damage.marked_total && !AllZero(**file, intact_end, newest.size);
+    // In a recycled file, what follows the last intact record is the previous use's data
+    // (cut or garbled at the boundary): it is always treated as the end.
+    const bool stale_tail = newest.recycled;
+    const bool damaged_tail = damage.total > damage.marked_total && !stale_tail &&
+                              !AllZero(**file, intact_end, newest.size);
     file->reset();
     if (damaged_tail) {
       const std::uint64_t skip_to =
@@ -469,7 +549,7 @@ struct Spool::Impl {
           "the newest spool segment ends in damage; appends go to a new segment and skip the "
           "sequence numbers the damage may have held",
           {{"dir", dir},
-           {"segment", SegmentName(newest.first)},
+           {"segment", newest.name()},
            {"damaged_bytes", tail},
            {"reason", damage.reason_since_mark},
            {"next_sequence", std::max(next_sequence, skip_to)}});
@@ -479,11 +559,16 @@ struct Spool::Impl {
     }
     if (!holds_waiting && state.consumed_through + 1 >= newest.first) {
       // Nothing in it or before it waits: the next append starts a segment of its own.
-      if (RemoveSegments({newest.first}).ok()) return Status::Ok();
+      if (RetireSegments({newest.first}, /*recycle=*/true).ok()) return Status::Ok();
     }
     if (tail > 0) {
-      Log().Warn("cutting a torn write off the newest spool segment",
-                 {{"dir", dir}, {"segment", SegmentName(newest.first)}, {"bytes", tail}});
+      // Also after a clean stop in a recycled file: a torn group's later blocks may lie
+      // beyond the earlier records, and must not outlive the reuse of their sequences.
+      Log().Write(stale_tail ? ::uplink::log::Level::kInfo : ::uplink::log::Level::kWarn,
+                  stale_tail ? "cutting a recycled file's earlier records off the newest "
+                               "spool segment"
+                             : "cutting a torn write off the newest spool segment",
+                  {{"dir", dir}, {"segment", newest.name()}, {"bytes", tail}});
       Status cut = fs.Truncate(path, intact_end);
       if (!cut.ok()) {
         Log().Error("could not cut the torn write off; appends go to a new segment",
@@ -492,16 +577,16 @@ struct Spool::Impl {
         AbandonNewestSegment();
         return Status::Ok();
       }
-      newest.size = newest.readable_end = intact_end;
+      newest.size = newest.readable_end = newest.allocated = intact_end;
     }
-    Result<std::unique_ptr<WritableFile>> appendable = fs.OpenAppendable(path);
-    if (!appendable.ok()) {
+    Result<std::unique_ptr<InPlaceFile>> writable = fs.OpenInPlace(path);
+    if (!writable.ok()) {
       Log().Error("could not reopen the newest spool segment; appends go to a new segment",
-                  {{"dir", dir}, {"error", appendable.status()}});
+                  {{"dir", dir}, {"error", writable.status()}});
       AbandonNewestSegment();
       return Status::Ok();
     }
-    active = std::move(*appendable);
+    active = std::move(*writable);
     return Status::Ok();
   }
 
@@ -565,7 +650,7 @@ struct Spool::Impl {
     std::erase_if(abandoned, [&](const auto& range) { return range.second <= consumed; });
   }
 
-  // Removes every segment but the newest whose records are all consumed.
+  // Retires every segment but the newest whose records are all consumed.
   Status RemoveConsumedSegments() {
     std::vector<std::uint64_t> doomed;
     {
@@ -575,25 +660,40 @@ struct Spool::Impl {
         doomed.push_back(segments[i].first);
       }
     }
-    return RemoveSegments(doomed);
+    return RetireSegments(doomed, /*recycle=*/true);
   }
 
-  // Stops at the first failure, which is logged and returned: the cursor is persisted
-  // already, so the next Consume or Open removes what is left.
-  Status RemoveSegments(const std::vector<std::uint64_t>& doomed) {
+  // Removes segments whose records are all consumed or dropped, or with `recycle` keeps
+  // their files for reuse while the pool has room (a file under half a segment is not worth
+  // keeping). Stops at the first failure, which is logged and returned: the cursor is
+  // persisted already, so the next Consume or Open retires what is left.
+  Status RetireSegments(const std::vector<std::uint64_t>& doomed, bool recycle) {
     Status result;
     size_t removed = 0;
     for (std::uint64_t first : doomed) {
-      Status status = fs.Remove(SegmentPath(first));
+      std::optional<FreeSegment> kept;
+      std::string path;
+      {
+        std::lock_guard guard(mu);
+        auto index = FindSegment(first);
+        if (!index) continue;
+        path = SegmentPath(segments[*index]);
+        if (recycle && free_segments.size() < kMaxFreeSegments &&
+            segments[*index].allocated >= limits.segment_bytes / 2) {
+          kept = FreeSegment{first, segments[*index].allocated};
+        }
+      }
+      Status status = kept ? fs.Rename(path, PathOf(FreeName(first))) : fs.Remove(path);
       if (!status.ok() && status.code() != StatusCode::kNotFound) {
         Log().Warn("could not remove a consumed spool segment; will retry",
-                   {{"dir", dir}, {"segment", SegmentName(first)}, {"error", status}});
+                   {{"dir", dir}, {"file", path}, {"error", status}});
         result = status;
         break;
       }
       std::lock_guard guard(mu);
       if (auto index = FindSegment(first))
         segments.erase(segments.begin() + static_cast<long>(*index));
+      if (kept && status.ok()) free_segments.push_back(*kept);
       ++removed;
     }
     if (removed > 0) {
@@ -650,10 +750,10 @@ struct Spool::Impl {
     }
     for (; index < snapshot.size(); ++index, offset = 0) {
       Result<std::unique_ptr<ReadableFile>> file =
-          fs.OpenReadable(SegmentPath(snapshot[index].first));
+          fs.OpenReadable(SegmentPath(snapshot[index]));
       if (!file.ok()) continue;
       framing::Reader reader(**file, nullptr, offset, snapshot[index].readable_end,
-                             ReaderRecordLimit());
+                             ReaderRecordLimit(), snapshot[index].first);
       framing::LogRecord record;
       while (reader.ReadRecord(&record)) {
         if (record.sequence <= after) continue;
@@ -733,26 +833,26 @@ struct Spool::Impl {
     bool written = false;  // some of the group's bytes may be in the file
     bool truncated = false;
     if (status.ok()) {
-      WritableFile* file = nullptr;
-      std::uint64_t segment = 0;
+      InPlaceFile* file = nullptr;
+      std::string path;
       {
         std::lock_guard guard(mu);
         file = active.get();
-        segment = segments.back().first;
+        path = SegmentPath(segments.back());
       }
       written = true;
-      status = file->Append(group_buffer);
+      status = file->WriteAt(start, group_buffer);
       if (status.ok()) status = file->Sync();
       if (!status.ok()) {
         // The cut must be durable before the sequences are reused: otherwise a power loss
         // could bring back records whose Append failed (and which the caller may retry).
-        Status cut = fs.Truncate(SegmentPath(segment), start);
+        Status cut = fs.Truncate(path, start);
         if (cut.ok()) cut = file->Sync();
         truncated = cut.ok();
         if (!cut.ok()) {
           Log().Error(
               "could not remove a failed append from the spool; its sequence numbers are skipped",
-              {{"dir", dir}, {"segment", SegmentName(segment)}, {"error", cut}});
+              {{"dir", dir}, {"file", path}, {"error", cut}});
         }
       }
     }
@@ -768,6 +868,7 @@ struct Spool::Impl {
       Segment& segment = segments.back();
       segment.size = start + written_bytes;
       segment.readable_end = segment.size;
+      segment.allocated = std::max(segment.allocated, segment.size);
       if (last_durable <= state.consumed_through) oldest = now;
       next_sequence = first + group.size();
       last_durable = next_sequence - 1;
@@ -778,31 +879,79 @@ struct Spool::Impl {
       abandoned.emplace_back(first, first + group.size() - 1);
       next_sequence = first + group.size();
       segments.back().size = start + written_bytes;
+      segments.back().allocated = std::max(segments.back().allocated, segments.back().size);
       roll_before_next_group = true;
     } else if (written) {
+      segments.back().allocated = start;  // the cut shortened the file
       // Start afresh after a failure, so that the records before it can be freed (disk full).
       roll_before_next_group = start > 0;
     }
     return status.WithContext("appending to the spool");
   }
 
-  // Starts segment `first` and makes its directory entry durable before anything is
-  // written to it.
+  // Starts segment `first`, in a file kept for reuse when there is one, and makes its
+  // directory entry durable before anything is written to it.
   Status Roll(std::uint64_t first) {
-    const std::string path = SegmentPath(first);
-    Result<std::unique_ptr<WritableFile>> file = fs.OpenAppendable(path);
-    if (!file.ok()) return file.status().WithContext("starting a spool segment");
-    Status synced = fs.SyncDir(dir);
-    if (!synced.ok()) {
-      // Not used until its entry is durable; a leftover empty file is reopened next time.
-      (void)fs.Remove(path);
-      return synced.WithContext("starting a spool segment");
+    std::optional<FreeSegment> reused;
+    {
+      std::lock_guard guard(mu);
+      if (!free_segments.empty()) {
+        reused = free_segments.front();
+        free_segments.pop_front();
+      }
+    }
+    Segment segment{first, 0, 0, 0, false};
+    if (reused) {
+      segment.recycled = true;
+      Status renamed = fs.Rename(PathOf(FreeName(reused->name)), SegmentPath(segment));
+      if (renamed.ok()) {
+        segment.allocated = reused->bytes;
+      } else {
+        segment.recycled = false;
+        // Left where it is; the next Open takes it back or removes it.
+        Log().Warn("could not reuse a spool file; starting a new one",
+                   {{"dir", dir}, {"file", FreeName(reused->name)}, {"error", renamed}});
+      }
+    }
+    const std::string path = SegmentPath(segment);
+    Result<std::unique_ptr<InPlaceFile>> file = fs.OpenInPlace(path);
+    Status status = file.status();
+    if (status.ok()) status = fs.SyncDir(dir);
+    if (!status.ok()) {
+      // Not used until its entry is durable. A leftover file holds no record of its own
+      // number or above, so the next Open finds it empty; the next roll takes another
+      // number, so that a fresh and a recycled file never share one.
+      if (Status removed = fs.Remove(path); !removed.ok()) {
+        std::lock_guard guard(mu);
+        abandoned.emplace_back(first, first);
+        next_sequence = std::max(next_sequence, first + 1);
+      }
+      return status.WithContext("starting a spool segment");
     }
     std::lock_guard guard(mu);
-    segments.push_back(Segment{first, 0, 0});
+    segments.push_back(segment);
     active = std::move(*file);
     roll_before_next_group = false;
     return Status::Ok();
+  }
+
+  // Gives the files kept for reuse back to the disk (the cap counts them).
+  Status DiscardFreeSegments() {
+    std::deque<FreeSegment> discarded;
+    {
+      std::lock_guard guard(mu);
+      discarded.swap(free_segments);
+    }
+    Status result;
+    for (const FreeSegment& free : discarded) {
+      Status status = fs.Remove(PathOf(FreeName(free.name)));
+      if (!status.ok() && status.code() != StatusCode::kNotFound && result.ok()) result = status;
+    }
+    if (!discarded.empty()) {
+      Status synced = fs.SyncDir(dir);
+      if (result.ok()) result = synced;
+    }
+    return result.WithContext("removing spool files kept for reuse");
   }
 
   // Enforces the cap before the encoded group is written: drops whole oldest segments,
@@ -816,6 +965,17 @@ struct Spool::Impl {
     }
     std::lock_guard io(io_mu);
     while (true) {
+      bool has_free = false;
+      {
+        std::lock_guard guard(mu);
+        if (TotalBytes() + group_buffer.size() <= limits.max_bytes) return Status::Ok();
+        has_free = !free_segments.empty();
+      }
+      // Files kept for reuse go before any waiting record does.
+      if (has_free) {
+        UPLINK_RETURN_IF_ERROR(DiscardFreeSegments());
+        continue;
+      }
       PersistentState next;
       std::vector<std::uint64_t> doomed;
       std::uint64_t consumed_before = 0;
@@ -864,7 +1024,8 @@ struct Spool::Impl {
                     {"dropped_records_total", next.losses.dropped.records}});
       }
       UPLINK_RETURN_IF_ERROR(
-          RemoveSegments(doomed).WithContext("dropping spool segments at the size cap"));
+          RetireSegments(doomed, /*recycle=*/false)
+              .WithContext("dropping spool segments at the size cap"));
       RefreshOldest();
     }
   }
@@ -916,11 +1077,20 @@ struct Spool::Impl {
   Status OpenCursor(std::uint64_t segment, std::uint64_t offset, std::uint64_t limit) {
     Cursor opened;
     opened.segment = segment;
-    Result<std::unique_ptr<ReadableFile>> file = fs.OpenReadable(SegmentPath(segment));
+    {
+      std::lock_guard guard(mu);
+      auto index = FindSegment(segment);
+      if (!index) {  // removed meanwhile: read as empty, so that the reader moves on
+        cursor = std::move(opened);
+        return Status::Ok();
+      }
+      opened.name = segments[*index].name();
+    }
+    Result<std::unique_ptr<ReadableFile>> file = fs.OpenReadable(PathOf(opened.name));
     if (file.ok()) {
       opened.file = std::move(*file);
       opened.reader = std::make_unique<framing::Reader>(*opened.file, &reporter, offset, limit,
-                                                        ReaderRecordLimit());
+                                                        ReaderRecordLimit(), segment);
     } else if (file.status().code() != StatusCode::kNotFound) {
       return file.status();
     }  // else removed meanwhile: read as empty, so that the reader moves on
@@ -955,6 +1125,11 @@ struct Spool::Impl {
         limit = segments[*index].readable_end;
         is_last = *index + 1 == segments.size();
         if (!is_last) following = segments[*index + 1].first;
+      }
+      if (!is_last && expected >= following) {
+        // Its last record was read: what follows it in a recycled file is older data.
+        UPLINK_RETURN_IF_ERROR(OpenCursor(following, 0, 0));
+        continue;
       }
       if (open_at) UPLINK_RETURN_IF_ERROR(OpenCursor(open_at->first, open_at->second, limit));
 
@@ -1097,7 +1272,8 @@ struct Spool::Impl {
   mutable std::mutex mu;
   PersistentState state;  // as last persisted
   std::deque<Segment> segments;
-  std::unique_ptr<WritableFile> active;  // segments.back(), when appends may go there
+  std::unique_ptr<InPlaceFile> active;  // segments.back(), when appends may go there
+  std::deque<FreeSegment> free_segments;  // consumed segment files kept for reuse
   bool roll_before_next_group = false;
   std::uint64_t next_sequence = 1;  // the next group's first; moved by the leader only
   std::uint64_t last_durable = 0;

@@ -8,6 +8,9 @@
 //   <20-digit first seq>.seg   segments of 32 KiB blocks of records framed as LevelDB's log
 //                              (masked CRC32C, length, type, sequence); the payload of each
 //                              record is prefixed by its append time
+//   <20-digit first seq>.rseg  a segment written over a recycled file's earlier records
+//   <20-digit number>.free     up to two consumed segments' files kept for reuse (overwriting
+//                              allocated blocks syncs without a journal commit)
 // Anything else in the directory is ignored.
 //
 // Guarantees:
@@ -19,7 +22,7 @@
 // - The directory is synced after a segment is created or removed. Consuming (acknowledging)
 //   first persists the cursor, then removes segments; a crash at any point leaves a spool
 //   that opens and delivers everything not consumed, each record once.
-// - Bounded: the segment files never exceed max_bytes. At the cap the oldest waiting records
+// - Bounded: the segment files (and those kept for reuse) never exceed max_bytes. At the cap the oldest waiting records
 //   are dropped (whole oldest segments, never the newest records), counted in records and
 //   bytes, persisted, and reported with the next upload. A record over max_record_bytes is
 //   refused (ResourceExhausted) and nothing is dropped for it.
@@ -82,7 +85,7 @@ struct SpoolStats {
   std::string spool_id;                 // 32 hex digits, chosen when the spool was created
   std::uint64_t waiting_records = 0;    // appended and not yet consumed (damaged ones included
                                         // until the reader finds them)
-  std::uint64_t bytes = 0;              // segment files on disk
+  std::uint64_t bytes = 0;              // segment files on disk, and those kept for reuse
   std::uint64_t segments = 0;
   std::uint64_t first_sequence = 0;     // the oldest waiting record's; 0 when none waits
   std::uint64_t last_sequence = 0;      // the newest appended record's; 0 when none ever was

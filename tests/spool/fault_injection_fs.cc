@@ -31,28 +31,12 @@ std::string NameOf(const std::string& path) {
 
 }  // namespace
 
-// One open file: appends, reads and writes in place through its node, which outlives a
+// One open file: reads and writes at offsets through its node, which outlives a
 // removal of the file (as an open descriptor does).
-class MemoryFileSystem::File final : public WritableFile, public ReadableFile, public InPlaceFile {
+class MemoryFileSystem::File final : public ReadableFile, public InPlaceFile {
  public:
   File(MemoryFileSystem& fs, std::shared_ptr<Node> node, std::string path)
       : fs_(fs), node_(std::move(node)), path_(std::move(path)), epoch_(fs.epoch_) {}
-
-  Status Append(std::string_view data) override {
-    std::lock_guard lock(fs_.mutex_);
-    UPLINK_RETURN_IF_ERROR(Alive("append to"));
-    UPLINK_RETURN_IF_ERROR(fs_.Check(FsOp::kAppend, path_, "append to"));
-    if (fs_.capacity_) {
-      const std::uint64_t used = fs_.UsedBytesLocked();
-      const std::uint64_t room = *fs_.capacity_ > used ? *fs_.capacity_ - used : 0;
-      if (data.size() > room) {
-        node_->current.append(data.substr(0, room));
-        return fs_.NoSpace(path_, "append to");
-      }
-    }
-    node_->current.append(data);
-    return Status::Ok();
-  }
 
   Status Sync() override {
     std::function<void()> hook;
@@ -209,17 +193,6 @@ Result<std::uint64_t> MemoryFileSystem::FileSize(const std::string& path) {
   return static_cast<std::uint64_t>(node->current.size());
 }
 
-Result<std::unique_ptr<WritableFile>> MemoryFileSystem::OpenAppendable(const std::string& path) {
-  std::lock_guard lock(mutex_);
-  UPLINK_RETURN_IF_ERROR(Check(FsOp::kOpen, path, "open"));
-  std::string name;
-  Dir* dir = DirOf(path, &name);
-  if (dir == nullptr) return Error("open", path, ENOENT);
-  auto& node = dir->entries[name];
-  if (!node) node = std::make_shared<Node>();
-  return std::unique_ptr<WritableFile>(new File(*this, node, path));
-}
-
 Result<std::unique_ptr<ReadableFile>> MemoryFileSystem::OpenReadable(const std::string& path) {
   std::lock_guard lock(mutex_);
   UPLINK_RETURN_IF_ERROR(Check(FsOp::kOpen, path, "open"));
@@ -254,6 +227,20 @@ Status MemoryFileSystem::Remove(const std::string& path) {
   std::string name;
   Dir* dir = DirOf(path, &name);
   if (dir == nullptr || dir->entries.erase(name) == 0) return Error("remove", path, ENOENT);
+  return Status::Ok();
+}
+
+Status MemoryFileSystem::Rename(const std::string& from, const std::string& to) {
+  std::lock_guard lock(mutex_);
+  UPLINK_RETURN_IF_ERROR(Check(FsOp::kRename, from, "rename"));
+  std::string from_name, to_name;
+  Dir* dir = DirOf(from, &from_name);
+  if (dir == nullptr || DirOf(to, &to_name) != dir) return Error("rename", from, EXDEV);
+  auto it = dir->entries.find(from_name);
+  if (it == dir->entries.end()) return Error("rename", from, ENOENT);
+  std::shared_ptr<Node> node = it->second;
+  dir->entries.erase(it);
+  dir->entries[to_name] = std::move(node);
   return Status::Ok();
 }
 

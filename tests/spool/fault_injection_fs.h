@@ -5,12 +5,13 @@
 // Sync); every directory has its current entries and its synced entries (those at its last
 // SyncDir). LosePower() reverts every file to its synced bytes and every directory to its
 // synced entries: files created since the last SyncDir of their directory vanish, files
-// removed since then come back with their synced bytes, and a Truncate or WriteAt that was
-// not synced is undone. Until PowerOn(), every call fails; handles opened before the power
-// loss stay dead, and locks are released (the process is gone).
+// removed since then come back with their synced bytes, renames since then are undone, and
+// a Truncate or WriteAt that was not synced is undone. Until PowerOn(), every call fails;
+// handles opened before the power loss stay dead, and locks are released (the process is
+// gone).
 //
 // Faults: the nth call of an operation, or every call, fails with the errno chosen (EIO,
-// ENOSPC); a capacity beyond which appends fail with ENOSPC after writing what fits
+// ENOSPC); a capacity beyond which writes that grow a file fail with ENOSPC, writing nothing
 // (Truncate, Remove and rewriting bytes in place never need space); and a power loss right
 // before or right after the kth sync point (a file Sync or a SyncDir).
 #pragma once
@@ -29,7 +30,9 @@
 
 namespace uplink::spool::testing {
 
-enum class FsOp { kOpen, kRead, kAppend, kSync, kWriteAt, kTruncate, kRemove, kSyncDir, kListDir };
+enum class FsOp {
+  kOpen, kRead, kSync, kWriteAt, kTruncate, kRemove, kRename, kSyncDir, kListDir
+};
 
 enum class CrashTiming { kBeforeSync, kAfterSync };
 
@@ -41,11 +44,11 @@ class MemoryFileSystem final : public FileSystem {
   Status CreateDir(const std::string& path) override;
   Result<std::vector<std::string>> ListDir(const std::string& dir) override;
   Result<std::uint64_t> FileSize(const std::string& path) override;
-  Result<std::unique_ptr<WritableFile>> OpenAppendable(const std::string& path) override;
   Result<std::unique_ptr<ReadableFile>> OpenReadable(const std::string& path) override;
   Result<std::unique_ptr<InPlaceFile>> OpenInPlace(const std::string& path) override;
   Status Truncate(const std::string& path, std::uint64_t size) override;
   Status Remove(const std::string& path) override;
+  Status Rename(const std::string& from, const std::string& to) override;
   Status SyncDir(const std::string& dir) override;
   Result<std::unique_ptr<FileLock>> Lock(const std::string& path) override;
 

@@ -392,5 +392,31 @@ TEST(LogReader, AFileShorterThanItsLimitEndsWhereItEnds) {
   EXPECT_TRUE(reporter.skips.empty());
 }
 
+TEST(LogReader, StopsAtTheFirstRecordOlderThanItsSegment) {
+  // A recycled file: records 500-502 written over the start of one that held 100-199.
+  std::string old_file, file;
+  Writer old_writer;
+  for (int i = 0; i < 100; ++i) old_writer.AddRecord(100 + i, Payload(700, 'o'), &old_file);
+  Writer writer;
+  for (int i = 0; i < 3; ++i) writer.AddRecord(500 + i, Payload(700, 'n'), &file);
+  // Cut where an old record begins, so that it is intact and only its sequence gives it away.
+  Writer probe;
+  std::string probe_file;
+  while (probe_file.size() < file.size()) probe.AddRecord(1, Payload(700, 'o'), &probe_file);
+  file.resize(probe_file.size(), '\0');
+  file += old_file.substr(file.size());
+  StringFile readable(file);
+  RecordingReporter reporter;
+  Reader reader(readable, &reporter, 0, file.size(), 1 << 20, 500);
+  std::vector<std::uint64_t> sequences;
+  LogRecord record;
+  while (reader.ReadRecord(&record)) sequences.push_back(record.sequence);
+  EXPECT_EQ(sequences, (std::vector<std::uint64_t>{500, 501, 502}));
+  EXPECT_TRUE(reader.stale());
+  EXPECT_FALSE(reader.ReadRecord(&record));  // for good
+  // Without a lower bound the same bytes read on into the old records.
+  EXPECT_GT(ReadAll(readable, file.size(), nullptr).size(), 3u);
+}
+
 }  // namespace
 }  // namespace uplink::spool::framing

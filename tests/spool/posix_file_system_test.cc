@@ -22,14 +22,14 @@ std::string ReadWhole(const ReadableFile& file, size_t limit = 1 << 20) {
   return read.ok() ? std::string(*read) : std::string();
 }
 
-TEST(PosixFileSystem, AppendsSyncsAndReadsBack) {
+TEST(PosixFileSystem, WritesSyncsAndReadsBack) {
   TempDir dir;
   FileSystem& fs = PosixFileSystem();
   const std::string path = dir.File("segment");
-  auto writable = fs.OpenAppendable(path);
+  auto writable = fs.OpenInPlace(path);
   ASSERT_TRUE(writable.ok()) << writable.status().ToString();
-  ASSERT_TRUE((*writable)->Append("hello ").ok());
-  ASSERT_TRUE((*writable)->Append(std::string(100'000, 'x')).ok());
+  ASSERT_TRUE((*writable)->WriteAt(0, "hello ").ok());
+  ASSERT_TRUE((*writable)->WriteAt(6, std::string(100'000, 'x')).ok());
   ASSERT_TRUE((*writable)->Sync().ok());
   EXPECT_EQ(*fs.FileSize(path), 100'006u);
   auto readable = fs.OpenReadable(path);
@@ -40,19 +40,20 @@ TEST(PosixFileSystem, AppendsSyncsAndReadsBack) {
   EXPECT_TRUE((*readable)->Read(200'000, 16, scratch)->empty());   // none past it
 }
 
-TEST(PosixFileSystem, AppendsLandAtTheEndAfterATruncate) {
+TEST(PosixFileSystem, WritesLandWhereTheyAreAimedAfterATruncateAndAReopen) {
   TempDir dir;
   FileSystem& fs = PosixFileSystem();
   const std::string path = dir.File("segment");
-  auto writable = fs.OpenAppendable(path);
-  ASSERT_TRUE((*writable)->Append("keep+garbage").ok());
+  auto writable = fs.OpenInPlace(path);
+  ASSERT_TRUE((*writable)->WriteAt(0, "keep+garbage").ok());
   ASSERT_TRUE(fs.Truncate(path, 4).ok());
-  ASSERT_TRUE((*writable)->Append("!").ok());
+  ASSERT_TRUE((*writable)->WriteAt(4, "!").ok());
   EXPECT_EQ(ReadWhole(**fs.OpenReadable(path)), "keep!");
-  // Reopened, a file is appended to at its end.
-  auto again = fs.OpenAppendable(path);
-  ASSERT_TRUE((*again)->Append("?").ok());
-  EXPECT_EQ(ReadWhole(**fs.OpenReadable(path)), "keep!?");
+  // Reopened, a file keeps its bytes and is overwritten where aimed, or extended.
+  auto again = fs.OpenInPlace(path);
+  ASSERT_TRUE((*again)->WriteAt(0, "K").ok());
+  ASSERT_TRUE((*again)->WriteAt(5, "?").ok());
+  EXPECT_EQ(ReadWhole(**fs.OpenReadable(path)), "Keep!?");
 }
 
 TEST(PosixFileSystem, RewritesInPlace) {
@@ -77,7 +78,7 @@ TEST(PosixFileSystem, ListsCreatesAndRemoves) {
   const std::string sub = dir.File("spool");
   ASSERT_TRUE(fs.CreateDir(sub).ok());
   ASSERT_TRUE(fs.CreateDir(sub).ok());  // already there
-  ASSERT_TRUE(fs.OpenAppendable(sub + "/a").ok());
+  ASSERT_TRUE(fs.OpenInPlace(sub + "/a").ok());
   ASSERT_TRUE(fs.OpenInPlace(sub + "/b").ok());
   ASSERT_TRUE(fs.SyncDir(sub).ok());
   auto names = fs.ListDir(sub);
@@ -86,13 +87,17 @@ TEST(PosixFileSystem, ListsCreatesAndRemoves) {
   EXPECT_EQ(*names, (std::vector<std::string>{"a", "b"}));
   ASSERT_TRUE(fs.Remove(sub + "/a").ok());
   EXPECT_EQ(fs.ListDir(sub)->size(), 1u);
+  ASSERT_TRUE(fs.Rename(sub + "/b", sub + "/c").ok());
+  EXPECT_EQ(*fs.ListDir(sub), std::vector<std::string>{"c"});
+  EXPECT_EQ(fs.Rename(sub + "/b", sub + "/d").code(), StatusCode::kNotFound);
 }
 
 TEST(PosixFileSystem, ErrorsNameTheOperationAndThePath) {
   TempDir dir;
   FileSystem& fs = PosixFileSystem();
   const std::string missing = dir.File("missing");
-  for (Status status : {fs.Remove(missing), fs.Truncate(missing, 0), fs.SyncDir(missing),
+  for (Status status : {fs.Remove(missing), fs.Rename(missing, missing + "2"),
+                        fs.Truncate(missing, 0), fs.SyncDir(missing),
                         fs.FileSize(missing).status(), fs.OpenReadable(missing).status(),
                         fs.ListDir(missing).status()}) {
     EXPECT_EQ(status.code(), StatusCode::kNotFound) << status.ToString();
@@ -107,15 +112,11 @@ TEST(PosixFileSystem, ErrorsNameTheOperationAndThePath) {
 
 TEST(PosixFileSystem, AFullDiskSaysSo) {
   FileSystem& fs = PosixFileSystem();
-  auto full = fs.OpenAppendable("/dev/full");
+  auto full = fs.OpenInPlace("/dev/full");
   ASSERT_TRUE(full.ok()) << full.status().ToString();
-  Status status = (*full)->Append("data");
+  Status status = (*full)->WriteAt(0, "data");
   EXPECT_EQ(status.code(), StatusCode::kIOError);
-  EXPECT_EQ(status.message(), "append to /dev/full: no space left on device");
-  auto in_place = fs.OpenInPlace("/dev/full");
-  ASSERT_TRUE(in_place.ok());
-  EXPECT_NE((*in_place)->WriteAt(0, "data").message().find("no space left on device"),
-            std::string::npos);
+  EXPECT_EQ(status.message(), "write /dev/full: no space left on device");
 }
 
 TEST(PosixFileSystem, TheLockExcludesOtherHoldersUntilReleased) {
@@ -139,7 +140,7 @@ TEST(PosixFileSystem, DescriptorsAreClosedOnExec) {
   TempDir dir;
   FileSystem& fs = PosixFileSystem();
   const std::string path = dir.File("segment");
-  auto writable = fs.OpenAppendable(path);
+  auto writable = fs.OpenInPlace(path);
   auto readable = fs.OpenReadable(path);
   auto in_place = fs.OpenInPlace(dir.File("STATE"));
   auto lock = fs.Lock(dir.File("LOCK"));

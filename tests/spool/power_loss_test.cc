@@ -25,29 +25,35 @@ TEST(MemoryFileSystem, LosingPowerKeepsOnlyWhatWasSynced) {
   MemoryFileSystem fs;
   ASSERT_TRUE(fs.CreateDir("/d").ok());
   ASSERT_TRUE(fs.SyncDir("/").ok());
-  auto durable = fs.OpenAppendable("/d/durable");
+  auto durable = fs.OpenInPlace("/d/durable");
   ASSERT_TRUE(durable.ok());
-  ASSERT_TRUE((*durable)->Append("synced").ok());
+  ASSERT_TRUE((*durable)->WriteAt(0, "synced").ok());
   ASSERT_TRUE((*durable)->Sync().ok());
   ASSERT_TRUE(fs.SyncDir("/d").ok());
-  ASSERT_TRUE((*durable)->Append(" and not").ok());
-  auto fresh = fs.OpenAppendable("/d/fresh");  // its entry is never synced
-  ASSERT_TRUE((*fresh)->Append("data").ok());
+  ASSERT_TRUE((*durable)->WriteAt(6, " and not").ok());
+  ASSERT_TRUE((*durable)->WriteAt(0, "SY").ok());
+  auto fresh = fs.OpenInPlace("/d/fresh");  // its entry is never synced
+  ASSERT_TRUE((*fresh)->WriteAt(0, "data").ok());
   ASSERT_TRUE((*fresh)->Sync().ok());
   ASSERT_TRUE(fs.PutFile("/d/removed", "kept"));
   ASSERT_TRUE(fs.Remove("/d/removed").ok());
+  ASSERT_TRUE(fs.PutFile("/d/renamed", "old name"));
+  ASSERT_TRUE(fs.Rename("/d/renamed", "/d/new-name").ok());
   ASSERT_TRUE(fs.Truncate("/d/durable", 2).ok());
   auto lock = fs.Lock("/d/LOCK");
   ASSERT_TRUE(lock.ok());
 
   fs.LosePower();
-  EXPECT_FALSE((*durable)->Append("x").ok());
+  EXPECT_FALSE((*durable)->WriteAt(0, "x").ok());
   EXPECT_FALSE(fs.ListDir("/d").ok());
   fs.PowerOn();
-  EXPECT_EQ(fs.Contents("/d/durable"), "synced");  // the unsynced truncate is undone too
+  // The unsynced overwrite, extension and truncate are all undone.
+  EXPECT_EQ(fs.Contents("/d/durable"), "synced");
   EXPECT_FALSE(fs.Contents("/d/fresh").has_value());
   EXPECT_EQ(fs.Contents("/d/removed"), "kept");
-  EXPECT_FALSE((*durable)->Append("x").ok());  // handles from before stay dead
+  EXPECT_EQ(fs.Contents("/d/renamed"), "old name");
+  EXPECT_FALSE(fs.Contents("/d/new-name").has_value());
+  EXPECT_FALSE((*durable)->WriteAt(0, "x").ok());  // handles from before stay dead
   EXPECT_TRUE(fs.Lock("/d/LOCK").ok());        // the holder is gone
 }
 
@@ -62,21 +68,22 @@ TEST(MemoryFileSystem, ADirectoryWhoseCreationWasNotSyncedVanishes) {
 
 TEST(MemoryFileSystem, InjectsFaultsAndRunsOutOfSpace) {
   MemoryFileSystem fs;
-  auto file = fs.OpenAppendable("/f");
+  auto file = fs.OpenInPlace("/f");
   ASSERT_TRUE(file.ok());
-  fs.FailNth(FsOp::kAppend, 2, EIO);
-  EXPECT_TRUE((*file)->Append("a").ok());
-  Status failed = (*file)->Append("b");
+  fs.FailNth(FsOp::kWriteAt, 2, EIO);
+  EXPECT_TRUE((*file)->WriteAt(0, "a").ok());
+  Status failed = (*file)->WriteAt(1, "b");
   EXPECT_EQ(failed.code(), StatusCode::kIOError);
   EXPECT_NE(failed.message().find("input/output error"), std::string::npos);
-  EXPECT_TRUE((*file)->Append("c").ok());
+  EXPECT_TRUE((*file)->WriteAt(1, "c").ok());
   fs.SetCapacity(5);
-  Status full = (*file)->Append("defgh");
+  Status full = (*file)->WriteAt(2, "defgh");
   EXPECT_NE(full.message().find("no space left on device"), std::string::npos);
-  EXPECT_EQ(fs.Contents("/f"), "acdef");  // what fitted was written
+  EXPECT_EQ(fs.Contents("/f"), "ac");  // a write that does not fit writes nothing
+  EXPECT_TRUE((*file)->WriteAt(0, "AC").ok());  // overwriting needs no space
   EXPECT_TRUE(fs.Truncate("/f", 1).ok());
-  EXPECT_TRUE((*file)->Append("z").ok());
-  EXPECT_EQ(fs.Contents("/f"), "az");
+  EXPECT_TRUE((*file)->WriteAt(1, "z").ok());
+  EXPECT_EQ(fs.Contents("/f"), "Az");
   fs.FailAlways(FsOp::kRemove, EIO);
   EXPECT_FALSE(fs.Remove("/f").ok());
   EXPECT_FALSE(fs.Remove("/f").ok());

@@ -72,12 +72,23 @@ class SpoolTest : public ::testing::Test {
     }
   }
 
+  // Segments, fresh (.seg) or written into a recycled file (.rseg), by first sequence.
   std::vector<std::string> SegmentFiles() {
+    std::vector<std::string> out = FilesEndingIn(".seg");
+    for (std::string& name : FilesEndingIn(".rseg")) out.push_back(std::move(name));
+    std::sort(out.begin(), out.end());
+    return out;
+  }
+
+  // Consumed segments' files kept for reuse.
+  std::vector<std::string> FreeFiles() { return FilesEndingIn(".free"); }
+
+  std::vector<std::string> FilesEndingIn(std::string_view suffix) {
     std::vector<std::string> out;
     auto names = fs.ListDir(kDir);
     if (!names.ok()) return out;
     for (const std::string& name : *names) {
-      if (name.size() == 24 && name.ends_with(".seg")) out.push_back(name);
+      if (name.size() == 20 + suffix.size() && name.ends_with(suffix)) out.push_back(name);
     }
     std::sort(out.begin(), out.end());
     return out;
@@ -323,7 +334,7 @@ TEST_F(SpoolTest, OldestAppendedAtFollowsTheOldestWaitingRecord) {
 
 // ---- segments -----------------------------------------------------------------------------
 
-TEST_F(SpoolTest, SegmentsRollAndThoseConsumedAreRemoved) {
+TEST_F(SpoolTest, SegmentsRollAndThoseConsumedAreRecycledOrRemoved) {
   auto spool = Open();
   ASSERT_NE(spool, nullptr);
   AppendRange(*spool, 1, 400, 500);
@@ -347,16 +358,81 @@ TEST_F(SpoolTest, SegmentsRollAndThoseConsumedAreRemoved) {
   const std::uint64_t second_first = std::stoull(after.at(1).substr(0, 20));
   EXPECT_GT(second_first, 201u);
   EXPECT_EQ(Sequences(ReadAll(*spool)), Range(201, 400));
-  // Fully consumed: all but the newest go.
+  // Fully consumed: all but the newest go; two of their files are kept for reuse.
   ASSERT_TRUE(spool->Consume(400).ok());
   EXPECT_EQ(SegmentFiles().size(), 1u);
-  // Reopened with nothing waiting, the newest goes too, and numbering goes on.
+  EXPECT_EQ(FreeFiles().size(), 2u);
+  // Reopened with nothing waiting, the newest goes too, and numbering goes on in a file
+  // kept for reuse.
   spool.reset();
   spool = Open();
   ASSERT_NE(spool, nullptr);
   EXPECT_TRUE(SegmentFiles().empty());
   AppendRange(*spool, 401, 401);
-  EXPECT_EQ(SegmentFiles(), std::vector<std::string>{"00000000000000000401.seg"});
+  EXPECT_EQ(SegmentFiles(), std::vector<std::string>{"00000000000000000401.rseg"});
+  EXPECT_LE(FreeFiles().size(), 2u);
+  EXPECT_EQ(Sequences(ReadAll(*spool)), Range(401, 401));
+}
+
+TEST_F(SpoolTest, RecycledFilesNeverYieldTheirEarlierRecords) {
+  auto spool = Open();
+  ASSERT_NE(spool, nullptr);
+  AppendRange(*spool, 1, 400);
+  ASSERT_EQ(Sequences(ReadAll(*spool)), Range(1, 400));
+  ASSERT_TRUE(spool->Consume(400).ok());
+  ASSERT_EQ(FreeFiles().size(), 2u);
+  // A few records over the start of a file that holds a segment's worth of older ones.
+  AppendRange(*spool, 401, 420);
+  ASSERT_EQ(SegmentFiles().size(), 2u);
+  EXPECT_TRUE(SegmentFiles().back().ends_with(".rseg"));
+  EXPECT_EQ(Sequences(ReadAll(*spool)), Range(401, 420));
+  // Sealed recycled segments, and a recycled newest one, read the same after a restart.
+  AppendRange(*spool, 421, 700);
+  spool.reset();
+  spool = Open();
+  ASSERT_NE(spool, nullptr);
+  EXPECT_EQ(Sequences(ReadAll(*spool)), Range(401, 700));
+  AppendRange(*spool, 701, 710);
+  spool->Rewind();
+  EXPECT_EQ(Sequences(ReadAll(*spool)), Range(401, 710));
+  EXPECT_EQ(spool->Stats().losses.corrupt.records, 0u);
+  EXPECT_EQ(spool->Stats().losses.corrupt.bytes, 0u);
+}
+
+TEST_F(SpoolTest, DamageInARecycledSegmentIsSkippedAndCountedLikeAnywhereElse) {
+  auto spool = Open();
+  ASSERT_NE(spool, nullptr);
+  AppendRange(*spool, 1, 400);
+  ASSERT_TRUE(spool->Consume(400).ok());
+  AppendRange(*spool, 401, 800);
+  spool.reset();
+  const std::vector<std::string> recycled = FilesEndingIn(".rseg");
+  ASSERT_FALSE(recycled.empty());
+  ASSERT_TRUE(fs.FlipBit(std::string(kDir) + "/" + recycled.front(), 100));
+  spool = Open();
+  ASSERT_NE(spool, nullptr);
+  const std::vector<SpoolRecord> records = ReadAll(*spool);
+  ASSERT_FALSE(records.empty());
+  EXPECT_EQ(records.back().sequence, 800u);
+  const std::uint64_t lost = 400 - records.size();
+  EXPECT_GT(lost, 0u);
+  for (const SpoolRecord& record : records) EXPECT_GT(record.sequence, 400u);
+  ASSERT_TRUE(spool->Consume(800).ok());
+  EXPECT_EQ(spool->Stats().losses.corrupt.records, lost);
+}
+
+TEST_F(SpoolTest, LostStateDiscardsTheFilesKeptForReuse) {
+  auto spool = Open();
+  ASSERT_NE(spool, nullptr);
+  AppendRange(*spool, 1, 400);
+  ASSERT_TRUE(spool->Consume(400).ok());
+  ASSERT_EQ(FreeFiles().size(), 2u);
+  spool.reset();
+  ASSERT_TRUE(fs.Remove(std::string(kDir) + "/STATE").ok());
+  spool = Open();
+  ASSERT_NE(spool, nullptr);
+  // Numbering may start again below their records' sequences: they must never be read.
+  EXPECT_TRUE(FreeFiles().empty());
 }
 
 TEST_F(SpoolTest, OpenReadsAtMostTwoSegmentsHoweverLargeTheSpool) {
@@ -435,6 +511,22 @@ TEST_F(CappedSpoolTest, DropsTheOldestSegmentsAndCountsWhatWaitedInThem) {
   EXPECT_EQ(spool->Stats().losses.dropped.bytes, stats.losses.dropped.bytes);
   EXPECT_EQ(spool->Stats().spool_id, stats.spool_id);
   EXPECT_EQ(Sequences(ReadAll(*spool)), Range(stats.consumed_through + 1, 300));
+}
+
+TEST_F(CappedSpoolTest, FilesKeptForReuseCountAndGoBeforeAnyWaitingRecord) {
+  options.segment_bytes = options.max_bytes / 2;
+  auto spool = Open();
+  ASSERT_NE(spool, nullptr);
+  std::uint64_t next = 1;
+  while (SegmentFiles().size() < 2) ASSERT_EQ(*spool->Append(Payload(next, 1000)), next++);
+  ASSERT_TRUE(spool->Consume(next - 2).ok());  // the first segment's records
+  ASSERT_EQ(FreeFiles().size(), 1u);
+  // The second segment grows until it and the kept file no longer fit together.
+  while (!FreeFiles().empty()) {
+    ASSERT_EQ(*spool->Append(Payload(next, 1000)), next++);
+    ASSERT_LE(spool->Stats().bytes, options.max_bytes);
+  }
+  EXPECT_EQ(spool->Stats().losses.dropped.records, 0u);
 }
 
 TEST_F(CappedSpoolTest, CountsOnlyRecordsThatWereStillWaiting) {
@@ -576,7 +668,7 @@ TEST_F(SpoolTest, AppendsQueuedBehindASyncShareOneWriteAndOneSync) {
     changed.notify_all();
     changed.wait(lock, [&] { return release; });
   });
-  const int syncs_before = fs.Calls(FsOp::kSync), appends_before = fs.Calls(FsOp::kAppend);
+  const int syncs_before = fs.Calls(FsOp::kSync), writes_before = fs.Calls(FsOp::kWriteAt);
   std::thread leader([&] { EXPECT_TRUE(spool->Append("leader").ok()); });
   {
     std::unique_lock lock(mutex);
@@ -604,7 +696,7 @@ TEST_F(SpoolTest, AppendsQueuedBehindASyncShareOneWriteAndOneSync) {
   fs.SetBeforeFileSync(nullptr);
   // The leader's group, then one group for all seven (more only if a follower was late).
   EXPECT_LT(fs.Calls(FsOp::kSync) - syncs_before, 1 + kFollowers);
-  EXPECT_EQ(fs.Calls(FsOp::kSync) - syncs_before, fs.Calls(FsOp::kAppend) - appends_before);
+  EXPECT_EQ(fs.Calls(FsOp::kSync) - syncs_before, fs.Calls(FsOp::kWriteAt) - writes_before);
   EXPECT_EQ(Sequences(ReadAll(*spool)), Range(1, 1 + kFollowers));
 }
 
@@ -691,6 +783,7 @@ TEST_F(SpoolTest, AFailedRemovalIsRetriedByTheNextConsume) {
   AppendRange(*spool, 1, 200, 500);
   const size_t segments = SegmentFiles().size();
   fs.FailAlways(FsOp::kRemove, EIO);
+  fs.FailAlways(FsOp::kRename, EIO);
   ASSERT_TRUE(spool->Consume(200).ok());
   EXPECT_EQ(SegmentFiles().size(), segments);
   EXPECT_EQ(spool->Stats().consumed_through, 200u);
