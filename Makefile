@@ -29,6 +29,8 @@ bench: build
 	@$(BUILD_DIR)/bin/bench_inventory
 	@$(BUILD_DIR)/bin/bench_auth
 	@$(BUILD_DIR)/bin/bench_spool
+	@$(BUILD_DIR)/bin/bench_node
+	@$(BUILD_DIR)/bin/bench_gpu
 
 clean:
 	@rm -rf $(BUILD_DIR)

@@ -4,7 +4,8 @@ namespace uplink::agent {
 
 Result<std::unique_ptr<HealthServer>> HealthServer::Start(const std::string& listen,
                                                           std::function<Readiness()> readiness,
-                                                          const metrics::Registry& registry) {
+                                                          const metrics::Registry& registry,
+                                                          MetricsAppender more_metrics) {
   std::unique_ptr<HealthServer> health(new HealthServer());
   health->router_.Add("GET", "/healthz", [](const net::Request&, const net::PathParams&) {
     return net::Response::Text(200, "ok\n");
@@ -16,8 +17,13 @@ Result<std::unique_ptr<HealthServer>> HealthServer::Start(const std::string& lis
                          if (state.ready) return net::Response::Text(200, "ready\n");
                          return net::Response::Text(503, "not ready: " + state.reason + "\n");
                        });
-  health->router_.Add("GET", "/metrics", [&registry](const net::Request&, const net::PathParams&) {
-    net::Response response = net::Response::Text(200, registry.RenderText());
+  health->router_.Add("GET", "/metrics", [&registry, more_metrics = std::move(more_metrics)](
+                                             const net::Request&, const net::PathParams&) {
+    // The appender first: an exporter that collects now shows this collection's own counts.
+    std::string text;
+    if (more_metrics) more_metrics(text);
+    text += registry.RenderText();
+    net::Response response = net::Response::Text(200, std::move(text));
     response.headers.Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8");
     return response;
   });

@@ -21,11 +21,15 @@ struct Readiness {
 
 class HealthServer {
  public:
-  // Listens on `listen` (HOST:PORT; port 0 picks one). Both callbacks and the registry must
+  // Appends more Prometheus text to /metrics (the node role's samples).
+  using MetricsAppender = std::function<void(std::string& out)>;
+
+  // Listens on `listen` (HOST:PORT; port 0 picks one). The callbacks and the registry must
   // outlive the server; they are called from server threads.
   static Result<std::unique_ptr<HealthServer>> Start(const std::string& listen,
                                                      std::function<Readiness()> readiness,
-                                                     const metrics::Registry& registry);
+                                                     const metrics::Registry& registry,
+                                                     MetricsAppender more_metrics = nullptr);
   ~HealthServer();
 
   std::uint16_t port() const { return server_->port(); }

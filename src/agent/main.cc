@@ -1,6 +1,7 @@
 // uplink-agent: the in-cluster agent. `uplink-agent inventory [flags]` reports the selected
-// GPU nodes to the console over outbound HTTPS; `uplink-agent spool COMMAND` inspects, fills
-// and ships a durable upload spool.
+// GPU nodes to the console over outbound HTTPS; `uplink-agent node [flags]` collects the
+// node's figures (src/agent/node/command.cc); `uplink-agent spool COMMAND` inspects, fills and
+// ships a durable upload spool.
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -17,9 +18,11 @@
 #include <thread>
 #include <vector>
 
+#include "agent/command_support.h"
 #include "agent/console_client.h"
 #include "agent/health.h"
 #include "agent/inventory/role.h"
+#include "agent/node/command.h"
 #include "agent/shipper.h"
 #include "agent/stop_signal.h"
 #include "common/files.h"
@@ -34,18 +37,14 @@
 namespace {
 
 using namespace uplink;
+using agent::CheckConsoleFlags;
+using agent::DefaultInstanceName;
+using agent::Fail;
+using agent::HandleStopSignals;
+using agent::kExitUsage;
+using agent::ProcessStopSignal;
+using agent::SpoolFlags;
 
-constexpr int kExitUsage = 2;
-// After SIGTERM the current cycle may be inside a request (up to 30 s); Kubernetes gives a
-// pod 30 s in all, so leave without waiting for it.
-constexpr std::chrono::seconds kStopGrace{3};
-// The shipper's last attempt takes up to 5 s (ShipperOptions::stop_budget), and a request
-// already in flight may overrun it; leaving then loses nothing, since the spool keeps every
-// record until the console has acknowledged it.
-constexpr std::chrono::seconds kShipStopGrace{8};
-constexpr std::int64_t kDefaultSpoolBytes = 512ll << 20;
-// The smallest cap the spool takes (two segments of 32 KiB).
-constexpr std::int64_t kMinSpoolBytes = 64ll << 10;
 constexpr std::int64_t kMaxWriters = 64;
 
 const char kUsage[] =
@@ -54,6 +53,9 @@ const char kUsage[] =
     "\n"
     "roles:\n"
     "  inventory     report the selected GPU nodes to the console\n"
+    "  node          collect the node's CPU, memory, disk, network and GPU figures: ship\n"
+    "                them to the console, serve them as a Prometheus exporter, or print\n"
+    "                one collection (--once)\n"
     "\n"
     "spool commands (the durable upload spool in DIR; one process at a time):\n"
     "  spool stat    print the spool's counts as one JSON object\n"
@@ -63,69 +65,6 @@ const char kUsage[] =
     "  spool ship    deliver the spool's records to the console until SIGTERM\n"
     "\n"
     "'uplink-agent spool COMMAND --help' lists a command's flags.\n";
-
-int Fail(const std::string& message, int code = 1) {
-  std::cerr << "uplink-agent: " << message << "\n";
-  return code;
-}
-
-// --console and --token-file, which every role that talks to the console takes.
-Status CheckConsoleFlags(const std::string& console_url, const std::string& token_file) {
-  if (console_url.empty()) {
-    return InvalidArgumentError(
-        "--console is required: the console URL, e.g. --console https://console.example "
-        "(or UPLINK_CONSOLE)");
-  }
-  UPLINK_RETURN_IF_ERROR(agent::ValidateConsoleUrl(console_url));
-  if (token_file.empty()) {
-    return InvalidArgumentError(
-        "--token-file is required: the file holding the connection token, usually the "
-        "mounted connection Secret (or UPLINK_TOKEN_FILE)");
-  }
-  if (auto token = ReadFileBounded(token_file, 4096); !token.ok()) {
-    return InvalidArgumentError("--token-file: " + token.status().message() +
-                                "; mount the connection Secret there or fix the path");
-  }
-  return Status::Ok();
-}
-
-// The stop request lives as long as the process: the detached signal thread may use it after
-// RunInventory has returned.
-agent::StopSignal& ProcessStopSignal() {
-  static agent::StopSignal stop;
-  return stop;
-}
-
-// SIGINT and SIGTERM are blocked in every thread and taken by one waiting thread, which asks
-// the agent to stop; if the agent is still busy after `grace` the process exits with
-// `forced_exit_code` (1 in --once mode: no report was accepted).
-void HandleStopSignals(agent::StopSignal& stop, int forced_exit_code,
-                       std::chrono::seconds grace = kStopGrace) {
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-  std::thread([signals, &stop, forced_exit_code, grace] {
-    int received = 0;
-    sigwait(&signals, &received);
-    log::Logger("agent").Info("stopping", {{"signal", received == SIGINT ? "SIGINT" : "SIGTERM"}});
-    stop.Stop();
-    std::this_thread::sleep_for(grace);
-    log::Logger("agent").Info("exiting without waiting for the current request",
-                              {{"exit_code", forced_exit_code}});
-    std::_Exit(forced_exit_code);
-  }).detach();
-}
-
-// The pod's name from the downward API (the chart sets POD_NAME), else the host name, which
-// in a pod is also the pod's name.
-std::string DefaultInstanceName() {
-  if (const char* pod = std::getenv("POD_NAME"); pod != nullptr && *pod != '\0') return pod;
-  char host[256] = {};
-  if (::gethostname(host, sizeof(host) - 1) != 0) return "";
-  return host;
-}
 
 int RunInventory(const std::vector<std::string>& args) {
   std::string console_url;
@@ -238,18 +177,6 @@ int RunInventory(const std::vector<std::string>& args) {
 
 // --- spool commands ---------------------------------------------------------------------
 
-// The flags every spool command takes.
-struct SpoolFlags {
-  std::string state_dir;
-  std::int64_t max_bytes = kDefaultSpoolBytes;
-
-  void Register(FlagSet& flags) {
-    flags.String("state-dir", &state_dir, "the spool's directory (created by append and ship)");
-    flags.Int("max-bytes", &max_bytes,
-              "the spool's size cap in bytes; at the cap the oldest records are dropped");
-  }
-};
-
 // Why a spool command ends before it starts: a usage error, or the flags asked for by --help.
 struct EarlyExit {
   std::string text;
@@ -275,42 +202,8 @@ std::optional<EarlyExit> ParseSpoolFlags(FlagSet& flags, const SpoolFlags& spool
   if (!flags.positional().empty()) {
     return EarlyExit{"unexpected argument '" + flags.positional().front() + "'\n" + flags.Usage()};
   }
-  if (spool.state_dir.empty()) {
-    return EarlyExit{"--state-dir is required: the spool's directory, e.g. --state-dir "
-                     "/var/lib/uplink/spool (or UPLINK_STATE_DIR)"};
-  }
-  if (spool.max_bytes < kMinSpoolBytes) {
-    return EarlyExit{"--max-bytes must be at least " + std::to_string(kMinSpoolBytes) +
-                     " (64 KiB)"};
-  }
+  if (Status checked = spool.Check(); !checked.ok()) return EarlyExit{checked.message()};
   return std::nullopt;
-}
-
-// True if `dir` holds a spool's state or a segment; stat and dump never create a spool.
-bool HoldsSpool(const std::string& dir) {
-  auto entries = spool::PosixFileSystem().ListDir(dir);
-  if (!entries.ok()) return false;
-  for (const std::string& name : *entries) {
-    if (name == "STATE" || (name.size() > 4 && name.compare(name.size() - 4, 4, ".seg") == 0)) {
-      return true;
-    }
-  }
-  return false;
-}
-
-Result<std::unique_ptr<spool::Spool>> OpenSpool(const SpoolFlags& flags) {
-  spool::SpoolOptions options;
-  options.max_bytes = static_cast<std::uint64_t>(flags.max_bytes);
-  auto opened = spool::Spool::Open(spool::PosixFileSystem(), flags.state_dir, options,
-                                   SystemClock());
-  if (!opened.ok() && opened.status().code() == StatusCode::kFailedPrecondition) {
-    return FailedPreconditionError(
-        "the spool in " + flags.state_dir +
-        " is in use by another process (a running 'uplink-agent spool ship' or 'spool append' "
-        "holds its lock); stop that process first, or run this again once it has finished");
-  }
-  if (!opened.ok()) return opened.status().WithContext("opening the spool in " + flags.state_dir);
-  return opened;
 }
 
 // Opens an existing spool for stat and dump.
@@ -319,10 +212,10 @@ Result<std::unique_ptr<spool::Spool>> OpenExistingSpool(const SpoolFlags& flags)
   if (::stat(flags.state_dir.c_str(), &info) != 0 || !S_ISDIR(info.st_mode)) {
     return NotFoundError("--state-dir " + flags.state_dir + " is not a directory");
   }
-  if (!HoldsSpool(flags.state_dir)) {
+  if (!agent::HoldsSpool(flags.state_dir)) {
     return NotFoundError(flags.state_dir + " holds no spool (no STATE file or segments)");
   }
-  return OpenSpool(flags);
+  return agent::OpenSpool(flags);
 }
 
 json::object LossJson(const spool::LossCount& loss) {
@@ -450,7 +343,7 @@ int RunSpoolAppend(const std::vector<std::string>& args) {
   if (writers < 1 || writers > kMaxWriters) {
     return Fail("--writers must be between 1 and " + std::to_string(kMaxWriters), kExitUsage);
   }
-  auto opened = OpenSpool(spool_flags);
+  auto opened = agent::OpenSpool(spool_flags);
   if (!opened.ok()) return Fail(opened.status().message());
   spool::Spool& spool = **opened;
   // A longer line could never be appended (spool.h: at most a quarter of the cap, 16 MiB).
@@ -540,9 +433,9 @@ int RunSpoolShip(const std::vector<std::string>& args) {
   // Before any thread starts, so that only the signal thread takes SIGINT and SIGTERM. A
   // forced exit loses nothing: every record stays in the spool until it is acknowledged.
   agent::StopSignal& stop = ProcessStopSignal();
-  HandleStopSignals(stop, 0, kShipStopGrace);
+  HandleStopSignals(stop, 0, agent::kShipStopGrace);
 
-  auto opened = OpenSpool(spool_flags);
+  auto opened = agent::OpenSpool(spool_flags);
   if (!opened.ok()) return Fail(opened.status().message());
   auto console = agent::ConsoleClient::Create(agent::ConsoleClientOptions{
       .base_url = console_url, .token_file = token_file, .role = "spool",
@@ -603,6 +496,7 @@ int main(int argc, char** argv) {
   std::string role = args.front();
   args.erase(args.begin());
   if (role == "inventory") return RunInventory(args);
+  if (role == "node") return agent::node::RunNodeCommand(args);
   if (role == "spool") return RunSpool(args);
   std::cerr << "uplink-agent: unknown role '" << role << "'\n" << kUsage;
   return kExitUsage;

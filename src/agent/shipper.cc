@@ -326,6 +326,7 @@ StepResult Shipper::Acknowledged(const ConsoleReply& reply) {
                                  {"records", shipped},
                                  {"acked_through", *acked}});
   RecordSuccess();
+  if (options_.on_acknowledged) options_.on_acknowledged(reply.body);
   return StepResult{StepOutcome::kDelivered, Status::Ok(), std::chrono::milliseconds(0)};
 }
 

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -41,6 +42,9 @@ struct ShipperOptions {
   std::chrono::milliseconds stop_budget{5'000};
   // /readyz fails once the oldest waiting record is this old: the console is unreachable.
   std::chrono::milliseconds max_record_age{10 * 60'000};
+  // Called with the body of every reply that acknowledged a batch (the node role takes its
+  // collection plan from it), on the shipper's thread.
+  std::function<void(const json::value& reply)> on_acknowledged;
 };
 
 // A stream name as docs/protocol.md bounds it: 1-253 bytes of [A-Za-z0-9._/-].

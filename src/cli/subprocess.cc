@@ -11,31 +11,12 @@
 #include <cerrno>
 #include <cstring>
 
+#include "common/pipe.h"
+
 extern char** environ;
 
 namespace uplink::cli {
 namespace {
-
-class Pipe {
- public:
-  Pipe() {
-    if (::pipe2(fds_, O_CLOEXEC) != 0) fds_[0] = fds_[1] = -1;
-  }
-  ~Pipe() {
-    Close(0);
-    Close(1);
-  }
-  bool ok() const { return fds_[0] >= 0; }
-  int read_end() const { return fds_[0]; }
-  int write_end() const { return fds_[1]; }
-  void Close(int end) {
-    if (fds_[end] >= 0) ::close(fds_[end]);
-    fds_[end] = -1;
-  }
-
- private:
-  int fds_[2];
-};
 
 // Writing to a helper that already exited must be an EPIPE error, not the end of uplink.
 class IgnoreSigpipe {

@@ -1,0 +1,114 @@
+#include "agent/command_support.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <iostream>
+#include <thread>
+
+#include "agent/console_client.h"
+#include "common/files.h"
+#include "common/log.h"
+#include "common/time.h"
+
+namespace uplink::agent {
+
+int Fail(const std::string& message, int code) {
+  std::cerr << "uplink-agent: " << message << "\n";
+  return code;
+}
+
+Status CheckConsoleFlags(const std::string& console_url, const std::string& token_file) {
+  if (console_url.empty()) {
+    return InvalidArgumentError(
+        "--console is required: the console URL, e.g. --console https://console.example "
+        "(or UPLINK_CONSOLE)");
+  }
+  UPLINK_RETURN_IF_ERROR(ValidateConsoleUrl(console_url));
+  if (token_file.empty()) {
+    return InvalidArgumentError(
+        "--token-file is required: the file holding the connection token, usually the "
+        "mounted connection Secret (or UPLINK_TOKEN_FILE)");
+  }
+  if (auto token = ReadFileBounded(token_file, 4096); !token.ok()) {
+    return InvalidArgumentError("--token-file: " + token.status().message() +
+                                "; mount the connection Secret there or fix the path");
+  }
+  return Status::Ok();
+}
+
+StopSignal& ProcessStopSignal() {
+  static StopSignal stop;
+  return stop;
+}
+
+void HandleStopSignals(StopSignal& stop, int forced_exit_code, std::chrono::seconds grace) {
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  std::thread([signals, &stop, forced_exit_code, grace] {
+    int received = 0;
+    sigwait(&signals, &received);
+    log::Logger("agent").Info("stopping", {{"signal", received == SIGINT ? "SIGINT" : "SIGTERM"}});
+    stop.Stop();
+    std::this_thread::sleep_for(grace);
+    log::Logger("agent").Info("exiting without waiting for the current request",
+                              {{"exit_code", forced_exit_code}});
+    std::_Exit(forced_exit_code);
+  }).detach();
+}
+
+std::string DefaultInstanceName() {
+  if (const char* pod = std::getenv("POD_NAME"); pod != nullptr && *pod != '\0') return pod;
+  char host[256] = {};
+  if (::gethostname(host, sizeof(host) - 1) != 0) return "";
+  return host;
+}
+
+void SpoolFlags::Register(FlagSet& flags) {
+  flags.String("state-dir", &state_dir, "the spool's directory (created when missing)");
+  flags.Int("max-bytes", &max_bytes,
+            "the spool's size cap in bytes; at the cap the oldest records are dropped");
+}
+
+Status SpoolFlags::Check() const {
+  if (state_dir.empty()) {
+    return InvalidArgumentError(
+        "--state-dir is required: the spool's directory, e.g. --state-dir "
+        "/var/lib/uplink/spool (or UPLINK_STATE_DIR)");
+  }
+  if (max_bytes < kMinSpoolBytes) {
+    return InvalidArgumentError("--max-bytes must be at least " + std::to_string(kMinSpoolBytes) +
+                                " (64 KiB)");
+  }
+  return Status::Ok();
+}
+
+bool HoldsSpool(const std::string& dir) {
+  auto entries = spool::PosixFileSystem().ListDir(dir);
+  if (!entries.ok()) return false;
+  for (const std::string& name : *entries) {
+    if (name == "STATE" || name.ends_with(".seg") || name.ends_with(".rseg")) return true;
+  }
+  return false;
+}
+
+Result<std::unique_ptr<spool::Spool>> OpenSpool(const SpoolFlags& flags) {
+  spool::SpoolOptions options;
+  options.max_bytes = static_cast<std::uint64_t>(flags.max_bytes);
+  auto opened = spool::Spool::Open(spool::PosixFileSystem(), flags.state_dir, options,
+                                   SystemClock());
+  if (!opened.ok() && opened.status().code() == StatusCode::kFailedPrecondition) {
+    return FailedPreconditionError(
+        "the spool in " + flags.state_dir +
+        " is in use by another process (another uplink-agent holds its lock); stop that "
+        "process first, or run this again once it has finished");
+  }
+  if (!opened.ok()) return opened.status().WithContext("opening the spool in " + flags.state_dir);
+  return opened;
+}
+
+}  // namespace uplink::agent

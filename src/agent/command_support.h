@@ -1,0 +1,66 @@
+// What every `uplink-agent` command shares: exit codes, usage errors, the console flags, the
+// stop signal, the instance name and opening a spool from its flags.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "agent/stop_signal.h"
+#include "common/flags.h"
+#include "common/status.h"
+#include "spool/spool.h"
+
+namespace uplink::agent {
+
+inline constexpr int kExitUsage = 2;
+// After SIGTERM the current cycle may be inside a request (up to 30 s); Kubernetes gives a
+// pod 30 s in all, so leave without waiting for it.
+inline constexpr std::chrono::seconds kStopGrace{3};
+// The shipper's last attempt takes up to 5 s (ShipperOptions::stop_budget), and a request
+// already in flight may overrun it; leaving then loses nothing, since the spool keeps every
+// record until the console has acknowledged it.
+inline constexpr std::chrono::seconds kShipStopGrace{8};
+inline constexpr std::int64_t kDefaultSpoolBytes = 512ll << 20;
+// The smallest cap the spool takes (two segments of 32 KiB).
+inline constexpr std::int64_t kMinSpoolBytes = 64ll << 10;
+
+// Prints "uplink-agent: MESSAGE" to stderr and returns `code`.
+int Fail(const std::string& message, int code = 1);
+
+// --console and --token-file, which every role that talks to the console takes.
+Status CheckConsoleFlags(const std::string& console_url, const std::string& token_file);
+
+// The stop request lives as long as the process: the detached signal thread may use it after
+// the command has returned.
+StopSignal& ProcessStopSignal();
+
+// SIGINT and SIGTERM are blocked in every thread and taken by one waiting thread, which asks
+// the agent to stop; if the agent is still busy after `grace` the process exits with
+// `forced_exit_code` (1 in --once mode: nothing was accepted). Call before starting threads.
+void HandleStopSignals(StopSignal& stop, int forced_exit_code,
+                       std::chrono::seconds grace = kStopGrace);
+
+// The pod's name from the downward API (the chart sets POD_NAME), else the host name, which
+// in a pod is also the pod's name.
+std::string DefaultInstanceName();
+
+// The flags of a spool: its directory and its cap.
+struct SpoolFlags {
+  std::string state_dir;
+  std::int64_t max_bytes = kDefaultSpoolBytes;
+
+  void Register(FlagSet& flags);
+  // InvalidArgument naming the flag.
+  Status Check() const;
+};
+
+// True if `dir` holds a spool's state or a segment.
+bool HoldsSpool(const std::string& dir);
+
+// Opens (creating if needed) the spool the flags name; a spool another process holds is a
+// FailedPrecondition that says so.
+Result<std::unique_ptr<spool::Spool>> OpenSpool(const SpoolFlags& flags);
+
+}  // namespace uplink::agent

@@ -1,0 +1,402 @@
+#include "agent/node/host/host_collector.h"
+
+#include <gtest/gtest.h>
+#include <grp.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <condition_variable>
+#include <filesystem>
+#include <mutex>
+#include <sstream>
+
+#include "agent/node/host/proc_file.h"
+#include "support/process.h"
+
+namespace uplink::agent::node {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string Fixture(const std::string& name) {
+  return std::string(UPLINK_SOURCE_DIR) + "/tests/fixtures/node/" + name;
+}
+
+// statvfs that answers the same figures for every path: these tests are about /proc.
+StatvfsFunction SameFigures() {
+  return [](const std::string&, struct statvfs& out) {
+    out = {};
+    out.f_bsize = 4096;
+    out.f_blocks = 2000;
+    out.f_bfree = 1000;
+    out.f_bavail = 900;
+    out.f_files = 300;
+    out.f_ffree = 200;
+    return 0;
+  };
+}
+
+std::unique_ptr<HostCollector> MakeCollector(const std::string& proc,
+                                             HostCollectorOptions options = {}) {
+  options.host_proc = proc;
+  options.host_root = "/host";
+  if (!options.statvfs) options.statvfs = SameFigures();
+  auto collector = HostCollector::Create(std::move(options));
+  EXPECT_TRUE(collector.ok()) << collector.status().ToString();
+  return collector.ok() ? std::move(collector).value() : nullptr;
+}
+
+HostCollectorOptions WithFakeStatvfs() {
+  HostCollectorOptions options;
+  options.statvfs = SameFigures();
+  return options;
+}
+
+CollectorSet HostCollectors() {
+  CollectorSet set = CollectorSet::All();
+  set.Remove(Collector::kGpu);
+  return set;
+}
+
+template <typename T>
+std::vector<std::string> Devices(const std::vector<T>& items) {
+  std::vector<std::string> out;
+  for (const T& item : items) out.push_back(item.device);
+  return out;
+}
+
+std::vector<std::string> MountPoints(const std::vector<Filesystem>& filesystems) {
+  std::vector<std::string> out;
+  for (const Filesystem& fs : filesystems) out.push_back(fs.mountpoint);
+  return out;
+}
+
+std::string GapsText(const std::vector<Gap>& gaps) {
+  std::ostringstream out;
+  for (const Gap& gap : gaps) {
+    out << gap.source << " " << gap.path << " " << gap.errno_value << " " << gap.error << "\n";
+  }
+  return out.str();
+}
+
+TEST(HostCollector, FillsEverySectionFromThisMachinesCapturedFiles) {
+  const std::string proc = Fixture("real-capture/proc");
+  auto collector = MakeCollector(proc, WithFakeStatvfs());
+  ASSERT_NE(collector, nullptr);
+  NodeSample sample;
+  collector->Collect(HostCollectors(), sample);
+  EXPECT_TRUE(sample.gaps.empty()) << GapsText(sample.gaps);
+
+  ASSERT_TRUE(sample.cpu);
+  EXPECT_EQ(sample.cpu->per_cpu.size(), 2u);
+  EXPECT_GT(sample.cpu->total.idle, 0);
+  EXPECT_GT(sample.cpu->boot_time, 1'600'000'000);
+  EXPECT_GT(sample.cpu->context_switches, 0u);
+  ASSERT_TRUE(sample.memory);
+  EXPECT_EQ(sample.memory->total_bytes, 24683656ull * 1024);
+  EXPECT_TRUE(sample.memory->available_bytes);
+  EXPECT_TRUE(sample.load);
+  EXPECT_TRUE(sample.uptime_seconds);
+  ASSERT_TRUE(sample.pressure);
+  EXPECT_TRUE(sample.pressure->cpu_some && sample.pressure->cpu_full);
+  EXPECT_TRUE(sample.pressure->io_full);
+  EXPECT_EQ(Devices(sample.network), (std::vector<std::string>{"lo", "ifb0", "ifb1", "eth0"}));
+  EXPECT_EQ(Devices(sample.disks), (std::vector<std::string>{"vda", "zram0"}));
+  EXPECT_EQ(MountPoints(sample.filesystems),
+            (std::vector<std::string>{"/", "/mnt/sandboxing/model_tools_env/v1/python"}));
+  EXPECT_TRUE(sample.filesystems[1].readonly);
+  EXPECT_EQ(sample.filesystems[0].size_bytes, 2000u * 4096);
+}
+
+TEST(HostCollector, WithoutPsiLeavesPressureOutWithOneGap) {
+  const std::string proc = Fixture("centos7-no-psi/proc");
+  auto collector = MakeCollector(proc, WithFakeStatvfs());
+  ASSERT_NE(collector, nullptr);
+  NodeSample sample;
+  collector->Collect(HostCollectors(), sample);
+  EXPECT_FALSE(sample.pressure);
+  ASSERT_EQ(sample.gaps.size(), 1u) << GapsText(sample.gaps);
+  EXPECT_EQ(sample.gaps[0].source, "pressure");
+  EXPECT_EQ(sample.gaps[0].path, proc + "/pressure/cpu");
+  EXPECT_EQ(sample.gaps[0].error, "No such file or directory");
+  EXPECT_EQ(sample.gaps[0].errno_value, ENOENT);
+
+  // Linux 3.10's 14-field diskstats, whole devices only.
+  EXPECT_EQ(Devices(sample.disks), (std::vector<std::string>{"sda", "sr0", "dm-0", "dm-1"}));
+  EXPECT_FALSE(sample.disks[0].discards_completed);
+  EXPECT_FALSE(sample.disks[0].flushes_completed);
+  EXPECT_EQ(sample.disks[0].sectors_read, 128375450u);
+
+  EXPECT_EQ(MountPoints(sample.filesystems),
+            (std::vector<std::string>{
+                "/run", "/", "/boot",
+                "/var/lib/kubelet/pods/6a1b2c3d-0000-4e5f-8a9b-112233445566/volumes/"
+                "kubernetes.io~secret/token",
+                "/mnt/nfs", "/data/archive", "/srv/team share"}));
+  EXPECT_EQ(sample.filesystems[4].device, "10.0.0.5:/export/home");
+  EXPECT_EQ(sample.filesystems[4].fstype, "nfs4");
+  EXPECT_TRUE(sample.filesystems[5].readonly);
+  EXPECT_FALSE(sample.filesystems[6].readonly);
+  ASSERT_TRUE(sample.memory);
+  EXPECT_EQ(sample.memory->swap_total_bytes, 8257532ull * 1024);
+}
+
+TEST(HostCollector, KeepsOfflineCpuGapsOf256Cpus) {
+  auto collector = MakeCollector(Fixture("cpu256-offline/proc"), WithFakeStatvfs());
+  ASSERT_NE(collector, nullptr);
+  NodeSample sample;
+  collector->Collect(HostCollectors(), sample);
+  EXPECT_TRUE(sample.gaps.empty()) << GapsText(sample.gaps);
+  ASSERT_TRUE(sample.cpu);
+  ASSERT_EQ(sample.cpu->per_cpu.size(), 256u - 64u - 1u);
+  for (const PerCpuTimes& cpu : sample.cpu->per_cpu) {
+    EXPECT_NE(cpu.cpu, 5);
+    EXPECT_FALSE(cpu.cpu >= 128 && cpu.cpu < 192) << cpu.cpu;
+  }
+  EXPECT_EQ(sample.cpu->per_cpu.back().cpu, 255);
+}
+
+TEST(HostCollector, ReadsLongInterfaceNamesAndTwentyFieldDiskstats) {
+  auto collector = MakeCollector(Fixture("kernel6-long-names/proc"), WithFakeStatvfs());
+  ASSERT_NE(collector, nullptr);
+  NodeSample sample;
+  collector->Collect(HostCollectors(), sample);
+  EXPECT_TRUE(sample.gaps.empty()) << GapsText(sample.gaps);
+  EXPECT_EQ(Devices(sample.network),
+            (std::vector<std::string>{"lo", "enp94s0f0np0", "veth1a2b3c4d5e6", "cali0123456789a",
+                                      "bond0.100", "ib0",
+                                      "a-name-far-longer-than-ifnamsiz-allows"}));
+  EXPECT_EQ(sample.network[1].receive_bytes, 18446744073709551615u);
+  EXPECT_EQ(Devices(sample.disks),
+            (std::vector<std::string>{"nvme0n1", "nvme1n1", "md127", "dm-0", "sda", "sdb"}));
+  EXPECT_EQ(sample.disks[0].flushes_completed, 765432u);
+  EXPECT_EQ(sample.disks[0].discard_ms, 4567u);
+  ASSERT_TRUE(sample.pressure);
+  ASSERT_TRUE(sample.pressure->cpu_full) << "Linux 5.13+ has a cpu full line";
+  EXPECT_EQ(MountPoints(sample.filesystems),
+            (std::vector<std::string>{
+                "/run", "/",
+                "/var/lib/kubelet/pods/0f1e2d3c-aaaa-bbbb-cccc-ddddeeeeffff/volumes/"
+                "kubernetes.io~projected/kube-api-access-x7k2p",
+                "/mnt/scratch", "/home", "/var/lib/readonly\ttab", "/run/user/1000"}));
+  EXPECT_TRUE(sample.filesystems[5].readonly) << "ro only among the superblock's options";
+}
+
+TEST(HostCollector, CollectsOnlyWhatItIsAskedFor) {
+  auto collector = MakeCollector(Fixture("real-capture/proc"), WithFakeStatvfs());
+  ASSERT_NE(collector, nullptr);
+  NodeSample sample;
+  sample.load = Load{9, 9, 9};
+  CollectorSet only_cpu;
+  only_cpu.Add(Collector::kCpu);
+  collector->Collect(only_cpu, sample);
+  EXPECT_TRUE(sample.cpu);
+  EXPECT_EQ(sample.load->load1, 9) << "an unasked section is left as it was";
+  EXPECT_FALSE(sample.memory);
+  EXPECT_TRUE(sample.network.empty());
+  EXPECT_TRUE(sample.filesystems.empty());
+}
+
+TEST(HostCollector, AMissingProcGivesAGapPerSourceAndNoSections) {
+  testing::TempDir dir;
+  auto collector = MakeCollector(dir.File("proc"), WithFakeStatvfs());
+  ASSERT_NE(collector, nullptr);
+  NodeSample sample;
+  collector->Collect(HostCollectors(), sample);
+  EXPECT_FALSE(sample.cpu || sample.memory || sample.load || sample.uptime_seconds ||
+               sample.pressure);
+  EXPECT_TRUE(sample.network.empty() && sample.disks.empty() && sample.filesystems.empty());
+  std::vector<std::string> sources;
+  for (const Gap& gap : sample.gaps) {
+    sources.push_back(gap.source);
+    EXPECT_EQ(gap.errno_value, ENOENT) << gap.path;
+    EXPECT_EQ(gap.path.rfind(dir.File("proc/"), 0), 0u) << gap.path;
+  }
+  EXPECT_EQ(sources, (std::vector<std::string>{"cpu", "memory", "load", "uptime", "pressure",
+                                               "network", "disk", "filesystem"}));
+}
+
+void CopyTree(const std::string& from, const std::string& to) {
+  fs::copy(from, to, fs::copy_options::recursive);
+}
+
+TEST(HostCollector, ReportsMalformedLinesAndOversizedFilesAsGaps) {
+  testing::TempDir dir;
+  const std::string proc = dir.File("proc");
+  CopyTree(Fixture("real-capture/proc"), proc);
+  testing::WriteFileOrDie(proc + "/loadavg", "high medium low\n");
+  testing::WriteFileOrDie(proc + "/diskstats",
+                          " 254 0 vda 1 2 3 4 5 6 7 8 9 10 11\n 254 1 broken\n 254 2 x 1\n");
+  testing::WriteFileOrDie(proc + "/meminfo", std::string(kSmallProcFileCap + 1, 'M'));
+  auto collector = MakeCollector(proc, WithFakeStatvfs());
+  ASSERT_NE(collector, nullptr);
+  NodeSample sample;
+  collector->Collect(HostCollectors(), sample);
+  ASSERT_EQ(sample.gaps.size(), 3u) << GapsText(sample.gaps);
+  EXPECT_EQ(sample.gaps[0].source, "memory");
+  EXPECT_EQ(sample.gaps[0].errno_value, 0);
+  EXPECT_NE(sample.gaps[0].error.find("65536-byte cap"), std::string::npos);
+  EXPECT_FALSE(sample.memory);
+  EXPECT_EQ(sample.gaps[1].source, "load");
+  EXPECT_NE(sample.gaps[1].error.find("'high'"), std::string::npos);
+  EXPECT_FALSE(sample.load);
+  EXPECT_EQ(sample.gaps[2].source, "disk");
+  EXPECT_EQ(sample.gaps[2].path, proc + "/diskstats");
+  EXPECT_EQ(sample.gaps[2].error.rfind("skipped 2 malformed lines; line 2: ", 0), 0u)
+      << sample.gaps[2].error;
+  EXPECT_EQ(Devices(sample.disks), std::vector<std::string>{"vda"}) << "the good line counts";
+}
+
+TEST(HostCollector, ExclusionsCanBeOverridden) {
+  HostCollectorOptions options = WithFakeStatvfs();
+  options.net_devices_exclude = "^(lo|ifb\\d+)$";
+  options.disk_devices_exclude = "";
+  options.mount_points_exclude = "^/mnt/";
+  options.fs_types_exclude = "^(proc|sysfs|devtmpfs|devpts|tmpfs|cgroup2?)$";
+  auto collector = MakeCollector(Fixture("real-capture/proc"), options);
+  ASSERT_NE(collector, nullptr);
+  NodeSample sample;
+  collector->Collect(HostCollectors(), sample);
+  EXPECT_EQ(Devices(sample.network), std::vector<std::string>{"eth0"});
+  EXPECT_EQ(sample.disks.size(), 10u) << "loop devices kept";
+  EXPECT_EQ(MountPoints(sample.filesystems), std::vector<std::string>{"/"});
+
+  options.net_devices_exclude = "(";
+  auto refused = HostCollector::Create(options);
+  EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.status().message().find("network devices exclude"), std::string::npos);
+}
+
+TEST(HostCollector, StatsEachMountUnderTheHostRoot) {
+  testing::TempDir root;
+  fs::create_directories(root.File("mnt/sandboxing/model_tools_env/v1/python"));
+  HostCollectorOptions options;
+  options.host_proc = Fixture("real-capture/proc");
+  options.host_root = root.path();
+  auto collector = HostCollector::Create(options);
+  ASSERT_TRUE(collector.ok());
+  NodeSample sample;
+  CollectorSet only_filesystems;
+  only_filesystems.Add(Collector::kFilesystem);
+  (*collector)->Collect(only_filesystems, sample);
+  ASSERT_EQ(sample.filesystems.size(), 2u);
+  // The root's directory exists, so statvfs answers with the real figures of its filesystem.
+  EXPECT_EQ(sample.filesystems[0].error, "");
+  EXPECT_GT(sample.filesystems[0].size_bytes, 0u);
+  EXPECT_GT(sample.filesystems[0].files, 0u);
+  EXPECT_EQ(sample.filesystems[1].error, "");
+  fs::remove_all(root.File("mnt"));
+  sample = {};
+  (*collector)->Collect(only_filesystems, sample);
+  EXPECT_EQ(sample.filesystems[1].error, "No such file or directory");
+  ASSERT_EQ(sample.gaps.size(), 1u);
+  EXPECT_EQ(sample.gaps[0].path, root.path() + "/mnt/sandboxing/model_tools_env/v1/python");
+  EXPECT_EQ(sample.gaps[0].errno_value, ENOENT);
+}
+
+TEST(HostCollector, AHungMountCostsOneTimeoutOnceAndIsSkippedAfter) {
+  struct Hang {
+    std::mutex mutex;
+    std::condition_variable released_cv;
+    bool released = false;
+    int calls = 0;
+  };
+  auto hang = std::make_shared<Hang>();
+  HostCollectorOptions options;
+  options.statvfs_timeout = std::chrono::milliseconds(1000);
+  options.statvfs = [hang, same = SameFigures()](const std::string& path, struct statvfs& out) {
+    if (path == "/host/mnt/nfs") {
+      std::unique_lock lock(hang->mutex);
+      ++hang->calls;
+      hang->released_cv.wait(lock, [&] { return hang->released; });
+    }
+    return same(path, out);
+  };
+  auto collector = MakeCollector(Fixture("centos7-no-psi/proc"), options);
+  ASSERT_NE(collector, nullptr);
+  CollectorSet only_filesystems;
+  only_filesystems.Add(Collector::kFilesystem);
+  for (int cycle = 0; cycle < 2; ++cycle) {
+    NodeSample sample;
+    collector->Collect(only_filesystems, sample);
+    ASSERT_EQ(sample.filesystems.size(), 7u);
+    EXPECT_EQ(sample.filesystems[4].mountpoint, "/mnt/nfs");
+    EXPECT_EQ(sample.filesystems[4].error,
+              "statvfs did not answer within 1 s; skipped until it does");
+    EXPECT_EQ(sample.filesystems[1].error, "") << "the other mounts still answer";
+    ASSERT_EQ(sample.gaps.size(), 1u) << GapsText(sample.gaps);
+    EXPECT_EQ(sample.gaps[0].path, "/host/mnt/nfs");
+    EXPECT_EQ(collector->statter().stuck_count(), 1u);
+  }
+  {
+    std::lock_guard lock(hang->mutex);
+    EXPECT_EQ(hang->calls, 1);
+    hang->released = true;
+  }
+  hang->released_cv.notify_all();
+  EXPECT_TRUE(testing::WaitFor([&] { return collector->statter().stuck_count() == 0; }));
+}
+
+// Runs a collection of `proc` as an unprivileged user, as the agent's container runs, so
+// permission bits bind even when the test runs as root. Returns the gaps as
+// "source errno" lines plus which sections came back.
+std::string CollectUnprivileged(const std::string& proc) {
+  auto collect = [&] {
+    auto collector = HostCollector::Create({.host_proc = proc, .statvfs = SameFigures()});
+    if (!collector.ok()) return std::string("create failed\n");
+    NodeSample sample;
+    (*collector)->Collect(HostCollectors(), sample);
+    std::string out;
+    for (const Gap& gap : sample.gaps) {
+      out += gap.source + " " + std::to_string(gap.errno_value) + " " + gap.path + "\n";
+    }
+    out += sample.cpu ? "cpu present\n" : "cpu absent\n";
+    out += sample.network.empty() ? "network empty\n" : "network present\n";
+    return out;
+  };
+  if (::geteuid() != 0) return collect();
+
+  int pipe_fds[2];
+  if (::pipe(pipe_fds) != 0) return "pipe failed";
+  const pid_t child = ::fork();
+  if (child == 0) {
+    ::close(pipe_fds[0]);
+    const gid_t nogroup = 65534;
+    if (::setgroups(1, &nogroup) != 0 || ::setgid(65534) != 0 || ::setuid(65534) != 0) _exit(3);
+    const std::string out = collect();
+    const bool written = ::write(pipe_fds[1], out.data(), out.size()) ==
+                         static_cast<ssize_t>(out.size());
+    _exit(written ? 0 : 4);
+  }
+  ::close(pipe_fds[1]);
+  std::string out;
+  char buffer[4096];
+  ssize_t n;
+  while ((n = ::read(pipe_fds[0], buffer, sizeof buffer)) > 0) out.append(buffer, n);
+  ::close(pipe_fds[0]);
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) return "child failed: " + out;
+  return out;
+}
+
+TEST(HostCollector, AnUnreadablePid1GivesPermissionGapsAndTheRestStillCounts) {
+  // hidepid-style: /proc/1 is there but not ours to read. Git keeps no such mode, so the test
+  // copies the fixture and takes the permissions away.
+  testing::TempDir dir;
+  ASSERT_EQ(::chmod(dir.path().c_str(), 0755), 0);
+  const std::string proc = dir.File("proc");
+  CopyTree(Fixture("hidepid/proc"), proc);
+  ASSERT_EQ(::chmod((proc + "/1").c_str(), 0), 0);
+  const std::string report = CollectUnprivileged(proc);
+  ::chmod((proc + "/1").c_str(), 0755);
+  EXPECT_EQ(report, "network " + std::to_string(EACCES) + " " + proc + "/1/net/dev\n" +
+                        "filesystem " + std::to_string(EACCES) + " " + proc + "/1/mountinfo\n" +
+                        "cpu present\nnetwork empty\n");
+}
+
+}  // namespace
+}  // namespace uplink::agent::node
