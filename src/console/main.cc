@@ -78,6 +78,8 @@ int Serve(const std::vector<std::string>& args) {
   auto login_failures_per_email = static_cast<std::int64_t>(options.rate_limits.per_email.burst);
   auto max_upload_bytes = static_cast<std::int64_t>(options.max_upload_bytes);
   std::chrono::milliseconds record_retention = options.record_retention;
+  std::chrono::milliseconds sample_raw_retention = options.sample_raw_retention;
+  std::chrono::milliseconds sample_retention = options.sample_retention;
   FlagSet flags("uplink-console serve");
   flags.String("data-dir", &data_dir, "directory made by \"uplink-console init\"");
   flags.String("listen", &listen, "HOST:PORT to serve on");
@@ -98,6 +100,10 @@ int Serve(const std::vector<std::string>& args) {
             "largest agent spool upload, compressed and decompressed (2 MiB-64 MiB)");
   flags.Duration("record-retention", &record_retention,
                  "uploaded records are deleted this long after they arrive (1h or more)");
+  flags.Duration("sample-raw-retention", &sample_raw_retention,
+                 "node samples are kept raw this long after they were collected (1h or more)");
+  flags.Duration("sample-retention", &sample_retention,
+                 "node samples' 5-minute rollups are kept this long (at least the raw retention)");
   flags.String("log-level", &log_level, "debug, info, warn or error");
   if (Status parsed = flags.Parse(args); !parsed.ok()) return Fail(parsed);
   if (Status level = log::SetMinLevel(log_level); !level.ok()) return Fail(level);
@@ -129,6 +135,17 @@ int Serve(const std::vector<std::string>& args) {
   if (record_retention < std::chrono::hours(1)) {
     return Fail(InvalidArgumentError("--record-retention must be at least 1h"));
   }
+  if (sample_raw_retention < std::chrono::hours(1)) {
+    return Fail(InvalidArgumentError("--sample-raw-retention must be at least 1h"));
+  }
+  if (sample_retention < sample_raw_retention) {
+    return Fail(InvalidArgumentError(
+        "--sample-retention must be at least --sample-raw-retention: rollups are made from the "
+        "raw samples and kept after them"));
+  }
+  options.sample_raw_retention =
+      std::chrono::duration_cast<std::chrono::seconds>(sample_raw_retention);
+  options.sample_retention = std::chrono::duration_cast<std::chrono::seconds>(sample_retention);
   options.max_upload_bytes = static_cast<size_t>(max_upload_bytes);
   options.record_retention = std::chrono::duration_cast<std::chrono::seconds>(record_retention);
   options.thresholds = {stale_after, offline_after};
@@ -204,6 +221,7 @@ constexpr const char* kUsage =
     "                            [--report-interval 60s] [--auth-failures-per-address 30]\n"
     "                            [--auth-failures-per-prefix 10] [--login-failures-per-email 10]\n"
     "                            [--max-upload-bytes 8388608] [--record-retention 168h]\n"
+    "                            [--sample-raw-retention 48h] [--sample-retention 168h]\n"
     "                            [--log-level info]\n";
 
 }  // namespace

@@ -78,7 +78,7 @@ UploadBatch MakeBatch(std::int64_t first, std::int64_t last,
     record.sequence = sequence;
     record.appended_at = kT0 + milliseconds(sequence * 1000 + 125);
     record.payload_offset = batch.payloads.size();
-    batch.payloads += R"({"kind":"node_sample","n":)" + std::to_string(sequence) + "}";
+    batch.payloads += R"({"kind":"test_record","n":)" + std::to_string(sequence) + "}";
     record.payload_size = batch.payloads.size() - record.payload_offset;
     batch.records.push_back(record);
   }
@@ -202,7 +202,7 @@ TEST_F(StreamStoreTest, AFirstUploadCreatesTheStreamAndCountsEverySequenceBefore
   // Milliseconds survive: agents send them.
   EXPECT_EQ(page->records[0].appended_at, kT0 + milliseconds(500'125));
   EXPECT_EQ(page->records[0].received_at, kT0 + seconds(5));
-  EXPECT_EQ(page->records[2].payload, R"({"kind":"node_sample","n":502})");
+  EXPECT_EQ(page->records[2].payload, R"({"kind":"test_record","n":502})");
   // Uploads are data, not changes to credentials: no audit event.
   EXPECT_EQ(AuditRows(), audit_before);
 }
@@ -478,7 +478,7 @@ TEST_F(StreamStoreTest, RecordsArePagedInOrderByCountAndBySize) {
   auto one = store_->ListStreamRecords(query);
   ASSERT_EQ(one->records.size(), 1u);
   EXPECT_TRUE(one->more);
-  query.max_payload_bytes = 3 * std::string(R"({"kind":"node_sample","n":1})").size();
+  query.max_payload_bytes = 3 * std::string(R"({"kind":"test_record","n":1})").size();
   EXPECT_EQ(store_->ListStreamRecords(query)->records.size(), 3u);
 
   // Limits are clamped.

@@ -34,7 +34,7 @@ const std::string kSpoolB = "0123456789abcdef0123456789abcdef";
 json::object Record(std::int64_t sequence) {
   return json::object{{"sequence", sequence},
                       {"appended_at", "2026-11-30T03:20:00.125Z"},
-                      {"payload", {{"kind", "node_sample"}, {"n", sequence}}}};
+                      {"payload", {{"kind", "test_record"}, {"n", sequence}}}};
 }
 
 json::object Losses(std::int64_t dropped = 0) {
@@ -196,7 +196,7 @@ TEST_F(UploadsApiTest, AnUploadIsStoredAcknowledgedAndShownOnTheConnection) {
   EXPECT_EQ(first.at("sequence").as_int64(), 101);
   EXPECT_EQ(Text(first, "appended_at"), "2026-11-30T03:20:00.125Z");
   EXPECT_EQ(Text(first, "received_at"), FormatRfc3339Millis(clock_.Now()));
-  EXPECT_EQ(ToJson(first.at("payload")), R"({"kind":"node_sample","n":101})");
+  EXPECT_EQ(ToJson(first.at("payload")), R"({"kind":"test_record","n":101})");
   EXPECT_EQ(records.at("next_after").as_int64(), 102);
 }
 
@@ -538,7 +538,7 @@ TEST_F(HostileUploadTest, InvalidJsonAndInvalidUtf8AreRefusedWith400) {
   ExpectRefused(Upload("{\"agent_version\": "), 400, "invalid_request", "invalid JSON");
   ExpectRefused(Upload("not json at all"), 400, "invalid_request", "invalid JSON");
   std::string body = ToJson(UploadJson(4, 6, Range(4, 6)));
-  size_t at = body.find("node_sample");
+  size_t at = body.find("test_record");
   ASSERT_NE(at, std::string::npos);
   body.replace(at, 3, "\xff\xfe\xc0");
   ExpectRefused(Upload(body), 400, "invalid_request", "invalid JSON");
@@ -802,7 +802,7 @@ TEST_F(UploadsApiTest, AnotherOwnersStreamsAndRecordsAreNotFound) {
   net::Response records = Records("?stream=" + kStream, member.api_key);
   EXPECT_EQ(records.status, 404);
   EXPECT_EQ(ErrorCode(records), "not_found");
-  EXPECT_EQ(records.body.find("node_sample"), std::string::npos);
+  EXPECT_EQ(records.body.find("test_record"), std::string::npos);
   EXPECT_EQ(Send("GET", "/api/v1/connections/" + id_, member.api_key).status, 404);
   // Their own connection has no streams, and names no one else's.
   std::string own = Text(CreateConnection(member.api_key, "theirs"), "id");

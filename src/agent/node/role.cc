@@ -156,15 +156,19 @@ Status NodeRole::CollectAndSpool(spool::Spool& spool) {
 }
 
 void NodeRole::Run(spool::Spool& spool, StopSignal& stop) {
-  SteadyTime next = clock_.SteadyNow();
+  // A new interval from the console counts from the last collection, not from the end of the
+  // wait that was under way when it came.
+  constexpr auto kPlanCheck = std::chrono::seconds(1);
   while (!stop.stopped()) {
+    const SteadyTime started = clock_.SteadyNow();
     (void)CollectAndSpool(spool);
-    // Collections keep to the interval's grid; one that overran skips the slots it missed.
-    const auto interval = std::chrono::duration_cast<SteadyTime::duration>(plan().interval);
-    const SteadyTime now = clock_.SteadyNow();
-    next += interval;
-    if (next <= now) next = now + interval;
-    if (!stop.WaitFor(std::chrono::duration_cast<std::chrono::milliseconds>(next - now))) break;
+    while (true) {
+      const SteadyTime due = started + plan().interval;
+      const SteadyTime now = clock_.SteadyNow();
+      if (now >= due) break;
+      const auto wait = std::min<SteadyTime::duration>(due - now, kPlanCheck);
+      if (!stop.WaitFor(std::chrono::duration_cast<std::chrono::milliseconds>(wait))) return;
+    }
   }
 }
 

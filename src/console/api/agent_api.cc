@@ -172,6 +172,9 @@ Result<net::Response> ConsoleApi::AcceptUpload(const net::Request& request,
         ParseJson(body, JsonLimits{options_.max_upload_bytes, kMaxUploadDocumentDepth}));
     UPLINK_ASSIGN_OR_RETURN(ParsedUpload parsed, ParseUploadBatch(document));
     if (auto* invalid = std::get_if<InvalidRecord>(&parsed)) {
+      if (invalid->node_sample) {
+        metrics_.Increment(kNodeSamplesRefusedTotal, {{"reason", "invalid"}});
+      }
       return InvalidRecordResponse(invalid->sequence, invalid->message);
     }
     batch = std::move(std::get<UploadBatch>(parsed));
@@ -182,6 +185,8 @@ Result<net::Response> ConsoleApi::AcceptUpload(const net::Request& request,
   AuditEvent audit = AgentEvent(connection, request.remote_address, now, "stream.restart", "ok");
   RecordRetention retention;
   retention.max_age = options_.record_retention;
+  retention.samples.raw_max_age = options_.sample_raw_retention;
+  retention.samples.max_age = options_.sample_retention;
   UPLINK_ASSIGN_OR_RETURN(
       UploadOutcome outcome,
       store_.AcceptUpload(connection.id, connection.token_hash, batch, now, retention, audit));
@@ -192,6 +197,7 @@ Result<net::Response> ConsoleApi::AcceptUpload(const net::Request& request,
   if (outcome.records_pruned > 0) {
     metrics_.Increment(kRecordsPrunedTotal, {}, static_cast<double>(outcome.records_pruned));
   }
+  CountNodeSamples(outcome, connection, batch.stream);
   if (outcome.restarted) {
     metrics_.Increment(kStreamRestartsTotal);
     log_.Warn("stream restarted: the agent's spool was recreated",
@@ -211,10 +217,53 @@ Result<net::Response> ConsoleApi::AcceptUpload(const net::Request& request,
                                    {"stored", outcome.stored},
                                    {"duplicates", outcome.duplicates}});
   }
-  return JsonResponse(200, {{"stream", batch.stream},
-                            {"acked_through", outcome.acked_through},
-                            {"stored", outcome.stored},
-                            {"duplicates", outcome.duplicates}});
+  json::object reply{{"stream", batch.stream},
+                     {"acked_through", outcome.acked_through},
+                     {"stored", outcome.stored},
+                     {"duplicates", outcome.duplicates}};
+  if (batch.stream.starts_with(kNodeStreamPrefix)) {
+    // The upload is stored whatever happens here: without a plan the agent keeps its last.
+    auto plan = store_.GetNodePlan(connection.id);
+    if (plan.ok()) {
+      json::array collectors;
+      for (const std::string& name : plan->collectors) collectors.push_back(json::value(name));
+      reply["plan"] = json::object{{"interval_seconds", plan->interval_seconds},
+                                   {"collectors", std::move(collectors)}};
+    } else {
+      log_.Warn("reading the node plan for an upload reply failed",
+                {{"connection_id", connection.id}, {"error", plan.status()}});
+    }
+  }
+  return JsonResponse(200, reply);
+}
+
+void ConsoleApi::CountNodeSamples(const UploadOutcome& outcome, const Connection& connection,
+                                  const std::string& stream) {
+  auto add = [&](const char* name, std::int64_t count, const metrics::Labels& labels = {}) {
+    if (count > 0) metrics_.Increment(name, labels, static_cast<double>(count));
+  };
+  add(kNodeSamplesStoredTotal, outcome.samples_stored);
+  add(kNodeSamplesRefusedTotal, outcome.samples_too_old, {{"reason", "too_old"}});
+  add(kNodeSamplesRefusedTotal, outcome.samples_in_future, {{"reason", "in_future"}});
+  add(kNodeSamplesRefusedTotal, outcome.samples_same_time, {{"reason", "same_time"}});
+  add(kNodeSampleValuesDroppedTotal, outcome.sample_values_dropped);
+  add(kNodeSamplesPrunedTotal, outcome.samples_pruned);
+  add(kNodeRollupsWrittenTotal, outcome.rollups_written);
+  add(kNodeRollupsPrunedTotal, outcome.rollups_pruned);
+  if (outcome.samples_too_old > 0 || outcome.samples_in_future > 0) {
+    // Acknowledged, so the agent does not send them again, but their figures are not kept.
+    log_.Warn("node samples outside the kept time range were not stored",
+              {{"connection_id", connection.id},
+               {"stream", stream},
+               {"too_old", outcome.samples_too_old},
+               {"in_future", outcome.samples_in_future}});
+  }
+  if (outcome.sample_values_dropped > 0) {
+    log_.Warn("node sample values dropped: the node has too many series",
+              {{"connection_id", connection.id},
+               {"stream", stream},
+               {"dropped", outcome.sample_values_dropped}});
+  }
 }
 
 Result<net::Response> ConsoleApi::WhoAmI(const Connection& connection) {

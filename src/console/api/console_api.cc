@@ -39,7 +39,8 @@ constexpr std::string_view kAuditActions[] = {"user.create",
                                               "connection.token_refused",
                                               "handover.redeem",
                                               "handover.refused",
-                                              "stream.restart"};
+                                              "stream.restart",
+                                              "connection.node_plan"};
 
 // 413 and 415 for user API bodies; the server has already refused bodies over the route's
 // limit, so the size check matters only for routers used without that server.
@@ -94,6 +95,19 @@ ConsoleApi::ConsoleApi(Store& store, const Clock& clock, ConsoleOptions options)
                           "acknowledged.");
   metrics_.DeclareCounter(kStreamRestartsTotal, "Streams whose agent spool was recreated.");
   metrics_.DeclareCounter(kRecordsPrunedTotal, "Uploaded records deleted by retention.");
+  metrics_.DeclareCounter(kNodeSamplesStoredTotal, "Node samples whose figures were stored.");
+  metrics_.DeclareCounter(kNodeSamplesRefusedTotal,
+                          "Node samples refused (invalid: the upload was answered 422) or "
+                          "acknowledged without keeping their figures (too_old, in_future, "
+                          "same_time), by reason.");
+  metrics_.DeclareCounter(kNodeSampleValuesDroppedTotal,
+                          "Node sample values not stored because their node has too many "
+                          "series.");
+  metrics_.DeclareCounter(kNodeSamplesPrunedTotal, "Raw node samples deleted by retention.");
+  metrics_.DeclareCounter(kNodeRollupsWrittenTotal,
+                          "5-minute node sample rollups written (or rewritten after a late "
+                          "sample).");
+  metrics_.DeclareCounter(kNodeRollupsPrunedTotal, "Node sample rollups deleted by retention.");
   metrics_.DeclareGauge(kConnections, "Connections by token status, computed at scrape time.");
   metrics_.DeclareGauge(kConnectionsLiveness,
                         "Connections whose token works (neither revoked nor expired), by the "
@@ -194,6 +208,25 @@ void ConsoleApi::RegisterRoutes() {
             [this](const net::Request& request, const net::PathParams& params,
                    const RequestContext& caller) {
               return ListStreamRecords(params.at("id"), request, caller);
+            });
+  // Node samples and the node role's plan.
+  UserRoute("GET", "/api/v1/connections/{id}/nodes", Access::kAnyUser,
+            [this](const net::Request& request, const net::PathParams& params,
+                   const RequestContext& caller) {
+              return ListSampleNodes(params.at("id"), request, caller);
+            });
+  UserRoute("GET", "/api/v1/connections/{id}/nodes/{node}/series", Access::kAnyUser,
+            [this](const net::Request& request, const net::PathParams& params,
+                   const RequestContext& caller) {
+              return NodeSeries(params.at("id"), params.at("node"), request, caller);
+            });
+  UserRoute("GET", "/api/v1/connections/{id}/node-plan", Access::kAnyUser,
+            [this](const net::Request&, const net::PathParams& params,
+                   const RequestContext& caller) { return ShowNodePlan(params.at("id"), caller); });
+  UserRoute("PUT", "/api/v1/connections/{id}/node-plan", Access::kAnyUser,
+            [this](const net::Request& request, const net::PathParams& params,
+                   const RequestContext& caller) {
+              return SetNodePlan(params.at("id"), request, caller);
             });
   PublicRoute("POST", "/api/v1/handovers/redeem",
               [this](const net::Request& request) { return RedeemHandover(request); });

@@ -39,6 +39,10 @@ struct ConsoleOptions {
   size_t max_upload_bytes = kDefaultMaxUploadBytes;
   // Uploaded records are deleted this long after the console received them.
   std::chrono::seconds record_retention{7 * 24 * 3600};
+  // Node samples are kept raw this long after they were collected, then as 5-minute rollups
+  // until `sample_retention`.
+  std::chrono::seconds sample_raw_retention{48 * 3600};
+  std::chrono::seconds sample_retention{7 * 24 * 3600};
 };
 
 // The body limit for a request, from its method, path and headers alone (net::ServerOptions::
@@ -81,6 +85,18 @@ class ConsoleApi {
   static constexpr const char* kUploadRecordsLostTotal = "uplink_console_upload_records_lost_total";
   static constexpr const char* kStreamRestartsTotal = "uplink_console_stream_restarts_total";
   static constexpr const char* kRecordsPrunedTotal = "uplink_console_records_pruned_total";
+  static constexpr const char* kNodeSamplesStoredTotal =
+      "uplink_console_node_samples_stored_total";
+  static constexpr const char* kNodeSamplesRefusedTotal =
+      "uplink_console_node_samples_refused_total";
+  static constexpr const char* kNodeSampleValuesDroppedTotal =
+      "uplink_console_node_sample_values_dropped_total";
+  static constexpr const char* kNodeSamplesPrunedTotal =
+      "uplink_console_node_samples_pruned_total";
+  static constexpr const char* kNodeRollupsWrittenTotal =
+      "uplink_console_node_rollups_written_total";
+  static constexpr const char* kNodeRollupsPrunedTotal =
+      "uplink_console_node_rollups_pruned_total";
 
   void RegisterRoutes();
   // Registers a route whose replies are counted by route and status.
@@ -144,6 +160,20 @@ class ConsoleApi {
   // The connection as it is now, with `extra` fields (a token, a handover code) added.
   Result<net::Response> ConnectionReply(int http_status, const std::string& id,
                                         json::object extra = {});
+
+  // node samples and the node plan (nodes_api.cc)
+  Result<net::Response> ListSampleNodes(const std::string& id, const net::Request& request,
+                                        const RequestContext& caller);
+  Result<net::Response> NodeSeries(const std::string& id, const std::string& node,
+                                   const net::Request& request, const RequestContext& caller);
+  Result<net::Response> ShowNodePlan(const std::string& id, const RequestContext& caller);
+  Result<net::Response> SetNodePlan(const std::string& id, const net::Request& request,
+                                    const RequestContext& caller);
+  // NotFound unless the caller owns it or is an admin (the plan is operations, not data).
+  Result<Connection> PlanConnection(const std::string& id, const RequestContext& caller);
+  // Counts what an accepted upload did with node samples.
+  void CountNodeSamples(const UploadOutcome& outcome, const Connection& connection,
+                        const std::string& stream);
 
   // the agent's calls (agent_api.cc)
   Result<net::Response> ReportInventory(const net::Request& request, const Connection& connection);

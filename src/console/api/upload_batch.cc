@@ -6,6 +6,7 @@
 
 #include "common/text.h"
 #include "console/api/json_fields.h"
+#include "console/api/node_sample.h"
 
 namespace uplink::console {
 namespace {
@@ -109,6 +110,24 @@ Result<std::int64_t> ParseSequence(const json::value& value, size_t index) {
                               : static_cast<std::int64_t>(sequence->get_uint64());
 }
 
+// The problem with a node sample payload at `path`, or nullopt when it is fine and its figures
+// are appended to `batch`. A node's samples belong on its own stream, node/<name>.
+std::optional<std::string> ReadNodeSample(const json::object& payload, const std::string& path,
+                                          UploadBatch& batch) {
+  auto sample = ParseNodeSample(payload, path);
+  if (!sample.ok()) return sample.status().message();
+  if (!batch.stream.starts_with(kNodeStreamPrefix)) {
+    return path + " is a node_sample, which belongs on a node's stream (node/<name>), not on \"" +
+           batch.stream + "\"";
+  }
+  if (std::string_view(batch.stream).substr(kNodeStreamPrefix.size()) != sample->node) {
+    return path + ".node is \"" + OneLineExcerpt(sample->node, 253) + "\" but the stream is \"" +
+           batch.stream + "\"; each node's samples go on its own stream, node/<name>";
+  }
+  batch.node_samples.push_back(FiguresOf(*sample));
+  return std::nullopt;
+}
+
 // The problem with the contents of records[index] (whose sequence is known to be in range),
 // or nullopt when it is fine and appended to `batch`.
 std::optional<std::string> ReadRecord(const json::object& record, size_t index,
@@ -154,6 +173,14 @@ std::optional<std::string> ReadRecord(const json::object& record, size_t index,
            " bytes serialized; the limit is " + std::to_string(kMaxPayloadBytes);
   }
   parsed.payload_size = batch.payloads.size() - parsed.payload_offset;
+  if (IsNodeSamplePayload(payload->get_object())) {
+    auto problem = ReadNodeSample(payload->get_object(), path("payload"), batch);
+    if (problem) {
+      batch.payloads.resize(parsed.payload_offset);
+      return problem;
+    }
+    parsed.node_sample = batch.node_samples.size() - 1;
+  }
   batch.records.push_back(parsed);
   return std::nullopt;
 }
@@ -215,8 +242,12 @@ Result<ParsedUpload> ParseUploadBatch(const json::value& body) {
   std::int64_t previous = 0;
   for (size_t i = 0; i < list.size(); ++i) {
     UPLINK_ASSIGN_OR_RETURN(std::int64_t sequence, ParseSequence(list[i], i));
-    if (auto problem = ReadRecord(list[i].get_object(), i, sequence, previous, serializer, batch)) {
-      return ParsedUpload(InvalidRecord{sequence, std::move(*problem)});
+    const json::object& record = list[i].get_object();
+    if (auto problem = ReadRecord(record, i, sequence, previous, serializer, batch)) {
+      const json::value* payload = record.if_contains("payload");
+      bool node_sample =
+          payload && payload->is_object() && IsNodeSamplePayload(payload->get_object());
+      return ParsedUpload(InvalidRecord{sequence, std::move(*problem), node_sample});
     }
     previous = sequence;
   }

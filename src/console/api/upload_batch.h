@@ -31,15 +31,21 @@ inline constexpr std::int64_t kMaxSequence = (std::int64_t{1} << 53) - 1;
 struct InvalidRecord {
   std::int64_t sequence = 0;
   std::string message;
+  bool node_sample = false;  // the record's payload is a node sample
 };
 
 using ParsedUpload = std::variant<UploadBatch, InvalidRecord>;
+
+// The streams of the node role: "node/" + the node's name.
+inline constexpr std::string_view kNodeStreamPrefix = "node/";
 
 // 1-253 characters of [A-Za-z0-9._/-], as "node/gpu-node-0001".
 bool IsStreamName(std::string_view name);
 
 // InvalidArgument (naming the field by its path) for a malformed envelope; the batch, or the
-// first record refused for its contents.
+// first record refused for its contents. A node sample (payload kind "node_sample") is also
+// read as docs/protocol.md, "Node samples", says, and refused when it is not valid or not on
+// its node's stream.
 Result<ParsedUpload> ParseUploadBatch(const json::value& body);
 
 }  // namespace uplink::console

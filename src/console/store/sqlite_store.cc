@@ -11,6 +11,7 @@
 
 #include "common/json.h"
 #include "common/text.h"
+#include "console/store/sqlite_statement.h"
 
 // Migration 2 drops a column (ALTER TABLE ... DROP COLUMN, SQLite 3.35) and checks JSON
 // (built in since 3.38); Debian 12 ships 3.40.
@@ -229,6 +230,68 @@ CREATE TABLE stream_records (
 -- Retention deletes the oldest records first.
 CREATE INDEX stream_records_by_received ON stream_records(received_at);
 )sql"},
+    {4, R"sql(
+-- Node samples (docs/protocol.md, "Node samples"). A node sample is not kept as a record: its
+-- figures go to series, and each node's latest payload is kept whole for what is not a
+-- series (GPU names, filesystems, gaps). Sample times are Unix milliseconds of collected_at
+-- (the agent's clock); rollup buckets are Unix seconds.
+CREATE TABLE sample_nodes (
+  id INTEGER PRIMARY KEY,
+  connection_id TEXT NOT NULL REFERENCES connections(id) ON DELETE CASCADE,
+  node TEXT NOT NULL,
+  latest_at INTEGER NOT NULL,
+  latest_boot_time INTEGER NOT NULL,
+  latest_payload TEXT NOT NULL,
+  -- The sample before the latest, for rates between the two.
+  previous_at INTEGER,
+  -- The 5-minute rollups are complete for the buckets before this one; a late sample moves
+  -- it back to its own bucket, so that the rollups are made again from there.
+  rolled_through INTEGER NOT NULL,
+  UNIQUE (connection_id, node)
+);
+CREATE INDEX sample_nodes_by_rollup ON sample_nodes(rolled_through);
+CREATE INDEX sample_nodes_by_latest ON sample_nodes(latest_at);
+-- One metric of one node: label is the GPU index, the mount point, or ''. last_seen (Unix
+-- seconds) moves with the rollups; a series unseen for the whole retention is forgotten.
+-- AUTOINCREMENT: samples and rollups name series by id, so an id is never given again.
+CREATE TABLE sample_series (
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  node_id INTEGER NOT NULL REFERENCES sample_nodes(id) ON DELETE CASCADE,
+  metric TEXT NOT NULL,
+  label TEXT NOT NULL,
+  last_seen INTEGER NOT NULL,
+  UNIQUE (node_id, metric, label)
+);
+CREATE INDEX sample_series_by_last_seen ON sample_series(last_seen);
+-- One row per sample with its points packed as (series id, value) pairs: a row per point
+-- would cost about three times the bytes and far more time to insert and to prune.
+CREATE TABLE samples (
+  id INTEGER PRIMARY KEY,
+  node_id INTEGER NOT NULL REFERENCES sample_nodes(id) ON DELETE CASCADE,
+  at INTEGER NOT NULL,
+  boot_time INTEGER NOT NULL,
+  points BLOB NOT NULL,
+  UNIQUE (node_id, at)
+);
+CREATE INDEX samples_by_time ON samples(at);
+-- Per node and 5-minute bucket, packed likewise: per series min, max, sum, count and last
+-- (gauges) or the reset-adjusted increase and the seconds it covers (counters).
+CREATE TABLE sample_rollups (
+  id INTEGER PRIMARY KEY,
+  node_id INTEGER NOT NULL REFERENCES sample_nodes(id) ON DELETE CASCADE,
+  bucket INTEGER NOT NULL,
+  aggregates BLOB NOT NULL,
+  UNIQUE (node_id, bucket)
+);
+CREATE INDEX sample_rollups_by_bucket ON sample_rollups(bucket);
+-- What a connection's node role collects; no row: the default plan.
+CREATE TABLE node_plans (
+  connection_id TEXT PRIMARY KEY REFERENCES connections(id) ON DELETE CASCADE,
+  interval_seconds INTEGER NOT NULL,
+  collectors TEXT NOT NULL,
+  updated_at INTEGER NOT NULL
+);
+)sql"},
 };
 
 constexpr const char* kUserColumns =
@@ -257,14 +320,6 @@ constexpr const char* kStreamColumns =
     "stream, spool_id, epoch, acked_through, records_stored, duplicates_ignored, lost_records, "
     "dropped_records, dropped_bytes, corrupt_records, corrupt_bytes, rejected_records, "
     "rejected_bytes, first_upload_at, last_upload_at, agent_instance, agent_version";
-
-std::int64_t ToUnixMillis(WallTime t) {
-  return std::chrono::floor<std::chrono::milliseconds>(t.time_since_epoch()).count();
-}
-
-WallTime FromUnixMillis(std::int64_t millis) {
-  return WallTime(std::chrono::milliseconds(millis));
-}
 
 LossCount AtLeast(LossCount stored, LossCount sent) {
   return {std::max(stored.records, sent.records), std::max(stored.bytes, sent.bytes)};
@@ -295,68 +350,6 @@ InventoryTotals ComputeTotals(const std::vector<Node>& nodes) {
   }
   return totals;
 }
-
-// A cached prepared statement for one use: binds by position, steps, and is reset (and its
-// bindings cleared) when it goes out of scope so the next user finds it clean.
-class SqliteStore::Statement {
- public:
-  explicit Statement(sqlite3_stmt* stmt) : stmt_(stmt) {}
-  ~Statement() {
-    sqlite3_reset(stmt_);
-    sqlite3_clear_bindings(stmt_);
-  }
-  Statement(const Statement&) = delete;
-  Statement& operator=(const Statement&) = delete;
-
-  Statement& Bind(std::string_view value) {
-    sqlite3_bind_text(stmt_, ++index_, value.data(), static_cast<int>(value.size()),
-                      SQLITE_TRANSIENT);
-    return *this;
-  }
-  // Without copying: `value` must stay unchanged until this statement goes out of scope.
-  Statement& BindUnowned(std::string_view value) {
-    sqlite3_bind_text(stmt_, ++index_, value.data(), static_cast<int>(value.size()),
-                      SQLITE_STATIC);
-    return *this;
-  }
-  // Without it a literal would convert to bool rather than to string_view.
-  Statement& Bind(const char* value) { return Bind(std::string_view(value)); }
-  Statement& Bind(std::int64_t value) {
-    sqlite3_bind_int64(stmt_, ++index_, value);
-    return *this;
-  }
-  Statement& Bind(bool value) { return Bind(static_cast<std::int64_t>(value)); }
-  Statement& Bind(WallTime value) { return Bind(ToUnixSeconds(value)); }
-  template <typename T>
-  Statement& Bind(const std::optional<T>& value) {
-    if (value) return Bind(*value);
-    sqlite3_bind_null(stmt_, ++index_);
-    return *this;
-  }
-
-  // SQLITE_ROW, SQLITE_DONE or an error code.
-  int Step() { return sqlite3_step(stmt_); }
-
-  std::string Text(int column) const {
-    const unsigned char* text = sqlite3_column_text(stmt_, column);
-    return text ? std::string(reinterpret_cast<const char*>(text),
-                              static_cast<size_t>(sqlite3_column_bytes(stmt_, column)))
-                : std::string();
-  }
-  std::int64_t Int(int column) const { return sqlite3_column_int64(stmt_, column); }
-  bool IsNull(int column) const { return sqlite3_column_type(stmt_, column) == SQLITE_NULL; }
-  WallTime Time(int column) const { return FromUnixSeconds(Int(column)); }
-  std::optional<WallTime> OptionalTime(int column) const {
-    return IsNull(column) ? std::nullopt : std::optional(Time(column));
-  }
-  std::optional<std::string> OptionalText(int column) const {
-    return IsNull(column) ? std::nullopt : std::optional(Text(column));
-  }
-
- private:
-  sqlite3_stmt* stmt_;
-  int index_ = 0;
-};
 
 namespace {
 
@@ -1522,9 +1515,15 @@ Result<UploadOutcome> SqliteStore::AcceptUpload(const std::string& connection_id
         Prepare("INSERT INTO stream_records (stream_id, epoch, sequence, appended_at, "
                 "received_at, payload) VALUES (?, ?, ?, ?, ?, ?)"));
     std::int64_t received_millis = ToUnixMillis(received_at);
+    std::vector<const UploadRecord*> new_samples;
     for (const UploadRecord& record : batch.records) {
       if (record.sequence <= acked_through) {
         ++outcome.duplicates;
+        continue;
+      }
+      ++outcome.stored;
+      if (record.node_sample) {
+        new_samples.push_back(&record);
         continue;
       }
       Statement insert(insert_stmt);
@@ -1534,8 +1533,9 @@ Result<UploadOutcome> SqliteStore::AcceptUpload(const std::string& connection_id
       if (insert.Step() != SQLITE_DONE) {
         return Error("storing record " + std::to_string(record.sequence));
       }
-      ++outcome.stored;
     }
+    UPLINK_RETURN_IF_ERROR(StoreNodeSamples(connection_id, batch, new_samples, received_at,
+                                            retention.samples, outcome));
     // Every sequence after acked_through up to last_sequence either arrived now or never will.
     if (batch.last_sequence > acked_through) {
       outcome.lost = batch.last_sequence - acked_through - outcome.stored;
@@ -1563,7 +1563,7 @@ Result<UploadOutcome> SqliteStore::AcceptUpload(const std::string& connection_id
                "updating stream")
             .status());
     UPLINK_ASSIGN_OR_RETURN(outcome.records_pruned, PruneRecords(received_at, retention));
-    return Status::Ok();
+    return MaintainSamples(received_at, retention.interval, retention.samples, outcome);
   }, CredentialCache::kKeep);
   if (!status.ok()) return status;
   return outcome;

@@ -16,8 +16,10 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "console/store/store.h"
 
@@ -104,6 +106,21 @@ class SqliteStore : public Store {
   Result<std::vector<StreamSummary>> ListStreams(const std::string& connection_id) override;
   Result<RecordPage> ListStreamRecords(const RecordQuery& query) override;
 
+  // Node samples (sqlite_samples.cc). Each sample is one row whose points are packed into a
+  // blob of (series id, value) pairs; rollups likewise, one row per node and 5-minute bucket.
+  Result<NodePlan> GetNodePlan(const std::string& connection_id) override;
+  Status SetNodePlan(const std::string& connection_id, const NodePlan& plan,
+                     const AuditEvent& audit) override;
+  Result<SampleNodePage> ListSampleNodes(const std::string& connection_id,
+                                         const std::string& after_node, int limit) override;
+  Result<std::vector<SeriesPoints>> ReadSamplePoints(const std::string& connection_id,
+                                                     const std::string& node,
+                                                     std::span<const SampleMetric> metrics,
+                                                     WallTime from, WallTime to) override;
+  Result<RollupRead> ReadSampleRollups(const std::string& connection_id, const std::string& node,
+                                       std::span<const SampleMetric> metrics, WallTime from,
+                                       WallTime to) override;
+
   Status AppendAudit(const AuditEvent& event) override;
   Result<std::vector<AuditEvent>> ListAudit(const AuditQuery& query) override;
 
@@ -153,6 +170,29 @@ class SqliteStore : public Store {
   // unless the last run was less than `retention.interval` ago; how many it deleted.
   Result<std::int64_t> PruneRecords(WallTime now, const RecordRetention& retention);
 
+  // Node samples (sqlite_samples.cc); the caller holds mutex_ inside a write transaction
+  // unless it says otherwise.
+  struct SeriesName {
+    SampleMetric metric;
+    std::string label;
+  };
+  using SeriesById = std::unordered_map<std::int64_t, SeriesName>;
+  // Stores the figures of `records` (node samples of `batch` above acked_through).
+  Status StoreNodeSamples(const std::string& connection_id, const UploadBatch& batch,
+                          const std::vector<const UploadRecord*>& records, WallTime now,
+                          const SampleRetention& retention, UploadOutcome& outcome);
+  // Rolls up and prunes, unless the last run was less than `interval` ago.
+  Status MaintainSamples(WallTime now, std::chrono::seconds interval,
+                         const SampleRetention& retention, UploadOutcome& outcome);
+  Status RollUpSamples(WallTime now, const SampleRetention& retention, UploadOutcome& outcome);
+  // Recomputes the node's rollups for the buckets in [start, end) (Unix seconds).
+  Status RollUpNode(std::int64_t node_id, std::int64_t start, std::int64_t end,
+                    std::int64_t max_gap_ms, UploadOutcome& outcome);
+  // Series of the node whose metric this binary knows.
+  Result<SeriesById> LoadSeries(std::int64_t node_id);
+  // The id of the connection's node, or NotFound.
+  Result<std::int64_t> SampleNodeId(const std::string& connection_id, const std::string& node);
+
   std::mutex mutex_;
   sqlite3* db_;
   // Connections by token prefix, for authenticating agents without a query per request.
@@ -162,6 +202,7 @@ class SqliteStore : public Store {
   std::unordered_map<std::string, ConnectionRows> connections_by_token_prefix_;
   std::map<std::string, sqlite3_stmt*, std::less<>> statements_;  // keyed by SQL text
   std::optional<WallTime> last_prune_;  // when PruneRecords last ran, under mutex_
+  std::optional<WallTime> last_sample_maintenance_;  // when MaintainSamples last ran, under mutex_
 };
 
 }  // namespace uplink::console

@@ -11,12 +11,14 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "common/status.h"
 #include "common/time.h"
+#include "console/store/sample_series.h"
 
 namespace uplink::console {
 
@@ -190,12 +192,31 @@ struct AgentLosses {
   LossCount rejected;  // refused by the console or not JSON, given up by the agent
 };
 
+// One figure of a node sample: the value of one series at the sample's time.
+struct SampleValue {
+  SampleMetric metric = SampleMetric::kCpuSeconds;
+  std::string label;  // the GPU index or the mount point; empty for node-wide metrics
+  double value = 0;
+};
+
+// What the console keeps of one node sample (docs/protocol.md, "Node samples"), already
+// checked: every value finite, counters not negative.
+struct NodeSampleFigures {
+  std::string node;
+  WallTime collected_at;
+  std::int64_t boot_time = 0;  // Unix seconds; 0 when the sample did not say
+  std::vector<SampleValue> values;
+};
+
 // One record of an upload; its payload is held by the batch.
 struct UploadRecord {
   std::int64_t sequence = 0;
   WallTime appended_at;
   size_t payload_offset = 0;  // into UploadBatch::payloads
   size_t payload_size = 0;
+  // A node sample (index into UploadBatch::node_samples): its figures are stored as series
+  // and the record itself is not kept.
+  std::optional<size_t> node_sample;
 };
 
 // One upload from an agent's spool, validated: sequences strictly increase within
@@ -211,6 +232,7 @@ struct UploadBatch {
   std::vector<UploadRecord> records;
   // Every record's payload back to back: one buffer per batch rather than one per record.
   std::string payloads;
+  std::vector<NodeSampleFigures> node_samples;  // of the records that are node samples
 
   std::string_view Payload(const UploadRecord& record) const {
     return std::string_view(payloads).substr(record.payload_offset, record.payload_size);
@@ -227,6 +249,19 @@ struct UploadOutcome {
   bool restarted = false;          // the spool_id changed: the stream began a new epoch
   std::int64_t epoch = 0;
   std::int64_t records_pruned = 0;  // old records this upload's transaction deleted (retention)
+  // Node samples among the stored records: their figures kept, or not kept because they
+  // were collected before the raw retention or too far ahead of the console's clock, or at
+  // the same time as a sample already kept for the node.
+  std::int64_t samples_stored = 0;
+  std::int64_t samples_too_old = 0;
+  std::int64_t samples_in_future = 0;
+  std::int64_t samples_same_time = 0;
+  // Values left out because their node already has kMaxSeriesPerNode series.
+  std::int64_t sample_values_dropped = 0;
+  // What this upload's transaction did for retention (SampleRetention).
+  std::int64_t samples_pruned = 0;
+  std::int64_t rollups_written = 0;
+  std::int64_t rollups_pruned = 0;
 };
 
 // A stream of a connection: one agent spool, as the console has received it.
@@ -273,6 +308,24 @@ struct RecordPage {
   bool more = false;                  // records after the last one exist
 };
 
+// How long node samples are kept, by collected_at: raw for `raw_max_age`, then as 5-minute
+// rollups until `max_age`. Like records, this is done by uploads inside their transaction, at
+// most once per RecordRetention::interval, bounded per run.
+struct SampleRetention {
+  std::chrono::seconds raw_max_age{48 * 3600};
+  std::chrono::seconds max_age{7 * 24 * 3600};
+  // A sample collected further ahead of the console's clock is not kept.
+  std::chrono::seconds max_clock_skew{300};
+  // Rollups are made for a bucket this long after it ends (late samples rework it anyway).
+  std::chrono::seconds rollup_delay{120};
+  std::int64_t max_rollup_buckets_per_run = 2'000;  // node-buckets
+  std::int64_t max_rows_per_run = 10'000;           // deleted, of each kind
+};
+
+// A node whose sample would add a series beyond this many keeps its values for the series it
+// has (a node has ~60; mount points coming and going make more, forgotten after max_age).
+inline constexpr std::int64_t kMaxSeriesPerNode = 4096;
+
 // How long uploaded records are kept, by the time the console received them. Deleting is
 // done by uploads, inside their transaction, at most once per `interval` and at most
 // `max_records_per_run` records at a time, so that no upload waits long for it.
@@ -280,6 +333,62 @@ struct RecordRetention {
   std::chrono::seconds max_age{7 * 24 * 3600};
   std::chrono::seconds interval{60};
   std::int64_t max_records_per_run = 10'000;
+  SampleRetention samples;
+};
+
+// What a connection's node role collects, and how often (docs/protocol.md, "The collection
+// plan in the upload reply").
+struct NodePlan {
+  std::int64_t interval_seconds = 30;  // 10-3600
+  // Collector names from kNodeCollectors, in that order, no repeats.
+  std::vector<std::string> collectors;
+  std::optional<WallTime> updated_at;  // none: the default plan, never set
+};
+
+inline constexpr std::string_view kNodeCollectors[] = {
+    "cpu", "memory", "load", "uptime", "pressure", "network", "disk", "filesystem", "gpu"};
+inline constexpr std::int64_t kDefaultSampleInterval = 30;
+
+// The plan a connection has until its owner sets one: every collector, every 30 s.
+NodePlan DefaultNodePlan();
+
+// A node of a connection that has sent samples, as of its latest one.
+struct SampleNodeState {
+  std::string node;
+  WallTime latest_at;
+  std::int64_t latest_boot_time = 0;
+  std::string latest_payload;  // the latest sample's payload as the agent sent it
+  // The sample before the latest (by collected_at), when its raw figures are still kept.
+  std::optional<WallTime> previous_at;
+  std::int64_t previous_boot_time = 0;
+  std::vector<SampleValue> previous_values;
+};
+
+// One series of a node: its raw points, or its 5-minute rollups, in time order.
+struct SeriesPoints {
+  SampleMetric metric = SampleMetric::kCpuSeconds;
+  std::string label;
+  std::vector<RawPoint> points;
+};
+
+struct SeriesRollups {
+  SampleMetric metric = SampleMetric::kCpuSeconds;
+  std::string label;
+  std::vector<std::pair<std::int64_t, BucketAggregate>> buckets;  // by start, Unix seconds
+};
+
+struct RollupRead {
+  // Rollups are complete for buckets before this one (Unix seconds): from here on, the raw
+  // points are the only source.
+  std::int64_t rolled_through = 0;
+  std::vector<SeriesRollups> series;
+};
+
+inline constexpr int kMaxSampleNodePage = 500;
+
+struct SampleNodePage {
+  std::vector<SampleNodeState> nodes;  // by name
+  bool more = false;                   // nodes after the last one exist
 };
 
 class Store {
@@ -391,10 +500,11 @@ class Store {
   // AcceptReport does (Unauthenticated, nothing written); finds or creates the stream
   // (connection, batch.stream); when its spool_id changed, starts a new epoch at
   // acked_through 0 and writes `audit` with action "stream.restart"; stores the records above
-  // acked_through, counts the others as duplicates and every missing sequence up to
-  // last_sequence as lost; keeps the larger of the stored and sent agent losses; moves
-  // acked_through to last_sequence (never back). Then, when `retention` is due, deletes old
-  // records. Writes no other audit event: records are data, not changes to credentials.
+  // acked_through (a node sample as its figures, not as a record), counts the others as
+  // duplicates and every missing sequence up to last_sequence as lost; keeps the larger of
+  // the stored and sent agent losses; moves acked_through to last_sequence (never back).
+  // Then, when `retention` is due, deletes old records and rolls up and prunes node samples.
+  // Writes no other audit event: records are data, not changes to credentials.
   virtual Result<UploadOutcome> AcceptUpload(const std::string& connection_id,
                                              const std::string& token_hash,
                                              const UploadBatch& batch, WallTime received_at,
@@ -405,6 +515,30 @@ class Store {
   // NotFound when the connection has no such stream; InvalidArgument for an epoch the stream
   // never had.
   virtual Result<RecordPage> ListStreamRecords(const RecordQuery& query) = 0;
+
+  // Node samples (docs/api.md, "Node metrics"). AcceptUpload stores the figures of the
+  // batch's node samples (those above acked_through) in its transaction, each node's latest
+  // sample with them, and rolls up and prunes them by `retention.samples`.
+
+  // The connection's plan, or DefaultNodePlan() when none was set.
+  virtual Result<NodePlan> GetNodePlan(const std::string& connection_id) = 0;
+  // Replaces the plan (updated_at is set from `audit.at`), writing `audit`.
+  virtual Status SetNodePlan(const std::string& connection_id, const NodePlan& plan,
+                             const AuditEvent& audit) = 0;
+  // The nodes of the connection that sent samples, by name, after `after_node`, at most
+  // `limit` (clamped to 1..kMaxSampleNodePage).
+  virtual Result<SampleNodePage> ListSampleNodes(const std::string& connection_id,
+                                                 const std::string& after_node, int limit) = 0;
+  // The raw points of the node's series of `metrics` collected in [from, to). NotFound when
+  // the connection has no samples from `node`.
+  virtual Result<std::vector<SeriesPoints>> ReadSamplePoints(
+      const std::string& connection_id, const std::string& node,
+      std::span<const SampleMetric> metrics, WallTime from, WallTime to) = 0;
+  // The 5-minute rollups of those series for buckets starting in [from, to). NotFound as above.
+  virtual Result<RollupRead> ReadSampleRollups(const std::string& connection_id,
+                                               const std::string& node,
+                                               std::span<const SampleMetric> metrics,
+                                               WallTime from, WallTime to) = 0;
 
   virtual Status AppendAudit(const AuditEvent& event) = 0;
   virtual Result<std::vector<AuditEvent>> ListAudit(const AuditQuery& query) = 0;

@@ -195,5 +195,19 @@ TEST_F(NodeRoleTest, RunCollectsAtOnceAndStopsWhenAsked) {
   EXPECT_EQ(spool->Stats().last_sequence, 1u);  // the next one was 30 s away
 }
 
+TEST_F(NodeRoleTest, ANewIntervalFromTheConsoleCountsFromTheLastCollection) {
+  auto role = MakeRole();  // 30 s until the console says otherwise
+  auto spool = OpenSpool();
+  StopSignal stop;
+  std::thread runner([&] { role->Run(*spool, stop); });
+  ASSERT_TRUE(::uplink::testing::WaitFor([&] { return spool->Stats().last_sequence >= 1; }));
+  role->TakePlanFrom(Reply(R"({"plan": {"interval_seconds": 10}})"));
+  clock.Advance(std::chrono::seconds(10));
+  // Due now under the new plan, though the old one had 20 s to go.
+  EXPECT_TRUE(::uplink::testing::WaitFor([&] { return spool->Stats().last_sequence >= 2; }));
+  stop.Stop();
+  runner.join();
+}
+
 }  // namespace
 }  // namespace uplink::agent::node

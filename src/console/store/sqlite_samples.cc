@@ -1,0 +1,718 @@
+// SqliteStore's node samples (docs/api.md, "Node metrics"): storing an upload's samples,
+// rolling them up into 5-minute buckets, pruning by age, and reading them back.
+//
+// A sample's points are one blob of (series id, value) pairs and a rollup row one blob of
+// (series id, aggregate) entries. Numbers are packed: a whole number below 2^52 in magnitude
+// (byte counts, temperatures, percentages) as a zigzag varint shifted left by one, anything
+// else as the tag 1 followed by the 8 bytes of the double, little-endian.
+#include <sqlite3.h>
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <functional>
+#include <map>
+
+#include "common/text.h"
+#include "console/store/sqlite_statement.h"
+#include "console/store/sqlite_store.h"
+
+namespace uplink::console {
+namespace {
+
+constexpr double kMaxPackedInteger = 4503599627370496.0;  // 2^52
+// Buckets rolled up for one node in one go: bounds what is read into memory at once.
+constexpr std::int64_t kRollupChunkBuckets = 12;
+
+void PutVarint(std::string& out, std::uint64_t value) {
+  while (value >= 0x80) {
+    out.push_back(static_cast<char>((value & 0x7f) | 0x80));
+    value >>= 7;
+  }
+  out.push_back(static_cast<char>(value));
+}
+
+bool GetVarint(std::string_view& in, std::uint64_t& value) {
+  value = 0;
+  for (int shift = 0; shift < 64; shift += 7) {
+    if (in.empty()) return false;
+    auto byte = static_cast<std::uint8_t>(in.front());
+    in.remove_prefix(1);
+    value |= static_cast<std::uint64_t>(byte & 0x7f) << shift;
+    if ((byte & 0x80) == 0) return true;
+  }
+  return false;
+}
+
+void PutNumber(std::string& out, double value) {
+  if (std::fabs(value) < kMaxPackedInteger && value == std::trunc(value)) {
+    auto integer = static_cast<std::int64_t>(value);
+    auto zigzag = (static_cast<std::uint64_t>(integer) << 1) ^
+                  static_cast<std::uint64_t>(integer >> 63);
+    PutVarint(out, zigzag << 1);
+    return;
+  }
+  PutVarint(out, 1);
+  auto bits = std::bit_cast<std::uint64_t>(value);
+  for (int i = 0; i < 8; ++i) out.push_back(static_cast<char>((bits >> (8 * i)) & 0xff));
+}
+
+bool GetNumber(std::string_view& in, double& value) {
+  std::uint64_t head = 0;
+  if (!GetVarint(in, head)) return false;
+  if ((head & 1) == 0) {
+    std::uint64_t zigzag = head >> 1;
+    auto integer = static_cast<std::int64_t>(zigzag >> 1) ^ -static_cast<std::int64_t>(zigzag & 1);
+    value = static_cast<double>(integer);
+    return true;
+  }
+  if (head != 1 || in.size() < 8) return false;
+  std::uint64_t bits = 0;
+  for (int i = 0; i < 8; ++i) {
+    bits |= static_cast<std::uint64_t>(static_cast<std::uint8_t>(in[i])) << (8 * i);
+  }
+  in.remove_prefix(8);
+  value = std::bit_cast<double>(bits);
+  return true;
+}
+
+Status Damaged(std::string_view what) {
+  return DataLossError(std::string(what) + " is damaged in the database; restore a backup or "
+                       "let retention remove it");
+}
+
+// Calls `visit(series_id, value)` for each point of a sample's blob.
+template <typename Visit>
+Status ForEachPoint(std::string_view blob, const Visit& visit) {
+  while (!blob.empty()) {
+    std::uint64_t series = 0;
+    double value = 0;
+    if (!GetVarint(blob, series) || !GetNumber(blob, value)) return Damaged("a sample");
+    visit(static_cast<std::int64_t>(series), value);
+  }
+  return Status::Ok();
+}
+
+enum AggregateTag : std::uint64_t { kGaugeTag = 0, kCounterTag = 1 };
+
+void PutAggregate(std::string& out, std::int64_t series, MetricKind kind,
+                  const BucketAggregate& aggregate) {
+  PutVarint(out, static_cast<std::uint64_t>(series));
+  if (kind == MetricKind::kGauge) {
+    PutVarint(out, kGaugeTag);
+    PutVarint(out, static_cast<std::uint64_t>(aggregate.count));
+    PutNumber(out, aggregate.min);
+    PutNumber(out, aggregate.max);
+    PutNumber(out, aggregate.sum);
+    PutNumber(out, aggregate.last);
+  } else {
+    PutVarint(out, kCounterTag);
+    PutVarint(out, static_cast<std::uint64_t>(aggregate.pairs));
+    PutNumber(out, aggregate.increase);
+    PutNumber(out, aggregate.seconds);
+  }
+}
+
+template <typename Visit>
+Status ForEachAggregate(std::string_view blob, const Visit& visit) {
+  while (!blob.empty()) {
+    std::uint64_t series = 0;
+    std::uint64_t tag = 0;
+    std::uint64_t count = 0;
+    BucketAggregate aggregate;
+    if (!GetVarint(blob, series) || !GetVarint(blob, tag) || !GetVarint(blob, count)) {
+      return Damaged("a rollup");
+    }
+    bool read = false;
+    if (tag == kGaugeTag) {
+      aggregate.count = static_cast<std::int64_t>(count);
+      read = GetNumber(blob, aggregate.min) && GetNumber(blob, aggregate.max) &&
+             GetNumber(blob, aggregate.sum) && GetNumber(blob, aggregate.last);
+    } else if (tag == kCounterTag) {
+      aggregate.pairs = static_cast<std::int64_t>(count);
+      read = GetNumber(blob, aggregate.increase) && GetNumber(blob, aggregate.seconds);
+    }
+    if (!read) return Damaged("a rollup");
+    visit(static_cast<std::int64_t>(series), aggregate);
+  }
+  return Status::Ok();
+}
+
+std::string SeriesKey(SampleMetric metric, std::string_view label) {
+  std::string key(SampleMetricName(metric));
+  key += '\n';
+  key += label;
+  return key;
+}
+
+std::string JoinCollectors(const std::vector<std::string>& collectors) {
+  std::string joined;
+  for (const std::string& name : collectors) {
+    if (!joined.empty()) joined += ' ';
+    joined += name;
+  }
+  return joined;
+}
+
+std::vector<std::string> SplitCollectors(std::string_view joined) {
+  std::vector<std::string> names;
+  while (!joined.empty()) {
+    size_t space = joined.find(' ');
+    std::string_view name = joined.substr(0, space);
+    if (!name.empty()) names.emplace_back(name);
+    if (space == std::string_view::npos) break;
+    joined.remove_prefix(space + 1);
+  }
+  return names;
+}
+
+bool WantsMetric(std::span<const SampleMetric> metrics, SampleMetric metric) {
+  return std::find(metrics.begin(), metrics.end(), metric) != metrics.end();
+}
+
+// Series in a stable order: by metric, then by label.
+template <typename Series>
+void SortSeries(std::vector<Series>& series) {
+  std::sort(series.begin(), series.end(), [](const Series& a, const Series& b) {
+    if (a.metric != b.metric) return a.metric < b.metric;
+    return a.label < b.label;
+  });
+}
+
+}  // namespace
+
+NodePlan DefaultNodePlan() {
+  NodePlan plan;
+  plan.interval_seconds = kDefaultSampleInterval;
+  for (std::string_view name : kNodeCollectors) plan.collectors.emplace_back(name);
+  return plan;
+}
+
+// --- Plans ---------------------------------------------------------------------------------
+
+Result<NodePlan> SqliteStore::GetNodePlan(const std::string& connection_id) {
+  std::lock_guard lock(mutex_);
+  NodePlan plan = DefaultNodePlan();
+  UPLINK_RETURN_IF_ERROR(ForEachRow(
+      "SELECT interval_seconds, collectors, updated_at FROM node_plans WHERE connection_id = ?",
+      [&](Statement& s) { s.Bind(connection_id); },
+      [&](const Statement& row) {
+        plan.interval_seconds = row.Int(0);
+        plan.collectors = SplitCollectors(row.Text(1));
+        plan.updated_at = row.Time(2);
+      },
+      "reading node plan"));
+  return plan;
+}
+
+Status SqliteStore::SetNodePlan(const std::string& connection_id, const NodePlan& plan,
+                                const AuditEvent& audit) {
+  return WriteTransaction(
+      [&]() -> Status {
+        auto written = Change(
+            "INSERT INTO node_plans (connection_id, interval_seconds, collectors, updated_at) "
+            "VALUES (?, ?, ?, ?) ON CONFLICT (connection_id) DO UPDATE SET "
+            "interval_seconds = excluded.interval_seconds, collectors = excluded.collectors, "
+            "updated_at = excluded.updated_at",
+            [&](Statement& s) {
+              s.Bind(connection_id).Bind(plan.interval_seconds);
+              s.Bind(JoinCollectors(plan.collectors)).Bind(audit.at);
+            },
+            "setting node plan");
+        if (!written.ok() && sqlite3_extended_errcode(db_) == SQLITE_CONSTRAINT_FOREIGNKEY) {
+          return NotFoundError("connection " + connection_id + " does not exist");
+        }
+        UPLINK_RETURN_IF_ERROR(written.status());
+        return InsertAudit(audit);
+      },
+      CredentialCache::kKeep);
+}
+
+// --- Storing -------------------------------------------------------------------------------
+
+Result<SqliteStore::SeriesById> SqliteStore::LoadSeries(std::int64_t node_id) {
+  SeriesById series;
+  UPLINK_RETURN_IF_ERROR(ForEachRow(
+      "SELECT id, metric, label FROM sample_series WHERE node_id = ?",
+      [&](Statement& s) { s.Bind(node_id); },
+      [&](const Statement& row) {
+        // A metric a newer console stored is left alone.
+        if (auto metric = SampleMetricFromName(row.Text(1))) {
+          series.emplace(row.Int(0), SeriesName{*metric, row.Text(2)});
+        }
+      },
+      "reading series"));
+  return series;
+}
+
+Result<std::int64_t> SqliteStore::SampleNodeId(const std::string& connection_id,
+                                               const std::string& node) {
+  std::optional<std::int64_t> id;
+  UPLINK_RETURN_IF_ERROR(ForEachRow(
+      "SELECT id FROM sample_nodes WHERE connection_id = ? AND node = ?",
+      [&](Statement& s) { s.Bind(connection_id).Bind(node); },
+      [&](const Statement& row) { id = row.Int(0); }, "reading sample node"));
+  if (!id) {
+    return NotFoundError("connection " + connection_id + " has no samples from node \"" +
+                         OneLineExcerpt(node, 253) + "\"");
+  }
+  return *id;
+}
+
+Status SqliteStore::StoreNodeSamples(const std::string& connection_id, const UploadBatch& batch,
+                                     const std::vector<const UploadRecord*>& records,
+                                     WallTime now, const SampleRetention& retention,
+                                     UploadOutcome& outcome) {
+  std::int64_t oldest_ms = ToUnixMillis(now - retention.raw_max_age);
+  std::int64_t newest_ms = ToUnixMillis(now + retention.max_clock_skew);
+  // An upload's samples all come from the node its stream names, but nothing here relies on
+  // it: they are grouped by node, each group in collection order.
+  std::map<std::string_view, std::vector<const UploadRecord*>> by_node;
+  for (const UploadRecord* record : records) {
+    const NodeSampleFigures& sample = batch.node_samples.at(*record->node_sample);
+    std::int64_t at_ms = ToUnixMillis(sample.collected_at);
+    if (at_ms < oldest_ms) {
+      ++outcome.samples_too_old;
+    } else if (at_ms > newest_ms) {
+      ++outcome.samples_in_future;
+    } else {
+      by_node[sample.node].push_back(record);
+    }
+  }
+  auto sample_of = [&](const UploadRecord* record) -> const NodeSampleFigures& {
+    return batch.node_samples.at(*record->node_sample);
+  };
+
+  for (auto& [node, group] : by_node) {
+    std::sort(group.begin(), group.end(), [&](const UploadRecord* a, const UploadRecord* b) {
+      return sample_of(a).collected_at < sample_of(b).collected_at;
+    });
+    const UploadRecord* newest = group.back();
+    std::int64_t first_bucket = BucketStart(ToUnixMillis(sample_of(group.front()).collected_at),
+                                            kRollupSeconds);
+
+    struct NodeRow {
+      std::int64_t id = 0;
+      std::optional<std::int64_t> latest_at;
+      std::optional<std::int64_t> previous_at;
+      std::int64_t rolled_through = 0;
+    } row;
+    bool found = false;
+    UPLINK_RETURN_IF_ERROR(ForEachRow(
+        "SELECT id, latest_at, previous_at, rolled_through FROM sample_nodes "
+        "WHERE connection_id = ? AND node = ?",
+        [&](Statement& s) { s.Bind(connection_id).Bind(node); },
+        [&](const Statement& r) {
+          found = true;
+          row.id = r.Int(0);
+          row.latest_at = r.Int(1);
+          if (!r.IsNull(2)) row.previous_at = r.Int(2);
+          row.rolled_through = r.Int(3);
+        },
+        "reading sample node"));
+    if (!found) {
+      UPLINK_RETURN_IF_ERROR(
+          Change("INSERT INTO sample_nodes (connection_id, node, latest_at, latest_boot_time, "
+                 "latest_payload, rolled_through) VALUES (?, ?, ?, ?, ?, ?)",
+                 [&](Statement& s) {
+                   s.Bind(connection_id).Bind(node);
+                   s.Bind(ToUnixMillis(sample_of(newest).collected_at));
+                   s.Bind(sample_of(newest).boot_time).BindUnowned(batch.Payload(*newest));
+                   s.Bind(first_bucket);
+                 },
+                 "creating sample node")
+              .status());
+      row.id = sqlite3_last_insert_rowid(db_);
+      row.rolled_through = first_bucket;
+    }
+
+    UPLINK_ASSIGN_OR_RETURN(SeriesById series, LoadSeries(row.id));
+    std::unordered_map<std::string, std::int64_t> series_ids;
+    for (const auto& [id, name] : series) {
+      series_ids.emplace(SeriesKey(name.metric, name.label), id);
+    }
+    std::int64_t series_count = 0;
+    UPLINK_RETURN_IF_ERROR(ForEachRow(
+        "SELECT COUNT(*) FROM sample_series WHERE node_id = ?",
+        [&](Statement& s) { s.Bind(row.id); },
+        [&](const Statement& r) { series_count = r.Int(0); }, "counting series"));
+
+    UPLINK_ASSIGN_OR_RETURN(
+        sqlite3_stmt * insert_stmt,
+        Prepare("INSERT INTO samples (node_id, at, boot_time, points) VALUES (?, ?, ?, ?) "
+                "ON CONFLICT (node_id, at) DO NOTHING"));
+    std::string points;
+    std::vector<std::int64_t> inserted_at;  // in time order
+    std::int64_t now_seconds = ToUnixSeconds(now);
+    for (const UploadRecord* record : group) {
+      const NodeSampleFigures& sample = sample_of(record);
+      points.clear();
+      for (const SampleValue& value : sample.values) {
+        std::string key = SeriesKey(value.metric, value.label);
+        auto it = series_ids.find(key);
+        if (it == series_ids.end()) {
+          if (series_count >= kMaxSeriesPerNode) {
+            ++outcome.sample_values_dropped;
+            continue;
+          }
+          UPLINK_RETURN_IF_ERROR(
+              Change("INSERT INTO sample_series (node_id, metric, label, last_seen) "
+                     "VALUES (?, ?, ?, ?)",
+                     [&](Statement& s) {
+                       s.Bind(row.id).Bind(SampleMetricName(value.metric)).Bind(value.label);
+                       s.Bind(now_seconds);
+                     },
+                     "creating series")
+                  .status());
+          ++series_count;
+          it = series_ids.emplace(std::move(key), sqlite3_last_insert_rowid(db_)).first;
+        }
+        PutVarint(points, static_cast<std::uint64_t>(it->second));
+        PutNumber(points, value.value);
+      }
+      std::int64_t at_ms = ToUnixMillis(sample.collected_at);
+      Statement insert(insert_stmt);
+      insert.Bind(row.id).Bind(at_ms).Bind(sample.boot_time).BindBlobUnowned(points);
+      if (insert.Step() != SQLITE_DONE) return Error("storing a node sample");
+      if (sqlite3_changes(db_) == 0) {
+        ++outcome.samples_same_time;
+        continue;
+      }
+      ++outcome.samples_stored;
+      inserted_at.push_back(at_ms);
+    }
+    if (inserted_at.empty()) continue;
+
+    // The latest two sample times, whatever order the samples arrived in.
+    std::int64_t newest_at = inserted_at.back();
+    std::vector<std::int64_t> times = inserted_at;
+    if (row.latest_at) times.push_back(*row.latest_at);
+    if (row.previous_at) times.push_back(*row.previous_at);
+    std::sort(times.begin(), times.end(), std::greater<>());
+    times.erase(std::unique(times.begin(), times.end()), times.end());
+    std::optional<std::int64_t> previous_at;
+    if (times.size() > 1) previous_at = times[1];
+    std::int64_t rolled_through = std::min(row.rolled_through, first_bucket);
+    bool newer = !row.latest_at || newest_at > *row.latest_at;
+    if (newer && found) {
+      // `newest` is the newest of the group; it was stored unless its time was taken, in
+      // which case the latest is already that time and `newer` is false.
+      UPLINK_RETURN_IF_ERROR(
+          Change("UPDATE sample_nodes SET latest_at = ?, latest_boot_time = ?, "
+                 "latest_payload = ?, previous_at = ?, rolled_through = ? WHERE id = ?",
+                 [&](Statement& s) {
+                   s.Bind(newest_at).Bind(sample_of(newest).boot_time);
+                   s.BindUnowned(batch.Payload(*newest)).Bind(previous_at);
+                   s.Bind(rolled_through).Bind(row.id);
+                 },
+                 "updating sample node")
+              .status());
+    } else {
+      UPLINK_RETURN_IF_ERROR(
+          Change("UPDATE sample_nodes SET previous_at = ?, rolled_through = ? WHERE id = ?",
+                 [&](Statement& s) { s.Bind(previous_at).Bind(rolled_through).Bind(row.id); },
+                 "updating sample node")
+              .status());
+    }
+  }
+  return Status::Ok();
+}
+
+// --- Rollups and retention -----------------------------------------------------------------
+
+Status SqliteStore::MaintainSamples(WallTime now, std::chrono::seconds interval,
+                                    const SampleRetention& retention, UploadOutcome& outcome) {
+  // A clock that went back runs it again rather than waiting for the old time to return.
+  if (last_sample_maintenance_ && now >= *last_sample_maintenance_ &&
+      now - *last_sample_maintenance_ < interval) {
+    return Status::Ok();
+  }
+  last_sample_maintenance_ = now;
+  // Rollups first: raw samples go only once their buckets are rolled up.
+  UPLINK_RETURN_IF_ERROR(RollUpSamples(now, retention, outcome));
+  std::int64_t limit = retention.max_rows_per_run;
+  UPLINK_ASSIGN_OR_RETURN(
+      outcome.samples_pruned,
+      Change("DELETE FROM samples WHERE id IN (SELECT s.id FROM samples s "
+             "JOIN sample_nodes n ON n.id = s.node_id "
+             "WHERE s.at < ? AND s.at < n.rolled_through * 1000 ORDER BY s.at LIMIT ?)",
+             [&](Statement& s) { s.Bind(ToUnixMillis(now - retention.raw_max_age)).Bind(limit); },
+             "deleting old samples"));
+  std::int64_t oldest_seconds = ToUnixSeconds(now - retention.max_age);
+  UPLINK_ASSIGN_OR_RETURN(
+      outcome.rollups_pruned,
+      Change("DELETE FROM sample_rollups WHERE id IN (SELECT id FROM sample_rollups "
+             "WHERE bucket < ? ORDER BY bucket LIMIT ?)",
+             [&](Statement& s) { s.Bind(oldest_seconds).Bind(limit); }, "deleting old rollups"));
+  UPLINK_RETURN_IF_ERROR(
+      Change("DELETE FROM sample_series WHERE id IN (SELECT id FROM sample_series "
+             "WHERE last_seen < ? ORDER BY last_seen LIMIT ?)",
+             [&](Statement& s) { s.Bind(oldest_seconds).Bind(limit); }, "deleting old series")
+          .status());
+  // A node silent for the whole retention goes, with what is left of it.
+  return Change("DELETE FROM sample_nodes WHERE id IN (SELECT id FROM sample_nodes "
+                "WHERE latest_at < ? ORDER BY latest_at LIMIT ?)",
+                [&](Statement& s) { s.Bind(oldest_seconds * 1000).Bind(limit); },
+                "deleting silent nodes")
+      .status();
+}
+
+Status SqliteStore::RollUpSamples(WallTime now, const SampleRetention& retention,
+                                  UploadOutcome& outcome) {
+  // Buckets before this one are complete (a late sample reworks its bucket anyway).
+  std::int64_t complete_before = BucketStart(ToUnixMillis(now - retention.rollup_delay),
+                                             kRollupSeconds);
+  struct Pending {
+    std::int64_t node_id;
+    std::int64_t rolled_through;
+    std::int64_t interval_seconds;
+  };
+  std::vector<Pending> pending;
+  std::int64_t budget = retention.max_rollup_buckets_per_run;
+  UPLINK_RETURN_IF_ERROR(ForEachRow(
+      "SELECT n.id, n.rolled_through, COALESCE(p.interval_seconds, ?) FROM sample_nodes n "
+      "LEFT JOIN node_plans p ON p.connection_id = n.connection_id "
+      "WHERE n.rolled_through < ? ORDER BY n.rolled_through LIMIT ?",
+      [&](Statement& s) { s.Bind(kDefaultSampleInterval).Bind(complete_before).Bind(budget); },
+      [&](const Statement& row) { pending.push_back({row.Int(0), row.Int(1), row.Int(2)}); },
+      "finding nodes to roll up"));
+
+  for (const Pending& node : pending) {
+    std::int64_t rolled_through = node.rolled_through;
+    while (budget > 0 && rolled_through < complete_before) {
+      // Skip stretches without samples (a node that was down) without visiting each bucket.
+      std::optional<std::int64_t> next_at;
+      UPLINK_RETURN_IF_ERROR(ForEachRow(
+          "SELECT MIN(at) FROM samples WHERE node_id = ? AND at >= ?",
+          [&](Statement& s) { s.Bind(node.node_id).Bind(rolled_through * 1000); },
+          [&](const Statement& row) {
+            if (!row.IsNull(0)) next_at = row.Int(0);
+          },
+          "finding the next sample"));
+      std::int64_t start =
+          next_at ? std::max(rolled_through, BucketStart(*next_at, kRollupSeconds))
+                  : complete_before;
+      start = std::min(start, complete_before);
+      std::int64_t buckets = std::min({(complete_before - start) / kRollupSeconds,
+                                       kRollupChunkBuckets, budget});
+      std::int64_t end = start + buckets * kRollupSeconds;
+      if (buckets > 0) {
+        UPLINK_RETURN_IF_ERROR(RollUpNode(node.node_id, start, end,
+                                          kMaxGapIntervals * node.interval_seconds * 1000,
+                                          outcome));
+        budget -= buckets;
+      }
+      rolled_through = end;
+    }
+    if (rolled_through == node.rolled_through) continue;
+    UPLINK_RETURN_IF_ERROR(
+        Change("UPDATE sample_nodes SET rolled_through = ? WHERE id = ?",
+               [&](Statement& s) { s.Bind(rolled_through).Bind(node.node_id); },
+               "recording rollups")
+            .status());
+  }
+  return Status::Ok();
+}
+
+Status SqliteStore::RollUpNode(std::int64_t node_id, std::int64_t start, std::int64_t end,
+                               std::int64_t max_gap_ms, UploadOutcome& outcome) {
+  UPLINK_ASSIGN_OR_RETURN(SeriesById series, LoadSeries(node_id));
+  std::map<std::int64_t, std::vector<RawPoint>> points;  // by series id
+  Status decoded = Status::Ok();
+  // From one largest gap before the first bucket: its counters' first pairs need the point
+  // before.
+  UPLINK_RETURN_IF_ERROR(ForEachRow(
+      "SELECT at, boot_time, points FROM samples WHERE node_id = ? AND at >= ? AND at < ? "
+      "ORDER BY at",
+      [&](Statement& s) { s.Bind(node_id).Bind(start * 1000 - max_gap_ms).Bind(end * 1000); },
+      [&](const Statement& row) {
+        if (!decoded.ok()) return;
+        std::int64_t at = row.Int(0);
+        std::int64_t boot_time = row.Int(1);
+        decoded = ForEachPoint(row.Blob(2), [&](std::int64_t id, double value) {
+          if (series.contains(id)) points[id].push_back({at, value, boot_time});
+        });
+      },
+      "reading samples to roll up"));
+  UPLINK_RETURN_IF_ERROR(decoded);
+
+  std::map<std::int64_t, std::string> rows;  // bucket start -> packed aggregates
+  std::vector<std::int64_t> seen;
+  for (const auto& [id, list] : points) {
+    MetricKind kind = KindOf(series.at(id).metric);
+    auto buckets = AggregateBuckets(kind, list, kRollupSeconds, start, max_gap_ms);
+    for (const auto& [bucket, aggregate] : buckets) {
+      if (bucket < end) PutAggregate(rows[bucket], id, kind, aggregate);
+    }
+    if (!list.empty() && list.back().at_ms >= start * 1000) seen.push_back(id);
+  }
+  // Made again from scratch: a late sample may have changed any of these buckets.
+  UPLINK_RETURN_IF_ERROR(
+      Change("DELETE FROM sample_rollups WHERE node_id = ? AND bucket >= ? AND bucket < ?",
+             [&](Statement& s) { s.Bind(node_id).Bind(start).Bind(end); },
+             "replacing rollups")
+          .status());
+  for (const auto& [bucket, blob] : rows) {
+    UPLINK_RETURN_IF_ERROR(
+        Change("INSERT INTO sample_rollups (node_id, bucket, aggregates) VALUES (?, ?, ?)",
+               [&](Statement& s) { s.Bind(node_id).Bind(bucket).BindBlobUnowned(blob); },
+               "writing rollup")
+            .status());
+    ++outcome.rollups_written;
+  }
+  for (std::int64_t id : seen) {
+    UPLINK_RETURN_IF_ERROR(
+        Change("UPDATE sample_series SET last_seen = ? WHERE id = ? AND last_seen < ?",
+               [&](Statement& s) { s.Bind(end).Bind(id).Bind(end); }, "recording a series")
+            .status());
+  }
+  return Status::Ok();
+}
+
+// --- Reading -------------------------------------------------------------------------------
+
+Result<SampleNodePage> SqliteStore::ListSampleNodes(const std::string& connection_id,
+                                                    const std::string& after_node, int limit) {
+  std::int64_t page_size = std::clamp(limit, 1, kMaxSampleNodePage);
+  std::lock_guard lock(mutex_);
+  // One snapshot across the reads, so that an upload landing in between cannot mix samples.
+  UPLINK_RETURN_IF_ERROR(Exec("BEGIN"));
+  auto body = [&]() -> Result<SampleNodePage> {
+    SampleNodePage page;
+    std::vector<SampleNodeState>& nodes = page.nodes;
+    std::vector<std::int64_t> ids;
+    std::vector<std::optional<std::int64_t>> previous;
+    UPLINK_RETURN_IF_ERROR(ForEachRow(
+        "SELECT id, node, latest_at, latest_boot_time, latest_payload, previous_at "
+        "FROM sample_nodes WHERE connection_id = ? AND node > ? ORDER BY node LIMIT ?",
+        // One row more than asked says whether there is a next page.
+        [&](Statement& s) { s.Bind(connection_id).Bind(after_node).Bind(page_size + 1); },
+        [&](const Statement& row) {
+          if (static_cast<std::int64_t>(nodes.size()) == page_size) {
+            page.more = true;
+            return;
+          }
+          SampleNodeState state;
+          state.node = row.Text(1);
+          state.latest_at = FromUnixMillis(row.Int(2));
+          state.latest_boot_time = row.Int(3);
+          state.latest_payload = row.Text(4);
+          ids.push_back(row.Int(0));
+          previous.push_back(row.IsNull(5) ? std::nullopt : std::optional(row.Int(5)));
+          nodes.push_back(std::move(state));
+        },
+        "listing sample nodes"));
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      if (!previous[i]) continue;
+      UPLINK_ASSIGN_OR_RETURN(SeriesById series, LoadSeries(ids[i]));
+      Status decoded = Status::Ok();
+      UPLINK_RETURN_IF_ERROR(ForEachRow(
+          "SELECT boot_time, points FROM samples WHERE node_id = ? AND at = ?",
+          [&](Statement& s) { s.Bind(ids[i]).Bind(*previous[i]); },
+          [&](const Statement& row) {
+            SampleNodeState& state = nodes[i];
+            state.previous_at = FromUnixMillis(*previous[i]);
+            state.previous_boot_time = row.Int(0);
+            decoded = ForEachPoint(row.Blob(1), [&](std::int64_t id, double value) {
+              auto it = series.find(id);
+              if (it != series.end()) {
+                state.previous_values.push_back({it->second.metric, it->second.label, value});
+              }
+            });
+          },
+          "reading the previous sample"));
+      UPLINK_RETURN_IF_ERROR(decoded);
+    }
+    return page;
+  };
+  auto page = body();
+  (void)Exec(page.ok() ? "COMMIT" : "ROLLBACK");
+  return page;
+}
+
+Result<std::vector<SeriesPoints>> SqliteStore::ReadSamplePoints(
+    const std::string& connection_id, const std::string& node,
+    std::span<const SampleMetric> metrics, WallTime from, WallTime to) {
+  std::lock_guard lock(mutex_);
+  UPLINK_RETURN_IF_ERROR(Exec("BEGIN"));
+  auto body = [&]() -> Result<std::vector<SeriesPoints>> {
+    UPLINK_ASSIGN_OR_RETURN(std::int64_t node_id, SampleNodeId(connection_id, node));
+    UPLINK_ASSIGN_OR_RETURN(SeriesById series, LoadSeries(node_id));
+    std::unordered_map<std::int64_t, size_t> index;
+    std::vector<SeriesPoints> result;
+    for (const auto& [id, name] : series) {
+      if (!WantsMetric(metrics, name.metric)) continue;
+      index.emplace(id, result.size());
+      result.push_back({name.metric, name.label, {}});
+    }
+    Status decoded = Status::Ok();
+    UPLINK_RETURN_IF_ERROR(ForEachRow(
+        "SELECT at, boot_time, points FROM samples WHERE node_id = ? AND at >= ? AND at < ? "
+        "ORDER BY at",
+        [&](Statement& s) { s.Bind(node_id).Bind(ToUnixMillis(from)).Bind(ToUnixMillis(to)); },
+        [&](const Statement& row) {
+          if (!decoded.ok()) return;
+          std::int64_t at = row.Int(0);
+          std::int64_t boot_time = row.Int(1);
+          decoded = ForEachPoint(row.Blob(2), [&](std::int64_t id, double value) {
+            auto it = index.find(id);
+            if (it != index.end()) result[it->second].points.push_back({at, value, boot_time});
+          });
+        },
+        "reading samples"));
+    UPLINK_RETURN_IF_ERROR(decoded);
+    SortSeries(result);
+    return result;
+  };
+  auto result = body();
+  (void)Exec(result.ok() ? "COMMIT" : "ROLLBACK");
+  return result;
+}
+
+Result<RollupRead> SqliteStore::ReadSampleRollups(const std::string& connection_id,
+                                                  const std::string& node,
+                                                  std::span<const SampleMetric> metrics,
+                                                  WallTime from, WallTime to) {
+  std::lock_guard lock(mutex_);
+  UPLINK_RETURN_IF_ERROR(Exec("BEGIN"));
+  auto body = [&]() -> Result<RollupRead> {
+    UPLINK_ASSIGN_OR_RETURN(std::int64_t node_id, SampleNodeId(connection_id, node));
+    RollupRead read;
+    UPLINK_RETURN_IF_ERROR(ForEachRow(
+        "SELECT rolled_through FROM sample_nodes WHERE id = ?",
+        [&](Statement& s) { s.Bind(node_id); },
+        [&](const Statement& row) { read.rolled_through = row.Int(0); }, "reading rollup state"));
+    UPLINK_ASSIGN_OR_RETURN(SeriesById series, LoadSeries(node_id));
+    std::unordered_map<std::int64_t, size_t> index;
+    for (const auto& [id, name] : series) {
+      if (!WantsMetric(metrics, name.metric)) continue;
+      index.emplace(id, read.series.size());
+      read.series.push_back({name.metric, name.label, {}});
+    }
+    Status decoded = Status::Ok();
+    UPLINK_RETURN_IF_ERROR(ForEachRow(
+        "SELECT bucket, aggregates FROM sample_rollups WHERE node_id = ? AND bucket >= ? "
+        "AND bucket < ? ORDER BY bucket",
+        [&](Statement& s) {
+          s.Bind(node_id).Bind(ToUnixSeconds(from)).Bind(ToUnixSeconds(to));
+        },
+        [&](const Statement& row) {
+          if (!decoded.ok()) return;
+          std::int64_t bucket = row.Int(0);
+          decoded = ForEachAggregate(row.Blob(1), [&](std::int64_t id,
+                                                      const BucketAggregate& aggregate) {
+            auto it = index.find(id);
+            if (it != index.end()) read.series[it->second].buckets.emplace_back(bucket, aggregate);
+          });
+        },
+        "reading rollups"));
+    UPLINK_RETURN_IF_ERROR(decoded);
+    SortSeries(read.series);
+    return read;
+  };
+  auto result = body();
+  (void)Exec(result.ok() ? "COMMIT" : "ROLLBACK");
+  return result;
+}
+
+}  // namespace uplink::console

@@ -1,0 +1,495 @@
+// The SQLite store's side of node samples, on a real database file: samples stored exactly
+// once as series (not as records), in collection order whatever the arrival order, the latest
+// two per node, rollups made and made again after a late sample, retention, the series cap,
+// plans, and what one sample costs.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "console/api/node_sample.h"
+#include "console/store/sqlite_store.h"
+#include "node_sample_util.h"
+#include "test_util.h"
+
+namespace uplink::console {
+namespace {
+
+using std::chrono::hours;
+using std::chrono::minutes;
+using std::chrono::seconds;
+using testing::RawCount;
+using testing::SampleJson;
+using testing::SampleSpec;
+using testing::ScratchDir;
+
+const WallTime kT0 = FromUnixSeconds(1'800'000'000);  // a multiple of 300
+const std::string kTokenHash(64, 'a');
+const std::string kConnectionId = "00000000000000c1";
+const std::string kStream = "node/gpu-node-0001";
+const std::string kSpool = "9f2c4e0a5b7d41c3a8e6f0b1c2d3e4f5";
+constexpr SampleMetric kCpu[] = {SampleMetric::kCpuSeconds};
+constexpr SampleMetric kGpuUtilization[] = {SampleMetric::kGpuUtilizationPercent};
+
+AuditEvent Audit(const std::string& action) {
+  AuditEvent event;
+  event.at = kT0;
+  event.actor_type = "user";
+  event.actor_id = "u1";
+  event.action = action;
+  event.target_type = "connection";
+  event.target_id = kConnectionId;
+  event.owner_id = "u1";
+  event.outcome = "ok";
+  return event;
+}
+
+// The sample collected at kT0 + `offset`, with CPU time growing by 10 s a second.
+SampleSpec At(seconds offset) {
+  SampleSpec spec;
+  spec.at = kT0 + offset;
+  spec.cpu_user = 1000 + 10.0 * static_cast<double>(offset.count());
+  spec.cpu_idle = 5000;
+  return spec;
+}
+
+// An upload of `samples` as records first..first+n-1 of the node's stream.
+UploadBatch SampleBatch(std::int64_t first, const std::vector<SampleSpec>& samples,
+                        const std::string& stream = kStream) {
+  UploadBatch batch;
+  batch.agent_version = "0.1.0";
+  batch.stream = stream;
+  batch.spool_id = kSpool;
+  batch.first_sequence = first;
+  batch.last_sequence = first + static_cast<std::int64_t>(samples.size()) - 1;
+  if (samples.empty()) batch.last_sequence = first;
+  std::int64_t sequence = first;
+  for (const SampleSpec& spec : samples) {
+    json::object payload = SampleJson(spec);
+    auto parsed = ParseNodeSample(payload, "payload");
+    EXPECT_TRUE(parsed.ok()) << parsed.status().ToString();
+    UploadRecord record;
+    record.sequence = sequence++;
+    record.appended_at = spec.at;
+    record.payload_offset = batch.payloads.size();
+    batch.payloads += ToJson(payload);
+    record.payload_size = batch.payloads.size() - record.payload_offset;
+    record.node_sample = batch.node_samples.size();
+    batch.node_samples.push_back(FiguresOf(*parsed));
+    batch.records.push_back(record);
+  }
+  return batch;
+}
+
+std::vector<SampleSpec> Every30s(seconds from, seconds to) {
+  std::vector<SampleSpec> samples;
+  for (seconds at = from; at < to; at += seconds(30)) samples.push_back(At(at));
+  return samples;
+}
+
+class NodeStoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto opened = SqliteStore::Open(path_);
+    ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+    store_ = std::move(opened).value();
+    User user;
+    user.id = "u1";
+    user.email = "u1@example.com";
+    user.role = Role::kAdmin;
+    user.created_at = kT0;
+    ASSERT_TRUE(store_->CreateUser(user, Audit("user.create")).ok());
+    Connection c;
+    c.id = kConnectionId;
+    c.owner_id = "u1";
+    c.agent_name = "agent";
+    c.cluster_name = "cluster";
+    c.token_prefix = "agt_00000000";
+    c.token_hash = kTokenHash;
+    c.created_at = kT0;
+    c.expires_at = kT0 + hours(24 * 365);
+    ASSERT_TRUE(store_->CreateConnection(c, Audit("connection.create")).ok());
+  }
+
+  UploadOutcome Accept(const UploadBatch& batch, WallTime now) {
+    AuditEvent audit = Audit("stream.restart");
+    auto outcome = store_->AcceptUpload(kConnectionId, kTokenHash, batch, now, retention_, audit);
+    EXPECT_TRUE(outcome.ok()) << outcome.status().ToString();
+    return outcome.value_or(UploadOutcome{});
+  }
+
+  // An upload that carries nothing, on its own stream: it runs retention.
+  UploadOutcome Maintain(WallTime now) {
+    UploadBatch batch = SampleBatch(++maintenance_sequence_, {}, "node/maintenance");
+    return Accept(batch, now);
+  }
+
+  std::vector<RawPoint> CpuPoints(WallTime from, WallTime to) {
+    auto series = store_->ReadSamplePoints(kConnectionId, testing::kSampleNode, kCpu, from, to);
+    EXPECT_TRUE(series.ok()) << series.status().ToString();
+    if (!series.ok() || series->empty()) return {};
+    EXPECT_EQ(series->size(), 1u);
+    return series->front().points;
+  }
+
+  SampleNodeState OnlyNode() {
+    auto page = store_->ListSampleNodes(kConnectionId, "", 100);
+    EXPECT_TRUE(page.ok() && page->nodes.size() == 1u && !page->more);
+    return page.ok() && !page->nodes.empty() ? page->nodes.front() : SampleNodeState{};
+  }
+
+  ScratchDir dir_;
+  std::string path_ = dir_.File("console.db");
+  std::unique_ptr<SqliteStore> store_;
+  RecordRetention retention_;
+  std::int64_t maintenance_sequence_ = 0;
+};
+
+TEST_F(NodeStoreTest, SamplesAreKeptAsSeriesAndTheLatestPayloadNotAsRecords) {
+  UploadOutcome outcome =
+      Accept(SampleBatch(1, Every30s(seconds(0), seconds(90))), kT0 + minutes(2));
+  EXPECT_EQ(outcome.stored, 3);
+  EXPECT_EQ(outcome.samples_stored, 3);
+  EXPECT_EQ(RawCount(path_, "SELECT COUNT(*) FROM stream_records"), 0);
+  EXPECT_EQ(RawCount(path_, "SELECT COUNT(*) FROM samples"), 3);
+
+  RecordQuery query;
+  query.connection_id = kConnectionId;
+  query.stream = kStream;
+  auto page = store_->ListStreamRecords(query);
+  ASSERT_TRUE(page.ok());
+  EXPECT_TRUE(page->records.empty());
+  auto streams = store_->ListStreams(kConnectionId);
+  ASSERT_TRUE(streams.ok() && streams->size() == 1u);
+  EXPECT_EQ(streams->front().records_stored, 3);
+
+  std::vector<RawPoint> points = CpuPoints(kT0, kT0 + hours(1));
+  ASSERT_EQ(points.size(), 3u);
+  EXPECT_EQ(points[2].at_ms, ToUnixSeconds(kT0 + seconds(60)) * 1000);
+  EXPECT_EQ(points[2].value, 1600 + 5000);
+  EXPECT_EQ(points[2].boot_time, testing::kSampleBootTime);
+
+  SampleNodeState node = OnlyNode();
+  EXPECT_EQ(node.node, testing::kSampleNode);
+  EXPECT_EQ(node.latest_at, kT0 + seconds(60));
+  EXPECT_EQ(node.latest_payload, ToJson(SampleJson(At(seconds(60)))));
+  ASSERT_TRUE(node.previous_at.has_value());
+  EXPECT_EQ(*node.previous_at, kT0 + seconds(30));
+  bool found = false;
+  for (const SampleValue& value : node.previous_values) {
+    if (value.metric == SampleMetric::kCpuSeconds) found = value.value == 1300 + 5000;
+  }
+  EXPECT_TRUE(found);
+
+  auto gpus = store_->ReadSamplePoints(kConnectionId, testing::kSampleNode, kGpuUtilization, kT0,
+                                       kT0 + hours(1));
+  ASSERT_TRUE(gpus.ok());
+  ASSERT_EQ(gpus->size(), 2u);
+  EXPECT_EQ((*gpus)[1].label, "1");
+  EXPECT_EQ((*gpus)[1].points.size(), 3u);
+}
+
+TEST_F(NodeStoreTest, ABatchSentAgainAddsNoSample) {
+  UploadBatch batch = SampleBatch(1, Every30s(seconds(0), seconds(120)));
+  Accept(batch, kT0 + minutes(3));
+  UploadOutcome again = Accept(batch, kT0 + minutes(4));
+  EXPECT_EQ(again.duplicates, 4);
+  EXPECT_EQ(again.samples_stored, 0);
+  EXPECT_EQ(RawCount(path_, "SELECT COUNT(*) FROM samples"), 4);
+  EXPECT_EQ(CpuPoints(kT0, kT0 + hours(1)).size(), 4u);
+  // Half of it again with one new record: only the new one is stored.
+  UploadBatch overlap = SampleBatch(3, Every30s(seconds(60), seconds(150)));
+  UploadOutcome mixed = Accept(overlap, kT0 + minutes(5));
+  EXPECT_EQ(mixed.duplicates, 2);
+  EXPECT_EQ(mixed.samples_stored, 1);
+  EXPECT_EQ(CpuPoints(kT0, kT0 + hours(1)).size(), 5u);
+}
+
+TEST_F(NodeStoreTest, SamplesArriveInAnyOrderAndAreReadInCollectionOrder) {
+  // Spooled while the console was down, shipped out of wall-clock order.
+  Accept(SampleBatch(1, {At(seconds(90)), At(seconds(0)), At(seconds(60))}), kT0 + minutes(3));
+  Accept(SampleBatch(4, {At(seconds(30))}), kT0 + minutes(3));
+  std::vector<RawPoint> points = CpuPoints(kT0, kT0 + hours(1));
+  ASSERT_EQ(points.size(), 4u);
+  for (size_t i = 0; i < points.size(); ++i) {
+    EXPECT_EQ(points[i].at_ms, (ToUnixSeconds(kT0) + 30 * static_cast<std::int64_t>(i)) * 1000);
+  }
+  SampleNodeState node = OnlyNode();
+  EXPECT_EQ(node.latest_at, kT0 + seconds(90));
+  EXPECT_EQ(*node.previous_at, kT0 + seconds(60));
+  // A late sample between the latest two becomes the previous one.
+  Accept(SampleBatch(5, {At(seconds(75))}), kT0 + minutes(3));
+  node = OnlyNode();
+  EXPECT_EQ(node.latest_at, kT0 + seconds(90));
+  EXPECT_EQ(*node.previous_at, kT0 + seconds(75));
+  EXPECT_EQ(node.latest_payload, ToJson(SampleJson(At(seconds(90)))));
+}
+
+TEST_F(NodeStoreTest, SamplesOutsideTheKeptRangeOrAtATakenTimeAreAcknowledgedNotStored) {
+  WallTime now = kT0 + hours(49);
+  UploadOutcome outcome =
+      Accept(SampleBatch(1, {At(seconds(0)), At(hours(49) + minutes(6)),
+                             At(hours(48) + seconds(30))}),
+             now);
+  EXPECT_EQ(outcome.stored, 3);
+  EXPECT_EQ(outcome.samples_too_old, 1);
+  EXPECT_EQ(outcome.samples_in_future, 1);
+  EXPECT_EQ(outcome.samples_stored, 1);
+  SampleSpec twin = At(hours(48) + seconds(30));
+  twin.cpu_user = 1;
+  outcome = Accept(SampleBatch(4, {twin}), now);
+  EXPECT_EQ(outcome.samples_same_time, 1);
+  EXPECT_EQ(RawCount(path_, "SELECT COUNT(*) FROM samples"), 1);
+  EXPECT_EQ(CpuPoints(kT0, now).front().value, At(hours(48) + seconds(30)).cpu_user + 5000);
+}
+
+TEST_F(NodeStoreTest, RollupsAreMadeForCompleteBucketsAndAgreeWithTheRawPoints) {
+  // Two hours with a reboot in the middle (CPU time starts again from zero, and was 300 s by
+  // the first sample after it) and a 10-minute outage.
+  std::vector<SampleSpec> samples = Every30s(seconds(0), hours(2));
+  for (SampleSpec& spec : samples) {
+    if (spec.at >= kT0 + hours(1)) {
+      spec.boot_time += 3600;
+      spec.cpu_idle = 0;
+      spec.cpu_user = 300 + 10.0 * static_cast<double>(ToUnixSeconds(spec.at) -
+                                                       ToUnixSeconds(kT0 + hours(1)));
+    }
+  }
+  std::erase_if(samples, [](const SampleSpec& spec) {
+    return spec.at > kT0 + minutes(80) && spec.at < kT0 + minutes(90);
+  });
+  WallTime now = kT0 + hours(2) + minutes(3);
+  UploadOutcome outcome = Accept(SampleBatch(1, samples), now);
+  EXPECT_EQ(outcome.samples_stored, static_cast<std::int64_t>(samples.size()));
+  // Every complete bucket but the one inside the outage, which has nothing.
+  EXPECT_EQ(outcome.rollups_written, 24 - 1);
+
+  auto rollups = store_->ReadSampleRollups(kConnectionId, testing::kSampleNode, kCpu, kT0,
+                                           kT0 + hours(3));
+  ASSERT_TRUE(rollups.ok()) << rollups.status().ToString();
+  EXPECT_EQ(rollups->rolled_through, ToUnixSeconds(kT0 + hours(2)));
+  ASSERT_EQ(rollups->series.size(), 1u);
+  auto raw_points = CpuPoints(kT0 - hours(1), kT0 + hours(3));
+  auto raw = AggregateBuckets(MetricKind::kCounter, raw_points, kRollupSeconds,
+                              ToUnixSeconds(kT0), kMaxGapIntervals * 30'000);
+  std::int64_t compared = 0;
+  for (const auto& [bucket, aggregate] : rollups->series.front().buckets) {
+    ASSERT_TRUE(raw.contains(bucket)) << bucket;
+    EXPECT_EQ(aggregate, raw.at(bucket)) << bucket;
+    EXPECT_EQ(Rate(aggregate), 10) << bucket;
+    ++compared;
+  }
+  // The buckets around the outage and the reboot rate right from the pairs they have.
+  EXPECT_EQ(compared, 24 - 1);
+}
+
+TEST_F(NodeStoreTest, ALateSampleMakesItsBucketsRollupsAgain) {
+  std::vector<SampleSpec> samples = Every30s(seconds(0), minutes(30));
+  SampleSpec missing = samples[3];
+  samples.erase(samples.begin() + 3);
+  Accept(SampleBatch(1, samples), kT0 + minutes(33));
+  auto before = store_->ReadSampleRollups(kConnectionId, testing::kSampleNode, kCpu, kT0,
+                                          kT0 + hours(1));
+  ASSERT_TRUE(before.ok());
+  ASSERT_FALSE(before->series.front().buckets.empty());
+  EXPECT_EQ(before->series.front().buckets.front().second.pairs, 8);
+
+  // The missing sample arrives much later; the next run (a minute on) reworks its bucket.
+  Accept(SampleBatch(100, {missing}), kT0 + minutes(40));
+  auto rewound = store_->ReadSampleRollups(kConnectionId, testing::kSampleNode, kCpu, kT0,
+                                           kT0 + hours(1));
+  ASSERT_TRUE(rewound.ok());
+  EXPECT_EQ(rewound->rolled_through, ToUnixSeconds(kT0 + minutes(35)));
+  auto after = rewound->series.front().buckets.front().second;
+  EXPECT_EQ(after.pairs, 9);
+  EXPECT_EQ(Rate(after), 10);
+}
+
+TEST_F(NodeStoreTest, RawSamplesGoAfterTheirRetentionRollupsAfterTheirsThenTheNode) {
+  retention_.samples.raw_max_age = hours(1);
+  retention_.samples.max_age = hours(3);
+  Accept(SampleBatch(1, Every30s(seconds(0), minutes(30))), kT0 + minutes(33));
+  std::int64_t rollups = RawCount(path_, "SELECT COUNT(*) FROM sample_rollups");
+  EXPECT_EQ(rollups, 6);
+
+  UploadOutcome pruned = Maintain(kT0 + minutes(95));
+  EXPECT_EQ(pruned.samples_pruned, 60);
+  EXPECT_EQ(RawCount(path_, "SELECT COUNT(*) FROM samples"), 0);
+  EXPECT_EQ(RawCount(path_, "SELECT COUNT(*) FROM sample_rollups"), rollups);
+  EXPECT_TRUE(CpuPoints(kT0, kT0 + hours(1)).empty());
+  auto kept = store_->ReadSampleRollups(kConnectionId, testing::kSampleNode, kCpu, kT0,
+                                        kT0 + hours(1));
+  ASSERT_TRUE(kept.ok());
+  EXPECT_EQ(kept->series.front().buckets.size(), 6u);
+  // Without its previous sample the node still lists, without one.
+  EXPECT_FALSE(OnlyNode().previous_at.has_value());
+
+  UploadOutcome later = Maintain(kT0 + hours(3) + minutes(31));
+  EXPECT_EQ(later.rollups_pruned, rollups);
+  EXPECT_EQ(RawCount(path_, "SELECT COUNT(*) FROM sample_nodes WHERE node = 'gpu-node-0001'"), 0);
+  EXPECT_EQ(RawCount(path_, "SELECT COUNT(*) FROM sample_series s JOIN sample_nodes n "
+                            "ON n.id = s.node_id WHERE n.node = 'gpu-node-0001'"),
+            0);
+  EXPECT_TRUE(store_->ListSampleNodes(kConnectionId, "", 10)->nodes.empty());
+}
+
+TEST_F(NodeStoreTest, RetentionRunsAtMostOnceAMinuteAndIsBounded) {
+  retention_.samples.raw_max_age = hours(1);
+  retention_.samples.max_rows_per_run = 25;
+  retention_.samples.max_rollup_buckets_per_run = 2;
+  // The upload itself runs retention first: two of the six complete buckets.
+  EXPECT_EQ(Accept(SampleBatch(1, Every30s(seconds(0), minutes(30))), kT0 + minutes(33))
+                .rollups_written,
+            2);
+  EXPECT_EQ(Maintain(kT0 + minutes(33) + seconds(59)).rollups_written, 0);
+  EXPECT_EQ(Maintain(kT0 + minutes(34)).rollups_written, 2);
+  EXPECT_EQ(Maintain(kT0 + minutes(35)).rollups_written, 2);
+  EXPECT_EQ(Maintain(kT0 + minutes(36)).rollups_written, 0);
+  UploadOutcome prune = Maintain(kT0 + minutes(100));
+  EXPECT_EQ(prune.samples_pruned, 25);
+  EXPECT_EQ(Maintain(kT0 + minutes(101)).samples_pruned, 25);
+  EXPECT_EQ(Maintain(kT0 + minutes(102)).samples_pruned, 10);
+}
+
+TEST_F(NodeStoreTest, ANodeKeepsAtMostItsSeriesCapAndCountsWhatItDrops) {
+  auto many_filesystems = [](const std::string& prefix, WallTime at) {
+    SampleSpec spec;
+    spec.at = at;
+    json::object payload = SampleJson(spec);
+    json::array filesystems;
+    for (int i = 0; i < 1024; ++i) {
+      filesystems.push_back(json::object{{"mountpoint", prefix + std::to_string(i)},
+                                         {"size_bytes", 10},
+                                         {"avail_bytes", 5}});
+    }
+    payload["filesystems"] = std::move(filesystems);
+    return payload;
+  };
+  UploadBatch batch;
+  batch.agent_version = "0.1.0";
+  batch.stream = kStream;
+  batch.spool_id = kSpool;
+  batch.first_sequence = 1;
+  batch.last_sequence = 2;
+  for (int i = 0; i < 2; ++i) {
+    json::object payload = many_filesystems(i == 0 ? "/a" : "/b", kT0 + seconds(30 * i));
+    UploadRecord record;
+    record.sequence = i + 1;
+    record.appended_at = kT0;
+    record.payload_offset = batch.payloads.size();
+    batch.payloads += ToJson(payload);
+    record.payload_size = batch.payloads.size() - record.payload_offset;
+    record.node_sample = batch.node_samples.size();
+    batch.node_samples.push_back(FiguresOf(*ParseNodeSample(payload, "payload")));
+    batch.records.push_back(record);
+  }
+  UploadOutcome outcome = Accept(batch, kT0 + minutes(1));
+  std::int64_t per_sample = static_cast<std::int64_t>(batch.node_samples[0].values.size());
+  EXPECT_EQ(outcome.samples_stored, 2);
+  // The second sample's 2,048 new series fit only up to the cap; its other values are
+  // series the first one made.
+  EXPECT_EQ(outcome.sample_values_dropped,
+            2 * per_sample - kMaxSeriesPerNode - (per_sample - 2048));
+  EXPECT_EQ(RawCount(path_, "SELECT COUNT(*) FROM sample_series"), kMaxSeriesPerNode);
+}
+
+TEST_F(NodeStoreTest, PlansDefaultToEveryCollectorEvery30sAndAreSetWithTheirAuditEvent) {
+  auto plan = store_->GetNodePlan(kConnectionId);
+  ASSERT_TRUE(plan.ok());
+  EXPECT_EQ(plan->interval_seconds, 30);
+  EXPECT_EQ(plan->collectors.size(), std::size(kNodeCollectors));
+  EXPECT_FALSE(plan->updated_at);
+
+  NodePlan set;
+  set.interval_seconds = 60;
+  set.collectors = {"cpu", "gpu"};
+  AuditEvent audit = Audit("connection.node_plan");
+  audit.at = kT0 + hours(1);
+  ASSERT_TRUE(store_->SetNodePlan(kConnectionId, set, audit).ok());
+  plan = store_->GetNodePlan(kConnectionId);
+  EXPECT_EQ(plan->interval_seconds, 60);
+  EXPECT_EQ(plan->collectors, (std::vector<std::string>{"cpu", "gpu"}));
+  EXPECT_EQ(plan->updated_at, kT0 + hours(1));
+  set.collectors.clear();
+  ASSERT_TRUE(store_->SetNodePlan(kConnectionId, set, audit).ok());
+  EXPECT_TRUE(store_->GetNodePlan(kConnectionId)->collectors.empty());
+  EXPECT_EQ(
+      RawCount(path_, "SELECT COUNT(*) FROM audit_events WHERE action = 'connection.node_plan'"),
+      2);
+  EXPECT_EQ(store_->SetNodePlan("00000000000000ff", set, audit).code(), StatusCode::kNotFound);
+}
+
+TEST_F(NodeStoreTest, AnUnknownNodeIsNotFound) {
+  EXPECT_EQ(
+      store_->ReadSamplePoints(kConnectionId, "nope", kCpu, kT0, kT0 + hours(1)).status().code(),
+      StatusCode::kNotFound);
+  EXPECT_EQ(
+      store_->ReadSampleRollups(kConnectionId, "nope", kCpu, kT0, kT0 + hours(1)).status().code(),
+      StatusCode::kNotFound);
+}
+
+// Not a benchmark and no threshold on time: it prints what one sample costs, and bounds the
+// bytes, which do not depend on the machine.
+TEST_F(NodeStoreTest, OneSampleCostsLittleTimeAndSpace) {
+  constexpr int kSamples = 2880;  // a day at 30 s
+  constexpr int kPerUpload = 120;
+  std::int64_t pages_before = RawCount(path_, "PRAGMA page_count");
+  std::int64_t page_size = RawCount(path_, "PRAGMA page_size");
+  // An 8-GPU node: 54 figures a sample.
+  auto eight_gpus = [](std::vector<SampleSpec> samples) {
+    for (SampleSpec& spec : samples) spec.gpus = 8;
+    return samples;
+  };
+  std::vector<UploadBatch> batches;
+  for (int i = 0; i < kSamples; i += kPerUpload) {
+    batches.push_back(SampleBatch(
+        i + 1, eight_gpus(Every30s(seconds(30 * i), seconds(30 * (i + kPerUpload))))));
+  }
+  // Rollups are made apart, below, so that the insert time is the samples' alone.
+  retention_.samples.max_rollup_buckets_per_run = 0;
+  auto started = std::chrono::steady_clock::now();
+  WallTime now = kT0 + hours(25);
+  for (const UploadBatch& batch : batches) {
+    ASSERT_EQ(Accept(batch, now).samples_stored, kPerUpload);
+  }
+  double batched_us = std::chrono::duration<double, std::micro>(
+                          std::chrono::steady_clock::now() - started).count() / kSamples;
+
+  // The agent's steady state: one sample per upload, each its own transaction (synced).
+  constexpr int kSingles = 100;
+  started = std::chrono::steady_clock::now();
+  for (int i = 0; i < kSingles; ++i) {
+    ASSERT_EQ(Accept(SampleBatch(kSamples + 1 + i, eight_gpus({At(seconds(30 * (kSamples + i)))})),
+                     now)
+                  .samples_stored,
+              1);
+  }
+  double single_us = std::chrono::duration<double, std::micro>(
+                         std::chrono::steady_clock::now() - started).count() / kSingles;
+  std::int64_t raw_bytes = (RawCount(path_, "PRAGMA page_count") - pages_before) * page_size;
+  double bytes_per_sample = static_cast<double>(raw_bytes) / (kSamples + kSingles);
+
+  // A day of rollups for the node: 288 rows.
+  retention_.samples.max_rollup_buckets_per_run = 2'000;
+  std::int64_t pages_raw = RawCount(path_, "PRAGMA page_count");
+  UploadOutcome rolled = Maintain(now + hours(1) + minutes(3));
+  EXPECT_GE(rolled.rollups_written, 288);
+  double rollup_bytes = static_cast<double>((RawCount(path_, "PRAGMA page_count") - pages_raw) *
+                                            page_size) /
+                        static_cast<double>(rolled.rollups_written);
+  std::printf("node samples: %.0f us per sample in uploads of %d, %.0f us per single-sample "
+              "upload (synced); %.0f database bytes per raw sample (%zu figures), %.0f per "
+              "5-minute rollup\n",
+              batched_us, kPerUpload, single_us, bytes_per_sample,
+              batches[0].node_samples[0].values.size(), rollup_bytes);
+  RecordProperty("node_sample_insert_us", static_cast<int>(batched_us));
+  RecordProperty("node_sample_bytes", static_cast<int>(bytes_per_sample));
+  EXPECT_LT(bytes_per_sample, 1024);
+  EXPECT_LT(rollup_bytes, 2048);
+}
+
+}  // namespace
+}  // namespace uplink::console
