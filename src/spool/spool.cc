@@ -56,6 +56,9 @@ constexpr size_t kSlotCrcOffset = kSlotSize - 4;
 constexpr size_t kTimePrefixBytes = 8;
 // Framing a record costs at least this much besides its payload (estimates of dropped bytes).
 constexpr std::uint64_t kRecordOverhead = framing::kHeaderSize + kTimePrefixBytes;
+// How long a leader waits for the last group's members to queue again. A fraction of one
+// sync (about a millisecond here), and spent only while appends come from several threads.
+constexpr std::chrono::microseconds kGroupGather{200};
 // A group's payload stops growing here (LevelDB's figure), unless its first record is larger.
 constexpr std::uint64_t kMaxGroupBytes = 1 << 20;
 // Records a reader has returned and that wait to be consumed, remembered so that the append
@@ -775,12 +778,19 @@ struct Spool::Impl {
     me.payload = payload;
     std::unique_lock lock(mu);
     queue.push_back(&me);
+    if (queue.size() > 1) queue_grew.notify_one();
     me.wakeup.wait(lock, [&] { return me.done || queue.front() == &me; });
     if (me.done) {
       if (!me.status.ok()) return me.status;
       return me.sequence;
     }
-    // The leader: everything queued behind it, up to the group limit, goes in one write.
+    // The leader. The members of the last group were released together and are coming
+    // back: waiting a moment for them to queue (PostgreSQL's commit_delay) makes one sync
+    // serve them all, where taking the queue at once would split them over two.
+    if (queue.size() < last_group_size) {
+      queue_grew.wait_for(lock, kGroupGather, [&] { return queue.size() >= last_group_size; });
+    }
+    // Everything queued behind it, up to the group limit, goes in one write.
     // Framing counts too: a queue of empty records must not make a group larger than the cap.
     std::vector<PendingAppend*> group;
     std::uint64_t group_bytes = 0;
@@ -790,6 +800,7 @@ struct Spool::Impl {
       group.push_back(waiting);
       group_bytes += bytes;
     }
+    last_group_size = group.size();
     Status status = WriteGroup(lock, group);
     for (PendingAppend* member : group) {
       queue.pop_front();
@@ -1279,6 +1290,8 @@ struct Spool::Impl {
   std::uint64_t last_durable = 0;
   std::vector<std::pair<std::uint64_t, std::uint64_t>> abandoned;  // skipped after failures
   std::deque<PendingAppend*> queue;
+  std::condition_variable queue_grew;  // an Append queued behind the front
+  size_t last_group_size = 1;
   std::optional<WallTime> oldest;
   std::deque<PendingCorruption> pending_corruption;  // in sequence order
   std::uint64_t unattributed_damage_bytes = 0;
