@@ -42,7 +42,7 @@ namespace {
 using uplink::testing::ChildProcess;
 using uplink::testing::TempDir;
 
-constexpr int kScrapes = 100;
+constexpr int kScrapes = 1000;  // CPU time moves in 10 ms ticks: 0.01 ms per scrape
 constexpr int kRounds = 5;
 constexpr int kCycles = 200;
 constexpr char kNodeExporter[] = "/usr/bin/prometheus-node-exporter";

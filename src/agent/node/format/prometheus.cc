@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <charconv>
 #include <chrono>
+#include <cstddef>
+#include <functional>
 #include <initializer_list>
 #include <numeric>
 #include <optional>
@@ -20,6 +22,24 @@ struct Label {
   std::string_view value;
 };
 
+// A # HELP text with backslash and newline escaped.
+void AppendHelpText(std::string& out, std::string_view help) {
+  // Nearly every help text has neither, which two vectorized scans tell.
+  if (help.find('\\') == std::string_view::npos && help.find('\n') == std::string_view::npos) {
+    out += help;
+    return;
+  }
+  for (char c : help) {
+    if (c == '\\') {
+      out += "\\\\";
+    } else if (c == '\n') {
+      out += "\\n";
+    } else {
+      out += c;
+    }
+  }
+}
+
 // One metric family: its # HELP and # TYPE lines come with its first sample, so a family
 // without samples leaves no trace.
 class Family {
@@ -32,15 +52,7 @@ class Family {
       out_ += "# HELP ";
       out_ += name_;
       out_ += ' ';
-      for (char c : help_) {
-        if (c == '\\') {
-          out_ += "\\\\";
-        } else if (c == '\n') {
-          out_ += "\\n";
-        } else {
-          out_ += c;
-        }
-      }
+      AppendHelpText(out_, help_);
       out_ += "\n# TYPE ";
       out_ += name_;
       out_ += ' ';
@@ -156,44 +168,79 @@ bool IsMetricNameCharacter(char c) {
          c == '_' || c == ':';
 }
 
-// node_exporter's name for a meminfo line: "(x)" becomes "_x" (its regexp \((.*)\), from the
-// first '(' to the last ')'), and lines in kB get "_bytes". Empty when the result is not a
-// valid metric name, which no kernel's meminfo gives.
-std::string MeminfoKey(const MeminfoField& field) {
+// Appends node_exporter's name for a meminfo line: "(x)" becomes "_x" (its regexp \((.*)\),
+// from the first '(' to the last ')'), and lines in kB get "_bytes". False, with nothing
+// appended, when the result is not a valid metric name, which no kernel's meminfo gives.
+bool AppendMeminfoKey(const MeminfoField& field, std::string& keys) {
+  const std::size_t begin = keys.size();
   std::string_view name = field.name;
-  std::string key;
   const std::size_t open = name.find('(');
   const std::size_t close = name.rfind(')');
   if (open != std::string_view::npos && close != std::string_view::npos && close > open) {
-    key.append(name.substr(0, open)).append("_");
-    key.append(name.substr(open + 1, close - open - 1)).append(name.substr(close + 1));
+    keys.append(name.substr(0, open)).append("_");
+    keys.append(name.substr(open + 1, close - open - 1)).append(name.substr(close + 1));
   } else {
-    key.append(name);
+    keys.append(name);
   }
-  if (field.in_bytes) key += "_bytes";
-  if (!std::all_of(key.begin(), key.end(), IsMetricNameCharacter)) key.clear();
-  return key;
+  if (field.in_bytes) keys += "_bytes";
+  if (keys.size() == begin || !std::all_of(keys.begin() + static_cast<std::ptrdiff_t>(begin),
+                                           keys.end(), IsMetricNameCharacter)) {
+    keys.resize(begin);
+    return false;
+  }
+  return true;
 }
 
 void RenderMemory(const Memory& memory, std::string& out) {
-  std::vector<std::string> keys;
-  keys.reserve(memory.fields.size());
-  for (const MeminfoField& field : memory.fields) keys.push_back(MeminfoKey(field));
-  // Two lines mangled to one name would be one series twice; the first stays.
-  std::vector<std::uint32_t> order(keys.size());
-  std::iota(order.begin(), order.end(), 0u);
-  std::stable_sort(order.begin(), order.end(),
-                   [&](std::uint32_t a, std::uint32_t b) { return keys[a] < keys[b]; });
-  for (std::size_t i = 1; i < order.size(); ++i) {
-    if (keys[order[i]] == keys[order[i - 1]]) keys[order[i]].clear();
+  // The keys side by side in one buffer rather than a string each.
+  struct Span {
+    std::uint32_t begin = 0, size = 0;  // size 0: the line is left out
+  };
+  std::string key_text;
+  key_text.reserve(memory.fields.size() * 24);
+  std::vector<Span> spans(memory.fields.size());
+  for (std::size_t i = 0; i < memory.fields.size(); ++i) {
+    const std::size_t begin = key_text.size();
+    if (!AppendMeminfoKey(memory.fields[i], key_text)) continue;
+    spans[i] = {static_cast<std::uint32_t>(begin),
+                static_cast<std::uint32_t>(key_text.size() - begin)};
   }
-  std::string name, help;
-  for (std::size_t i = 0; i < keys.size(); ++i) {
-    if (keys[i].empty()) continue;
-    name = "node_memory_" + keys[i];
-    help = "Memory information field " + keys[i] + ".";
-    const bool counter = keys[i].ends_with("_total");
-    Family(out, name, help, counter ? kCounter : kGauge)
+  auto key = [&](std::size_t i) {
+    return std::string_view(key_text).substr(spans[i].begin, spans[i].size);
+  };
+  // Two lines mangled to one name would be one series twice; the first stays. Distinct hashes
+  // prove there is no such pair for far less than sorting the keys.
+  std::vector<std::size_t> hashes;
+  hashes.reserve(spans.size());
+  for (std::size_t i = 0; i < spans.size(); ++i) {
+    if (spans[i].size != 0) hashes.push_back(std::hash<std::string_view>{}(key(i)));
+  }
+  std::sort(hashes.begin(), hashes.end());
+  if (std::adjacent_find(hashes.begin(), hashes.end()) != hashes.end()) {
+    std::vector<std::uint32_t> order(spans.size());
+    std::iota(order.begin(), order.end(), 0u);
+    std::stable_sort(order.begin(), order.end(),
+                     [&](std::uint32_t a, std::uint32_t b) { return key(a) < key(b); });
+    std::vector<bool> repeated(spans.size(), false);
+    for (std::size_t i = 1; i < order.size(); ++i) {
+      if (key(order[i]) == key(order[i - 1])) repeated[order[i]] = true;
+    }
+    for (std::size_t i = 0; i < spans.size(); ++i) {
+      if (repeated[i]) spans[i].size = 0;
+    }
+  }
+  constexpr std::string_view kNamePrefix = "node_memory_";
+  constexpr std::string_view kHelpPrefix = "Memory information field ";
+  std::string name(kNamePrefix), help(kHelpPrefix);
+  for (std::size_t i = 0; i < spans.size(); ++i) {
+    if (spans[i].size == 0) continue;
+    const std::string_view k = key(i);
+    name.resize(kNamePrefix.size());
+    name += k;
+    help.resize(kHelpPrefix.size());
+    help += k;
+    help += '.';
+    Family(out, name, help, k.ends_with("_total") ? kCounter : kGauge)
         .Add({}, static_cast<double>(memory.fields[i].value));
   }
 }
@@ -521,9 +568,25 @@ void RenderCollectorHealth(const NodeSample& sample, std::string& out) {
   }
 }
 
+// About what the text of `sample` takes, so `out` grows once rather than doubling its way
+// there (copying what it holds each time). Series run about 80 bytes, # HELP and # TYPE lines
+// about 100 a family.
+std::size_t EstimatedBytes(const NodeSample& sample) {
+  constexpr std::size_t kSeries = 80, kFamily = 100;
+  std::size_t bytes = 40 * kFamily;  // CPU, load, pressure, health and the like
+  if (sample.cpu) bytes += sample.cpu->per_cpu.size() * 10 * kSeries;
+  if (sample.memory) bytes += sample.memory->fields.size() * (kSeries + kFamily);
+  bytes += (sample.network.size() * 16 + sample.disks.size() * 18) * kSeries;
+  bytes += sample.filesystems.size() * 7 * 2 * kSeries;  // three labels each
+  if (sample.gpus) bytes += sample.gpus->gpus.size() * 14 * 2 * kSeries;
+  bytes += sample.gaps.size() * 2 * kSeries;
+  return bytes;
+}
+
 }  // namespace
 
 void RenderPrometheus(const NodeSample& sample, std::string& out) {
+  out.reserve(out.size() + EstimatedBytes(sample));
   if (sample.cpu) RenderCpu(sample, out);
   RenderTimes(sample, out);
   if (sample.memory) RenderMemory(*sample.memory, out);

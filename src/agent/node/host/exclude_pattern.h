@@ -5,6 +5,8 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "common/status.h"
 
@@ -41,6 +43,49 @@ class ExcludePattern {
 
   std::string pattern_;
   std::shared_ptr<const Compiled> compiled_;  // null for the empty pattern
+};
+
+// An ExcludePattern applied to a cycle's devices. It remembers its verdicts on the last list of
+// names: device lists seldom change between cycles, and comparing the names costs far less
+// than a regex search for each.
+class DeviceExclusion {
+ public:
+  explicit DeviceExclusion(ExcludePattern pattern) : pattern_(std::move(pattern)) {}
+
+  // Removes the items whose `device` the pattern excludes; the rest keep their order.
+  template <typename T>
+  void KeepIncluded(std::vector<T>& items) {
+    if (pattern_.pattern().empty()) return;  // excludes nothing
+    if (!SameNames(items)) {
+      names_.clear();
+      excluded_.clear();
+      for (const T& item : items) {
+        names_.push_back(item.device);
+        excluded_.push_back(pattern_.Excludes(item.device));
+      }
+    }
+    std::size_t kept = 0;
+    for (std::size_t i = 0; i < items.size(); ++i) {
+      if (excluded_[i]) continue;
+      if (kept != i) items[kept] = std::move(items[i]);
+      ++kept;
+    }
+    items.resize(kept);
+  }
+
+ private:
+  template <typename T>
+  bool SameNames(const std::vector<T>& items) const {
+    if (items.size() != names_.size()) return false;
+    for (std::size_t i = 0; i < items.size(); ++i) {
+      if (items[i].device != names_[i]) return false;
+    }
+    return true;
+  }
+
+  ExcludePattern pattern_;
+  std::vector<std::string> names_;  // the last list, in its order
+  std::vector<bool> excluded_;      // the verdict on each of them
 };
 
 }  // namespace uplink::agent::node

@@ -90,12 +90,19 @@ struct FilesystemStatter::State {
   std::condition_variable finished;  // a job finished
   std::deque<std::shared_ptr<Job>> queue;
   std::set<std::string, std::less<>> stuck;
+  // Jobs of the cycle between Start and Finish still waited for: the worker that finishes the
+  // last one wakes Finish, once, rather than every job waking it.
+  std::size_t unfinished = 0;
+  std::size_t idle = 0;  // workers waiting for a job
   std::size_t threads = 0;
   std::uint64_t next_worker_id = 1;
   bool stopping = false;
 };
 
 namespace {
+
+// How long jobs may wait in the queue before Finish wakes another worker for them.
+constexpr std::chrono::milliseconds kSpreadAfter{2};
 
 std::string DurationText(std::chrono::milliseconds d) {
   if (d.count() % 1000 == 0) return std::to_string(d.count() / 1000) + " s";
@@ -115,7 +122,9 @@ std::uint64_t Bytes(std::uint64_t blocks, std::uint64_t block_size) {
 void FilesystemStatter::RunWorker(std::shared_ptr<State> state, std::uint64_t id) {
   std::unique_lock lock(state->mutex);
   while (true) {
+    ++state->idle;
     state->work.wait(lock, [&] { return state->stopping || !state->queue.empty(); });
+    --state->idle;
     if (state->stopping) break;
     std::shared_ptr<Job> job = std::move(state->queue.front());
     state->queue.pop_front();
@@ -135,7 +144,12 @@ void FilesystemStatter::RunWorker(std::shared_ptr<State> state, std::uint64_t id
       state->stuck.erase(job->path);
       break;
     }
-    state->finished.notify_all();
+    if (--state->unfinished == 0) {
+      // Woken with the mutex held, Finish would only block on it again.
+      lock.unlock();
+      state->finished.notify_one();
+      lock.lock();
+    }
   }
   --state->threads;
 }
@@ -174,45 +188,59 @@ std::size_t FilesystemStatter::thread_count() const {
   return state_->threads;
 }
 
-void FilesystemStatter::StatAll(std::string_view host_root, std::vector<Filesystem>& filesystems,
-                                std::vector<Gap>& gaps) {
+void FilesystemStatter::Start(std::string_view host_root,
+                              const std::vector<Filesystem>& filesystems) {
+  using Clock = std::chrono::steady_clock;
+  cycle_.paths.resize(filesystems.size());
+  cycle_.job_of.assign(filesystems.size(), nullptr);
+  cycle_.jobs.clear();
+  // One job per distinct path: two mounts on one path must not mean two calls into a hang.
+  std::unordered_map<std::string_view, std::shared_ptr<Job>> job_by_path;
+  job_by_path.reserve(filesystems.size());
+
+  std::unique_lock lock(state_->mutex);
+  for (std::size_t i = 0; i < filesystems.size(); ++i) {
+    std::string& path = cycle_.paths[i];
+    path = PathUnderRoot(host_root, filesystems[i].mountpoint);
+    if (state_->stuck.contains(path)) continue;
+    if (auto it = job_by_path.find(path); it != job_by_path.end()) {
+      cycle_.job_of[i] = it->second;
+      continue;
+    }
+    auto job = std::make_shared<Job>();
+    job->path = path;
+    state_->queue.push_back(job);
+    job_by_path.emplace(job->path, job);
+    cycle_.jobs.push_back(job);
+    cycle_.job_of[i] = std::move(job);
+  }
+  state_->unfinished = cycle_.jobs.size();
+  // A queued job waits at most one timeout for a worker; a started one gets its own timeout.
+  cycle_.queue_deadline = Clock::now() + timeout_;
+  cycle_.spread_at = Clock::now() + kSpreadAfter;
+  lock.unlock();
+  // One worker takes the jobs one after another: a local statvfs answers in a microsecond,
+  // far less than waking a thread costs. While jobs still wait after kSpreadAfter (a slow or
+  // hung mount holds that worker), Finish wakes another idle worker, and so on.
+  if (!cycle_.jobs.empty()) state_->work.notify_one();
+}
+
+void FilesystemStatter::Finish(std::vector<Filesystem>& filesystems, std::vector<Gap>& gaps) {
   using Clock = std::chrono::steady_clock;
   const std::string stuck_error =
       "statvfs did not answer within " + DurationText(timeout_) + "; skipped until it does";
 
-  // One job per distinct path: two mounts on one path must not mean two calls into a hang.
-  std::vector<std::shared_ptr<Job>> job_of(filesystems.size());
-  std::vector<std::string> paths(filesystems.size());
-  std::unordered_map<std::string_view, std::shared_ptr<Job>> jobs;
-  jobs.reserve(filesystems.size());
-
   std::unique_lock lock(state_->mutex);
-  for (std::size_t i = 0; i < filesystems.size(); ++i) {
-    paths[i] = PathUnderRoot(host_root, filesystems[i].mountpoint);
-    if (state_->stuck.contains(paths[i])) continue;
-    if (auto it = jobs.find(paths[i]); it != jobs.end()) {
-      job_of[i] = it->second;
-      continue;
-    }
-    auto job = std::make_shared<Job>();
-    job->path = paths[i];
-    state_->queue.push_back(job);
-    jobs.emplace(job->path, job);
-    job_of[i] = std::move(job);
-  }
-  state_->work.notify_all();
-
-  // A queued job waits at most one timeout for a worker; a started one gets its own timeout.
-  const Clock::time_point queue_deadline = Clock::now() + timeout_;
   while (true) {
     const Clock::time_point now = Clock::now();
-    Clock::time_point wake = queue_deadline;
+    Clock::time_point wake = cycle_.queue_deadline;
     bool waiting = false;
-    for (auto& [path, job] : jobs) {
+    for (const std::shared_ptr<Job>& job : cycle_.jobs) {
       if (job->done || job->abandoned || job->not_reached) continue;
       if (!job->started) {
-        if (now >= queue_deadline) {
+        if (now >= cycle_.queue_deadline) {
           job->not_reached = true;
+          --state_->unfinished;
           std::erase(state_->queue, job);
         } else {
           waiting = true;
@@ -226,6 +254,7 @@ void FilesystemStatter::StatAll(std::string_view host_root, std::vector<Filesyst
         continue;
       }
       job->abandoned = true;
+      --state_->unfinished;
       state_->stuck.insert(job->path);
       if (auto worker = workers_.find(job->worker_id); worker != workers_.end()) {
         worker->second.detach();
@@ -234,14 +263,22 @@ void FilesystemStatter::StatAll(std::string_view host_root, std::vector<Filesyst
       StartWorker();
     }
     if (!waiting) break;
+    if (!state_->queue.empty() && state_->idle > 0) {
+      if (now >= cycle_.spread_at) {
+        state_->work.notify_one();
+        cycle_.spread_at = now + kSpreadAfter;
+      }
+      wake = std::min(wake, cycle_.spread_at);
+    }
     state_->finished.wait_until(lock, std::max(wake, now));
   }
 
   // One gap per path, however many mounts share it.
   std::unordered_set<std::string_view> reported;
-  for (std::size_t i = 0; i < filesystems.size(); ++i) {
+  for (std::size_t i = 0; i < filesystems.size() && i < cycle_.paths.size(); ++i) {
     Filesystem& filesystem = filesystems[i];
-    const Job* job = job_of[i].get();
+    const std::string& path = cycle_.paths[i];
+    const Job* job = cycle_.job_of[i].get();
     int errno_value = 0;
     if (job == nullptr || job->abandoned) {
       filesystem.error = stuck_error;
@@ -260,8 +297,8 @@ void FilesystemStatter::StatAll(std::string_view host_root, std::vector<Filesyst
       filesystem.files_free = f.f_ffree;
       continue;
     }
-    if (reported.insert(paths[i]).second) {
-      gaps.push_back({std::string(CollectorName(Collector::kFilesystem)), paths[i],
+    if (reported.insert(path).second) {
+      gaps.push_back({std::string(CollectorName(Collector::kFilesystem)), path,
                       filesystem.error, errno_value});
     }
   }

@@ -47,11 +47,13 @@ StatvfsFunction RealStatvfs();
 // The path statvfs is called on: the mount point under the host's root ("/host" + "/data").
 std::string PathUnderRoot(std::string_view host_root, std::string_view mount_point);
 
-// Runs statvfs on a few worker threads, each call with its own timeout. A call that does not
-// return in time marks its path stuck: the path is reported with an error and not called again
-// until that call returns, so a hung mount costs one thread and never more than one call.
-// The worker that waits on it is replaced, so the other mounts keep their workers; threads are
-// thus bounded by the workers plus the stuck paths.
+// Runs statvfs on a few worker threads, each call with its own timeout. One worker makes a
+// cycle's calls in turn while they answer quickly; calls still queued a few milliseconds on
+// wake another idle worker, and so on, so a slow mount delays the others by no more than that.
+// A call that does not return in time marks its path stuck: the path is reported with an error
+// and not called again until that call returns, so a hung mount costs one thread and never
+// more than one call. The worker that waits on it is replaced, so the other mounts keep their
+// workers; threads are thus bounded by the workers plus the stuck paths.
 class FilesystemStatter {
  public:
   FilesystemStatter(StatvfsFunction statvfs, std::chrono::milliseconds timeout,
@@ -60,12 +62,15 @@ class FilesystemStatter {
   FilesystemStatter(const FilesystemStatter&) = delete;
   FilesystemStatter& operator=(const FilesystemStatter&) = delete;
 
-  // Fills the figures of each filesystem (statvfs on PathUnderRoot(host_root, mountpoint)), or
-  // its `error` plus a Gap of source "filesystem". Returns within about twice the timeout
-  // however many mounts hang; mounts no worker reached by then are reported as not checked
-  // and tried again next time.
-  void StatAll(std::string_view host_root, std::vector<Filesystem>& filesystems,
-               std::vector<Gap>& gaps);
+  // Starts the statvfs calls of a cycle, on PathUnderRoot(host_root, mountpoint) of each
+  // filesystem, and returns at once: the caller reads its other sources meanwhile. Each Start
+  // is followed by one Finish with the same filesystems before the next Start.
+  void Start(std::string_view host_root, const std::vector<Filesystem>& filesystems);
+
+  // Fills the figures of each filesystem, or its `error` plus a Gap of source "filesystem".
+  // Returns within about twice the timeout from Start however many mounts hang; mounts no
+  // worker reached by then are reported as not checked and tried again next time.
+  void Finish(std::vector<Filesystem>& filesystems, std::vector<Gap>& gaps);
 
   // For tests and health: paths whose call is still out past its timeout, and live threads.
   std::size_t stuck_count() const;
@@ -74,12 +79,20 @@ class FilesystemStatter {
  private:
   struct Job;
   struct State;
+  // The calls of the cycle between Start and Finish.
+  struct Cycle {
+    std::vector<std::string> paths;             // per filesystem
+    std::vector<std::shared_ptr<Job>> job_of;   // per filesystem; null when its path is stuck
+    std::vector<std::shared_ptr<Job>> jobs;     // one per distinct path
+    std::chrono::steady_clock::time_point queue_deadline, spread_at;
+  };
 
   static void RunWorker(std::shared_ptr<State> state, std::uint64_t id);
   void StartWorker();  // with state_->mutex held
 
   std::shared_ptr<State> state_;
   std::chrono::milliseconds timeout_;
+  Cycle cycle_;
   // Joinable workers by id; a worker left waiting on a stuck call is detached and removed.
   std::map<std::uint64_t, std::thread> workers_;
 };

@@ -3,7 +3,6 @@
 #include <cerrno>
 #include <utility>
 
-#include "agent/node/host/proc_file.h"
 #include "agent/node/host/proc_parsers.h"
 
 namespace uplink::agent::node {
@@ -17,14 +16,14 @@ std::string Join(const std::string& dir, std::string_view name) {
   return path;
 }
 
-void AddGap(NodeSample& sample, Collector collector, const std::string& path, std::string error,
-            int errno_value) {
-  sample.gaps.push_back(
+void AddGap(std::vector<Gap>& gaps, Collector collector, const std::string& path,
+            std::string error, int errno_value) {
+  gaps.push_back(
       {std::string(CollectorName(collector)), path, std::move(error), errno_value});
 }
 
 template <typename T>
-void ReportSkipped(NodeSample& sample, Collector collector, const std::string& path,
+void ReportSkipped(std::vector<Gap>& gaps, Collector collector, const std::string& path,
                    const Parsed<T>& parsed) {
   if (parsed.skipped_lines == 0) return;
   std::string error = "skipped " + std::to_string(parsed.skipped_lines) + " malformed line" +
@@ -33,12 +32,7 @@ void ReportSkipped(NodeSample& sample, Collector collector, const std::string& p
     error += "; line " + std::to_string(parsed.problems.front().line) + ": " +
              parsed.problems.front().reason;
   }
-  AddGap(sample, collector, path, std::move(error), 0);
-}
-
-template <typename T>
-void KeepIncluded(std::vector<T>& items, const ExcludePattern& exclude) {
-  std::erase_if(items, [&](const T& item) { return exclude.Excludes(item.device); });
+  AddGap(gaps, collector, path, std::move(error), 0);
 }
 
 }  // namespace
@@ -62,18 +56,23 @@ HostCollector::HostCollector(HostCollectorOptions options, FilesystemSelector se
       disk_devices_(std::move(disk_devices)),
       net_devices_(std::move(net_devices)),
       statter_(options_.statvfs, options_.statvfs_timeout, options_.statvfs_workers),
-      stat_path_(Join(options_.host_proc, "stat")),
-      meminfo_path_(Join(options_.host_proc, "meminfo")),
-      loadavg_path_(Join(options_.host_proc, "loadavg")),
-      uptime_path_(Join(options_.host_proc, "uptime")),
-      net_dev_path_(Join(options_.host_proc, "1/net/dev")),
-      diskstats_path_(Join(options_.host_proc, "diskstats")),
-      mountinfo_path_(Join(options_.host_proc, "1/mountinfo")),
-      pressure_paths_{Join(options_.host_proc, "pressure/cpu"),
-                      Join(options_.host_proc, "pressure/memory"),
-                      Join(options_.host_proc, "pressure/io")} {}
+      stat_(Join(options_.host_proc, "stat")),
+      meminfo_(Join(options_.host_proc, "meminfo")),
+      loadavg_(Join(options_.host_proc, "loadavg")),
+      uptime_(Join(options_.host_proc, "uptime")),
+      net_dev_(Join(options_.host_proc, "1/net/dev")),
+      diskstats_(Join(options_.host_proc, "diskstats")),
+      mountinfo_(Join(options_.host_proc, "1/mountinfo")),
+      pressure_{ProcFile(Join(options_.host_proc, "pressure/cpu")),
+                ProcFile(Join(options_.host_proc, "pressure/memory")),
+                ProcFile(Join(options_.host_proc, "pressure/io"))} {}
 
 void HostCollector::Collect(CollectorSet which, NodeSample& sample) {
+  // The statvfs calls run on the statter's workers while the other sources are read, so this
+  // thread rarely waits for them. Their gaps still come last, in the collectors' order.
+  std::vector<Gap> filesystem_gaps;
+  const bool statting = which.Has(Collector::kFilesystem) &&
+                        StartFilesystems(sample.filesystems, filesystem_gaps);
   if (which.Has(Collector::kCpu)) CollectCpu(sample);
   if (which.Has(Collector::kMemory)) CollectMemory(sample);
   if (which.Has(Collector::kLoad)) CollectLoad(sample);
@@ -81,47 +80,48 @@ void HostCollector::Collect(CollectorSet which, NodeSample& sample) {
   if (which.Has(Collector::kPressure)) CollectPressure(sample);
   if (which.Has(Collector::kNetwork)) CollectNetwork(sample);
   if (which.Has(Collector::kDisk)) CollectDisks(sample);
-  if (which.Has(Collector::kFilesystem)) CollectFilesystems(sample);
+  if (statting) statter_.Finish(sample.filesystems, filesystem_gaps);
+  sample.gaps.insert(sample.gaps.end(), filesystem_gaps.begin(), filesystem_gaps.end());
 }
 
-bool HostCollector::Read(Collector collector, const std::string& path, std::size_t cap,
-                         NodeSample& sample) {
-  auto failure = ReadProcFile(path, cap, buffer_);
+bool HostCollector::Read(Collector collector, ProcFile& file, std::size_t cap,
+                         std::vector<Gap>& gaps) {
+  auto failure = file.Read(cap, buffer_);
   if (!failure) return true;
-  AddGap(sample, collector, path, std::move(failure->error), failure->errno_value);
+  AddGap(gaps, collector, file.path(), std::move(failure->error), failure->errno_value);
   return false;
 }
 
 void HostCollector::CollectCpu(NodeSample& sample) {
   sample.cpu.reset();
-  if (!Read(Collector::kCpu, stat_path_, kLargeProcFileCap, sample)) return;
+  if (!Read(Collector::kCpu, stat_, kLargeProcFileCap, sample.gaps)) return;
   auto parsed = ParseProcStat(buffer_);
   if (!parsed.ok()) {
-    AddGap(sample, Collector::kCpu, stat_path_, parsed.status().message(), 0);
+    AddGap(sample.gaps, Collector::kCpu, stat_.path(), parsed.status().message(), 0);
     return;
   }
-  ReportSkipped(sample, Collector::kCpu, stat_path_, *parsed);
+  ReportSkipped(sample.gaps, Collector::kCpu, stat_.path(), *parsed);
   sample.cpu = std::move(parsed->value);
 }
 
 void HostCollector::CollectMemory(NodeSample& sample) {
   sample.memory.reset();
-  if (!Read(Collector::kMemory, meminfo_path_, kSmallProcFileCap, sample)) return;
+  if (!Read(Collector::kMemory, meminfo_, kSmallProcFileCap, sample.gaps)) return;
   auto parsed = ParseMeminfo(buffer_);
   if (!parsed.ok()) {
-    AddGap(sample, Collector::kMemory, meminfo_path_, parsed.status().message(), 0);
+    AddGap(sample.gaps, Collector::kMemory, meminfo_.path(), parsed.status().message(), 0);
     return;
   }
-  ReportSkipped(sample, Collector::kMemory, meminfo_path_, *parsed);
+  ReportSkipped(sample.gaps, Collector::kMemory, meminfo_.path(), *parsed);
   sample.memory = std::move(parsed->value);
 }
 
 void HostCollector::CollectLoad(NodeSample& sample) {
   sample.load.reset();
-  if (!Read(Collector::kLoad, loadavg_path_, kSmallProcFileCap, sample)) return;
+  if (!Read(Collector::kLoad, loadavg_, kSmallProcFileCap, sample.gaps)) return;
   auto load = ParseLoadavg(buffer_);
   if (!load.ok()) {
-    AddGap(sample, Collector::kLoad, loadavg_path_, load.status().message(), 0);
+    AddGap(sample.gaps, Collector::kLoad, loadavg_.path(), load.status().message(), 0);
     return;
   }
   sample.load = *load;
@@ -129,10 +129,10 @@ void HostCollector::CollectLoad(NodeSample& sample) {
 
 void HostCollector::CollectUptime(NodeSample& sample) {
   sample.uptime_seconds.reset();
-  if (!Read(Collector::kUptime, uptime_path_, kSmallProcFileCap, sample)) return;
+  if (!Read(Collector::kUptime, uptime_, kSmallProcFileCap, sample.gaps)) return;
   auto uptime = ParseUptime(buffer_);
   if (!uptime.ok()) {
-    AddGap(sample, Collector::kUptime, uptime_path_, uptime.status().message(), 0);
+    AddGap(sample.gaps, Collector::kUptime, uptime_.path(), uptime.status().message(), 0);
     return;
   }
   sample.uptime_seconds = *uptime;
@@ -144,7 +144,7 @@ void HostCollector::CollectPressure(NodeSample& sample) {
     std::optional<PressureLine> Pressure::*some;
     std::optional<PressureLine> Pressure::*full;
   };
-  // In the order of pressure_paths_.
+  // In the order of pressure_.
   static constexpr Resource kResources[] = {{&Pressure::cpu_some, &Pressure::cpu_full},
                                             {&Pressure::memory_some, &Pressure::memory_full},
                                             {&Pressure::io_some, &Pressure::io_full}};
@@ -152,21 +152,21 @@ void HostCollector::CollectPressure(NodeSample& sample) {
   bool any = false;
   for (std::size_t i = 0; i < std::size(kResources); ++i) {
     const Resource& resource = kResources[i];
-    const std::string& path = pressure_paths_[i];
-    auto failure = ReadProcFile(path, kSmallProcFileCap, buffer_);
+    const std::string& path = pressure_[i].path();
+    auto failure = pressure_[i].Read(kSmallProcFileCap, buffer_);
     if (failure) {
       const int errno_value = failure->errno_value;
-      AddGap(sample, Collector::kPressure, path, std::move(failure->error), errno_value);
+      AddGap(sample.gaps, Collector::kPressure, path, std::move(failure->error), errno_value);
       // No PSI in this kernel (ENOENT) or switched off (psi=0: EOPNOTSUPP): one gap says so.
       if (errno_value == ENOENT || errno_value == EOPNOTSUPP) return;
       continue;
     }
     auto parsed = ParsePressure(buffer_);
     if (!parsed.ok()) {
-      AddGap(sample, Collector::kPressure, path, parsed.status().message(), 0);
+      AddGap(sample.gaps, Collector::kPressure, path, parsed.status().message(), 0);
       continue;
     }
-    ReportSkipped(sample, Collector::kPressure, path, *parsed);
+    ReportSkipped(sample.gaps, Collector::kPressure, path, *parsed);
     pressure.*resource.some = parsed->value.some;
     pressure.*resource.full = parsed->value.full;
     any = true;
@@ -176,42 +176,55 @@ void HostCollector::CollectPressure(NodeSample& sample) {
 
 void HostCollector::CollectNetwork(NodeSample& sample) {
   sample.network.clear();
-  if (!Read(Collector::kNetwork, net_dev_path_, kLargeProcFileCap, sample)) return;
+  if (!Read(Collector::kNetwork, net_dev_, kLargeProcFileCap, sample.gaps)) return;
   auto parsed = ParseNetDev(buffer_);
   if (!parsed.ok()) {
-    AddGap(sample, Collector::kNetwork, net_dev_path_, parsed.status().message(), 0);
+    AddGap(sample.gaps, Collector::kNetwork, net_dev_.path(), parsed.status().message(), 0);
     return;
   }
-  ReportSkipped(sample, Collector::kNetwork, net_dev_path_, *parsed);
-  KeepIncluded(parsed->value, net_devices_);
+  ReportSkipped(sample.gaps, Collector::kNetwork, net_dev_.path(), *parsed);
+  net_devices_.KeepIncluded(parsed->value);
   sample.network = std::move(parsed->value);
 }
 
 void HostCollector::CollectDisks(NodeSample& sample) {
   sample.disks.clear();
-  if (!Read(Collector::kDisk, diskstats_path_, kLargeProcFileCap, sample)) return;
+  if (!Read(Collector::kDisk, diskstats_, kLargeProcFileCap, sample.gaps)) return;
   auto parsed = ParseDiskstats(buffer_);
   if (!parsed.ok()) {
-    AddGap(sample, Collector::kDisk, diskstats_path_, parsed.status().message(), 0);
+    AddGap(sample.gaps, Collector::kDisk, diskstats_.path(), parsed.status().message(), 0);
     return;
   }
-  ReportSkipped(sample, Collector::kDisk, diskstats_path_, *parsed);
-  KeepIncluded(parsed->value, disk_devices_);
+  ReportSkipped(sample.gaps, Collector::kDisk, diskstats_.path(), *parsed);
+  disk_devices_.KeepIncluded(parsed->value);
   sample.disks = std::move(parsed->value);
 }
 
-void HostCollector::CollectFilesystems(NodeSample& sample) {
-  sample.filesystems.clear();
-  if (!Read(Collector::kFilesystem, mountinfo_path_, kLargeProcFileCap, sample)) return;
-  auto parsed = ParseMountinfo(buffer_);
-  if (!parsed.ok()) {
-    AddGap(sample, Collector::kFilesystem, mountinfo_path_, parsed.status().message(), 0);
-    return;
+bool HostCollector::StartFilesystems(std::vector<Filesystem>& filesystems,
+                                     std::vector<Gap>& gaps) {
+  filesystems.clear();
+  if (!Read(Collector::kFilesystem, mountinfo_, kLargeProcFileCap, gaps)) return false;
+  if (!mount_table_.read || mount_table_.text != buffer_) {
+    mount_table_.read = true;
+    mount_table_.text = buffer_;
+    mount_table_.gaps.clear();
+    mount_table_.selected.clear();
+    mount_table_.usable = false;
+    auto parsed = ParseMountinfo(buffer_);
+    if (!parsed.ok()) {
+      AddGap(mount_table_.gaps, Collector::kFilesystem, mountinfo_.path(),
+             parsed.status().message(), 0);
+    } else {
+      ReportSkipped(mount_table_.gaps, Collector::kFilesystem, mountinfo_.path(), *parsed);
+      mount_table_.selected = selector_.Select(parsed->value);
+      mount_table_.usable = true;
+    }
   }
-  ReportSkipped(sample, Collector::kFilesystem, mountinfo_path_, *parsed);
-  std::vector<Filesystem> filesystems = selector_.Select(parsed->value);
-  statter_.StatAll(options_.host_root, filesystems, sample.gaps);
-  sample.filesystems = std::move(filesystems);
+  gaps.insert(gaps.end(), mount_table_.gaps.begin(), mount_table_.gaps.end());
+  if (!mount_table_.usable) return false;
+  filesystems = mount_table_.selected;
+  statter_.Start(options_.host_root, filesystems);
+  return true;
 }
 
 }  // namespace uplink::agent::node

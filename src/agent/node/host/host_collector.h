@@ -7,9 +7,11 @@
 #include <cstddef>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "agent/node/host/exclude_pattern.h"
 #include "agent/node/host/filesystems.h"
+#include "agent/node/host/proc_file.h"
 #include "agent/node/sample.h"
 #include "common/status.h"
 
@@ -30,8 +32,8 @@ struct HostCollectorOptions {
   StatvfsFunction statvfs = RealStatvfs();  // tests make mounts fail or hang through it
 };
 
-// Lives as long as the process: its read buffer is reused every cycle, and its statvfs workers
-// remember which mounts are stuck.
+// Lives as long as the process: its /proc files stay open, its read buffer and the last mount
+// table are reused every cycle, and its statvfs workers remember which mounts are stuck.
 class HostCollector {
  public:
   // InvalidArgument when an exclusion pattern does not compile.
@@ -51,7 +53,7 @@ class HostCollector {
   HostCollector(HostCollectorOptions options, FilesystemSelector selector,
                 ExcludePattern disk_devices, ExcludePattern net_devices);
 
-  bool Read(Collector collector, const std::string& path, std::size_t cap, NodeSample& sample);
+  bool Read(Collector collector, ProcFile& file, std::size_t cap, std::vector<Gap>& gaps);
   void CollectCpu(NodeSample& sample);
   void CollectMemory(NodeSample& sample);
   void CollectLoad(NodeSample& sample);
@@ -59,18 +61,28 @@ class HostCollector {
   void CollectPressure(NodeSample& sample);
   void CollectNetwork(NodeSample& sample);
   void CollectDisks(NodeSample& sample);
-  void CollectFilesystems(NodeSample& sample);
+  // Reads the mount table and starts the statvfs calls of its filesystems; false, with the
+  // gaps saying why, when there is nothing to call.
+  bool StartFilesystems(std::vector<Filesystem>& filesystems, std::vector<Gap>& gaps);
 
   const HostCollectorOptions options_;
   const FilesystemSelector selector_;
-  const ExcludePattern disk_devices_;
-  const ExcludePattern net_devices_;
+  DeviceExclusion disk_devices_;
+  DeviceExclusion net_devices_;
   FilesystemStatter statter_;
-  // The fixed list, resolved once.
-  const std::string stat_path_, meminfo_path_, loadavg_path_, uptime_path_, net_dev_path_,
-      diskstats_path_, mountinfo_path_;
-  const std::string pressure_paths_[3];  // cpu, memory, io
+  // The fixed list, resolved once and kept open where that is safe (see ProcFile).
+  ProcFile stat_, meminfo_, loadavg_, uptime_, net_dev_, diskstats_, mountinfo_;
+  ProcFile pressure_[3];  // cpu, memory, io
   std::string buffer_;  // the file being parsed; keeps its capacity across cycles
+  // What the last mountinfo text gave. The mount table seldom changes, so while the text is
+  // the same the parse, the exclusion patterns and the dedup are not run again.
+  struct MountTable {
+    bool read = false;  // false until the first mountinfo was read
+    std::string text;
+    std::vector<Gap> gaps;  // the parse's: a refusal, or skipped lines
+    bool usable = false;    // the parse found mounts
+    std::vector<Filesystem> selected;  // identity and `readonly`, figures unset
+  } mount_table_;
 };
 
 }  // namespace uplink::agent::node

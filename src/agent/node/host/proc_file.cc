@@ -1,10 +1,13 @@
 #include "agent/node/host/proc_file.h"
 
 #include <fcntl.h>
+#include <linux/magic.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
+#include <utility>
 
 namespace uplink::agent::node {
 namespace {
@@ -25,26 +28,35 @@ class FileDescriptor {
   FileDescriptor(const FileDescriptor&) = delete;
   FileDescriptor& operator=(const FileDescriptor&) = delete;
   int get() const { return fd_; }
+  int release() { return std::exchange(fd_, -1); }
 
  private:
   int fd_;
 };
 
-}  // namespace
-
-std::optional<ReadFailure> ReadProcFile(const std::string& path, std::size_t max_bytes,
-                                        std::string& out) {
-  out.clear();
+// The descriptor, or -1 with errno set.
+int OpenForReading(const std::string& path) {
   int fd;
   do {
     fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY);
   } while (fd < 0 && errno == EINTR);
-  if (fd < 0) return FromErrno(errno);
-  FileDescriptor file(fd);
+  return fd;
+}
 
+bool IsOnProcfs(int fd) {
+  struct statfs filesystem {};
+  return ::fstatfs(fd, &filesystem) == 0 && filesystem.f_type == PROC_SUPER_MAGIC;
+}
+
+// Reads until end of file, from the file's offset or, when `from_start`, from offset 0 with
+// pread (a kept descriptor: the offset of the previous cycle's read does not matter).
+std::optional<ReadFailure> ReadToEnd(int fd, bool from_start, std::size_t max_bytes,
+                                     std::string& out) {
   char chunk[kChunkSize];
   while (true) {
-    const ssize_t n = ::read(file.get(), chunk, sizeof chunk);
+    const ssize_t n = from_start
+                          ? ::pread(fd, chunk, sizeof chunk, static_cast<off_t>(out.size()))
+                          : ::read(fd, chunk, sizeof chunk);
     if (n < 0) {
       if (errno == EINTR) continue;
       const int saved = errno;
@@ -59,6 +71,28 @@ std::optional<ReadFailure> ReadProcFile(const std::string& path, std::size_t max
     }
     out.append(chunk, static_cast<std::size_t>(n));
   }
+}
+
+}  // namespace
+
+ProcFile::~ProcFile() {
+  if (kept_fd_ >= 0) ::close(kept_fd_);
+}
+
+std::optional<ReadFailure> ProcFile::Read(std::size_t max_bytes, std::string& out) {
+  out.clear();
+  if (kept_fd_ < 0) {
+    FileDescriptor file(OpenForReading(path_));
+    if (file.get() < 0) return FromErrno(errno);
+    if (!IsOnProcfs(file.get())) return ReadToEnd(file.get(), false, max_bytes, out);
+    kept_fd_ = file.release();
+  }
+  auto failure = ReadToEnd(kept_fd_, true, max_bytes, out);
+  if (failure) {
+    ::close(kept_fd_);
+    kept_fd_ = -1;
+  }
+  return failure;
 }
 
 }  // namespace uplink::agent::node

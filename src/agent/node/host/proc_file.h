@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <optional>
 #include <string>
+#include <utility>
 
 namespace uplink::agent::node {
 
@@ -19,10 +20,29 @@ struct ReadFailure {
   std::string error;    // strerror's text, or "holds more than the 65536-byte cap"
 };
 
-// Reads the whole of `path` into `out`, which is cleared first and keeps its capacity, so a
-// buffer reused every cycle stops allocating once it is large enough. Retries reads cut short
-// by signals. Returns nullopt once the file is read.
-[[nodiscard]] std::optional<ReadFailure> ReadProcFile(const std::string& path,
-                                                      std::size_t max_bytes, std::string& out);
+// One file read whole every cycle: into `out`, which is cleared first and keeps its capacity,
+// so a buffer reused every cycle stops allocating once it is large enough. Reads cut short by
+// signals are retried.
+//
+// On procfs the descriptor stays open between reads and each read starts at offset 0, where
+// the kernel generates the file afresh: the same text as a new open, without the path lookup,
+// open and close (most of what reading a small /proc file costs). Any other file (a test's
+// fixture, a file replaced between cycles) is opened anew every time, and a failed read
+// closes the descriptor, so the next read opens the path again.
+class ProcFile {
+ public:
+  explicit ProcFile(std::string path) : path_(std::move(path)) {}
+  ~ProcFile();
+  ProcFile(const ProcFile&) = delete;
+  ProcFile& operator=(const ProcFile&) = delete;
+
+  // Returns nullopt once the whole file is in `out`.
+  [[nodiscard]] std::optional<ReadFailure> Read(std::size_t max_bytes, std::string& out);
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+  int kept_fd_ = -1;  // open only while the file is on procfs and reads of it work
+};
 
 }  // namespace uplink::agent::node

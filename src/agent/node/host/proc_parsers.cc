@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <numeric>
+#include <type_traits>
 #include <utility>
 
 #include "common/text.h"
@@ -94,10 +96,20 @@ class SpaceSeparated {
 
 // Digits only: no sign, no space, no base prefix; overflow is a failure, never a wrap.
 std::optional<std::uint64_t> ParseUnsigned(std::string_view s) {
-  if (s.empty() || s.front() < '0' || s.front() > '9') return std::nullopt;
+  if (s.empty()) return std::nullopt;
+  // 19 digits never reach 2^64: the overflow checks are for longer fields only.
+  constexpr std::size_t kDigitsThatFit = 19;
   std::uint64_t value = 0;
-  const auto [end, error] = std::from_chars(s.data(), s.data() + s.size(), value);
-  if (error != std::errc() || end != s.data() + s.size()) return std::nullopt;
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    const std::uint64_t digit = static_cast<unsigned char>(s[i]) - std::uint64_t{'0'};
+    if (digit > 9) return std::nullopt;
+    if (i < kDigitsThatFit) {
+      value = value * 10 + digit;
+    } else if (__builtin_mul_overflow(value, std::uint64_t{10}, &value) ||
+               __builtin_add_overflow(value, digit, &value)) {
+      return std::nullopt;
+    }
+  }
   return value;
 }
 
@@ -164,6 +176,14 @@ template <typename T, typename KeyOf>
 void DropDuplicates(std::vector<T>& items, const std::vector<std::size_t>& lines, KeyOf key_of,
                     std::string_view what, ProblemLog& log) {
   if (items.size() < 2) return;
+  // Files almost never repeat a key: distinct hashes prove it for far less than the sort.
+  std::vector<std::size_t> hashes;
+  hashes.reserve(items.size());
+  for (const T& item : items) {
+    hashes.push_back(std::hash<std::decay_t<decltype(key_of(item))>>{}(key_of(item)));
+  }
+  std::sort(hashes.begin(), hashes.end());
+  if (std::adjacent_find(hashes.begin(), hashes.end()) == hashes.end()) return;
   std::vector<std::uint32_t> order(items.size());
   std::iota(order.begin(), order.end(), 0u);
   std::stable_sort(order.begin(), order.end(), [&](std::uint32_t a, std::uint32_t b) {
@@ -303,6 +323,9 @@ Result<Parsed<Memory>> ParseMeminfo(std::string_view text) {
   Memory memory;
   ProblemLog log;
   std::vector<std::size_t> field_lines;
+  constexpr std::size_t kUsualFields = 64;  // kernels print 40 to 60 lines
+  memory.fields.reserve(kUsualFields);
+  field_lines.reserve(kUsualFields);
   Lines lines(text);
   std::string_view line;
   while (lines.Next(line)) {
@@ -346,7 +369,10 @@ Result<Parsed<Memory>> ParseMeminfo(std::string_view text) {
       continue;
     }
     label.remove_suffix(1);
-    memory.fields.push_back({std::string(label), *value, in_bytes});
+    MeminfoField& field = memory.fields.emplace_back();
+    field.name.assign(label);
+    field.value = *value;
+    field.in_bytes = in_bytes;
     field_lines.push_back(number);
   }
   DropDuplicates(memory.fields, field_lines,

@@ -55,7 +55,8 @@ Tree MakeTree(const testing::TempDir& dir, const std::string& fixture) {
   fs::create_directories(tree.root);
   fs::create_directories(tree.sys);
   std::string mountinfo;
-  EXPECT_FALSE(ReadProcFile(tree.proc + "/1/mountinfo", kLargeProcFileCap, mountinfo));
+  ProcFile mountinfo_file(tree.proc + "/1/mountinfo");
+  EXPECT_FALSE(mountinfo_file.Read(kLargeProcFileCap, mountinfo));
   auto mounts = ParseMountinfo(mountinfo);
   EXPECT_TRUE(mounts.ok());
   if (mounts.ok()) {

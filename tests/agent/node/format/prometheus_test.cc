@@ -33,6 +33,7 @@ NodeSample RichSample() {
                    {"HugePages_Total", 4, false},
                    {"Bar_total", 7, false},
                    {"Active_anon", 9999, true},  // mangles to the name Active(anon) took
+                   {"Active(an)on", 5555, true},  // and a third line to it
                    {"Bad(name", 1, true}};       // no closing parenthesis: '(' is invalid
   sample.memory = memory;
   sample.load = Load{0.52, 0.41, 0.33};

@@ -47,6 +47,23 @@ TEST(AppendGoFloat, PrintsLikeGosShortestGFormat) {
   EXPECT_EQ(GoFloat(-std::numeric_limits<double>::infinity()), "-Inf");
 }
 
+TEST(AppendGoFloat, PrintsWholeNumbersAroundTwoToThe53LikeGo) {
+  // Integers up to 2^53 are printed from their own digits, larger ones through the float
+  // conversion; either way the text is Go's.
+  EXPECT_EQ(GoFloat(123456789), "1.23456789e+08");
+  EXPECT_EQ(GoFloat(-120000000), "-1.2e+08");
+  EXPECT_EQ(GoFloat(9007199254740991.0), "9.007199254740991e+15");
+  EXPECT_EQ(GoFloat(9007199254740992.0), "9.007199254740992e+15");
+  EXPECT_EQ(GoFloat(9007199254740994.0), "9.007199254740994e+15");
+  EXPECT_EQ(GoFloat(1e15), "1e+15");
+  EXPECT_EQ(GoFloat(1e16), "1e+16");
+  EXPECT_EQ(GoFloat(100), "100");
+  EXPECT_EQ(GoFloat(-999999), "-999999");
+  EXPECT_EQ(GoFloat(0.5), "0.5");
+  EXPECT_EQ(GoFloat(12345.67), "12345.67");
+  EXPECT_EQ(GoFloat(0.000123), "0.000123");
+}
+
 TEST(AppendGoFloat, ReadsBackToTheSameDouble) {
   for (double value : {1.0 / 3, 2.0 / 3 * 1e7, 123.456e-3, 4503599627370497.0, 9.87654321e-5}) {
     EXPECT_EQ(std::stod(GoFloat(value)), value) << GoFloat(value);
@@ -116,6 +133,10 @@ TEST(AppendLabelValue, EscapesBackslashQuoteAndNewlineOnly) {
   out.clear();
   AppendLabelValue(out, "bad\xFF");
   EXPECT_EQ(out, "bad\xEF\xBF\xBD");
+  out.clear();
+  AppendLabelValue(out, "caf\xC3\xA9\xFF\"x\xE2\x82\xAC\xE2\x82");
+  EXPECT_EQ(out, "caf\xC3\xA9\xEF\xBF\xBD\\\"x\xE2\x82\xAC\xEF\xBF\xBD\xEF\xBF\xBD")
+      << "valid characters kept, each invalid byte replaced, escapes between them";
 }
 
 }  // namespace

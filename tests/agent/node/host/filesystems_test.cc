@@ -118,6 +118,41 @@ TEST(ExcludePattern, SurvivesANameOfAMebibyte) {
   EXPECT_FALSE(points->Excludes("/" + std::string(1 << 20, 'a')));
 }
 
+struct Device {
+  std::string device;
+};
+
+std::vector<std::string> Names(const std::vector<Device>& devices) {
+  std::vector<std::string> out;
+  for (const Device& d : devices) out.push_back(d.device);
+  return out;
+}
+
+TEST(DeviceExclusion, FollowsTheDeviceListAsItChanges) {
+  auto loops = ExcludePattern::Compile(R"(^loop\d+$)");
+  ASSERT_TRUE(loops.ok());
+  DeviceExclusion exclusion(std::move(loops).value());
+  auto keep = [&](std::vector<Device> devices) {
+    exclusion.KeepIncluded(devices);
+    return Names(devices);
+  };
+  using List = std::vector<std::string>;
+  EXPECT_EQ(keep({{"loop0"}, {"sda"}, {"loop1"}}), (List{"sda"}));
+  EXPECT_EQ(keep({{"loop0"}, {"sda"}, {"loop1"}}), (List{"sda"})) << "the same list again";
+  EXPECT_EQ(keep({{"sda"}, {"loop0"}, {"loop1"}}), (List{"sda"})) << "reordered";
+  EXPECT_EQ(keep({{"sda"}, {"sdb"}, {"loop1"}}), (List{"sda", "sdb"})) << "same size, new name";
+  EXPECT_EQ(keep({{"nvme0n1"}, {"loop7"}, {"sda"}, {"loop8"}}), (List{"nvme0n1", "sda"}));
+  EXPECT_EQ(keep({}), List{});
+  EXPECT_EQ(keep({{"loop3"}}), List{});
+
+  auto nothing = ExcludePattern::Compile("");
+  ASSERT_TRUE(nothing.ok());
+  DeviceExclusion keeps_all(std::move(nothing).value());
+  std::vector<Device> devices = {{"lo"}, {"eth0"}};
+  keeps_all.KeepIncluded(devices);
+  EXPECT_EQ(Names(devices), (std::vector<std::string>{"lo", "eth0"}));
+}
+
 TEST(PathUnderRoot, JoinsTheHostRootAndTheMountPoint) {
   EXPECT_EQ(PathUnderRoot("/", "/data"), "/data");
   EXPECT_EQ(PathUnderRoot("", "/data"), "/data");
@@ -202,6 +237,13 @@ std::vector<Filesystem> Filesystems(std::initializer_list<const char*> mount_poi
   return out;
 }
 
+// One cycle: the calls, then their results.
+void StatAll(FilesystemStatter& statter, std::string_view host_root,
+             std::vector<Filesystem>& filesystems, std::vector<Gap>& gaps) {
+  statter.Start(host_root, filesystems);
+  statter.Finish(filesystems, gaps);
+}
+
 // Long enough that a call returning at once never overruns it; hung calls never return.
 constexpr std::chrono::milliseconds kTimeout{1000};
 
@@ -210,7 +252,7 @@ TEST(FilesystemStatter, ComputesFiguresAsNodeExporterDoes) {
   FilesystemStatter statter(fake.Function(), kTimeout);
   auto filesystems = Filesystems({"/", "/data"});
   std::vector<Gap> gaps;
-  statter.StatAll("/host", filesystems, gaps);
+  StatAll(statter, "/host", filesystems, gaps);
   EXPECT_TRUE(gaps.empty());
   for (const Filesystem& fs : filesystems) {
     EXPECT_EQ(fs.error, "");
@@ -224,13 +266,29 @@ TEST(FilesystemStatter, ComputesFiguresAsNodeExporterDoes) {
   EXPECT_EQ(fake.Calls("/host/data"), 1);
 }
 
+TEST(FilesystemStatter, MakesTheCallsBetweenStartAndFinish) {
+  FakeStatvfs fake;
+  FilesystemStatter statter(fake.Function(), kTimeout);
+  auto filesystems = Filesystems({"/", "/data"});
+  statter.Start("/host", filesystems);
+  EXPECT_TRUE(testing::WaitFor(
+      [&] { return fake.Calls("/host/") == 1 && fake.Calls("/host/data") == 1; }))
+      << "the calls run while the caller does other work";
+  std::vector<Gap> gaps;
+  statter.Finish(filesystems, gaps);
+  EXPECT_TRUE(gaps.empty());
+  EXPECT_EQ(filesystems[0].size_bytes, 1000u * 4096);
+  EXPECT_EQ(filesystems[1].files_free, 50u);
+  EXPECT_EQ(fake.Calls("/host/"), 1) << "Finish calls nothing again";
+}
+
 TEST(FilesystemStatter, ReportsAFailedCallAsAnErrorAndAGap) {
   FakeStatvfs fake;
   fake.Fail("/gone", EACCES);
   FilesystemStatter statter(fake.Function(), kTimeout);
   auto filesystems = Filesystems({"/gone", "/ok"});
   std::vector<Gap> gaps;
-  statter.StatAll("/", filesystems, gaps);
+  StatAll(statter, "/", filesystems, gaps);
   EXPECT_EQ(filesystems[0].error, "Permission denied");
   EXPECT_EQ(filesystems[0].size_bytes, 0u);
   EXPECT_EQ(filesystems[1].error, "");
@@ -250,7 +308,7 @@ TEST(FilesystemStatter, SkipsAHungMountWithoutCallingItAgainUntilItAnswers) {
   for (int cycle = 0; cycle < 3; ++cycle) {
     auto filesystems = Filesystems({"/", "/nfs"});
     std::vector<Gap> gaps;
-    statter.StatAll("/", filesystems, gaps);
+    StatAll(statter, "/", filesystems, gaps);
     EXPECT_EQ(filesystems[0].error, "") << "cycle " << cycle;
     EXPECT_EQ(filesystems[1].error, "statvfs did not answer within 1 s; skipped until it does");
     ASSERT_EQ(gaps.size(), 1u);
@@ -267,11 +325,31 @@ TEST(FilesystemStatter, SkipsAHungMountWithoutCallingItAgainUntilItAnswers) {
   ASSERT_TRUE(testing::WaitFor([&] { return statter.thread_count() == 2; }));
   auto filesystems = Filesystems({"/", "/nfs"});
   std::vector<Gap> gaps;
-  statter.StatAll("/", filesystems, gaps);
+  StatAll(statter, "/", filesystems, gaps);
   EXPECT_EQ(filesystems[1].error, "");
   EXPECT_EQ(filesystems[1].size_bytes, 1000u * 4096);
   EXPECT_TRUE(gaps.empty());
   EXPECT_EQ(fake.Calls("/nfs"), 2);
+}
+
+TEST(FilesystemStatter, AHungMountFirstInLineHoldsOnlyItsOwnWorker) {
+  // One worker takes the calls in turn; the ones queued behind the hung call go to the other.
+  FakeStatvfs fake;
+  fake.Hang("/nfs");
+  ReleaseAll release(fake, {"/nfs"});
+  FilesystemStatter statter(fake.Function(), kTimeout, 2);
+  auto filesystems = Filesystems({"/nfs", "/", "/data"});
+  std::vector<Gap> gaps;
+  StatAll(statter, "/", filesystems, gaps);
+  EXPECT_EQ(filesystems[0].error, "statvfs did not answer within 1 s; skipped until it does");
+  EXPECT_EQ(filesystems[1].error, "");
+  EXPECT_EQ(filesystems[1].size_bytes, 1000u * 4096);
+  EXPECT_EQ(filesystems[2].error, "");
+  ASSERT_EQ(gaps.size(), 1u);
+  EXPECT_EQ(gaps[0].path, "/nfs");
+  EXPECT_EQ(fake.Calls("/"), 1);
+  EXPECT_EQ(fake.Calls("/data"), 1);
+  EXPECT_EQ(statter.thread_count(), 3u) << "two workers plus the one stuck in the call";
 }
 
 TEST(FilesystemStatter, MoreHungMountsThanWorkersNeitherStarveTheRestNorMultiplyCalls) {
@@ -286,7 +364,7 @@ TEST(FilesystemStatter, MoreHungMountsThanWorkersNeitherStarveTheRestNorMultiply
   // not reached this time.
   auto first = make();
   std::vector<Gap> gaps;
-  statter.StatAll("/", first, gaps);
+  StatAll(statter, "/", first, gaps);
   for (int i = 0; i < 3; ++i) EXPECT_EQ(first[i].error, "") << first[i].mountpoint;
   for (int i = 3; i < 7; ++i) EXPECT_NE(first[i].error, "") << first[i].mountpoint;
   EXPECT_EQ(gaps.size(), 4u);
@@ -295,7 +373,7 @@ TEST(FilesystemStatter, MoreHungMountsThanWorkersNeitherStarveTheRestNorMultiply
   for (int cycle = 2; cycle <= 3; ++cycle) {
     auto filesystems = make();
     gaps.clear();
-    statter.StatAll("/", filesystems, gaps);
+    StatAll(statter, "/", filesystems, gaps);
     for (int i = 0; i < 3; ++i) EXPECT_EQ(filesystems[i].error, "") << "cycle " << cycle;
     for (int i = 3; i < 7; ++i) {
       EXPECT_EQ(filesystems[i].error, "statvfs did not answer within 1 s; skipped until it does")
@@ -317,7 +395,7 @@ TEST(FilesystemStatter, CallsOncePerPathWhenMountsShareIt) {
   auto filesystems = Filesystems({"/shared", "/shared"});
   filesystems[1].device = "other";
   std::vector<Gap> gaps;
-  statter.StatAll("/", filesystems, gaps);
+  StatAll(statter, "/", filesystems, gaps);
   EXPECT_EQ(fake.Calls("/shared"), 1);
   EXPECT_EQ(filesystems[0].size_bytes, 1000u * 4096);
   EXPECT_EQ(filesystems[1].size_bytes, 1000u * 4096);
@@ -330,7 +408,7 @@ TEST(FilesystemStatter, GivesOneGapPerFailedPath) {
   auto filesystems = Filesystems({"/shared", "/shared"});
   filesystems[1].device = "other";
   std::vector<Gap> gaps;
-  statter.StatAll("/", filesystems, gaps);
+  StatAll(statter, "/", filesystems, gaps);
   EXPECT_EQ(filesystems[0].error, "No such file or directory");
   EXPECT_EQ(filesystems[1].error, "No such file or directory");
   EXPECT_EQ(gaps.size(), 1u);
@@ -344,7 +422,7 @@ TEST(FilesystemStatter, GoesAwayWithoutWaitingForAHungCall) {
     FilesystemStatter statter(fake.Function(), kTimeout, 1);
     auto filesystems = Filesystems({"/nfs"});
     std::vector<Gap> gaps;
-    statter.StatAll("/", filesystems, gaps);
+    StatAll(statter, "/", filesystems, gaps);
     EXPECT_EQ(statter.stuck_count(), 1u);
   }
   // Reaching here is the test: the destructor joined only the idle worker.

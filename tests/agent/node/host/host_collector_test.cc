@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <mutex>
 #include <sstream>
+#include <thread>
 
 #include "agent/node/host/proc_file.h"
 #include "support/process.h"
@@ -338,6 +339,82 @@ TEST(HostCollector, AHungMountCostsOneTimeoutOnceAndIsSkippedAfter) {
   }
   hang->released_cv.notify_all();
   EXPECT_TRUE(testing::WaitFor([&] { return collector->statter().stuck_count() == 0; }));
+}
+
+TEST(HostCollector, FollowsTheMountTableAsItChanges) {
+  testing::TempDir dir;
+  const std::string proc = dir.File("proc");
+  fs::create_directories(proc + "/1");
+  const std::string mountinfo = proc + "/1/mountinfo";
+  const std::string root_line = "22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw\n";
+  testing::WriteFileOrDie(mountinfo,
+                          root_line + "23 22 8:2 / /data rw,relatime - ext4 /dev/sda2 rw\n");
+  auto collector = MakeCollector(proc, WithFakeStatvfs());
+  ASSERT_NE(collector, nullptr);
+  CollectorSet only_filesystems;
+  only_filesystems.Add(Collector::kFilesystem);
+  auto collect = [&] {
+    NodeSample sample;
+    collector->Collect(only_filesystems, sample);
+    return sample;
+  };
+
+  NodeSample sample = collect();
+  EXPECT_TRUE(sample.gaps.empty()) << GapsText(sample.gaps);
+  EXPECT_EQ(MountPoints(sample.filesystems), (std::vector<std::string>{"/", "/data"}));
+  EXPECT_FALSE(sample.filesystems[1].readonly);
+  EXPECT_EQ(sample.filesystems[1].size_bytes, 2000u * 4096);
+
+  // /data remounted read-only, a new mount, and one the exclusions leave out.
+  testing::WriteFileOrDie(mountinfo, root_line +
+                                         "23 22 8:2 / /data ro,relatime - ext4 /dev/sda2 ro\n"
+                                         "24 22 0:5 / /proc rw - proc proc rw\n"
+                                         "25 22 8:3 / /new rw - xfs /dev/sda3 rw\n");
+  sample = collect();
+  EXPECT_TRUE(sample.gaps.empty()) << GapsText(sample.gaps);
+  EXPECT_EQ(MountPoints(sample.filesystems), (std::vector<std::string>{"/", "/data", "/new"}));
+  EXPECT_TRUE(sample.filesystems[1].readonly);
+  EXPECT_EQ(sample.filesystems[2].fstype, "xfs");
+  EXPECT_EQ(sample.filesystems[2].files, 300u) << "a new mount gets its figures";
+
+  // A malformed line is reported every cycle the table holds it, not only when it appears.
+  testing::WriteFileOrDie(mountinfo, root_line + "26 22 8:4 / /broken\n");
+  for (int cycle = 0; cycle < 2; ++cycle) {
+    sample = collect();
+    ASSERT_EQ(sample.gaps.size(), 1u) << "cycle " << cycle << "\n" << GapsText(sample.gaps);
+    EXPECT_EQ(sample.gaps[0].path, mountinfo);
+    EXPECT_EQ(sample.gaps[0].error.rfind("skipped 1 malformed line; line 2: ", 0), 0u)
+        << sample.gaps[0].error;
+    EXPECT_EQ(MountPoints(sample.filesystems), std::vector<std::string>{"/"});
+  }
+
+  testing::WriteFileOrDie(mountinfo, "garbage\n");
+  for (int cycle = 0; cycle < 2; ++cycle) {
+    sample = collect();
+    ASSERT_EQ(sample.gaps.size(), 1u) << "cycle " << cycle << "\n" << GapsText(sample.gaps);
+    EXPECT_EQ(sample.gaps[0].error, "no usable mount line");
+    EXPECT_TRUE(sample.filesystems.empty());
+  }
+
+  testing::WriteFileOrDie(mountinfo, root_line);
+  sample = collect();
+  EXPECT_TRUE(sample.gaps.empty()) << GapsText(sample.gaps);
+  EXPECT_EQ(MountPoints(sample.filesystems), std::vector<std::string>{"/"});
+}
+
+TEST(HostCollector, ReadsTheLiveProcAfreshEveryCycle) {
+  auto collector = MakeCollector("/proc", WithFakeStatvfs());
+  ASSERT_NE(collector, nullptr);
+  CollectorSet only_cpu;
+  only_cpu.Add(Collector::kCpu);
+  NodeSample first;
+  collector->Collect(only_cpu, first);
+  ASSERT_TRUE(first.cpu) << GapsText(first.gaps);
+  std::thread([] {}).join();  // counted in /proc/stat's "processes"
+  NodeSample second;
+  collector->Collect(only_cpu, second);
+  ASSERT_TRUE(second.cpu) << GapsText(second.gaps);
+  EXPECT_GT(second.cpu->forks, first.cpu->forks);
 }
 
 // Runs a collection of `proc` as an unprivileged user, as the agent's container runs, so
