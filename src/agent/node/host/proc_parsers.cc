@@ -170,6 +170,16 @@ class ProblemLog {
   std::size_t skipped_ = 0;
 };
 
+// The next line without a NUL byte (/proc text never has one); a line with one is skipped and
+// logged.
+bool NextTextLine(Lines& lines, ProblemLog& log, std::string_view& line) {
+  while (lines.Next(line)) {
+    if (line.find('\0') == std::string_view::npos) return true;
+    log.Skip(lines.number(), "holds a NUL byte");
+  }
+  return false;
+}
+
 // Keeps the first of entries with equal keys, in file order; the later ones are reported.
 // `lines` holds each entry's line number.
 template <typename T, typename KeyOf>
@@ -240,12 +250,8 @@ Result<Parsed<CpuStats>> ParseProcStat(std::string_view text) {
        have_running = false, have_blocked = false, have_btime = false;
   Lines lines(text);
   std::string_view line;
-  while (lines.Next(line)) {
+  while (NextTextLine(lines, log, line)) {
     const std::size_t number = lines.number();
-    if (line.find('\0') != std::string_view::npos) {
-      log.Skip(number, "holds a NUL byte");
-      continue;
-    }
     Fields fields(line);
     std::string_view key;
     if (!fields.Next(key)) continue;
@@ -328,12 +334,8 @@ Result<Parsed<Memory>> ParseMeminfo(std::string_view text) {
   field_lines.reserve(kUsualFields);
   Lines lines(text);
   std::string_view line;
-  while (lines.Next(line)) {
+  while (NextTextLine(lines, log, line)) {
     const std::size_t number = lines.number();
-    if (line.find('\0') != std::string_view::npos) {
-      log.Skip(number, "holds a NUL byte");
-      continue;
-    }
     Fields fields(line);
     std::string_view label, value_text, unit;
     if (!fields.Next(label)) continue;
@@ -427,12 +429,8 @@ Result<Parsed<PressureFile>> ParsePressure(std::string_view text) {
   ProblemLog log;
   Lines lines(text);
   std::string_view line;
-  while (lines.Next(line)) {
+  while (NextTextLine(lines, log, line)) {
     const std::size_t number = lines.number();
-    if (line.find('\0') != std::string_view::npos) {
-      log.Skip(number, "holds a NUL byte");
-      continue;
-    }
     Fields fields(line);
     std::string_view kind;
     if (!fields.Next(kind)) continue;
