@@ -289,6 +289,8 @@ struct Spool::Impl {
     // previous records follow the new ones; readers stop at them: their sequences are lower).
     std::uint64_t allocated = 0;
     bool recycled = false;
+    // False when the file may hold a torn group's records past what was cut: never reused.
+    bool reusable = true;
     std::string name() const { return SegmentName(first, recycled); }
   };
 
@@ -442,8 +444,8 @@ struct Spool::Impl {
     }
     UPLINK_ASSIGN_OR_RETURN(
         const bool state_recreated,
-        LoadState(files.empty() ? std::nullopt : std::optional(files.front().first)));
-    RecoverFreeSegments(frees, state_recreated);
+        LoadState(files.empty() ? std::nullopt : std::optional(files.front().first), frees));
+    if (!state_recreated) RecoverFreeSegments(frees);
     next_sequence = state.consumed_through + 1;
     (void)RemoveConsumedSegments();
     UPLINK_RETURN_IF_ERROR(RecoverNewestSegment());
@@ -453,8 +455,11 @@ struct Spool::Impl {
     return Status::Ok();
   }
 
-  // Returns whether the state was created afresh (a new spool, or its state was lost).
-  Result<bool> LoadState(std::optional<std::uint64_t> first_segment) {
+  // Returns whether the state was created afresh (a new spool, or its state was lost). Then
+  // the files kept for reuse (`frees`) are removed first, for good: numbering may start again
+  // below the sequences they hold, and a reader could take their old records for new ones.
+  Result<bool> LoadState(std::optional<std::uint64_t> first_segment,
+                         const std::vector<std::uint64_t>& frees) {
     UPLINK_ASSIGN_OR_RETURN(state_file, fs.OpenInPlace(PathOf(kStateName)));
     char buffer[2 * kSlotSize];
     Result<std::string_view> stored = state_file->Read(0, sizeof buffer, buffer);
@@ -483,6 +488,15 @@ struct Spool::Impl {
     } else {
       Log().Info("created spool", {{"dir", dir}, {"spool_id", HexEncode(state.spool_id)}});
     }
+    for (std::uint64_t number : frees) {
+      Status removed = fs.Remove(PathOf(FreeName(number)));
+      if (!removed.ok() && removed.code() != StatusCode::kNotFound) {
+        return removed.WithContext("removing a spool file kept for reuse before starting over");
+      }
+    }
+    if (!frees.empty()) {
+      UPLINK_RETURN_IF_ERROR(fs.SyncDir(dir).WithContext("removing spool files kept for reuse"));
+    }
     // Both slots at once: the only write of STATE that needs free space.
     const std::string slot = EncodeSlot(state);
     UPLINK_RETURN_IF_ERROR(state_file->WriteAt(0, slot + slot).WithContext("creating spool state"));
@@ -491,15 +505,13 @@ struct Spool::Impl {
     return true;
   }
 
-  // Takes the files kept for reuse back into the pool. Under a recreated state they are
-  // removed instead: numbering may start again below the sequences they hold, and a reader
-  // could then take their old records for new ones.
-  void RecoverFreeSegments(const std::vector<std::uint64_t>& numbers, bool state_recreated) {
+  // Takes the files kept for reuse back into the pool; extra ones are removed.
+  void RecoverFreeSegments(const std::vector<std::uint64_t>& numbers) {
     bool removed = false;
     for (std::uint64_t number : numbers) {
       const std::string path = PathOf(FreeName(number));
       Result<std::uint64_t> size = fs.FileSize(path);
-      if (!state_recreated && size.ok() && free_segments.size() < kMaxFreeSegments) {
+      if (size.ok() && free_segments.size() < kMaxFreeSegments) {
         free_segments.push_back(FreeSegment{number, *size});
         continue;
       }
@@ -561,8 +573,10 @@ struct Spool::Impl {
       return Status::Ok();
     }
     if (!holds_waiting && state.consumed_through + 1 >= newest.first) {
-      // Nothing in it or before it waits: the next append starts a segment of its own.
-      if (RetireSegments({newest.first}, /*recycle=*/true).ok()) return Status::Ok();
+      // Nothing in it or before it waits: the next append starts a segment of its own. A file
+      // with anything after its last intact record is not reused: blocks of a torn group may
+      // lie there, past older data, with the sequences the next appends will take.
+      if (RetireSegments({newest.first}, /*recycle=*/tail == 0).ok()) return Status::Ok();
     }
     if (tail > 0) {
       // Also after a clean stop in a recycled file: a torn group's later blocks may lie
@@ -574,9 +588,15 @@ struct Spool::Impl {
                   {{"dir", dir}, {"segment", newest.name()}, {"bytes", tail}});
       Status cut = fs.Truncate(path, intact_end);
       if (!cut.ok()) {
-        Log().Error("could not cut the torn write off; appends go to a new segment",
-                    {{"dir", dir}, {"error", cut}});
+        // What stays may hold a torn group's records: their sequences are never reused, and
+        // the file never is either.
+        next_sequence =
+            std::max(next_sequence, std::max(highest, newest.first - 1) + 1 + tail / kRecordOverhead);
+        Log().Error("could not cut the torn write off; appends go to a new segment and skip "
+                    "the sequence numbers it may hold",
+                    {{"dir", dir}, {"error", cut}, {"next_sequence", next_sequence}});
         newest.readable_end = intact_end;
+        newest.reusable = false;
         AbandonNewestSegment();
         return Status::Ok();
       }
@@ -681,7 +701,7 @@ struct Spool::Impl {
         auto index = FindSegment(first);
         if (!index) continue;
         path = SegmentPath(segments[*index]);
-        if (recycle && free_segments.size() < kMaxFreeSegments &&
+        if (recycle && segments[*index].reusable && free_segments.size() < kMaxFreeSegments &&
             segments[*index].allocated >= limits.segment_bytes / 2) {
           kept = FreeSegment{first, segments[*index].allocated};
         }
@@ -839,7 +859,7 @@ struct Spool::Impl {
     Status status = roll ? Roll(first) : Status::Ok();
     if (status.ok()) {
       EncodeGroup(group, first, now, start);
-      status = MakeRoom();
+      status = MakeRoom(start);
     }
     bool written = false;  // some of the group's bytes may be in the file
     bool truncated = false;
@@ -919,9 +939,10 @@ struct Spool::Impl {
         segment.allocated = reused->bytes;
       } else {
         segment.recycled = false;
-        // Left where it is; the next Open takes it back or removes it.
         Log().Warn("could not reuse a spool file; starting a new one",
                    {{"dir", dir}, {"file", FreeName(reused->name)}, {"error", renamed}});
+        std::lock_guard guard(mu);
+        free_segments.push_back(*reused);  // still on disk: still counted
       }
     }
     const std::string path = SegmentPath(segment);
@@ -956,7 +977,10 @@ struct Spool::Impl {
     Status result;
     for (const FreeSegment& free : discarded) {
       Status status = fs.Remove(PathOf(FreeName(free.name)));
-      if (!status.ok() && status.code() != StatusCode::kNotFound && result.ok()) result = status;
+      if (status.ok() || status.code() == StatusCode::kNotFound) continue;
+      if (result.ok()) result = status;
+      std::lock_guard guard(mu);
+      free_segments.push_back(free);  // still on disk: still counted
     }
     if (!discarded.empty()) {
       Status synced = fs.SyncDir(dir);
@@ -965,40 +989,50 @@ struct Spool::Impl {
     return result.WithContext("removing spool files kept for reuse");
   }
 
-  // Enforces the cap before the encoded group is written: drops whole oldest segments,
-  // counting the waiting records they held, persists the cursor past them, then removes
-  // them. The active segment never needs to go: it is below segment_bytes (at most half the
-  // cap) or a new one was started, and a group is at most a quarter of the cap.
-  Status MakeRoom() {
+  // The disk the spool will hold once the encoded group is written at `start` of the active
+  // segment: in a recycled file the group overwrites bytes already counted. Requires mu.
+  std::uint64_t BytesAfterGroup(std::uint64_t start) const {
+    const Segment& active = segments.back();
+    const std::uint64_t footprint = std::max(active.size, active.allocated);
+    return TotalBytes() - footprint + std::max(footprint, start + group_buffer.size());
+  }
+
+  // Enforces the cap before the encoded group is written at `start`: drops whole oldest
+  // segments, counting the waiting records they held, persists the cursor past them, then
+  // removes them. The active segment never needs to go: it is below segment_bytes (at most
+  // half the cap) or a new one was started, and a group is at most a quarter of the cap.
+  Status MakeRoom(std::uint64_t start) {
     {
       std::lock_guard guard(mu);
-      if (TotalBytes() + group_buffer.size() <= limits.max_bytes) return Status::Ok();
+      if (BytesAfterGroup(start) <= limits.max_bytes) return Status::Ok();
     }
     std::lock_guard io(io_mu);
     while (true) {
       bool has_free = false;
       {
         std::lock_guard guard(mu);
-        if (TotalBytes() + group_buffer.size() <= limits.max_bytes) return Status::Ok();
+        if (BytesAfterGroup(start) <= limits.max_bytes) return Status::Ok();
         has_free = !free_segments.empty();
       }
-      // Files kept for reuse go before any waiting record does.
+      // Files kept for reuse go before any waiting record does (if they can be removed).
       if (has_free) {
-        UPLINK_RETURN_IF_ERROR(DiscardFreeSegments());
-        continue;
+        Status discarded = DiscardFreeSegments();
+        if (discarded.ok()) continue;
+        Log().Warn("could not remove spool files kept for reuse; dropping records instead",
+                   {{"dir", dir}, {"error", discarded}});
       }
       PersistentState next;
       std::vector<std::uint64_t> doomed;
       std::uint64_t consumed_before = 0;
       {
         std::lock_guard guard(mu);
-        const std::uint64_t total = TotalBytes();
-        if (total + group_buffer.size() <= limits.max_bytes) return Status::Ok();
+        const std::uint64_t total = BytesAfterGroup(start);
+        if (total <= limits.max_bytes) return Status::Ok();
         next = state;
         consumed_before = state.consumed_through;
         std::uint64_t freed = 0;
         for (size_t i = 0;
-             i + 1 < segments.size() && total - freed + group_buffer.size() > limits.max_bytes;
+             i + 1 < segments.size() && total - freed > limits.max_bytes;
              ++i) {
           const Segment& segment = segments[i];
           const std::uint64_t last = LastSequenceOf(i);
@@ -1010,7 +1044,7 @@ struct Spool::Impl {
                 EstimatePayloadBytes(segment.size, last - segment.first + 1, waiting);
           }
           next.consumed_through = std::max(next.consumed_through, last);
-          freed += segment.size;
+          freed += std::max(segment.size, segment.allocated);
           doomed.push_back(segment.first);
         }
       }

@@ -92,7 +92,8 @@ void Register(FlagSet& flags, NodeFlags& f) {
 // Checks the flags; the usage error, if any.
 Status Check(const FlagSet& flags, NodeFlags& f, CollectorSet& collectors) {
   if (!flags.positional().empty()) {
-    return InvalidArgumentError("unexpected argument '" + flags.positional().front() + "'");
+    // Not echoed: a token pasted in the wrong place must not end up in a log.
+    return InvalidArgumentError("unexpected argument: uplink-agent node takes only flags");
   }
   if (f.node_name.empty()) f.node_name = DefaultNodeName();
   if (f.node_name.empty() || f.node_name.size() > 253) {

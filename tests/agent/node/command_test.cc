@@ -59,12 +59,13 @@ TEST(NodeCommand, RefusesFlagsItCannotHonourWithAClearMessage) {
       {{"--once", "--collectors", "cpu,gpus"}, "unknown collector 'gpus'"},
       {{"--token-file", "/tmp/x"}, "--token-file is for shipping to a console: pass --console"},
       {{"--console", "https://console.example"}, "--token-file is required"},
-      {{"--once", "extra"}, "unexpected argument 'extra'"},
+      {{"--once", "agt_pasted-here"}, "unexpected argument: uplink-agent node takes only flags"},
   };
   for (const Case& c : cases) {
     auto result = RunNode(c.args);
     EXPECT_EQ(result.exit_code, 2) << c.message;
     EXPECT_NE(result.err.find(c.message), std::string::npos) << result.err;
+    EXPECT_EQ(result.err.find("agt_"), std::string::npos) << result.err;
   }
 }
 
