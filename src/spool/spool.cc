@@ -1,14 +1,15 @@
 // The spool (spool.h; docs/spool.md has the format and the crash-safety argument).
 //
 // Threads. Appends queue up as in LevelDB's DBImpl::Write: the caller at the front of the
-// queue (the leader) takes the queued records as one group, writes and syncs them without
-// holding `mu`, and hands every member of the group its sequence number or the shared
-// error. Everything that rewrites STATE or removes segments (Consume, and the leader when
+// queue (the leader) takes the queued records as one group and writes them without holding
+// `mu`, then hands the queue on and waits until a sync covers them (WriteGroup), and hands
+// every member of the group its sequence number or the shared error. Everything that rewrites STATE or removes segments (Consume, and the leader when
 // the cap forces a drop) holds `io_mu`, taken before `mu`, so that STATE is written in the
 // order the cursor moves and a removal never races another.
 //
-// A failed group. When the write or the sync of a group fails, the leader truncates the
-// segment back to where the group began and syncs the cut. Sequence numbers are reused only
+// A failed group. When the write or the sync of a group fails, it and the groups written
+// behind it fail; the segment is truncated back to where the first of them began and the cut
+// synced. Sequence numbers are reused only
 // when both succeed: no reader can have seen those records (readers stop at the durable end),
 // and a power loss cannot bring back records whose Append failed. If either fails, the group's
 // sequences are abandoned (never reused, and not counted as corrupt when found missing) and
@@ -360,6 +361,16 @@ struct Spool::Impl {
   Impl(FileSystem& fs, std::string dir, Limits limits, const Clock& clock)
       : fs(fs), dir(std::move(dir)), limits(limits), clock(clock), reporter(*this) {}
 
+  // A clean close leaves the cursor durable, so only a power loss ever sends records again.
+  ~Impl() {
+    if (!state_unsynced || !state_file) return;
+    if (Status synced = state_file->Sync(); !synced.ok()) {
+      Log().Warn("could not sync the spool cursor on close; records consumed since the last "
+                 "sync may be sent again after a power loss",
+                 {{"dir", dir}, {"error", synced}});
+    }
+  }
+
   std::string PathOf(std::string_view name) const { return dir + "/" + std::string(name); }
   std::string SegmentPath(const Segment& segment) const { return PathOf(segment.name()); }
   size_t ReaderRecordLimit() const {
@@ -449,6 +460,7 @@ struct Spool::Impl {
     next_sequence = state.consumed_through + 1;
     (void)RemoveConsumedSegments();
     UPLINK_RETURN_IF_ERROR(RecoverNewestSegment());
+    written_end = segments.empty() ? 0 : segments.back().size;
     last_durable = next_sequence - 1;
     expected = state.consumed_through + 1;
     RefreshOldest();
@@ -467,9 +479,15 @@ struct Spool::Impl {
     std::optional<PersistentState> best;
     for (size_t slot = 0; slot < 2 && stored->size() >= (slot + 1) * kSlotSize; ++slot) {
       auto decoded = DecodeSlot(stored->substr(slot * kSlotSize, kSlotSize));
-      if (decoded && (!best || decoded->generation > best->generation)) best = decoded;
+      if (decoded && (!best || decoded->generation > best->generation)) {
+        best = decoded;
+        synced_slot = slot;
+      }
     }
     if (best) {
+      // The winner may be a lazy write a crashed process left in the page cache: it must be
+      // durable before segments are retired on its word.
+      UPLINK_RETURN_IF_ERROR(state_file->Sync().WithContext("reading spool state"));
       state = *best;
       return false;
     }
@@ -641,12 +659,25 @@ struct Spool::Impl {
 
   // ---- STATE, removal, the oldest record's time (hold io_mu, or be in Open) ----------------
 
-  // Writes `next` into the slot after the current one and syncs it.
-  Status WriteState(PersistentState& next) {
+  // Writes `next` into the slot that does not hold the last synced state, so that slot
+  // survives a power loss during the write; with kSync makes it the synced one. A lazy write
+  // survives a crash of the process (it is in the page cache) but a power loss may take it:
+  // the cursor then goes back to the last synced state, which is safe because every segment
+  // is retired only after a synced state has moved past it, and the console recognises the
+  // records sent again.
+  enum class StateDurability { kLazy, kSync };
+  Status WriteState(PersistentState& next, StateDurability durability) {
     next.generation = state.generation + 1;
-    UPLINK_RETURN_IF_ERROR(
-        state_file->WriteAt((next.generation % 2) * kSlotSize, EncodeSlot(next)));
-    return state_file->Sync();
+    const size_t slot = 1 - synced_slot;
+    UPLINK_RETURN_IF_ERROR(state_file->WriteAt(slot * kSlotSize, EncodeSlot(next)));
+    if (durability == StateDurability::kLazy) {
+      state_unsynced = true;
+      return Status::Ok();
+    }
+    UPLINK_RETURN_IF_ERROR(state_file->Sync());
+    synced_slot = slot;
+    state_unsynced = false;
+    return Status::Ok();
   }
 
   // Makes `next` (just persisted) the state, and forgets what it consumed. Requires mu.
@@ -823,13 +854,11 @@ struct Spool::Impl {
     last_group_size = group.size();
     Status status = WriteGroup(lock, group);
     for (PendingAppend* member : group) {
-      queue.pop_front();
       if (member == &me) continue;
       member->status = status;
       member->done = true;
       member->wakeup.notify_one();
     }
-    if (!queue.empty()) queue.front()->wakeup.notify_one();
     if (!status.ok()) return status;
     return me.sequence;
   }
@@ -847,77 +876,162 @@ struct Spool::Impl {
     }
   }
 
-  // Called and returns with `lock` (on mu) held; releases it for the I/O.
+  // Hands the front of the queue to the next leader. Requires mu.
+  void PassLeadership(size_t members) {
+    for (size_t i = 0; i < members; ++i) queue.pop_front();
+    if (!queue.empty()) queue.front()->wakeup.notify_one();
+  }
+
+  // Writes one group and returns once it is durable. Writing and syncing overlap: the leader
+  // writes its group and hands the queue on, then waits until a sync covers its bytes. When
+  // no sync is under way, a waiting group starts one that covers everything written so far,
+  // so one sync makes several groups durable at once, while the next groups are encoded and
+  // written behind it (PostgreSQL flushes its WAL "up to" a position the same way). When a
+  // write or a sync fails, every group not yet durable fails; the first failed group cuts the
+  // segment back to the durable end once the others are out (see the top of this file).
+  //
+  // Called and returns with `lock` (on mu) held; releases it for the I/O. Passes the
+  // leadership on before it returns.
   Status WriteGroup(std::unique_lock<std::mutex>& lock, const std::vector<PendingAppend*>& group) {
-    const std::uint64_t first = next_sequence;
+    // A new segment, or recovering from a failure, waits for the groups still in flight.
+    auto must_roll = [&] {
+      return !active || roll_before_next_group || written_end >= limits.segment_bytes;
+    };
+    pipeline_changed.wait(lock, [&] {
+      return !pipeline_failure && (groups_in_flight == 0 || !must_roll());
+    });
     const WallTime now = clock.Now();
-    const bool roll =
-        !active || roll_before_next_group || segments.back().size >= limits.segment_bytes;
-    const std::uint64_t start = roll ? 0 : segments.back().size;
+    if (must_roll()) {
+      const std::uint64_t first = next_sequence;
+      lock.unlock();
+      Status rolled = Roll(first);
+      lock.lock();
+      if (!rolled.ok()) {
+        PassLeadership(group.size());
+        return rolled.WithContext("appending to the spool");
+      }
+    }
+    // Reserved now, so that a failure of a group before this one sees it in flight.
+    const std::uint64_t first = next_sequence;
+    const std::uint64_t start = written_end;
+    ++groups_in_flight;
+    next_sequence = first + group.size();
     lock.unlock();
 
-    Status status = roll ? Roll(first) : Status::Ok();
-    if (status.ok()) {
-      EncodeGroup(group, first, now, start);
-      status = MakeRoom(start);
-    }
-    bool written = false;  // some of the group's bytes may be in the file
-    bool truncated = false;
+    EncodeGroup(group, first, now, start);
+    const std::uint64_t end = start + group_buffer.size();
+    Status status = MakeRoom(start);
     if (status.ok()) {
       InPlaceFile* file = nullptr;
-      std::string path;
       {
         std::lock_guard guard(mu);
         file = active.get();
-        path = SegmentPath(segments.back());
+        written_end = end;
+        segments.back().allocated = std::max(segments.back().allocated, end);
       }
-      written = true;
       status = file->WriteAt(start, group_buffer);
-      if (status.ok()) status = file->Sync();
-      if (!status.ok()) {
-        // The cut must be durable before the sequences are reused: otherwise a power loss
-        // could bring back records whose Append failed (and which the caller may retry).
-        Status cut = fs.Truncate(path, start);
-        if (cut.ok()) cut = file->Sync();
-        truncated = cut.ok();
-        if (!cut.ok()) {
-          Log().Error(
-              "could not remove a failed append from the spool; its sequence numbers are skipped",
-              {{"dir", dir}, {"file", path}, {"error", cut}});
-        }
-      }
     }
-
-    const std::uint64_t written_bytes = group_buffer.size();
     if (group_buffer.capacity() > 2 * kMaxGroupBytes) {
       // A record near the limit (16 MiB by default) must not pin that much memory for good.
       std::string().swap(group_buffer);
       std::string().swap(record_buffer);
     }
     lock.lock();
+    // A group that failed to write keeps the queue until it is repaired, so that no group
+    // is written behind it for nothing.
+    const bool leading = !status.ok();
     if (status.ok()) {
-      Segment& segment = segments.back();
-      segment.size = start + written_bytes;
-      segment.readable_end = segment.size;
-      segment.allocated = std::max(segment.allocated, segment.size);
-      if (last_durable <= state.consumed_through) oldest = now;
-      next_sequence = first + group.size();
-      last_durable = next_sequence - 1;
-      for (size_t i = 0; i < group.size(); ++i) group[i]->sequence = first + i;
-      return Status::Ok();
+      unsynced.push_back(UnsyncedGroup{first, first + group.size() - 1, end, now});
+      PassLeadership(group.size());
     }
-    if (written && !truncated) {
-      abandoned.emplace_back(first, first + group.size() - 1);
-      next_sequence = first + group.size();
-      segments.back().size = start + written_bytes;
-      segments.back().allocated = std::max(segments.back().allocated, segments.back().size);
-      roll_before_next_group = true;
-    } else if (written) {
+    while (true) {
+      if (pipeline_failure) {
+        Status failure = *pipeline_failure;
+        --groups_in_flight;
+        pipeline_changed.notify_all();
+        if (leading) PassLeadership(group.size());
+        return failure.WithContext("appending to the spool (a group before it failed)");
+      }
+      Segment& segment = segments.back();
+      if (status.ok() && segment.size >= end) break;  // durable
+      if (!status.ok() && segment.size >= start && !syncing) {
+        RepairFailedGroups(lock, status, first, start);  // everything before it is durable
+        PassLeadership(group.size());
+        return status.WithContext("appending to the spool");
+      }
+      if (status.ok() && !syncing) {
+        status = SyncWrittenGroups(lock);
+        if (!status.ok()) {
+          RepairFailedGroups(lock, status, unsynced.front().first, segment.size);
+          return status.WithContext("appending to the spool");
+        }
+        continue;
+      }
+      pipeline_changed.wait(lock);
+    }
+    for (size_t i = 0; i < group.size(); ++i) group[i]->sequence = first + i;
+    if (--groups_in_flight == 0) pipeline_changed.notify_all();  // a roll may be waiting
+    return Status::Ok();
+  }
+
+  // Syncs the active segment, making every group written so far durable. Called and returns
+  // with `lock` held; releases it for the sync.
+  Status SyncWrittenGroups(std::unique_lock<std::mutex>& lock) {
+    const std::uint64_t target = unsynced.back().end;
+    InPlaceFile* file = active.get();
+    syncing = true;
+    lock.unlock();
+    Status status = file->Sync();
+    lock.lock();
+    syncing = false;
+    if (!status.ok()) return status;
+    Segment& segment = segments.back();
+    segment.size = segment.readable_end = target;
+    while (!unsynced.empty() && unsynced.front().end <= target) {
+      if (last_durable <= state.consumed_through) oldest = unsynced.front().appended_at;
+      last_durable = unsynced.front().last;
+      unsynced.pop_front();
+    }
+    pipeline_changed.notify_all();
+    return Status::Ok();
+  }
+
+  // The first failed group, or the group whose sync failed: once every other group in flight
+  // has failed out, cuts the segment back to `start` (the durable end) and decides whether
+  // the failed sequences, from `first`, may be used again.
+  void RepairFailedGroups(std::unique_lock<std::mutex>& lock, const Status& status,
+                          std::uint64_t first, std::uint64_t start) {
+    pipeline_failure = status;
+    pipeline_changed.notify_all();
+    pipeline_changed.wait(lock, [&] { return groups_in_flight == 1; });
+    const std::uint64_t last_reserved = next_sequence - 1;
+    const std::string path = SegmentPath(segments.back());
+    InPlaceFile* file = active.get();
+    lock.unlock();
+    // The cut must be durable before the sequences are reused: otherwise a power loss could
+    // bring back records whose Append failed (and which the caller may retry).
+    Status cut = fs.Truncate(path, start);
+    if (cut.ok()) cut = file->Sync();
+    if (!cut.ok()) {
+      Log().Error(
+          "could not remove a failed append from the spool; its sequence numbers are skipped",
+          {{"dir", dir}, {"file", path}, {"error", cut}});
+    }
+    lock.lock();
+    unsynced.clear();
+    if (cut.ok()) {
+      next_sequence = first;
+      written_end = start;
       segments.back().allocated = start;  // the cut shortened the file
       // Start afresh after a failure, so that the records before it can be freed (disk full).
       roll_before_next_group = start > 0;
+    } else {
+      if (first <= last_reserved) abandoned.emplace_back(first, last_reserved);
+      roll_before_next_group = true;
     }
-    return status.WithContext("appending to the spool");
+    pipeline_failure.reset();
+    --groups_in_flight;
+    pipeline_changed.notify_all();
   }
 
   // Starts segment `first`, in a file kept for reuse when there is one, and makes its
@@ -963,6 +1077,7 @@ struct Spool::Impl {
     std::lock_guard guard(mu);
     segments.push_back(segment);
     active = std::move(*file);
+    written_end = 0;
     roll_before_next_group = false;
     return Status::Ok();
   }
@@ -1054,7 +1169,7 @@ struct Spool::Impl {
                              std::to_string(limits.max_bytes) + " bytes");
       }
       if (next.consumed_through > consumed_before) {
-        Status persisted = WriteState(next);
+        Status persisted = WriteState(next, StateDurability::kSync);
         if (!persisted.ok()) {
           return persisted.WithContext(
               "persisting the spool cursor to drop records at the size cap");
@@ -1253,10 +1368,12 @@ struct Spool::Impl {
     std::lock_guard io(io_mu);
     PersistentState next;
     bool advances = false;
+    bool retires = false;
     {
       std::lock_guard guard(mu);
       through = std::min(through, last_durable);
       advances = through > state.consumed_through;
+      retires = segments.size() > 1 && LastSequenceOf(0) <= std::max(through, state.consumed_through);
       next = state;
       if (advances) {
         next.consumed_through = through;
@@ -1271,7 +1388,11 @@ struct Spool::Impl {
       next.losses.rejected += rejected;
     }
     if (advances || rejected.records > 0 || rejected.bytes > 0) {
-      UPLINK_RETURN_IF_ERROR(WriteState(next).WithContext("persisting the spool cursor"));
+      // Synced only when a segment is retired on its word: the cursor itself may lag a
+      // power loss behind (WriteState).
+      UPLINK_RETURN_IF_ERROR(
+          WriteState(next, retires ? StateDurability::kSync : StateDurability::kLazy)
+              .WithContext("persisting the spool cursor"));
       std::lock_guard guard(mu);
       AdoptStateLocked(next);
     }
@@ -1315,7 +1436,9 @@ struct Spool::Impl {
   std::mutex io_mu;  // taken before mu
 
   mutable std::mutex mu;
-  PersistentState state;  // as last persisted
+  PersistentState state;  // as last written to STATE
+  size_t synced_slot = 0;  // the STATE slot holding the last synced state
+  bool state_unsynced = false;
   std::deque<Segment> segments;
   std::unique_ptr<InPlaceFile> active;  // segments.back(), when appends may go there
   std::deque<FreeSegment> free_segments;  // consumed segment files kept for reuse
@@ -1326,6 +1449,19 @@ struct Spool::Impl {
   std::deque<PendingAppend*> queue;
   std::condition_variable queue_grew;  // an Append queued behind the front
   size_t last_group_size = 1;
+  // The write pipeline (WriteGroup): where the next group goes in the active segment, and
+  // the groups written but not yet synced, which sync in ticket order.
+  struct UnsyncedGroup {
+    std::uint64_t first = 0, last = 0;  // its sequences
+    std::uint64_t end = 0;              // where its bytes end in the active segment
+    WallTime appended_at;
+  };
+  std::uint64_t written_end = 0;
+  std::deque<UnsyncedGroup> unsynced;  // written, in order, not yet durable
+  bool syncing = false;
+  int groups_in_flight = 0;  // from reserving sequences until durable or failed
+  std::optional<Status> pipeline_failure;  // set while the first failed group repairs
+  std::condition_variable pipeline_changed;
   std::optional<WallTime> oldest;
   std::deque<PendingCorruption> pending_corruption;  // in sequence order
   std::uint64_t unattributed_damage_bytes = 0;

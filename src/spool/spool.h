@@ -20,8 +20,10 @@
 //   changes only if STATE is lost). A few are skipped, never reused, after a failed write
 //   that could not be undone or damage at the end of the newest segment.
 // - The directory is synced after a segment is created or removed. Consuming (acknowledging)
-//   first persists the cursor, then removes segments; a crash at any point leaves a spool
-//   that opens and delivers everything not consumed, each record once.
+//   writes the cursor, and syncs it before it removes segments; a crash at any point leaves
+//   a spool that opens and delivers everything not consumed, each record once. A power loss
+//   (not a process crash) may take the cursor back to the last synced one, so consumed
+//   records are delivered again (the console recognises them), never lost.
 // - Bounded: the segment files (and those kept for reuse) never exceed max_bytes. At the cap the oldest waiting records
 //   are dropped (whole oldest segments, never the newest records), counted in records and
 //   bytes, persisted, and reported with the next upload. A record over max_record_bytes is
@@ -123,8 +125,9 @@ class Spool {
   void Rewind();
 
   // Marks everything up to `through_sequence` delivered, adding `rejected` to the losses:
-  // persists the cursor (a sync), then removes segments that hold nothing waiting (and syncs
-  // the directory). Needs no free space. Sequences at or below consumed_through are ignored.
+  // writes the cursor; when segments then hold nothing waiting, syncs it and removes them
+  // (and syncs the directory). Closing the spool syncs a cursor written since. Needs no free
+  // space. Sequences at or below consumed_through are ignored.
   Status Consume(std::uint64_t through_sequence, LossCount rejected = {});
 
   SpoolStats Stats() const;
