@@ -14,15 +14,17 @@
 
 #include "agent/node/gpu/nvidia_smi.h"
 #include "agent/node/gpu/nvml_library.h"
+#include "common/subprocess.h"
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
-using uplink::agent::node::FindProgram;
 using uplink::agent::node::NvidiaSmi;
 using uplink::agent::node::NvmlCallObserver;
 using uplink::agent::node::NvmlLibrary;
-using uplink::agent::node::RunBoundedProcess;
+using uplink::FindProgram;
+using uplink::ProcessOptions;
+using uplink::RunProcess;
 
 class NoWatchdog : public NvmlCallObserver {
  public:
@@ -77,7 +79,9 @@ int main() {
   NvidiaSmi query(*smi, std::chrono::seconds(30));
   Measure("nvidia-smi --query-gpu (fallback)", 10, [&] { return query.Read().ok(); });
   Measure("nvidia-smi -q -x", 5, [&] {
-    auto run = RunBoundedProcess({*smi, "-q", "-x"}, std::chrono::seconds(60), 64 << 20);
+    auto run = RunProcess(ProcessOptions{.argv = {*smi, "-q", "-x"},
+                                         .timeout = std::chrono::seconds(60),
+                                         .max_output_bytes = 64 << 20});
     return run.ok() && run->exit_code == 0;
   });
   return 0;

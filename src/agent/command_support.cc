@@ -19,6 +19,20 @@ int Fail(const std::string& message, int code) {
   return code;
 }
 
+std::optional<int> ParseFlagsOrExit(FlagSet& flags, const std::vector<std::string>& args) {
+  for (const std::string& arg : args) {
+    if (arg == "--") break;
+    if (arg == "--help" || arg == "-h") {
+      std::cout << flags.Usage();
+      return 0;
+    }
+  }
+  if (Status parsed = flags.Parse(args); !parsed.ok()) {
+    return Fail(parsed.message() + "\n" + flags.Usage(), kExitUsage);
+  }
+  return std::nullopt;
+}
+
 Status CheckConsoleFlags(const std::string& console_url, const std::string& token_file) {
   if (console_url.empty()) {
     return InvalidArgumentError(

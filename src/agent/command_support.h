@@ -5,7 +5,9 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "agent/stop_signal.h"
 #include "common/flags.h"
@@ -28,6 +30,10 @@ inline constexpr std::int64_t kMinSpoolBytes = 64ll << 10;
 
 // Prints "uplink-agent: MESSAGE" to stderr and returns `code`.
 int Fail(const std::string& message, int code = 1);
+
+// Parses a command's flags: prints the usage for --help or -h (exit code 0), or the error and
+// the usage for bad flags (kExitUsage); nullopt when the command goes on.
+std::optional<int> ParseFlagsOrExit(FlagSet& flags, const std::vector<std::string>& args);
 
 // --console and --token-file, which every role that talks to the console takes.
 Status CheckConsoleFlags(const std::string& console_url, const std::string& token_file);

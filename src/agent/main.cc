@@ -1,7 +1,10 @@
 // uplink-agent: the in-cluster agent. `uplink-agent inventory [flags]` reports the selected
 // GPU nodes to the console over outbound HTTPS; `uplink-agent node [flags]` collects the
-// node's figures (src/agent/node/command.cc); `uplink-agent spool COMMAND` inspects, fills and
-// ships a durable upload spool.
+// node's figures (src/agent/node/command.cc); `uplink-agent cluster [flags]` runs the console's
+// read-only kubectl commands and collects its plan (src/agent/cluster/command.cc);
+// `uplink-agent spool COMMAND` inspects, fills and
+// ships a durable upload spool; `uplink-agent check-kubectl` says what the read-only kubectl
+// guard would do with each argv on stdin (src/agent/cluster/check_command.cc).
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -18,6 +21,8 @@
 #include <thread>
 #include <vector>
 
+#include "agent/cluster/check_command.h"
+#include "agent/cluster/command.h"
 #include "agent/command_support.h"
 #include "agent/console_client.h"
 #include "agent/health.h"
@@ -50,12 +55,15 @@ constexpr std::int64_t kMaxWriters = 64;
 const char kUsage[] =
     "usage: uplink-agent ROLE [flags]\n"
     "       uplink-agent spool COMMAND --state-dir DIR [flags]\n"
+    "       uplink-agent check-kubectl < LINES\n"
     "\n"
     "roles:\n"
     "  inventory     report the selected GPU nodes to the console\n"
     "  node          collect the node's CPU, memory, disk, network and GPU figures: ship\n"
     "                them to the console, serve them as a Prometheus exporter, or print\n"
     "                one collection (--once)\n"
+    "  cluster       run the read-only kubectl commands the console sends, and collect its\n"
+    "                plan (nodes, pods, warning events, ...) for the console\n"
     "\n"
     "spool commands (the durable upload spool in DIR; one process at a time):\n"
     "  spool stat    print the spool's counts as one JSON object\n"
@@ -63,6 +71,11 @@ const char kUsage[] =
     "  spool append  append one record per line of stdin; print each record's sequence number\n"
     "                once it is durable\n"
     "  spool ship    deliver the spool's records to the console until SIGTERM\n"
+    "\n"
+    "other commands:\n"
+    "  check-kubectl read one JSON argv array per line on stdin ([\"kubectl\", \"get\", ...]);\n"
+    "                print 'allow' or 'refuse: REASON' for each: what the agent's read-only\n"
+    "                kubectl would run\n"
     "\n"
     "'uplink-agent spool COMMAND --help' lists a command's flags.\n";
 
@@ -97,14 +110,13 @@ int RunInventory(const std::vector<std::string>& args) {
   flags.String("instance", &instance,
                "this agent's name in the console (default: $POD_NAME, else the host name)");
 
-  if (Status parsed = flags.Parse(args); !parsed.ok()) {
-    return Fail(parsed.message() + "\n" + flags.Usage(), kExitUsage);
-  }
+  if (std::optional<int> exit_code = agent::ParseFlagsOrExit(flags, args)) return *exit_code;
   if (instance.size() > 253) {
     return Fail("--instance must be at most 253 characters", kExitUsage);
   }
   if (!flags.positional().empty()) {
-    return Fail("unexpected argument '" + flags.positional().front() + "'\n" + flags.Usage(),
+    // Not echoed: a token pasted in the wrong place must not end up in a log.
+    return Fail("unexpected argument: uplink-agent inventory takes only flags\n" + flags.Usage(),
                 kExitUsage);
   }
   if (Status level = log::SetMinLevel(log_level); !level.ok()) {
@@ -220,37 +232,6 @@ Result<std::unique_ptr<spool::Spool>> OpenExistingSpool(const SpoolFlags& flags)
 
 json::object LossJson(const spool::LossCount& loss) {
   return json::object{{"records", loss.records}, {"bytes", loss.bytes}};
-}
-
-// `text` as valid UTF-8, every byte that is not part of a valid sequence replaced by U+FFFD,
-// so that any payload prints as a JSON string.
-std::string ValidUtf8(std::string_view text) {
-  std::string out;
-  out.reserve(text.size());
-  size_t i = 0;
-  while (i < text.size()) {
-    auto byte = [&](size_t at) { return static_cast<unsigned char>(text[at]); };
-    unsigned char lead = byte(i);
-    size_t length = lead < 0x80 ? 1 : (lead >> 5) == 0x6 ? 2 : (lead >> 4) == 0xe ? 3
-                                    : (lead >> 3) == 0x1e ? 4 : 0;
-    bool valid = length > 0 && i + length <= text.size();
-    for (size_t k = 1; valid && k < length; ++k) valid = (byte(i + k) & 0xc0) == 0x80;
-    if (valid && length > 1) {
-      // Reject overlong forms, UTF-16 surrogates and code points past U+10FFFF.
-      std::uint32_t code = lead & (0xff >> (length + 1));
-      for (size_t k = 1; k < length; ++k) code = (code << 6) | (byte(i + k) & 0x3f);
-      static constexpr std::uint32_t kMinimum[] = {0, 0, 0x80, 0x800, 0x10000};
-      valid = code >= kMinimum[length] && code <= 0x10ffff && (code < 0xd800 || code > 0xdfff);
-    }
-    if (valid) {
-      out.append(text, i, length);
-      i += length;
-    } else {
-      out += "\xef\xbf\xbd";
-      ++i;
-    }
-  }
-  return out;
 }
 
 int RunSpoolStat(const std::vector<std::string>& args) {
@@ -497,7 +478,9 @@ int main(int argc, char** argv) {
   args.erase(args.begin());
   if (role == "inventory") return RunInventory(args);
   if (role == "node") return agent::node::RunNodeCommand(args);
+  if (role == "cluster") return agent::cluster::RunClusterCommand(args);
   if (role == "spool") return RunSpool(args);
+  if (role == "check-kubectl") return agent::cluster::RunCheckKubectlCommand(args);
   std::cerr << "uplink-agent: unknown role '" << role << "'\n" << kUsage;
   return kExitUsage;
 }

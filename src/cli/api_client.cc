@@ -9,8 +9,6 @@
 namespace uplink::cli {
 namespace {
 
-constexpr size_t kMaxReplyBytes = 4 << 20;
-
 std::string ErrorField(const json::object& error, std::string_view key) {
   const json::value* v = error.if_contains(key);
   return v != nullptr && v->is_string() ? std::string(v->get_string()) : std::string();
@@ -47,24 +45,27 @@ Result<std::string> NormalizeConsoleUrl(std::string_view url) {
 }
 
 Result<std::unique_ptr<ApiClient>> ApiClient::Connect(const std::string& console,
-                                                      const std::string& ca_file) {
+                                                      const std::string& ca_file,
+                                                      const ApiClientOptions& client) {
   net::ClientOptions options;
   options.base_url = console;
   options.ca_file = ca_file;
   options.user_agent = "uplink-cli/" UPLINK_VERSION;
-  options.request_timeout = std::chrono::seconds(30);  // sign-in hashes a password
-  options.max_response_bytes = kMaxReplyBytes;
+  options.request_timeout = client.request_timeout;
+  options.max_response_bytes = client.max_reply_bytes;
   auto http = net::HttpClient::Create(std::move(options));
   if (!http.ok()) {
     return InvalidArgumentError((ca_file.empty() ? "--console: " : "--console or --ca-file: ") +
                                 http.status().message());
   }
-  return std::unique_ptr<ApiClient>(new ApiClient(std::move(*http), console));
+  return std::unique_ptr<ApiClient>(
+      new ApiClient(std::move(*http), console, client.max_reply_bytes));
 }
 
 Result<json::object> ApiClient::Call(std::string_view method, std::string_view target,
                                      const std::optional<json::object>& body) {
   last_error_code_.clear();
+  last_error_message_.clear();
   net::Request request;
   request.method = std::string(method);
   request.target = std::string(target);
@@ -79,7 +80,7 @@ Result<json::object> ApiClient::Call(std::string_view method, std::string_view t
     const Status& s = sent.status();
     if (s.code() == StatusCode::kResourceExhausted) {
       return InternalError("the console's reply is larger than " +
-                           std::to_string(kMaxReplyBytes >> 20) +
+                           std::to_string(max_reply_bytes_ >> 20) +
                            " MiB, far more than any reply uplink expects; check that --console "
                            "is the console's address");
     }
@@ -90,7 +91,7 @@ Result<json::object> ApiClient::Call(std::string_view method, std::string_view t
   }
   const net::Response& response = *sent;
   if (response.status < 200 || response.status >= 300) return ErrorFor(response);
-  auto parsed = ParseJson(response.body);
+  auto parsed = ParseJson(response.body, JsonLimits{max_reply_bytes_});
   if (!parsed.ok() || !parsed->is_object()) {
     return InternalError(
         "the console's reply is not the JSON object uplink expects; check that --console is the "
@@ -113,7 +114,8 @@ Status ApiClient::ErrorFor(const net::Response& response) {
     if (const json::value* error = parsed->get_object().if_contains("error");
         error != nullptr && error->is_object()) {
       code = OneLineExcerpt(ErrorField(error->get_object(), "code"), 64);
-      message = OneLineExcerpt(ErrorField(error->get_object(), "message"), 500);
+      last_error_message_ = ErrorField(error->get_object(), "message");
+      message = OneLineExcerpt(last_error_message_, 500);
     }
   }
   last_error_code_ = code;

@@ -8,6 +8,8 @@
 // Unavailable. The credential is set once and only ever reaches the Authorization header.
 #pragma once
 
+#include <chrono>
+#include <cstddef>
 #include <memory>
 #include <optional>
 #include <string>
@@ -25,12 +27,18 @@ namespace uplink::cli {
 // hold user info or a query.
 Result<std::string> NormalizeConsoleUrl(std::string_view url);
 
+struct ApiClientOptions {
+  std::chrono::milliseconds request_timeout{30'000};  // sign-in hashes a password
+  size_t max_reply_bytes = 4 << 20;
+};
+
 class ApiClient {
  public:
   // `console` must come from NormalizeConsoleUrl.
   // `ca_file`: PEM CA bundle for a console behind a private CA; empty: the system store.
   static Result<std::unique_ptr<ApiClient>> Connect(const std::string& console,
-                                                    const std::string& ca_file = "");
+                                                    const std::string& ca_file = "",
+                                                    const ApiClientOptions& options = {});
 
   const std::string& console() const { return console_; }
   // `source` says where it came from ("UPLINK_API_KEY"); a 401 names it, never the value.
@@ -50,10 +58,12 @@ class ApiClient {
 
   // The `error.code` of the last refused call ("confirmation_required"), or "".
   const std::string& last_error_code() const { return last_error_code_; }
+  // Its `error.message` as the console sent it (possibly several lines, unfiltered), or "".
+  const std::string& last_error_message() const { return last_error_message_; }
 
  private:
-  ApiClient(std::unique_ptr<net::HttpClient> http, std::string console)
-      : http_(std::move(http)), console_(std::move(console)) {}
+  ApiClient(std::unique_ptr<net::HttpClient> http, std::string console, size_t max_reply_bytes)
+      : http_(std::move(http)), console_(std::move(console)), max_reply_bytes_(max_reply_bytes) {}
 
   Status ErrorFor(const net::Response& response);
 
@@ -62,6 +72,8 @@ class ApiClient {
   Secret credential_;
   std::string credential_source_;
   std::string last_error_code_;
+  std::string last_error_message_;
+  size_t max_reply_bytes_;
 };
 
 }  // namespace uplink::cli

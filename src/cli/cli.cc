@@ -29,6 +29,10 @@ Status Dispatch(Invocation& inv) {
       return RunConnectionsRedeem(inv);
     case CommandId::kConnectionsInstall:
       return RunConnectionsInstall(inv);
+    case CommandId::kConnectionsNamespaces:
+      return RunConnectionsNamespaces(inv);
+    case CommandId::kKubectl:
+      return RunKubectl(inv);
     case CommandId::kUsersList:
       return RunUsersList(inv);
     case CommandId::kUsersShow:

@@ -199,6 +199,34 @@ const std::vector<CommandSpec>& Commands() {
                 "in memory and reaches kubectl only on its standard input. If you answer no, or "
                 "kubectl is missing or fails, the token is printed once with the commands to run "
                 "yourself (exit 0 when you said no, 9 when something failed)."},
+      {.id = CommandId::kConnectionsNamespaces,
+       .group = "connections",
+       .name = "namespaces",
+       .operands = "ID_OR_NAME",
+       .min_operands = 1,
+       .max_operands = 1,
+       .summary = "show or choose the namespaces 'uplink kubectl' and the cluster view may read",
+       .flags = {{"set", "NS,...",
+                  "allow exactly these namespaces, comma-separated (empty: cluster-scoped reads "
+                  "only)"},
+                 {"all", "", "allow every namespace"}},
+       .notes = "Without --set or --all, shows the current choice. Until namespaces are chosen, "
+                "every 'uplink kubectl' command on the connection is refused. Reads of "
+                "cluster-scoped things (nodes, namespaces, api-resources, version) are allowed "
+                "once a choice is made; commands outside the chosen namespaces, -A included, "
+                "are refused."},
+      {.id = CommandId::kKubectl,
+       .name = "kubectl",
+       .operands = "ID_OR_NAME -- KUBECTL_ARGS...",
+       .min_operands = 1,
+       .max_operands = kAnyOperands,
+       .summary = "run a read-only kubectl command in the cluster, through its agent",
+       .notes = "Everything after -- goes to kubectl, as in 'uplink kubectl prod -- get pods -n "
+                "ml'. The console and the agent allow only reads (get, describe, logs, top, "
+                "api-resources, api-versions, version, cluster-info, explain) within the "
+                "connection's namespaces ('uplink connections namespaces'). kubectl's output "
+                "goes to stdout and stderr and uplink exits with kubectl's exit code; a refused "
+                "command exits 4, and one the agent did not answer within 60 s exits 1."},
       {.id = CommandId::kUsersList,
        .group = "users",
        .name = "list",
@@ -297,6 +325,7 @@ Result<CommandLine> ParseCommandLine(const std::vector<std::string>& args, const
     const std::string& arg = args[i];
     if (!only_operands && arg == "--") {
       only_operands = true;
+      line.operands_before_dashes = line.operands.size();
       continue;
     }
     const bool is_flag = !only_operands && arg.size() > 1 && arg[0] == '-';

@@ -7,7 +7,9 @@
 // stray variable never changes what a command does. There is no flag for a credential.
 #pragma once
 
+#include <limits>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -28,6 +30,8 @@ enum class CommandId {
   kConnectionsRevoke,
   kConnectionsRedeem,
   kConnectionsInstall,
+  kConnectionsNamespaces,
+  kKubectl,
   kUsersList,
   kUsersShow,
   kUsersCreate,
@@ -39,6 +43,8 @@ enum class CommandId {
   kApiKeysRevoke,
   kAudit,
 };
+
+inline constexpr size_t kAnyOperands = std::numeric_limits<size_t>::max();
 
 struct FlagSpec {
   std::string_view name;        // without the dashes
@@ -53,7 +59,7 @@ struct CommandSpec {
   std::string_view alias;     // a second accepted name ("get" for "show"), or ""
   std::string_view operands;  // as shown in usage: "ID_OR_NAME", "[ID|me]"
   size_t min_operands = 0;
-  size_t max_operands = 0;
+  size_t max_operands = 0;  // kAnyOperands: no limit
   std::string_view summary;
   std::vector<FlagSpec> flags;
   std::string_view notes;  // further help, one paragraph
@@ -77,6 +83,9 @@ struct CommandLine {
   std::string group;                     // the group named, when command is null
   bool help = false;                     // -h or --help: show Usage(group, command), exit 0
   std::vector<std::string> operands;
+  // How many operands came before a "--", when there was one ('uplink kubectl' passes what
+  // follows it to kubectl).
+  std::optional<size_t> operands_before_dashes;
   std::map<std::string, std::string, std::less<>> flags;  // a switch holds "true"
   GlobalOptions globals;
 

@@ -3,6 +3,8 @@
 // confirmation that sensitive calls may need.
 #pragma once
 
+#include <chrono>
+#include <cstddef>
 #include <istream>
 #include <memory>
 #include <optional>
@@ -20,6 +22,11 @@
 #include "common/time.h"
 
 namespace uplink::cli {
+
+// `uplink kubectl` waits as long as the console holds a command (60 s) and a little more, and
+// takes kubectl's output: up to 4 MiB on stdout and on stderr, escaped as JSON.
+inline constexpr std::chrono::milliseconds kKubectlRequestTimeout{75'000};
+inline constexpr size_t kMaxKubectlReplyBytes = 64 << 20;
 
 struct Invocation {
   const CommandLine& line;
@@ -75,6 +82,8 @@ Status RunConnectionsRotate(Invocation& inv);
 Status RunConnectionsRevoke(Invocation& inv);
 Status RunConnectionsRedeem(Invocation& inv);
 Status RunConnectionsInstall(Invocation& inv);
+Status RunConnectionsNamespaces(Invocation& inv);
+Status RunKubectl(Invocation& inv);
 Status RunUsersList(Invocation& inv);
 Status RunUsersShow(Invocation& inv);
 Status RunUsersCreate(Invocation& inv);

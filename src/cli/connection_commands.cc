@@ -1,4 +1,5 @@
-// uplink connections list | show | create | rotate | revoke | redeem
+// uplink connections list | show | create | rotate | revoke | redeem | namespaces, and
+// uplink kubectl
 #include <algorithm>
 #include <cctype>
 
@@ -255,6 +256,48 @@ Result<std::string> ExpiryFromFlags(const Invocation& inv) {
   return std::string();
 }
 
+// The console's message as it sent it, line by line, each line cleaned of control characters
+// and shortened; at most a few lines.
+std::string ConsoleLines(std::string_view message) {
+  constexpr size_t kMaxLines = 8;
+  std::string out;
+  for (size_t lines = 0; lines < kMaxLines; ++lines) {
+    size_t newline = message.find('\n');
+    if (lines > 0) out += "\n";
+    out += OneLineExcerpt(message.substr(0, newline), 500);
+    if (newline == std::string_view::npos) break;
+    message.remove_prefix(newline + 1);
+  }
+  return out;
+}
+
+// What a console reply says about the namespace scope, for people.
+void PrintNamespaces(std::ostream& out, const json::object& reply, std::string_view connection) {
+  const json::value* value = reply.if_contains("namespaces");
+  if (value == nullptr || value->is_null()) {
+    out << "No namespaces are chosen yet: every 'uplink kubectl' command on this connection is "
+           "refused.\nChoose them with 'uplink connections namespaces "
+        << OneLineExcerpt(connection, 63) << " --set NS1,NS2' (or --all for every namespace).\n";
+    return;
+  }
+  const json::array* names = ArrayField(reply, "namespaces");
+  if (names == nullptr) {
+    out << "namespaces: " << Display(reply, "namespaces") << "\n";
+    return;
+  }
+  if (names->size() == 1 && (*names)[0].is_string() && (*names)[0].get_string() == "*") {
+    out << "Every namespace: kubectl may read anything in the cluster.\n";
+    return;
+  }
+  if (names->empty()) {
+    out << "No namespaces: kubectl may read only cluster-scoped things (nodes, namespaces, "
+           "api-resources, version).\n";
+    return;
+  }
+  out << "Namespaces kubectl may read:\n";
+  for (const json::value& name : *names) out << "  " << Display(&name, 63) << "\n";
+}
+
 }  // namespace
 
 Result<json::array> ListConnections(ApiClient& api) {
@@ -459,6 +502,83 @@ Status RunConnectionsRedeem(Invocation& inv) {
   UPLINK_ASSIGN_OR_RETURN(json::object reply, api->Post("/api/v1/handovers/redeem",
                                                         json::object{{"code", code.Reveal()}}));
   return DeliverToken(inv, std::move(reply), token_file.created() ? &token_file : nullptr);
+}
+
+Status RunConnectionsNamespaces(Invocation& inv) {
+  const bool set = inv.line.Has("set");
+  const bool all = inv.line.Has("all");
+  if (set && all) return InvalidArgumentError("give --set or --all, not both");
+  std::optional<json::object> body;
+  if (all) body = json::object{{"namespaces", json::array{"*"}}};
+  if (set) {
+    json::array names;
+    const std::string value = inv.line.Get("set");
+    std::string_view list = value;
+    while (!list.empty()) {
+      size_t comma = list.find(',');
+      std::string_view name = TrimWhitespace(list.substr(0, comma));
+      if (!name.empty()) names.emplace_back(name);
+      if (comma == std::string_view::npos) break;
+      list.remove_prefix(comma + 1);
+    }
+    body = json::object{{"namespaces", std::move(names)}};
+  }
+  UPLINK_ASSIGN_OR_RETURN(Session session, OpenSession(inv));
+  UPLINK_ASSIGN_OR_RETURN(std::string id, ResolveConnection(*session.api, inv.operand(0)));
+  std::string path = ConnectionPath(id) + "/namespaces";
+  UPLINK_ASSIGN_OR_RETURN(json::object reply,
+                          body ? session.api->Call("PUT", path, body) : session.api->Get(path));
+  if (inv.json()) {
+    PrintJson(inv.out, reply);
+  } else {
+    PrintNamespaces(inv.out, reply, inv.operand(0));
+  }
+  return Status::Ok();
+}
+
+Status RunKubectl(Invocation& inv) {
+  const CommandLine& line = inv.line;
+  const std::string example =
+      "as in 'uplink kubectl " + OneLineExcerpt(inv.operand(0), 63) + " -- get pods -n NS'";
+  if (line.operands_before_dashes != 1) {
+    return InvalidArgumentError("put kubectl's arguments after --, " + example +
+                                "; run 'uplink kubectl --help'");
+  }
+  if (line.operands.size() < 2) {
+    return InvalidArgumentError("give kubectl's arguments after --, " + example);
+  }
+  json::array argv{"kubectl"};
+  for (size_t i = 1; i < line.operands.size(); ++i) argv.emplace_back(line.operands[i]);
+
+  UPLINK_ASSIGN_OR_RETURN(Session session, OpenSession(inv));
+  UPLINK_ASSIGN_OR_RETURN(std::string id, ResolveConnection(*session.api, inv.operand(0)));
+  auto reply = session.api->Post(ConnectionPath(id) + "/kubectl",
+                                 json::object{{"argv", std::move(argv)}});
+  if (!reply.ok()) {
+    // Refusals and the agent's failures are the console's words, shown as it wrote them.
+    const std::string& code = session.api->last_error_code();
+    std::string message = ConsoleLines(session.api->last_error_message());
+    if (code == "refused" || code == "namespaces_not_chosen" || code == "namespace_not_allowed") {
+      return PermissionDeniedError(message);
+    }
+    if (code.starts_with("agent_")) return FailedPreconditionError(message);
+    return reply.status();
+  }
+  const json::value* exit_code = reply->if_contains("exit_code");
+  if (exit_code == nullptr || !exit_code->is_int64() || exit_code->get_int64() < 0 ||
+      exit_code->get_int64() > 255) {
+    return InternalError(
+        "the console's reply has no exit code; check that --console is the console's address");
+  }
+  if (inv.json()) {
+    PrintJson(inv.out, *reply);
+  } else {
+    // kubectl's output exactly as it was, for pipes and scripts.
+    if (auto text = StringField(*reply, "stdout")) inv.out << *text;
+    if (auto text = StringField(*reply, "stderr")) inv.err << *text;
+  }
+  inv.success = static_cast<ExitCode>(exit_code->get_int64());
+  return Status::Ok();
 }
 
 }  // namespace uplink::cli

@@ -12,9 +12,9 @@
 #include "cli/commands.h"
 #include "cli/connections.h"
 #include "cli/render.h"
-#include "cli/subprocess.h"
 #include "common/crypto.h"
 #include "common/files.h"
+#include "common/subprocess.h"
 #include "common/text.h"
 
 namespace uplink::cli {
@@ -80,7 +80,14 @@ class Kubectl {
     std::vector<std::string> argv{program_};
     argv.insert(argv.end(), base_.begin(), base_.end());
     argv.insert(argv.end(), args.begin(), args.end());
-    UPLINK_ASSIGN_OR_RETURN(ProcessResult result, RunProcess(argv, input, kKubectlTimeout));
+    // kubectl gets the user's environment (exec credential plugins need it) but never the
+    // console credential.
+    UPLINK_ASSIGN_OR_RETURN(
+        ProcessResult result,
+        RunProcess(ProcessOptions{.argv = std::move(argv),
+                                  .environment = InheritedEnvironment({"UPLINK_API_KEY"}),
+                                  .input = std::string(input),
+                                  .timeout = kKubectlTimeout}));
     result.out = Redacted(std::move(result.out), secrets_);
     result.err = Redacted(std::move(result.err), secrets_);
     return result;
@@ -194,7 +201,7 @@ std::optional<std::string> FindKubectl(const Invocation& inv) {
   std::string wanted = inv.line.Get("kubectl", "kubectl");
   if (wanted.find('/') != std::string::npos) return wanted;
   const char* path = inv.env("PATH");
-  return FindOnPath(wanted, path != nullptr ? path : "");
+  return FindProgram(wanted, path != nullptr ? path : "");
 }
 
 bool AskToProceed(Invocation& inv, const std::string& question) {

@@ -11,7 +11,13 @@ namespace {
 
 Result<std::unique_ptr<ApiClient>> ConnectTo(const Invocation& inv, const std::string& console) {
   UPLINK_ASSIGN_OR_RETURN(std::string normalized, NormalizeConsoleUrl(console));
-  return ApiClient::Connect(normalized, inv.line.globals.ca_file);
+  ApiClientOptions options;
+  if (inv.line.command->id == CommandId::kKubectl) {
+    // The console holds a command for up to 60 s; kubectl's output may be megabytes.
+    options.request_timeout = kKubectlRequestTimeout;
+    options.max_reply_bytes = kMaxKubectlReplyBytes;
+  }
+  return ApiClient::Connect(normalized, inv.line.globals.ca_file, options);
 }
 
 Status NoConsole() {

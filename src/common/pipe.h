@@ -1,5 +1,5 @@
 // A pipe whose ends close with it (O_CLOEXEC, so no child inherits them by accident), for
-// the code that runs helper programs (the CLI's subprocesses, the node role's nvidia-smi).
+// RunProcess (common/subprocess.h), which runs every helper program.
 #pragma once
 
 #include <fcntl.h>

@@ -14,6 +14,7 @@
 #include "console/api/console_api.h"
 #include "console/api/errors.h"
 #include "console/api/inventory_report.h"
+#include "console/api/kubectl_results.h"
 #include "console/setup.h"
 #include "net/server.h"
 
@@ -163,9 +164,10 @@ int Serve(const std::vector<std::string>& args) {
   }
   net::ServerOptions server_options;
   server_options.listen = listen;
-  // The upper bound, for the agent's report or uploads; every other route gets far less
-  // before its body is read.
-  server_options.max_body_bytes = std::max(kMaxReportBytes, options.max_upload_bytes);
+  // The upper bound, for the agent's report, uploads or command results; every other route
+  // gets far less before its body is read.
+  server_options.max_body_bytes =
+      std::max({kMaxReportBytes, options.max_upload_bytes, kMaxCommandResultBytes});
   server_options.body_limit_for = [max_upload = options.max_upload_bytes](
                                       const net::Request& head) {
     return RouteBodyLimit(head, max_upload);

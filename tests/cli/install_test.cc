@@ -3,6 +3,7 @@
 // manual fallback.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <filesystem>
 
 #include "cli_harness.h"
@@ -28,6 +29,7 @@ n=$(($(cat "$log/count" 2>/dev/null || echo 0) + 1))
 echo "$n" > "$log/count"
 printf '%s\n' "$@" > "$log/argv.$n"
 cat > "$log/stdin.$n"
+env > "$log/env.$n"
 case " $* " in
   *" config current-context "*)
     if [ -e "$log/no-context" ]; then echo 'error: current-context is not set' >&2; exit 1; fi
@@ -231,6 +233,23 @@ TEST_F(Install, TheQuestionGoesToTheTerminalWhenThereIsOne) {
                                      "using kubectl context 'prod'? [y/N] "});
   EXPECT_EQ(Calls().size(), 5u);
   EXPECT_EQ(r.out.find(kToken), std::string::npos);
+}
+
+TEST_F(Install, KubectlGetsTheUsersEnvironmentButNeverTheConsoleCredential) {
+  // What kubectl inherits is this process's environment (exec credential plugins need it).
+  ::setenv("UPLINK_API_KEY", kKey, 1);
+  ::setenv("UPLINK_INSTALL_TEST_PASSED_ON", "yes", 1);
+  auto r = RunInstall({"--yes"});
+  ::unsetenv("UPLINK_API_KEY");
+  ::unsetenv("UPLINK_INSTALL_TEST_PASSED_ON");
+  ASSERT_EQ(r.code, 0) << r.err;
+  ASSERT_FALSE(Calls().empty());
+  for (size_t n = 1; n <= Calls().size(); ++n) {
+    std::string env = uplink::testing::ReadFileOrEmpty(log_ + "/env." + std::to_string(n));
+    EXPECT_NE(env.find("UPLINK_INSTALL_TEST_PASSED_ON=yes"), std::string::npos) << n;
+    EXPECT_EQ(env.find("UPLINK_API_KEY"), std::string::npos) << n;
+    EXPECT_EQ(env.find(kKey), std::string::npos) << n;
+  }
 }
 
 TEST_F(Install, AKubeconfigWithoutACurrentContextNeedsContext) {

@@ -480,9 +480,10 @@ TEST_F(NodesApiTest, ThePlanIsReadAndSetByTheOwnerOrAnAdminAuditedAndSentToAgent
   json::object reply = UploadSamples(1, {At(seconds(0))});
   EXPECT_EQ(reply.at("plan").as_object().at("interval_seconds").as_int64(), 60);
   EXPECT_EQ(ToJson(reply.at("plan").as_object().at("collectors")), R"(["cpu","gpu"])");
-  // Other streams' replies carry no plan.
-  net::Response other = Upload(UploadBody(1, {json::object{{"kind", "cluster_event"}}},
-                                          "cluster/main"));
+  // Other streams' replies carry no node plan (cluster/ streams carry the cluster plan,
+  // kubectl_api_test.cc).
+  net::Response other = Upload(UploadBody(1, {json::object{{"kind", "gateway_event"}}},
+                                          "gateway/main"));
   ASSERT_EQ(other.status, 200) << other.body;
   EXPECT_FALSE(Body(other).contains("plan"));
 

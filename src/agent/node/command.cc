@@ -227,16 +227,7 @@ int RunNodeCommand(const std::vector<std::string>& args) {
   NodeFlags f;
   FlagSet flags("uplink-agent node");
   Register(flags, f);
-  for (const std::string& arg : args) {
-    if (arg == "--") break;
-    if (arg == "--help" || arg == "-h") {
-      std::cout << flags.Usage();
-      return 0;
-    }
-  }
-  if (Status parsed = flags.Parse(args); !parsed.ok()) {
-    return Fail(parsed.message() + "\n" + flags.Usage(), kExitUsage);
-  }
+  if (std::optional<int> exit_code = ParseFlagsOrExit(flags, args)) return *exit_code;
   CollectorSet collectors;
   if (Status checked = Check(flags, f, collectors); !checked.ok()) {
     return Fail(checked.message(), kExitUsage);

@@ -1,6 +1,5 @@
 // The agent's calls (docs/protocol.md): the inventory report, spool uploads and whoami. The
 // connection token is checked by AgentRoute before these run.
-#include <strings.h>
 
 #include "common/files.h"
 #include "common/gzip.h"
@@ -8,15 +7,11 @@
 #include "console/api/console_api.h"
 #include "console/api/errors.h"
 #include "console/api/inventory_report.h"
+#include "console/api/kubectl_results.h"
 #include "console/api/upload_batch.h"
 
 namespace uplink::console {
 namespace {
-
-// Content codings are case-insensitive (RFC 9110 section 8.4.1): "GZIP" is gzip.
-bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
-  return a.size() == b.size() && ::strncasecmp(a.data(), b.data(), a.size()) == 0;
-}
 
 // The metric label of a refused upload: its reply's error code.
 std::string_view UploadRefusalReason(int http_status) {
@@ -76,21 +71,10 @@ Result<net::Response> ConsoleApi::ReportInventory(const net::Request& request,
 
 Result<net::Response> ConsoleApi::AcceptInventory(const net::Request& request,
                                                   const Connection& connection) {
-  if (!IsJsonContentType(request.headers.Get("Content-Type"))) {
-    return ErrorResponse(415, "unsupported_media_type",
-                         "send the body as JSON with Content-Type: application/json");
-  }
   std::string decompressed;
-  std::string_view body = request.body;
-  std::string_view encoding = TrimWhitespace(request.headers.Get("Content-Encoding").value_or(""));
-  if (EqualsIgnoreCase(encoding, "gzip")) {
-    auto inflated = GzipDecompress(request.body, kMaxReportBytes);
-    if (!inflated.ok()) return inflated.status().WithContext("decompressing the gzip body");
-    decompressed = std::move(inflated).value();
-    body = decompressed;
-  } else if (!encoding.empty() && !EqualsIgnoreCase(encoding, "identity")) {
-    return ErrorResponse(415, "unsupported_media_type", "Content-Encoding must be gzip or absent");
-  }
+  auto decoded = AgentJsonBody(request, kMaxReportBytes, decompressed);
+  if (auto* refusal = std::get_if<net::Response>(&decoded)) return std::move(*refusal);
+  const std::string_view body = std::get<std::string_view>(decoded);
   UPLINK_ASSIGN_OR_RETURN(json::value document, ParseJson(body, JsonLimits{kMaxReportBytes, 16}));
   UPLINK_ASSIGN_OR_RETURN(InventoryReport report, ParseInventoryReport(document));
 
@@ -139,10 +123,6 @@ Result<net::Response> ConsoleApi::ReceiveUpload(const net::Request& request,
 
 Result<net::Response> ConsoleApi::AcceptUpload(const net::Request& request,
                                                const Connection& connection) {
-  if (!IsJsonContentType(request.headers.Get("Content-Type"))) {
-    return ErrorResponse(415, "unsupported_media_type",
-                         "send the body as JSON with Content-Type: application/json");
-  }
   // The server refuses larger bodies before reading them; this covers a router used without it.
   if (request.body.size() > options_.max_upload_bytes) {
     return ResourceExhaustedError("the upload is " + std::to_string(request.body.size()) +
@@ -155,18 +135,9 @@ Result<net::Response> ConsoleApi::AcceptUpload(const net::Request& request,
     // The body, its decompressed copy and the parsed document are gone before the store
     // transaction: only the batch is held while it runs.
     std::string decompressed;
-    std::string_view body = request.body;
-    std::string_view encoding =
-        TrimWhitespace(request.headers.Get("Content-Encoding").value_or(""));
-    if (EqualsIgnoreCase(encoding, "gzip")) {
-      auto inflated = GzipDecompress(request.body, options_.max_upload_bytes);
-      if (!inflated.ok()) return inflated.status().WithContext("decompressing the gzip body");
-      decompressed = std::move(inflated).value();
-      body = decompressed;
-    } else if (!encoding.empty() && !EqualsIgnoreCase(encoding, "identity")) {
-      return ErrorResponse(415, "unsupported_media_type",
-                           "Content-Encoding must be gzip or absent");
-    }
+    auto decoded = AgentJsonBody(request, options_.max_upload_bytes, decompressed);
+    if (auto* refusal = std::get_if<net::Response>(&decoded)) return std::move(*refusal);
+    const std::string_view body = std::get<std::string_view>(decoded);
     UPLINK_ASSIGN_OR_RETURN(
         json::value document,
         ParseJson(body, JsonLimits{options_.max_upload_bytes, kMaxUploadDocumentDepth}));
@@ -198,6 +169,7 @@ Result<net::Response> ConsoleApi::AcceptUpload(const net::Request& request,
     metrics_.Increment(kRecordsPrunedTotal, {}, static_cast<double>(outcome.records_pruned));
   }
   CountNodeSamples(outcome, connection, batch.stream);
+  if (outcome.snapshot_replaced) metrics_.Increment(kClusterSnapshotsStoredTotal);
   if (outcome.restarted) {
     metrics_.Increment(kStreamRestartsTotal);
     log_.Warn("stream restarted: the agent's spool was recreated",
@@ -233,6 +205,8 @@ Result<net::Response> ConsoleApi::AcceptUpload(const net::Request& request,
       log_.Warn("reading the node plan for an upload reply failed",
                 {{"connection_id", connection.id}, {"error", plan.status()}});
     }
+  } else if (batch.stream.starts_with(kClusterStreamPrefix)) {
+    if (auto plan = ClusterPlan(connection)) reply["plan"] = std::move(*plan);
   }
   return JsonResponse(200, reply);
 }

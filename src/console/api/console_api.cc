@@ -5,6 +5,7 @@
 #include "console/api/api_objects.h"
 #include "console/api/errors.h"
 #include "console/api/inventory_report.h"
+#include "console/api/kubectl_results.h"
 
 namespace uplink::console {
 namespace {
@@ -15,6 +16,8 @@ constexpr const char* kConnectionsLiveness = "uplink_console_connections_livenes
 
 constexpr const char* kInventoryPath = "/api/v1/agent/inventory";
 constexpr const char* kUploadsPath = "/api/v1/agent/uploads";
+constexpr std::string_view kCommandsPathPrefix = "/api/v1/agent/commands/";
+constexpr std::string_view kCommandResultSuffix = "/result";
 
 constexpr std::int64_t kDefaultAuditLimit = 100;
 constexpr std::int64_t kMaxAuditLimit = 500;
@@ -40,7 +43,9 @@ constexpr std::string_view kAuditActions[] = {"user.create",
                                               "handover.redeem",
                                               "handover.refused",
                                               "stream.restart",
-                                              "connection.node_plan"};
+                                              "connection.node_plan",
+                                              "connection.namespaces",
+                                              "kubectl.run"};
 
 // 413 and 415 for user API bodies; the server has already refused bodies over the route's
 // limit, so the size check matters only for routers used without that server.
@@ -69,6 +74,9 @@ size_t RouteBodyLimit(const net::Request& head, size_t max_upload_bytes) {
     std::string path = head.Path();
     if (path == kInventoryPath) return kMaxReportBytes;
     if (path == kUploadsPath) return max_upload_bytes;
+    if (path.starts_with(kCommandsPathPrefix) && path.ends_with(kCommandResultSuffix)) {
+      return kMaxCommandResultBytes;
+    }
   }
   return kMaxUserBodyBytes;
 }
@@ -79,7 +87,8 @@ ConsoleApi::ConsoleApi(Store& store, const Clock& clock, ConsoleOptions options)
       options_(options),
       hasher_(options.password_hashing),
       guard_(clock, options.rate_limits, metrics_),
-      auth_(store, clock, guard_) {
+      auth_(store, clock, guard_),
+      commands_(clock) {
   metrics_.DeclareCounter(kRequestsTotal, "HTTP requests by route, method and status.");
   metrics_.DeclareCounter(kReportsAcceptedTotal, "Inventory reports stored.");
   metrics_.DeclareCounter(kReportsRefusedTotal,
@@ -108,11 +117,23 @@ ConsoleApi::ConsoleApi(Store& store, const Clock& clock, ConsoleOptions options)
                           "5-minute node sample rollups written (or rewritten after a late "
                           "sample).");
   metrics_.DeclareCounter(kNodeRollupsPrunedTotal, "Node sample rollups deleted by retention.");
+  metrics_.DeclareCounter(kKubectlCommandsTotal,
+                          "kubectl commands from users, by how they ended (docs/api.md, "
+                          "\"kubectl\").");
+  metrics_.DeclareCounter(kKubectlLateResultsTotal,
+                          "Command results that arrived after the console gave the command up "
+                          "(discarded).");
+  metrics_.DeclareGauge(kKubectlCommandsWaiting,
+                        "kubectl commands whose users wait: queued or taken by an agent.");
+  metrics_.DeclareGauge(kKubectlPollsWaiting, "Agent polls held until a command is queued.");
+  metrics_.DeclareCounter(kClusterSnapshotsStoredTotal,
+                          "Cluster snapshots that became their connection's latest.");
   metrics_.DeclareGauge(kConnections, "Connections by token status, computed at scrape time.");
   metrics_.DeclareGauge(kConnectionsLiveness,
                         "Connections whose token works (neither revoked nor expired), by the "
                         "liveness of their agent, computed at scrape time.");
   RegisterRoutes();
+  commands_.StartReaper();
 }
 
 void ConsoleApi::RegisterRoutes() {
@@ -228,6 +249,27 @@ void ConsoleApi::RegisterRoutes() {
                    const RequestContext& caller) {
               return SetNodePlan(params.at("id"), request, caller);
             });
+  // kubectl: commands, the namespace scope and the latest cluster snapshot.
+  AsyncUserRoute("POST", "/api/v1/connections/{id}/kubectl", Access::kAnyUser,
+                 [this](const net::Request& request, const net::PathParams& params,
+                        const RequestContext& caller, net::Reply reply) {
+                   RunKubectl(params.at("id"), request, caller, std::move(reply));
+                 });
+  UserRoute("GET", "/api/v1/connections/{id}/namespaces", Access::kAnyUser,
+            [this](const net::Request&, const net::PathParams& params,
+                   const RequestContext& caller) {
+              return ShowNamespaces(params.at("id"), caller);
+            });
+  UserRoute("PUT", "/api/v1/connections/{id}/namespaces", Access::kAnyUser,
+            [this](const net::Request& request, const net::PathParams& params,
+                   const RequestContext& caller) {
+              return SetNamespaces(params.at("id"), request, caller);
+            });
+  UserRoute("GET", "/api/v1/connections/{id}/cluster", Access::kAnyUser,
+            [this](const net::Request&, const net::PathParams& params,
+                   const RequestContext& caller) {
+              return ShowClusterSnapshot(params.at("id"), caller);
+            });
   PublicRoute("POST", "/api/v1/handovers/redeem",
               [this](const net::Request& request) { return RedeemHandover(request); });
 
@@ -244,6 +286,16 @@ void ConsoleApi::RegisterRoutes() {
              [this](const net::Request& request, const Connection& connection) {
                return ReceiveUpload(request, connection);
              });
+  AsyncAgentRoute("POST", "/api/v1/agent/commands/poll",
+                  [this](const net::Request& request, const net::PathParams&,
+                         const Connection& connection, net::Reply reply) {
+                    PollCommands(request, connection, std::move(reply));
+                  });
+  AsyncAgentRoute("POST", "/api/v1/agent/commands/{id}/result",
+                  [this](const net::Request& request, const net::PathParams& params,
+                         const Connection& connection, net::Reply reply) {
+                    reply(Reply(ReceiveCommandResult(params.at("id"), request, connection)));
+                  });
   AgentRoute(
       "GET", "/api/v1/agent/whoami",
       [this](const net::Request&, const Connection& connection) { return WhoAmI(connection); });
@@ -291,27 +343,79 @@ void ConsoleApi::PublicRoute(const std::string& method, const std::string& patte
         });
 }
 
+std::variant<RequestContext, net::Response> ConsoleApi::AdmitUser(const net::Request& request,
+                                                                  Access access) {
+  UserAuthentication authentication = auth_.AuthenticateUser(request);
+  if (auto* refusal = std::get_if<net::Response>(&authentication)) return std::move(*refusal);
+  RequestContext& caller = std::get<RequestContext>(authentication);
+  if (auto refused = CheckUserBody(request)) return std::move(*refused);
+  bool admin_only = access == Access::kAdmin || access == Access::kSensitiveAdmin;
+  if (admin_only && !caller.is_admin()) {
+    return ErrorResponse(403, "forbidden",
+                         "this call needs the admin role; ask an admin to make it");
+  }
+  if (access == Access::kSensitive || access == Access::kSensitiveAdmin) {
+    if (auto refused = RequireConfirmation(caller)) return std::move(*refused);
+  }
+  return std::move(caller);
+}
+
 void ConsoleApi::UserRoute(const std::string& method, const std::string& pattern, Access access,
                            UserHandler handler) {
   Route(method, pattern,
         [this, access, handler = std::move(handler)](const net::Request& request,
                                                      const net::PathParams& params) {
-          UserAuthentication authentication = auth_.AuthenticateUser(request);
-          if (auto* refusal = std::get_if<net::Response>(&authentication)) {
-            return std::move(*refusal);
-          }
-          const RequestContext& caller = std::get<RequestContext>(authentication);
-          if (auto refused = CheckUserBody(request)) return std::move(*refused);
-          bool admin_only = access == Access::kAdmin || access == Access::kSensitiveAdmin;
-          if (admin_only && !caller.is_admin()) {
-            return ErrorResponse(403, "forbidden",
-                                 "this call needs the admin role; ask an admin to make it");
-          }
-          if (access == Access::kSensitive || access == Access::kSensitiveAdmin) {
-            if (auto refused = RequireConfirmation(caller)) return std::move(*refused);
-          }
-          return Reply(handler(request, params, caller));
+          auto admitted = AdmitUser(request, access);
+          if (auto* refusal = std::get_if<net::Response>(&admitted)) return std::move(*refusal);
+          return Reply(handler(request, params, std::get<RequestContext>(admitted)));
         });
+}
+
+void ConsoleApi::AsyncRoute(const std::string& method, const std::string& pattern,
+                            net::AsyncHandler handler) {
+  router_.AddAsync(
+      method, pattern,
+      [this, method, pattern, handler = std::move(handler)](
+          const net::Request& request, const net::PathParams& params, net::Reply reply) {
+        handler(request, params,
+                [this, method, pattern, reply = std::move(reply)](net::Response response) {
+                  metrics_.Increment(kRequestsTotal,
+                                     {{"route", pattern},
+                                      {"method", method},
+                                      {"status", std::to_string(response.status)}});
+                  reply(std::move(response));
+                });
+      });
+}
+
+void ConsoleApi::AsyncUserRoute(const std::string& method, const std::string& pattern,
+                                Access access, AsyncUserHandler handler) {
+  AsyncRoute(method, pattern,
+             [this, access, handler = std::move(handler)](
+                 const net::Request& request, const net::PathParams& params, net::Reply reply) {
+               auto admitted = AdmitUser(request, access);
+               if (auto* refusal = std::get_if<net::Response>(&admitted)) {
+                 reply(std::move(*refusal));
+                 return;
+               }
+               handler(request, params, std::get<RequestContext>(admitted), std::move(reply));
+             });
+}
+
+void ConsoleApi::AsyncAgentRoute(const std::string& method, const std::string& pattern,
+                                 AsyncAgentHandler handler) {
+  AsyncRoute(method, pattern,
+             [this, handler = std::move(handler)](
+                 const net::Request& request, const net::PathParams& params, net::Reply reply) {
+               AgentAuthentication authentication = auth_.AuthenticateAgent(request);
+               if (auto* refusal = std::get_if<net::Response>(&authentication)) {
+                 reply(std::move(*refusal));
+                 return;
+               }
+               handler(request, params,
+                       *std::get<std::shared_ptr<const Connection>>(authentication),
+                       std::move(reply));
+             });
 }
 
 void ConsoleApi::AgentRoute(const std::string& method, const std::string& pattern,
@@ -375,7 +479,14 @@ net::Response ConsoleApi::Metrics() {
   } else {
     log_.Warn("counting connections for /metrics failed", {{"error", connections.status()}});
   }
-  net::Response response = net::Response::Text(200, metrics_.RenderText());
+  CommandBroker::Stats commands = commands_.stats();
+  metrics_.Set(kKubectlCommandsWaiting, static_cast<double>(commands.waiting_commands));
+  metrics_.Set(kKubectlPollsWaiting, static_cast<double>(commands.waiting_polls));
+  net::Response response = net::Response::Text(
+      200, metrics_.RenderText() +
+               commands_.pickup_latency().RenderText(
+                   kKubectlPickupSeconds,
+                   "Seconds from a kubectl command being queued to an agent taking it."));
   response.headers.Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8");
   return response;
 }

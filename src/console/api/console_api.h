@@ -2,14 +2,19 @@
 // (docs/protocol.md) and the operational endpoints (/healthz, /readyz, /metrics).
 //
 // The routes' handlers live by area: accounts_api.cc (sessions, users, API keys),
-// connections_api.cc (connections, handovers), agent_api.cc (the agent's calls), and this
-// class's own file (routing, authentication order, audit log, operations).
+// connections_api.cc (connections, handovers), nodes_api.cc (node metrics and the node plan),
+// kubectl_api.cc (kubectl commands, namespace scope, cluster snapshots), agent_api.cc (the
+// agent's calls), and this class's own file (routing, authentication order, audit log,
+// operations).
 #pragma once
 
 #include <chrono>
 #include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
 
 #include "common/log.h"
 #include "common/metrics.h"
@@ -19,6 +24,7 @@
 #include "console/api/json_fields.h"
 #include "console/api/upload_batch.h"
 #include "console/auth/password.h"
+#include "console/commands/command_broker.h"
 #include "console/store/store.h"
 #include "net/router.h"
 
@@ -46,24 +52,28 @@ struct ConsoleOptions {
 };
 
 // The body limit for a request, from its method, path and headers alone (net::ServerOptions::
-// body_limit_for): only the agent's inventory report (kMaxReportBytes) and spool uploads
-// (`max_upload_bytes`) may be large; every other route takes at most kMaxUserBodyBytes, and
-// GET and HEAD take no body. Applied before the body is read, so an unauthenticated client
-// cannot make the console buffer a large one.
+// body_limit_for): only the agent's inventory report (kMaxReportBytes), spool uploads
+// (`max_upload_bytes`) and command results (kMaxCommandResultBytes) may be large; every other
+// route takes at most kMaxUserBodyBytes, and GET and HEAD take no body. Applied before the
+// body is read, so an unauthenticated client cannot make the console buffer a large one.
 size_t RouteBodyLimit(const net::Request& head, size_t max_upload_bytes);
 // RouteBodyLimit with the default upload limit.
 size_t RequestBodyLimit(const net::Request& head);
 
 class ConsoleApi {
  public:
-  // `store` and `clock` must outlive this object.
+  // `store` and `clock` must outlive this object. Starts the thread that gives up kubectl
+  // commands after 60 s; destroying this object ends the commands still waiting.
   ConsoleApi(Store& store, const Clock& clock, ConsoleOptions options);
   ConsoleApi(const ConsoleApi&) = delete;
   ConsoleApi& operator=(const ConsoleApi&) = delete;
 
-  // Serves every route; valid as long as this object.
+  // Serves every route; valid as long as this object. Some routes answer later, from another
+  // thread (kubectl commands and the agent's long poll).
   const net::Router& router() const { return router_; }
   const metrics::Registry& metrics() const { return metrics_; }
+  // The kubectl commands in flight; tests move a FakeClock and call ExpireDue().
+  CommandBroker& commands() { return commands_; }
 
  private:
   // Who may call a user route. kSensitive: any user, but a session token needs a fresh
@@ -73,6 +83,12 @@ class ConsoleApi {
   using UserHandler = std::function<Result<net::Response>(
       const net::Request&, const net::PathParams&, const RequestContext&)>;
   using AgentHandler = std::function<Result<net::Response>(const net::Request&, const Connection&)>;
+  // A handler that answers through `reply`, exactly once, now or later from any thread.
+  using AsyncUserHandler = std::function<void(const net::Request&, const net::PathParams&,
+                                              const RequestContext&, net::Reply)>;
+  using AsyncAgentHandler =
+      std::function<void(const net::Request&, const net::PathParams&, const Connection&,
+                         net::Reply)>;
 
   static constexpr const char* kReportsAcceptedTotal = "uplink_console_reports_accepted_total";
   static constexpr const char* kReportsRefusedTotal = "uplink_console_reports_refused_total";
@@ -97,6 +113,15 @@ class ConsoleApi {
       "uplink_console_node_rollups_written_total";
   static constexpr const char* kNodeRollupsPrunedTotal =
       "uplink_console_node_rollups_pruned_total";
+  static constexpr const char* kKubectlCommandsTotal = "uplink_console_kubectl_commands_total";
+  static constexpr const char* kKubectlLateResultsTotal =
+      "uplink_console_kubectl_late_results_total";
+  static constexpr const char* kKubectlCommandsWaiting =
+      "uplink_console_kubectl_commands_waiting";
+  static constexpr const char* kKubectlPollsWaiting = "uplink_console_kubectl_polls_waiting";
+  static constexpr const char* kKubectlPickupSeconds = "uplink_console_kubectl_pickup_seconds";
+  static constexpr const char* kClusterSnapshotsStoredTotal =
+      "uplink_console_cluster_snapshots_stored_total";
 
   void RegisterRoutes();
   // Registers a route whose replies are counted by route and status.
@@ -109,6 +134,16 @@ class ConsoleApi {
                  UserHandler handler);
   // Authenticates the agent's connection token.
   void AgentRoute(const std::string& method, const std::string& pattern, AgentHandler handler);
+  // As Route, UserRoute and AgentRoute, for handlers that answer later.
+  void AsyncRoute(const std::string& method, const std::string& pattern,
+                  net::AsyncHandler handler);
+  void AsyncUserRoute(const std::string& method, const std::string& pattern, Access access,
+                      AsyncUserHandler handler);
+  void AsyncAgentRoute(const std::string& method, const std::string& pattern,
+                       AsyncAgentHandler handler);
+  // The caller of a user route, or the reply that refuses it (authentication, body, access).
+  std::variant<RequestContext, net::Response> AdmitUser(const net::Request& request,
+                                                        Access access);
   net::Response Reply(Result<net::Response> result);
 
   // The 403 confirmation_required reply for a session without a fresh confirmation.
@@ -175,6 +210,28 @@ class ConsoleApi {
   void CountNodeSamples(const UploadOutcome& outcome, const Connection& connection,
                         const std::string& stream);
 
+  // kubectl commands, namespace scope and cluster snapshots (kubectl_api.cc)
+  void RunKubectl(const std::string& id, const net::Request& request,
+                  const RequestContext& caller, net::Reply reply);
+  // The reply to a command that ended, audited and counted.
+  net::Response KubectlEnded(const Connection& connection, const RequestContext& caller,
+                             const std::vector<std::string>& argv, CommandEnd end);
+  // Audits and counts a command refused before it was queued; returns `response`.
+  net::Response KubectlRefused(const Connection& connection, const RequestContext& caller,
+                               std::string_view outcome, std::string_view verb,
+                               std::string_view reason, net::Response response);
+  Result<net::Response> ShowNamespaces(const std::string& id, const RequestContext& caller);
+  Result<net::Response> SetNamespaces(const std::string& id, const net::Request& request,
+                                      const RequestContext& caller);
+  Result<net::Response> ShowClusterSnapshot(const std::string& id, const RequestContext& caller);
+  void PollCommands(const net::Request& request, const Connection& connection, net::Reply reply);
+  Result<net::Response> ReceiveCommandResult(const std::string& command_id,
+                                             const net::Request& request,
+                                             const Connection& connection);
+  // The plan of the upload reply of a cluster/ stream; nullopt (logged) when the scope
+  // cannot be read: the agent keeps its last plan.
+  std::optional<json::object> ClusterPlan(const Connection& connection);
+
   // the agent's calls (agent_api.cc)
   Result<net::Response> ReportInventory(const net::Request& request, const Connection& connection);
   Result<net::Response> AcceptInventory(const net::Request& request, const Connection& connection);
@@ -192,6 +249,8 @@ class ConsoleApi {
   FailureGuard guard_;
   Authenticator auth_;
   net::Router router_;
+  // Last: destroyed first, while what its callbacks use (store, metrics, log) still exists.
+  CommandBroker commands_;
 };
 
 }  // namespace uplink::console

@@ -1,7 +1,20 @@
 #include "console/api/errors.h"
 
+#include <strings.h>
+
+#include <string>
+
+#include "common/files.h"
+#include "common/gzip.h"
+#include "console/api/json_fields.h"
+
 namespace uplink::console {
 namespace {
+
+// Content codings are case-insensitive (RFC 9110 section 8.4.1): "GZIP" is gzip.
+bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
+  return a.size() == b.size() && ::strncasecmp(a.data(), b.data(), a.size()) == 0;
+}
 
 std::string_view ErrorCodeFor(StatusCode code) {
   switch (code) {
@@ -93,6 +106,35 @@ net::Response RateLimitedResponse(std::chrono::seconds retry_after, std::string_
   net::Response response = ErrorResponse(429, "rate_limited", message);
   response.headers.Set("Retry-After", std::to_string(retry_after.count()));
   return response;
+}
+
+std::variant<std::string_view, net::Response> AgentJsonBody(const net::Request& request,
+                                                            size_t max_bytes,
+                                                            std::string& storage) {
+  if (!IsJsonContentType(request.headers.Get("Content-Type"))) {
+    return ErrorResponse(415, "unsupported_media_type",
+                         "send the body as JSON with Content-Type: application/json");
+  }
+  const std::string_view encoding =
+      TrimWhitespace(request.headers.Get("Content-Encoding").value_or(""));
+  if (EqualsIgnoreCase(encoding, "gzip")) {
+    auto inflated = GzipDecompress(request.body, max_bytes);
+    if (!inflated.ok()) {
+      return ErrorResponse(inflated.status().WithContext("decompressing the gzip body"));
+    }
+    storage = std::move(inflated).value();
+    return std::string_view(storage);
+  }
+  if (!encoding.empty() && !EqualsIgnoreCase(encoding, "identity")) {
+    return ErrorResponse(415, "unsupported_media_type", "Content-Encoding must be gzip or absent");
+  }
+  if (request.body.size() > max_bytes) {
+    return ErrorResponse(ResourceExhaustedError("the body is " +
+                                                std::to_string(request.body.size()) +
+                                                " bytes; the limit is " +
+                                                std::to_string(max_bytes)));
+  }
+  return std::string_view(request.body);
 }
 
 }  // namespace uplink::console

@@ -6,6 +6,7 @@
 
 #include "common/text.h"
 #include "console/api/json_fields.h"
+#include "console/api/kubectl_results.h"
 #include "console/api/node_sample.h"
 
 namespace uplink::console {
@@ -128,6 +129,22 @@ std::optional<std::string> ReadNodeSample(const json::object& payload, const std
   return std::nullopt;
 }
 
+// The problem with a cluster snapshot payload at `path`, or nullopt when it is fine and
+// `record` is marked as one. Snapshots belong on a cluster role's stream, cluster/<pod>.
+std::optional<std::string> ReadClusterSnapshot(const json::object& payload,
+                                               const std::string& path, const UploadBatch& batch,
+                                               UploadRecord& record) {
+  auto collected_at = ParseClusterSnapshot(payload, path);
+  if (!collected_at.ok()) return collected_at.status().message();
+  if (!batch.stream.starts_with(kClusterStreamPrefix)) {
+    return path + " is a cluster_snapshot, which belongs on a cluster role's stream "
+                  "(cluster/<pod>), not on \"" +
+           batch.stream + "\"";
+  }
+  record.cluster_snapshot_at = *collected_at;
+  return std::nullopt;
+}
+
 // The problem with the contents of records[index] (whose sequence is known to be in range),
 // or nullopt when it is fine and appended to `batch`.
 std::optional<std::string> ReadRecord(const json::object& record, size_t index,
@@ -180,6 +197,12 @@ std::optional<std::string> ReadRecord(const json::object& record, size_t index,
       return problem;
     }
     parsed.node_sample = batch.node_samples.size() - 1;
+  } else if (IsClusterSnapshotPayload(payload->get_object())) {
+    auto problem = ReadClusterSnapshot(payload->get_object(), path("payload"), batch, parsed);
+    if (problem) {
+      batch.payloads.resize(parsed.payload_offset);
+      return problem;
+    }
   }
   batch.records.push_back(parsed);
   return std::nullopt;

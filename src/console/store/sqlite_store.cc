@@ -292,6 +292,25 @@ CREATE TABLE node_plans (
   updated_at INTEGER NOT NULL
 );
 )sql"},
+    {5, R"sql(
+-- kubectl (docs/api.md, "kubectl"). The namespaces a connection's commands and cluster plan
+-- may read; no row: not chosen yet. `namespaces` is the names joined by commas ("*" for
+-- every namespace, "" for none).
+CREATE TABLE namespace_scopes (
+  connection_id TEXT PRIMARY KEY REFERENCES connections(id) ON DELETE CASCADE,
+  namespaces TEXT NOT NULL,
+  updated_at INTEGER NOT NULL
+);
+-- The latest cluster snapshot of each connection, and only that one: a payload is at most
+-- 1 MiB (the record limit). Times are Unix milliseconds.
+CREATE TABLE cluster_snapshots (
+  connection_id TEXT PRIMARY KEY REFERENCES connections(id) ON DELETE CASCADE,
+  stream TEXT NOT NULL,
+  collected_at INTEGER NOT NULL,
+  received_at INTEGER NOT NULL,
+  payload TEXT NOT NULL
+);
+)sql"},
 };
 
 constexpr const char* kUserColumns =
@@ -1516,6 +1535,7 @@ Result<UploadOutcome> SqliteStore::AcceptUpload(const std::string& connection_id
                 "received_at, payload) VALUES (?, ?, ?, ?, ?, ?)"));
     std::int64_t received_millis = ToUnixMillis(received_at);
     std::vector<const UploadRecord*> new_samples;
+    std::vector<const UploadRecord*> new_snapshots;
     for (const UploadRecord& record : batch.records) {
       if (record.sequence <= acked_through) {
         ++outcome.duplicates;
@@ -1524,6 +1544,10 @@ Result<UploadOutcome> SqliteStore::AcceptUpload(const std::string& connection_id
       ++outcome.stored;
       if (record.node_sample) {
         new_samples.push_back(&record);
+        continue;
+      }
+      if (record.cluster_snapshot_at) {
+        new_snapshots.push_back(&record);
         continue;
       }
       Statement insert(insert_stmt);
@@ -1536,6 +1560,8 @@ Result<UploadOutcome> SqliteStore::AcceptUpload(const std::string& connection_id
     }
     UPLINK_RETURN_IF_ERROR(StoreNodeSamples(connection_id, batch, new_samples, received_at,
                                             retention.samples, outcome));
+    UPLINK_RETURN_IF_ERROR(
+        StoreClusterSnapshot(connection_id, batch, new_snapshots, received_at, outcome));
     // Every sequence after acked_through up to last_sequence either arrived now or never will.
     if (batch.last_sequence > acked_through) {
       outcome.lost = batch.last_sequence - acked_through - outcome.stored;

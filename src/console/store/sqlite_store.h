@@ -121,6 +121,14 @@ class SqliteStore : public Store {
                                        std::span<const SampleMetric> metrics, WallTime from,
                                        WallTime to) override;
 
+  // Namespace scopes and cluster snapshots (sqlite_cluster.cc).
+  Result<NamespaceScope> GetNamespaceScope(const std::string& connection_id) override;
+  Status SetNamespaceScope(const std::string& connection_id,
+                           const std::vector<std::string>& namespaces,
+                           const AuditEvent& audit) override;
+  Result<std::optional<ClusterSnapshot>> GetClusterSnapshot(
+      const std::string& connection_id) override;
+
   Status AppendAudit(const AuditEvent& event) override;
   Result<std::vector<AuditEvent>> ListAudit(const AuditQuery& query) override;
 
@@ -169,6 +177,13 @@ class SqliteStore : public Store {
   // Deletes up to `retention.max_records_per_run` records received before now - max_age,
   // unless the last run was less than `retention.interval` ago; how many it deleted.
   Result<std::int64_t> PruneRecords(WallTime now, const RecordRetention& retention);
+
+  // Keeps the newest of `records` (cluster snapshots of `batch` above acked_through) as the
+  // connection's snapshot unless the kept one was collected later; inside the upload's
+  // transaction (sqlite_cluster.cc).
+  Status StoreClusterSnapshot(const std::string& connection_id, const UploadBatch& batch,
+                              const std::vector<const UploadRecord*>& records, WallTime now,
+                              UploadOutcome& outcome);
 
   // Node samples (sqlite_samples.cc); the caller holds mutex_ inside a write transaction
   // unless it says otherwise.

@@ -217,6 +217,9 @@ struct UploadRecord {
   // A node sample (index into UploadBatch::node_samples): its figures are stored as series
   // and the record itself is not kept.
   std::optional<size_t> node_sample;
+  // A cluster snapshot collected at this time: kept as the connection's latest snapshot
+  // (when it is the latest), not as a record.
+  std::optional<WallTime> cluster_snapshot_at;
 };
 
 // One upload from an agent's spool, validated: sequences strictly increase within
@@ -249,6 +252,10 @@ struct UploadOutcome {
   bool restarted = false;          // the spool_id changed: the stream began a new epoch
   std::int64_t epoch = 0;
   std::int64_t records_pruned = 0;  // old records this upload's transaction deleted (retention)
+  // Cluster snapshots among the stored records, and whether one became the connection's
+  // latest.
+  std::int64_t snapshots_received = 0;
+  bool snapshot_replaced = false;
   // Node samples among the stored records: their figures kept, or not kept because they
   // were collected before the raw retention or too far ahead of the console's clock, or at
   // the same time as a sample already kept for the node.
@@ -351,6 +358,19 @@ inline constexpr std::int64_t kDefaultSampleInterval = 30;
 
 // The plan a connection has until its owner sets one: every collector, every 30 s.
 NodePlan DefaultNodePlan();
+
+// The namespaces a connection's kubectl commands and cluster plan may read (docs/api.md,
+// "Namespace scope"): none until its owner chooses; {"*"} for every namespace; otherwise
+// DNS-1123 labels, sorted, each once (possibly none: cluster-scoped reads only).
+using NamespaceScope = std::optional<std::vector<std::string>>;
+
+// The latest cluster snapshot of a connection (docs/protocol.md, "Cluster snapshots").
+struct ClusterSnapshot {
+  std::string stream;  // "cluster/<agent_instance>"
+  WallTime collected_at;  // by the agent's clock, milliseconds
+  WallTime received_at;   // by the console's
+  std::string payload;    // the record's payload, a JSON object as the agent sent it
+};
 
 // A node of a connection that has sent samples, as of its latest one.
 struct SampleNodeState {
@@ -539,6 +559,16 @@ class Store {
                                                const std::string& node,
                                                std::span<const SampleMetric> metrics,
                                                WallTime from, WallTime to) = 0;
+
+  // kubectl (docs/api.md, "kubectl"). AcceptUpload keeps the batch's newest cluster snapshot
+  // (above acked_through) as the connection's, unless the kept one was collected later.
+  virtual Result<NamespaceScope> GetNamespaceScope(const std::string& connection_id) = 0;
+  // Replaces the scope, writing `audit`. NotFound when the connection does not exist.
+  virtual Status SetNamespaceScope(const std::string& connection_id,
+                                   const std::vector<std::string>& namespaces,
+                                   const AuditEvent& audit) = 0;
+  virtual Result<std::optional<ClusterSnapshot>> GetClusterSnapshot(
+      const std::string& connection_id) = 0;
 
   virtual Status AppendAudit(const AuditEvent& event) = 0;
   virtual Result<std::vector<AuditEvent>> ListAudit(const AuditQuery& query) = 0;

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "common/log.h"
+#include "common/subprocess.h"
 #include "common/time.h"
 
 namespace uplink::agent::node {

@@ -1,26 +1,13 @@
 #include "agent/node/gpu/nvidia_smi.h"
 
-#include <fcntl.h>
-#include <poll.h>
-#include <signal.h>
-#include <spawn.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <charconv>
 #include <cmath>
-#include <cstring>
 #include <limits>
 
 #include "common/files.h"
 #include "common/log.h"
-#include "common/pipe.h"
 #include "common/text.h"
-
-extern char** environ;
 
 namespace uplink::agent::node {
 namespace {
@@ -28,7 +15,6 @@ namespace {
 constexpr size_t kMaxLinesRead = 1024;
 constexpr size_t kMaxProblemsKept = 8;
 constexpr size_t kMaxStringBytes = 253;  // the payload's bound on strings
-constexpr size_t kMaxStderrBytes = 64 << 10;
 constexpr std::uint64_t kBytesPerMiB = 1 << 20;
 
 bool IsBlank(char c) { return c == ' ' || c == '\t'; }
@@ -356,159 +342,17 @@ std::optional<SmiField> RejectedSmiField(std::string_view output,
   return std::nullopt;
 }
 
-namespace {
-
-int DecodeWaitStatus(int status) {
-  if (WIFEXITED(status)) return WEXITSTATUS(status);
-  if (WIFSIGNALED(status)) return -WTERMSIG(status);
-  return -1;
-}
-
-// The child leads its own process group, so this reaches anything it started too.
-void KillAndReap(pid_t pid) {
-  ::kill(-pid, SIGKILL);
-  ::kill(pid, SIGKILL);
-  while (::waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
-  }
-}
-
-}  // namespace
-
-Result<ProcessOutput> RunBoundedProcess(const std::vector<std::string>& argv,
-                                        std::chrono::milliseconds timeout, size_t max_output,
-                                        const std::atomic<bool>* cancel) {
-  if (argv.empty()) return InternalError("RunBoundedProcess without a program");
-  Pipe out, err;
-  if (!out.ok() || !err.ok()) return ErrnoError("creating pipes", errno);
-
-  std::vector<std::string> argv_copy = argv;
-  std::vector<char*> args;
-  for (auto& arg : argv_copy) args.push_back(arg.data());
-  args.push_back(nullptr);
-
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_adddup2(&actions, out.write_end(), 1);
-  posix_spawn_file_actions_adddup2(&actions, err.write_end(), 2);
-  posix_spawnattr_t attributes;
-  posix_spawnattr_init(&attributes);
-  posix_spawnattr_setflags(&attributes,
-                           POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-  posix_spawnattr_setpgroup(&attributes, 0);
-  sigset_t signals;
-  sigemptyset(&signals);
-  posix_spawnattr_setsigmask(&attributes, &signals);
-  sigaddset(&signals, SIGPIPE);
-  posix_spawnattr_setsigdefault(&attributes, &signals);
-  pid_t pid = -1;
-  int spawned = ::posix_spawn(&pid, argv[0].c_str(), &actions, &attributes, args.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  posix_spawnattr_destroy(&attributes);
-  out.Close(1);
-  err.Close(1);
-  if (spawned != 0) return NotFoundError("cannot run " + argv[0] + ": " + std::strerror(spawned));
-
-  ProcessOutput result;
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  char buffer[16384];
-  while (out.read_end() >= 0 || err.read_end() >= 0) {
-    if (cancel != nullptr && cancel->load()) {
-      KillAndReap(pid);
-      return UnavailableError(argv[0] + " was stopped: the collector is shutting down");
-    }
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0) {
-      KillAndReap(pid);
-      return DeadlineExceededError(argv[0] + " did not finish within " + DurationText(timeout) +
-                                   " and was killed");
-    }
-    // Short polls so that a cancel is seen promptly.
-    int wait_ms = static_cast<int>(std::min<std::int64_t>(left.count(), 100));
-    pollfd fds[2] = {{out.read_end(), POLLIN, 0}, {err.read_end(), POLLIN, 0}};
-    if (::poll(fds, 2, wait_ms) < 0 && errno != EINTR) {
-      int saved = errno;
-      KillAndReap(pid);
-      return ErrnoError("waiting for " + argv[0], saved);
-    }
-    for (int i = 0; i < 2; ++i) {
-      if (fds[i].fd < 0 || fds[i].revents == 0) continue;
-      ssize_t n = ::read(fds[i].fd, buffer, sizeof buffer);
-      if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
-      if (n <= 0) {
-        (i == 0 ? out : err).Close(0);
-        continue;
-      }
-      std::string& sink = i == 0 ? result.out : result.err;
-      size_t limit = i == 0 ? max_output : kMaxStderrBytes;
-      if (sink.size() + static_cast<size_t>(n) > limit) {
-        if (i == 0) {
-          KillAndReap(pid);
-          return ResourceExhaustedError(argv[0] + " wrote more than " + std::to_string(max_output) +
-                                        " bytes and was killed");
-        }
-        sink.append(buffer, limit - sink.size());  // stderr: keep the start, drop the rest
-      } else {
-        sink.append(buffer, static_cast<size_t>(n));
-      }
-    }
-  }
-  // Both outputs are closed; the program exits at about the same moment, but one that closed
-  // them early still gets only the time that is left.
-  int status = 0;
-  while (true) {
-    pid_t done = ::waitpid(pid, &status, WNOHANG);
-    if (done == pid) break;
-    if (done < 0 && errno != EINTR) return ErrnoError("waiting for " + argv[0], errno);
-    bool cancelled = cancel != nullptr && cancel->load();
-    if (cancelled || std::chrono::steady_clock::now() >= deadline) {
-      KillAndReap(pid);
-      if (cancelled) {
-        return UnavailableError(argv[0] + " was stopped: the collector is shutting down");
-      }
-      return DeadlineExceededError(argv[0] + " did not finish within " + DurationText(timeout) +
-                                   " and was killed");
-    }
-    ::usleep(2000);
-  }
-  result.exit_code = DecodeWaitStatus(status);
-  return result;
-}
-
-std::optional<std::string> FindProgram(std::string_view name, std::string_view path_list) {
-  auto executable = [](const std::string& path) {
-    struct stat st {};
-    return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
-           ::access(path.c_str(), X_OK) == 0;
-  };
-  if (name.empty()) return std::nullopt;
-  if (name.find('/') != std::string_view::npos) {
-    std::string path(name);
-    return executable(path) ? std::optional<std::string>(path) : std::nullopt;
-  }
-  while (true) {
-    size_t colon = path_list.find(':');
-    std::string_view dir = path_list.substr(0, colon);
-    // Relative entries (and the empty one, the current directory) are never searched.
-    if (!dir.empty() && dir.front() == '/') {
-      std::string candidate = std::string(dir) + "/" + std::string(name);
-      if (executable(candidate)) return candidate;
-    }
-    if (colon == std::string_view::npos) return std::nullopt;
-    path_list.remove_prefix(colon + 1);
-  }
-}
-
 NvidiaSmi::NvidiaSmi(std::string program, std::chrono::milliseconds timeout)
     : program_(std::move(program)), timeout_(timeout), fields_(DefaultSmiFields()) {}
 
 Result<GpuReading> NvidiaSmi::Read(const std::atomic<bool>* cancel) {
   // Each rejected field is dropped once, so this ends.
   while (true) {
-    UPLINK_ASSIGN_OR_RETURN(ProcessOutput run,
-                            RunBoundedProcess(NvidiaSmiArguments(program_, fields_), timeout_,
-                                              kMaxOutputBytes, cancel));
+    UPLINK_ASSIGN_OR_RETURN(ProcessResult run,
+                            RunProcess(ProcessOptions{.argv = NvidiaSmiArguments(program_, fields_),
+                                                      .timeout = timeout_,
+                                                      .max_output_bytes = kMaxOutputBytes,
+                                                      .cancel = cancel}));
     if (run.exit_code == 0) return ParseNvidiaSmiCsv(run.out, fields_);
     std::optional<SmiField> rejected = RejectedSmiField(run.out + run.err, fields_);
     if (!rejected || *rejected == SmiField::kIndex) {

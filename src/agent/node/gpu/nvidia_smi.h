@@ -1,5 +1,5 @@
 // The fallback when NVML is unusable: `nvidia-smi --query-gpu=... --format=csv,noheader,nounits`
-// run without a shell, with bounded output and a hard timeout, and its CSV parsed.
+// run through RunProcess (no shell, bounded output, a hard timeout), and its CSV parsed.
 #pragma once
 
 #include <atomic>
@@ -12,6 +12,7 @@
 
 #include "agent/node/gpu/gpu_reading.h"
 #include "common/status.h"
+#include "common/subprocess.h"  // RunProcess runs it; FindProgram finds it
 
 namespace uplink::agent::node {
 
@@ -61,25 +62,6 @@ Result<GpuReading> ParseNvidiaSmiCsv(std::string_view output, const std::vector<
 // one of `fields`.
 std::optional<SmiField> RejectedSmiField(std::string_view output,
                                          const std::vector<SmiField>& fields);
-
-struct ProcessOutput {
-  int exit_code = -1;  // -N when killed by signal N
-  std::string out;
-  std::string err;  // kept to 64 KiB
-};
-
-// Runs argv[0] (a path) with no shell, stdin from /dev/null, in its own process group.
-// DeadlineExceeded when it runs past `timeout`, ResourceExhausted when it writes more than
-// `max_output` bytes to stdout, Unavailable when `*cancel` becomes true: each
-// time the whole group is SIGKILLed and the child reaped before returning. NotFound when
-// argv[0] cannot be run.
-Result<ProcessOutput> RunBoundedProcess(const std::vector<std::string>& argv,
-                                        std::chrono::milliseconds timeout, size_t max_output,
-                                        const std::atomic<bool>* cancel = nullptr);
-
-// `name` when it holds a '/', else the first executable `name` in the colon-separated
-// absolute directories of `path_list` ($PATH).
-std::optional<std::string> FindProgram(std::string_view name, std::string_view path_list);
 
 // Reads the GPUs with nvidia-smi. Keeps the field list between reads: a field this
 // nvidia-smi rejects is dropped (the clock reasons fall back to their pre-R535 name) and the

@@ -2,7 +2,6 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <signal.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -247,70 +246,6 @@ TEST(RejectedSmiField, FindsTheFieldNamedInNvidiaSmisRefusal) {
   EXPECT_EQ(RejectedSmiField("Field \"fan.speed\" is not a valid field to query.", kFields),
             std::nullopt);
   EXPECT_EQ(RejectedSmiField("\"mig.mode.current\" something else", kFields), std::nullopt);
-}
-
-TEST(FindProgram, LooksOnlyInAbsoluteDirectoriesForAnExecutable) {
-  uplink::testing::TempDir dir;
-  uplink::testing::WriteFileOrDie(dir.File("nvidia-smi"), "#!/bin/sh\n", 0755);
-  uplink::testing::WriteFileOrDie(dir.File("not-executable"), "", 0644);
-  EXPECT_EQ(FindProgram("nvidia-smi", "/nonexistent::relative:" + dir.path()),
-            dir.File("nvidia-smi"));
-  EXPECT_EQ(FindProgram("not-executable", dir.path()), std::nullopt);
-  EXPECT_EQ(FindProgram(dir.File("nvidia-smi"), ""), dir.File("nvidia-smi"));
-  EXPECT_EQ(FindProgram("/nonexistent/nvidia-smi", dir.path()), std::nullopt);
-  EXPECT_EQ(FindProgram("", dir.path()), std::nullopt);
-}
-
-TEST(RunBoundedProcess, CapturesOutputAndStatusWithoutAShell) {
-  auto run = RunBoundedProcess({"/bin/sh", "-c", "echo out; echo err >&2; exit 3"},
-                               std::chrono::seconds(30), 1024);
-  ASSERT_TRUE(run.ok()) << run.status().ToString();
-  EXPECT_EQ(run->exit_code, 3);
-  EXPECT_EQ(run->out, "out\n");
-  EXPECT_EQ(run->err, "err\n");
-  auto literal = RunBoundedProcess({"/bin/echo", "$HOME;", "a b"}, std::chrono::seconds(30), 1024);
-  ASSERT_TRUE(literal.ok());
-  EXPECT_EQ(literal->out, "$HOME; a b\n");
-}
-
-std::string TrimmedPid(const std::string& text) {
-  return text.substr(0, text.find_first_not_of("0123456789"));
-}
-
-TEST(RunBoundedProcess, AHungProgramAndWhatItStartedAreKilled) {
-  uplink::testing::TempDir dir;
-  // The shell leaves a grandchild that holds stdout open; the group kill reaches it.
-  auto run =
-      RunBoundedProcess({"/bin/sh", "-c", "sleep 600 & echo $! > " + dir.File("pid") + "; wait"},
-                        std::chrono::milliseconds(300), 1024);
-  EXPECT_EQ(run.status().code(), StatusCode::kDeadlineExceeded);
-  EXPECT_THAT(run.status().message(), HasSubstr("did not finish within 300 ms and was killed"));
-  std::string pid = uplink::testing::ReadFileOrEmpty(dir.File("pid"));
-  ASSERT_FALSE(pid.empty());
-  // Killed: gone, or a zombie waiting for a reaper that containers may not have.
-  EXPECT_TRUE(uplink::testing::WaitFor([&] {
-    std::string stat = uplink::testing::ReadFileOrEmpty("/proc/" + TrimmedPid(pid) + "/stat");
-    size_t paren = stat.rfind(')');
-    return stat.empty() || (paren != std::string::npos && stat.compare(paren, 4, ") Z ") == 0);
-  }));
-}
-
-TEST(RunBoundedProcess, OutputBeyondTheBoundKillsTheProgram) {
-  auto run =
-      RunBoundedProcess({"/bin/sh", "-c", "cat /dev/zero"}, std::chrono::seconds(60), 1 << 20);
-  EXPECT_EQ(run.status().code(), StatusCode::kResourceExhausted);
-  EXPECT_THAT(run.status().message(), HasSubstr("wrote more than 1048576 bytes"));
-}
-
-TEST(RunBoundedProcess, ACancelStopsTheProgramPromptly) {
-  std::atomic<bool> cancel = true;
-  auto run = RunBoundedProcess({"/bin/sleep", "600"}, std::chrono::seconds(600), 1024, &cancel);
-  EXPECT_EQ(run.status().code(), StatusCode::kUnavailable);
-}
-
-TEST(RunBoundedProcess, AMissingProgramIsNotFound) {
-  auto run = RunBoundedProcess({"/nonexistent/nvidia-smi"}, std::chrono::seconds(5), 1024);
-  EXPECT_EQ(run.status().code(), StatusCode::kNotFound);
 }
 
 // The figures a capture holds for one GPU, read straight from its header and row: the

@@ -1,0 +1,97 @@
+#include "agent/cluster/check_command.h"
+
+#include <iostream>
+#include <streambuf>
+
+#include "agent/command_support.h"
+#include "common/json.h"
+#include "common/text.h"
+#include "kubectl/guard.h"
+
+namespace uplink::agent::cluster {
+namespace {
+
+constexpr char kUsage[] =
+    "usage: uplink-agent check-kubectl < LINES\n"
+    "\n"
+    "Reads one JSON array per line on stdin, a kubectl command line starting with \"kubectl\"\n"
+    "(for example [\"kubectl\", \"get\", \"pods\", \"-n\", \"ml\"]), and prints for each line, in\n"
+    "order, 'allow' or 'refuse: REASON': what the agent's read-only kubectl would do.\n";
+
+enum class LineRead { kLine, kEnd, kTooLong };
+
+// One line without its newline, keeping at most kMaxLineBytes; the rest of a longer line is
+// read and dropped. The last line needs no newline.
+LineRead ReadLine(std::streambuf& input, std::string& line) {
+  line.clear();
+  bool too_long = false;
+  bool any = false;
+  while (true) {
+    int c = input.sbumpc();
+    if (c == std::char_traits<char>::eof()) break;
+    any = true;
+    if (c == '\n') break;
+    if (line.size() == kMaxLineBytes) {
+      too_long = true;
+    } else {
+      line += static_cast<char>(c);
+    }
+  }
+  if (!any) return LineRead::kEnd;
+  return too_long ? LineRead::kTooLong : LineRead::kLine;
+}
+
+std::string Answer(std::string_view line) {
+  auto parsed = ParseJson(line, JsonLimits{.max_bytes = kMaxLineBytes, .max_depth = 4});
+  if (!parsed.ok()) return "refuse: not JSON: " + OneLineExcerpt(parsed.status().message(), 120);
+  if (!parsed->is_array()) return "refuse: not a JSON array of strings";
+  const json::array& items = parsed->as_array();
+  if (items.size() > kubectl::kMaxArguments) {
+    return "refuse: more than " + std::to_string(kubectl::kMaxArguments) + " arguments";
+  }
+  std::vector<std::string> argv;
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (!items[i].is_string()) {
+      return "refuse: element " + std::to_string(i) + " is not a string";
+    }
+    argv.emplace_back(items[i].as_string());
+  }
+  auto command = kubectl::CheckKubectlArgv(argv);
+  if (!command.ok()) return "refuse: " + command.status().message();
+  return "allow";
+}
+
+}  // namespace
+
+int CheckKubectlLines(std::istream& in, std::ostream& out) {
+  std::string line;
+  while (true) {
+    LineRead read = ReadLine(*in.rdbuf(), line);
+    if (read == LineRead::kEnd) break;
+    if (read == LineRead::kTooLong) {
+      out << "refuse: the line is longer than " << kMaxLineBytes << " bytes\n";
+    } else {
+      out << Answer(line) << "\n";
+    }
+    // Answered as they come, so a pipe can ask one line at a time.
+    out.flush();
+    if (!out) return 1;
+  }
+  return 0;
+}
+
+int RunCheckKubectlCommand(const std::vector<std::string>& args) {
+  if (!args.empty()) {
+    if (args.front() == "-h" || args.front() == "--help") {
+      std::cout << kUsage;
+      return 0;
+    }
+    return Fail("check-kubectl takes no arguments, not '" + OneLineExcerpt(args.front(), 64) +
+                    "'\n" + kUsage,
+                kExitUsage);
+  }
+  if (CheckKubectlLines(std::cin, std::cout) != 0) return Fail("writing to stdout failed");
+  return 0;
+}
+
+}  // namespace uplink::agent::cluster

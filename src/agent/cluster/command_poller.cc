@@ -1,0 +1,247 @@
+#include "agent/cluster/command_poller.h"
+
+#include <algorithm>
+#include <thread>
+
+#include "agent/cluster/snapshot.h"
+#include "kubectl/guard.h"
+
+namespace uplink::agent::cluster {
+namespace {
+
+constexpr size_t kMaxIdBytes = 68;  // "cmd_" + 64
+constexpr size_t kRememberedIds = 1024;
+constexpr size_t kMaxCommandsPerPoll = 16;
+
+constexpr char kCommands[] = "uplink_agent_kubectl_commands_total";
+constexpr char kPolls[] = "uplink_agent_command_polls_total";
+constexpr char kRunning[] = "uplink_agent_kubectl_commands_running";
+constexpr char kResultsDropped[] = "uplink_agent_command_results_dropped_total";
+
+std::string Outcome(const json::object& result) {
+  if (const json::value* error = result.if_contains("error")) {
+    return std::string(error->at("code").as_string());
+  }
+  return result.at("exit_code").as_int64() == 0 ? "ok" : "exit_nonzero";
+}
+
+}  // namespace
+
+bool IsCommandId(std::string_view id) {
+  if (id.size() <= 4 || id.size() > kMaxIdBytes || id.substr(0, 4) != "cmd_") return false;
+  return std::all_of(id.begin() + 4, id.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+           c == '_' || c == '-';
+  });
+}
+
+Result<std::vector<PolledCommand>> ParsePollReply(const json::value& body) {
+  const json::object* object = body.if_object();
+  const json::value* commands = object == nullptr ? nullptr : object->if_contains("commands");
+  const json::array* entries = commands == nullptr ? nullptr : commands->if_array();
+  if (entries == nullptr) return InvalidArgumentError("the poll reply has no commands array");
+  if (entries->size() > kMaxCommandsPerPoll) {
+    return InvalidArgumentError("the poll reply holds more than " +
+                                std::to_string(kMaxCommandsPerPoll) + " commands");
+  }
+  std::vector<PolledCommand> out;
+  for (const json::value& entry : *entries) {
+    const json::object* command = entry.if_object();
+    const json::value* id = command == nullptr ? nullptr : command->if_contains("id");
+    if (id == nullptr || !id->is_string() || !IsCommandId(id->get_string())) continue;
+    PolledCommand polled{std::string(id->get_string()), {}};
+    const json::value* argv = command->if_contains("argv");
+    const json::array* items = argv == nullptr ? nullptr : argv->if_array();
+    if (items != nullptr && !items->empty() && items->size() <= kubectl::kMaxArguments &&
+        std::all_of(items->begin(), items->end(), [](const json::value& item) {
+          return item.is_string() && item.get_string().size() <= kubectl::kMaxArgumentBytes;
+        })) {
+      for (const json::value& item : *items) polled.argv.emplace_back(item.get_string());
+    }
+    out.push_back(std::move(polled));
+  }
+  return out;
+}
+
+CommandPoller::CommandPoller(CommandPollerOptions options, ConsoleClient& poll_client,
+                             ConsoleClient& result_client, KubectlRunner& runner,
+                             const Clock& clock, metrics::Registry& registry)
+    : options_(std::move(options)),
+      poll_client_(poll_client),
+      result_client_(result_client),
+      runner_(runner),
+      clock_(clock),
+      metrics_(registry),
+      backoff_(options_.backoff) {}
+
+CommandPoller::~CommandPoller() {
+  stopping_ = true;
+  WaitForCommands();
+}
+
+bool CommandPoller::MarkSeen(const std::string& id) {
+  std::lock_guard lock(mutex_);
+  if (!seen_.insert(id).second) return false;
+  seen_order_.push_back(id);
+  if (seen_order_.size() > kRememberedIds) {
+    seen_.erase(seen_order_.front());
+    seen_order_.pop_front();
+  }
+  return true;
+}
+
+std::chrono::milliseconds CommandPoller::PollOnce() {
+  size_t free_slots = 0;
+  {
+    std::unique_lock lock(mutex_);
+    // Never ask for more than can start at once: a command waiting here for a slot would
+    // spend its 60 s in this agent rather than in the console's queue.
+    threads_changed_.wait(lock, [&] { return running_ < options_.max_concurrent || stopping_; });
+    if (stopping_) return std::chrono::milliseconds(0);
+    free_slots = options_.max_concurrent - running_;
+  }
+  json::object body{{"agent_instance", options_.instance},
+                    {"wait_seconds", options_.wait.count()},
+                    {"max_commands", std::min(free_slots, kMaxCommandsPerPoll)}};
+  ConsoleReply reply = poll_client_.PostJson(kPollPath, body);
+  if (!reply.status.ok()) {
+    const bool refused = reply.http_status >= 400 && reply.http_status < 500 &&
+                         reply.http_status != 429;
+    metrics_.Increment(kPolls, {{"result", refused ? "refused" : "failed"}});
+    const std::string why = reply.error_code.empty() ? reply.status.ToString() : reply.error_code;
+    {
+      std::lock_guard lock(mutex_);
+      refusal_ = refused ? why : "";
+    }
+    const auto delay = backoff_.NextDelay(reply.retry_after);
+    log_.Warn("polling the console for commands failed",
+              {{"http_status", reply.http_status},
+               {"error", reply.status},
+               {"retry_in_ms", static_cast<std::int64_t>(delay.count())}});
+    return delay;
+  }
+  backoff_.Reset();
+  {
+    std::lock_guard lock(mutex_);
+    refusal_.clear();
+  }
+  Result<std::vector<PolledCommand>> commands = ParsePollReply(reply.body);
+  if (!commands.ok()) {
+    metrics_.Increment(kPolls, {{"result", "bad_reply"}});
+    log_.Warn("the console's poll reply is not usable", {{"error", commands.status()}});
+    return backoff_.NextDelay();
+  }
+  metrics_.Increment(kPolls, {{"result", commands->empty() ? "empty" : "commands"}});
+  for (PolledCommand& command : *commands) {
+    if (!MarkSeen(command.id)) {
+      log_.Warn("the console handed out a command again; not running it twice",
+                {{"id", command.id}});
+      continue;
+    }
+    std::lock_guard lock(mutex_);
+    ++running_;
+    metrics_.Set(kRunning, static_cast<double>(running_));
+    threads_.emplace_back([this, command = std::move(command)]() mutable {
+      Execute(std::move(command));
+    });
+  }
+  return std::chrono::milliseconds(0);
+}
+
+void CommandPoller::Execute(PolledCommand command) {
+  const WallTime started = clock_.Now();
+  Result<KubectlRun> run = command.argv.empty()
+                               ? Result<KubectlRun>(PermissionDeniedError(
+                                     "the command's argv is not a list of strings"))
+                               : runner_.Run(command.argv, &stopping_);
+  const auto elapsed =
+      std::chrono::duration_cast<std::chrono::milliseconds>(clock_.Now() - started).count();
+  json::object result = RunResultJson(run, elapsed);
+  const std::string outcome = Outcome(result);
+  metrics_.Increment(kCommands, {{"outcome", outcome}});
+  // The verb only: arguments are the user's input and may name anything.
+  log_.Info("ran a console command",
+            {{"id", command.id},
+             {"verb", command.argv.size() > 1 ? command.argv[1] : ""},
+             {"outcome", outcome},
+             {"duration_ms", static_cast<std::int64_t>(elapsed)}});
+  PostResult(command.id, result);
+  std::lock_guard lock(mutex_);
+  --running_;
+  metrics_.Set(kRunning, static_cast<double>(running_));
+  threads_changed_.notify_all();
+}
+
+void CommandPoller::PostResult(const std::string& id, const json::object& result) {
+  const std::string path = "/api/v1/agent/commands/" + id + "/result";
+  const WallTime deadline = clock_.Now() + options_.result_retry_budget;
+  Backoff backoff(options_.backoff);
+  while (true) {
+    ConsoleReply reply;
+    {
+      std::lock_guard lock(result_mutex_);
+      reply = result_client_.PostJson(path, result, Compression::kAlways);
+    }
+    if (reply.status.ok()) return;
+    const bool permanent = reply.http_status >= 400 && reply.http_status < 500 &&
+                           reply.http_status != 408 && reply.http_status != 429;
+    const auto delay = backoff.NextDelay(reply.retry_after);
+    if (permanent || clock_.Now() + delay > deadline) {
+      metrics_.Increment(kResultsDropped);
+      log_.Warn("dropping a command's result the console did not take",
+                {{"id", id}, {"http_status", reply.http_status}, {"error", reply.status}});
+      return;
+    }
+    std::this_thread::sleep_for(delay);
+  }
+}
+
+void CommandPoller::WaitForCommands() {
+  std::vector<std::thread> threads;
+  {
+    std::unique_lock lock(mutex_);
+    threads_changed_.wait(lock, [&] { return running_ == 0; });
+    threads.swap(threads_);
+  }
+  for (std::thread& thread : threads) thread.join();
+}
+
+void CommandPoller::Run(StopSignal& stop) {
+  std::thread stopper([&] {
+    while (stop.WaitFor(std::chrono::hours(1))) {
+    }
+    stopping_ = true;
+    std::lock_guard lock(mutex_);
+    threads_changed_.notify_all();
+  });
+  while (!stop.stopped()) {
+    const auto delay = PollOnce();
+    {
+      // Join finished command threads as we go, so they do not pile up.
+      std::lock_guard lock(mutex_);
+      if (running_ == 0) {
+        for (std::thread& thread : threads_) thread.join();
+        threads_.clear();
+      }
+    }
+    if (delay.count() > 0 && !stop.WaitFor(delay)) break;
+  }
+  stopper.join();
+  WaitForCommands();
+}
+
+Readiness CommandPoller::CheckReadiness() const {
+  std::lock_guard lock(mutex_);
+  if (!refusal_.empty()) return {false, "command polls refused: " + refusal_};
+  return {true, ""};
+}
+
+void DeclareCommandMetrics(metrics::Registry& registry) {
+  registry.DeclareCounter(kCommands, "Console kubectl commands run, by outcome");
+  registry.DeclareCounter(kPolls, "Polls of the console for commands, by result");
+  registry.DeclareGauge(kRunning, "Console kubectl commands running now");
+  registry.DeclareCounter(kResultsDropped,
+                          "Command results dropped after the console did not take them");
+}
+
+}  // namespace uplink::agent::cluster

@@ -1,0 +1,101 @@
+// The cluster role's side of console commands (docs/protocol.md, "kubectl commands"): one
+// long-poll at a time asks the console for work, each command runs on its own thread through
+// the KubectlRunner (guard first), and its result is posted back, retried until the console
+// acknowledges it or 2 minutes pass. An id already run is never run again.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <string>
+#include <unordered_set>
+#include <vector>
+
+#include "agent/cluster/kubectl_runner.h"
+#include "agent/console_client.h"
+#include "agent/health.h"
+#include "agent/stop_signal.h"
+#include "common/backoff.h"
+#include "common/json.h"
+#include "common/log.h"
+#include "common/metrics.h"
+#include "common/time.h"
+
+namespace uplink::agent::cluster {
+
+inline constexpr char kPollPath[] = "/api/v1/agent/commands/poll";
+
+struct CommandPollerOptions {
+  std::string instance;
+  std::chrono::seconds wait{50};  // how long the console may hold a poll (0-55)
+  size_t max_concurrent = 4;
+  std::chrono::milliseconds result_retry_budget{std::chrono::minutes(2)};
+  BackoffOptions backoff;
+};
+
+struct PolledCommand {
+  std::string id;
+  std::vector<std::string> argv;
+};
+
+// The commands of a poll reply. An entry without a usable id is skipped; one with an id but
+// an unusable argv is returned with `argv` empty, so its refusal can be reported.
+Result<std::vector<PolledCommand>> ParsePollReply(const json::value& body);
+
+// "cmd_" and 1-64 characters of [A-Za-z0-9_-]: safe in a URL path.
+bool IsCommandId(std::string_view id);
+
+class CommandPoller {
+ public:
+  // `poll_client` must have a request timeout above `options.wait` (the console holds the
+  // poll); `result_client` is used by the command threads, one post at a time. All must
+  // outlive the poller.
+  CommandPoller(CommandPollerOptions options, ConsoleClient& poll_client,
+                ConsoleClient& result_client, KubectlRunner& runner, const Clock& clock,
+                metrics::Registry& registry);
+  ~CommandPoller();
+
+  // Polls until `stop`, then waits for the commands still running to post their results
+  // (they are bounded by kubectl's timeout and the retry budget).
+  void Run(StopSignal& stop);
+
+  // One poll and the dispatch of what it brought; the back-off wait after a failure (zero
+  // after a success). For tests.
+  std::chrono::milliseconds PollOnce();
+  // Waits until no command thread is left. For tests and Run.
+  void WaitForCommands();
+
+  // Not ready while polls fail with a refusal (401, 403, other 4xx).
+  Readiness CheckReadiness() const;
+
+ private:
+  void Execute(PolledCommand command);
+  void PostResult(const std::string& id, const json::object& result);
+  bool MarkSeen(const std::string& id);  // false when the id was run before
+
+  const CommandPollerOptions options_;
+  ConsoleClient& poll_client_;
+  ConsoleClient& result_client_;
+  KubectlRunner& runner_;
+  const Clock& clock_;
+  metrics::Registry& metrics_;
+  log::Logger log_{"commands"};
+  Backoff backoff_;
+  std::atomic<bool> stopping_{false};
+
+  std::mutex result_mutex_;  // one post at a time on result_client_
+
+  mutable std::mutex mutex_;
+  std::condition_variable threads_changed_;
+  size_t running_ = 0;
+  std::vector<std::thread> threads_;
+  std::deque<std::string> seen_order_;
+  std::unordered_set<std::string> seen_;
+  std::string refusal_;  // why polls are refused, empty when they are not
+};
+
+void DeclareCommandMetrics(metrics::Registry& registry);
+
+}  // namespace uplink::agent::cluster

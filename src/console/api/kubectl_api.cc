@@ -1,0 +1,404 @@
+// kubectl through the cluster role (docs/api.md, "kubectl"; docs/protocol.md, "kubectl
+// commands"): users' commands, checked by the guard and the namespace scope, wait in the
+// CommandBroker until the connection's agent polls for them and posts their results; the
+// namespace scope; the latest cluster snapshot.
+
+#include "common/files.h"
+#include "common/gzip.h"
+#include "common/text.h"
+#include "console/api/api_objects.h"
+#include "console/api/cluster_plan.h"
+#include "console/api/console_api.h"
+#include "console/api/errors.h"
+#include "console/api/kubectl_results.h"
+#include "kubectl/guard.h"
+
+namespace uplink::console {
+namespace {
+
+constexpr size_t kMaxArgs = 256;
+constexpr size_t kMaxArgBytes = 4096;
+constexpr std::int64_t kDefaultPollWaitSeconds = 50;
+constexpr std::int64_t kMaxPollWaitSeconds = 55;
+constexpr std::int64_t kDefaultPollCommands = 4;
+constexpr std::int64_t kMaxPollCommands = 16;
+constexpr size_t kMaxInstanceBytes = 253;
+constexpr std::int64_t kCommandTimeoutSeconds = 30;
+constexpr size_t kCommandIdHexDigits = 16;
+// A result body is flat: the object, the error object inside it.
+constexpr size_t kMaxResultDepth = 4;
+
+// kubectl's own verbs: the only argv word of a refused command the audit log keeps, since
+// anything else a user typed may be anything.
+constexpr std::string_view kKubectlVerbs[] = {
+    "annotate",  "api-resources", "api-versions", "apply",      "attach",   "auth",
+    "autoscale", "certificate",   "cluster-info", "completion", "config",   "cordon",
+    "cp",        "create",        "debug",        "delete",     "describe", "diff",
+    "drain",     "edit",          "events",       "exec",       "explain",  "expose",
+    "get",       "kustomize",     "label",        "logs",       "options",  "patch",
+    "plugin",    "port-forward",  "proxy",        "replace",    "rollout",  "run",
+    "scale",     "set",           "taint",        "top",        "uncordon", "version",
+    "wait"};
+
+bool IsCommandId(std::string_view id) {
+  constexpr std::string_view kPrefix = "cmd_";
+  if (id.size() != kPrefix.size() + kCommandIdHexDigits || !id.starts_with(kPrefix)) return false;
+  for (char c : id.substr(kPrefix.size())) {
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
+  }
+  return true;
+}
+
+// The first word after "kubectl" that is not a flag, when it is one of kubectl's verbs.
+std::string_view AuditVerb(const std::vector<std::string>& argv) {
+  for (size_t i = 1; i < argv.size(); ++i) {
+    if (argv[i].starts_with("-")) continue;
+    for (std::string_view verb : kKubectlVerbs) {
+      if (argv[i] == verb) return verb;
+    }
+    return "";
+  }
+  return "";
+}
+
+Result<std::vector<std::string>> ReadArgv(std::string_view body) {
+  UPLINK_ASSIGN_OR_RETURN(json::object object, ReadJsonObject(body));
+  FieldReader fields(object, "");
+  UPLINK_RETURN_IF_ERROR(fields.OnlyFields({"argv"}));
+  const json::value* argv = fields.Find("argv");
+  if (!argv) {
+    return InvalidArgumentError(
+        "argv is required: the command as an array of strings, "
+        "starting with \"kubectl\"");
+  }
+  if (!argv->is_array()) return InvalidArgumentError("argv must be an array of strings");
+  const json::array& list = argv->get_array();
+  if (list.empty() || list.size() > kMaxArgs) {
+    return InvalidArgumentError("argv must hold 1 to " + std::to_string(kMaxArgs) + " strings");
+  }
+  std::vector<std::string> args;
+  args.reserve(list.size());
+  for (size_t i = 0; i < list.size(); ++i) {
+    std::string item = "argv[" + std::to_string(i) + "]";
+    if (!list[i].is_string()) return InvalidArgumentError(item + " must be a string");
+    std::string_view arg = list[i].get_string();
+    if (arg.size() > kMaxArgBytes) {
+      return InvalidArgumentError(item + " is over " + std::to_string(kMaxArgBytes) + " bytes");
+    }
+    if (arg.find('\0') != std::string_view::npos) {
+      return InvalidArgumentError(item + " must not contain NUL");
+    }
+    args.emplace_back(arg);
+  }
+  if (args.front() != "kubectl") {
+    return InvalidArgumentError("argv[0] must be \"kubectl\": argv is the whole command line");
+  }
+  return args;
+}
+
+json::array ArgvJson(const std::vector<std::string>& argv) {
+  json::array list;
+  for (const std::string& arg : argv) list.emplace_back(arg);
+  return list;
+}
+
+struct Unavailable {
+  std::string_view code;
+  std::string_view message;
+};
+
+// Why a connection cannot run commands now (a 409); nullopt when it can.
+std::optional<Unavailable> UnavailableConnection(const Connection& connection, WallTime now) {
+  if (connection.revoked_at) {
+    return Unavailable{"connection_revoked",
+                       "this connection was revoked, so its agent can no longer take commands; "
+                       "create a new connection for the cluster"};
+  }
+  if (connection.expires_at <= now) {
+    return Unavailable{"connection_expired",
+                       "this connection's agent token expired, so its agent can no longer take "
+                       "commands; rotate the token (uplink connections rotate) and install it in "
+                       "the cluster"};
+  }
+  if (connection.owner_deactivated_at) {
+    return Unavailable{"owner_deactivated",
+                       "this connection's owner is deactivated, so its agent is refused; an "
+                       "admin can reactivate them"};
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+void ConsoleApi::RunKubectl(const std::string& id, const net::Request& request,
+                            const RequestContext& caller, net::Reply reply) {
+  auto connection = PlanConnection(id, caller);
+  if (!connection.ok()) return reply(Reply(connection.status()));
+  auto argv = ReadArgv(request.body);
+  if (!argv.ok()) return reply(Reply(argv.status()));
+  std::string_view verb = AuditVerb(*argv);
+  if (auto unavailable = UnavailableConnection(*connection, clock_.Now())) {
+    return reply(KubectlRefused(*connection, caller, unavailable->code, verb, unavailable->message,
+                                ErrorResponse(409, unavailable->code, unavailable->message)));
+  }
+
+  auto command = kubectl::CheckKubectlArgv(*argv);
+  if (!command.ok()) {
+    if (command.status().code() != StatusCode::kPermissionDenied) {
+      return reply(Reply(command.status()));
+    }
+    const std::string& reason = command.status().message();
+    return reply(KubectlRefused(*connection, caller, "refused", verb, reason,
+                                ErrorResponse(403, "refused", kubectl::RefusalText(reason))));
+  }
+  auto scope = store_.GetNamespaceScope(connection->id);
+  if (!scope.ok()) return reply(Reply(scope.status()));
+  if (Status in_scope = kubectl::CheckNamespaceScope(*command, *scope); !in_scope.ok()) {
+    if (in_scope.code() != StatusCode::kPermissionDenied) return reply(Reply(in_scope));
+    std::string_view code = scope->has_value() ? "namespace_not_allowed" : "namespaces_not_chosen";
+    std::string reason = in_scope.message();
+    if (!scope->has_value()) {
+      reason += "; for example: uplink connections namespaces " + connection->cluster_name +
+                " --set NS1,NS2 (or --all)";
+    }
+    return reply(KubectlRefused(*connection, caller, code, command->verb, in_scope.message(),
+                                ErrorResponse(403, code, kubectl::RefusalText(reason))));
+  }
+
+  auto submitted = commands_.Submit(
+      connection->id, *argv,
+      [this, connection = *connection, caller, argv = *argv, reply](CommandEnd end) {
+        reply(KubectlEnded(connection, caller, argv, std::move(end)));
+      });
+  if (!submitted.ok()) {
+    const std::string& message = submitted.status().message();
+    return reply(KubectlRefused(*connection, caller, "too_many_commands", command->verb, message,
+                                ErrorResponse(429, "too_many_commands", message)));
+  }
+}
+
+net::Response ConsoleApi::KubectlRefused(const Connection& connection, const RequestContext& caller,
+                                         std::string_view outcome, std::string_view verb,
+                                         std::string_view reason, net::Response response) {
+  metrics_.Increment(kKubectlCommandsTotal, {{"outcome", outcome}});
+  // The verb and the reason only: the rest of argv is whatever the user typed.
+  json::object detail{
+      {"refusal", outcome}, {"verb", verb}, {"reason", OneLineExcerpt(reason, 500)}};
+  AuditEvent event = CallerEvent(caller, clock_.Now(), "kubectl.run", "connection", connection.id,
+                                 connection.owner_id, detail);
+  event.outcome = "refused";
+  RecordRefusal(event);
+  return response;
+}
+
+net::Response ConsoleApi::KubectlEnded(const Connection& connection, const RequestContext& caller,
+                                       const std::vector<std::string>& argv, CommandEnd end) {
+  json::object detail{{"command_id", end.id}, {"argv", ArgvJson(argv)}};
+  std::string outcome;
+  net::Response response;
+  switch (end.kind) {
+    case CommandEnd::Kind::kResult: {
+      CommandResult& result = *end.result;
+      detail["duration_ms"] = result.duration_ms;
+      if (result.error_code.empty()) {
+        outcome = "completed";
+        detail["exit_code"] = result.exit_code;
+        response = JsonResponse(200, {{"id", end.id},
+                                      {"exit_code", result.exit_code},
+                                      {"stdout", std::move(result.stdout_text)},
+                                      {"stderr", std::move(result.stderr_text)},
+                                      {"duration_ms", result.duration_ms}});
+      } else {
+        outcome = "agent_" + result.error_code;
+        detail["error"] = result.error_code;
+        std::string message =
+            result.error_message.empty()
+                ? "the agent could not run the command (" + result.error_code + ")"
+                : result.error_message;
+        response = ErrorResponse(502, outcome, message);
+      }
+      break;
+    }
+    case CommandEnd::Kind::kNotPickedUp:
+      outcome = "not_picked_up";
+      detail["error"] = outcome;
+      response = ErrorResponse(
+          504, "agent_timeout",
+          "no agent picked the command up within 60 s; is the cluster role (uplink-agent "
+          "cluster) running? The connection's page shows \"Waiting for agent\" until it polls. "
+          "Its agent last asked for commands: " +
+              (end.last_poll_at ? FormatRfc3339(*end.last_poll_at)
+                                : std::string("not since the console started")));
+      break;
+    case CommandEnd::Kind::kNoResult:
+      outcome = "no_result";
+      detail["error"] = outcome;
+      response = ErrorResponse(504, "agent_timeout",
+                               "the agent took the command at " +
+                                   FormatRfc3339(end.taken_at.value_or(WallTime{})) +
+                                   " and returned nothing within 60 s; the result, if it comes, "
+                                   "is discarded. Check the cluster role's log");
+      break;
+    case CommandEnd::Kind::kShutdown:
+      outcome = "shutdown";
+      detail["error"] = outcome;
+      response = ErrorResponse(503, "unavailable",
+                               "the console is shutting down; run the command again once it is "
+                               "back");
+      break;
+  }
+  metrics_.Increment(kKubectlCommandsTotal, {{"outcome", outcome}});
+  AuditEvent event = CallerEvent(caller, clock_.Now(), "kubectl.run", "connection", connection.id,
+                                 connection.owner_id, detail);
+  if (end.result && end.result->error_code == "refused") event.outcome = "refused";
+  if (Status appended = store_.AppendAudit(event); !appended.ok()) {
+    log_.Error("recording a kubectl command in the audit log failed",
+               {{"connection_id", connection.id}, {"error", appended}});
+  }
+  log_.Info("kubectl command ended",
+            {{"connection_id", connection.id}, {"command_id", end.id}, {"outcome", outcome}});
+  return response;
+}
+
+Result<net::Response> ConsoleApi::ShowNamespaces(const std::string& id,
+                                                 const RequestContext& caller) {
+  UPLINK_ASSIGN_OR_RETURN(Connection connection, PlanConnection(id, caller));
+  UPLINK_ASSIGN_OR_RETURN(NamespaceScope scope, store_.GetNamespaceScope(connection.id));
+  return JsonResponse(
+      200, {{"connection_id", connection.id}, {"namespaces", NamespaceScopeJson(scope)}});
+}
+
+Result<net::Response> ConsoleApi::SetNamespaces(const std::string& id, const net::Request& request,
+                                                const RequestContext& caller) {
+  UPLINK_ASSIGN_OR_RETURN(Connection connection, PlanConnection(id, caller));
+  UPLINK_ASSIGN_OR_RETURN(json::object body, ReadJsonObject(request.body));
+  FieldReader fields(body, "");
+  UPLINK_RETURN_IF_ERROR(fields.OnlyFields({"namespaces"}));
+  const json::value* value = fields.Find("namespaces");
+  if (!value) {
+    return InvalidArgumentError(
+        "namespaces is required: a list of namespace names, or [\"*\"] for every namespace");
+  }
+  UPLINK_ASSIGN_OR_RETURN(std::vector<std::string> namespaces, ParseNamespaceList(*value));
+  UPLINK_ASSIGN_OR_RETURN(NamespaceScope previous, store_.GetNamespaceScope(connection.id));
+  NamespaceScope scope = namespaces;
+  json::object detail{{"namespaces", NamespaceScopeJson(scope)},
+                      {"previous_namespaces", NamespaceScopeJson(previous)}};
+  UPLINK_RETURN_IF_ERROR(store_.SetNamespaceScope(
+      connection.id, namespaces,
+      CallerEvent(caller, clock_.Now(), "connection.namespaces", "connection", connection.id,
+                  connection.owner_id, detail)));
+  log_.Info("namespace scope set", {{"connection_id", connection.id},
+                                    {"user_id", caller.user.id},
+                                    {"namespaces", namespaces.size()}});
+  return JsonResponse(
+      200, {{"connection_id", connection.id}, {"namespaces", NamespaceScopeJson(scope)}});
+}
+
+Result<net::Response> ConsoleApi::ShowClusterSnapshot(const std::string& id,
+                                                      const RequestContext& caller) {
+  UPLINK_ASSIGN_OR_RETURN(Connection connection, PlanConnection(id, caller));
+  UPLINK_ASSIGN_OR_RETURN(std::optional<ClusterSnapshot> snapshot,
+                          store_.GetClusterSnapshot(connection.id));
+  if (!snapshot) {
+    return ErrorResponse(404, "no_snapshot",
+                         "the cluster role has not sent a snapshot for this connection yet; it "
+                         "sends one every 30 s once it runs (uplink-agent cluster)");
+  }
+  // Stored only after ParseClusterSnapshot accepted it.
+  UPLINK_ASSIGN_OR_RETURN(
+      json::value payload,
+      ParseJson(snapshot->payload, JsonLimits{snapshot->payload.size() + 1, 64}));
+  json::value results = json::array();
+  if (payload.is_object()) {
+    if (json::value* found = payload.get_object().if_contains("results"))
+      results = std::move(*found);
+  }
+  return JsonResponse(200, {{"connection_id", connection.id},
+                            {"stream", snapshot->stream},
+                            {"collected_at", FormatRfc3339Millis(snapshot->collected_at)},
+                            {"received_at", FormatRfc3339Millis(snapshot->received_at)},
+                            {"results", std::move(results)}});
+}
+
+void ConsoleApi::PollCommands(const net::Request& request, const Connection& connection,
+                              net::Reply reply) {
+  if (!request.body.empty() && !IsJsonContentType(request.headers.Get("Content-Type"))) {
+    return reply(ErrorResponse(415, "unsupported_media_type",
+                               "send the body as JSON with Content-Type: application/json"));
+  }
+  auto read = [&]() -> Result<std::pair<std::int64_t, std::int64_t>> {
+    UPLINK_ASSIGN_OR_RETURN(json::object body, ReadJsonObject(request.body));
+    FieldReader fields(body, "");
+    UPLINK_RETURN_IF_ERROR(fields.OnlyFields({"agent_instance", "wait_seconds", "max_commands"}));
+    UPLINK_RETURN_IF_ERROR(fields.String("agent_instance", kMaxInstanceBytes).status());
+    std::int64_t wait = kDefaultPollWaitSeconds;
+    std::int64_t max_commands = kDefaultPollCommands;
+    if (fields.Find("wait_seconds")) {
+      UPLINK_ASSIGN_OR_RETURN(wait, fields.RequiredInt("wait_seconds", 0, kMaxPollWaitSeconds));
+    }
+    if (fields.Find("max_commands")) {
+      UPLINK_ASSIGN_OR_RETURN(max_commands,
+                              fields.RequiredInt("max_commands", 1, kMaxPollCommands));
+    }
+    return std::pair{wait, max_commands};
+  };
+  auto parsed = read();
+  if (!parsed.ok()) return reply(Reply(parsed.status()));
+  auto [wait, max_commands] = *parsed;
+  commands_.Poll(connection.id, static_cast<size_t>(max_commands), std::chrono::seconds(wait),
+                 [reply](std::vector<PendingCommand> taken) {
+                   json::array list;
+                   for (PendingCommand& command : taken) {
+                     list.push_back(json::object{{"id", std::move(command.id)},
+                                                 {"argv", ArgvJson(command.argv)},
+                                                 {"timeout_seconds", kCommandTimeoutSeconds}});
+                   }
+                   reply(JsonResponse(200, {{"commands", std::move(list)}}));
+                 });
+}
+
+Result<net::Response> ConsoleApi::ReceiveCommandResult(const std::string& command_id,
+                                                       const net::Request& request,
+                                                       const Connection& connection) {
+  if (!IsCommandId(command_id)) {
+    return ErrorResponse(404, "unknown_command",
+                         "there is no command with this id; drop the result");
+  }
+  CommandResult result;
+  {
+    std::string decompressed;
+    auto decoded = AgentJsonBody(request, kMaxCommandResultBytes, decompressed);
+    if (auto* refusal = std::get_if<net::Response>(&decoded)) return std::move(*refusal);
+    const std::string_view body = std::get<std::string_view>(decoded);
+    UPLINK_ASSIGN_OR_RETURN(json::value document,
+                            ParseJson(body, JsonLimits{kMaxCommandResultBytes, kMaxResultDepth}));
+    UPLINK_ASSIGN_OR_RETURN(result, ParseCommandResult(document));
+  }
+  auto delivered = commands_.Deliver(connection.id, command_id, std::move(result));
+  if (!delivered.ok()) {
+    if (delivered.status().code() == StatusCode::kNotFound) {
+      return ErrorResponse(404, "unknown_command", delivered.status().message());
+    }
+    return delivered.status();
+  }
+  if (*delivered == CommandBroker::Delivery::kDiscarded) {
+    metrics_.Increment(kKubectlLateResultsTotal);
+    log_.Info("late command result discarded",
+              {{"connection_id", connection.id}, {"command_id", command_id}});
+    return JsonResponse(200, {{"status", "discarded"}});
+  }
+  return JsonResponse(200, {{"status", "stored"}});
+}
+
+std::optional<json::object> ConsoleApi::ClusterPlan(const Connection& connection) {
+  auto scope = store_.GetNamespaceScope(connection.id);
+  if (!scope.ok()) {
+    log_.Warn("reading the namespace scope for an upload reply failed",
+              {{"connection_id", connection.id}, {"error", scope.status()}});
+    return std::nullopt;
+  }
+  return ClusterPlanJson(*scope);
+}
+
+}  // namespace uplink::console

@@ -1,0 +1,239 @@
+#include "console/commands/command_broker.h"
+
+#include <algorithm>
+
+#include "common/crypto.h"
+
+namespace uplink::console {
+namespace {
+
+constexpr std::string_view kCommandIdPrefix = "cmd_";
+// The reaper looks at least this often, so that a clock that jumps (a FakeClock) is noticed.
+constexpr std::chrono::seconds kMaxReaperSleep{1};
+
+std::string NewCommandId() { return std::string(kCommandIdPrefix) + HexEncode(RandomBytes(8)); }
+
+}  // namespace
+
+void CommandBroker::Calls::Run() {
+  for (auto& [done, end] : ends) done(std::move(end));
+  for (auto& [done, commands] : polls) done(std::move(commands));
+}
+
+CommandBroker::CommandBroker(const Clock& clock, CommandBrokerOptions options)
+    : clock_(clock), options_(options) {}
+
+CommandBroker::~CommandBroker() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  reaper_wake_.notify_all();
+  if (reaper_.joinable()) reaper_.join();
+  Calls calls;
+  {
+    std::lock_guard lock(mutex_);
+    for (auto& [id, command] : commands_) {
+      const ConnectionState& state = connections_[command.connection_id];
+      calls.ends.emplace_back(std::move(command.done),
+                              CommandEnd{CommandEnd::Kind::kShutdown, id, std::nullopt,
+                                         command.taken_at, state.last_poll_at});
+    }
+    commands_.clear();
+    for (auto& [connection_id, state] : connections_) {
+      for (HeldPoll& poll : state.polls)
+        calls.polls.emplace_back(std::move(poll.done), std::vector<PendingCommand>{});
+      state.polls.clear();
+    }
+    held_polls_ = 0;
+  }
+  calls.Run();
+}
+
+Result<std::string> CommandBroker::Submit(const std::string& connection_id,
+                                          std::vector<std::string> argv, Done done) {
+  Calls calls;
+  std::string id;
+  {
+    std::lock_guard lock(mutex_);
+    ConnectionState& state = connections_[connection_id];
+    if (state.waiting >= options_.max_waiting_per_connection) {
+      return ResourceExhaustedError(
+          std::to_string(state.waiting) +
+          " commands of this connection are already waiting for its agent; wait for one to "
+          "finish (each ends within " +
+          std::to_string(options_.give_up_after.count()) + " s)");
+    }
+    do {
+      id = NewCommandId();
+    } while (commands_.contains(id) || ended_.contains(id));
+    commands_.emplace(id, Command{connection_id, std::move(argv), clock_.SteadyNow(), std::nullopt,
+                                  std::move(done)});
+    ++state.waiting;
+    state.queued.push_back(id);
+    if (!state.polls.empty()) {
+      HeldPoll poll = std::move(state.polls.front());
+      state.polls.pop_front();
+      --held_polls_;
+      calls.polls.emplace_back(std::move(poll.done), TakeLocked(state, poll.max_commands));
+    }
+  }
+  calls.Run();
+  return id;
+}
+
+void CommandBroker::Poll(const std::string& connection_id, size_t max_commands,
+                         std::chrono::seconds wait, PollDone done) {
+  max_commands = std::max<size_t>(max_commands, 1);
+  Calls calls;
+  {
+    std::lock_guard lock(mutex_);
+    ConnectionState& state = connections_[connection_id];
+    state.last_poll_at = clock_.Now();
+    std::vector<PendingCommand> taken = TakeLocked(state, max_commands);
+    if (!taken.empty() || wait <= std::chrono::seconds(0)) {
+      calls.polls.emplace_back(std::move(done), std::move(taken));
+    } else {
+      if (state.polls.size() >= options_.max_polls_per_connection) {
+        calls.polls.emplace_back(std::move(state.polls.front().done),
+                                 std::vector<PendingCommand>{});
+        state.polls.pop_front();
+        --held_polls_;
+      }
+      state.polls.push_back(HeldPoll{max_commands, clock_.SteadyNow() + wait, std::move(done)});
+      ++held_polls_;
+    }
+  }
+  calls.Run();
+}
+
+std::vector<PendingCommand> CommandBroker::TakeLocked(ConnectionState& state, size_t max) {
+  std::vector<PendingCommand> taken;
+  SteadyTime now = clock_.SteadyNow();
+  while (!state.queued.empty() && taken.size() < max) {
+    std::string id = std::move(state.queued.front());
+    state.queued.pop_front();
+    Command& command = commands_.at(id);
+    command.taken_at = clock_.Now();
+    pickup_latency_.Observe(now - command.queued_at);
+    taken.push_back(PendingCommand{std::move(id), command.argv});
+  }
+  return taken;
+}
+
+CommandBroker::Command CommandBroker::EndLocked(const std::string& id, Delivery delivery) {
+  auto found = commands_.find(id);
+  Command command = std::move(found->second);
+  commands_.erase(found);
+  ConnectionState& state = connections_[command.connection_id];
+  --state.waiting;
+  if (!command.taken_at) {
+    state.queued.erase(std::find(state.queued.begin(), state.queued.end(), id));
+  }
+  ended_[id] = Ended{command.connection_id, delivery, clock_.SteadyNow()};
+  ended_order_.push_back(id);
+  while (ended_order_.size() > options_.max_remembered) {
+    ended_.erase(ended_order_.front());
+    ended_order_.pop_front();
+  }
+  return command;
+}
+
+Result<CommandBroker::Delivery> CommandBroker::Deliver(const std::string& connection_id,
+                                                       const std::string& id,
+                                                       CommandResult result) {
+  Status unknown = NotFoundError(
+      "this connection has no command " + (id.size() <= 64 ? id : std::string("with that id")) +
+      " waiting for a result (the console may have restarted since it was handed out); drop "
+      "the result");
+  Done done;
+  CommandEnd end;
+  {
+    std::lock_guard lock(mutex_);
+    auto waiting = commands_.find(id);
+    if (waiting == commands_.end() || waiting->second.connection_id != connection_id ||
+        !waiting->second.taken_at) {
+      auto ended = ended_.find(id);
+      if (ended == ended_.end() || ended->second.connection_id != connection_id) return unknown;
+      return ended->second.delivery;
+    }
+    Command command = EndLocked(id, Delivery::kStored);
+    done = std::move(command.done);
+    end = CommandEnd{CommandEnd::Kind::kResult, id, std::move(result), command.taken_at,
+                     connections_[connection_id].last_poll_at};
+  }
+  done(std::move(end));
+  return Delivery::kStored;
+}
+
+void CommandBroker::ExpireDue() {
+  Calls calls;
+  {
+    std::lock_guard lock(mutex_);
+    SteadyTime now = clock_.SteadyNow();
+    std::vector<std::string> due;
+    for (const auto& [id, command] : commands_) {
+      if (now - command.queued_at >= options_.give_up_after) due.push_back(id);
+    }
+    for (const std::string& id : due) {
+      Command command = EndLocked(id, Delivery::kDiscarded);
+      CommandEnd::Kind kind =
+          command.taken_at ? CommandEnd::Kind::kNoResult : CommandEnd::Kind::kNotPickedUp;
+      calls.ends.emplace_back(std::move(command.done),
+                              CommandEnd{kind, id, std::nullopt, command.taken_at,
+                                         connections_[command.connection_id].last_poll_at});
+    }
+    for (auto& [connection_id, state] : connections_) {
+      // Polls wait for different times: look at every one.
+      for (auto poll = state.polls.begin(); poll != state.polls.end();) {
+        if (poll->deadline > now) {
+          ++poll;
+          continue;
+        }
+        calls.polls.emplace_back(std::move(poll->done), std::vector<PendingCommand>{});
+        poll = state.polls.erase(poll);
+        --held_polls_;
+      }
+    }
+    while (!ended_order_.empty()) {
+      auto oldest = ended_.find(ended_order_.front());
+      if (oldest != ended_.end() && now - oldest->second.at < options_.remember_ended) break;
+      if (oldest != ended_.end()) ended_.erase(oldest);
+      ended_order_.pop_front();
+    }
+  }
+  calls.Run();
+}
+
+void CommandBroker::StartReaper() {
+  std::lock_guard lock(mutex_);
+  if (reaper_.joinable() || stopping_) return;
+  reaper_ = std::thread([this] { ReaperLoop(); });
+}
+
+void CommandBroker::ReaperLoop() {
+  std::unique_lock lock(mutex_);
+  while (!stopping_) {
+    // The earliest deadline by the clock, but never more than kMaxReaperSleep of real time.
+    SteadyTime now = clock_.SteadyNow();
+    SteadyTime next = now + kMaxReaperSleep;
+    for (const auto& [id, command] : commands_) {
+      next = std::min(next, command.queued_at + options_.give_up_after);
+    }
+    for (const auto& [connection_id, state] : connections_) {
+      for (const HeldPoll& poll : state.polls) next = std::min(next, poll.deadline);
+    }
+    if (next > now) reaper_wake_.wait_for(lock, next - now);
+    if (stopping_) break;
+    lock.unlock();
+    ExpireDue();
+    lock.lock();
+  }
+}
+
+CommandBroker::Stats CommandBroker::stats() const {
+  std::lock_guard lock(mutex_);
+  return Stats{commands_.size(), held_polls_};
+}
+
+}  // namespace uplink::console

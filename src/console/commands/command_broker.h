@@ -1,0 +1,183 @@
+// The console's side of kubectl commands (docs/protocol.md, "kubectl commands"): users'
+// commands wait in memory, per connection, until the connection's cluster role takes them
+// with a long poll and posts their results back.
+//
+// A command is queued, then taken (handed to exactly one poll), then done (its result
+// arrived) or given up (60 s after it was queued, taken or not). Whoever queued it is told
+// exactly once how it ended. A poll that finds nothing waits, and is answered the moment a
+// command is queued for its connection, so pickup does not wait for a timer. Nothing is kept
+// across a restart: a user waits on every command, and nothing stale may run later.
+//
+// Time is the injected clock's steady time; ExpireDue() gives up commands and answers polls
+// whose time has passed. StartReaper() runs it on a background thread (at least once a
+// second); tests call it themselves after moving a FakeClock.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "common/status.h"
+#include "common/time.h"
+#include "console/commands/latency_histogram.h"
+
+namespace uplink::console {
+
+// What the agent posted for a command: kubectl's exit code and output, or an error when no
+// process ran or its output could not be used.
+struct CommandResult {
+  // "refused", "timeout", "output_too_large" or "failed"; empty when kubectl ran.
+  std::string error_code;
+  std::string error_message;
+  int exit_code = 0;
+  std::string stdout_text;
+  std::string stderr_text;
+  std::int64_t duration_ms = 0;
+};
+
+// How a command ended, for whoever queued it.
+struct CommandEnd {
+  enum class Kind {
+    kResult,       // the agent posted `result`
+    kNotPickedUp,  // given up: no agent took it
+    kNoResult,     // given up: taken at `taken_at`, no result came back
+    kShutdown,     // the console is stopping
+  };
+  Kind kind = Kind::kResult;
+  std::string id;
+  std::optional<CommandResult> result;
+  std::optional<WallTime> taken_at;
+  // When the connection's agent last polled, before the command ended; none if never (since
+  // the console started).
+  std::optional<WallTime> last_poll_at;
+};
+
+// A command as a poll hands it out.
+struct PendingCommand {
+  std::string id;
+  std::vector<std::string> argv;
+};
+
+struct CommandBrokerOptions {
+  // Commands of one connection whose users wait (queued or taken); more are refused.
+  size_t max_waiting_per_connection = 16;
+  std::chrono::seconds give_up_after{60};
+  // Polls held per connection; a further poll answers the oldest held one with no commands.
+  size_t max_polls_per_connection = 4;
+  // Ended commands are remembered this long (at most `max_remembered` of them), so that a
+  // result sent again after a lost reply, or after the give-up, gets the same answer.
+  std::chrono::seconds remember_ended{300};
+  size_t max_remembered = 4096;
+};
+
+class CommandBroker {
+ public:
+  using Done = std::function<void(CommandEnd)>;
+  using PollDone = std::function<void(std::vector<PendingCommand>)>;
+
+  enum class Delivery { kStored, kDiscarded };
+
+  struct Stats {
+    size_t waiting_commands = 0;  // queued or taken, over every connection
+    size_t waiting_polls = 0;
+  };
+
+  // `clock` must outlive this object.
+  explicit CommandBroker(const Clock& clock, CommandBrokerOptions options = {});
+  // Stops the reaper, then ends every waiting command (kShutdown) and answers every held poll
+  // with no commands.
+  ~CommandBroker();
+  CommandBroker(const CommandBroker&) = delete;
+  CommandBroker& operator=(const CommandBroker&) = delete;
+
+  // Queues `argv` for the connection's agent and returns the command's id; `done` is called
+  // exactly once, from whichever thread ends it, never under the broker's lock.
+  // ResourceExhausted when the connection already has max_waiting_per_connection commands.
+  Result<std::string> Submit(const std::string& connection_id, std::vector<std::string> argv,
+                             Done done);
+
+  // Takes up to `max_commands` queued commands of the connection and calls `done` with them
+  // at once; when none is queued and `wait` is positive, holds the poll until one is queued
+  // (then `done` gets it) or `wait` passes (then `done` gets none).
+  void Poll(const std::string& connection_id, size_t max_commands, std::chrono::seconds wait,
+            PollDone done);
+
+  // The agent's result for command `id` of the connection: kStored when it ended the command
+  // (or had already, for a result sent again), kDiscarded when the command was given up.
+  // NotFound when the connection has no such command handed out (a wrong id, another
+  // connection's, one ended long ago, or one of before a restart).
+  Result<Delivery> Deliver(const std::string& connection_id, const std::string& id,
+                           CommandResult result);
+
+  // Gives up commands older than give_up_after and answers polls whose wait has passed.
+  void ExpireDue();
+
+  // Runs ExpireDue on a background thread until this object is destroyed.
+  void StartReaper();
+
+  Stats stats() const;
+  // Queued to taken, for every command taken.
+  const LatencyHistogram& pickup_latency() const { return pickup_latency_; }
+
+ private:
+  struct Command {
+    std::string connection_id;
+    std::vector<std::string> argv;
+    SteadyTime queued_at;
+    std::optional<WallTime> taken_at;
+    Done done;
+  };
+  struct HeldPoll {
+    size_t max_commands = 1;
+    SteadyTime deadline;
+    PollDone done;
+  };
+  struct ConnectionState {
+    std::deque<std::string> queued;  // ids, oldest first
+    std::deque<HeldPoll> polls;      // oldest first
+    size_t waiting = 0;              // commands queued or taken
+    std::optional<WallTime> last_poll_at;
+  };
+  struct Ended {
+    std::string connection_id;
+    Delivery delivery = Delivery::kStored;
+    SteadyTime at;
+  };
+  // Calls made once the lock is released.
+  struct Calls {
+    std::vector<std::pair<Done, CommandEnd>> ends;
+    std::vector<std::pair<PollDone, std::vector<PendingCommand>>> polls;
+    void Run();
+  };
+
+  // Under mutex_: hands out up to `max` queued commands of `state`, marking them taken.
+  std::vector<PendingCommand> TakeLocked(ConnectionState& state, size_t max);
+  // Under mutex_: removes command `id` and remembers how a late result is to be answered.
+  Command EndLocked(const std::string& id, Delivery delivery);
+  void ReaperLoop();
+
+  const Clock& clock_;
+  const CommandBrokerOptions options_;
+  mutable std::mutex mutex_;
+  std::unordered_map<std::string, Command> commands_;  // waiting, by id
+  std::unordered_map<std::string, ConnectionState> connections_;
+  std::unordered_map<std::string, Ended> ended_;
+  std::deque<std::string> ended_order_;  // oldest first
+  size_t held_polls_ = 0;
+  LatencyHistogram pickup_latency_;
+
+  std::condition_variable reaper_wake_;
+  bool stopping_ = false;
+  std::thread reaper_;
+};
+
+}  // namespace uplink::console

@@ -1,0 +1,955 @@
+// kubectl through the console end to end through the router: a user's command waits until
+// the agent's long poll takes it and its result comes back; refusals by the guard and the
+// namespace scope; give-ups and late results; the agent's endpoints against hostile bodies;
+// the namespace scope API; cluster snapshots from uploads and the cluster plan in the reply.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "api_fixture.h"
+#include "common/gzip.h"
+#include "console/api/cluster_plan.h"
+#include "console/api/kubectl_results.h"
+#include "kubectl/guard.h"
+
+namespace uplink::console {
+namespace {
+
+using std::chrono::seconds;
+using testing::Body;
+using testing::ErrorCode;
+using testing::ErrorMessage;
+using testing::TestUser;
+using testing::Text;
+
+const std::string kSpool = "9f2c4e0a5b7d41c3a8e6f0b1c2d3e4f5";
+const std::string kClusterStream = "cluster/uplink-cluster-7d9f-x2";
+
+// A reply that may come later, from another thread.
+class PendingReply {
+ public:
+  net::Reply Callback() {
+    return [state = state_](net::Response response) {
+      std::lock_guard lock(state->mutex);
+      state->response = std::move(response);
+      ++state->replies;
+      state->changed.notify_all();
+    };
+  }
+  bool ready() const {
+    std::lock_guard lock(state_->mutex);
+    return state_->response.has_value();
+  }
+  // The reply; a hang guard only bounds the wait (the tests' replies come synchronously or
+  // from the reaper right after the clock moved).
+  net::Response Wait() const {
+    std::unique_lock lock(state_->mutex);
+    bool came =
+        state_->changed.wait_for(lock, seconds(30), [&] { return state_->response.has_value(); });
+    EXPECT_TRUE(came) << "no reply";
+    return state_->response.value_or(net::Response{});
+  }
+  int replies() const {
+    std::lock_guard lock(state_->mutex);
+    return state_->replies;
+  }
+
+ private:
+  struct State {
+    mutable std::mutex mutex;
+    std::condition_variable changed;
+    std::optional<net::Response> response;
+    int replies = 0;
+  };
+  std::shared_ptr<State> state_ = std::make_shared<State>();
+};
+
+json::object ResultJson(const std::string& out, int exit_code = 0, const std::string& err = "") {
+  return json::object{
+      {"exit_code", exit_code}, {"stdout", out}, {"stderr", err}, {"duration_ms", 84}};
+}
+
+json::object SnapshotResult(const std::string& name, const json::array& argv,
+                            const std::string& out = "NAME   STATUS\n") {
+  return json::object{{"name", name},  {"argv", argv}, {"exit_code", 0},
+                      {"stdout", out}, {"stderr", ""}, {"duration_ms", 61}};
+}
+
+json::object SnapshotJson(const std::string& collected_at, json::array results) {
+  return json::object{{"kind", "cluster_snapshot"},
+                      {"collected_at", collected_at},
+                      {"results", std::move(results)}};
+}
+
+class KubectlApiTest : public testing::ApiTest {
+ protected:
+  void SetUp() override {
+    ApiTest::SetUp();
+    json::object created = CreateConnection(admin_key_, "prod");
+    id_ = Text(created, "id");
+    token_ = Text(created, "token");
+  }
+
+  std::string Path(const std::string& tail) { return "/api/v1/connections/" + id_ + tail; }
+
+  net::Request UserRequest(const std::string& method, const std::string& target,
+                           const std::string& credential, const std::string& body) {
+    net::Request request;
+    request.method = method;
+    request.target = target;
+    request.headers.Set("Authorization", "Bearer " + credential);
+    if (!body.empty()) request.headers.Set("Content-Type", "application/json");
+    request.body = body;
+    request.remote_address = testing::kClientAddress;
+    return request;
+  }
+
+  PendingReply KubectlRaw(const std::string& body, const std::string& credential = "") {
+    PendingReply pending;
+    api_->router().Dispatch(
+        UserRequest("POST", Path("/kubectl"), credential.empty() ? admin_key_ : credential, body),
+        pending.Callback());
+    return pending;
+  }
+
+  PendingReply Kubectl(const std::vector<std::string>& args, const std::string& credential = "") {
+    json::array argv{"kubectl"};
+    for (const std::string& arg : args) argv.emplace_back(arg);
+    return KubectlRaw(ToJson(json::object{{"argv", std::move(argv)}}), credential);
+  }
+
+  net::Response SetScope(const std::string& body, const std::string& credential = "") {
+    return Send("PUT", Path("/namespaces"), credential.empty() ? admin_key_ : credential, body);
+  }
+
+  void ChooseNamespaces(const std::string& list) {
+    net::Response response = SetScope("{\"namespaces\":" + list + "}");
+    ASSERT_EQ(response.status, 200) << response.body;
+  }
+
+  net::Request AgentRequest(const std::string& target, const std::string& body,
+                            const std::string& token) {
+    net::Request request;
+    request.method = "POST";
+    request.target = target;
+    if (!token.empty()) request.headers.Set("Authorization", "Bearer " + token);
+    request.headers.Set("Content-Type", "application/json");
+    request.body = body;
+    request.remote_address = "198.51.100.4";
+    return request;
+  }
+
+  PendingReply Poll(const std::string& body = R"({"wait_seconds":50})",
+                    const std::string& token = "") {
+    PendingReply pending;
+    api_->router().Dispatch(
+        AgentRequest("/api/v1/agent/commands/poll", body, token.empty() ? token_ : token),
+        pending.Callback());
+    return pending;
+  }
+
+  // The commands a poll was answered with.
+  json::array PolledCommands(const PendingReply& poll) {
+    net::Response response = poll.Wait();
+    EXPECT_EQ(response.status, 200) << response.body;
+    json::object body = Body(response);
+    return body.contains("commands") ? body.at("commands").as_array() : json::array();
+  }
+
+  // Polls once (without waiting) and returns the only command handed out.
+  json::object TakeOne() {
+    json::array commands = PolledCommands(Poll(R"({"wait_seconds":0})"));
+    EXPECT_EQ(commands.size(), 1u);
+    return commands.empty() ? json::object() : commands[0].as_object();
+  }
+
+  net::Response PostResult(const std::string& command_id, const std::string& body,
+                           const std::string& encoding = "gzip", const std::string& token = "") {
+    net::Request request = AgentRequest("/api/v1/agent/commands/" + command_id + "/result",
+                                        encoding == "gzip" ? GzipCompress(body).value() : body,
+                                        token.empty() ? token_ : token);
+    if (!encoding.empty()) request.headers.Set("Content-Encoding", encoding);
+    return testing::Call(api_->router(), std::move(request));
+  }
+
+  net::Response Upload(const std::vector<json::object>& payloads, std::int64_t first = 1,
+                       const std::string& stream = kClusterStream) {
+    json::array records;
+    std::int64_t sequence = first;
+    for (const json::object& payload : payloads) {
+      records.push_back(json::object{{"sequence", sequence++},
+                                     {"appended_at", "2026-11-30T03:20:00.125Z"},
+                                     {"payload", payload}});
+    }
+    json::object losses{{"records", 0}, {"bytes", 0}};
+    json::object body{{"agent_version", "0.1.0"},
+                      {"agent_instance", "uplink-cluster-7d9f-x2"},
+                      {"stream", stream},
+                      {"spool_id", kSpool},
+                      {"first_sequence", first},
+                      {"last_sequence", std::max(first, sequence - 1)},
+                      {"losses", {{"dropped", losses}, {"corrupt", losses}, {"rejected", losses}}},
+                      {"records", std::move(records)}};
+    net::Request request =
+        AgentRequest("/api/v1/agent/uploads", GzipCompress(ToJson(body)).value(), token_);
+    request.headers.Set("Content-Encoding", "gzip");
+    return testing::Call(api_->router(), std::move(request));
+  }
+
+  json::object UploadPlan(const std::vector<json::object>& payloads = {}) {
+    net::Response response = Upload(payloads, next_sequence_);
+    next_sequence_ += std::max<std::int64_t>(1, static_cast<std::int64_t>(payloads.size()));
+    EXPECT_EQ(response.status, 200) << response.body.substr(0, 400);
+    json::object body = Body(response);
+    return body.contains("plan") ? body.at("plan").as_object() : json::object();
+  }
+
+  std::vector<std::string> PlanNames(const json::object& plan) {
+    std::vector<std::string> names;
+    for (const json::value& command : plan.at("commands").as_array()) {
+      names.emplace_back(command.at("name").as_string());
+    }
+    return names;
+  }
+
+  double Outcomes(const std::string& outcome) {
+    return Metric("uplink_console_kubectl_commands_total", {{"outcome", outcome}});
+  }
+
+  std::string id_;
+  std::string token_;
+  std::int64_t next_sequence_ = 1;
+};
+
+TEST_F(KubectlApiTest, ACommandRunsThroughTheAgentsPollAndItsResultComesBack) {
+  ChooseNamespaces(R"(["ml"])");
+  PendingReply user = Kubectl({"get", "pods", "-n", "ml"});
+  EXPECT_FALSE(user.ready());
+  EXPECT_EQ(api_->commands().stats().waiting_commands, 1u);
+
+  json::object command = TakeOne();
+  std::string command_id(command.at("id").as_string());
+  EXPECT_TRUE(command_id.starts_with("cmd_"));
+  EXPECT_EQ(ToJson(command.at("argv")), R"(["kubectl","get","pods","-n","ml"])");
+  EXPECT_EQ(command.at("timeout_seconds").as_int64(), 30);
+  EXPECT_FALSE(user.ready());
+
+  net::Response stored =
+      PostResult(command_id, ToJson(ResultJson("NAME        READY\ntrainer-0   1/1\n", 0, "warn")));
+  ASSERT_EQ(stored.status, 200) << stored.body;
+  EXPECT_EQ(Text(Body(stored), "status"), "stored");
+
+  net::Response reply = user.Wait();
+  ASSERT_EQ(reply.status, 200) << reply.body;
+  json::object body = Body(reply);
+  EXPECT_EQ(Text(body, "id"), command_id);
+  EXPECT_EQ(body.at("exit_code").as_int64(), 0);
+  EXPECT_EQ(Text(body, "stdout"), "NAME        READY\ntrainer-0   1/1\n");
+  EXPECT_EQ(Text(body, "stderr"), "warn");
+  EXPECT_EQ(body.at("duration_ms").as_int64(), 84);
+  EXPECT_EQ(api_->commands().stats().waiting_commands, 0u);
+
+  AuditEvent event = LastAudit("kubectl.run");
+  EXPECT_EQ(event.outcome, "ok");
+  EXPECT_EQ(event.target_id, id_);
+  EXPECT_EQ(event.actor_type, "user");
+  json::object detail = ParseJson(event.detail).value().as_object();
+  EXPECT_EQ(ToJson(detail.at("argv")), R"(["kubectl","get","pods","-n","ml"])");
+  EXPECT_EQ(detail.at("exit_code").as_int64(), 0);
+  EXPECT_EQ(detail.at("duration_ms").as_int64(), 84);
+  EXPECT_EQ(Text(detail, "command_id"), command_id);
+  EXPECT_EQ(Outcomes("completed"), 1);
+
+  // The same result sent again (its reply was lost) is acknowledged, not shown twice.
+  net::Response again = PostResult(command_id, ToJson(ResultJson("other")));
+  EXPECT_EQ(Text(Body(again), "status"), "stored");
+  EXPECT_EQ(user.replies(), 1);
+}
+
+TEST_F(KubectlApiTest, AHeldPollIsAnsweredAsSoonAsAUserSendsACommand) {
+  ChooseNamespaces(R"(["*"])");
+  PendingReply poll =
+      Poll(R"({"agent_instance":"uplink-cluster-0","wait_seconds":55,"max_commands":2})");
+  EXPECT_FALSE(poll.ready());
+  EXPECT_EQ(api_->commands().stats().waiting_polls, 1u);
+  PendingReply user = Kubectl({"get", "nodes"});
+  // Answered by the user's request itself: no timer runs between them.
+  ASSERT_TRUE(poll.ready());
+  json::array commands = PolledCommands(poll);
+  ASSERT_EQ(commands.size(), 1u);
+  EXPECT_EQ(ToJson(commands[0].at("argv")), R"(["kubectl","get","nodes"])");
+  EXPECT_FALSE(user.ready());
+  std::string metrics = Send("GET", "/metrics", "").body;
+  EXPECT_NE(metrics.find("# TYPE uplink_console_kubectl_pickup_seconds histogram"),
+            std::string::npos);
+  EXPECT_NE(metrics.find("uplink_console_kubectl_pickup_seconds_count 1"), std::string::npos);
+  EXPECT_NE(metrics.find("uplink_console_kubectl_commands_waiting 1"), std::string::npos);
+  EXPECT_NE(metrics.find("uplink_console_kubectl_polls_waiting 0"), std::string::npos);
+}
+
+TEST_F(KubectlApiTest, APollWithNothingQueuedIsAnsweredEmptyWhenItsWaitPasses) {
+  PendingReply poll = Poll(R"({"wait_seconds":10})");
+  EXPECT_FALSE(poll.ready());
+  clock_.Advance(seconds(10));
+  api_->commands().ExpireDue();
+  EXPECT_TRUE(PolledCommands(poll).empty());
+  // wait_seconds 0 and an empty body answer at once (the body's defaults hold otherwise).
+  PendingReply immediate = Poll(R"({"wait_seconds":0})");
+  ASSERT_TRUE(immediate.ready());
+  EXPECT_TRUE(PolledCommands(immediate).empty());
+}
+
+TEST_F(KubectlApiTest, TheAgentsErrorIsA502NamingIt) {
+  ChooseNamespaces(R"(["*"])");
+  PendingReply user = Kubectl({"get", "pods", "-A"});
+  json::object command = TakeOne();
+  json::object error{
+      {"error", {{"code", "timeout"}, {"message", "kubectl ran past 30 s and was killed"}}},
+      {"duration_ms", 30000}};
+  ASSERT_EQ(PostResult(std::string(command.at("id").as_string()), ToJson(error)).status, 200);
+  net::Response reply = user.Wait();
+  EXPECT_EQ(reply.status, 502);
+  EXPECT_EQ(ErrorCode(reply), "agent_timeout");
+  EXPECT_EQ(ErrorMessage(reply), "kubectl ran past 30 s and was killed");
+  EXPECT_EQ(Outcomes("agent_timeout"), 1);
+
+  PendingReply refused = Kubectl({"get", "pods", "-A"});
+  command = TakeOne();
+  std::string message = std::string(kubectl::RefusalText("--watch follows changes"));
+  json::object refusal{{"error", {{"code", "refused"}, {"message", message}}}, {"duration_ms", 0}};
+  ASSERT_EQ(PostResult(std::string(command.at("id").as_string()), ToJson(refusal), "").status, 200);
+  net::Response refused_reply = refused.Wait();
+  EXPECT_EQ(refused_reply.status, 502);
+  EXPECT_EQ(ErrorCode(refused_reply), "agent_refused");
+  EXPECT_EQ(ErrorMessage(refused_reply), message);
+  EXPECT_EQ(LastAudit("kubectl.run").outcome, "refused");
+}
+
+TEST_F(KubectlApiTest, ACommandNoAgentTookIsGivenUpAfter60Seconds) {
+  ChooseNamespaces(R"(["*"])");
+  PendingReply user = Kubectl({"get", "nodes"});
+  clock_.Advance(seconds(59));
+  api_->commands().ExpireDue();
+  EXPECT_FALSE(user.ready());
+  clock_.Advance(seconds(1));
+  api_->commands().ExpireDue();
+  net::Response reply = user.Wait();
+  EXPECT_EQ(reply.status, 504);
+  EXPECT_EQ(ErrorCode(reply), "agent_timeout");
+  EXPECT_NE(ErrorMessage(reply).find("no agent picked the command up"), std::string::npos);
+  EXPECT_NE(ErrorMessage(reply).find("Waiting for agent"), std::string::npos);
+  EXPECT_NE(ErrorMessage(reply).find("last asked for commands: not since the console started"),
+            std::string::npos);
+  EXPECT_EQ(Outcomes("not_picked_up"), 1);
+  EXPECT_EQ(Text(ParseJson(LastAudit("kubectl.run").detail).value().as_object(), "error"),
+            "not_picked_up");
+  // Nothing stale runs later.
+  EXPECT_TRUE(PolledCommands(Poll(R"({"wait_seconds":0})")).empty());
+}
+
+TEST_F(KubectlApiTest, ACommandTakenWithoutAResultIsGivenUpAndTheLateResultDiscarded) {
+  ChooseNamespaces(R"(["*"])");
+  PendingReply user = Kubectl({"version"});
+  clock_.Advance(seconds(3));
+  json::object command = TakeOne();
+  WallTime taken_at = clock_.Now();
+  clock_.Advance(seconds(57));
+  api_->commands().ExpireDue();
+  net::Response reply = user.Wait();
+  EXPECT_EQ(reply.status, 504);
+  EXPECT_EQ(ErrorCode(reply), "agent_timeout");
+  EXPECT_NE(ErrorMessage(reply).find("the agent took the command at " + FormatRfc3339(taken_at) +
+                                     " and returned nothing"),
+            std::string::npos)
+      << ErrorMessage(reply);
+  EXPECT_EQ(Outcomes("no_result"), 1);
+
+  net::Response late = PostResult(std::string(command.at("id").as_string()),
+                                  ToJson(ResultJson("Client Version: v1.31.0\n")));
+  ASSERT_EQ(late.status, 200) << late.body;
+  EXPECT_EQ(Text(Body(late), "status"), "discarded");
+  EXPECT_EQ(Metric("uplink_console_kubectl_late_results_total", {}), 1);
+  EXPECT_EQ(user.replies(), 1);
+}
+
+TEST_F(KubectlApiTest, TheGuardRefusesBeforeAnythingIsQueuedAndTheAuditKeepsOnlyTheVerb) {
+  ChooseNamespaces(R"(["*"])");
+  const std::vector<std::vector<std::string>> refused = {
+      {"delete", "pod", "trainer-0", "-n", "ml"},
+      {"get", "secrets", "-A"},
+      {"get", "pods", "--token=hunter2-secret-value"},
+      {"exec", "-it", "trainer-0", "--", "sh"},
+      {"get", "pods", "-w"},
+  };
+  for (const auto& args : refused) {
+    PendingReply user = Kubectl(args);
+    ASSERT_TRUE(user.ready());
+    net::Response reply = user.Wait();
+    EXPECT_EQ(reply.status, 403) << reply.body;
+    EXPECT_EQ(ErrorCode(reply), "refused");
+    EXPECT_TRUE(ErrorMessage(reply).starts_with(std::string(kubectl::kRefusalHeadline) + "\n"))
+        << ErrorMessage(reply);
+  }
+  EXPECT_EQ(api_->commands().stats().waiting_commands, 0u);
+  EXPECT_TRUE(PolledCommands(Poll(R"({"wait_seconds":0})")).empty());
+  EXPECT_EQ(Outcomes("refused"), refused.size());
+
+  AuditEvent event = LastAudit("kubectl.run");
+  EXPECT_EQ(event.outcome, "refused");
+  json::object detail = ParseJson(event.detail).value().as_object();
+  EXPECT_EQ(Text(detail, "verb"), "get");
+  EXPECT_FALSE(detail.contains("argv"));
+  for (const AuditEvent& e : AllAudit()) {
+    EXPECT_EQ(e.detail.find("hunter2"), std::string::npos) << e.detail;
+    EXPECT_EQ(e.detail.find("trainer-0"), std::string::npos) << e.detail;
+  }
+  for (const std::string& line : logs_) {
+    EXPECT_EQ(line.find("hunter2"), std::string::npos) << line;
+    EXPECT_EQ(line.find("trainer-0"), std::string::npos) << line;
+  }
+}
+
+TEST_F(KubectlApiTest, UntilNamespacesAreChosenEveryCommandIsRefused) {
+  for (const auto& args : std::vector<std::vector<std::string>>{
+           {"get", "pods", "-n", "ml"}, {"get", "nodes"}, {"version"}}) {
+    net::Response reply = Kubectl(args).Wait();
+    EXPECT_EQ(reply.status, 403) << reply.body;
+    EXPECT_EQ(ErrorCode(reply), "namespaces_not_chosen");
+    EXPECT_TRUE(ErrorMessage(reply).starts_with(std::string(kubectl::kRefusalHeadline) + "\n"));
+    EXPECT_NE(ErrorMessage(reply).find("uplink connections namespaces prod --set"),
+              std::string::npos)
+        << ErrorMessage(reply);
+  }
+  EXPECT_EQ(Outcomes("namespaces_not_chosen"), 3);
+  EXPECT_EQ(api_->commands().stats().waiting_commands, 0u);
+}
+
+TEST_F(KubectlApiTest, CommandsOutsideTheChosenNamespacesAreRefused) {
+  ChooseNamespaces(R"(["ml","dev"])");
+  for (const auto& args : std::vector<std::vector<std::string>>{
+           {"get", "pods", "-n", "kube-system"}, {"get", "pods", "-A"}, {"get", "pods"}}) {
+    net::Response reply = Kubectl(args).Wait();
+    EXPECT_EQ(reply.status, 403) << reply.body;
+    EXPECT_EQ(ErrorCode(reply), "namespace_not_allowed");
+    EXPECT_TRUE(ErrorMessage(reply).starts_with(std::string(kubectl::kRefusalHeadline) + "\n"));
+  }
+  // In scope, and cluster-scoped reads, are queued.
+  for (const auto& args :
+       std::vector<std::vector<std::string>>{{"get", "pods", "-n", "dev"},
+                                             {"logs", "-n", "ml", "trainer-0", "--tail=50"},
+                                             {"get", "nodes"},
+                                             {"api-resources"}}) {
+    PendingReply user = Kubectl(args);
+    EXPECT_FALSE(user.ready()) << args[0] << " " << args[1];
+  }
+  EXPECT_EQ(api_->commands().stats().waiting_commands, 4u);
+}
+
+TEST_F(KubectlApiTest, SixteenCommandsMayWaitPerConnection) {
+  ChooseNamespaces(R"(["*"])");
+  std::vector<PendingReply> waiting;
+  for (int i = 0; i < 16; ++i) waiting.push_back(Kubectl({"get", "nodes"}));
+  net::Response refused = Kubectl({"get", "nodes"}).Wait();
+  EXPECT_EQ(refused.status, 429);
+  EXPECT_EQ(ErrorCode(refused), "too_many_commands");
+  EXPECT_EQ(Outcomes("too_many_commands"), 1);
+  for (const PendingReply& pending : waiting) EXPECT_FALSE(pending.ready());
+}
+
+TEST_F(KubectlApiTest, RevokedExpiredAndForeignConnectionsTakeNoCommands) {
+  ChooseNamespaces(R"(["*"])");
+  TestUser member = AddUser("member@example.com");
+  net::Response foreign = Kubectl({"get", "nodes"}, member.api_key).Wait();
+  EXPECT_EQ(foreign.status, 404);
+  EXPECT_EQ(ErrorCode(foreign), "not_found");
+
+  clock_.Advance(std::chrono::hours(24 * 91));  // past the default 90-day expiry
+  net::Response expired = Kubectl({"get", "nodes"}).Wait();
+  EXPECT_EQ(expired.status, 409);
+  EXPECT_EQ(ErrorCode(expired), "connection_expired");
+
+  ASSERT_EQ(AsAdmin("POST", Path("/revoke")).status, 200);
+  net::Response revoked = Kubectl({"get", "nodes"}).Wait();
+  EXPECT_EQ(revoked.status, 409);
+  EXPECT_EQ(ErrorCode(revoked), "connection_revoked");
+  EXPECT_EQ(api_->commands().stats().waiting_commands, 0u);
+}
+
+TEST_F(KubectlApiTest, TheOwnerMayRunCommandsOnTheirConnection) {
+  TestUser member = AddUser("member@example.com");
+  json::object created = CreateConnection(member.api_key, "member-cluster");
+  std::string member_connection = Text(created, "id");
+  net::Response set = Send("PUT", "/api/v1/connections/" + member_connection + "/namespaces",
+                           member.api_key, R"({"namespaces":["*"]})");
+  ASSERT_EQ(set.status, 200) << set.body;
+  PendingReply pending;
+  api_->router().Dispatch(
+      UserRequest("POST", "/api/v1/connections/" + member_connection + "/kubectl", member.api_key,
+                  R"({"argv":["kubectl","get","nodes"]})"),
+      pending.Callback());
+  EXPECT_FALSE(pending.ready());
+  // Another connection's agent does not see it.
+  EXPECT_TRUE(PolledCommands(Poll(R"({"wait_seconds":0})")).empty());
+  PendingReply own;
+  api_->router().Dispatch(
+      AgentRequest("/api/v1/agent/commands/poll", R"({"wait_seconds":0})", Text(created, "token")),
+      own.Callback());
+  EXPECT_EQ(PolledCommands(own).size(), 1u);
+}
+
+TEST_F(KubectlApiTest, MalformedCommandBodiesAre400) {
+  ChooseNamespaces(R"(["*"])");
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"", "argv is required"},
+      {R"({"argv":"kubectl get pods"})", "argv must be an array"},
+      {R"({"argv":[]})", "argv must hold 1 to"},
+      {R"({"argv":["kubectl",7]})", "argv[1] must be a string"},
+      {R"({"argv":["get","pods"]})", "argv[0] must be \"kubectl\""},
+      {R"({"argv":["kubectl","get","po\u0000ds"]})", "must not contain NUL"},
+      {R"({"argv":["kubectl"],"namespace":"ml"})", "unknown field \"namespace\""},
+      {R"({"argv":["kubectl","get","pods")", "invalid_request"},
+      {R"({"argv":["kubectl",")" + std::string(5000, 'x') + R"("]})", "over 4096 bytes"},
+      {"[1,2,3]", "JSON object"},
+  };
+  for (const auto& [body, says] : cases) {
+    net::Response reply = KubectlRaw(body).Wait();
+    EXPECT_EQ(reply.status, 400) << body.substr(0, 80) << ": " << reply.body;
+    EXPECT_TRUE(ErrorMessage(reply).find(says) != std::string::npos || ErrorCode(reply) == says)
+        << body.substr(0, 80) << ": " << reply.body;
+  }
+  json::array many{"kubectl"};
+  for (int i = 0; i < 300; ++i) many.emplace_back("x");
+  EXPECT_EQ(KubectlRaw(ToJson(json::object{{"argv", many}})).Wait().status, 400);
+  // Without a credential: 401, as every user route.
+  PendingReply anonymous;
+  net::Request request = UserRequest("POST", Path("/kubectl"), "", R"({"argv":["kubectl"]})");
+  request.headers.Remove("Authorization");
+  api_->router().Dispatch(std::move(request), anonymous.Callback());
+  EXPECT_EQ(anonymous.Wait().status, 401);
+  EXPECT_EQ(api_->commands().stats().waiting_commands, 0u);
+}
+
+TEST_F(KubectlApiTest, PollBodiesAreReadStrictly) {
+  const std::vector<std::pair<std::string, int>> cases = {
+      {R"({"wait_seconds":56})", 400},
+      {R"({"wait_seconds":-1})", 400},
+      {R"({"wait_seconds":"5"})", 400},
+      {R"({"wait_seconds":1.5})", 400},
+      {R"({"max_commands":0})", 400},
+      {R"({"max_commands":17})", 400},
+      {R"({"max_commands":1e400})", 400},
+      {R"({"agent_instance":7})", 400},
+      {R"({"agent_instance":")" + std::string(254, 'a') + "\"}", 400},
+      {R"({"wait":5})", 400},
+      {R"({"wait_seconds":5)", 400},
+      {"[]", 400},
+      {R"({"wait_seconds":0,"max_commands":16})", 200},
+  };
+  for (const auto& [body, status] : cases) {
+    net::Response reply = Poll(body).Wait();
+    EXPECT_EQ(reply.status, status) << body << ": " << reply.body;
+  }
+  net::Request wrong_type = AgentRequest("/api/v1/agent/commands/poll", "{}", token_);
+  wrong_type.headers.Set("Content-Type", "text/plain");
+  PendingReply typed;
+  api_->router().Dispatch(std::move(wrong_type), typed.Callback());
+  EXPECT_EQ(typed.Wait().status, 415);
+  EXPECT_EQ(Poll(R"({"wait_seconds":0})", "agt_notatoken").Wait().status, 401);
+  EXPECT_EQ(api_->commands().stats().waiting_polls, 0u);
+}
+
+TEST_F(KubectlApiTest, ResultBodiesAreReadStrictly) {
+  ChooseNamespaces(R"(["*"])");
+  PendingReply user = Kubectl({"get", "nodes"});
+  std::string id(TakeOne().at("id").as_string());
+  const std::string huge_stdout(kMaxCommandStdoutBytes + 1, 'x');
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"", "JSON"},
+      {"not json", "invalid"},
+      {R"({"exit_code":0,"stdout":"a","stderr":"")", "invalid"},
+      {"[]", "JSON object"},
+      {R"({"exit_code":0,"stdout":"","stderr":"","duration_ms":1,"error":{"code":"failed","message":"m"}})",
+       "exclude each other"},
+      {R"({"stdout":"","stderr":"","duration_ms":1})", "exit_code (or error) is required"},
+      {R"({"exit_code":256,"stdout":"","stderr":"","duration_ms":1})", "exit_code must be between"},
+      {R"({"exit_code":-1,"stdout":"","stderr":"","duration_ms":1})", "exit_code must be between"},
+      {R"({"exit_code":"0","stdout":"","stderr":"","duration_ms":1})", "must be an integer"},
+      {R"({"exit_code":0.5,"stdout":"","stderr":"","duration_ms":1})", "must be an integer"},
+      {R"({"exit_code":18446744073709551615,"stdout":"","stderr":"","duration_ms":1})",
+       "exit_code must be between"},
+      {R"({"exit_code":0,"stderr":"","duration_ms":1})", "stdout is required"},
+      {R"({"exit_code":0,"stdout":7,"stderr":"","duration_ms":1})", "stdout must be a string"},
+      {R"({"exit_code":0,"stdout":"","stderr":"","duration_ms":-5})", "duration_ms must be"},
+      {R"({"exit_code":0,"stdout":"","stderr":"","duration_ms":99999999999})",
+       "duration_ms must be"},
+      {R"({"exit_code":0,"stdout":"","stderr":""})", "duration_ms is required"},
+      {R"({"exit_code":0,"stdout":"","stderr":"","duration_ms":1,"pid":4})",
+       "unknown field \"pid\""},
+      {R"({"error":"boom","duration_ms":1})", "error must be an object"},
+      {R"({"error":{"code":"exploded","message":"m"},"duration_ms":1})", "error.code must be"},
+      {R"({"error":{"code":"failed"},"duration_ms":1})", "error.message is required"},
+      {R"({"error":{"code":"failed","message":"m","hint":"x"},"duration_ms":1})",
+       "unknown field \"error.hint\""},
+      {R"({"exit_code":0,"stdout":")" + huge_stdout + R"(","stderr":"","duration_ms":1})",
+       "stdout is " + std::to_string(huge_stdout.size()) + " bytes long"},
+      {std::string(100, '[') + std::string(100, ']'), "deep"},
+      {std::string("{\"exit_code\":0,\"stdout\":\"\xff\xfe\",\"stderr\":\"\",\"duration_ms\":1}"),
+       "invalid"},
+  };
+  for (const auto& [body, says] : cases) {
+    net::Response reply = PostResult(id, body);
+    EXPECT_EQ(reply.status, 400) << body.substr(0, 80) << ": " << reply.body.substr(0, 300);
+    EXPECT_EQ(ErrorCode(reply), "invalid_request") << body.substr(0, 80);
+    EXPECT_NE(ErrorMessage(reply).find(says), std::string::npos)
+        << body.substr(0, 80) << ": " << ErrorMessage(reply);
+  }
+  EXPECT_FALSE(user.ready()) << "a refused result ends nothing";
+
+  // Transport: a body that is not gzip, a gzip bomb, another encoding or type.
+  EXPECT_EQ(PostResult(id, "not gzip at all", "").status, 400);
+  net::Request garbage =
+      AgentRequest("/api/v1/agent/commands/" + id + "/result", "\x1f\x8b garbage", token_);
+  garbage.headers.Set("Content-Encoding", "gzip");
+  EXPECT_EQ(testing::Call(api_->router(), std::move(garbage)).status, 400);
+  std::string bomb_json = R"({"exit_code":0,"stdout":")" +
+                          std::string(kMaxCommandResultBytes, 'a') +
+                          R"(","stderr":"","duration_ms":1})";
+  net::Response bomb = PostResult(id, bomb_json);
+  EXPECT_EQ(bomb.status, 413) << bomb.body;
+  EXPECT_EQ(PostResult(id, ToJson(ResultJson("x")), "br").status, 415);
+  net::Request typed =
+      AgentRequest("/api/v1/agent/commands/" + id + "/result", ToJson(ResultJson("x")), token_);
+  typed.headers.Set("Content-Type", "text/plain");
+  EXPECT_EQ(testing::Call(api_->router(), std::move(typed)).status, 415);
+
+  // A valid result still lands.
+  net::Response stored = PostResult(id, ToJson(ResultJson("NAME\n", 1, "oops")), "identity");
+  EXPECT_EQ(stored.status, 200) << stored.body;
+  net::Response reply = user.Wait();
+  EXPECT_EQ(Body(reply).at("exit_code").as_int64(), 1);
+  EXPECT_EQ(Text(Body(reply), "stderr"), "oops");
+}
+
+TEST_F(KubectlApiTest, ResultsForUnknownOrOtherConnectionsCommandsAre404) {
+  ChooseNamespaces(R"(["*"])");
+  PendingReply user = Kubectl({"get", "nodes"});
+  std::string id(TakeOne().at("id").as_string());
+  json::object other = CreateConnection(admin_key_, "other");
+  std::string body = ToJson(ResultJson("x"));
+  for (const std::string& bad :
+       {std::string("cmd_0000000000000000"), std::string("cmd_XYZ"), std::string("nope"),
+        std::string("cmd_") + std::string(200, 'a')}) {
+    net::Response reply = PostResult(bad, body);
+    EXPECT_EQ(reply.status, 404) << bad;
+    EXPECT_EQ(ErrorCode(reply), "unknown_command") << bad;
+  }
+  net::Response foreign = PostResult(id, body, "gzip", Text(other, "token"));
+  EXPECT_EQ(foreign.status, 404);
+  EXPECT_EQ(ErrorCode(foreign), "unknown_command");
+  EXPECT_FALSE(user.ready());
+  net::Request anonymous = AgentRequest("/api/v1/agent/commands/" + id + "/result", body, "");
+  EXPECT_EQ(testing::Call(api_->router(), std::move(anonymous)).status, 401);
+}
+
+TEST_F(KubectlApiTest, TheResultRouteAcceptsLargeBodiesAndThePollRouteDoesNot) {
+  net::Request head;
+  head.method = "POST";
+  head.target = "/api/v1/agent/commands/cmd_0123456789abcdef/result";
+  EXPECT_EQ(RouteBodyLimit(head, kDefaultMaxUploadBytes), kMaxCommandResultBytes);
+  head.target = "/api/v1/agent/commands/poll";
+  EXPECT_EQ(RouteBodyLimit(head, kDefaultMaxUploadBytes), kMaxUserBodyBytes);
+  head.target = Path("/kubectl");
+  EXPECT_EQ(RouteBodyLimit(head, kDefaultMaxUploadBytes), kMaxUserBodyBytes);
+}
+
+TEST_F(KubectlApiTest, TheNamespaceScopeIsReadAndSetByTheOwnerOrAnAdmin) {
+  net::Response initial = AsAdmin("GET", Path("/namespaces"));
+  ASSERT_EQ(initial.status, 200) << initial.body;
+  EXPECT_TRUE(Body(initial).at("namespaces").is_null());
+
+  net::Response set = SetScope(R"({"namespaces":["ml","dev","a-1"]})");
+  ASSERT_EQ(set.status, 200) << set.body;
+  EXPECT_EQ(ToJson(Body(set).at("namespaces")), R"(["a-1","dev","ml"])");
+  EXPECT_EQ(ToJson(Body(AsAdmin("GET", Path("/namespaces"))).at("namespaces")),
+            R"(["a-1","dev","ml"])");
+  AuditEvent event = LastAudit("connection.namespaces");
+  EXPECT_EQ(event.target_id, id_);
+  json::object detail = ParseJson(event.detail).value().as_object();
+  EXPECT_EQ(ToJson(detail.at("namespaces")), R"(["a-1","dev","ml"])");
+  EXPECT_TRUE(detail.at("previous_namespaces").is_null());
+  EXPECT_EQ(Body(AsAdmin("GET", "/api/v1/audit?action=connection.namespaces"))
+                .at("events")
+                .as_array()
+                .size(),
+            1u);
+
+  ASSERT_EQ(SetScope(R"({"namespaces":["*"]})").status, 200);
+  EXPECT_EQ(ToJson(Body(AsAdmin("GET", Path("/namespaces"))).at("namespaces")), R"(["*"])");
+  ASSERT_EQ(SetScope(R"({"namespaces":[]})").status, 200);
+  EXPECT_EQ(ToJson(Body(AsAdmin("GET", Path("/namespaces"))).at("namespaces")), "[]");
+
+  TestUser member = AddUser("member@example.com");
+  EXPECT_EQ(Send("GET", Path("/namespaces"), member.api_key).status, 404);
+  EXPECT_EQ(SetScope(R"({"namespaces":["*"]})", member.api_key).status, 404);
+  EXPECT_EQ(Send("GET", "/api/v1/connections/nonexistent0000/namespaces", admin_key_).status, 404);
+}
+
+TEST_F(KubectlApiTest, NamespaceListsAreValidated) {
+  json::array too_many;
+  for (int i = 0; i < 257; ++i) too_many.emplace_back("ns-" + std::to_string(i));
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"{}", "namespaces is required"},
+      {R"({"namespaces":null})", "must be an array"},
+      {R"({"namespaces":"ml"})", "must be an array"},
+      {R"({"namespaces":["ML"]})", "not a namespace name"},
+      {R"({"namespaces":["-ml"]})", "not a namespace name"},
+      {R"({"namespaces":["ml-"]})", "not a namespace name"},
+      {R"({"namespaces":["m_l"]})", "not a namespace name"},
+      {R"({"namespaces":["m.l"]})", "not a namespace name"},
+      {R"({"namespaces":[""]})", "not a namespace name"},
+      {R"({"namespaces":[")" + std::string(64, 'a') + "\"]}", "not a namespace name"},
+      {R"({"namespaces":["ml\u0000x"]})", "not a namespace name"},
+      {R"({"namespaces":[7]})", "namespaces[0] must be a string"},
+      {R"({"namespaces":["*","ml"]})", "must be the only entry"},
+      {R"({"namespaces":["ml","dev","ml"]})", "names \"ml\" twice"},
+      {ToJson(json::object{{"namespaces", too_many}}), "the limit is 256"},
+      {R"({"namespaces":["ml"],"all":true})", "unknown field \"all\""},
+  };
+  for (const auto& [body, says] : cases) {
+    net::Response reply = SetScope(body);
+    EXPECT_EQ(reply.status, 400) << body.substr(0, 60) << ": " << reply.body;
+    EXPECT_NE(ErrorMessage(reply).find(says), std::string::npos)
+        << body.substr(0, 60) << ": " << ErrorMessage(reply);
+  }
+  json::array most;
+  for (int i = 0; i < 256; ++i) most.emplace_back("ns-" + std::to_string(i));
+  EXPECT_EQ(SetScope(ToJson(json::object{{"namespaces", most}})).status, 200);
+  EXPECT_TRUE(IsNamespaceName(std::string(63, 'a')));
+  EXPECT_TRUE(IsNamespaceName("0"));
+}
+
+TEST_F(KubectlApiTest, TheClusterPlanFollowsTheNamespaceScope) {
+  // Before namespaces are chosen: the cluster-scoped reads only.
+  json::object plan = UploadPlan();
+  EXPECT_EQ(plan.at("interval_seconds").as_int64(), 30);
+  EXPECT_EQ(PlanNames(plan), (std::vector<std::string>{"nodes", "namespaces", "top_nodes"}));
+  EXPECT_EQ(ToJson(plan.at("failing_pod_logs")), R"({"tail_lines":50,"max_pods":5})");
+  EXPECT_EQ(ToJson(plan.at("commands").as_array()[0].at("argv")),
+            R"(["kubectl","get","nodes","-o","wide"])");
+
+  ChooseNamespaces(R"(["*"])");
+  plan = UploadPlan();
+  EXPECT_EQ(PlanNames(plan),
+            (std::vector<std::string>{"nodes", "namespaces", "top_nodes", "pods", "warning_events",
+                                      "deployments", "statefulsets", "top_pods"}));
+  const json::array& commands = plan.at("commands").as_array();
+  EXPECT_EQ(ToJson(commands[3].at("argv")), R"(["kubectl","get","pods","-A","-o","wide"])");
+  EXPECT_EQ(ToJson(commands[4].at("argv")),
+            R"(["kubectl","get","events","-A","--field-selector","type=Warning"])");
+
+  ChooseNamespaces(R"(["ml","dev"])");
+  plan = UploadPlan();
+  EXPECT_EQ(PlanNames(plan),
+            (std::vector<std::string>{"nodes", "namespaces", "top_nodes", "pods/dev", "pods/ml",
+                                      "warning_events/dev", "warning_events/ml", "deployments/dev",
+                                      "deployments/ml", "statefulsets/dev", "statefulsets/ml",
+                                      "top_pods/dev", "top_pods/ml"}));
+  EXPECT_EQ(ToJson(plan.at("commands").as_array()[4].at("argv")),
+            R"(["kubectl","get","pods","-n","ml","-o","wide"])");
+
+  // A long list is cut so that a snapshot holds every result and the failing pods' logs.
+  json::array many;
+  for (int i = 0; i < 100; ++i) many.emplace_back("ns-" + std::to_string(1000 + i));
+  ChooseNamespaces(ToJson(many));
+  plan = UploadPlan();
+  EXPECT_EQ(plan.at("commands").as_array().size(), kMaxPlanCommands);
+  EXPECT_EQ(PlanNames(plan)[3], "pods/ns-1000");
+  EXPECT_EQ(PlanNames(plan).back(), "pods/ns-1055");
+
+  // Other streams' replies carry no cluster plan.
+  net::Response node = Upload({}, 1, "node/gpu-node-0001");
+  ASSERT_EQ(node.status, 200);
+  EXPECT_NE(ToJson(Body(node).at("plan")).find("collectors"), std::string::npos);
+}
+
+TEST_F(KubectlApiTest, EveryPlanEntryPassesTheGuardAndItsScope) {
+  for (const std::string& scope :
+       {std::string("null"), std::string(R"(["*"])"), std::string(R"(["ml","kube-system"])")}) {
+    if (scope != "null") ChooseNamespaces(scope);
+    NamespaceScope chosen;
+    if (scope != "null") {
+      auto list = ParseNamespaceList(ParseJson(scope).value());
+      ASSERT_TRUE(list.ok());
+      chosen = *list;
+    }
+    json::object plan = UploadPlan();
+    for (const json::value& entry : plan.at("commands").as_array()) {
+      std::vector<std::string> argv;
+      for (const json::value& arg : entry.at("argv").as_array()) {
+        argv.emplace_back(arg.as_string());
+      }
+      auto command = kubectl::CheckKubectlArgv(argv);
+      ASSERT_TRUE(command.ok()) << ToJson(entry) << ": " << command.status().ToString();
+      if (chosen) {
+        EXPECT_TRUE(kubectl::CheckNamespaceScope(*command, chosen).ok()) << ToJson(entry);
+      }
+    }
+  }
+}
+
+TEST_F(KubectlApiTest, TheLatestClusterSnapshotIsKeptAndServed) {
+  net::Response none = AsAdmin("GET", Path("/cluster"));
+  EXPECT_EQ(none.status, 404);
+  EXPECT_EQ(ErrorCode(none), "no_snapshot");
+
+  json::array nodes_argv{"kubectl", "get", "nodes", "-o", "wide"};
+  json::object first = SnapshotJson(
+      "2026-11-30T03:20:00Z",
+      json::array{SnapshotResult("nodes", nodes_argv, "gpu-node-0001   Ready\n"),
+                  json::object{{"name", "top_pods"},
+                               {"argv", json::array{"kubectl", "top", "pods", "-A"}},
+                               {"error", {{"code", "refused"}, {"message", "not allowed"}}},
+                               {"duration_ms", 0}}});
+  clock_.Advance(std::chrono::milliseconds(250));
+  WallTime received_at = clock_.Now();
+  ASSERT_EQ(Upload({first}).status, 200);
+  net::Response shown = AsAdmin("GET", Path("/cluster"));
+  ASSERT_EQ(shown.status, 200) << shown.body;
+  json::object body = Body(shown);
+  EXPECT_EQ(Text(body, "collected_at"), "2026-11-30T03:20:00.000Z");
+  EXPECT_EQ(Text(body, "received_at"), FormatRfc3339Millis(received_at));
+  EXPECT_EQ(Text(body, "stream"), kClusterStream);
+  ASSERT_EQ(body.at("results").as_array().size(), 2u);
+  EXPECT_EQ(Text(body.at("results").as_array()[0].as_object(), "stdout"),
+            "gpu-node-0001   Ready\n");
+  EXPECT_EQ(Metric("uplink_console_cluster_snapshots_stored_total", {}), 1);
+
+  // Not listed as a record, but counted as one stored.
+  net::Response records = AsAdmin("GET", Path("/records?stream=" + kClusterStream.substr(0, 7) +
+                                              "%2F" + kClusterStream.substr(8)));
+  ASSERT_EQ(records.status, 200) << records.body;
+  EXPECT_TRUE(Body(records).at("records").as_array().empty());
+  json::object connection = ShowConnection(admin_key_, id_);
+  EXPECT_EQ(connection.at("streams").as_array()[0].at("records_stored").as_int64(), 1);
+
+  // A later snapshot replaces it; one collected earlier (sent late) does not.
+  json::object second = SnapshotJson("2026-11-30T03:20:30Z",
+                                     json::array{SnapshotResult("nodes", nodes_argv, "two\n")});
+  json::object older = SnapshotJson("2026-11-30T03:19:30Z",
+                                    json::array{SnapshotResult("nodes", nodes_argv, "old\n")});
+  ASSERT_EQ(Upload({second}, 2).status, 200);
+  ASSERT_EQ(Upload({older}, 3).status, 200);
+  body = Body(AsAdmin("GET", Path("/cluster")));
+  EXPECT_EQ(Text(body, "collected_at"), "2026-11-30T03:20:30.000Z");
+  EXPECT_EQ(Text(body.at("results").as_array()[0].as_object(), "stdout"), "two\n");
+  EXPECT_EQ(testing::RawCount(DatabasePath(dir_.path()), "SELECT COUNT(*) FROM cluster_snapshots"),
+            1);
+  // Within one upload, the newest wins whatever the order.
+  json::object third = SnapshotJson("2026-11-30T03:21:00Z",
+                                    json::array{SnapshotResult("nodes", nodes_argv, "three\n")});
+  ASSERT_EQ(Upload({third, older}, 4).status, 200);
+  EXPECT_EQ(Text(Body(AsAdmin("GET", Path("/cluster"))).at("results").as_array()[0].as_object(),
+                 "stdout"),
+            "three\n");
+
+  TestUser member = AddUser("member@example.com");
+  EXPECT_EQ(Send("GET", Path("/cluster"), member.api_key).status, 404);
+}
+
+TEST_F(KubectlApiTest, HostileSnapshotsAreRefusedNamingTheRecord) {
+  json::array argv{"kubectl", "get", "nodes"};
+  auto with = [&](json::object result) {
+    return SnapshotJson("2026-11-30T03:20:00Z", json::array{std::move(result)});
+  };
+  json::array too_many;
+  for (size_t i = 0; i <= kMaxSnapshotResults; ++i) too_many.push_back(SnapshotResult("n", argv));
+  json::object no_time{{"kind", "cluster_snapshot"}, {"results", json::array{}}};
+  json::object no_results{{"kind", "cluster_snapshot"}, {"collected_at", "2026-11-30T03:20:00Z"}};
+  json::object both = SnapshotResult("nodes", argv);
+  both["error"] = json::object{{"code", "failed"}, {"message", "m"}};
+  json::object neither = SnapshotResult("nodes", argv);
+  neither.erase("exit_code");
+  json::object long_output =
+      SnapshotResult("nodes", argv, std::string(kMaxSnapshotOutputBytes + 1, 'x'));
+  json::object control_name = SnapshotResult("no\x1b[2Jdes", argv);
+  json::object empty_name = SnapshotResult("", argv);
+  json::object not_kubectl = SnapshotResult("nodes", json::array{"sh", "-c", "id"});
+  json::object empty_argv = SnapshotResult("nodes", json::array{});
+  json::object nul_arg = SnapshotResult("nodes", json::array{"kubectl", std::string("ge\0t", 4)});
+  json::object bad_truncated = SnapshotResult("nodes", argv);
+  bad_truncated["truncated"] = "yes";
+  json::object bad_duration = SnapshotResult("nodes", argv);
+  bad_duration["duration_ms"] = -1;
+  json::object bad_error = SnapshotResult("nodes", argv);
+  bad_error.erase("exit_code");
+  bad_error["error"] = json::object{{"code", "nope"}, {"message", "m"}};
+  const std::vector<std::pair<json::object, std::string>> cases = {
+      {SnapshotJson("yesterday", {}), "collected_at must be an RFC 3339 time"},
+      {no_time, "collected_at is required"},
+      {no_results, "results is required"},
+      {SnapshotJson("2026-11-30T03:20:00Z", json::array{}), ""},  // fine: nothing collected
+      {json::object{{"kind", "cluster_snapshot"},
+                    {"collected_at", "2026-11-30T03:20:00Z"},
+                    {"results", "none"}},
+       "results must be an array"},
+      {SnapshotJson("2026-11-30T03:20:00Z", too_many), "the limit is 64"},
+      {SnapshotJson("2026-11-30T03:20:00Z", json::array{7}), "results[0] must be an object"},
+      {with(both), "exclude each other"},
+      {with(neither), "exit_code (or records[0].payload.results[0].error) is required"},
+      {with(long_output), "the limit is 262144"},
+      {with(control_name), "name must be 1-253 printable ASCII"},
+      {with(empty_name), "name must be 1-253 printable ASCII"},
+      {with(not_kubectl), "argv[0] must be \"kubectl\""},
+      {with(empty_argv), "argv must hold 1 to 256"},
+      {with(nul_arg), "must not contain NUL"},
+      {with(bad_truncated), "truncated must be true or false"},
+      {with(bad_duration), "duration_ms must be between"},
+      {with(bad_error), "error.code must be"},
+  };
+  std::int64_t sequence = 1;
+  for (const auto& [payload, says] : cases) {
+    net::Response reply = Upload({payload}, sequence);
+    if (says.empty()) {
+      EXPECT_EQ(reply.status, 200) << reply.body;
+      ++sequence;
+      continue;
+    }
+    EXPECT_EQ(reply.status, 422) << says << ": " << reply.body.substr(0, 300);
+    EXPECT_EQ(ErrorCode(reply), "invalid_record");
+    EXPECT_NE(ErrorMessage(reply).find("records[0].payload."), std::string::npos)
+        << ErrorMessage(reply);
+    EXPECT_NE(ErrorMessage(reply).find(says), std::string::npos) << ErrorMessage(reply);
+  }
+  // A snapshot belongs on a cluster role's stream.
+  net::Response misplaced = Upload({SnapshotJson("2026-11-30T03:20:00Z", {})}, 1, "node/gpu-1");
+  EXPECT_EQ(misplaced.status, 422);
+  EXPECT_NE(ErrorMessage(misplaced).find("belongs on a cluster role's stream"), std::string::npos);
+  // Unknown fields are left for newer agents.
+  json::object newer = SnapshotResult("nodes", argv);
+  newer["cpu_ms"] = 12;
+  json::object payload = with(newer);
+  payload["agent_build"] = "abc";
+  EXPECT_EQ(Upload({payload}, sequence).status, 200);
+}
+
+TEST(CommandResultParsing, AnErrorResultMayCarryOutputAndAResultNeedsBothStreams) {
+  auto parsed = ParseCommandResult(ParseJson(R"({"error":{"code":"output_too_large",)"
+                                             R"("message":"stdout over 4 MiB"},)"
+                                             R"("stderr":"partial","duration_ms":12})")
+                                       .value());
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  EXPECT_EQ(parsed->error_code, "output_too_large");
+  EXPECT_EQ(parsed->stderr_text, "partial");
+  auto missing =
+      ParseCommandResult(ParseJson(R"({"exit_code":0,"stdout":"","duration_ms":1})").value());
+  EXPECT_EQ(missing.status().message(), "stderr is required");
+}
+
+}  // namespace
+}  // namespace uplink::console
