@@ -41,7 +41,7 @@ if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
 fi
 
 echo "==> starting a simulated cluster: $nodes GPU nodes x $gpus GPUs (uplink-kubesim)"
-"$bin/uplink-kubesim" --listen 127.0.0.1:0 --nodes "$nodes" --gpus-per-node "$gpus" \
+"$bin/uplink-kubesim" --listen 127.0.0.1:0 --nodes "$nodes" --gpus-per-node "$gpus" --workloads \
   --kubeconfig-out "$dir/kubeconfig" >"$dir/kubesim.log" 2>&1 &
 pids+=($!)
 wait_for 30 test -s "$dir/kubeconfig" || fail "kubesim did not start" "$dir/kubesim.log"

@@ -54,4 +54,21 @@ Result<json::value> ParseJson(std::string_view text, const JsonLimits& limits) {
 
 std::string ToJson(const json::value& value) { return json::serialize(value); }
 
+std::string StringAt(const json::object& object, std::string_view key) {
+  const json::value* value = object.if_contains(key);
+  return value != nullptr && value->is_string() ? std::string(value->get_string()) : std::string();
+}
+
+const json::object& ObjectAt(const json::object& object, std::string_view key) {
+  static const json::object kEmpty;
+  const json::value* value = object.if_contains(key);
+  return value != nullptr && value->is_object() ? value->get_object() : kEmpty;
+}
+
+const json::array& ArrayAt(const json::object& object, std::string_view key) {
+  static const json::array kEmpty;
+  const json::value* value = object.if_contains(key);
+  return value != nullptr && value->is_array() ? value->get_array() : kEmpty;
+}
+
 }  // namespace uplink

@@ -23,4 +23,10 @@ Result<json::value> ParseJson(std::string_view text, const JsonLimits& limits = 
 // Compact serialisation.
 std::string ToJson(const json::value& value);
 
+// Lenient reads of one field, for data whose shape was checked already or where a missing
+// field means "none": the value when it is there with this type, else empty.
+std::string StringAt(const json::object& object, std::string_view key);
+const json::object& ObjectAt(const json::object& object, std::string_view key);
+const json::array& ArrayAt(const json::object& object, std::string_view key);
+
 }  // namespace uplink

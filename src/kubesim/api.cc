@@ -2,10 +2,14 @@
 
 #include <algorithm>
 #include <charconv>
+#include <variant>
 
 #include "common/files.h"
 #include "kubesim/cluster.h"
+#include "kubesim/embedded_data.h"
+#include "kubesim/logs.h"
 #include "kubesim/protobuf.h"
+#include "kubesim/resource_metrics.h"
 #include "kubesim/table.h"
 
 namespace uplink::kubesim {
@@ -90,27 +94,58 @@ json::object ApiResource(const ResourceType& type) {
   if (!type.short_names.empty()) {
     resource["shortNames"] = json::array(type.short_names.begin(), type.short_names.end());
   }
+  if (!type.categories.empty()) {
+    resource["categories"] = json::array(type.categories.begin(), type.categories.end());
+  }
   return resource;
 }
 
-json::object ApiResourceList(std::string_view group_version, std::string_view group) {
+json::object ApiResourceList(std::string_view group, std::string_view version) {
   json::array resources;
   for (const ResourceType& type : ResourceTypes()) {
-    if (type.group == group) resources.push_back(ApiResource(type));
+    if (type.group != group || type.version != version) continue;
+    resources.push_back(ApiResource(type));
+    // Subresources follow their resource, as kube-apiserver lists them ("pods/log").
+    for (const std::string& subresource : type.subresources) {
+      resources.push_back(json::object{{"name", type.plural + "/" + subresource},
+                                       {"singularName", ""},
+                                       {"namespaced", type.namespaced},
+                                       {"kind", type.kind},
+                                       {"verbs", json::array{"get"}}});
+    }
   }
+  std::string group_version = group.empty() ? std::string(version)
+                                            : std::string(group) + "/" + std::string(version);
   return json::object{{"kind", "APIResourceList"},
                       {"apiVersion", "v1"},
                       {"groupVersion", group_version},
                       {"resources", std::move(resources)}};
 }
 
-json::object AppsGroup() {
-  json::object version{{"groupVersion", "apps/v1"}, {"version", "v1"}};
-  return json::object{{"kind", "APIGroup"},
-                      {"apiVersion", "v1"},
-                      {"name", "apps"},
-                      {"versions", json::array{version}},
-                      {"preferredVersion", version}};
+// The named API groups in the order discovery lists them (the order of ResourceTypes()).
+std::vector<std::string> GroupNames() {
+  std::vector<std::string> names;
+  for (const ResourceType& type : ResourceTypes()) {
+    if (!type.group.empty() &&
+        std::find(names.begin(), names.end(), type.group) == names.end()) {
+      names.push_back(type.group);
+    }
+  }
+  return names;
+}
+
+// Every group serves one version.
+std::optional<json::object> ApiGroup(std::string_view name) {
+  for (const ResourceType& type : ResourceTypes()) {
+    if (type.group != name || name.empty()) continue;
+    json::object version{{"groupVersion", type.ApiVersion()}, {"version", type.version}};
+    return json::object{{"kind", "APIGroup"},
+                        {"apiVersion", "v1"},
+                        {"name", type.group},
+                        {"versions", json::array{version}},
+                        {"preferredVersion", version}};
+  }
+  return std::nullopt;
 }
 
 }  // namespace
@@ -172,7 +207,12 @@ net::Response ErrorResponse(const Status& status) {
 }
 
 ApiServer::ApiServer(ApiOptions options, ObjectStore& store, Clock& clock)
-    : options_(std::move(options)), store_(store), clock_(clock) {
+    : options_(std::move(options)),
+      store_(store),
+      clock_(clock),
+      authenticator_(options_.token, std::move(options_.users)),
+      openapi_(OpenApiDocuments::Load(EmbeddedDataFile("openapi-schemas.yaml"),
+                                      options_.server_version)) {
   metrics_.DeclareCounter(std::string(kRequestsMetric),
                           "API requests by verb, resource and HTTP status code.");
   AddRoutes();
@@ -193,33 +233,7 @@ void ApiServer::AddRoutes() {
     response.headers.Set("Content-Type", "text/plain; version=0.0.4");
     return response;
   });
-  // Plain discovery documents: kubectl accepts them even when it asks for the aggregated
-  // apidiscovery.k8s.io/v2 form first.
-  router_.Add("GET", "/api", [](const net::Request& request, const net::PathParams&) {
-    std::string host(request.headers.Get("Host").value_or("127.0.0.1"));
-    return JsonResponse(200, json::object{{"kind", "APIVersions"},
-                                          {"versions", json::array{"v1"}},
-                                          {"serverAddressByClientCIDRs",
-                                           json::array{json::object{{"clientCIDR", "0.0.0.0/0"},
-                                                                    {"serverAddress", host}}}}});
-  });
-  router_.Add("GET", "/apis", [](const net::Request&, const net::PathParams&) {
-    json::object group = AppsGroup();
-    group.erase("kind");
-    group.erase("apiVersion");
-    return JsonResponse(200, json::object{{"kind", "APIGroupList"},
-                                          {"apiVersion", "v1"},
-                                          {"groups", json::array{group}}});
-  });
-  router_.Add("GET", "/api/v1", [](const net::Request&, const net::PathParams&) {
-    return JsonResponse(200, ApiResourceList("v1", ""));
-  });
-  router_.Add("GET", "/apis/apps", [](const net::Request&, const net::PathParams&) {
-    return JsonResponse(200, AppsGroup());
-  });
-  router_.Add("GET", "/apis/apps/v1", [](const net::Request&, const net::PathParams&) {
-    return JsonResponse(200, ApiResourceList("apps/v1", "apps"));
-  });
+  AddDiscoveryRoutes();
 
   auto core = [this](const net::Request& request, const net::PathParams& params) {
     return ResourceRequest(request, "", "v1", params);
@@ -240,6 +254,7 @@ void ApiServer::AddRoutes() {
     router_.Add(method, "/apis/{group}/{version}/namespaces/{namespace}/{resource}/{name}",
                 grouped);
   }
+  router_.Add("GET", "/api/v1/namespaces/{namespace}/{resource}/{name}/{subresource}", core);
   router_.SetNotFound([](const net::Request&) {
     return StatusResponse(404, "NotFound", "the server could not find the requested resource");
   });
@@ -248,6 +263,146 @@ void ApiServer::AddRoutes() {
                           "the server does not allow this method on the requested resource (" +
                               request.method.substr(0, 16) + "; allowed: " + allowed + ")");
   });
+}
+
+void ApiServer::AddDiscoveryRoutes() {
+  // Plain discovery documents: kubectl accepts them even when it asks for the aggregated
+  // apidiscovery.k8s.io/v2 form first.
+  router_.Add("GET", "/api", [](const net::Request& request, const net::PathParams&) {
+    std::string host(request.headers.Get("Host").value_or("127.0.0.1"));
+    return JsonResponse(200, json::object{{"kind", "APIVersions"},
+                                          {"versions", json::array{"v1"}},
+                                          {"serverAddressByClientCIDRs",
+                                           json::array{json::object{{"clientCIDR", "0.0.0.0/0"},
+                                                                    {"serverAddress", host}}}}});
+  });
+  router_.Add("GET", "/apis", [](const net::Request&, const net::PathParams&) {
+    json::array groups;
+    for (const std::string& name : GroupNames()) {
+      json::object group = *ApiGroup(name);
+      group.erase("kind");
+      group.erase("apiVersion");
+      groups.push_back(std::move(group));
+    }
+    return JsonResponse(200, json::object{{"kind", "APIGroupList"},
+                                          {"apiVersion", "v1"},
+                                          {"groups", std::move(groups)}});
+  });
+  router_.Add("GET", "/api/v1", [](const net::Request&, const net::PathParams&) {
+    return JsonResponse(200, ApiResourceList("", "v1"));
+  });
+  router_.Add("GET", "/apis/{group}", [](const net::Request&, const net::PathParams& params) {
+    std::optional<json::object> group = ApiGroup(params.at("group"));
+    if (!group) {
+      return StatusResponse(404, "NotFound", "the server could not find the requested resource");
+    }
+    return JsonResponse(200, *group);
+  });
+  router_.Add("GET", "/apis/{group}/{version}",
+              [](const net::Request&, const net::PathParams& params) {
+                json::object list = ApiResourceList(params.at("group"), params.at("version"));
+                if (list.at("resources").as_array().empty() || params.at("group").empty()) {
+                  return StatusResponse(404, "NotFound",
+                                        "the server could not find the requested resource");
+                }
+                return JsonResponse(200, list);
+              });
+  router_.Add("GET", "/openapi/v3", [this](const net::Request&, const net::PathParams&) {
+    if (!openapi_.ok()) return ErrorResponse(openapi_.status());
+    net::Response response = net::Response::Json(200, openapi_->IndexJson());
+    response.headers.Set("Cache-Control", "no-cache, private");
+    return response;
+  });
+  // An empty OpenAPI v2 document (a protobuf message with no fields): kubectl 1.27 and 1.28
+  // fetch it before `explain`, which then renders from OpenAPI v3. Definitions are only
+  // published in v3.
+  router_.Add("GET", "/openapi/v2", [](const net::Request&, const net::PathParams&) {
+    net::Response response = net::Response::Text(200, "");
+    response.headers.Set("Content-Type",
+                         "application/com.github.proto-openapi.spec.v2.v1.0+protobuf");
+    return response;
+  });
+  router_.Add("GET", "/openapi/v3/api/{version}",
+              [this](const net::Request& request, const net::PathParams& params) {
+                return OpenApiDocument(request, "api/" + params.at("version"));
+              });
+  router_.Add("GET", "/openapi/v3/apis/{group}/{version}",
+              [this](const net::Request& request, const net::PathParams& params) {
+                return OpenApiDocument(request,
+                                       "apis/" + params.at("group") + "/" + params.at("version"));
+              });
+}
+
+std::optional<net::Response> ApiServer::Authorize(const UserInfo& user,
+                                                  const RequestAttributes& attributes) const {
+  if (!options_.rbac || user.InGroup(kMastersGroup)) return std::nullopt;
+  if (RbacAllows(store_, user, attributes)) return std::nullopt;
+  Forbidden forbidden = ForbiddenFor(user, attributes);
+  json::object status = StatusObject(403, "Forbidden", forbidden.message);
+  status["details"] = std::move(forbidden.details);
+  return JsonResponse(403, status);
+}
+
+std::optional<net::Response> ApiServer::Impersonate(const net::Request& request,
+                                                    UserInfo& user) const {
+  std::optional<std::string> impersonated_user;
+  std::vector<std::string> impersonated_groups;
+  for (const auto& [name, value] : request.headers.all()) {
+    std::string lower = name;
+    std::transform(lower.begin(), lower.end(), lower.begin(),
+                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    if (lower == "impersonate-user") {
+      impersonated_user = value;
+    } else if (lower == "impersonate-group") {
+      impersonated_groups.push_back(value);
+    } else if (lower == "impersonate-uid" || lower.starts_with("impersonate-extra-")) {
+      return StatusResponse(400, "BadRequest",
+                            "uplink-kubesim does not support the " + name.substr(0, 64) +
+                                " impersonation header");
+    }
+  }
+  if (!impersonated_user) {
+    if (impersonated_groups.empty()) return std::nullopt;
+    return StatusResponse(400, "BadRequest",
+                          "requested impersonation of groups without impersonating a user");
+  }
+  // Each impersonated identity is a request to "impersonate" it, authorized for the caller.
+  RequestAttributes check;
+  check.resource_request = true;
+  check.verb = "impersonate";
+  const std::string& name = *impersonated_user;
+  std::vector<std::string> service_account_groups;
+  if (name.starts_with(kServiceAccountPrefix)) {
+    std::string_view rest = std::string_view(name).substr(kServiceAccountPrefix.size());
+    size_t colon = rest.find(':');
+    if (colon == std::string_view::npos || colon == 0 || colon + 1 == rest.size()) {
+      return StatusResponse(400, "BadRequest", "impersonated service account name is invalid");
+    }
+    check.resource = "serviceaccounts";
+    check.namespace_name = std::string(rest.substr(0, colon));
+    check.name = std::string(rest.substr(colon + 1));
+    service_account_groups = {"system:serviceaccounts",
+                              "system:serviceaccounts:" + check.namespace_name};
+  } else {
+    check.resource = "users";
+    check.name = name;
+  }
+  if (std::optional<net::Response> denied = Authorize(user, check)) return denied;
+  for (const std::string& group : impersonated_groups) {
+    RequestAttributes group_check;
+    group_check.resource_request = true;
+    group_check.verb = "impersonate";
+    group_check.resource = "groups";
+    group_check.name = group;
+    if (std::optional<net::Response> denied = Authorize(user, group_check)) return denied;
+  }
+  UserInfo impersonated{name, impersonated_groups};
+  for (std::string& group : service_account_groups) impersonated.groups.push_back(std::move(group));
+  if (name != "system:anonymous" && !impersonated.InGroup(kAuthenticatedGroup)) {
+    impersonated.groups.emplace_back(kAuthenticatedGroup);
+  }
+  user = std::move(impersonated);
+  return std::nullopt;
 }
 
 void ApiServer::Handle(net::Request request, net::Reply reply) const {
@@ -266,13 +421,32 @@ void ApiServer::Handle(net::Request request, net::Reply reply) const {
     router_.Dispatch(std::move(request), std::move(counted));
     return;
   }
-  std::string_view authorization = authorization_header.value_or("");
-  constexpr std::string_view kBearer = "Bearer ";
-  bool authorized = authorization.starts_with(kBearer) &&
-                    ConstantTimeEquals(authorization.substr(kBearer.size()),
-                                       options_.token.Reveal());
-  if (!authorized) {
+  std::optional<UserInfo> user = authenticator_.Authenticate(authorization_header.value_or(""));
+  if (!user) {
     counted(StatusResponse(401, "Unauthorized", "Unauthorized"));
+    return;
+  }
+  if (std::optional<net::Response> refused = Impersonate(request, *user)) {
+    counted(std::move(*refused));
+    return;
+  }
+  // The request is read the way the router dispatches it: the same decoded path, with
+  // empty segments skipped.
+  auto watch = request.Query("watch");
+  bool watching = watch && (*watch == "true" || *watch == "1");
+  RequestAttributes attributes = RequestAttributesFor(
+      request.method, request.Path(), watching, request.Query("fieldSelector").value_or(""));
+  if (std::optional<net::Response> denied = Authorize(*user, attributes)) {
+    counted(std::move(*denied));
+    return;
+  }
+  // Self reviews answer for the requester, whom only this point knows.
+  if (attributes.resource_request && attributes.verb == "create" &&
+      attributes.api_group == "authorization.k8s.io" && attributes.api_version == "v1" &&
+      attributes.namespace_name.empty() && attributes.name.empty() &&
+      (attributes.resource == "selfsubjectaccessreviews" ||
+       attributes.resource == "selfsubjectrulesreviews")) {
+    counted(SelfSubjectReview(request, *user, attributes.resource));
     return;
   }
   router_.Dispatch(std::move(request), std::move(counted));
@@ -335,6 +509,13 @@ net::Response ApiServer::ResourceRequest(const net::Request& request, std::strin
   }
   std::string namespace_name = namespaced_path ? namespace_param->second : "";
   std::string name = name_param != params.end() ? name_param->second : "";
+  if (auto subresource = params.find("subresource"); subresource != params.end()) {
+    if (std::find(type->subresources.begin(), type->subresources.end(), subresource->second) ==
+        type->subresources.end()) {
+      return StatusResponse(404, "NotFound", "the server could not find the requested resource");
+    }
+    return PodLog(request, namespace_name, name);
+  }
   std::string verb = request.method == "POST"     ? "create"
                      : request.method == "PATCH"  ? "patch"
                      : request.method == "DELETE" ? "delete"
@@ -349,6 +530,12 @@ net::Response ApiServer::ResourceRequest(const net::Request& request, std::strin
   }
   if (request.Query("dryRun")) {
     return StatusResponse(400, "BadRequest", "dryRun is not supported by uplink-kubesim");
+  }
+  if (type->group == "metrics.k8s.io") {
+    return MetricsRequest(request, *type,
+                          namespaced_path ? std::optional<std::string>(namespace_name)
+                                          : std::nullopt,
+                          name);
   }
   if (verb == "list") {
     return List(request, *type,
@@ -408,27 +595,33 @@ net::Response ApiServer::GetOne(const net::Request& request, const ResourceType&
   return JsonResponse(200, *object);
 }
 
-net::Response ApiServer::Create(const net::Request& request, const ResourceType& type,
-                                const std::string& namespace_name) const {
+std::variant<json::object, net::Response> ApiServer::ObjectBody(
+    const net::Request& request) const {
   std::string media = MediaType(request);
-  Result<json::value> body = InvalidArgumentError("no body");
   if (media == kProtobufMediaType) {
     if (Status size = CheckBodySize(request); !size.ok()) return ErrorResponse(size);
     Result<json::object> decoded = DecodeProtobufObject(request.body);
     if (!decoded.ok()) return ErrorResponse(decoded.status());
-    body = json::value(std::move(*decoded));
-  } else if (media == "application/json") {
-    body = ParseBody(request);
-  } else {
-    return StatusResponse(415, "UnsupportedMediaType",
-                          "the body of the request was in an unknown format (" + media.substr(0, 64) +
-                              "); accepted media types include: application/json, " +
-                              std::string(kProtobufMediaType) +
-                              " (ConfigMap, Namespace and Secret)");
+    return std::move(*decoded);
   }
-  if (!body.ok()) return ErrorResponse(body.status());
+  if (media == "application/json") {
+    Result<json::value> body = ParseBody(request);
+    if (!body.ok()) return ErrorResponse(body.status());
+    return std::move(body->as_object());
+  }
+  return StatusResponse(415, "UnsupportedMediaType",
+                        "the body of the request was in an unknown format (" + media.substr(0, 64) +
+                            "); accepted media types include: application/json, " +
+                            std::string(kProtobufMediaType));
+}
+
+net::Response ApiServer::Create(const net::Request& request, const ResourceType& type,
+                                const std::string& namespace_name) const {
+  std::variant<json::object, net::Response> body = ObjectBody(request);
+  if (auto* error = std::get_if<net::Response>(&body)) return std::move(*error);
   InvalidObject invalid;
-  Result<json::object> created = store_.Create(type, namespace_name, body->get_object(), &invalid);
+  Result<json::object> created =
+      store_.Create(type, namespace_name, std::get<json::object>(std::move(body)), &invalid);
   if (!created.ok()) {
     if (!invalid.causes.empty()) return InvalidResponse(invalid);
     // Storage errors that are not API statuses (a resourceVersion set on create) reach clients
@@ -479,6 +672,131 @@ net::Response ApiServer::Delete(const net::Request& request, const ResourceType&
   Result<json::object> deleted = store_.Delete(type, namespace_name, name);
   if (!deleted.ok()) return ErrorResponse(deleted.status());
   return JsonResponse(200, *deleted);
+}
+
+net::Response ApiServer::PodLog(const net::Request& request, const std::string& namespace_name,
+                               const std::string& name) const {
+  Result<json::object> pod = store_.Get(*FindResource("", "v1", "pods"), namespace_name, name);
+  if (!pod.ok()) return ErrorResponse(pod.status());
+  Result<LogOptions> options = ParseLogOptions(request.QueryParams());
+  if (!options.ok()) return ErrorResponse(options.status());
+  std::vector<FieldError> causes = ValidateLogOptions(*options);
+  if (!causes.empty()) return InvalidResponse(InvalidObject{"", "PodLogOptions", name, causes});
+  Result<std::string> log = ReadContainerLog(*pod, *options, store_.logs(), clock_.Now());
+  if (!log.ok()) return ErrorResponse(log.status());
+  net::Response response = net::Response::Text(200, std::move(*log));
+  response.headers.Set("Content-Type", "text/plain");
+  return response;
+}
+
+net::Response ApiServer::MetricsRequest(const net::Request& request, const ResourceType& type,
+                                        const std::optional<std::string>& namespace_name,
+                                        const std::string& name) const {
+  bool nodes = type.kind == "NodeMetrics";
+  std::vector<json::object> items = nodes ? NodeMetricsItems(store_, clock_.Now())
+                                          : PodMetricsItems(store_, namespace_name, clock_.Now());
+  // metrics-server names its resources nodemetrics and podmetrics in errors.
+  std::string group_resource = nodes ? "nodemetrics.metrics.k8s.io" : "podmetrics.metrics.k8s.io";
+  if (!name.empty()) {
+    for (json::object& item : items) {
+      if (item.at("metadata").at("name").as_string() == name) return JsonResponse(200, item);
+    }
+    std::string missing = nodes ? name : namespace_name.value_or("") + "/" + name;
+    return StatusResponse(404, "NotFound", group_resource + " " + GoQuoted(missing) + " not found");
+  }
+  Result<ObjectFilter> filter =
+      ObjectFilter::Parse(type, request.Query("labelSelector").value_or(""),
+                          request.Query("fieldSelector").value_or(""));
+  if (!filter.ok()) return ErrorResponse(filter.status());
+  json::array selected;
+  for (json::object& item : items) {
+    if (filter->Matches(item)) selected.push_back(std::move(item));
+  }
+  return JsonResponse(200, json::object{{"kind", type.kind + "List"},
+                                        {"apiVersion", type.ApiVersion()},
+                                        {"metadata", json::object()},
+                                        {"items", std::move(selected)}});
+}
+
+net::Response ApiServer::SelfSubjectReview(const net::Request& request, const UserInfo& user,
+                                           const std::string& resource) const {
+  std::variant<json::object, net::Response> body = ObjectBody(request);
+  if (auto* error = std::get_if<net::Response>(&body)) return std::move(*error);
+  json::object review = std::get<json::object>(std::move(body));
+  bool access = resource == "selfsubjectaccessreviews";
+  std::string kind = access ? "SelfSubjectAccessReview" : "SelfSubjectRulesReview";
+  const json::value* spec_value = review.if_contains("spec");
+  json::object spec = spec_value && spec_value->is_object() ? spec_value->get_object()
+                                                            : json::object();
+  auto text = [](const json::object& object, std::string_view key) {
+    const json::value* value = object.if_contains(key);
+    return value && value->is_string() ? std::string(value->get_string()) : std::string();
+  };
+  auto field = [](const json::object& object, std::string_view key) {
+    const json::value* value = object.if_contains(key);
+    return value && value->is_object() ? value->get_object() : json::object();
+  };
+  bool everything_allowed = !options_.rbac || user.InGroup(kMastersGroup);
+  json::object status;
+  if (access) {
+    json::object resource_attributes = field(spec, "resourceAttributes");
+    json::object non_resource_attributes = field(spec, "nonResourceAttributes");
+    if (spec.contains("resourceAttributes") == spec.contains("nonResourceAttributes")) {
+      return InvalidResponse(InvalidObject{
+          "authorization.k8s.io", kind, "",
+          {FieldError{"spec.resourceAttributes", "FieldValueInvalid",
+                      "Invalid value: \"null\": exactly one of nonResourceAttributes or "
+                      "resourceAttributes must be specified"}}});
+    }
+    RequestAttributes asked;
+    if (spec.contains("resourceAttributes")) {
+      asked.resource_request = true;
+      asked.verb = text(resource_attributes, "verb");
+      asked.api_group = text(resource_attributes, "group");
+      asked.api_version = text(resource_attributes, "version");
+      asked.resource = text(resource_attributes, "resource");
+      asked.subresource = text(resource_attributes, "subresource");
+      asked.name = text(resource_attributes, "name");
+      asked.namespace_name = text(resource_attributes, "namespace");
+    } else {
+      asked.verb = text(non_resource_attributes, "verb");
+      asked.path = text(non_resource_attributes, "path");
+    }
+    status["allowed"] = everything_allowed || RbacAllows(store_, user, asked);
+  } else if (options_.rbac) {
+    UserRules rules = RulesFor(store_, user, text(spec, "namespace"));
+    status["resourceRules"] = std::move(rules.resource_rules);
+    status["nonResourceRules"] = std::move(rules.non_resource_rules);
+    status["incomplete"] = false;
+  } else {
+    // AlwaysAllow's rules: everything.
+    json::array all{"*"};
+    status["resourceRules"] = json::array{
+        json::object{{"verbs", all}, {"apiGroups", all}, {"resources", all}}};
+    status["nonResourceRules"] =
+        json::array{json::object{{"verbs", all}, {"nonResourceURLs", all}}};
+    status["incomplete"] = false;
+  }
+  return JsonResponse(201, json::object{{"kind", kind},
+                                        {"apiVersion", "authorization.k8s.io/v1"},
+                                        {"metadata", json::object{{"creationTimestamp", nullptr}}},
+                                        {"spec", std::move(spec)},
+                                        {"status", std::move(status)}});
+}
+
+net::Response ApiServer::OpenApiDocument(const net::Request& request,
+                                         const std::string& path) const {
+  if (!openapi_.ok()) return ErrorResponse(openapi_.status());
+  const OpenApiDocuments::Document* document = openapi_->Find(path);
+  if (!document) {
+    return StatusResponse(404, "NotFound", "the server could not find the requested resource");
+  }
+  net::Response response = net::Response::Json(200, document->json);
+  response.headers.Set("Etag", "\"" + document->hash + "\"");
+  // A request for the current hash may be cached for good, as kube-apiserver allows.
+  bool current = request.Query("hash").value_or("") == document->hash;
+  response.headers.Set("Cache-Control", current ? "public, immutable" : "no-cache, private");
+  return response;
 }
 
 }  // namespace uplink::kubesim

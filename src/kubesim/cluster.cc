@@ -1,9 +1,12 @@
 #include "kubesim/cluster.h"
 
+#include <algorithm>
 #include <cstdio>
 
 #include "common/crypto.h"
 #include "common/yaml.h"
+#include "kubesim/embedded_data.h"
+#include "kubesim/logs.h"
 #include "kubesim/store.h"
 
 namespace uplink::kubesim {
@@ -203,6 +206,101 @@ std::vector<json::object> DefaultNamespaces() {
                                       {"status", json::object{{"phase", "Active"}}}});
   }
   return namespaces;
+}
+
+json::object NodeLease(const json::object& node, WallTime now) {
+  const json::object& metadata = node.at("metadata").as_object();
+  std::string name(metadata.at("name").as_string());
+  const json::value* uid = metadata.if_contains("uid");
+  json::object owner{{"apiVersion", "v1"}, {"kind", "Node"}, {"name", name}};
+  if (uid && uid->is_string()) owner["uid"] = *uid;
+  std::string renewed = FormatRfc3339Nano(std::chrono::floor<std::chrono::microseconds>(now));
+  return json::object{
+      {"apiVersion", "coordination.k8s.io/v1"},
+      {"kind", "Lease"},
+      {"metadata", json::object{{"name", name},
+                                {"namespace", "kube-node-lease"},
+                                {"ownerReferences", json::array{owner}}}},
+      {"spec", json::object{{"holderIdentity", name},
+                            {"leaseDurationSeconds", 40},
+                            {"renewTime", renewed}}}};
+}
+
+Result<std::vector<json::object>> BootstrapRbacObjects() {
+  return ParseObjects(EmbeddedDataFile("bootstrap-rbac.yaml"));
+}
+
+namespace {
+
+// Fields that hold a metav1.Time or MicroTime in the objects the workloads carry.
+bool IsTimeField(std::string_view key) {
+  static constexpr std::string_view kKeys[] = {
+      "creationTimestamp", "deletionTimestamp", "startTime",     "startedAt",
+      "finishedAt",        "lastTransitionTime", "lastProbeTime", "lastUpdateTime",
+      "lastHeartbeatTime", "firstTimestamp",     "lastTimestamp", "eventTime",
+      "renewTime",         "acquireTime",        "lastObservedTime", "timeAdded"};
+  return std::find(std::begin(kKeys), std::end(kKeys), key) != std::end(kKeys);
+}
+
+void ShiftValue(json::value& value, std::chrono::seconds shift, int depth) {
+  if (depth > 64) return;
+  if (value.is_object()) {
+    for (auto& [key, child] : value.get_object()) {
+      if (child.is_string() && IsTimeField(key)) {
+        std::string_view text = child.get_string();
+        Result<WallTime> time = ParseRfc3339(text);
+        if (!time.ok()) continue;
+        // MicroTime values keep their fraction; Time values are whole seconds.
+        bool fractional = text.find('.') != std::string_view::npos;
+        child = fractional ? FormatRfc3339Nano(*time + shift) : FormatRfc3339(*time + shift);
+      } else {
+        ShiftValue(child, shift, depth + 1);
+      }
+    }
+  } else if (value.is_array()) {
+    for (json::value& child : value.get_array()) ShiftValue(child, shift, depth + 1);
+  }
+}
+
+}  // namespace
+
+void ShiftTimes(json::object& object, std::chrono::seconds shift) {
+  json::value* log = object.if_contains("log");
+  const json::value* kind = object.if_contains("kind");
+  if (log && log->is_string() && kind && kind->is_string() &&
+      kind->get_string() == kContainerLogKind) {
+    std::string_view text = log->get_string();
+    std::string shifted;
+    size_t start = 0;
+    while (start < text.size()) {
+      size_t end = text.find('\n', start);
+      if (end == std::string_view::npos) end = text.size();
+      std::string_view line = text.substr(start, end - start);
+      start = end + 1;
+      size_t space = line.find(' ');
+      Result<WallTime> time = ParseRfc3339(line.substr(0, space));
+      if (time.ok()) {
+        shifted += FormatRfc3339Nano(*time + shift);
+        if (space != std::string_view::npos) shifted += line.substr(space);
+      } else {
+        shifted += line;
+      }
+      shifted += '\n';
+    }
+    *log = shifted;
+  }
+  json::value whole(std::move(object));
+  ShiftValue(whole, shift, 0);
+  object = std::move(whole.as_object());
+}
+
+Result<std::vector<json::object>> WorkloadObjects(WallTime now) {
+  UPLINK_ASSIGN_OR_RETURN(std::vector<json::object> objects,
+                          ParseObjects(EmbeddedDataFile("workloads.yaml")));
+  UPLINK_ASSIGN_OR_RETURN(WallTime epoch, ParseRfc3339(kWorkloadsEpoch));
+  auto shift = std::chrono::duration_cast<std::chrono::seconds>(now - epoch);
+  for (json::object& object : objects) ShiftTimes(object, shift);
+  return objects;
 }
 
 Result<std::vector<json::object>> ParseObjects(std::string_view text) {

@@ -29,6 +29,31 @@ std::vector<json::object> GenerateNodes(const ClusterShape& shape, WallTime crea
 // default, kube-system, kube-public, kube-node-lease and uplink-system.
 std::vector<json::object> DefaultNamespaces();
 
+// The kubelet's heartbeat Lease in kube-node-lease for a stored node (owned by it, renewed at
+// `now`), which `kubectl describe node` reads.
+json::object NodeLease(const json::object& node, WallTime now);
+
+// The bootstrap ClusterRoles and ClusterRoleBindings every kube-apiserver creates
+// (data/bootstrap-rbac.yaml): cluster-admin, system:discovery, system:public-info-viewer,
+// system:monitoring.
+Result<std::vector<json::object>> BootstrapRbacObjects();
+
+// The instant the workloads' times are written relative to: a time T in data/workloads.yaml
+// is loaded as T + (now - kWorkloadsEpoch), so ages read the same whenever the simulator
+// starts.
+inline constexpr std::string_view kWorkloadsEpoch = "2025-06-01T12:00:00Z";
+
+// The simulated GPU cluster's workloads (data/workloads.yaml): namespaces, pods on
+// gpu-node-0001, gpu-node-0002 and cpu-node-0001 (training, inference, a crash-looping and an
+// unschedulable pod), a Deployment with its ReplicaSet, a StatefulSet, kube-system's CoreDNS
+// and kube-dns Service, events and container logs, their times moved to `now`.
+Result<std::vector<json::object>> WorkloadObjects(WallTime now);
+
+// Moves every time in an object by `shift`: the RFC 3339 values of metadata and status time
+// fields (creationTimestamp, startedAt, lastTimestamp, eventTime, ...) and the line times of
+// a ContainerLog's log.
+void ShiftTimes(json::object& object, std::chrono::seconds shift);
+
 // Objects from a JSON or YAML document stream: single objects, `kind: List` or `*List` with
 // items (items of a typed list may omit kind/apiVersion), several YAML documents.
 Result<std::vector<json::object>> ParseObjects(std::string_view text);

@@ -1,10 +1,11 @@
 // uplink-kubesim: serves a simulated Kubernetes API over TLS for kubectl and the uplink agent.
 //
-//   uplink-kubesim --listen 127.0.0.1:0 --nodes 4 --gpus-per-node 8
+//   uplink-kubesim --listen 127.0.0.1:0 --nodes 4 --gpus-per-node 8 --workloads
 //                  --objects extra.yaml --kubeconfig-out /tmp/kubeconfig
+//                  [--token-auth-file tokens.csv --authorization-mode RBAC]
 //
-// Writes a kubeconfig (CA data, server URL with the bound port, bearer token), logs one
-// "ready" line with the URL, and serves until SIGINT or SIGTERM.
+// Writes a kubeconfig (CA data, server URL with the bound port, the admin bearer token), logs
+// one "ready" line with the URL, and serves until SIGINT or SIGTERM.
 #include <csignal>
 #include <iostream>
 #include <string>
@@ -15,6 +16,7 @@
 #include "common/flags.h"
 #include "common/log.h"
 #include "kubesim/api.h"
+#include "kubesim/authn.h"
 #include "kubesim/cluster.h"
 #include "kubesim/kubeconfig.h"
 #include "kubesim/store.h"
@@ -35,8 +37,19 @@ struct Options {
   std::string kubeconfig_out;
   std::string server_version = "v1.32.4";
   std::string token_file;
+  std::string token_auth_file;
+  std::string authorization_mode = "AlwaysAllow";
+  bool workloads = false;
   std::string log_level = "info";
+  std::string help;  // set when --help asked for it: print it and exit
 };
+
+constexpr std::string_view kAbout =
+    "uplink-kubesim serves a simulated Kubernetes API over TLS for real kubectl and the uplink\n"
+    "agent: generated GPU nodes, optionally a GPU cluster's workloads, discovery, OpenAPI v3,\n"
+    "server-side tables, pods/log, metrics.k8s.io and, with --authorization-mode RBAC, real\n"
+    "RBAC for the identities of --token-auth-file. It writes a kubeconfig for the admin\n"
+    "(system:masters) and serves until SIGINT or SIGTERM.\n\n";
 
 // FlagSet keeps the last value of a flag; --objects may be given several times, so its
 // occurrences are taken out before the rest is parsed.
@@ -80,13 +93,32 @@ Result<Options> ParseOptions(int argc, char** argv) {
   flags.Int("cpu-nodes", &options.cpu_nodes,
             "nodes without GPUs; the first is the control plane");
   flags.String("objects", &env_objects,
-               "JSON or YAML file of objects to load (a List, objects, or YAML documents); "
-               "may be repeated");
+               "JSON or YAML file of objects to load (a List, objects, or YAML documents; "
+               "kubesim.uplink.dev/v1 ContainerLog documents give containers their logs); may "
+               "be repeated");
   flags.String("kubeconfig-out", &options.kubeconfig_out, "where to write the kubeconfig (0600)");
   flags.String("server-version", &options.server_version, "version /version reports, e.g. v1.32.4");
   flags.String("token-file", &options.token_file,
-               "file holding the bearer token to accept (default: a random token)");
+               "file holding the admin bearer token, a member of system:masters (default: a "
+               "random token)");
+  flags.String("token-auth-file", &options.token_auth_file,
+               "CSV file of further identities, kube-apiserver's format: token,user,uid[,\"group1,"
+               "group2\"]; a user system:serviceaccount:NS:NAME is that service account");
+  flags.String("authorization-mode", &options.authorization_mode,
+               "AlwaysAllow (every authenticated request is allowed) or RBAC (requests outside "
+               "system:masters are decided by the stored Roles, ClusterRoles and bindings)");
+  flags.Bool("workloads", &options.workloads,
+             "load the simulated GPU cluster's workloads: namespaces, pods (one crash-looping "
+             "with logs), a Deployment, a StatefulSet, CoreDNS, events; needs --nodes 2 or more "
+             "and --cpu-nodes 1 or more");
   flags.String("log-level", &options.log_level, "debug, info, warn or error");
+  for (const std::string& arg : args) {
+    if (arg == "--") break;
+    if (arg == "--help" || arg == "-h") {
+      options.help = std::string(kAbout) + flags.Usage();
+      return options;
+    }
+  }
   UPLINK_RETURN_IF_ERROR(flags.Parse(args));
   if (Status level = log::SetMinLevel(options.log_level); !level.ok()) {
     return InvalidArgumentError("--log-level: " + level.message());
@@ -100,6 +132,10 @@ Result<Options> ParseOptions(int argc, char** argv) {
   }
   if (options.kubeconfig_out.empty()) {
     return InvalidArgumentError("--kubeconfig-out is required: where to write the kubeconfig");
+  }
+  if (options.authorization_mode != "AlwaysAllow" && options.authorization_mode != "RBAC") {
+    return InvalidArgumentError("--authorization-mode must be AlwaysAllow or RBAC, not \"" +
+                                options.authorization_mode.substr(0, 64) + "\"");
   }
   return options;
 }
@@ -118,8 +154,38 @@ Result<Secret> LoadToken(const std::string& token_file) {
   return Secret(std::string(token));
 }
 
-Status LoadObjects(ObjectStore& store, const std::vector<std::string>& files) {
-  std::vector<json::object> objects;
+Result<std::vector<TokenUser>> LoadTokenUsers(const std::string& path) {
+  if (path.empty()) return std::vector<TokenUser>();
+  UPLINK_ASSIGN_OR_RETURN(std::string text, ReadFileBounded(path, kMaxTokenFileBytes));
+  Result<std::vector<TokenUser>> users = ParseTokenAuthFile(text);
+  if (!users.ok()) return users.status().WithContext("--token-auth-file " + path);
+  return users;
+}
+
+// Every node a workload pod runs on must exist, or `kubectl describe node` and `top` would
+// disagree with the pods.
+Status CheckWorkloadNodes(const std::vector<json::object>& workloads,
+                          const std::vector<json::object>& nodes) {
+  for (const json::object& object : workloads) {
+    const json::value* spec = object.if_contains("spec");
+    const json::value* node_name =
+        spec && spec->is_object() ? spec->get_object().if_contains("nodeName") : nullptr;
+    if (!node_name || !node_name->is_string()) continue;
+    bool exists = std::any_of(nodes.begin(), nodes.end(), [&](const json::object& node) {
+      return node.at("metadata").at("name") == *node_name;
+    });
+    if (!exists) {
+      return InvalidArgumentError("--workloads places pods on " +
+                                  std::string(node_name->get_string()) +
+                                  ", which this cluster shape does not have: use --nodes 2 or "
+                                  "more and --cpu-nodes 1 or more");
+    }
+  }
+  return Status::Ok();
+}
+
+Status LoadObjects(ObjectStore& store, std::vector<json::object> objects,
+                   const std::vector<std::string>& files) {
   for (const std::string& file : files) {
     UPLINK_ASSIGN_OR_RETURN(std::string text, ReadFileBounded(file, 64 << 20));
     Result<std::vector<json::object>> parsed = ParseObjects(text);
@@ -147,6 +213,10 @@ std::string UrlHost(const std::string& host) {
 
 Status Run(int argc, char** argv) {
   UPLINK_ASSIGN_OR_RETURN(Options options, ParseOptions(argc, argv));
+  if (!options.help.empty()) {
+    std::cout << options.help;
+    return Status::Ok();
+  }
   ClusterShape shape{static_cast<int>(options.nodes), static_cast<int>(options.gpus_per_node),
                      static_cast<int>(options.cpu_nodes), options.server_version};
   if (options.nodes > INT32_MAX || options.gpus_per_node > INT32_MAX ||
@@ -158,13 +228,26 @@ Status Run(int argc, char** argv) {
   std::uint16_t port = 0;
   UPLINK_RETURN_IF_ERROR(net::SplitHostPort(options.listen, host, port));
   UPLINK_ASSIGN_OR_RETURN(Secret token, LoadToken(options.token_file));
+  UPLINK_ASSIGN_OR_RETURN(std::vector<TokenUser> users, LoadTokenUsers(options.token_auth_file));
+  UPLINK_RETURN_IF_ERROR(CheckAdminTokenUnique(token, users));
 
+  WallTime now = SystemClock().Now();
   ObjectStore store(SystemClock());
   for (json::object& object : DefaultNamespaces()) UPLINK_RETURN_IF_ERROR(store.Put(object).status());
-  for (json::object& node : GenerateNodes(shape, SystemClock().Now())) {
-    UPLINK_RETURN_IF_ERROR(store.Put(node).status());
+  // With workloads the cluster has been up for a while: its nodes predate its pods.
+  WallTime nodes_created = options.workloads ? now - std::chrono::hours(24 * 15) : now;
+  std::vector<json::object> nodes = GenerateNodes(shape, nodes_created);
+  for (json::object& node : nodes) {
+    UPLINK_ASSIGN_OR_RETURN(json::object stored, store.Put(node));
+    UPLINK_RETURN_IF_ERROR(store.Put(NodeLease(stored, now)).status());
   }
-  UPLINK_RETURN_IF_ERROR(LoadObjects(store, options.object_files));
+  UPLINK_ASSIGN_OR_RETURN(std::vector<json::object> initial, BootstrapRbacObjects());
+  if (options.workloads) {
+    UPLINK_ASSIGN_OR_RETURN(std::vector<json::object> workloads, WorkloadObjects(now));
+    UPLINK_RETURN_IF_ERROR(CheckWorkloadNodes(workloads, nodes));
+    for (json::object& object : workloads) initial.push_back(std::move(object));
+  }
+  UPLINK_RETURN_IF_ERROR(LoadObjects(store, std::move(initial), options.object_files));
 
   UPLINK_ASSIGN_OR_RETURN(net::CertificateAuthority ca,
                           net::CreateCertificateAuthority("uplink-kubesim CA", 365));
@@ -184,6 +267,8 @@ Status Run(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
   ApiOptions api_options{token, options.server_version};
+  api_options.users = std::move(users);
+  api_options.rbac = options.authorization_mode == "RBAC";
   ApiServer api(api_options, store, SystemClock());
   net::ServerOptions server_options;
   server_options.listen = options.listen;
@@ -206,7 +291,9 @@ Status Run(int argc, char** argv) {
                       {"kubeconfig", options.kubeconfig_out},
                       {"gpu_nodes", options.nodes},
                       {"cpu_nodes", options.cpu_nodes},
-                      {"server_version", options.server_version}});
+                      {"server_version", options.server_version},
+                      {"authorization_mode", options.authorization_mode},
+                      {"workloads", options.workloads}});
   int signal_number = 0;
   sigwait(&stop_signals, &signal_number);
   kLog.Info("stopping", {{"signal", signal_number}});

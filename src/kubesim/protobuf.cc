@@ -142,16 +142,118 @@ Result<json::object> DecodeObjectMeta(const ProtoField& field) {
   return metadata;
 }
 
+// A message of string fields (repeated ones become arrays), by field number: what RBAC rules,
+// subjects, role references and access-review attributes are made of.
+struct StringField {
+  std::uint32_t number;
+  const char* key;
+  bool repeated;
+};
+
+Result<json::object> DecodeStrings(const ProtoField& field, std::string_view message_name,
+                                   std::initializer_list<StringField> fields) {
+  UPLINK_RETURN_IF_ERROR(field.Expect(kBytes, message_name));
+  json::object decoded;
+  UPLINK_RETURN_IF_ERROR(ForEachField(field.bytes, [&](const ProtoField& inner) -> Status {
+    for (const StringField& known : fields) {
+      if (inner.number != known.number) continue;
+      std::string name = std::string(message_name) + "." + known.key;
+      if (!known.repeated) return SetString(inner, name, decoded, known.key);
+      UPLINK_RETURN_IF_ERROR(inner.Expect(kBytes, name));
+      json::value& values = decoded[known.key];
+      if (!values.is_array()) values = json::array();
+      values.get_array().emplace_back(inner.bytes);
+    }
+    return Status::Ok();
+  }));
+  return decoded;
+}
+
+void AppendTo(json::object& object, std::string_view key, json::object item) {
+  json::value& items = object[key];
+  if (!items.is_array()) items = json::array();
+  items.get_array().push_back(std::move(item));
+}
+
+// k8s.io/api/rbac/v1 generated.proto: Role and ClusterRole {metadata = 1, rules = 2};
+// PolicyRule {verbs = 1, apiGroups = 2, resources = 3, resourceNames = 4, nonResourceURLs = 5};
+// RoleBinding and ClusterRoleBinding {metadata = 1, subjects = 2, roleRef = 3};
+// Subject {kind = 1, apiGroup = 2, name = 3, namespace = 4}; RoleRef {apiGroup = 1, kind = 2,
+// name = 3}.
+Status DecodeRbacField(std::string_view kind, const ProtoField& field, json::object& object) {
+  bool role = kind == "Role" || kind == "ClusterRole";
+  if (role && field.number == 2) {
+    UPLINK_ASSIGN_OR_RETURN(json::object rule,
+                            DecodeStrings(field, "PolicyRule", {{1, "verbs", true},
+                                                                {2, "apiGroups", true},
+                                                                {3, "resources", true},
+                                                                {4, "resourceNames", true},
+                                                                {5, "nonResourceURLs", true}}));
+    AppendTo(object, "rules", std::move(rule));
+  } else if (!role && field.number == 2) {
+    UPLINK_ASSIGN_OR_RETURN(json::object subject,
+                            DecodeStrings(field, "Subject", {{1, "kind", false},
+                                                             {2, "apiGroup", false},
+                                                             {3, "name", false},
+                                                             {4, "namespace", false}}));
+    AppendTo(object, "subjects", std::move(subject));
+  } else if (!role && field.number == 3) {
+    UPLINK_ASSIGN_OR_RETURN(object["roleRef"],
+                            DecodeStrings(field, "RoleRef", {{1, "apiGroup", false},
+                                                             {2, "kind", false},
+                                                             {3, "name", false}}));
+  }
+  return Status::Ok();
+}
+
+// k8s.io/api/authorization/v1 generated.proto: SelfSubjectAccessReview {metadata = 1,
+// spec = 2 {resourceAttributes = 1 {namespace = 1, verb = 2, group = 3, version = 4,
+// resource = 5, subresource = 6, name = 7}, nonResourceAttributes = 2 {path = 1, verb = 2}}};
+// SelfSubjectRulesReview {metadata = 1, spec = 2 {namespace = 1}}.
+Status DecodeReviewSpec(std::string_view kind, const ProtoField& field, json::object& object) {
+  if (field.number != 2) return Status::Ok();
+  if (kind == "SelfSubjectRulesReview") {
+    UPLINK_ASSIGN_OR_RETURN(object["spec"], DecodeStrings(field, "SelfSubjectRulesReviewSpec",
+                                                          {{1, "namespace", false}}));
+    return Status::Ok();
+  }
+  UPLINK_RETURN_IF_ERROR(field.Expect(kBytes, "SelfSubjectAccessReview.spec"));
+  json::object spec;
+  UPLINK_RETURN_IF_ERROR(ForEachField(field.bytes, [&](const ProtoField& attributes) -> Status {
+    if (attributes.number == 1) {
+      UPLINK_ASSIGN_OR_RETURN(spec["resourceAttributes"],
+                              DecodeStrings(attributes, "ResourceAttributes",
+                                            {{1, "namespace", false},
+                                             {2, "verb", false},
+                                             {3, "group", false},
+                                             {4, "version", false},
+                                             {5, "resource", false},
+                                             {6, "subresource", false},
+                                             {7, "name", false}}));
+    } else if (attributes.number == 2) {
+      UPLINK_ASSIGN_OR_RETURN(spec["nonResourceAttributes"],
+                              DecodeStrings(attributes, "NonResourceAttributes",
+                                            {{1, "path", false}, {2, "verb", false}}));
+    }
+    return Status::Ok();
+  }));
+  object["spec"] = std::move(spec);
+  return Status::Ok();
+}
+
 // k8s.io/api/core/v1 generated.proto: ConfigMap {metadata = 1, data = 2, binaryData = 3};
 // Namespace {metadata = 1, spec = 2 {finalizers = 1}}; Secret {metadata = 1,
-// data = 2 (map<string, bytes>), type = 3, stringData = 4, immutable = 5}.
-Status DecodeBody(std::string_view kind, const ProtoField& field, json::object& object,
-                  json::object& data, json::object& binary_data, json::object& string_data,
-                  json::array& finalizers) {
+// data = 2 (map<string, bytes>), type = 3, stringData = 4, immutable = 5};
+// ServiceAccount {metadata = 1, automountServiceAccountToken = 4}.
+Status DecodeBody(std::string_view api_version, std::string_view kind, const ProtoField& field,
+                  json::object& object, json::object& data, json::object& binary_data,
+                  json::object& string_data, json::array& finalizers) {
   if (field.number == 1) {
     UPLINK_ASSIGN_OR_RETURN(object["metadata"], DecodeObjectMeta(field));
     return Status::Ok();
   }
+  if (api_version == "rbac.authorization.k8s.io/v1") return DecodeRbacField(kind, field, object);
+  if (api_version == "authorization.k8s.io/v1") return DecodeReviewSpec(kind, field, object);
   if (kind == "ConfigMap") {
     if (field.number == 2) return AddMapEntry(field, "ConfigMap.data", data, false);
     if (field.number == 3) return AddMapEntry(field, "ConfigMap.binaryData", binary_data, true);
@@ -163,6 +265,9 @@ Status DecodeBody(std::string_view kind, const ProtoField& field, json::object& 
       finalizers.emplace_back(spec.bytes);
       return Status::Ok();
     });
+  } else if (kind == "ServiceAccount" && field.number == 4) {
+    UPLINK_RETURN_IF_ERROR(field.Expect(kVarint, "ServiceAccount.automountServiceAccountToken"));
+    object["automountServiceAccountToken"] = field.varint != 0;
   } else if (kind == "Secret") {
     switch (field.number) {
       case 2: return AddMapEntry(field, "Secret.data", data, true);
@@ -176,6 +281,25 @@ Status DecodeBody(std::string_view kind, const ProtoField& field, json::object& 
     }
   }
   return Status::Ok();
+}
+
+bool DecodableKind(std::string_view api_version, std::string_view kind) {
+  static constexpr std::pair<std::string_view, std::string_view> kKinds[] = {
+      {"v1", "ConfigMap"},
+      {"v1", "Namespace"},
+      {"v1", "Secret"},
+      {"v1", "ServiceAccount"},
+      {"rbac.authorization.k8s.io/v1", "Role"},
+      {"rbac.authorization.k8s.io/v1", "ClusterRole"},
+      {"rbac.authorization.k8s.io/v1", "RoleBinding"},
+      {"rbac.authorization.k8s.io/v1", "ClusterRoleBinding"},
+      {"authorization.k8s.io/v1", "SelfSubjectAccessReview"},
+      {"authorization.k8s.io/v1", "SelfSubjectRulesReview"},
+  };
+  for (const auto& [known_version, known_kind] : kKinds) {
+    if (known_version == api_version && known_kind == kind) return true;
+  }
+  return false;
 }
 
 }  // namespace
@@ -205,16 +329,18 @@ Result<json::object> DecodeProtobufObject(std::string_view body) {
       return Status::Ok();
     });
   }));
-  if (api_version != "v1" || (kind != "ConfigMap" && kind != "Namespace" && kind != "Secret")) {
+  if (!DecodableKind(api_version, kind)) {
     return InvalidArgumentError(
-        "protobuf bodies are accepted for v1 ConfigMap, Namespace and Secret only, not " +
+        "protobuf bodies are accepted for the kinds kubectl's create commands send (ConfigMap, "
+        "Namespace, Secret, ServiceAccount, RBAC roles and bindings, self access reviews), not " +
         api_version.substr(0, 64) + " " + kind.substr(0, 64) + "; send application/json");
   }
   json::object object{{"apiVersion", api_version}, {"kind", kind}};
   json::object data, binary_data, string_data;
   json::array finalizers;
   UPLINK_RETURN_IF_ERROR(ForEachField(raw, [&](const ProtoField& field) {
-    return DecodeBody(kind, field, object, data, binary_data, string_data, finalizers);
+    return DecodeBody(api_version, kind, field, object, data, binary_data, string_data,
+                      finalizers);
   }));
   if (!data.empty()) object["data"] = std::move(data);
   if (!binary_data.empty()) object["binaryData"] = std::move(binary_data);

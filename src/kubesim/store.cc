@@ -4,17 +4,13 @@
 
 #include "common/crypto.h"
 #include "common/labels.h"
+#include "kubesim/rbac.h"
 #include "kubesim/secrets.h"
 
 namespace uplink::kubesim {
 namespace {
 
 const std::vector<std::string> kAllVerbs = {"create", "delete", "get", "list", "patch"};
-
-std::string StringAt(const json::object& object, std::string_view key) {
-  const json::value* value = object.if_contains(key);
-  return value && value->is_string() ? std::string(value->get_string()) : std::string();
-}
 
 json::object& MetadataOf(json::object& object) {
   json::value& metadata = object["metadata"];
@@ -53,6 +49,8 @@ labels::LabelMap LabelsFor(const json::object& object, const labels::Selector& s
   return result;
 }
 
+}  // namespace
+
 bool IsDnsLabel(std::string_view text) {
   if (text.empty() || text.size() > 63) return false;
   auto ok = [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); };
@@ -60,7 +58,7 @@ bool IsDnsLabel(std::string_view text) {
   return std::all_of(text.begin(), text.end(), [&](char c) { return ok(c) || c == '-'; });
 }
 
-bool IsDnsSubdomain(std::string_view text) {
+bool IsDnsSubdomainName(std::string_view text) {
   if (text.empty() || text.size() > 253) return false;
   size_t start = 0;
   while (true) {
@@ -73,8 +71,16 @@ bool IsDnsSubdomain(std::string_view text) {
   }
 }
 
-// apimachinery's messages for names that are not DNS labels or subdomains.
-std::string NameDetail(bool label, std::string_view name) {
+std::optional<std::string> PathSegmentNameProblem(std::string_view name) {
+  if (name == ".") return "may not be '.'";
+  if (name == "..") return "may not be '..'";
+  if (name.find('/') != std::string_view::npos) return "may not contain '/'";
+  if (name.find('%') != std::string_view::npos) return "may not contain '%'";
+  if (name.empty()) return "must not be empty";
+  return std::nullopt;
+}
+
+std::string DnsNameProblem(bool label, std::string_view name) {
   size_t max_chars = label ? 63 : 253;
   if (name.size() > max_chars) {
     return "must be no more than " + std::to_string(max_chars) + " characters";
@@ -90,6 +96,8 @@ std::string NameDetail(bool label, std::string_view name) {
          "'[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
 }
 
+namespace {
+
 bool IsSecret(const ResourceType& type) { return type.group.empty() && type.kind == "Secret"; }
 
 // transformDecodeError: a body the API server cannot decode into the type is a BadRequest
@@ -100,10 +108,17 @@ Status DecodeError(const ResourceType& type, const Status& decoded) {
                               "\" cannot be handled as a " + type.kind + ": " + decoded.message());
 }
 
-// Namespaces must be DNS labels; most other objects DNS subdomains. A generateName is
-// checked with its trailing dash masked, as the real server does.
+// Namespaces must be DNS labels; RBAC objects path segments ("system:discovery"); most other
+// objects DNS subdomains. A generateName is checked with its trailing dash masked, as the
+// real server does.
 std::optional<FieldError> NameError(const ResourceType& type, const std::string& field,
                                     const std::string& value) {
+  if (type.group == "rbac.authorization.k8s.io") {
+    std::optional<std::string> problem = PathSegmentNameProblem(value);
+    if (!problem) return std::nullopt;
+    return FieldError{field, "FieldValueInvalid",
+                      "Invalid value: " + GoQuoted(value) + ": " + *problem};
+  }
   const bool label = type.plural == "namespaces";
   std::string_view checked = value;
   std::string masked;
@@ -111,9 +126,9 @@ std::optional<FieldError> NameError(const ResourceType& type, const std::string&
     masked = std::string(checked.substr(0, checked.size() - 1)) + "a";
     checked = masked;
   }
-  if (label ? IsDnsLabel(checked) : IsDnsSubdomain(checked)) return std::nullopt;
+  if (label ? IsDnsLabel(checked) : IsDnsSubdomainName(checked)) return std::nullopt;
   return FieldError{field, "FieldValueInvalid",
-                    "Invalid value: " + GoQuoted(value) + ": " + NameDetail(label, checked)};
+                    "Invalid value: " + GoQuoted(value) + ": " + DnsNameProblem(label, checked)};
 }
 
 InvalidObject Invalid(const ResourceType& type, const std::string& name, FieldError cause) {
@@ -137,44 +152,79 @@ bool HasResourceVersion(const json::object& metadata) {
   return version.find_first_not_of('0') != std::string::npos;
 }
 
-// One "path=value", "path==value" or "path!=value" term of a field selector.
-struct FieldRequirement {
-  std::string path;
+// fields.splitTerms: commas separate terms unless escaped with a backslash.
+std::vector<std::string_view> SplitFieldTerms(std::string_view text) {
+  std::vector<std::string_view> terms;
+  size_t start = 0;
+  bool escaped = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (escaped) {
+      escaped = false;
+    } else if (text[i] == '\\') {
+      escaped = true;
+    } else if (text[i] == ',') {
+      terms.push_back(text.substr(start, i - start));
+      start = i + 1;
+    }
+  }
+  terms.push_back(text.substr(start));
+  return terms;
+}
+
+// fields.UnescapeValue: only `\\`, `\,` and `\=` are escapes, and ',' or '=' must be escaped.
+Result<std::string> UnescapeFieldValue(std::string_view text) {
   std::string value;
-  bool negated = false;
-};
+  bool escaped = false;
+  for (char c : text) {
+    if (escaped) {
+      if (c != '\\' && c != ',' && c != '=') {
+        bool printable = c > 0x20 && c < 0x7f;
+        std::string shown = printable ? std::string(1, c) : GoQuoted(std::string_view(&c, 1));
+        return InvalidArgumentError("invalid field selector: invalid escape sequence: \\" + shown);
+      }
+      value += c;
+      escaped = false;
+    } else if (c == '\\') {
+      escaped = true;
+    } else if (c == ',' || c == '=') {
+      return InvalidArgumentError(
+          std::string("invalid field selector: unescaped character in value: ") + c);
+    } else {
+      value += c;
+    }
+  }
+  if (escaped) return InvalidArgumentError("invalid field selector: invalid escape sequence: \\");
+  return value;
+}
 
 Result<std::vector<FieldRequirement>> ParseFieldSelector(const ResourceType& type,
                                                          std::string_view text) {
   std::vector<FieldRequirement> requirements;
-  if (text.find_first_not_of(" \t") == std::string_view::npos) return requirements;
   if (text.size() > labels::kMaxSelectorBytes) {
     return InvalidArgumentError("field selector is longer than " +
                                 std::to_string(labels::kMaxSelectorBytes) + " bytes");
   }
-  size_t start = 0;
-  while (start <= text.size()) {
-    size_t comma = text.find(',', start);
-    if (comma == std::string_view::npos) comma = text.size();
-    std::string_view term = text.substr(start, comma - start);
-    FieldRequirement requirement;
+  for (std::string_view term : SplitFieldTerms(text)) {
+    if (term.empty()) continue;  // "a=b," is "a=b", as on the real server
+    // fields.splitTerm: the first position where "!=", "==" or "=" starts splits the term.
     size_t op = term.find_first_of("!=");
-    if (op == std::string_view::npos || op == 0) {
-      return InvalidArgumentError("invalid field selector: '" + std::string(term.substr(0, 100)) +
-                                  "' is not of the form field=value or field!=value");
+    while (op != std::string_view::npos && term.substr(op, 2) != "!=" && term[op] != '=') {
+      op = term.find_first_of("!=", op + 1);
     }
+    if (op == std::string_view::npos) {
+      return InvalidArgumentError("invalid selector: '" + std::string(text.substr(0, 200)) +
+                                  "'; can't understand '" + std::string(term.substr(0, 100)) + "'");
+    }
+    FieldRequirement requirement;
     requirement.path = std::string(term.substr(0, op));
+    size_t value_start = op + 1;
     if (term.substr(op, 2) == "!=") {
       requirement.negated = true;
-      requirement.value = std::string(term.substr(op + 2));
+      value_start = op + 2;
     } else if (term.substr(op, 2) == "==") {
-      requirement.value = std::string(term.substr(op + 2));
-    } else if (term[op] == '=') {
-      requirement.value = std::string(term.substr(op + 1));
-    } else {
-      return InvalidArgumentError("invalid field selector: '" + std::string(term.substr(0, 100)) +
-                                  "' has an unknown operator");
+      value_start = op + 2;
     }
+    UPLINK_ASSIGN_OR_RETURN(requirement.value, UnescapeFieldValue(term.substr(value_start)));
     bool supported = requirement.path == "metadata.name" ||
                      (requirement.path == "metadata.namespace" && type.namespaced) ||
                      std::find(type.field_paths.begin(), type.field_paths.end(),
@@ -183,36 +233,8 @@ Result<std::vector<FieldRequirement>> ParseFieldSelector(const ResourceType& typ
       return InvalidArgumentError("field label not supported: " + requirement.path.substr(0, 100));
     }
     requirements.push_back(std::move(requirement));
-    start = comma + 1;
   }
   return requirements;
-}
-
-// The string form of a field for selection: absent fields read as "", booleans as
-// "true"/"false", like the real field label conversion.
-std::string FieldValue(const json::object& object, const std::string& path) {
-  const json::value* current = nullptr;
-  const json::object* scope = &object;
-  size_t start = 0;
-  while (scope) {
-    size_t dot = path.find('.', start);
-    current = scope->if_contains(path.substr(start, dot == std::string::npos ? dot : dot - start));
-    if (!current) return "";
-    if (dot == std::string::npos) break;
-    scope = current->is_object() ? &current->get_object() : nullptr;
-    start = dot + 1;
-    if (!scope) return "";
-  }
-  if (current->is_string()) return std::string(current->get_string());
-  if (current->is_bool()) return current->get_bool() ? "true" : "false";
-  if (current->is_null()) return "";
-  return ToJson(*current);
-}
-
-bool MatchesFields(const json::object& object, const std::vector<FieldRequirement>& fields) {
-  return std::all_of(fields.begin(), fields.end(), [&](const FieldRequirement& requirement) {
-    return (FieldValue(object, requirement.path) == requirement.value) != requirement.negated;
-  });
 }
 
 // Path traversal in a start key would let a client range outside its prefix on a real
@@ -232,23 +254,107 @@ bool IsCleanStartKey(std::string_view key) {
 
 }  // namespace
 
+std::string FieldValue(const json::object& object, const std::string& path) {
+  // Events select on "source" meaning source.component.
+  if (path == "source" && StringAt(object, "kind") == "Event") {
+    return FieldValue(object, "source.component");
+  }
+  const json::value* current = nullptr;
+  const json::object* scope = &object;
+  size_t start = 0;
+  while (scope) {
+    size_t dot = path.find('.', start);
+    current = scope->if_contains(path.substr(start, dot == std::string::npos ? dot : dot - start));
+    if (!current) return "";
+    if (dot == std::string::npos) break;
+    scope = current->is_object() ? &current->get_object() : nullptr;
+    start = dot + 1;
+    if (!scope) return "";
+  }
+  if (current->is_string()) return std::string(current->get_string());
+  if (current->is_bool()) return current->get_bool() ? "true" : "false";
+  if (current->is_null()) return "";
+  return ToJson(*current);
+}
+
+Result<ObjectFilter> ObjectFilter::Parse(const ResourceType& type, std::string_view label_selector,
+                                         std::string_view field_selector) {
+  ObjectFilter filter;
+  UPLINK_ASSIGN_OR_RETURN(filter.labels_, labels::Selector::Parse(label_selector));
+  UPLINK_ASSIGN_OR_RETURN(filter.fields_, ParseFieldSelector(type, field_selector));
+  return filter;
+}
+
+bool ObjectFilter::Matches(const json::object& object) const {
+  if (!labels_.Matches(LabelsFor(object, labels_))) return false;
+  return std::all_of(fields_.begin(), fields_.end(), [&](const FieldRequirement& requirement) {
+    return (FieldValue(object, requirement.path) == requirement.value) != requirement.negated;
+  });
+}
+
 const std::vector<ResourceType>& ResourceTypes() {
+  static const std::vector<std::string> kReadVerbs = {"get", "list"};
+  static const std::vector<std::string> kAll = {"all"};
   static const std::vector<ResourceType> kTypes = {
-      {"", "v1", "nodes", "node", "Node", false, {"no"}, kAllVerbs, {"spec.unschedulable"}},
-      {"", "v1", "namespaces", "namespace", "Namespace", false, {"ns"}, kAllVerbs,
-       {"status.phase"}},
-      {"", "v1", "configmaps", "configmap", "ConfigMap", true, {"cm"}, kAllVerbs, {}},
-      {"", "v1", "secrets", "secret", "Secret", true, {}, kAllVerbs, {"type"}},
-      {"", "v1", "pods", "pod", "Pod", true, {"po"}, kAllVerbs,
-       {"spec.nodeName", "spec.restartPolicy", "spec.schedulerName", "spec.serviceAccountName",
-        "status.phase", "status.podIP", "status.nominatedNodeName"}},
-      {"", "v1", "events", "event", "Event", true, {"ev"}, kAllVerbs,
-       {"involvedObject.kind", "involvedObject.namespace", "involvedObject.name",
-        "involvedObject.uid", "involvedObject.apiVersion", "involvedObject.resourceVersion",
-        "involvedObject.fieldPath", "reason", "reportingComponent", "source", "type"}},
-      {"", "v1", "services", "service", "Service", true, {"svc"}, kAllVerbs, {}},
-      {"apps", "v1", "deployments", "deployment", "Deployment", true, {"deploy"}, kAllVerbs, {}},
-      {"apps", "v1", "statefulsets", "statefulset", "StatefulSet", true, {"sts"}, kAllVerbs, {}},
+      {.group = "", .version = "v1", .plural = "nodes", .singular = "node", .kind = "Node",
+       .namespaced = false, .short_names = {"no"}, .verbs = kAllVerbs,
+       .field_paths = {"spec.unschedulable"}},
+      {.group = "", .version = "v1", .plural = "namespaces", .singular = "namespace",
+       .kind = "Namespace", .namespaced = false, .short_names = {"ns"}, .verbs = kAllVerbs,
+       .field_paths = {"status.phase"}},
+      {.group = "", .version = "v1", .plural = "configmaps", .singular = "configmap",
+       .kind = "ConfigMap", .namespaced = true, .short_names = {"cm"}, .verbs = kAllVerbs},
+      {.group = "", .version = "v1", .plural = "secrets", .singular = "secret", .kind = "Secret",
+       .namespaced = true, .verbs = kAllVerbs, .field_paths = {"type"}},
+      {.group = "", .version = "v1", .plural = "pods", .singular = "pod", .kind = "Pod",
+       .namespaced = true, .short_names = {"po"}, .verbs = kAllVerbs,
+       .field_paths = {"spec.nodeName", "spec.restartPolicy", "spec.schedulerName",
+                       "spec.serviceAccountName", "spec.hostNetwork", "status.phase",
+                       "status.podIP", "status.nominatedNodeName"},
+       .categories = kAll, .subresources = {"log"}},
+      {.group = "", .version = "v1", .plural = "events", .singular = "event", .kind = "Event",
+       .namespaced = true, .short_names = {"ev"}, .verbs = kAllVerbs,
+       .field_paths = {"involvedObject.kind", "involvedObject.namespace", "involvedObject.name",
+                       "involvedObject.uid", "involvedObject.apiVersion",
+                       "involvedObject.resourceVersion", "involvedObject.fieldPath", "reason",
+                       "reportingComponent", "source", "type"}},
+      {.group = "", .version = "v1", .plural = "services", .singular = "service",
+       .kind = "Service", .namespaced = true, .short_names = {"svc"}, .verbs = kAllVerbs,
+       .categories = kAll},
+      {.group = "", .version = "v1", .plural = "serviceaccounts", .singular = "serviceaccount",
+       .kind = "ServiceAccount", .namespaced = true, .short_names = {"sa"}, .verbs = kAllVerbs},
+      {.group = "apps", .version = "v1", .plural = "deployments", .singular = "deployment",
+       .kind = "Deployment", .namespaced = true, .short_names = {"deploy"}, .verbs = kAllVerbs,
+       .categories = kAll},
+      {.group = "apps", .version = "v1", .plural = "replicasets", .singular = "replicaset",
+       .kind = "ReplicaSet", .namespaced = true, .short_names = {"rs"}, .verbs = kAllVerbs,
+       .categories = kAll},
+      {.group = "apps", .version = "v1", .plural = "statefulsets", .singular = "statefulset",
+       .kind = "StatefulSet", .namespaced = true, .short_names = {"sts"}, .verbs = kAllVerbs,
+       .categories = kAll},
+      {.group = "coordination.k8s.io", .version = "v1", .plural = "leases", .singular = "lease",
+       .kind = "Lease", .namespaced = true, .verbs = kAllVerbs},
+      {.group = "rbac.authorization.k8s.io", .version = "v1", .plural = "clusterroles",
+       .singular = "clusterrole", .kind = "ClusterRole", .namespaced = false, .verbs = kAllVerbs},
+      {.group = "rbac.authorization.k8s.io", .version = "v1", .plural = "clusterrolebindings",
+       .singular = "clusterrolebinding", .kind = "ClusterRoleBinding", .namespaced = false,
+       .verbs = kAllVerbs},
+      {.group = "rbac.authorization.k8s.io", .version = "v1", .plural = "roles",
+       .singular = "role", .kind = "Role", .namespaced = true, .verbs = kAllVerbs},
+      {.group = "rbac.authorization.k8s.io", .version = "v1", .plural = "rolebindings",
+       .singular = "rolebinding", .kind = "RoleBinding", .namespaced = true, .verbs = kAllVerbs},
+      // What `kubectl auth can-i` asks: answered from the requester's own permissions.
+      {.group = "authorization.k8s.io", .version = "v1", .plural = "selfsubjectaccessreviews",
+       .singular = "selfsubjectaccessreview", .kind = "SelfSubjectAccessReview",
+       .namespaced = false, .verbs = {"create"}, .stored = false},
+      {.group = "authorization.k8s.io", .version = "v1", .plural = "selfsubjectrulesreviews",
+       .singular = "selfsubjectrulesreview", .kind = "SelfSubjectRulesReview",
+       .namespaced = false, .verbs = {"create"}, .stored = false},
+      // metrics-server's aggregated API, computed from pods and nodes on each request.
+      {.group = "metrics.k8s.io", .version = "v1beta1", .plural = "nodes", .singular = "",
+       .kind = "NodeMetrics", .namespaced = false, .verbs = kReadVerbs, .stored = false},
+      {.group = "metrics.k8s.io", .version = "v1beta1", .plural = "pods", .singular = "",
+       .kind = "PodMetrics", .namespaced = true, .verbs = kReadVerbs, .stored = false},
   };
   return kTypes;
 }
@@ -437,6 +543,9 @@ Result<json::object> ObjectStore::Create(const ResourceType& type,
   if (IsSecret(type)) {
     for (FieldError& cause : ValidateSecretData(object)) refused.causes.push_back(std::move(cause));
   }
+  UPLINK_ASSIGN_OR_RETURN(std::vector<FieldError> rbac_causes,
+                          DefaultAndValidateRbacObject(type, object, nullptr));
+  for (FieldError& cause : rbac_causes) refused.causes.push_back(std::move(cause));
   if (!refused.causes.empty()) {
     Status status = InvalidArgumentError(refused.Message());
     if (invalid) *invalid = std::move(refused);
@@ -458,10 +567,10 @@ Result<json::object> ObjectStore::Create(const ResourceType& type,
   }
   std::lock_guard lock(mutex_);
   if (type.namespaced) UPLINK_RETURN_IF_ERROR(CheckNamespaceExists(namespace_name));
-  auto& objects = objects_[type.plural];
+  auto& objects = objects_[type.GroupResource()];
   std::string key = Key(type, namespace_name, name);
   if (objects.count(key)) {
-    return AlreadyExistsError(type.plural + " \"" + name + "\" already exists");
+    return AlreadyExistsError(type.GroupResource() + " \"" + name + "\" already exists");
   }
   Stamp(object, false);
   objects[key] = object;
@@ -470,6 +579,10 @@ Result<json::object> ObjectStore::Create(const ResourceType& type,
 
 Result<json::object> ObjectStore::Put(json::object object) {
   std::string kind = StringAt(object, "kind");
+  if (kind == kContainerLogKind && StringAt(object, "apiVersion") == kContainerLogApiVersion) {
+    UPLINK_RETURN_IF_ERROR(logs_.Add(object));
+    return object;
+  }
   const ResourceType* type = FindResourceByKind(StringAt(object, "apiVersion"), kind);
   if (!type) {
     return InvalidArgumentError("objects of apiVersion \"" + StringAt(object, "apiVersion") +
@@ -486,6 +599,12 @@ Result<json::object> ObjectStore::Put(json::object object) {
       return InvalidArgumentError(refused.Message());
     }
   }
+  UPLINK_ASSIGN_OR_RETURN(std::vector<FieldError> rbac_causes,
+                          DefaultAndValidateRbacObject(*type, object, nullptr));
+  if (!rbac_causes.empty()) {
+    InvalidObject refused{type->group, kind, name, std::move(rbac_causes)};
+    return InvalidArgumentError(refused.Message());
+  }
   std::string namespace_name = NamespaceOf(object);
   if (type->namespaced && namespace_name.empty()) {
     namespace_name = "default";
@@ -494,25 +613,24 @@ Result<json::object> ObjectStore::Put(json::object object) {
   std::lock_guard lock(mutex_);
   if (type->namespaced) UPLINK_RETURN_IF_ERROR(CheckNamespaceExists(namespace_name));
   Stamp(object, true);
-  objects_[type->plural][Key(*type, namespace_name, name)] = object;
+  objects_[type->GroupResource()][Key(*type, namespace_name, name)] = object;
   return object;
 }
 
 Result<json::object> ObjectStore::Get(const ResourceType& type, const std::string& namespace_name,
                                       const std::string& name) const {
   std::lock_guard lock(mutex_);
-  auto objects = objects_.find(type.plural);
+  auto objects = objects_.find(type.GroupResource());
   if (objects != objects_.end()) {
     auto it = objects->second.find(Key(type, namespace_name, name));
     if (it != objects->second.end()) return it->second;
   }
-  return NotFoundError(type.plural + " \"" + name + "\" not found");
+  return NotFoundError(type.GroupResource() + " \"" + name + "\" not found");
 }
 
 Result<ListPage> ObjectStore::List(const ResourceType& type, const ListOptions& options) const {
-  UPLINK_ASSIGN_OR_RETURN(labels::Selector selector, labels::Selector::Parse(options.label_selector));
-  UPLINK_ASSIGN_OR_RETURN(std::vector<FieldRequirement> fields,
-                          ParseFieldSelector(type, options.field_selector));
+  UPLINK_ASSIGN_OR_RETURN(ObjectFilter filter,
+                          ObjectFilter::Parse(type, options.label_selector, options.field_selector));
   std::optional<ContinuePosition> position;
   if (!options.continue_token.empty()) {
     UPLINK_ASSIGN_OR_RETURN(position, DecodeContinueToken(options.continue_token));
@@ -522,21 +640,19 @@ Result<ListPage> ObjectStore::List(const ResourceType& type, const ListOptions& 
   std::lock_guard lock(mutex_);
   ListPage page;
   page.resource_version = position ? position->resource_version : resource_version_;
-  auto objects = objects_.find(type.plural);
+  auto objects = objects_.find(type.GroupResource());
   if (objects == objects_.end()) return page;
   auto it = objects->second.lower_bound(prefix + (position ? position->start_key : ""));
   std::int64_t remaining = 0;
   std::string last_key;
   for (; it != objects->second.end(); ++it) {
     if (!it->first.starts_with(prefix)) break;
-    if (!selector.Matches(LabelsFor(it->second, selector)) || !MatchesFields(it->second, fields)) {
-      continue;
-    }
+    if (!filter.Matches(it->second)) continue;
     if (options.limit > 0 && static_cast<std::int64_t>(page.items.size()) >= options.limit) {
       ++remaining;
       // remainingItemCount is only reported for unfiltered lists; otherwise one more match
       // is all it takes to know a continue token is needed.
-      if (!selector.empty() || !fields.empty()) break;
+      if (!filter.empty()) break;
       continue;
     }
     page.items.push_back(it->second);
@@ -545,7 +661,7 @@ Result<ListPage> ObjectStore::List(const ResourceType& type, const ListOptions& 
   if (remaining > 0) {
     page.continue_token = EncodeContinueToken(page.resource_version, last_key);
     // Like kube-apiserver: the count is only given when no selector filtered the list.
-    if (selector.empty() && fields.empty()) page.remaining_item_count = remaining;
+    if (filter.empty()) page.remaining_item_count = remaining;
   }
   return page;
 }
@@ -556,15 +672,18 @@ Result<json::object> ObjectStore::MergePatch(const ResourceType& type,
                                              InvalidObject* invalid) {
   if (!patch.is_object()) return InvalidArgumentError("a merge patch must be a JSON object");
   std::lock_guard lock(mutex_);
-  auto& objects = objects_[type.plural];
+  auto& objects = objects_[type.GroupResource()];
   auto it = objects.find(Key(type, namespace_name, name));
-  if (it == objects.end()) return NotFoundError(type.plural + " \"" + name + "\" not found");
+  if (it == objects.end()) {
+    return NotFoundError(type.GroupResource() + " \"" + name + "\" not found");
+  }
   const json::object* patch_metadata = MetadataOf(patch.get_object());
   if (patch_metadata) {
     // A resourceVersion in the patch is an optimistic-concurrency precondition.
     std::string wanted = StringAt(*patch_metadata, "resourceVersion");
     if (!wanted.empty() && wanted != StringAt(MetadataOf(it->second), "resourceVersion")) {
-      return ConflictError("Operation cannot be fulfilled on " + type.plural + " \"" + name +
+      return ConflictError("Operation cannot be fulfilled on " + type.GroupResource() + " \"" +
+                           name +
                            "\": the object has been modified; please apply your changes to the "
                            "latest version and try again");
     }
@@ -596,6 +715,11 @@ Result<json::object> ObjectStore::MergePatch(const ResourceType& type,
       return refuse(InvalidObject{type.group, type.kind, name, std::move(causes)});
     }
   }
+  UPLINK_ASSIGN_OR_RETURN(std::vector<FieldError> rbac_causes,
+                          DefaultAndValidateRbacObject(type, result, &it->second));
+  if (!rbac_causes.empty()) {
+    return refuse(InvalidObject{type.group, type.kind, name, std::move(rbac_causes)});
+  }
   // Identity stays what the server assigned, whatever the patch said.
   json::object& metadata = MetadataOf(result);
   const json::object& original = MetadataOf(it->second);
@@ -617,16 +741,18 @@ Result<json::object> ObjectStore::Delete(const ResourceType& type,
                                  "\" is forbidden: this namespace may not be deleted");
   }
   std::lock_guard lock(mutex_);
-  auto& objects = objects_[type.plural];
+  auto& objects = objects_[type.GroupResource()];
   auto it = objects.find(Key(type, namespace_name, name));
-  if (it == objects.end()) return NotFoundError(type.plural + " \"" + name + "\" not found");
+  if (it == objects.end()) {
+    return NotFoundError(type.GroupResource() + " \"" + name + "\" not found");
+  }
   json::object removed = std::move(it->second);
   objects.erase(it);
   ++resource_version_;
   if (is_namespace) {
     for (const ResourceType& contained : ResourceTypes()) {
       if (!contained.namespaced) continue;
-      auto stored = objects_.find(contained.plural);
+      auto stored = objects_.find(contained.GroupResource());
       if (stored == objects_.end()) continue;
       std::string prefix = name + "/";
       auto first = stored->second.lower_bound(prefix);

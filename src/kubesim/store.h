@@ -10,8 +10,11 @@
 #include <vector>
 
 #include "common/json.h"
+#include "common/labels.h"
 #include "common/status.h"
 #include "common/time.h"
+#include "kubesim/logs.h"
+#include "kubesim/messages.h"
 
 namespace uplink::kubesim {
 
@@ -28,8 +31,15 @@ struct ResourceType {
   // Field selector paths beyond metadata.name and metadata.namespace, as the real server
   // supports them for this type (pods: spec.nodeName, ...).
   std::vector<std::string> field_paths;
+  std::vector<std::string> categories;  // "all" for what `kubectl get all` lists
+  // Subresources served with GET ("log" for pods/log); discovery lists them as "pods/log".
+  std::vector<std::string> subresources;
+  // False for types computed on request (metrics.k8s.io) rather than kept in the store.
+  bool stored = true;
 
   std::string ApiVersion() const { return group.empty() ? version : group + "/" + version; }
+  // "deployments.apps", or "pods" for the core group: how API errors name the type.
+  std::string GroupResource() const { return group.empty() ? plural : plural + "." + group; }
 };
 
 // Every type served, core group first.
@@ -37,6 +47,34 @@ const std::vector<ResourceType>& ResourceTypes();
 const ResourceType* FindResource(std::string_view group, std::string_view version,
                                  std::string_view plural);
 const ResourceType* FindResourceByKind(std::string_view api_version, std::string_view kind);
+
+// One "path=value", "path==value" or "path!=value" term of a field selector, its value
+// unescaped (`\,`, `\=` and `\\` stand for ',', '=' and '\').
+struct FieldRequirement {
+  std::string path;
+  std::string value;
+  bool negated = false;
+};
+
+// The label and field selectors of a list request, parsed once and matched per object as
+// kube-apiserver does. Fields the type does not support are InvalidArgument ("field label not
+// supported: spec.bogus"), as are malformed terms and escapes.
+class ObjectFilter {
+ public:
+  static Result<ObjectFilter> Parse(const ResourceType& type, std::string_view label_selector,
+                                    std::string_view field_selector);
+  bool Matches(const json::object& object) const;
+  bool empty() const { return labels_.empty() && fields_.empty(); }
+  const std::vector<FieldRequirement>& fields() const { return fields_; }
+
+ private:
+  labels::Selector labels_;
+  std::vector<FieldRequirement> fields_;
+};
+
+// The string form of a field for selection: absent fields read as "", booleans as
+// "true"/"false", like the real field label conversion.
+std::string FieldValue(const json::object& object, const std::string& path);
 
 struct ListOptions {
   std::optional<std::string> namespace_name;  // absent: all namespaces (or cluster-scoped)
@@ -63,31 +101,21 @@ struct ContinuePosition {
 // InvalidArgument ("continue key is not valid: ...") for anything a real server rejects.
 Result<ContinuePosition> DecodeContinueToken(std::string_view token);
 
-// One field the real API server's validation refuses, as one cause of a 422 Invalid Status.
-struct FieldError {
-  std::string field;    // "metadata.name"
-  std::string reason;   // "FieldValueInvalid" or "FieldValueRequired"
-  std::string message;  // "Invalid value: \"Foo\": a lowercase RFC 1123 subdomain must ..."
-};
-
-// An object that create refuses as the real server does with 422 Invalid.
-struct InvalidObject {
-  std::string group;  // of the kind; "" for the core group
-  std::string kind;
-  std::string name;
-  std::vector<FieldError> causes;
-  // apimachinery's message: `ConfigMap "Foo" is invalid: metadata.name: Invalid value: ...`.
-  std::string Message() const;
-};
-
 // The message create gives for an object that carries metadata.resourceVersion; the real
 // server's storage layer refuses it with a 500 Status that has no reason.
 inline constexpr std::string_view kResourceVersionSetOnCreate =
     "resourceVersion should not be set on objects to be created";
 
-// Go's %q for the printable ASCII names messages quote; other bytes are escaped, and only the
-// first 300 bytes are quoted so that a hostile name cannot grow a message without bound.
-std::string GoQuoted(std::string_view text);
+
+// RFC 1123 names as apimachinery validates them: a label ("gpu-node-0001", at most 63
+// characters) and a subdomain (dot-separated labels, at most 253).
+bool IsDnsLabel(std::string_view text);
+bool IsDnsSubdomainName(std::string_view text);
+// apimachinery's message for a name that is not a DNS label (`label`) or subdomain.
+std::string DnsNameProblem(bool label, std::string_view name);
+// path.IsValidPathSegmentName, the rule for RBAC object names: why `name` is not one
+// ("may not contain '/'"), or nothing when it is.
+std::optional<std::string> PathSegmentNameProblem(std::string_view name);
 
 // A random RFC 4122 version 4 UUID.
 std::string NewUuid();
@@ -104,8 +132,9 @@ class ObjectStore {
   // (kResourceVersionSetOnCreate).
   Result<json::object> Create(const ResourceType& type, const std::string& namespace_name,
                               json::object object, InvalidObject* invalid = nullptr);
-  // Stores an object as given (from --objects or generated nodes), replacing one with the
-  // same name and keeping its uid and creationTimestamp when it has them.
+  // Stores an object as given (from --objects, the workloads or generated nodes), replacing
+  // one with the same name and keeping its uid and creationTimestamp when it has them. A
+  // ContainerLog document goes to logs() instead.
   Result<json::object> Put(json::object object);
 
   Result<json::object> Get(const ResourceType& type, const std::string& namespace_name,
@@ -125,6 +154,7 @@ class ObjectStore {
                               const std::string& name);
 
   std::int64_t resource_version() const;
+  const LogStore& logs() const { return logs_; }
 
  private:
   static std::string Key(const ResourceType& type, const std::string& namespace_name,
@@ -133,9 +163,11 @@ class ObjectStore {
   void Stamp(json::object& object, bool keep_identity);
 
   Clock& clock_;
+  LogStore logs_;
   mutable std::mutex mutex_;
   std::int64_t resource_version_ = 0;
-  // plural -> "namespace/name" (or "name") -> object, ordered like etcd keys.
+  // group resource ("pods", "deployments.apps") -> "namespace/name" (or "name") -> object,
+  // ordered like etcd keys.
   std::map<std::string, std::map<std::string, json::object>> objects_;
 };
 

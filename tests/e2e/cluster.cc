@@ -37,7 +37,8 @@ SimulatedCluster& Deployment::StartCluster(const std::string& kube_system_uid, i
   cluster.process = std::make_unique<testing::ChildProcess>(
       std::vector<std::string>{bin("uplink-kubesim"), "--listen", "127.0.0.1:0", "--nodes",
                                std::to_string(nodes), "--gpus-per-node", std::to_string(gpus_per_node),
-                               "--objects", objects, "--kubeconfig-out", cluster.kubeconfig},
+                               "--objects", objects, "--workloads", "--kubeconfig-out",
+                               cluster.kubeconfig},
       dir());
   const bool started = testing::WaitFor(
       [&] { return !testing::ReadFileOrEmpty(cluster.kubeconfig).empty(); }, std::chrono::seconds(30));

@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include "kubesim/authn.h"
 #include "kubesim/cluster.h"
 
 namespace uplink::kubesim {
@@ -107,7 +108,40 @@ TEST_F(ApiTest, DiscoveryListsResourcesWithVerbsAndShortNames) {
     EXPECT_EQ(ToJson(resource.at("verbs")), R"(["create","delete","get","list","patch"])");
   }
   json::object apps = Body(Call("GET", "/apis/apps/v1"));
-  EXPECT_EQ(apps["resources"].as_array().size(), 2u);
+  std::vector<std::string> apps_resources;
+  for (const json::value& resource : apps["resources"].as_array()) {
+    apps_resources.emplace_back(resource.at("name").as_string());
+    // `kubectl get all` lists what is in the "all" category.
+    EXPECT_EQ(ToJson(resource.at("categories")), R"(["all"])");
+  }
+  EXPECT_EQ(apps_resources,
+            (std::vector<std::string>{"deployments", "replicasets", "statefulsets"}));
+}
+
+TEST_F(ApiTest, DiscoveryListsEveryServedGroupAndThePodLogSubresource) {
+  std::vector<std::string> groups;
+  json::object group_list = Body(Call("GET", "/apis"));
+  for (const json::value& group : group_list["groups"].as_array()) {
+    groups.emplace_back(group.at("preferredVersion").at("groupVersion").as_string());
+  }
+  EXPECT_EQ(groups, (std::vector<std::string>{"apps/v1", "coordination.k8s.io/v1",
+                                              "rbac.authorization.k8s.io/v1",
+                                              "authorization.k8s.io/v1",
+                                              "metrics.k8s.io/v1beta1"}));
+  json::object log;
+  json::object core = Body(Call("GET", "/api/v1"));
+  for (const json::value& resource : core["resources"].as_array()) {
+    if (resource.at("name") == "pods/log") log = resource.as_object();
+  }
+  EXPECT_EQ(ToJson(log), R"({"name":"pods/log","singularName":"","namespaced":true,"kind":"Pod","verbs":["get"]})");
+  json::object metrics = Body(Call("GET", "/apis/metrics.k8s.io/v1beta1"));
+  ASSERT_EQ(metrics["resources"].as_array().size(), 2u);
+  EXPECT_EQ(metrics["resources"].as_array()[0].at("kind"), "NodeMetrics");
+  EXPECT_FALSE(metrics["resources"].as_array()[0].at("namespaced").as_bool());
+  EXPECT_EQ(ToJson(metrics["resources"].as_array()[1].at("verbs")), R"(["get","list"])");
+  EXPECT_EQ(Body(Call("GET", "/apis/metrics.k8s.io"))["name"], "metrics.k8s.io");
+  ExpectStatus(Call("GET", "/apis/widgets.example.com"), 404, "NotFound");
+  ExpectStatus(Call("GET", "/apis/apps/v2"), 404, "NotFound");
 }
 
 TEST_F(ApiTest, NodeListsAreNodeListsOrTablesByAcceptHeader) {
@@ -522,6 +556,240 @@ TEST_F(ApiTest, MetricsCountRequestsByVerbResourceAndCode) {
   EXPECT_NE(metrics.find(R"(kubesim_requests_total{verb="get",resource="nodes",code="404"} 1)"),
             std::string::npos)
       << metrics;
+}
+
+// The API over the simulated GPU cluster (--workloads), as the read-only kubectl verbs use it.
+class WorkloadApiTest : public ApiTest {
+ protected:
+  void SetUp() override {
+    ApiTest::SetUp();
+    Result<std::vector<json::object>> workloads = WorkloadObjects(clock_.Now());
+    ASSERT_TRUE(workloads.ok()) << workloads.status().ToString();
+    std::stable_partition(workloads->begin(), workloads->end(), [](const json::object& object) {
+      return object.at("kind") == "Namespace";
+    });
+    for (json::object& object : *workloads) ASSERT_TRUE(store_.Put(object).ok());
+  }
+};
+
+TEST_F(WorkloadApiTest, PodLogsAreTextWithTheRealErrorsForBadRequests) {
+  const std::string pod = "/api/v1/namespaces/inference/pods/vllm-llama3-8b-6d9f7c5b8d-q9w4t/log";
+  net::Response log = Call("GET", pod + "?previous=true&tailLines=1");
+  ASSERT_EQ(log.status, 200) << log.body;
+  EXPECT_EQ(log.headers.Get("Content-Type").value_or(""), "text/plain");
+  EXPECT_EQ(log.body, "ERROR 06-01 11:57:19 api_server.py:188] RuntimeError: Engine process failed to start\n");
+  EXPECT_EQ(ExpectStatus(Call("GET", pod + "?follow=true"), 400, "BadRequest"),
+            "follow is not supported by uplink-kubesim: it serves logs whole and never streams them");
+  EXPECT_EQ(ExpectStatus(Call("GET", pod + "?tailLines=x"), 400, "BadRequest"),
+            "tailLines: strconv.ParseInt: parsing \"x\": invalid syntax");
+  EXPECT_EQ(ExpectStatus(Call("GET", pod + "?tailLines=-3&limitBytes=0"), 422, "Invalid"),
+            "PodLogOptions \"vllm-llama3-8b-6d9f7c5b8d-q9w4t\" is invalid: [tailLines: Invalid value: -3: "
+            "must be greater than or equal to 0, limitBytes: Invalid value: 0: must be greater than 0]");
+  EXPECT_EQ(ExpectStatus(Call("GET", pod + "?container=sidecar"), 400, "BadRequest"),
+            "container sidecar is not valid for pod vllm-llama3-8b-6d9f7c5b8d-q9w4t");
+  EXPECT_EQ(ExpectStatus(Call("GET", "/api/v1/namespaces/inference/pods/nope/log"), 404, "NotFound"),
+            "pods \"nope\" not found");
+  // Only pods/log is a subresource here, and only for GET.
+  ExpectStatus(Call("GET", "/api/v1/namespaces/inference/pods/vllm-llama3-8b-6d9f7c5b8d-q9w4t/exec"),
+               404, "NotFound");
+  ExpectStatus(Call("GET", "/api/v1/namespaces/inference/configmaps/x/log"), 404, "NotFound");
+  ExpectStatus(Call("POST", pod), 405, "MethodNotAllowed");
+}
+
+TEST_F(WorkloadApiTest, MetricsApiListsGetsAndFiltersLikeMetricsServer) {
+  json::object nodes = Body(Call("GET", "/apis/metrics.k8s.io/v1beta1/nodes"));
+  EXPECT_EQ(nodes["kind"], "NodeMetricsList");
+  EXPECT_EQ(nodes["items"].as_array().size(), 4u);
+  json::object gpu = Body(Call("GET", "/apis/metrics.k8s.io/v1beta1/nodes?labelSelector=nvidia.com%2Fgpu.present%3Dtrue"));
+  EXPECT_EQ(gpu["items"].as_array().size(), 3u);
+  json::object pods = Body(Call("GET", "/apis/metrics.k8s.io/v1beta1/namespaces/ml-training/pods"));
+  EXPECT_EQ(pods["kind"], "PodMetricsList");
+  EXPECT_EQ(pods["items"].as_array().size(), 2u);
+  json::object one = Body(Call("GET", "/apis/metrics.k8s.io/v1beta1/namespaces/ml-training/pods/llama3-finetune-0"));
+  EXPECT_EQ(one["containers"].as_array().at(0).at("name"), "trainer");
+  EXPECT_EQ(ExpectStatus(Call("GET", "/apis/metrics.k8s.io/v1beta1/namespaces/ml-training/pods/hparam-sweep-trial-17"),
+                         404, "NotFound"),
+            "podmetrics.metrics.k8s.io \"ml-training/hparam-sweep-trial-17\" not found");
+  EXPECT_EQ(ExpectStatus(Call("GET", "/apis/metrics.k8s.io/v1beta1/nodes/nope"), 404, "NotFound"),
+            "nodemetrics.metrics.k8s.io \"nope\" not found");
+  json::object named = Body(Call("GET", "/apis/metrics.k8s.io/v1beta1/pods?fieldSelector=metadata.name%3Dllama3-finetune-1"));
+  EXPECT_EQ(named["items"].as_array().size(), 1u);
+  ExpectStatus(Call("GET", "/apis/metrics.k8s.io/v1beta1/pods?fieldSelector=spec.nodeName%3Dx"), 400,
+               "BadRequest");
+  ExpectStatus(Call("DELETE", "/apis/metrics.k8s.io/v1beta1/nodes/gpu-node-0001"), 405,
+               "MethodNotAllowed");
+  ExpectStatus(Call("POST", "/apis/metrics.k8s.io/v1beta1/nodes", "{}", "application/json"), 405,
+               "MethodNotAllowed");
+}
+
+TEST_F(WorkloadApiTest, TablesOfPodsAreWhatKubectlGetPodsPrints) {
+  json::object table =
+      Body(Call("GET", "/api/v1/namespaces/inference/pods?limit=500", "", "", kTableAccept));
+  std::vector<std::string> columns;
+  for (const json::value& column : table["columnDefinitions"].as_array()) {
+    if (column.at("priority").as_int64() == 0) columns.emplace_back(column.at("name").as_string());
+  }
+  EXPECT_EQ(columns, (std::vector<std::string>{"Name", "Ready", "Status", "Restarts", "Age"}));
+  EXPECT_EQ(table["rows"].as_array().size(), 2u);
+}
+
+TEST_F(ApiTest, OpenApiV3IsIndexedByHashAndCachedWhenTheHashMatches) {
+  json::object index = Body(Call("GET", "/openapi/v3"));
+  std::string url(index["paths"].at("apis/apps/v1").at("serverRelativeURL").as_string());
+  ASSERT_TRUE(url.starts_with("/openapi/v3/apis/apps/v1?hash=")) << url;
+  net::Response document = Call("GET", url);
+  ASSERT_EQ(document.status, 200);
+  EXPECT_EQ(document.headers.Get("Cache-Control").value_or(""), "public, immutable");
+  EXPECT_EQ(Body(document)["openapi"], "3.0.0");
+  EXPECT_TRUE(Body(document)["components"].at("schemas").as_object().contains(
+      "io.k8s.api.apps.v1.DeploymentSpec"));
+  EXPECT_EQ(Call("GET", "/openapi/v3/apis/apps/v1").headers.Get("Cache-Control").value_or(""),
+            "no-cache, private");
+  EXPECT_EQ(Call("GET", "/openapi/v3/api/v1").status, 200);
+  ExpectStatus(Call("GET", "/openapi/v3/apis/widgets.example.com/v1"), 404, "NotFound");
+  net::Response v2 = Call("GET", "/openapi/v2");
+  EXPECT_EQ(v2.status, 200);
+  EXPECT_EQ(v2.body, "");
+}
+
+// --authorization-mode=RBAC with the token file's identities.
+class RbacApiTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    for (json::object& ns : DefaultNamespaces()) ASSERT_TRUE(store_.Put(ns).ok());
+    Result<std::vector<json::object>> bootstrap = BootstrapRbacObjects();
+    ASSERT_TRUE(bootstrap.ok());
+    for (json::object& object : *bootstrap) ASSERT_TRUE(store_.Put(object).ok());
+    Result<std::vector<json::object>> policy = ParseObjects(R"(
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: read-pods}
+rules: [{apiGroups: [""], resources: [pods, pods/log], verbs: [get, list]}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: read-pods}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: read-pods}
+subjects: [{kind: ServiceAccount, name: agent, namespace: uplink-system}]
+)");
+    ASSERT_TRUE(policy.ok());
+    for (json::object& object : *policy) ASSERT_TRUE(store_.Put(object).ok());
+  }
+
+  net::Response Call(std::string token, std::string method, std::string target,
+                     std::string body = "", std::vector<std::pair<std::string, std::string>> headers = {}) {
+    net::Request request;
+    request.method = std::move(method);
+    request.target = std::move(target);
+    request.body = std::move(body);
+    request.headers.Set("Authorization", "Bearer " + token);
+    if (!request.body.empty()) request.headers.Set("Content-Type", "application/json");
+    for (const auto& [name, value] : headers) request.headers.Add(name, value);
+    return api_.HandleForTesting(std::move(request));
+  }
+
+  static ApiOptions Options() {
+    ApiOptions options{Secret(kToken), "v1.32.4"};
+    options.users = ParseTokenAuthFile(
+                        "agent-token,system:serviceaccount:uplink-system:agent,1\n"
+                        "jane-token,jane,2,\"dev\"\n")
+                        .value();
+    options.rbac = true;
+    return options;
+  }
+
+  FakeClock clock_;
+  ObjectStore store_{clock_};
+  ApiServer api_{Options(), store_, clock_};
+};
+
+TEST_F(RbacApiTest, ServiceAccountsGetWhatTheirRolesAllowAndTheRealForbiddenOtherwise) {
+  EXPECT_EQ(Call("agent-token", "GET", "/api/v1/pods").status, 200);
+  EXPECT_EQ(Call("agent-token", "GET", "/api").status, 200);
+  EXPECT_EQ(Call("agent-token", "GET", "/openapi/v3").status, 200);
+  net::Response secrets = Call("agent-token", "GET", "/api/v1/namespaces/default/secrets");
+  ASSERT_EQ(secrets.status, 403);
+  EXPECT_EQ(secrets.body,
+            R"({"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure",)"
+            R"("message":"secrets is forbidden: User \"system:serviceaccount:uplink-system:agent\" cannot list resource \"secrets\" in API group \"\" in the namespace \"default\"",)"
+            R"("reason":"Forbidden","code":403,"details":{"kind":"secrets"}})");
+  EXPECT_EQ(Call("agent-token", "DELETE", "/api/v1/namespaces/default/pods/x").status, 403);
+  EXPECT_EQ(Call("agent-token", "POST", "/api/v1/namespaces", R"({"metadata":{"name":"x"}})").status,
+            403);
+  EXPECT_EQ(Call("agent-token", "GET", "/metrics").status, 403);
+  // The admin token is system:masters and skips RBAC; an unknown token is not anyone.
+  EXPECT_EQ(Call(kToken, "GET", "/api/v1/namespaces/default/secrets").status, 200);
+  EXPECT_EQ(Call("nobody", "GET", "/api/v1/pods").status, 401);
+  EXPECT_EQ(Call("jane-token", "GET", "/api/v1/pods").status, 403);
+  EXPECT_EQ(Call("jane-token", "GET", "/version").status, 200);
+  // Health stays public.
+  net::Request anonymous;
+  anonymous.target = "/readyz";
+  EXPECT_EQ(api_.HandleForTesting(anonymous).status, 200);
+}
+
+TEST_F(RbacApiTest, ImpersonationNeedsTheImpersonateVerb) {
+  net::Response as_agent = Call(kToken, "GET", "/api/v1/namespaces/default/secrets", "",
+                                {{"Impersonate-User", "system:serviceaccount:uplink-system:agent"}});
+  ASSERT_EQ(as_agent.status, 403) << as_agent.body;
+  EXPECT_NE(as_agent.body.find("User \\\"system:serviceaccount:uplink-system:agent\\\" cannot list"),
+            std::string::npos)
+      << as_agent.body;
+  EXPECT_EQ(Call(kToken, "GET", "/api/v1/pods", "",
+                 {{"Impersonate-User", "system:serviceaccount:uplink-system:agent"}})
+                .status,
+            200);
+  // Impersonating system:masters is itself an impersonation that needs permission.
+  net::Response escalate = Call("agent-token", "GET", "/api/v1/namespaces/default/secrets", "",
+                                {{"Impersonate-User", "admin"}, {"Impersonate-Group", "system:masters"}});
+  ASSERT_EQ(escalate.status, 403);
+  EXPECT_NE(escalate.body.find("users \\\"admin\\\" is forbidden: User \\\"system:serviceaccount:uplink-system:agent\\\" "
+                               "cannot impersonate resource \\\"users\\\" in API group \\\"\\\" at the cluster scope"),
+            std::string::npos)
+      << escalate.body;
+  EXPECT_EQ(Call("agent-token", "GET", "/api/v1/pods", "",
+                 {{"Impersonate-User", "system:serviceaccount:kube-system:admin"}})
+                .status,
+            403);
+  EXPECT_EQ(Call(kToken, "GET", "/api/v1/pods", "", {{"Impersonate-Group", "system:masters"}}).status,
+            400);
+  EXPECT_EQ(Call(kToken, "GET", "/api/v1/pods", "", {{"Impersonate-Uid", "1"}, {"Impersonate-User", "a"}})
+                .status,
+            400);
+  EXPECT_EQ(Call(kToken, "GET", "/api/v1/pods", "",
+                 {{"Impersonate-User", "system:serviceaccount:broken"}})
+                .status,
+            400);
+}
+
+TEST_F(RbacApiTest, SelfReviewsAnswerForTheRequester) {
+  auto allowed = [&](const std::string& token, const std::string& attributes) {
+    net::Response response =
+        Call(token, "POST", "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
+             R"({"apiVersion":"authorization.k8s.io/v1","kind":"SelfSubjectAccessReview","spec":)" +
+                 attributes + "}");
+    EXPECT_EQ(response.status, 201) << response.body;
+    Result<json::value> body = ParseJson(response.body);
+    return body.ok() && body->at("status").at("allowed").as_bool();
+  };
+  EXPECT_TRUE(allowed("agent-token", R"({"resourceAttributes":{"verb":"list","resource":"pods"}})"));
+  EXPECT_FALSE(allowed("agent-token", R"({"resourceAttributes":{"verb":"get","resource":"secrets","namespace":"default"}})"));
+  EXPECT_TRUE(allowed("agent-token", R"({"resourceAttributes":{"verb":"get","resource":"pods","subresource":"log","namespace":"x"}})"));
+  EXPECT_TRUE(allowed("agent-token", R"({"nonResourceAttributes":{"verb":"get","path":"/version"}})"));
+  EXPECT_FALSE(allowed("agent-token", R"({"nonResourceAttributes":{"verb":"get","path":"/metrics"}})"));
+  EXPECT_TRUE(allowed(kToken, R"({"resourceAttributes":{"verb":"delete","resource":"nodes"}})"));
+  net::Response neither = Call("agent-token", "POST",
+                               "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", R"({"spec":{}})");
+  EXPECT_EQ(neither.status, 422) << neither.body;
+  net::Response rules = Call("agent-token", "POST",
+                             "/apis/authorization.k8s.io/v1/selfsubjectrulesreviews",
+                             R"({"spec":{"namespace":"default"}})");
+  ASSERT_EQ(rules.status, 201) << rules.body;
+  EXPECT_NE(rules.body.find(R"({"verbs":["get","list"],"apiGroups":[""],"resources":["pods","pods/log"]})"),
+            std::string::npos)
+      << rules.body;
+  EXPECT_EQ(Call(kToken, "GET", "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews").status,
+            405);
 }
 
 }  // namespace

@@ -362,8 +362,9 @@ TEST_F(KubectlTest, ASecretInAMissingNamespaceIsNotFound) {
 
 TEST_F(KubectlTest, AnInvalidSecretKeyIsInvalidAndNamesTheKey) {
   testing::CommandResult result = Kubectl(
-      // Client-side validation needs OpenAPI documents, which the simulator does not serve.
-      {"create", "--validate=false", "-n", "default", "-f", "-"},
+      // kubectl validates on the server (fieldValidation=Strict), finding the parameter in the
+      // simulator's OpenAPI documents.
+      {"create", "-n", "default", "-f", "-"},
       R"({"apiVersion":"v1","kind":"Secret","metadata":{"name":"bad-key"},"data":{"bad key":"dG9rZW4="}})");
   EXPECT_NE(result.exit_code, 0);
   EXPECT_NE(result.err.find("data[bad key]: Invalid value: \"bad key\": a valid config key"),
@@ -405,7 +406,7 @@ TEST(KubesimSecretLogsTest, TheTokenNeverAppearsInTheSimulatorsOutput) {
                   .exit_code,
               0);
     testing::CommandResult bad_key = kubesim.Kubectl(
-        {"create", "--validate=false", "-n", "uplink-system", "-f", "-"},
+        {"create", "-n", "uplink-system", "-f", "-"},
         R"({"apiVersion":"v1","kind":"Secret","metadata":{"name":"bad"},"data":{"bad key":")" +
             Base64Encode(token) + R"("}})");
     EXPECT_NE(bad_key.err.find("data[bad key]"), std::string::npos) << bad_key.err;
@@ -451,6 +452,49 @@ TEST(KubesimProcessTest, BadFlagsFailWithAClearMessage) {
   EXPECT_NE(bad_level.err.find("--log-level: log level must be one of debug, info, warn, error"),
             std::string::npos)
       << bad_level.err;
+}
+
+TEST(KubesimProcessTest, HelpListsEveryFlagAndExitsZero) {
+  testing::CommandResult help = testing::RunCommand(
+      {std::string(UPLINK_BIN_DIR) + "/uplink-kubesim", "--help"}, {}, std::chrono::seconds(20));
+  EXPECT_EQ(help.exit_code, 0) << help.err;
+  for (const char* flag : {"--authorization-mode", "--token-auth-file", "--workloads", "--objects",
+                           "--kubeconfig-out", "--server-version", "--token-file"}) {
+    EXPECT_NE(help.out.find(flag), std::string::npos) << flag << "\n" << help.out;
+  }
+}
+
+TEST(KubesimProcessTest, BadRbacAndWorkloadFlagsFailWithAClearMessage) {
+  testing::TempDir dir;
+  std::ofstream(dir.path() + "/admin") << "same-token\n";
+  std::ofstream(dir.path() + "/collides.csv") << "same-token,jane,1\n";
+  std::ofstream(dir.path() + "/short.csv") << "tok,jane\n";
+  const std::string bin = std::string(UPLINK_BIN_DIR) + "/uplink-kubesim";
+  const std::string out = dir.path() + "/kubeconfig";
+  struct Bad {
+    std::vector<std::string> args;
+    std::string message;
+  };
+  const Bad cases[] = {
+      {{"--authorization-mode", "ABAC"}, "--authorization-mode must be AlwaysAllow or RBAC, not \"ABAC\""},
+      {{"--workloads", "--nodes", "1"},
+       "--workloads places pods on gpu-node-0002, which this cluster shape does not have: use "
+       "--nodes 2 or more and --cpu-nodes 1 or more"},
+      {{"--workloads", "--cpu-nodes", "0"}, "--workloads places pods on cpu-node-0001"},
+      {{"--token-auth-file", dir.path() + "/short.csv"},
+       "token file line 1: must have at least 3 columns (token, user name, user uid), found 2"},
+      {{"--token-file", dir.path() + "/admin", "--token-auth-file", dir.path() + "/collides.csv"},
+       "the token of user \"jane\" in the token file is the admin token"},
+      {{"--token-auth-file", dir.path() + "/missing.csv"}, "missing.csv"},
+  };
+  for (const Bad& bad : cases) {
+    std::vector<std::string> argv = {bin, "--kubeconfig-out", out};
+    argv.insert(argv.end(), bad.args.begin(), bad.args.end());
+    testing::CommandResult result = testing::RunCommand(argv, {}, std::chrono::seconds(20));
+    EXPECT_EQ(result.exit_code, 2) << bad.message;
+    EXPECT_NE(result.err.find(bad.message), std::string::npos) << result.err;
+    EXPECT_EQ(result.err.find("same-token"), std::string::npos) << result.err;
+  }
 }
 
 TEST(KubesimProcessTest, TheTokenFileAndServerVersionAreUsedAndSigtermExitsZero) {

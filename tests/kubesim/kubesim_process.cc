@@ -2,8 +2,10 @@
 
 #include <filesystem>
 
+#include "common/crypto.h"
 #include "common/files.h"
 #include "common/yaml.h"
+#include "kubesim/kubeconfig.h"
 
 namespace uplink::kubesim::testing {
 
@@ -38,8 +40,27 @@ Result<std::unique_ptr<KubesimProcess>> KubesimProcess::Start(
 
 CommandResult KubesimProcess::Kubectl(const std::vector<std::string>& args,
                                       const std::string& stdin_data) const {
+  return KubectlWith(kubeconfig_, args, stdin_data);
+}
+
+Result<std::string> KubesimProcess::WriteKubeconfigFor(const std::string& token,
+                                                       const std::string& name) const {
+  UPLINK_ASSIGN_OR_RETURN(std::string text, ReadFileBounded(kubeconfig_, 1 << 20));
+  UPLINK_ASSIGN_OR_RETURN(json::value config, ParseYaml(text));
+  const json::value& cluster = config.at("clusters").at(0).at("cluster");
+  UPLINK_ASSIGN_OR_RETURN(std::string ca_pem,
+                          Base64Decode(cluster.at("certificate-authority-data").as_string()));
+  std::string path = dir_.path() + "/" + name;
+  UPLINK_RETURN_IF_ERROR(WriteFileAtomic(
+      path, RenderKubeconfig(server_url_, ca_pem, Secret(token)), 0600));
+  return path;
+}
+
+CommandResult KubesimProcess::KubectlWith(const std::string& kubeconfig,
+                                          const std::vector<std::string>& args,
+                                          const std::string& stdin_data) const {
   TempDir home;
-  std::vector<std::string> argv = {"/usr/bin/kubectl", "--kubeconfig", kubeconfig_,
+  std::vector<std::string> argv = {"/usr/bin/kubectl", "--kubeconfig", kubeconfig,
                                    "--cache-dir", home.path() + "/cache"};
   argv.insert(argv.end(), args.begin(), args.end());
   // The inherited environment (the dispatcher may need it) with our HOME and no KUBECONFIG.

@@ -42,6 +42,13 @@ class KubesimProcess {
   CommandResult Kubectl(const std::vector<std::string>& args,
                         const std::string& stdin_data = "") const;
 
+  // A kubeconfig like ours that presents `token` (an identity of --token-auth-file) instead
+  // of the admin token, written to `name` in our directory; its path.
+  Result<std::string> WriteKubeconfigFor(const std::string& token, const std::string& name) const;
+  // kubectl as above with another kubeconfig.
+  CommandResult KubectlWith(const std::string& kubeconfig, const std::vector<std::string>& args,
+                            const std::string& stdin_data = "") const;
+
  private:
   KubesimProcess() = default;
   TempDir dir_;

@@ -104,12 +104,85 @@ TEST(ProtobufSecret, EveryTruncationIsRefusedOrDecodedAndNoErrorQuotesTheValue) 
   }
 }
 
+std::string TypedEnvelope(std::string_view api_version, std::string_view kind, std::string_view raw) {
+  return std::string("k8s\0", 4) + Bytes(1, Bytes(1, api_version) + Bytes(2, kind)) + Bytes(2, raw);
+}
+
+TEST(ProtobufRbac, DecodesRolesBindingsAndServiceAccountsAsKubectlCreateSendsThem) {
+  std::string rule = Bytes(1, "get") + Bytes(1, "list") + Bytes(2, "") + Bytes(3, "pods") +
+                     Bytes(4, "web-0");
+  Result<json::object> role = DecodeProtobufObject(TypedEnvelope(
+      "rbac.authorization.k8s.io/v1", "ClusterRole",
+      Bytes(1, Bytes(1, "reader")) + Bytes(2, rule) + Bytes(2, Bytes(1, "get") + Bytes(5, "/metrics"))));
+  ASSERT_TRUE(role.ok()) << role.status().ToString();
+  EXPECT_EQ(ToJson(*role),
+            R"({"apiVersion":"rbac.authorization.k8s.io/v1","kind":"ClusterRole","metadata":{"name":"reader"},)"
+            R"("rules":[{"verbs":["get","list"],"apiGroups":[""],"resources":["pods"],"resourceNames":["web-0"]},)"
+            R"({"verbs":["get"],"nonResourceURLs":["/metrics"]}]})");
+  Result<json::object> binding = DecodeProtobufObject(TypedEnvelope(
+      "rbac.authorization.k8s.io/v1", "RoleBinding",
+      Bytes(1, Bytes(1, "b") + Bytes(3, "ns")) +
+          Bytes(2, Bytes(1, "ServiceAccount") + Bytes(2, "") + Bytes(3, "agent") + Bytes(4, "ns")) +
+          Bytes(3, Bytes(1, "rbac.authorization.k8s.io") + Bytes(2, "ClusterRole") + Bytes(3, "reader"))));
+  ASSERT_TRUE(binding.ok()) << binding.status().ToString();
+  EXPECT_EQ(ToJson(*binding),
+            R"({"apiVersion":"rbac.authorization.k8s.io/v1","kind":"RoleBinding","metadata":{"name":"b","namespace":"ns"},)"
+            R"("subjects":[{"kind":"ServiceAccount","name":"agent","namespace":"ns"}],)"
+            R"("roleRef":{"apiGroup":"rbac.authorization.k8s.io","kind":"ClusterRole","name":"reader"}})");
+  Result<json::object> account = DecodeProtobufObject(
+      Envelope("ServiceAccount", Bytes(1, Bytes(1, "agent")) + VarintField(4, 0)));
+  ASSERT_TRUE(account.ok()) << account.status().ToString();
+  EXPECT_EQ(ToJson(*account),
+            R"({"apiVersion":"v1","kind":"ServiceAccount","metadata":{"name":"agent"},"automountServiceAccountToken":false})");
+}
+
+TEST(ProtobufRbac, DecodesTheSelfReviewsOfKubectlAuthCanI) {
+  Result<json::object> access = DecodeProtobufObject(TypedEnvelope(
+      "authorization.k8s.io/v1", "SelfSubjectAccessReview",
+      Bytes(1, "") + Bytes(2, Bytes(1, Bytes(1, "ml") + Bytes(2, "delete") + Bytes(3, "") +
+                                           Bytes(5, "pods") + Bytes(7, "train-0")))));
+  ASSERT_TRUE(access.ok()) << access.status().ToString();
+  EXPECT_EQ(ToJson(access->at("spec")),
+            R"({"resourceAttributes":{"namespace":"ml","verb":"delete","resource":"pods","name":"train-0"}})");
+  Result<json::object> urls = DecodeProtobufObject(TypedEnvelope(
+      "authorization.k8s.io/v1", "SelfSubjectAccessReview",
+      Bytes(2, Bytes(2, Bytes(1, "/metrics") + Bytes(2, "get")))));
+  ASSERT_TRUE(urls.ok());
+  EXPECT_EQ(ToJson(urls->at("spec")), R"({"nonResourceAttributes":{"path":"/metrics","verb":"get"}})");
+  Result<json::object> rules = DecodeProtobufObject(
+      TypedEnvelope("authorization.k8s.io/v1", "SelfSubjectRulesReview", Bytes(2, Bytes(1, "ml"))));
+  ASSERT_TRUE(rules.ok());
+  EXPECT_EQ(ToJson(rules->at("spec")), R"({"namespace":"ml"})");
+}
+
+TEST(ProtobufRbac, MalformedNestedMessagesAreRefused) {
+  const std::string cases[] = {
+      // A rule that is a varint, a verb that is a varint, a truncated subject, a roleRef name
+      // that claims more bytes than there are.
+      TypedEnvelope("rbac.authorization.k8s.io/v1", "Role", VarintField(2, 1)),
+      TypedEnvelope("rbac.authorization.k8s.io/v1", "Role", Bytes(2, VarintField(1, 7))),
+      TypedEnvelope("rbac.authorization.k8s.io/v1", "ClusterRoleBinding", Bytes(2, "\x0a\x05" "ab")),
+      TypedEnvelope("rbac.authorization.k8s.io/v1", "RoleBinding", Bytes(3, "\x1a\xff\x01x")),
+      TypedEnvelope("authorization.k8s.io/v1", "SelfSubjectAccessReview", Bytes(2, VarintField(1, 3))),
+      TypedEnvelope("authorization.k8s.io/v1", "SelfSubjectRulesReview", Bytes(2, VarintField(1, 3))),
+      Envelope("ServiceAccount", Bytes(4, "yes")),
+  };
+  for (const std::string& body : cases) {
+    Result<json::object> decoded = DecodeProtobufObject(body);
+    EXPECT_FALSE(decoded.ok()) << ToJson(json::value(body));
+    EXPECT_EQ(decoded.status().code(), StatusCode::kInvalidArgument);
+  }
+  EXPECT_FALSE(DecodeProtobufObject(TypedEnvelope("rbac.authorization.k8s.io/v2", "Role", "")).ok());
+  EXPECT_FALSE(DecodeProtobufObject(TypedEnvelope("v1", "Role", "")).ok());
+}
+
 TEST(ProtobufSecret, OtherKindsAreRefusedWithAHint) {
   Result<json::object> decoded = DecodeProtobufObject(Envelope("Pod", ""));
   ASSERT_FALSE(decoded.ok());
   EXPECT_EQ(decoded.status().message(),
-            "protobuf bodies are accepted for v1 ConfigMap, Namespace and Secret only, not v1 Pod; "
-            "send application/json");
+            "protobuf bodies are accepted for the kinds kubectl's create commands send (ConfigMap, "
+            "Namespace, Secret, ServiceAccount, RBAC roles and bindings, self access reviews), not "
+            "v1 Pod; send application/json");
 }
 
 }  // namespace

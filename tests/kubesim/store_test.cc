@@ -146,6 +146,148 @@ TEST_F(StoreTest, ListsFilterByNamespaceLabelsAndFields) {
             StatusCode::kInvalidArgument);
 }
 
+TEST_F(StoreTest, FieldSelectorsFollowTheRealGrammarWithEscapes) {
+  ASSERT_TRUE(store_.Create(Type("configmaps"), "default", ConfigMap("plain")).ok());
+  auto names = [&](std::string_view plural, std::string selector) {
+    ListOptions options;
+    options.field_selector = std::move(selector);
+    Result<ListPage> page = store_.List(Type(plural), options);
+    if (!page.ok()) return "error: " + page.status().message();
+    std::string joined;
+    for (const json::object& item : page->items) {
+      joined += (joined.empty() ? "" : ",") + Text(item, {"metadata", "name"});
+    }
+    return joined;
+  };
+  EXPECT_EQ(names("configmaps", "metadata.name==plain"), "plain");
+  EXPECT_EQ(names("configmaps", "metadata.name=plain,"), "plain");
+  EXPECT_EQ(names("configmaps", ",,metadata.name=plain"), "plain");
+  EXPECT_EQ(names("configmaps", "metadata.name=plain,metadata.namespace=kube-system"), "");
+  EXPECT_EQ(names("namespaces", "metadata.name!=default,metadata.name!=kube-system,"
+                                "metadata.name!=kube-public,metadata.name!=kube-node-lease"),
+            "uplink-system");
+  EXPECT_EQ(names("namespaces", "status.phase=Active,metadata.name=default"), "default");
+  // Escaped commas and equals signs belong to the value.
+  EXPECT_EQ(names("configmaps", "metadata.name=a\\,b"), "");
+  EXPECT_EQ(names("configmaps", "metadata.name=plain\\=x"), "");
+  const std::pair<std::string, std::string> bad[] = {
+      {"metadata.name", "error: invalid selector: 'metadata.name'; can't understand 'metadata.name'"},
+      {"metadata.name=a=b", "error: invalid field selector: unescaped character in value: ="},
+      {"metadata.name=a\\x", "error: invalid field selector: invalid escape sequence: \\x"},
+      {std::string("metadata.name=a\\\0", 17),
+       "error: invalid field selector: invalid escape sequence: \\\"\\x00\""},
+      {"metadata.name=a\\", "error: invalid field selector: invalid escape sequence: \\"},
+      {"=a", "error: field label not supported: "},
+      {"spec.nodeName=x", "error: field label not supported: spec.nodeName"},
+      {"metadata.name<a", "error: invalid selector: 'metadata.name<a'; can't understand 'metadata.name<a'"},
+      {std::string(70000, 'a'), "error: field selector is longer than 65536 bytes"},
+  };
+  for (const auto& [selector, message] : bad) {
+    EXPECT_EQ(names("configmaps", selector), message) << selector.substr(0, 40);
+  }
+  // A NUL or control byte is just part of a value that matches nothing.
+  EXPECT_EQ(names("configmaps", std::string("metadata.name=pl\0ain", 21)), "");
+}
+
+TEST_F(StoreTest, EventsSelectOnTheirInvolvedObjectAsDescribeAsks) {
+  Result<std::vector<json::object>> events = ParseObjects(R"(
+apiVersion: v1
+kind: Event
+metadata: {name: a.1, namespace: default}
+involvedObject: {kind: Pod, name: a, namespace: default, uid: u-1}
+source: {component: kubelet, host: gpu-node-0001}
+type: Warning
+reason: BackOff
+---
+apiVersion: v1
+kind: Event
+metadata: {name: n.1, namespace: default}
+involvedObject: {kind: Node, name: gpu-node-0001, uid: gpu-node-0001}
+type: Normal
+reason: Starting
+)");
+  ASSERT_TRUE(events.ok()) << events.status().ToString();
+  for (json::object& event : *events) ASSERT_TRUE(store_.Put(event).ok());
+  auto count = [&](std::string selector) {
+    ListOptions options;
+    options.field_selector = std::move(selector);
+    Result<ListPage> page = store_.List(Type("events"), options);
+    EXPECT_TRUE(page.ok()) << page.status().ToString();
+    return page.ok() ? page->items.size() : 0;
+  };
+  EXPECT_EQ(count("involvedObject.name=a,involvedObject.namespace=default,involvedObject.kind=Pod,"
+                  "involvedObject.uid=u-1"),
+            1u);
+  EXPECT_EQ(count("involvedObject.name=gpu-node-0001,involvedObject.namespace=,"
+                  "involvedObject.kind=Node,involvedObject.uid=gpu-node-0001"),
+            1u);
+  EXPECT_EQ(count("type=Warning"), 1u);
+  EXPECT_EQ(count("type!=Warning"), 1u);
+  EXPECT_EQ(count("source=kubelet"), 1u);
+  EXPECT_EQ(count("reason=BackOff,involvedObject.uid=other"), 0u);
+}
+
+TEST_F(StoreTest, NamedGroupTypesAreNamedWithTheirGroupInErrors) {
+  const ResourceType* deployments = FindResource("apps", "v1", "deployments");
+  EXPECT_EQ(store_.Get(*deployments, "default", "web").status().message(),
+            "deployments.apps \"web\" not found");
+  const ResourceType* roles = FindResource("rbac.authorization.k8s.io", "v1", "clusterroles");
+  json::object role{{"metadata", json::object{{"name", "system:reader"}}},
+                    {"rules", json::array{json::object{{"apiGroups", json::array{""}},
+                                                       {"resources", json::array{"pods"}},
+                                                       {"verbs", json::array{"get"}}}}}};
+  // RBAC names are path segments, so the bootstrap roles' colons are fine.
+  ASSERT_TRUE(store_.Create(*roles, "", role).ok());
+  EXPECT_EQ(store_.Create(*roles, "", role).status().message(),
+            "clusterroles.rbac.authorization.k8s.io \"system:reader\" already exists");
+  // Metrics types have the same plural as core types and never collide with them.
+  EXPECT_EQ(store_.Get(Type("nodes"), "", "system:reader").status().code(), StatusCode::kNotFound);
+}
+
+TEST_F(StoreTest, RbacObjectsAreValidatedOnCreatePatchAndLoad) {
+  const ResourceType* bindings = FindResource("rbac.authorization.k8s.io", "v1", "rolebindings");
+  json::object binding{
+      {"metadata", json::object{{"name", "b"}}},
+      {"roleRef", json::object{{"apiGroup", "rbac.authorization.k8s.io"}, {"kind", "Role"}, {"name", "r"}}},
+      {"subjects", json::array{json::object{{"kind", "User"}, {"name", "jane"}}}}};
+  InvalidObject invalid;
+  Result<json::object> created = store_.Create(*bindings, "default", binding, &invalid);
+  ASSERT_TRUE(created.ok()) << created.status().ToString();
+  EXPECT_EQ(Text(*created, {"subjects"}),
+            R"([{"kind":"User","name":"jane","apiGroup":"rbac.authorization.k8s.io"}])");
+  Result<json::value> patch = ParseJson(R"({"roleRef":{"kind":"ClusterRole"}})");
+  Result<json::object> patched = store_.MergePatch(*bindings, "default", "b", *patch, &invalid);
+  ASSERT_FALSE(patched.ok());
+  EXPECT_EQ(invalid.causes.at(0).field, "roleRef");
+  EXPECT_EQ(patched.status().message(),
+            "RoleBinding.rbac.authorization.k8s.io \"b\" is invalid: roleRef: Invalid value: "
+            "rbac.RoleRef{APIGroup:\"rbac.authorization.k8s.io\", Kind:\"ClusterRole\", Name:\"r\"}: "
+            "cannot change roleRef");
+  json::object no_ref{{"metadata", json::object{{"name", "c"}}}};
+  EXPECT_FALSE(store_.Create(*bindings, "default", no_ref).ok());
+  json::object loaded{{"apiVersion", "rbac.authorization.k8s.io/v1"},
+                      {"kind", "ClusterRole"},
+                      {"metadata", json::object{{"name", "bad"}}},
+                      {"rules", json::array{json::object{{"resources", json::array{"pods"}}}}}};
+  EXPECT_EQ(store_.Put(loaded).status().message(),
+            "ClusterRole.rbac.authorization.k8s.io \"bad\" is invalid: [rules[0].verbs: Required "
+            "value: verbs must contain at least one value, rules[0].apiGroups: Required value: "
+            "resource rules must supply at least one api group]");
+}
+
+TEST_F(StoreTest, ContainerLogsGoToTheLogStore) {
+  Result<std::vector<json::object>> logs = ParseObjects(
+      "apiVersion: kubesim.uplink.dev/v1\nkind: ContainerLog\nmetadata: {namespace: default, "
+      "name: p}\ncontainer: c\ncontainerID: containerd://abc\nlog: |\n  2026-01-01T00:00:00Z hi\n");
+  ASSERT_TRUE(logs.ok()) << logs.status().ToString();
+  ASSERT_TRUE(store_.Put(logs->at(0)).ok());
+  ASSERT_EQ(store_.logs().Lines("containerd://abc").size(), 1u);
+  EXPECT_EQ(store_.logs().Lines("containerd://abc")[0].text, "hi");
+  json::object broken = logs->at(0);
+  broken.erase("containerID");
+  EXPECT_FALSE(store_.Put(broken).ok());
+}
+
 json::object SecretObject(std::string_view text) {
   Result<json::value> parsed = ParseJson(text);
   EXPECT_TRUE(parsed.ok() && parsed->is_object()) << text;

@@ -40,11 +40,6 @@ struct NodeReader {
   }
 };
 
-std::string StringAt(const json::object& object, std::string_view key) {
-  const json::value* value = object.if_contains(key);
-  return value != nullptr && value->is_string() ? std::string(value->get_string()) : std::string();
-}
-
 // At most `max_bytes` of `text`, cut at a character boundary so the result stays valid UTF-8.
 std::string Utf8Prefix(std::string_view text, size_t max_bytes) {
   if (text.size() <= max_bytes) return std::string(text);

@@ -1,0 +1,23 @@
+# Writes OUTPUT, a C++ file defining EmbeddedDataFile() over the files in INPUTS (a
+# ;-separated list), so that the simulator carries its data files inside its binary.
+# Run with cmake -P at build time; see CMakeLists.txt.
+set(content "// Generated from src/kubesim/data by embed_data.cmake. Do not edit.\n")
+string(APPEND content "#include \"kubesim/embedded_data.h\"\n\nnamespace uplink::kubesim {\nnamespace {\n\n")
+set(index 0)
+set(entries "")
+foreach(input IN LISTS INPUTS)
+  get_filename_component(name "${input}" NAME)
+  file(READ "${input}" hex HEX)
+  string(LENGTH "${hex}" hex_length)
+  math(EXPR size "${hex_length} / 2")
+  string(REGEX REPLACE "([0-9a-f][0-9a-f])" "'\\\\x\\1'," bytes "${hex}")
+  string(APPEND content "constexpr char kFile${index}[] = {${bytes} '\\0'};\n")
+  string(APPEND entries "    {\"${name}\", std::string_view(kFile${index}, ${size})},\n")
+  math(EXPR index "${index} + 1")
+endforeach()
+string(APPEND content "\n}  // namespace\n\nstd::string_view EmbeddedDataFile(std::string_view name) {\n")
+string(APPEND content "  static constexpr std::pair<std::string_view, std::string_view> kFiles[] = {\n${entries}  };\n")
+string(APPEND content "  for (const auto& [file, data] : kFiles) {\n    if (file == name) return data;\n  }\n  return {};\n}\n\n}  // namespace uplink::kubesim\n")
+file(WRITE "${OUTPUT}.tmp" "${content}")
+file(COPY_FILE "${OUTPUT}.tmp" "${OUTPUT}" ONLY_IF_DIFFERENT)
+file(REMOVE "${OUTPUT}.tmp")
