@@ -1,10 +1,12 @@
 # The two commands are `make demo` and `make test`; the rest are their steps.
+# `make build TARGETS=uplink-agent` builds only the named targets (the image build does).
+# `make manifests` regenerates deploy/manifests/ from the Helm chart.
 BUILD_DIR ?= build
 BUILD_TYPE ?= Release
 JOBS ?= $(shell nproc)
 CTEST_JOBS ?= $(shell nproc)
 
-.PHONY: all deps configure build test demo bench clean
+.PHONY: all deps configure build test demo bench clean manifests
 
 all: build
 
@@ -17,10 +19,14 @@ $(BUILD_DIR)/build.ninja:
 configure: deps $(BUILD_DIR)/build.ninja
 
 build: configure
-	@cmake --build $(BUILD_DIR) -j $(JOBS)
+	@cmake --build $(BUILD_DIR) -j $(JOBS) $(if $(TARGETS),--target $(TARGETS))
 
 test: build
 	@cd $(BUILD_DIR) && ctest --output-on-failure -j $(CTEST_JOBS) --timeout 600
+
+manifests: configure
+	@cmake --build $(BUILD_DIR) --target chart_tools
+	@deploy/manifests/render.sh $(BUILD_DIR)/tests/chart/chartrender
 
 demo: build
 	@scripts/demo.sh $(BUILD_DIR)/bin
@@ -31,6 +37,7 @@ bench: build
 	@$(BUILD_DIR)/bin/bench_spool
 	@$(BUILD_DIR)/bin/bench_node
 	@$(BUILD_DIR)/bin/bench_gpu
+	@$(BUILD_DIR)/bin/bench_kubectl
 
 clean:
 	@rm -rf $(BUILD_DIR)

@@ -1,7 +1,17 @@
 #!/usr/bin/env bash
-# Installs the Debian packages uplink needs to build, test and run its demo. Idempotent and
-# quiet when everything is present; needs root (or sudo) only when something is missing.
+# Installs what uplink needs to build, test and run its demo. Idempotent and quiet when
+# everything is present; needs root (or sudo) only when a Debian package is missing.
+#
+# UPLINK_DEPS=build installs only what `make build` needs (the container image build uses
+# it); the default, UPLINK_DEPS=all, adds the tools the tests drive and the chart tests'
+# Go and npm packages.
 set -euo pipefail
+
+profile=${UPLINK_DEPS:-all}
+case "$profile" in
+  build|all) ;;
+  *) echo "deps: UPLINK_DEPS must be build or all, not '$profile'" >&2; exit 2 ;;
+esac
 
 packages=(
   # toolchain
@@ -9,36 +19,70 @@ packages=(
   # libraries (Boost 1.81: Asio, Beast, JSON, URL are header-only)
   libboost1.81-dev libssl-dev libsqlite3-dev zlib1g-dev libyaml-dev libsodium-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  # real tools the tests drive
-  kubectl openssl sqlite3 curl procps
-  # node_exporter: the node role's metric names and values are checked against it, and
-  # its CPU and memory are the baseline of bench_node
-  prometheus-node-exporter
 )
+if [[ "$profile" == all ]]; then
+  packages+=(
+    # real tools the tests drive
+    kubectl openssl sqlite3 curl procps
+    # clang and its libFuzzer runtime: make test runs the kubectl guard's fuzz target for a
+    # bounded time (clang-14 does not pull in libclang-rt-14-dev by itself)
+    clang libclang-rt-14-dev
+    # node_exporter: the node role's metric names and values are checked against it, and
+    # its CPU and memory are the baseline of bench_node
+    prometheus-node-exporter
+    # the chart tests' renderer (tests/chart): Go's text/template with sprig, as Helm
+    # renders, plus YAML and JSON Schema; built offline from Debian's Go sources
+    golang-go golang-github-masterminds-sprig-dev golang-k8s-sigs-yaml-dev
+    golang-github-xeipuuv-gojsonschema-dev
+  )
+  # Node.js and npm for the chart tests' Kubernetes schemas (package.json). A machine may
+  # have them from elsewhere (NodeSource's nodejs bundles npm and conflicts with Debian's
+  # npm package): only when the commands are missing are Debian's packages installed.
+  command -v node >/dev/null 2>&1 || packages+=(nodejs)
+  command -v npm >/dev/null 2>&1 || packages+=(npm)
+fi
 
 missing=()
 for p in "${packages[@]}"; do
   status=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
   [[ "$status" == "install ok installed" ]] || missing+=("$p")
 done
-[[ ${#missing[@]} -eq 0 ]] && exit 0
 
-# kubectl is not in Debian's own archive; it comes from the Kubernetes apt repository (or the
-# Google Cloud SDK one). Say so plainly instead of failing inside apt-get.
-if [[ " ${missing[*]} " == *" kubectl "* ]] && [[ -z "$(apt-cache policy kubectl 2>/dev/null | awk '/Candidate:/ && $2 != "(none)"')" ]]; then
-  echo "deps: kubectl is missing and no configured apt source offers it." >&2
-  echo "      Add the Kubernetes project's apt repository, or install kubectl to /usr/bin;" >&2
-  echo "      the tests drive the real kubectl against uplink-kubesim." >&2
-  exit 1
+if [[ ${#missing[@]} -gt 0 ]]; then
+  # kubectl is not in Debian's own archive; it comes from the Kubernetes apt repository (or
+  # the Google Cloud SDK one). Say so plainly instead of failing inside apt-get.
+  if [[ " ${missing[*]} " == *" kubectl "* ]] && [[ -z "$(apt-cache policy kubectl 2>/dev/null | awk '/Candidate:/ && $2 != "(none)"')" ]]; then
+    echo "deps: kubectl is missing and no configured apt source offers it." >&2
+    echo "      Add the Kubernetes project's apt repository, or install kubectl to /usr/bin;" >&2
+    echo "      the tests drive the real kubectl against uplink-kubesim." >&2
+    exit 1
+  fi
+
+  echo "deps: installing ${missing[*]}" >&2
+  sudo=""
+  [[ $(id -u) -eq 0 ]] || sudo="sudo"
+  export DEBIAN_FRONTEND=noninteractive
+  if ! $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/tmp/uplink-deps.log 2>&1; then
+    # A fresh machine may have no package lists yet.
+    $sudo apt-get update -qq >>/tmp/uplink-deps.log 2>&1
+    $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >>/tmp/uplink-deps.log 2>&1 ||
+      { cat /tmp/uplink-deps.log >&2; echo "deps: apt-get failed (log above)" >&2; exit 1; }
+  fi
 fi
 
-echo "deps: installing ${missing[*]}" >&2
-sudo=""
-[[ $(id -u) -eq 0 ]] || sudo="sudo"
-export DEBIAN_FRONTEND=noninteractive
-if ! $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/tmp/uplink-deps.log 2>&1; then
-  # A fresh machine may have no package lists yet.
-  $sudo apt-get update -qq >>/tmp/uplink-deps.log 2>&1
-  $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >>/tmp/uplink-deps.log 2>&1 ||
-    { cat /tmp/uplink-deps.log >&2; echo "deps: apt-get failed (log above)" >&2; exit 1; }
+[[ "$profile" == all ]] || exit 0
+
+# npm packages, exactly as package-lock.json pins them (integrity hashes included), into
+# ./node_modules. Skipped when that lock file was already installed.
+root=$(cd "$(dirname "$0")/.." && pwd)
+stamp="$root/node_modules/.uplink-lock.sha256"
+want=$(sha256sum "$root/package-lock.json" | cut -d' ' -f1)
+if [[ ! -f "$stamp" || "$(cat "$stamp")" != "$want" ]]; then
+  echo "deps: npm ci (package-lock.json)" >&2
+  if ! (cd "$root" && npm ci --no-audit --no-fund --loglevel=error >/tmp/uplink-npm.log 2>&1); then
+    cat /tmp/uplink-npm.log >&2
+    echo "deps: npm ci failed (log above)" >&2
+    exit 1
+  fi
+  echo "$want" > "$stamp"
 fi

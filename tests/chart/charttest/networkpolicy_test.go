@@ -1,0 +1,100 @@
+package charttest
+
+import (
+	"fmt"
+	"testing"
+)
+
+// One NetworkPolicy per workload: no ingress (but /metrics from networkPolicy.metricsFrom),
+// egress only to DNS, the console's port (only to consoleCIDRs when set) and, for the roles
+// that use the API, the API server's ports (only to apiServerCIDRs when set).
+func TestNetworkPoliciesAreExactlyAsDescribed(t *testing.T) {
+	chart := loadChart(t)
+	for _, c := range matrix {
+		result := render(t, chart, c)
+		policies := byKind(result, "NetworkPolicy")
+		policyEnabled := asMap(result.Values["networkPolicy"])["enabled"] == true
+		if !policyEnabled {
+			if len(policies) != 0 {
+				t.Errorf("case %s: networkPolicy.enabled=false still renders %v", c.name, names(policies))
+			}
+			continue
+		}
+		np := asMap(result.Values["networkPolicy"])
+		consolePort := 443
+		if c.name == "network-cidrs" {
+			consolePort = 8443
+		}
+		if c.name == "ipv6-console" {
+			consolePort = 9443
+		}
+		apiPorts := asList(asMap(result.Values["kubernetes"])["apiServerPorts"])
+
+		covered := map[string]bool{}
+		for _, policy := range policies {
+			component := componentOf(policy)
+			covered[component] = true
+			where := fmt.Sprintf("case %s policy %s", c.name, get(policy, "metadata", "name"))
+			if !sameJSON(t, get(policy, "spec", "podSelector"), fmt.Sprintf(`{"matchLabels": {
+				"app.kubernetes.io/name": "uplink-agent", "app.kubernetes.io/instance": %q,
+				"app.kubernetes.io/component": %q}}`, c.releaseName(), component)) {
+				t.Errorf("%s: podSelector %s", where, toJSON(get(policy, "spec", "podSelector")))
+			}
+			if !sameJSON(t, get(policy, "spec", "policyTypes"), `["Ingress", "Egress"]`) {
+				t.Errorf("%s: policyTypes %s", where, toJSON(get(policy, "spec", "policyTypes")))
+			}
+			wantIngress := `[]`
+			if len(asList(np["metricsFrom"])) > 0 {
+				wantIngress = `[{"from": ` + toJSON(np["metricsFrom"]) + `, "ports": [{"protocol": "TCP", "port": 8081}]}]`
+			}
+			if !sameJSON(t, get(policy, "spec", "ingress"), wantIngress) {
+				t.Errorf("%s: ingress %s, want %s", where, toJSON(get(policy, "spec", "ingress")), wantIngress)
+			}
+
+			egress := `[{"ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]}`
+			egress += fmt.Sprintf(`, {"ports": [{"protocol": "TCP", "port": %d}]%s}`, consolePort, ipBlocks(np["consoleCIDRs"]))
+			if component != "node" {
+				var ports []string
+				for _, p := range apiPorts {
+					ports = append(ports, fmt.Sprintf(`{"protocol": "TCP", "port": %v}`, p))
+				}
+				egress += fmt.Sprintf(`, {"ports": [%s]%s}`, joinComma(ports), ipBlocks(np["apiServerCIDRs"]))
+			}
+			egress += "]"
+			if !sameJSON(t, get(policy, "spec", "egress"), egress) {
+				t.Errorf("%s: egress\n got %s\nwant %s", where, toJSON(get(policy, "spec", "egress")), egress)
+			}
+		}
+		for _, w := range workloads(result) {
+			if !covered[componentOf(w)] {
+				t.Errorf("case %s: workload %s has no NetworkPolicy", c.name, get(w, "metadata", "name"))
+			}
+		}
+		if len(policies) != len(workloads(result)) {
+			t.Errorf("case %s: %d policies for %d workloads", c.name, len(policies), len(workloads(result)))
+		}
+	}
+}
+
+func ipBlocks(cidrs interface{}) string {
+	list := asList(cidrs)
+	if len(list) == 0 {
+		return ""
+	}
+	var peers []string
+	for _, cidr := range list {
+		peers = append(peers, fmt.Sprintf(`{"ipBlock": {"cidr": %q}}`, cidr))
+	}
+	return `, "to": [` + joinComma(peers) + `]`
+}
+
+func joinComma(items []string) string {
+	out := ""
+	for i, item := range items {
+		if i > 0 {
+			out += ", "
+		}
+		out += item
+	}
+	return out
+}

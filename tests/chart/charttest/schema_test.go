@@ -1,0 +1,149 @@
+package charttest
+
+import (
+	"strings"
+	"testing"
+
+	"uplink/chart/helmlite"
+)
+
+const schemaPreamble = "values don't meet the specifications of the schema(s) in the following chart(s):\nuplink-agent:\n"
+
+// Bad values are refused before anything renders, with a message naming the value and
+// saying what is wrong with it.
+func TestSchemaRefusesBadValuesReadably(t *testing.T) {
+	chart := loadChart(t)
+	cases := []struct {
+		name, values string
+		want         []string
+	}{
+		{"empty selector", `nodes: {selector: ""}`,
+			[]string{"- nodes.selector: String length must be greater than or equal to 1"}},
+		{"blank selector", `nodes: {selector: "   "}`,
+			[]string{`- nodes.selector: Does not match pattern '\S'`}},
+		{"http console", `config: {baseUrl: "http://console.example.com"}`,
+			[]string{"- config.baseUrl: Does not match pattern '^(https://"}},
+		{"console with a path", `config: {baseUrl: "https://console.example.com/api"}`,
+			[]string{"- config.baseUrl: Does not match pattern '^(https://"}},
+		{"console with credentials", `config: {baseUrl: "https://user:pw@console.example.com"}`,
+			[]string{"- config.baseUrl: Does not match pattern"}},
+		{"unknown top-level key", `replicas: 2`,
+			[]string{"- (root): Additional property replicas is not allowed"}},
+		{"unknown nested key", `token: {existingSecretName: x}`,
+			[]string{"- token: Additional property existingSecretName is not allowed"}},
+		{"misspelt kubernetes key", `kubernetes: {enable: true}`,
+			[]string{"- kubernetes: Additional property enable is not allowed"}},
+		{"misspelt node key", `kubernetes: {node: {runtimeClassName: nvidia}}`,
+			[]string{"- kubernetes.node: Additional property runtimeClassName is not allowed"}},
+		{"api server port out of range", `kubernetes: {apiServerPorts: [443, 70000]}`,
+			[]string{"- kubernetes.apiServerPorts.1: Must be less than or equal to 65535"}},
+		{"no api server port", `kubernetes: {apiServerPorts: []}`,
+			[]string{"- kubernetes.apiServerPorts: Array must have at least 1 items"}},
+		{"bad console CIDR", `networkPolicy: {consoleCIDRs: [console.example.com]}`,
+			[]string{"- networkPolicy.consoleCIDRs.0: Does not match pattern"}},
+		{"relative spool path", `kubernetes: {node: {spoolHostPath: var/lib/uplink}}`,
+			[]string{"- kubernetes.node.spoolHostPath: Does not match pattern"}},
+		{"spool path escaping upwards", `kubernetes: {node: {spoolHostPath: /var/lib/../../etc}}`,
+			[]string{"- kubernetes.node.spoolHostPath: Does not match pattern"}},
+		{"bad digest", `image: {digest: "sha256:abc"}`,
+			[]string{"- image.digest: Does not match pattern '^(sha256:[a-f0-9]{64})?$'"}},
+		{"repository with a tag", `image: {repository: "ghcr.io/uplink/uplink-agent:latest"}`,
+			[]string{"- image.repository: Does not match pattern"}},
+		{"execution enabled", `execution: {enabled: true}`,
+			[]string{"- execution.enabled: execution.enabled must be one of the following: false"}},
+		{"no memory limit", `resources: {node: {limits: {memory: null}}}`,
+			[]string{"- resources.node.limits: memory is required"}},
+		{"bad quantity", `resources: {node: {requests: {cpu: lots, memory: 32Mi}, limits: {memory: 1Gi}}}`,
+			[]string{"- resources.node.requests.cpu: Does not match pattern"}},
+		{"string for a boolean", `kubernetes: {enabled: "yes"}`,
+			[]string{"- kubernetes.enabled: Invalid type. Expected: boolean, given: string"}},
+		{"unknown toleration field", `kubernetes: {node: {tolerations: [{operator: Exists, efect: NoSchedule}]}}`,
+			[]string{"- kubernetes.node.tolerations.0: Additional property efect is not allowed"}},
+	}
+	for _, c := range cases {
+		_, err := helmlite.Render(chart, helmlite.Options{
+			ReleaseName: "uplink-agent", Namespace: "uplink", Values: userValues(t, requiredValues, c.values),
+		})
+		if err == nil {
+			t.Errorf("%s: accepted", c.name)
+			continue
+		}
+		if !strings.HasPrefix(err.Error(), schemaPreamble) {
+			t.Errorf("%s: not a schema refusal: %v", c.name, err)
+		}
+		containsAll(t, c.name, err.Error(), c.want...)
+	}
+}
+
+// A token that does not look like one is refused without being repeated.
+func TestSchemaRefusalNeverEchoesTheToken(t *testing.T) {
+	const badToken = "agt_short-but-secret!"
+	_, err := helmlite.Render(loadChart(t), helmlite.Options{
+		ReleaseName: "uplink-agent", Namespace: "uplink",
+		Values: userValues(t, requiredValues, "token: {existingSecret: '', value: '"+badToken+"'}"),
+	})
+	if err == nil {
+		t.Fatal("a malformed token was accepted")
+	}
+	containsAll(t, "token refusal", err.Error(), "- token.value: Does not match pattern")
+	if strings.Contains(err.Error(), "short-but-secret") {
+		t.Errorf("the refusal repeats the token: %v", err)
+	}
+}
+
+// What the schema cannot say (a value that depends on another) the templates say.
+func TestTemplatesRefuseMissingConsoleAndToken(t *testing.T) {
+	chart := loadChart(t)
+	cases := []struct {
+		name, values, want string
+	}{
+		{"no console", `token: {existingSecret: s}`,
+			"config.baseUrl is required: the console's address, https://HOST[:PORT]"},
+		{"no token", `config: {baseUrl: "https://console.example.com"}`,
+			"set token.existingSecret (a Secret holding the connection token under token.secretKey"},
+	}
+	for _, c := range cases {
+		_, err := helmlite.Render(chart, helmlite.Options{
+			ReleaseName: "uplink-agent", Namespace: "uplink", Values: userValues(t, c.values),
+		})
+		if err == nil {
+			t.Errorf("%s: accepted", c.name)
+			continue
+		}
+		if !strings.HasPrefix(err.Error(), "execution error at (uplink-agent/templates/") {
+			t.Errorf("%s: not a template refusal: %v", c.name, err)
+		}
+		containsAll(t, c.name, err.Error(), c.want)
+	}
+}
+
+// The values every value in the schema takes are documented in the chart's README with
+// their defaults, and the schema constrains every key of values.yaml.
+func TestEveryValueIsDocumented(t *testing.T) {
+	chart := loadChart(t)
+	readme := readFile(t, chartDir(t), "README.md")
+	for _, key := range leafKeys("", chart.Values) {
+		if !strings.Contains(readme, "`"+key+"`") {
+			t.Errorf("README.md does not document `%s`", key)
+		}
+	}
+}
+
+// leafKeys lists values.yaml's keys down to leaves; maps that hold user-chosen keys
+// (nodeSelector, resources' contents) stop at the map.
+func leafKeys(prefix string, values map[string]interface{}) []string {
+	var out []string
+	for key, value := range values {
+		full := key
+		if prefix != "" {
+			full = prefix + "." + key
+		}
+		inner, isMap := value.(map[string]interface{})
+		if !isMap || len(inner) == 0 || full == "resources.inventory" || full == "resources.cluster" || full == "resources.node" {
+			out = append(out, full)
+			continue
+		}
+		out = append(out, leafKeys(full, inner)...)
+	}
+	return out
+}
