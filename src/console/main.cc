@@ -81,6 +81,7 @@ int Serve(const std::vector<std::string>& args) {
   std::chrono::milliseconds record_retention = options.record_retention;
   std::chrono::milliseconds sample_raw_retention = options.sample_raw_retention;
   std::chrono::milliseconds sample_retention = options.sample_retention;
+  std::chrono::milliseconds command_timeout = options.command_timeout;
   FlagSet flags("uplink-console serve");
   flags.String("data-dir", &data_dir, "directory made by \"uplink-console init\"");
   flags.String("listen", &listen, "HOST:PORT to serve on");
@@ -105,6 +106,8 @@ int Serve(const std::vector<std::string>& args) {
                  "node samples are kept raw this long after they were collected (1h or more)");
   flags.Duration("sample-retention", &sample_retention,
                  "node samples' 5-minute rollups are kept this long (at least the raw retention)");
+  flags.Duration("command-timeout", &command_timeout,
+                 "how long a kubectl command from a user waits for the agent's result (5s-60s)");
   flags.String("log-level", &log_level, "debug, info, warn or error");
   if (Status parsed = flags.Parse(args); !parsed.ok()) return Fail(parsed);
   if (Status level = log::SetMinLevel(log_level); !level.ok()) return Fail(level);
@@ -147,6 +150,10 @@ int Serve(const std::vector<std::string>& args) {
   options.sample_raw_retention =
       std::chrono::duration_cast<std::chrono::seconds>(sample_raw_retention);
   options.sample_retention = std::chrono::duration_cast<std::chrono::seconds>(sample_retention);
+  if (command_timeout < std::chrono::seconds(5) || command_timeout > std::chrono::seconds(60)) {
+    return Fail(InvalidArgumentError("--command-timeout must be from 5s to 60s"));
+  }
+  options.command_timeout = std::chrono::duration_cast<std::chrono::seconds>(command_timeout);
   options.max_upload_bytes = static_cast<size_t>(max_upload_bytes);
   options.record_retention = std::chrono::duration_cast<std::chrono::seconds>(record_retention);
   options.thresholds = {stale_after, offline_after};

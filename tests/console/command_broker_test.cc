@@ -84,7 +84,7 @@ class CommandBrokerTest : public ::testing::Test {
 
 TEST_F(CommandBrokerTest, AHeldPollIsAnsweredTheMomentACommandIsQueued) {
   PollSlot poll;
-  broker_.Poll(kConnection, 4, seconds(50), poll.Callback());
+  broker_.Poll(kConnection, "", 4, seconds(50), poll.Callback());
   EXPECT_FALSE(poll.commands());
   EXPECT_EQ(broker_.stats().waiting_polls, 1u);
 
@@ -112,14 +112,14 @@ TEST_F(CommandBrokerTest, QueuedCommandsAreHandedOutAtOnceUpToTheAgentsFreeSlots
   clock_.Advance(std::chrono::milliseconds(40));
 
   PollSlot poll;
-  broker_.Poll(kConnection, 2, seconds(50), poll.Callback());
+  broker_.Poll(kConnection, "", 2, seconds(50), poll.Callback());
   ASSERT_TRUE(poll.commands());
   ASSERT_EQ(poll.commands()->size(), 2u);
   EXPECT_EQ((*poll.commands())[0].id, first);  // oldest first
   EXPECT_EQ((*poll.commands())[1].id, second);
 
   PollSlot next;
-  broker_.Poll(kConnection, 4, seconds(50), next.Callback());
+  broker_.Poll(kConnection, "", 4, seconds(50), next.Callback());
   ASSERT_TRUE(next.commands());
   ASSERT_EQ(next.commands()->size(), 1u);
   EXPECT_EQ((*next.commands())[0].id, third);
@@ -132,20 +132,38 @@ TEST_F(CommandBrokerTest, QueuedCommandsAreHandedOutAtOnceUpToTheAgentsFreeSlots
 
 TEST_F(CommandBrokerTest, OneCommandGoesToOneOfTwoHeldPolls) {
   PollSlot first, second;
-  broker_.Poll(kConnection, 4, seconds(50), first.Callback());
-  broker_.Poll(kConnection, 4, seconds(50), second.Callback());
+  broker_.Poll(kConnection, "", 4, seconds(50), first.Callback());
+  broker_.Poll(kConnection, "", 4, seconds(50), second.Callback());
   EndSlot a;
   std::string id = Submit(a);
-  ASSERT_TRUE(first.commands());  // the oldest poll
-  EXPECT_EQ(first.commands()->size(), 1u);
-  EXPECT_FALSE(second.commands());
+  ASSERT_TRUE(second.commands());  // the newest poll: its agent is the likeliest alive
+  EXPECT_EQ(second.commands()->size(), 1u);
+  EXPECT_FALSE(first.commands());
 
   EndSlot b;
   std::string other = Submit(b);
-  ASSERT_TRUE(second.commands());
-  ASSERT_EQ(second.commands()->size(), 1u);
-  EXPECT_EQ((*second.commands())[0].id, other);
+  ASSERT_TRUE(first.commands());
+  ASSERT_EQ(first.commands()->size(), 1u);
+  EXPECT_EQ((*first.commands())[0].id, other);
   EXPECT_NE(id, other);
+}
+
+// An agent killed while its poll was held leaves that poll behind; when it comes back (the
+// same pod name) its new poll replaces the old one, so no command goes to a dead connection.
+TEST_F(CommandBrokerTest, ARestartedAgentsNewPollReplacesItsOldOne) {
+  PollSlot before_restart, other_agent, after_restart;
+  broker_.Poll(kConnection, "cluster-agent-0", 4, seconds(50), before_restart.Callback());
+  broker_.Poll(kConnection, "cluster-agent-1", 4, seconds(50), other_agent.Callback());
+  broker_.Poll(kConnection, "cluster-agent-0", 4, seconds(50), after_restart.Callback());
+  ASSERT_TRUE(before_restart.commands());
+  EXPECT_TRUE(before_restart.commands()->empty());  // answered empty at once
+  EXPECT_FALSE(other_agent.commands());
+  EXPECT_EQ(broker_.stats().waiting_polls, 2u);
+  EndSlot end;
+  Submit(end);
+  ASSERT_TRUE(after_restart.commands());
+  EXPECT_EQ(after_restart.commands()->size(), 1u);
+  EXPECT_FALSE(other_agent.commands());
 }
 
 TEST_F(CommandBrokerTest, ConcurrentPollsNeverGetTheSameCommand) {
@@ -155,7 +173,7 @@ TEST_F(CommandBrokerTest, ConcurrentPollsNeverGetTheSameCommand) {
   std::multiset<std::string> handed_out;
   auto poller = [&] {
     while (!done) {
-      broker_.Poll(kConnection, 3, seconds(0), [&](std::vector<PendingCommand> taken) {
+      broker_.Poll(kConnection, "", 3, seconds(0), [&](std::vector<PendingCommand> taken) {
         std::lock_guard lock(mutex);
         for (const PendingCommand& command : taken) handed_out.insert(command.id);
       });
@@ -200,7 +218,7 @@ TEST_F(CommandBrokerTest, ConcurrentPollsNeverGetTheSameCommand) {
 
 TEST_F(CommandBrokerTest, ACommandNobodyTookIsGivenUpAfter60Seconds) {
   PollSlot earlier;
-  broker_.Poll(kConnection, 4, seconds(0), earlier.Callback());  // the agent was seen once
+  broker_.Poll(kConnection, "", 4, seconds(0), earlier.Callback());  // the agent was seen once
   WallTime polled_at = clock_.Now();
   clock_.Advance(seconds(5));
   EndSlot end;
@@ -220,7 +238,7 @@ TEST_F(CommandBrokerTest, ACommandNobodyTookIsGivenUpAfter60Seconds) {
 
   // A poll after the give-up does not get it.
   PollSlot later;
-  broker_.Poll(kConnection, 4, seconds(0), later.Callback());
+  broker_.Poll(kConnection, "", 4, seconds(0), later.Callback());
   ASSERT_TRUE(later.commands());
   EXPECT_TRUE(later.commands()->empty());
   broker_.ExpireDue();
@@ -232,7 +250,7 @@ TEST_F(CommandBrokerTest, ACommandTakenWithoutAResultIsGivenUpAndItsLateResultDi
   std::string id = Submit(end);
   clock_.Advance(seconds(2));
   PollSlot poll;
-  broker_.Poll(kConnection, 4, seconds(50), poll.Callback());
+  broker_.Poll(kConnection, "", 4, seconds(50), poll.Callback());
   WallTime taken_at = clock_.Now();
   ASSERT_TRUE(poll.commands());
   clock_.Advance(seconds(58));
@@ -256,7 +274,7 @@ TEST_F(CommandBrokerTest, AResultEndsTheCommandOnceAndARepeatIsAcknowledged) {
   EndSlot end;
   std::string id = Submit(end);
   PollSlot poll;
-  broker_.Poll(kConnection, 4, seconds(50), poll.Callback());
+  broker_.Poll(kConnection, "", 4, seconds(50), poll.Callback());
   auto stored = broker_.Deliver(kConnection, id, Output("NAME  READY\n", 3));
   ASSERT_TRUE(stored.ok());
   EXPECT_EQ(*stored, CommandBroker::Delivery::kStored);
@@ -283,7 +301,7 @@ TEST_F(CommandBrokerTest, ResultsForUnknownUntakenOrOtherConnectionsCommandsAreN
   // Queued but never handed out: no agent can have a result for it.
   EXPECT_EQ(broker_.Deliver(kConnection, id, Output("x")).status().code(), StatusCode::kNotFound);
   PollSlot poll;
-  broker_.Poll(kConnection, 4, seconds(0), poll.Callback());
+  broker_.Poll(kConnection, "", 4, seconds(0), poll.Callback());
   EXPECT_EQ(broker_.Deliver(kOther, id, Output("x")).status().code(), StatusCode::kNotFound);
   EXPECT_EQ(broker_.Deliver(kConnection, "cmd_0000000000000000", Output("x")).status().code(),
             StatusCode::kNotFound);
@@ -297,7 +315,7 @@ TEST_F(CommandBrokerTest, EndedCommandsAreForgottenAfterFiveMinutes) {
   EndSlot end;
   std::string id = Submit(end);
   PollSlot poll;
-  broker_.Poll(kConnection, 4, seconds(0), poll.Callback());
+  broker_.Poll(kConnection, "", 4, seconds(0), poll.Callback());
   ASSERT_TRUE(broker_.Deliver(kConnection, id, Output("x")).ok());
   clock_.Advance(seconds(299));
   broker_.ExpireDue();
@@ -319,7 +337,7 @@ TEST_F(CommandBrokerTest, SixteenCommandsMayWaitPerConnection) {
   EXPECT_TRUE(broker_.Submit(kOther, Argv(), other.Callback()).ok());
   // Taken commands still wait for their results, so they still count.
   PollSlot poll;
-  broker_.Poll(kConnection, 16, seconds(0), poll.Callback());
+  broker_.Poll(kConnection, "", 16, seconds(0), poll.Callback());
   ASSERT_EQ(poll.commands()->size(), 16u);
   EXPECT_FALSE(broker_.Submit(kConnection, Argv(), ends[16].Callback()).ok());
   ASSERT_TRUE(broker_.Deliver(kConnection, ids[0], Output("x")).ok());
@@ -328,7 +346,7 @@ TEST_F(CommandBrokerTest, SixteenCommandsMayWaitPerConnection) {
 
 TEST_F(CommandBrokerTest, AHeldPollIsAnsweredEmptyWhenItsWaitPasses) {
   PollSlot poll;
-  broker_.Poll(kConnection, 4, seconds(50), poll.Callback());
+  broker_.Poll(kConnection, "", 4, seconds(50), poll.Callback());
   clock_.Advance(seconds(49));
   broker_.ExpireDue();
   EXPECT_FALSE(poll.commands());
@@ -341,8 +359,8 @@ TEST_F(CommandBrokerTest, AHeldPollIsAnsweredEmptyWhenItsWaitPasses) {
 
 TEST_F(CommandBrokerTest, PollsWithShorterWaitsBehindLongerOnesAreAnsweredInTime) {
   PollSlot longer, shorter;
-  broker_.Poll(kConnection, 4, seconds(50), longer.Callback());
-  broker_.Poll(kConnection, 4, seconds(5), shorter.Callback());
+  broker_.Poll(kConnection, "", 4, seconds(50), longer.Callback());
+  broker_.Poll(kConnection, "", 4, seconds(5), shorter.Callback());
   clock_.Advance(seconds(5));
   broker_.ExpireDue();
   EXPECT_TRUE(shorter.commands());
@@ -351,7 +369,7 @@ TEST_F(CommandBrokerTest, PollsWithShorterWaitsBehindLongerOnesAreAnsweredInTime
 
 TEST_F(CommandBrokerTest, APollWithoutWaitIsAnsweredAtOnce) {
   PollSlot poll;
-  broker_.Poll(kConnection, 4, seconds(0), poll.Callback());
+  broker_.Poll(kConnection, "", 4, seconds(0), poll.Callback());
   ASSERT_TRUE(poll.commands());
   EXPECT_TRUE(poll.commands()->empty());
   EXPECT_EQ(broker_.stats().waiting_polls, 0u);
@@ -359,7 +377,7 @@ TEST_F(CommandBrokerTest, APollWithoutWaitIsAnsweredAtOnce) {
 
 TEST_F(CommandBrokerTest, AFifthHeldPollOfAConnectionReleasesTheOldest) {
   std::vector<PollSlot> polls(5);
-  for (PollSlot& poll : polls) broker_.Poll(kConnection, 4, seconds(50), poll.Callback());
+  for (PollSlot& poll : polls) broker_.Poll(kConnection, "", 4, seconds(50), poll.Callback());
   ASSERT_TRUE(polls[0].commands());
   EXPECT_TRUE(polls[0].commands()->empty());
   for (size_t i = 1; i < polls.size(); ++i) EXPECT_FALSE(polls[i].commands());
@@ -368,12 +386,12 @@ TEST_F(CommandBrokerTest, AFifthHeldPollOfAConnectionReleasesTheOldest) {
 
 TEST_F(CommandBrokerTest, CommandsOfOneConnectionNeverReachAnother) {
   PollSlot other_poll;
-  broker_.Poll(kOther, 4, seconds(50), other_poll.Callback());
+  broker_.Poll(kOther, "", 4, seconds(50), other_poll.Callback());
   EndSlot end;
   Submit(end);
   EXPECT_FALSE(other_poll.commands());
   PollSlot poll;
-  broker_.Poll(kConnection, 4, seconds(0), poll.Callback());
+  broker_.Poll(kConnection, "", 4, seconds(0), poll.Callback());
   EXPECT_EQ(poll.commands()->size(), 1u);
 }
 
@@ -384,9 +402,9 @@ TEST_F(CommandBrokerTest, DestroyingTheBrokerEndsWaitingCommandsAndReleasesPolls
     CommandBroker broker(clock_);
     ASSERT_TRUE(broker.Submit(kConnection, Argv(), taken.Callback()).ok());
     PollSlot poll;
-    broker.Poll(kConnection, 4, seconds(0), poll.Callback());
+    broker.Poll(kConnection, "", 4, seconds(0), poll.Callback());
     ASSERT_TRUE(broker.Submit(kConnection, Argv(), queued.Callback()).ok());
-    broker.Poll(kOther, 4, seconds(50), held.Callback());
+    broker.Poll(kOther, "", 4, seconds(50), held.Callback());
   }
   ASSERT_TRUE(queued.ended());
   EXPECT_EQ(queued.ended()->kind, CommandEnd::Kind::kShutdown);

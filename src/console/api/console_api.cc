@@ -88,7 +88,7 @@ ConsoleApi::ConsoleApi(Store& store, const Clock& clock, ConsoleOptions options)
       hasher_(options.password_hashing),
       guard_(clock, options.rate_limits, metrics_),
       auth_(store, clock, guard_),
-      commands_(clock) {
+      commands_(clock, CommandBrokerOptions{.give_up_after = options.command_timeout}) {
   metrics_.DeclareCounter(kRequestsTotal, "HTTP requests by route, method and status.");
   metrics_.DeclareCounter(kReportsAcceptedTotal, "Inventory reports stored.");
   metrics_.DeclareCounter(kReportsRefusedTotal,

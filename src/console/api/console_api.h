@@ -49,6 +49,8 @@ struct ConsoleOptions {
   // until `sample_retention`.
   std::chrono::seconds sample_raw_retention{48 * 3600};
   std::chrono::seconds sample_retention{7 * 24 * 3600};
+  // How long a user's kubectl command waits for its result before the console gives up.
+  std::chrono::seconds command_timeout{60};
 };
 
 // The body limit for a request, from its method, path and headers alone (net::ServerOptions::
@@ -63,7 +65,8 @@ size_t RequestBodyLimit(const net::Request& head);
 class ConsoleApi {
  public:
   // `store` and `clock` must outlive this object. Starts the thread that gives up kubectl
-  // commands after 60 s; destroying this object ends the commands still waiting.
+  // commands after options.command_timeout; destroying this object ends the commands still
+  // waiting.
   ConsoleApi(Store& store, const Clock& clock, ConsoleOptions options);
   ConsoleApi(const ConsoleApi&) = delete;
   ConsoleApi& operator=(const ConsoleApi&) = delete;

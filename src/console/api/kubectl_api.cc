@@ -224,7 +224,9 @@ net::Response ConsoleApi::KubectlEnded(const Connection& connection, const Reque
       detail["error"] = outcome;
       response = ErrorResponse(
           504, "agent_timeout",
-          "no agent picked the command up within 60 s; is the cluster role (uplink-agent "
+          "no agent picked the command up within " +
+              std::to_string(options_.command_timeout.count()) +
+              " s; is the cluster role (uplink-agent "
           "cluster) running? The connection's page shows \"Waiting for agent\" until it polls. "
           "Its agent last asked for commands: " +
               (end.last_poll_at ? FormatRfc3339(*end.last_poll_at)
@@ -236,7 +238,9 @@ net::Response ConsoleApi::KubectlEnded(const Connection& connection, const Reque
       response = ErrorResponse(504, "agent_timeout",
                                "the agent took the command at " +
                                    FormatRfc3339(end.taken_at.value_or(WallTime{})) +
-                                   " and returned nothing within 60 s; the result, if it comes, "
+                                   " and returned nothing within " +
+                                   std::to_string(options_.command_timeout.count()) +
+                                   " s; the result, if it comes, "
                                    "is discarded. Check the cluster role's log");
       break;
     case CommandEnd::Kind::kShutdown:
@@ -327,11 +331,14 @@ void ConsoleApi::PollCommands(const net::Request& request, const Connection& con
     return reply(ErrorResponse(415, "unsupported_media_type",
                                "send the body as JSON with Content-Type: application/json"));
   }
+  std::string agent_instance;
   auto read = [&]() -> Result<std::pair<std::int64_t, std::int64_t>> {
     UPLINK_ASSIGN_OR_RETURN(json::object body, ReadJsonObject(request.body));
     FieldReader fields(body, "");
     UPLINK_RETURN_IF_ERROR(fields.OnlyFields({"agent_instance", "wait_seconds", "max_commands"}));
-    UPLINK_RETURN_IF_ERROR(fields.String("agent_instance", kMaxInstanceBytes).status());
+    UPLINK_ASSIGN_OR_RETURN(std::optional<std::string> instance,
+                            fields.String("agent_instance", kMaxInstanceBytes));
+    agent_instance = instance.value_or("");
     std::int64_t wait = kDefaultPollWaitSeconds;
     std::int64_t max_commands = kDefaultPollCommands;
     if (fields.Find("wait_seconds")) {
@@ -346,7 +353,8 @@ void ConsoleApi::PollCommands(const net::Request& request, const Connection& con
   auto parsed = read();
   if (!parsed.ok()) return reply(Reply(parsed.status()));
   auto [wait, max_commands] = *parsed;
-  commands_.Poll(connection.id, static_cast<size_t>(max_commands), std::chrono::seconds(wait),
+  commands_.Poll(connection.id, agent_instance, static_cast<size_t>(max_commands),
+                 std::chrono::seconds(wait),
                  [reply](std::vector<PendingCommand> taken) {
                    json::array list;
                    for (PendingCommand& command : taken) {

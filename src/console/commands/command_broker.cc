@@ -72,8 +72,8 @@ Result<std::string> CommandBroker::Submit(const std::string& connection_id,
     ++state.waiting;
     state.queued.push_back(id);
     if (!state.polls.empty()) {
-      HeldPoll poll = std::move(state.polls.front());
-      state.polls.pop_front();
+      HeldPoll poll = std::move(state.polls.back());
+      state.polls.pop_back();
       --held_polls_;
       calls.polls.emplace_back(std::move(poll.done), TakeLocked(state, poll.max_commands));
     }
@@ -82,14 +82,25 @@ Result<std::string> CommandBroker::Submit(const std::string& connection_id,
   return id;
 }
 
-void CommandBroker::Poll(const std::string& connection_id, size_t max_commands,
-                         std::chrono::seconds wait, PollDone done) {
+void CommandBroker::Poll(const std::string& connection_id, const std::string& agent_instance,
+                         size_t max_commands, std::chrono::seconds wait, PollDone done) {
   max_commands = std::max<size_t>(max_commands, 1);
   Calls calls;
   {
     std::lock_guard lock(mutex_);
     ConnectionState& state = connections_[connection_id];
     state.last_poll_at = clock_.Now();
+    if (!agent_instance.empty()) {
+      for (auto held = state.polls.begin(); held != state.polls.end();) {
+        if (held->agent_instance != agent_instance) {
+          ++held;
+          continue;
+        }
+        calls.polls.emplace_back(std::move(held->done), std::vector<PendingCommand>{});
+        held = state.polls.erase(held);
+        --held_polls_;
+      }
+    }
     std::vector<PendingCommand> taken = TakeLocked(state, max_commands);
     if (!taken.empty() || wait <= std::chrono::seconds(0)) {
       calls.polls.emplace_back(std::move(done), std::move(taken));
@@ -100,7 +111,8 @@ void CommandBroker::Poll(const std::string& connection_id, size_t max_commands,
         state.polls.pop_front();
         --held_polls_;
       }
-      state.polls.push_back(HeldPoll{max_commands, clock_.SteadyNow() + wait, std::move(done)});
+      state.polls.push_back(
+          HeldPoll{agent_instance, max_commands, clock_.SteadyNow() + wait, std::move(done)});
       ++held_polls_;
     }
   }

@@ -107,9 +107,12 @@ class CommandBroker {
 
   // Takes up to `max_commands` queued commands of the connection and calls `done` with them
   // at once; when none is queued and `wait` is positive, holds the poll until one is queued
-  // (then `done` gets it) or `wait` passes (then `done` gets none).
-  void Poll(const std::string& connection_id, size_t max_commands, std::chrono::seconds wait,
-            PollDone done);
+  // (then `done` gets it) or `wait` passes (then `done` gets none). An agent holds one poll
+  // at a time, so a poll from `agent_instance` (when not empty) answers that instance's held
+  // poll empty: it was left by the same agent before it restarted, and a command handed to
+  // it would be lost. A queued command goes to the newest held poll, the likeliest alive.
+  void Poll(const std::string& connection_id, const std::string& agent_instance,
+            size_t max_commands, std::chrono::seconds wait, PollDone done);
 
   // The agent's result for command `id` of the connection: kStored when it ended the command
   // (or had already, for a result sent again), kDiscarded when the command was given up.
@@ -137,13 +140,14 @@ class CommandBroker {
     Done done;
   };
   struct HeldPoll {
+    std::string agent_instance;
     size_t max_commands = 1;
     SteadyTime deadline;
     PollDone done;
   };
   struct ConnectionState {
     std::deque<std::string> queued;  // ids, oldest first
-    std::deque<HeldPoll> polls;      // oldest first
+    std::deque<HeldPoll> polls;      // oldest first; the newest is answered first
     size_t waiting = 0;              // commands queued or taken
     std::optional<WallTime> last_poll_at;
   };
