@@ -28,6 +28,8 @@ using uplink::testing::ChildProcess;
 using uplink::testing::TempDir;
 using Clock = std::chrono::system_clock;
 
+constexpr char kInstance[] = "bench-cluster-agent";
+
 std::int64_t NowNs() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
       .count();
@@ -81,9 +83,11 @@ class Bench {
             R"({"namespaces": ["*"]})").status != 200) {
       return Fail("namespaces");
     }
+    // Only the benchmark's commands are noted: the role's snapshots run kubectl too.
     uplink::testing::WriteFileOrDie(dir_.File("kubectl"),
-                                    "#!/bin/sh\n/bin/date +%s%N >> " + dir_.File("starts") +
-                                        "\nexec /usr/bin/kubectl \"$@\"\n",
+                                    "#!/bin/sh\ncase \"$*\" in *'version --client'*) /bin/date "
+                                    "+%s%N >> " + dir_.File("starts") +
+                                        " ;; esac\nexec /usr/bin/kubectl \"$@\"\n",
                                     0755);
     if (!uplink::testing::WaitFor(
             [&] { return !uplink::testing::ReadFileOrEmpty(dir_.File("kubeconfig")).empty(); })) {
@@ -100,7 +104,8 @@ class Bench {
             "--token-file", dir_.File("token"), "--state-dir", dir_.File("spool-" + poll_wait),
             "--listen", "127.0.0.1:" + std::to_string(health_port_), "--kubectl",
             dir_.File("kubectl"), "--kubeconfig", dir_.File("kubeconfig"), "--cache-dir",
-            dir_.File("cache"), "--poll-wait", poll_wait, "--log-level", "warn"},
+            dir_.File("cache"), "--poll-wait", poll_wait, "--instance", kInstance,
+            "--log-level", "warn"},
         dir_.path());
     return uplink::testing::WaitFor([&] { return AgentMetric("uplink_agent_command_polls_total") >= 0; });
   }
@@ -154,7 +159,9 @@ class Bench {
       poll.target = "/api/v1/agent/commands/poll";
       poll.headers.Set("Authorization", "Bearer " + token);
       poll.headers.Set("Content-Type", "application/json");
-      poll.body = R"({"wait_seconds": 0, "max_commands": 1})";
+      // The same instance name: its first poll replaces the one the stopped agent left held.
+      poll.body = std::string(R"({"wait_seconds": 0, "max_commands": 1, "agent_instance": ")") +
+                  kInstance + "\"}";
       auto reply = (*agent)->Send(poll);
       if (reply.ok() && reply->status == 200) {
         auto body = uplink::ParseJson(reply->body);

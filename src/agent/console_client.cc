@@ -83,6 +83,11 @@ ConsoleClient::ConsoleClient(ConsoleClientOptions options, Clock& clock,
                              std::unique_ptr<net::HttpClient> large)
     : options_(std::move(options)), clock_(clock), http_(std::move(http)), large_(std::move(large)) {}
 
+void ConsoleClient::Abort() {
+  http_->Abort();
+  large_->Abort();
+}
+
 ConsoleReply ConsoleClient::PostJson(std::string_view path, const json::value& body,
                                      Compression compression) {
   ConsoleReply reply;

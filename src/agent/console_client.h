@@ -56,6 +56,10 @@ class ConsoleClient {
   ConsoleReply PostJson(std::string_view path, const json::value& body,
                         Compression compression = Compression::kAboveThreshold);
 
+  // Ends the call under way (it fails with no reply) and every later one: for stopping while
+  // a long poll is held. Safe from any thread.
+  void Abort();
+
   const ConsoleClientOptions& options() const { return options_; }
 
  private:

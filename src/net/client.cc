@@ -6,6 +6,7 @@
 #include <poll.h>
 
 #include <boost/asio/as_tuple.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -17,6 +18,7 @@
 #include <boost/beast/ssl/ssl_stream.hpp>
 #include <boost/url/parse.hpp>
 #include <boost/url/url_view.hpp>
+#include <atomic>
 #include <cctype>
 #include <memory>
 #include <optional>
@@ -126,6 +128,7 @@ class ClientImpl final : public HttpClient {
   Result<Response> Send(Request request) override {
     UPLINK_RETURN_IF_ERROR(Validate(request));
     std::lock_guard lock(mutex_);
+    if (aborted_) return UnavailableError("the HTTP client to " + Where() + " was stopped");
     const auto deadline = Clock::now() + options_.request_timeout;
     Response response;
     Status status;
@@ -140,6 +143,17 @@ class ClientImpl final : public HttpClient {
       return status;
     }
     return response;
+  }
+
+  void Abort() override {
+    aborted_ = true;
+    // Runs inside the Send under way (io_ is only run there): closing its socket makes the
+    // pending read finish with an error, so the exchange ends the normal way.
+    asio::post(io_, [this] {
+      if (!connection_) return;
+      boost::system::error_code ignored;
+      connection_->tcp().socket().close(ignored);
+    });
   }
 
  private:
@@ -174,6 +188,8 @@ class ClientImpl final : public HttpClient {
         Status connected = co_await Connect(deadline);
         if (!connected.ok()) co_return connected;
       }
+      // An Abort while connecting found no socket to close.
+      if (aborted_) co_return UnavailableError("the HTTP client to " + Where() + " was stopped");
       bool written = false;
       Status status = co_await RoundTrip(message, deadline, written, response);
       if (status.ok() || written || !reused || attempt > 0) co_return status;
@@ -343,6 +359,7 @@ class ClientImpl final : public HttpClient {
   std::optional<ssl::context> tls_;
   std::unique_ptr<AnyStream> connection_;  // the kept-alive connection, if any
   beast::flat_buffer buffer_;
+  std::atomic<bool> aborted_{false};
 };
 
 }  // namespace

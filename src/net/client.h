@@ -44,6 +44,10 @@ class HttpClient {
   // serialised over one kept-alive connection.
   virtual Result<Response> Send(Request request) = 0;
 
+  // Ends the exchange under way, if any (its Send returns Unavailable), and makes every later
+  // Send fail at once. Safe from any thread: how a long poll is cut short at shutdown.
+  virtual void Abort() = 0;
+
   const ClientOptions& options() const { return options_; }
 
  protected:

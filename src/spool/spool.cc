@@ -363,8 +363,8 @@ struct Spool::Impl {
 
   // A clean close leaves the cursor durable, so only a power loss ever sends records again.
   ~Impl() {
-    if (!state_unsynced || !state_file) return;
-    if (Status synced = state_file->Sync(); !synced.ok()) {
+    if (!state_file) return;
+    if (Status synced = SyncState(); !synced.ok()) {
       Log().Warn("could not sync the spool cursor on close; records consumed since the last "
                  "sync may be sent again after a power loss",
                  {{"dir", dir}, {"error", synced}});
@@ -680,6 +680,15 @@ struct Spool::Impl {
     return Status::Ok();
   }
 
+  // Makes a lazily written cursor durable: the slot it went to becomes the synced one.
+  Status SyncState() {
+    if (!state_unsynced) return Status::Ok();
+    UPLINK_RETURN_IF_ERROR(state_file->Sync());
+    synced_slot = 1 - synced_slot;
+    state_unsynced = false;
+    return Status::Ok();
+  }
+
   // Makes `next` (just persisted) the state, and forgets what it consumed. Requires mu.
   void AdoptStateLocked(const PersistentState& next) {
     state = next;
@@ -713,6 +722,14 @@ struct Spool::Impl {
            ++i) {
         doomed.push_back(segments[i].first);
       }
+    }
+    if (doomed.empty()) return Status::Ok();
+    // Never on the word of a lazily written cursor: a power loss could take it back below
+    // the retired segments (a segment may have started since Consume decided not to sync).
+    if (Status synced = SyncState(); !synced.ok()) {
+      Log().Warn("could not sync the spool cursor; consumed segments stay until it is",
+                 {{"dir", dir}, {"error", synced}});
+      return synced;
     }
     return RetireSegments(doomed, /*recycle=*/true);
   }
@@ -945,6 +962,9 @@ struct Spool::Impl {
       PassLeadership(group.size());
     }
     while (true) {
+      Segment& segment = segments.back();
+      // Durable first: a sync that covered this group counts even when a later group failed.
+      if (status.ok() && segment.size >= end) break;
       if (pipeline_failure) {
         Status failure = *pipeline_failure;
         --groups_in_flight;
@@ -952,8 +972,6 @@ struct Spool::Impl {
         if (leading) PassLeadership(group.size());
         return failure.WithContext("appending to the spool (a group before it failed)");
       }
-      Segment& segment = segments.back();
-      if (status.ok() && segment.size >= end) break;  // durable
       if (!status.ok() && segment.size >= start && !syncing) {
         RepairFailedGroups(lock, status, first, start);  // everything before it is durable
         PassLeadership(group.size());
@@ -970,7 +988,8 @@ struct Spool::Impl {
       pipeline_changed.wait(lock);
     }
     for (size_t i = 0; i < group.size(); ++i) group[i]->sequence = first + i;
-    if (--groups_in_flight == 0) pipeline_changed.notify_all();  // a roll may be waiting
+    --groups_in_flight;
+    pipeline_changed.notify_all();  // a roll or a repair may be waiting for the count
     return Status::Ok();
   }
 

@@ -3,7 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <mutex>
 #include <thread>
+#include <vector>
 
 #include "net/certs.h"
 #include "net/server.h"
@@ -365,6 +367,42 @@ class TlsRoundTrip : public ::testing::Test {
 
   CertificateAuthority ca_;
 };
+
+// A long poll held by the server ends at once when the client is aborted from another
+// thread, and the client refuses to send again.
+TEST(ClientAbort, EndsTheHeldExchangeAndEveryLaterOne) {
+  std::mutex mutex;
+  std::vector<Reply> held;
+  auto server = HttpServer::Start(ServerOptions{}, [&](Request, Reply reply) {
+    std::lock_guard lock(mutex);
+    held.push_back(std::move(reply));  // never answered while the test runs
+  });
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  auto client = HttpClient::Create(
+      {.base_url = "http://127.0.0.1:" + std::to_string((*server)->port()),
+       .request_timeout = std::chrono::minutes(5)});
+  ASSERT_TRUE(client.ok());
+  Result<Response> sent = InternalError("not sent");
+  std::thread poller([&] {
+    Request request;
+    request.target = "/poll";
+    sent = (*client)->Send(request);
+  });
+  for (int i = 0; i < 1000; ++i) {  // up to 10 s
+    {
+      std::lock_guard lock(mutex);
+      if (!held.empty()) break;
+    }
+    std::this_thread::sleep_for(10ms);
+  }
+  (*client)->Abort();
+  poller.join();  // a hang here is the failure: the server never answers
+  EXPECT_EQ(sent.status().code(), StatusCode::kUnavailable) << sent.status().ToString();
+  Request again;
+  again.target = "/again";
+  EXPECT_EQ((*client)->Send(again).status().code(), StatusCode::kUnavailable);
+  (*server)->Stop();
+}
 
 TEST_F(TlsRoundTrip, SucceedsWhenTheClientTrustsTheIssuingCa) {
   auto server = StartTlsServer({"localhost", "127.0.0.1"});

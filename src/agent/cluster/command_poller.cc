@@ -75,8 +75,23 @@ CommandPoller::CommandPoller(CommandPollerOptions options, ConsoleClient& poll_c
       backoff_(options_.backoff) {}
 
 CommandPoller::~CommandPoller() {
-  stopping_ = true;
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+    threads_changed_.notify_all();
+  }
   WaitForCommands();
+}
+
+void CommandPoller::JoinFinishedLocked() {
+  for (const std::thread::id id : finished_) {
+    auto thread = std::find_if(threads_.begin(), threads_.end(),
+                               [&](const std::thread& t) { return t.get_id() == id; });
+    if (thread == threads_.end()) continue;
+    thread->join();
+    threads_.erase(thread);
+  }
+  finished_.clear();
 }
 
 bool CommandPoller::MarkSeen(const std::string& id) {
@@ -149,13 +164,17 @@ std::chrono::milliseconds CommandPoller::PollOnce() {
 }
 
 void CommandPoller::Execute(PolledCommand command) {
-  const WallTime started = clock_.Now();
+  const SteadyTime started = clock_.SteadyNow();
   Result<KubectlRun> run = command.argv.empty()
                                ? Result<KubectlRun>(PermissionDeniedError(
                                      "the command's argv is not a list of strings"))
                                : runner_.Run(command.argv, &stopping_);
-  const auto elapsed =
-      std::chrono::duration_cast<std::chrono::milliseconds>(clock_.Now() - started).count();
+  if (!run.ok() && run.status().code() == StatusCode::kUnavailable && stopping_) {
+    run = UnavailableError("the agent is stopping; the command was cut short");
+  }
+  const auto elapsed = std::chrono::duration_cast<std::chrono::milliseconds>(
+                           clock_.SteadyNow() - started)
+                           .count();
   json::object result = RunResultJson(run, elapsed);
   const std::string outcome = Outcome(result);
   metrics_.Increment(kCommands, {{"outcome", outcome}});
@@ -169,6 +188,7 @@ void CommandPoller::Execute(PolledCommand command) {
   std::lock_guard lock(mutex_);
   --running_;
   metrics_.Set(kRunning, static_cast<double>(running_));
+  finished_.push_back(std::this_thread::get_id());
   threads_changed_.notify_all();
 }
 
@@ -186,43 +206,40 @@ void CommandPoller::PostResult(const std::string& id, const json::object& result
     const bool permanent = reply.http_status >= 400 && reply.http_status < 500 &&
                            reply.http_status != 408 && reply.http_status != 429;
     const auto delay = backoff.NextDelay(reply.retry_after);
-    if (permanent || clock_.Now() + delay > deadline) {
+    if (permanent || stopping_ || clock_.Now() + delay > deadline) {
       metrics_.Increment(kResultsDropped);
       log_.Warn("dropping a command's result the console did not take",
                 {{"id", id}, {"http_status", reply.http_status}, {"error", reply.status}});
       return;
     }
-    std::this_thread::sleep_for(delay);
+    std::unique_lock lock(mutex_);
+    threads_changed_.wait_for(lock, delay, [&] { return stopping_.load(); });
   }
 }
 
 void CommandPoller::WaitForCommands() {
-  std::vector<std::thread> threads;
-  {
-    std::unique_lock lock(mutex_);
-    threads_changed_.wait(lock, [&] { return running_ == 0; });
-    threads.swap(threads_);
-  }
-  for (std::thread& thread : threads) thread.join();
+  std::unique_lock lock(mutex_);
+  threads_changed_.wait(lock, [&] { return running_ == 0; });
+  JoinFinishedLocked();
 }
 
 void CommandPoller::Run(StopSignal& stop) {
   std::thread stopper([&] {
     while (stop.WaitFor(std::chrono::hours(1))) {
     }
-    stopping_ = true;
-    std::lock_guard lock(mutex_);
-    threads_changed_.notify_all();
+    {
+      std::lock_guard lock(mutex_);
+      stopping_ = true;
+      threads_changed_.notify_all();
+    }
+    poll_client_.Abort();  // the held poll would otherwise keep the agent up to 50 s
   });
   while (!stop.stopped()) {
     const auto delay = PollOnce();
     {
       // Join finished command threads as we go, so they do not pile up.
       std::lock_guard lock(mutex_);
-      if (running_ == 0) {
-        for (std::thread& thread : threads_) thread.join();
-        threads_.clear();
-      }
+      JoinFinishedLocked();
     }
     if (delay.count() > 0 && !stop.WaitFor(delay)) break;
   }

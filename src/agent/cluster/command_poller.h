@@ -8,6 +8,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <list>
 #include <mutex>
 #include <string>
 #include <unordered_set>
@@ -57,8 +58,8 @@ class CommandPoller {
                 metrics::Registry& registry);
   ~CommandPoller();
 
-  // Polls until `stop`, then waits for the commands still running to post their results
-  // (they are bounded by kubectl's timeout and the retry budget).
+  // Polls until `stop`; then the poll under way is cut short, running kubectl processes are
+  // killed and each result gets one last post.
   void Run(StopSignal& stop);
 
   // One poll and the dispatch of what it brought; the back-off wait after a failure (zero
@@ -85,12 +86,16 @@ class CommandPoller {
   Backoff backoff_;
   std::atomic<bool> stopping_{false};
 
+  // Joins the command threads that have finished. Requires mutex_.
+  void JoinFinishedLocked();
+
   std::mutex result_mutex_;  // one post at a time on result_client_
 
   mutable std::mutex mutex_;
-  std::condition_variable threads_changed_;
+  std::condition_variable threads_changed_;  // also signalled when stopping
   size_t running_ = 0;
-  std::vector<std::thread> threads_;
+  std::list<std::thread> threads_;
+  std::vector<std::thread::id> finished_;  // threads past their last use of mutex_
   std::deque<std::string> seen_order_;
   std::unordered_set<std::string> seen_;
   std::string refusal_;  // why polls are refused, empty when they are not

@@ -62,13 +62,17 @@ Result<std::int64_t> BoundedInteger(const json::object& object, std::string_view
   return *number;
 }
 
-// At most `max_bytes` of `text`, cut after the last whole line that fits.
+// At most `max_bytes` of valid UTF-8 `text`, cut after the last whole line that fits, or
+// between two characters when no line does.
 std::string_view CutAtLine(std::string_view text, size_t max_bytes, bool* cut) {
   *cut = text.size() > max_bytes;
   if (!*cut) return text;
   std::string_view head = text.substr(0, max_bytes);
   const size_t newline = head.rfind('\n');
-  return newline == std::string_view::npos ? head : head.substr(0, newline + 1);
+  if (newline != std::string_view::npos) return head.substr(0, newline + 1);
+  size_t end = head.size();
+  while (end > 0 && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80) --end;
+  return head.substr(0, end);
 }
 
 std::vector<std::string_view> SplitOn(std::string_view text, char separator) {
@@ -246,19 +250,31 @@ json::object RunResultJson(const Result<KubectlRun>& run, std::int64_t failed_af
                                                std::to_string(-run->exit_code)}}},
         {"duration_ms", run->duration_ms}};
   }
-  if (!run.ok()) {
+  if (run.ok()) {
+    std::string out = ValidUtf8(run->stdout_text);
+    if (out.size() > kMaxResultOutputBytes) {
+      // Invalid bytes grow into U+FFFD: the bound holds for what is sent.
+      return json::object{
+          {"error", json::object{{"code", "output_too_large"},
+                                 {"message", "kubectl's output is over " +
+                                                 std::to_string(kMaxResultOutputBytes >> 20) +
+                                                 " MiB as text; narrow the command"}}},
+          {"duration_ms", std::max<std::int64_t>(run->duration_ms, 0)}};
+    }
+    return json::object{{"exit_code", run->exit_code},
+                        {"stdout", std::move(out)},
+                        {"stderr", ValidUtf8(run->stderr_text)},
+                        {"duration_ms", std::max<std::int64_t>(run->duration_ms, 0)}};
+  }
+  {
     const std::string message = run.status().code() == StatusCode::kPermissionDenied
                                     ? kubectl::RefusalText(run.status().message())
                                     : run.status().message();
     return json::object{
         {"error", json::object{{"code", RunErrorCode(run.status())},
                                {"message", ValidUtf8(message)}}},
-        {"duration_ms", failed_after_ms}};
+        {"duration_ms", std::max<std::int64_t>(failed_after_ms, 0)}};
   }
-  return json::object{{"exit_code", run->exit_code},
-                      {"stdout", ValidUtf8(run->stdout_text)},
-                      {"stderr", ValidUtf8(run->stderr_text)},
-                      {"duration_ms", run->duration_ms}};
 }
 
 SnapshotCollector::SnapshotCollector(KubectlRunner& runner, const Clock& clock,
@@ -268,17 +284,19 @@ SnapshotCollector::SnapshotCollector(KubectlRunner& runner, const Clock& clock,
 json::object SnapshotCollector::RunOne(std::string_view name,
                                        const std::vector<std::string>& argv,
                                        const std::atomic<bool>* cancel) {
-  const WallTime started = clock_.Now();
+  const SteadyTime started = clock_.SteadyNow();
   Result<KubectlRun> run = runner_.Run(argv, cancel);
-  const auto elapsed =
-      std::chrono::duration_cast<std::chrono::milliseconds>(clock_.Now() - started).count();
+  const auto elapsed = std::chrono::duration_cast<std::chrono::milliseconds>(
+                           clock_.SteadyNow() - started)
+                           .count();
   if (run.ok()) {
-    // A snapshot is a view: cut long output at a line, and say so.
+    // A snapshot is a view: cut long output at a line, and say so. Made valid UTF-8 first,
+    // so that the bound holds for what is sent.
     bool cut_out = false, cut_err = false;
-    run->stdout_text =
-        std::string(CutAtLine(run->stdout_text, kMaxSnapshotStdoutBytes, &cut_out));
-    run->stderr_text =
-        std::string(CutAtLine(run->stderr_text, kMaxSnapshotStderrBytes, &cut_err));
+    run->stdout_text = std::string(
+        CutAtLine(ValidUtf8(run->stdout_text), kMaxSnapshotStdoutBytes, &cut_out));
+    run->stderr_text = std::string(
+        CutAtLine(ValidUtf8(run->stderr_text), kMaxSnapshotStderrBytes, &cut_err));
     json::object result = RunResultJson(run, elapsed);
     if (cut_out || cut_err) result["truncated"] = true;
     json::array args(argv.begin(), argv.end());
@@ -305,7 +323,10 @@ void SnapshotCollector::AddFailingPodLogs(const ClusterPlan& plan, json::array& 
   } else {
     queries.push_back(std::nullopt);
   }
-  const size_t max_pods = static_cast<size_t>(plan.failing_pod_logs->max_pods);
+  // The console takes at most kMaxSnapshotResults results.
+  const size_t room = kMaxSnapshotResults > results.size() ? kMaxSnapshotResults - results.size() : 0;
+  const size_t max_pods = std::min(static_cast<size_t>(plan.failing_pod_logs->max_pods), room);
+  if (max_pods == 0) return;
   std::vector<FailingPod> failing;
   for (const std::optional<std::string>& namespace_name : queries) {
     if (failing.size() >= max_pods || (cancel != nullptr && *cancel)) break;

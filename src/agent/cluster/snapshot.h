@@ -31,6 +31,9 @@ inline constexpr size_t kMaxSnapshotStderrBytes = 16 << 10;
 // The whole payload fits one spool record as the console takes it (docs/protocol.md).
 inline constexpr size_t kMaxSnapshotBytes = 1 << 20;
 inline constexpr size_t kMaxResultNameBytes = 253;
+inline constexpr size_t kMaxSnapshotResults = 64;
+// A command's stdout as the console takes it (docs/protocol.md).
+inline constexpr size_t kMaxResultOutputBytes = 4 << 20;
 
 struct PlanCommand {
   std::string name;
