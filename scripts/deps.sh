@@ -24,6 +24,7 @@ if [[ "$profile" == all ]]; then
   packages+=(
     # real tools the tests drive
     kubectl openssl sqlite3 curl procps
+    chromium  # headless, for the web console's browser tests (tests/browser, playwright-core)
     # clang and its libFuzzer runtime: make test runs the kubectl guard's fuzz target for a
     # bounded time (clang-14 does not pull in libclang-rt-14-dev by itself)
     clang libclang-rt-14-dev
@@ -35,12 +36,13 @@ if [[ "$profile" == all ]]; then
     golang-go golang-github-masterminds-sprig-dev golang-k8s-sigs-yaml-dev
     golang-github-xeipuuv-gojsonschema-dev
   )
-  # Node.js and npm for the chart tests' Kubernetes schemas (package.json). A machine may
-  # have them from elsewhere (NodeSource's nodejs bundles npm and conflicts with Debian's
-  # npm package): only when the commands are missing are Debian's packages installed.
-  command -v node >/dev/null 2>&1 || packages+=(nodejs)
-  command -v npm >/dev/null 2>&1 || packages+=(npm)
 fi
+# Node.js and npm: the console's web pages are bundled with esbuild at build time, and the
+# chart tests read Kubernetes schemas (package.json). A machine may have them from elsewhere
+# (NodeSource's nodejs bundles npm and conflicts with Debian's npm package): only when the
+# commands are missing are Debian's packages installed.
+command -v node >/dev/null 2>&1 || packages+=(nodejs)
+command -v npm >/dev/null 2>&1 || packages+=(npm)
 
 missing=()
 for p in "${packages[@]}"; do
@@ -70,11 +72,11 @@ if [[ ${#missing[@]} -gt 0 ]]; then
   fi
 fi
 
-[[ "$profile" == all ]] || exit 0
-
 # npm packages, exactly as package-lock.json pins them (integrity hashes included), into
-# ./node_modules. Skipped when that lock file was already installed.
+# ./node_modules. Skipped when that lock file was already installed, and in the agent
+# image's build context, which leaves the lock out (it builds only uplink-agent).
 root=$(cd "$(dirname "$0")/.." && pwd)
+[[ -f "$root/package-lock.json" ]] || exit 0
 stamp="$root/node_modules/.uplink-lock.sha256"
 want=$(sha256sum "$root/package-lock.json" | cut -d' ' -f1)
 if [[ ! -f "$stamp" || "$(cat "$stamp")" != "$want" ]]; then

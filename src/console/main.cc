@@ -193,6 +193,9 @@ int Serve(const std::vector<std::string>& args) {
     return Fail(InvalidArgumentError(
         "plain HTTP is allowed only on a loopback address, and " + host +
         " is not one; pass --tls-cert and --tls-key to serve HTTPS"));
+  } else {
+    // A browser does not send a Secure cookie over plain HTTP, even on loopback.
+    options.secure_cookies = false;
   }
 
   auto store = OpenConsoleStore(data_dir);

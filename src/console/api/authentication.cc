@@ -6,6 +6,7 @@
 
 #include "console/api/errors.h"
 #include "console/auth/credentials.h"
+#include "console/auth/web_session.h"
 
 namespace uplink::console {
 namespace {
@@ -189,6 +190,9 @@ UserAuthentication Authenticator::AuthenticateUser(const net::Request& request) 
   if (auto limited = guard_.CheckAddress(address)) return std::move(*limited);
   std::optional<Secret> token = BearerToken(request);
   if (!token) {
+    if (std::optional<Secret> cookie = SessionCookieToken(request)) {
+      return AuthenticateCookie(request, *cookie);
+    }
     return RefuseUser(kApiKeyKindName, address, "",
                       {"missing_token",
                        "send your API key or session token as \"Authorization: Bearer uk_...\" "
@@ -196,6 +200,26 @@ UserAuthentication Authenticator::AuthenticateUser(const net::Request& request) 
   }
   if (token->Reveal().starts_with(kSessionKind)) return AuthenticateSession(*token, address);
   return AuthenticateApiKey(*token, address);
+}
+
+UserAuthentication Authenticator::AuthenticateCookie(const net::Request& request,
+                                                     const Secret& token) {
+  UserAuthentication authentication = AuthenticateSession(token, request.remote_address);
+  auto* caller = std::get_if<RequestContext>(&authentication);
+  if (!caller) return authentication;
+  if (IsStateChanging(request.method)) {
+    std::optional<std::string_view> presented = request.headers.Get(kCsrfHeaderName);
+    if (!presented || !CsrfTokenMatches(token, *presented)) {
+      // Not a guess at a credential (the cookie was valid): counted and logged, no bucket.
+      guard_.Refused({kSessionKindName, "csrf_failed", request.remote_address,
+                      caller->credential_prefix, "", false});
+      return ErrorResponse(403, "csrf_failed",
+                           "a call with the session cookie that changes something must send "
+                           "the session's CSRF token in the X-CSRF-Token header; reload the page");
+    }
+  }
+  caller->cookie_csrf_token = CsrfTokenFor(token);
+  return authentication;
 }
 
 UserAuthentication Authenticator::AuthenticateApiKey(const Secret& token,

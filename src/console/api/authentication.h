@@ -44,6 +44,9 @@ struct RequestContext {
   std::optional<WallTime> credential_expires_at;
   std::optional<Session> session;  // set for session tokens
   std::string source_address;
+  // Set when the session token came in the browser's session cookie rather than a bearer
+  // header: the CSRF token the page must send on state-changing calls (web_session.h).
+  std::optional<std::string> cookie_csrf_token;
 
   bool is_admin() const { return user.role == Role::kAdmin; }
 };
@@ -112,6 +115,8 @@ class Authenticator {
 
   // An API key or session token that is known, whose user is not deactivated, and that is
   // not revoked or expired (401 missing_token, invalid_token, deactivated, revoked, expired).
+  // Without a bearer header, the session token may come in the browser's session cookie; a
+  // state-changing call made so must carry the session's CSRF token (403 csrf_failed).
   UserAuthentication AuthenticateUser(const net::Request& request);
 
   // A connection token that is known, not revoked, not expired (401), and whose owner is not
@@ -126,6 +131,8 @@ class Authenticator {
   };
   UserAuthentication AuthenticateApiKey(const Secret& token, const std::string& address);
   UserAuthentication AuthenticateSession(const Secret& token, const std::string& address);
+  // A session token from the session cookie, with the CSRF check of a state-changing call.
+  UserAuthentication AuthenticateCookie(const net::Request& request, const Secret& token);
   // The caller, or the refusal: the user's deactivation first, then `refusal` (the
   // credential's own revocation or expiry).
   UserAuthentication CallerFor(const std::string& user_id, RequestContext context,

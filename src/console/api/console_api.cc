@@ -6,6 +6,7 @@
 #include "console/api/errors.h"
 #include "console/api/inventory_report.h"
 #include "console/api/kubectl_results.h"
+#include "console/web/web_assets.h"
 
 namespace uplink::console {
 namespace {
@@ -270,6 +271,16 @@ void ConsoleApi::RegisterRoutes() {
                    const RequestContext& caller) {
               return ShowClusterSnapshot(params.at("id"), caller);
             });
+  // The web console's session cookie (web_api.cc).
+  PublicRoute("POST", "/api/v1/web/sign-in",
+              [this](const net::Request& request) { return WebSignIn(request); });
+  UserRoute("GET", "/api/v1/web/session", Access::kAnyUser,
+            [this](const net::Request&, const net::PathParams&, const RequestContext& caller) {
+              return WebSession(caller);
+            });
+  UserRoute("POST", "/api/v1/web/sign-out", Access::kAnyUser,
+            [this](const net::Request& request, const net::PathParams&,
+                   const RequestContext& caller) { return WebSignOut(request, caller); });
   PublicRoute("POST", "/api/v1/handovers/redeem",
               [this](const net::Request& request) { return RedeemHandover(request); });
 
@@ -301,6 +312,14 @@ void ConsoleApi::RegisterRoutes() {
       [this](const net::Request&, const Connection& connection) { return WhoAmI(connection); });
 
   router_.SetNotFound([this](const net::Request& request) {
+    // Every other page is the web console's: index.html for its client routes, or an asset.
+    if (IsWebRequest(request)) {
+      net::Response page = ServeWebFile(request, EmbeddedWebFile);
+      metrics_.Increment(kRequestsTotal, {{"route", "web"},
+                                          {"method", request.method},
+                                          {"status", std::to_string(page.status)}});
+      return page;
+    }
     metrics_.Increment(kRequestsTotal,
                        {{"route", "unmatched"}, {"method", request.method}, {"status", "404"}});
     return ErrorResponse(404, "not_found",

@@ -51,6 +51,9 @@ struct ConsoleOptions {
   std::chrono::seconds sample_retention{7 * 24 * 3600};
   // How long a user's kubectl command waits for its result before the console gives up.
   std::chrono::seconds command_timeout{60};
+  // Whether the web console's session cookie is marked Secure: false only when the console
+  // serves plain HTTP on loopback, where a browser would not send a Secure cookie back.
+  bool secure_cookies = true;
 };
 
 // The body limit for a request, from its method, path and headers alone (net::ServerOptions::
@@ -181,6 +184,11 @@ class ConsoleApi {
   // The 429 or 401 reply when `password` is not `user`'s; nullopt when it is.
   std::optional<net::Response> CheckOwnPassword(const User& user, const Secret& password,
                                                 const std::string& remote_address);
+
+  // the web console's session cookie (web_api.cc)
+  Result<net::Response> WebSignIn(const net::Request& request);
+  Result<net::Response> WebSession(const RequestContext& caller);
+  Result<net::Response> WebSignOut(const net::Request& request, const RequestContext& caller);
 
   // connections, handovers and uploaded records (connections_api.cc)
   Result<net::Response> CreateConnection(const net::Request& request, const RequestContext& caller);

@@ -1,0 +1,46 @@
+// The web console's own calls: sign-in that sets the session cookie, the page's session (with
+// its CSRF token) and sign-out that clears the cookie (docs/web.md).
+#include "common/json.h"
+#include "console/api/api_objects.h"
+#include "console/api/console_api.h"
+#include "console/api/errors.h"
+#include "console/auth/web_session.h"
+
+namespace uplink::console {
+
+Result<net::Response> ConsoleApi::WebSignIn(const net::Request& request) {
+  UPLINK_ASSIGN_OR_RETURN(net::Response signed_in, SignIn(request));
+  if (signed_in.status != 201) return signed_in;  // refusals (401, 429) pass through
+  UPLINK_ASSIGN_OR_RETURN(json::value parsed, ParseJson(signed_in.body));
+  json::object& body = parsed.as_object();
+  Secret token(std::string(body.at("token").as_string()));
+  // The page never sees the session token: only the cookie carries it.
+  body.erase("token");
+  body["csrf_token"] = CsrfTokenFor(token);
+  net::Response response = NoStore(JsonResponse(201, body));
+  response.headers.Set(
+      "Set-Cookie",
+      SessionCookie(token, std::chrono::duration_cast<std::chrono::seconds>(options_.session_lifetime),
+                    options_.secure_cookies));
+  return response;
+}
+
+Result<net::Response> ConsoleApi::WebSession(const RequestContext& caller) {
+  if (!caller.cookie_csrf_token) {
+    return InvalidArgumentError(
+        "this call is for the web console's session cookie; use GET /api/v1/me with a bearer "
+        "credential");
+  }
+  return NoStore(JsonResponse(200, {{"user", UserToJson(caller.user)},
+                                    {"session", SessionToJson(*caller.session)},
+                                    {"csrf_token", *caller.cookie_csrf_token}}));
+}
+
+Result<net::Response> ConsoleApi::WebSignOut(const net::Request& request,
+                                             const RequestContext& caller) {
+  UPLINK_ASSIGN_OR_RETURN(net::Response signed_out, Logout(request, caller));
+  signed_out.headers.Set("Set-Cookie", ExpiredSessionCookie(options_.secure_cookies));
+  return signed_out;
+}
+
+}  // namespace uplink::console

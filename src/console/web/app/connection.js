@@ -1,0 +1,253 @@
+// A connection's page: its nodes (sortable, filterable), a node's charts, the cluster view
+// as text, the namespace scope and the kubectl console.
+import { h } from 'preact';
+import { useEffect, useRef, useState } from 'preact/hooks';
+import htm from 'htm';
+import uPlot from 'uplot';
+import { api } from './api.js';
+import { bytes, number, splitArgv } from './format.js';
+import { Badge, ErrorText, lastReport, useNow, usePoll } from './ui.js';
+
+const html = htm.bind(h);
+
+const nodeColumns = [
+  ['name', 'Name', (n) => n.name],
+  ['ready', 'Ready', (n) => (n.ready ? 'yes' : 'no')],
+  ['cordoned', 'Cordoned', (n) => (n.unschedulable ? 'yes' : 'no')],
+  ['gpu_product', 'GPU product', (n) => n.gpu_product || '–'],
+  ['gpus', 'GPUs alloc / cap', (n) => (n.gpu_allocatable ?? 0) + ' / ' + (n.gpu_capacity ?? 0)],
+  ['cpu', 'CPU %', (n) => number(n.sample?.cpu_percent)],
+  ['memory', 'Memory used', (n) => bytes(n.sample ? n.sample.memory_total_bytes - n.sample.memory_available_bytes : null)],
+  ['load', 'Load (1 min)', (n) => number(n.sample?.load1, 2)],
+];
+
+function sortKey(node, column) {
+  switch (column) {
+    case 'cpu': return node.sample?.cpu_percent ?? -1;
+    case 'memory': return node.sample?.memory_used_percent ?? -1;
+    case 'load': return node.sample?.load1 ?? -1;
+    case 'gpus': return node.gpu_capacity ?? 0;
+    case 'ready': return node.ready ? 1 : 0;
+    case 'cordoned': return node.unschedulable ? 1 : 0;
+    case 'gpu_product': return node.gpu_product || '';
+    default: return node.name;
+  }
+}
+
+function NodesTable({ nodes, samples, selected, onSelect }) {
+  const [filter, setFilter] = useState('');
+  const [sort, setSort] = useState({ column: 'name', ascending: true });
+  const bySample = new Map((samples || []).map((s) => [s.node, s]));
+  const rows = nodes
+    .map((n) => ({ ...n, sample: bySample.get(n.name) }))
+    .filter((n) => n.name.toLowerCase().includes(filter.toLowerCase()) ||
+                   (n.gpu_product || '').toLowerCase().includes(filter.toLowerCase()));
+  rows.sort((a, b) => {
+    const x = sortKey(a, sort.column);
+    const y = sortKey(b, sort.column);
+    const order = x < y ? -1 : x > y ? 1 : 0;
+    return sort.ascending ? order : -order;
+  });
+  const sortBy = (column) =>
+    setSort((s) => ({ column, ascending: s.column === column ? !s.ascending : true }));
+  return html`<div>
+    <label class="inline">Filter nodes <input type="search" value=${filter}
+      onInput=${(e) => setFilter(e.target.value)} placeholder="name or GPU product" /></label>
+    <div class="table-wrap"><table class="nodes">
+      <thead><tr>${nodeColumns.map(([key, label]) => html`<th key=${key} scope="col"
+        aria-sort=${sort.column === key ? (sort.ascending ? 'ascending' : 'descending') : 'none'}>
+        <button type="button" class="link" onClick=${() => sortBy(key)}>${label}</button></th>`)}
+        <th scope="col">Charts</th></tr></thead>
+      <tbody>${rows.map((n) => html`<tr key=${n.name} class=${selected === n.name ? 'selected' : ''}>
+        ${nodeColumns.map(([key, , cell]) => html`<td key=${key}>${cell(n)}</td>`)}
+        <td>${n.sample ? html`<button type="button" class="secondary" onClick=${() => onSelect(n.name)}>Show</button>` : '–'}</td>
+      </tr>`)}</tbody>
+    </table></div>
+  </div>`;
+}
+
+const ranges = [['1h', 'Last hour'], ['6h', '6 hours'], ['24h', '24 hours'], ['7d', '7 days']];
+
+function Chart({ connectionId, node, metric, title, since, format }) {
+  const target = useRef(null);
+  const [error, setError] = useState(null);
+  const [empty, setEmpty] = useState(false);
+  useEffect(() => {
+    let plot = null;
+    let live = true;
+    const path = '/api/v1/connections/' + encodeURIComponent(connectionId) + '/nodes/' +
+      encodeURIComponent(node) + '/series?metric=' + metric + '&since=' + since;
+    api('GET', path).then((reply) => {
+      if (!live) return;
+      const series = reply.series || [];
+      const times = series.length ? series[0].points.map((p) => p[0]) : [];
+      setEmpty(times.length === 0 || series.every((s) => s.points.every((p) => p[1] === null)));
+      const data = [times, ...series.map((s) => s.points.map((p) => p[1]))];
+      const palette = ['#2563eb', '#d97706', '#059669', '#dc2626', '#7c3aed', '#0891b2', '#be185d', '#4d7c0f'];
+      const width = Math.max(280, Math.min(640, target.current.clientWidth || 640));
+      plot = new uPlot({
+        width,
+        height: 200,
+        series: [{}, ...series.map((s, i) => ({
+          label: s.labels && s.labels.gpu !== undefined ? 'GPU ' + s.labels.gpu : title,
+          stroke: palette[i % palette.length],
+          width: 2,
+          value: (u, v) => (v === null ? '–' : format(v)),
+        }))],
+        axes: [{}, { values: (u, values) => values.map(format), size: 84 }],
+      }, data, target.current);
+    }, (e) => live && setError(e));
+    return () => {
+      live = false;
+      if (plot) plot.destroy();
+    };
+  }, [connectionId, node, metric, since]);
+  return html`<figure class="chart" data-metric=${metric}>
+    <figcaption>${title}${empty ? ' (no data in this range)' : ''}</figcaption>
+    <${ErrorText} error=${error} />
+    <div ref=${target}></div>
+  </figure>`;
+}
+
+function NodeCharts({ connectionId, node }) {
+  const [since, setSince] = useState('1h');
+  const percent = (v) => number(v, 0) + ' %';
+  return html`<section aria-labelledby="charts-title">
+    <h2 id="charts-title">Node ${node}</h2>
+    <label class="inline">Range <select value=${since} onChange=${(e) => setSince(e.target.value)}>
+      ${ranges.map(([value, label]) => html`<option key=${value} value=${value}>${label}</option>`)}
+    </select></label>
+    <div class="charts">
+      <${Chart} connectionId=${connectionId} node=${node} metric="cpu_percent" title="CPU busy" since=${since} format=${percent} />
+      <${Chart} connectionId=${connectionId} node=${node} metric="memory_used_bytes" title="Memory used" since=${since} format=${bytes} />
+      <${Chart} connectionId=${connectionId} node=${node} metric="network_receive_bytes_per_second" title="Network receive" since=${since} format=${(v) => bytes(v) + '/s'} />
+      <${Chart} connectionId=${connectionId} node=${node} metric="gpu_utilization_percent" title="GPU utilisation" since=${since} format=${percent} />
+      <${Chart} connectionId=${connectionId} node=${node} metric="gpu_memory_used_bytes" title="GPU memory used" since=${since} format=${bytes} />
+      <${Chart} connectionId=${connectionId} node=${node} metric="gpu_temperature_celsius" title="GPU temperature" since=${since} format=${(v) => number(v, 0) + ' °C'} />
+      <${Chart} connectionId=${connectionId} node=${node} metric="gpu_power_watts" title="GPU power" since=${since} format=${(v) => number(v, 0) + ' W'} />
+    </div>
+  </section>`;
+}
+
+// The latest cluster snapshot, each command's output as text in a monospace block.
+function ClusterView({ connectionId }) {
+  const { data, error } = usePoll(
+    () => api('GET', '/api/v1/connections/' + encodeURIComponent(connectionId) + '/cluster'),
+    30000, [connectionId]);
+  return html`<section aria-labelledby="cluster-title">
+    <h2 id="cluster-title">Cluster view</h2>
+    ${error && error.code === 'no_snapshot'
+      ? html`<p>No cluster snapshot yet: the cluster role sends one every 30 s once it runs.</p>`
+      : html`<${ErrorText} error=${error} />`}
+    ${data && html`<p class="muted">Collected ${data.collected_at}</p>
+      ${data.results.map((r, i) => html`<details key=${i} class="result" open=${i < 3}>
+        <summary>${r.name} <code>${(r.argv || []).join(' ')}</code>
+          ${r.error ? ' – ' + r.error.code : r.exit_code ? ' – exit ' + r.exit_code : ''}</summary>
+        <pre class="output">${r.error ? r.error.message : (r.stdout || '') + (r.stderr ? '\n' + r.stderr : '')}</pre>
+      </details>`)}`}
+  </section>`;
+}
+
+function NamespaceScope({ connectionId }) {
+  const path = '/api/v1/connections/' + encodeURIComponent(connectionId) + '/namespaces';
+  const [current, setCurrent] = useState(undefined);
+  const [text, setText] = useState('');
+  const [error, setError] = useState(null);
+  const [saved, setSaved] = useState(false);
+  const show = (reply) => {
+    setCurrent(reply.namespaces);
+    setText(reply.namespaces ? reply.namespaces.join(', ') : '');
+  };
+  useEffect(() => {
+    api('GET', path).then(show, setError);
+  }, [connectionId]);
+  const save = async (event) => {
+    event.preventDefault();
+    setError(null);
+    setSaved(false);
+    const namespaces = text.split(/[\s,]+/).filter(Boolean);
+    try {
+      show(await api('PUT', path, { namespaces }));
+      setSaved(true);
+    } catch (e) {
+      setError(e);
+    }
+  };
+  return html`<section aria-labelledby="scope-title">
+    <h2 id="scope-title">Namespace scope</h2>
+    <p>${current === undefined ? '' : current === null
+      ? 'Not chosen yet: kubectl commands are refused until you choose.'
+      : current.length === 0 ? 'Cluster-scoped reads only.' : 'Allowed: ' + current.join(', ')}</p>
+    <form class="row" onSubmit=${save}>
+      <label>Namespaces (comma-separated, * for all, empty for cluster-scoped only)
+        <input type="text" name="namespaces" value=${text} onInput=${(e) => setText(e.target.value)} /></label>
+      <button type="submit">Save scope</button>
+    </form>
+    ${saved && html`<p class="ok" role="status">Saved.</p>`}
+    <${ErrorText} error=${error} />
+  </section>`;
+}
+
+function KubectlConsole({ connectionId }) {
+  const [line, setLine] = useState('kubectl get nodes');
+  const [history, setHistory] = useState([]);
+  const [busy, setBusy] = useState(false);
+  const run = async (event) => {
+    event.preventDefault();
+    const argv = splitArgv(line.trim());
+    if (!argv || argv.length === 0) return;
+    setBusy(true);
+    let entry;
+    try {
+      const reply = await api('POST', '/api/v1/connections/' + encodeURIComponent(connectionId) +
+        '/kubectl', { argv });
+      entry = { line, ok: reply.exit_code === 0, status: 'exit ' + reply.exit_code,
+                output: reply.stdout + (reply.stderr ? '\n' + reply.stderr : '') };
+    } catch (e) {
+      entry = { line, ok: false, status: 'refused: ' + e.code, output: e.message };
+    }
+    setHistory((h) => [entry, ...h].slice(0, 50));
+    setBusy(false);
+  };
+  return html`<section aria-labelledby="kubectl-title">
+    <h2 id="kubectl-title">kubectl (read-only)</h2>
+    <form class="row" onSubmit=${run}>
+      <label>Command<input type="text" name="argv" class="mono" value=${line}
+        onInput=${(e) => setLine(e.target.value)} list="kubectl-history" /></label>
+      <button type="submit" disabled=${busy}>${busy ? 'Running…' : 'Run'}</button>
+    </form>
+    <datalist id="kubectl-history">${history.map((e, i) => html`<option key=${i} value=${e.line} />`)}</datalist>
+    <ol class="history">${history.map((e, i) => html`<li key=${history.length - i} class=${e.ok ? 'ok' : 'failed'}>
+      <div><code>${e.line}</code> <span class="status">${e.status}</span></div>
+      <pre class="output">${e.output}</pre>
+    </li>`)}</ol>
+  </section>`;
+}
+
+export function ConnectionPage({ id }) {
+  const now = useNow();
+  const base = '/api/v1/connections/' + encodeURIComponent(id);
+  const { data: connection, error } = usePoll(() => api('GET', base), 5000, [id]);
+  const { data: samples } = usePoll(() => api('GET', base + '/nodes?limit=500'), 30000, [id]);
+  const [selected, setSelected] = useState(null);
+  if (!connection) return html`<section><h1>Connection</h1><${ErrorText} error=${error} /></section>`;
+  return html`<section>
+    <h1>${connection.cluster_name} <${Badge} connection=${connection} /></h1>
+    <${ErrorText} error=${error} />
+    <dl class="facts">
+      <dt>Agent</dt><dd>${connection.agent_name} ${connection.agent_version || ''}</dd>
+      <dt>Last report</dt><dd>${lastReport(connection, now)}</dd>
+      <dt>Nodes ready</dt><dd>${connection.totals.nodes_ready} / ${connection.totals.nodes}</dd>
+      <dt>GPUs ready / total</dt><dd>${connection.totals.gpus_ready} / ${connection.totals.gpu_capacity}</dd>
+      <dt>Token</dt><dd><code>${connection.token_prefix}…</code>, expires ${connection.expires_at}</dd>
+    </dl>
+    <h2>Nodes</h2>
+    ${connection.nodes.length === 0 ? html`<p>No nodes reported yet.</p>`
+      : html`<${NodesTable} nodes=${connection.nodes} samples=${samples ? samples.nodes : []}
+          selected=${selected} onSelect=${setSelected} />`}
+    ${selected && html`<${NodeCharts} connectionId=${id} node=${selected} />`}
+    <${NamespaceScope} connectionId=${id} />
+    <${KubectlConsole} connectionId=${id} />
+    <${ClusterView} connectionId=${id} />
+  </section>`;
+}

@@ -1,0 +1,137 @@
+// The uplink web console: sign-in, connections, a connection's nodes, charts, cluster view
+// and kubectl console, agent tokens, audit log and users. Everything from the cluster is
+// rendered as text (htm escapes it); nothing is ever set as HTML.
+import { h, render } from 'preact';
+import { useEffect, useState } from 'preact/hooks';
+import htm from 'htm';
+import 'uplot/dist/uPlot.min.css';
+import './style.css';
+import { api, ApiError, setCsrfToken } from './api.js';
+import { ConnectionPage } from './connection.js';
+import { TokensPage } from './tokens.js';
+import { AuditPage, UsersPage } from './admin.js';
+import { Badge, ErrorText, lastReport, useNow, usePoll } from './ui.js';
+
+const html = htm.bind(h);
+
+function useHashRoute() {
+  const [hash, setHash] = useState(location.hash || '#/connections');
+  useEffect(() => {
+    const onChange = () => setHash(location.hash || '#/connections');
+    addEventListener('hashchange', onChange);
+    return () => removeEventListener('hashchange', onChange);
+  }, []);
+  return hash.slice(1).split('/').filter(Boolean).map(decodeURIComponent);
+}
+
+function ConnectionsPage() {
+  const now = useNow();
+  const { data, error } = usePoll(() => api('GET', '/api/v1/connections'), 5000, []);
+  const connections = data ? data.connections : null;
+  return html`<section>
+    <h1>Connections</h1>
+    <${ErrorText} error=${error} />
+    ${connections && connections.length === 0 &&
+    html`<p>No connections yet. <a href="#/tokens">Create an agent token</a> to connect a cluster.</p>`}
+    ${connections && connections.length > 0 && html`<div class="table-wrap"><table class="connections">
+      <thead><tr><th scope="col">Cluster</th><th scope="col">Status</th><th scope="col">Last report</th>
+        <th scope="col">Agent version</th><th scope="col">Nodes</th><th scope="col">GPUs ready / total</th></tr></thead>
+      <tbody>${connections.map((c) => html`<tr key=${c.id} data-connection=${c.cluster_name}>
+        <td><a href=${'#/connections/' + encodeURIComponent(c.id)}>${c.cluster_name}</a>
+          <div class="muted">${c.agent_name}</div></td>
+        <td><${Badge} connection=${c} /></td>
+        <td>${lastReport(c, now)}</td>
+        <td>${c.agent_version || '–'}</td>
+        <td>${c.last_report_at ? c.totals.nodes : '–'}</td>
+        <td>${c.last_report_at ? c.totals.gpus_ready + ' / ' + c.totals.gpu_capacity : '–'}</td>
+      </tr>`)}</tbody></table></div>`}
+  </section>`;
+}
+
+function SignIn({ onSignedIn }) {
+  const [email, setEmail] = useState('');
+  const [password, setPassword] = useState('');
+  const [error, setError] = useState(null);
+  const [busy, setBusy] = useState(false);
+  const submit = async (event) => {
+    event.preventDefault();
+    setBusy(true);
+    setError(null);
+    try {
+      const session = await api('POST', '/api/v1/web/sign-in', { email, password });
+      setCsrfToken(session.csrf_token);
+      setPassword('');
+      onSignedIn(session);
+    } catch (e) {
+      setError(e);
+    } finally {
+      setBusy(false);
+    }
+  };
+  return html`<main class="sign-in">
+    <form onSubmit=${submit} aria-labelledby="sign-in-title">
+      <h1 id="sign-in-title">Sign in to uplink</h1>
+      <label>Email<input type="email" name="email" autocomplete="username" required
+        value=${email} onInput=${(e) => setEmail(e.target.value)} /></label>
+      <label>Password<input type="password" name="password" autocomplete="current-password" required
+        value=${password} onInput=${(e) => setPassword(e.target.value)} /></label>
+      <${ErrorText} error=${error} />
+      <button type="submit" disabled=${busy}>Sign in</button>
+    </form>
+  </main>`;
+}
+
+function App() {
+  const [session, setSession] = useState(undefined);
+  const route = useHashRoute();
+  useEffect(() => {
+    const signedOut = () => {
+      setCsrfToken('');
+      setSession(null);
+    };
+    addEventListener('uplink:signed-out', signedOut);
+    return () => removeEventListener('uplink:signed-out', signedOut);
+  }, []);
+  useEffect(() => {
+    api('GET', '/api/v1/web/session').then(
+      (s) => {
+        setCsrfToken(s.csrf_token);
+        setSession(s);
+      },
+      () => setSession(null),
+    );
+  }, []);
+  if (session === undefined) return html`<p class="loading">Loading…</p>`;
+  if (!session) return html`<${SignIn} onSignedIn=${setSession} />`;
+  const signOut = async () => {
+    try {
+      await api('POST', '/api/v1/web/sign-out');
+    } catch (e) {
+      if (!(e instanceof ApiError) || e.status !== 401) throw e;
+    }
+    setCsrfToken('');
+    setSession(null);
+  };
+  const admin = session.user.role === 'admin';
+  const [page, id] = route;
+  const nav = [['connections', 'Connections'], ['tokens', 'Agent tokens'], ['audit', 'Audit log']];
+  if (admin) nav.push(['users', 'Users']);
+  let content;
+  if (page === 'connections' && id) content = html`<${ConnectionPage} id=${id} />`;
+  else if (page === 'tokens') content = html`<${TokensPage} />`;
+  else if (page === 'audit') content = html`<${AuditPage} />`;
+  else if (page === 'users' && admin) content = html`<${UsersPage} />`;
+  else content = html`<${ConnectionsPage} />`;
+  return html`<div class="shell">
+    <header>
+      <a class="brand" href="#/connections">uplink</a>
+      <nav aria-label="Main">${nav.map(([key, label]) => html`<a key=${key} href=${'#/' + key}
+        aria-current=${(page || 'connections') === key ? 'page' : undefined}>${label}</a>`)}</nav>
+      <span class="who">${session.user.email}</span>
+      <button type="button" class="secondary" onClick=${signOut}>Sign out</button>
+    </header>
+    <main>${content}</main>
+  </div>`;
+}
+
+render(html`<${App} />`, document.getElementById('app'));

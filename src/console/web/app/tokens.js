@@ -1,0 +1,153 @@
+// Agent tokens: create (the token shown once, with the commands that install it), rotate and
+// revoke with confirmation, and the status of each.
+import { h } from 'preact';
+import { useState } from 'preact/hooks';
+import htm from 'htm';
+import { api } from './api.js';
+import { ago, dateTime, shellWord } from './format.js';
+import { Badge, ErrorText, useNow, usePoll } from './ui.js';
+
+const html = htm.bind(h);
+
+const secretName = 'uplink-agent-token';
+const namespace = 'uplink';
+const secretKey = 'UPLINK_AGENT_TOKEN';
+
+// The commands that install a token: the Secret from stdin (never in argv or a file), then
+// the chart pointing at it.
+export function installCommands(baseUrl) {
+  return [
+    'kubectl create namespace ' + namespace + ' --dry-run=client -o yaml | kubectl apply -f -',
+    'read -rs ' + secretKey + '   # paste the token, then Enter',
+    "printf '%s' \"$" + secretKey + '" | kubectl -n ' + namespace + ' create secret generic ' +
+      secretName + ' --from-file=' + secretKey + '=/dev/stdin',
+    'unset ' + secretKey,
+    'helm upgrade --install uplink-agent charts/uplink-agent -n ' + namespace +
+      ' --set config.baseUrl=' + shellWord(baseUrl) + ' --set token.existingSecret=' + secretName,
+  ].join('\n');
+}
+
+// Runs a sensitive call; when the session needs a fresh password confirmation, asks for it
+// through `ask` (a promise of the password, or null when cancelled), confirms, and retries.
+async function withConfirmation(call, ask) {
+  try {
+    return await call();
+  } catch (e) {
+    if (e.code !== 'confirmation_required') throw e;
+    const password = await ask();
+    if (password === null) return null;
+    await api('POST', '/api/v1/session/confirm', { password });
+    return call();
+  }
+}
+
+function PasswordPrompt({ onAnswer }) {
+  const [password, setPassword] = useState('');
+  return html`<form class="dialog" role="dialog" aria-labelledby="confirm-title"
+      onSubmit=${(e) => { e.preventDefault(); onAnswer(password); }}>
+    <h2 id="confirm-title">Confirm your password</h2>
+    <p>Creating or rotating an agent token needs your password again.</p>
+    <label>Password<input type="password" name="confirm-password" autocomplete="current-password"
+      required autofocus value=${password} onInput=${(e) => setPassword(e.target.value)} /></label>
+    <div class="row">
+      <button type="submit">Confirm</button>
+      <button type="button" class="secondary" onClick=${() => onAnswer(null)}>Cancel</button>
+    </div>
+  </form>`;
+}
+
+function TokenReveal({ reveal, onDone }) {
+  const [copied, setCopied] = useState('');
+  const copy = async (text, what) => {
+    try {
+      await navigator.clipboard.writeText(text);
+      setCopied(what + ' copied.');
+    } catch {
+      setCopied('Copying was not allowed: select the text and copy it.');
+    }
+  };
+  const commands = installCommands(location.origin);
+  return html`<section class="reveal" aria-labelledby="reveal-title">
+    <h2 id="reveal-title">Token for ${reveal.cluster_name}</h2>
+    <p><strong>This token is shown only once.</strong> Store it in the cluster now; the console keeps only its hash.</p>
+    <pre class="output token" data-token>${reveal.token}</pre>
+    <div class="row">
+      <button type="button" onClick=${() => copy(reveal.token, 'Token')}>Copy token</button>
+      <button type="button" class="secondary" onClick=${() => copy(commands, 'Commands')}>Copy commands</button>
+    </div>
+    <p>Then install the agent (the token comes from stdin, never from a file or the command line):</p>
+    <pre class="output commands">${commands}</pre>
+    <p role="status">${copied}</p>
+    <button type="button" onClick=${onDone}>I stored the token</button>
+  </section>`;
+}
+
+export function TokensPage() {
+  const now = useNow();
+  const [version, setVersion] = useState(0);
+  const { data, error } = usePoll(() => api('GET', '/api/v1/connections'), 5000, [version]);
+  const [form, setForm] = useState({ agent_name: 'uplink-agent', cluster_name: '', expires: '' });
+  const [reveal, setReveal] = useState(null);
+  const [prompt, setPrompt] = useState(null);
+  const [actionError, setActionError] = useState(null);
+  const ask = () => new Promise((resolve) => setPrompt(() => (answer) => {
+    setPrompt(null);
+    resolve(answer);
+  }));
+  const act = async (call) => {
+    setActionError(null);
+    try {
+      const reply = await withConfirmation(call, ask);
+      if (reply && reply.token) setReveal(reply);
+      setVersion((v) => v + 1);
+    } catch (e) {
+      setActionError(e);
+    }
+  };
+  const create = (event) => {
+    event.preventDefault();
+    const body = { agent_name: form.agent_name, cluster_name: form.cluster_name };
+    if (form.expires) body.expires_at = new Date(form.expires + 'T23:59:59Z').toISOString().replace('.000', '');
+    act(() => api('POST', '/api/v1/connections', body));
+  };
+  const rotate = (c) => {
+    if (confirm('Rotate the token of ' + c.cluster_name + '? The agent using the old token is refused at once.')) {
+      act(() => api('POST', '/api/v1/connections/' + encodeURIComponent(c.id) + '/rotate'));
+    }
+  };
+  const revoke = (c) => {
+    if (confirm('Revoke the token of ' + c.cluster_name + '? The agent is refused on its next request, and this cannot be undone.')) {
+      act(() => api('POST', '/api/v1/connections/' + encodeURIComponent(c.id) + '/revoke'));
+    }
+  };
+  const field = (key) => (e) => setForm({ ...form, [key]: e.target.value });
+  return html`<section>
+    <h1>Agent tokens</h1>
+    ${prompt && html`<${PasswordPrompt} onAnswer=${prompt} />`}
+    ${reveal ? html`<${TokenReveal} reveal=${reveal} onDone=${() => setReveal(null)} />`
+      : html`<form class="create" onSubmit=${create} aria-labelledby="create-title">
+      <h2 id="create-title">New agent token</h2>
+      <label>Agent name<input name="agent_name" required maxlength="63" value=${form.agent_name} onInput=${field('agent_name')} /></label>
+      <label>Cluster name<input name="cluster_name" required maxlength="63" value=${form.cluster_name} onInput=${field('cluster_name')} /></label>
+      <label>Expires (optional, default 90 days)<input type="date" name="expires" value=${form.expires} onInput=${field('expires')} /></label>
+      <button type="submit">Create token</button>
+    </form>`}
+    <${ErrorText} error=${actionError || error} />
+    ${data && html`<div class="table-wrap"><table class="tokens">
+      <thead><tr><th scope="col">Cluster</th><th scope="col">Status</th><th scope="col">Token</th>
+        <th scope="col">Agent version</th><th scope="col">Last report</th><th scope="col">Created</th>
+        <th scope="col">Expires</th><th scope="col">Actions</th></tr></thead>
+      <tbody>${data.connections.map((c) => html`<tr key=${c.id} data-connection=${c.cluster_name}>
+        <td>${c.cluster_name}<div class="muted">${c.agent_name}</div></td>
+        <td><${Badge} connection=${c} plain /></td>
+        <td><code>${c.token_prefix}…</code></td>
+        <td>${c.agent_version || '–'}</td>
+        <td>${c.last_report_at ? ago(c.last_report_at, now) : 'never'}</td>
+        <td>${dateTime(c.created_at)}</td>
+        <td>${dateTime(c.expires_at)}</td>
+        <td class="actions">${c.status !== 'revoked' && html`
+          <button type="button" class="secondary" onClick=${() => rotate(c)}>Rotate</button>
+          <button type="button" class="danger" onClick=${() => revoke(c)}>Revoke</button>`}</td>
+      </tr>`)}</tbody></table></div>`}
+  </section>`;
+}

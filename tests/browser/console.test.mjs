@@ -1,0 +1,356 @@
+// The web console in headless Chromium (Debian's, driven by playwright-core; nothing is
+// downloaded), against a real uplink-console started here on loopback with data made through
+// its API: sign-in, connection badges, the token shown once with its install commands,
+// rotate and revoke, the CSP refusing an injected inline script, the kubectl console's
+// refusal reason, and cluster output with markup shown as text. Screenshots of each page go
+// to --screenshots for review.
+//
+//   node console.test.mjs --console BUILD/bin/uplink-console [--chromium /usr/bin/chromium]
+//                         [--screenshots DIR]
+import { spawn, execFileSync } from 'node:child_process';
+import { mkdtempSync, mkdirSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { gzipSync } from 'node:zlib';
+import assert from 'node:assert/strict';
+import { chromium } from 'playwright-core';
+
+function option(name, fallback) {
+  const at = process.argv.indexOf('--' + name);
+  return at > 0 && at + 1 < process.argv.length ? process.argv[at + 1] : fallback;
+}
+const consoleBinary = option('console');
+const chromiumPath = option('chromium', '/usr/bin/chromium');
+const screenshots = option('screenshots', join(tmpdir(), 'uplink-browser-screenshots'));
+if (!consoleBinary) {
+  console.error('usage: node console.test.mjs --console PATH [--chromium PATH] [--screenshots DIR]');
+  process.exit(2);
+}
+mkdirSync(screenshots, { recursive: true });
+
+const password = 'correct horse battery staple';
+const email = 'admin@example.com';
+const markup = '<script>window.__xss = 1</script><b>bold</b><img src=x onerror="window.__xss=2">';
+
+async function freePort() {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.on('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address();
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+const dataDir = mkdtempSync(join(tmpdir(), 'uplink-browser-'));
+let consoleProcess = null;
+let browser = null;
+let consoleLog = '';
+
+async function call(base, method, path, credential, body, extraHeaders = {}) {
+  const headers = { ...extraHeaders };
+  if (credential) headers.Authorization = 'Bearer ' + credential;
+  let payload;
+  if (body !== undefined) {
+    headers['Content-Type'] = 'application/json';
+    payload = JSON.stringify(body);
+    if (headers['Content-Encoding'] === 'gzip') payload = gzipSync(payload);
+  }
+  const response = await fetch(base + path, { method, headers, body: payload });
+  const text = await response.text();
+  return { status: response.status, body: text ? JSON.parse(text) : null };
+}
+
+async function expectStatus(promise, status) {
+  const reply = await promise;
+  assert.equal(reply.status, status, JSON.stringify(reply.body));
+  return reply.body;
+}
+
+function nodeJson(i) {
+  return {
+    name: 'gpu-node-' + i, uid: 'uid-' + i, ready: true, unschedulable: i === 1,
+    gpu_resource: 'nvidia.com/gpu', gpu_capacity: 8, gpu_allocatable: 8,
+    gpu_product: 'NVIDIA-H100-80GB-HBM3',
+    resources: { 'nvidia.com/gpu': { capacity: 8, allocatable: 8 } }, taints: [],
+  };
+}
+
+async function main() {
+  const apiKey = execFileSync(consoleBinary, ['init', '--data-dir', dataDir, '--admin-email', email],
+                              { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
+  assert.match(apiKey, /^uk_/);
+  const port = await freePort();
+  const base = 'http://127.0.0.1:' + port;
+  consoleProcess = spawn(consoleBinary, ['serve', '--data-dir', dataDir, '--listen', '127.0.0.1:' + port],
+                         { stdio: ['ignore', 'ignore', 'pipe'] });
+  consoleProcess.stderr.on('data', (chunk) => { consoleLog += chunk; });
+  for (let i = 0; ; i++) {
+    try {
+      if ((await fetch(base + '/healthz')).ok) break;
+    } catch { /* not up yet */ }
+    if (i > 300) throw new Error('uplink-console did not start:\n' + consoleLog);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+
+  // Data through the API: a password for the admin, a connection that reported, one that
+  // never did, a namespace scope and a cluster snapshot with markup in its output.
+  const me = await expectStatus(call(base, 'GET', '/api/v1/me', apiKey), 200);
+  await expectStatus(call(base, 'POST', '/api/v1/users/' + me.user.id + '/password', apiKey, { password }), 200);
+  const east = await expectStatus(call(base, 'POST', '/api/v1/connections', apiKey,
+                                       { agent_name: 'inventory', cluster_name: 'gpu-east' }), 201);
+  await expectStatus(call(base, 'POST', '/api/v1/connections', apiKey,
+                          { agent_name: 'inventory', cluster_name: 'pending-west' }), 201);
+  await expectStatus(call(base, 'POST', '/api/v1/agent/inventory', east.token, {
+    agent_version: '0.1.0', cluster_uid: 'kube-system-uid-east', selector: 'nvidia.com/gpu.present=true',
+    collected_at: new Date().toISOString().replace(/\.\d+Z$/, 'Z'), nodes: [nodeJson(0), nodeJson(1)],
+  }), 200);
+  await expectStatus(call(base, 'PUT', '/api/v1/connections/' + east.id + '/namespaces', apiKey,
+                          { namespaces: ['default', 'ml'] }), 200);
+  const now = new Date().toISOString().replace(/\.\d+Z$/, 'Z');
+  await expectStatus(call(base, 'POST', '/api/v1/agent/uploads', east.token, {
+    agent_version: '0.1.0', agent_instance: 'cluster-0', stream: 'cluster/cluster-0',
+    spool_id: '0123456789abcdef0123456789abcdef', first_sequence: 1, last_sequence: 1,
+    losses: { dropped: { records: 0, bytes: 0 }, corrupt: { records: 0, bytes: 0 },
+              rejected: { records: 0, bytes: 0 } },
+    records: [{ sequence: 1, appended_at: now, payload: {
+      kind: 'cluster_snapshot', collected_at: now,
+      results: [{ name: 'pods/ml', argv: ['kubectl', 'get', 'pods', '-n', 'ml'], exit_code: 0,
+                  stdout: 'NAME   READY\n' + markup + '   1/1\n', stderr: '', duration_ms: 12 }],
+    } }],
+  }, { 'Content-Encoding': 'gzip' }), 200);
+
+  // Twenty node samples, 30 s apart, ending now: CPU, memory and two GPUs to chart.
+  const sampleTimes = Array.from({ length: 20 }, (_, i) => Date.now() - (19 - i) * 30000);
+  await expectStatus(call(base, 'POST', '/api/v1/agent/uploads', east.token, {
+    agent_version: '0.1.0', agent_instance: 'node-0', stream: 'node/gpu-node-0',
+    spool_id: 'fedcba9876543210fedcba9876543210', first_sequence: 1, last_sequence: 20,
+    losses: { dropped: { records: 0, bytes: 0 }, corrupt: { records: 0, bytes: 0 },
+              rejected: { records: 0, bytes: 0 } },
+    records: sampleTimes.map((at, i) => ({ sequence: i + 1, appended_at: new Date(at).toISOString(), payload: {
+      kind: 'node_sample', version: 1, node: 'gpu-node-0', collected_at: new Date(at).toISOString(),
+      boot_time: 1799000000,
+      cpu: { count: 64, seconds: { user: 1000 + i * 600, nice: 0, system: 0, idle: 5000 + i * 1320,
+                                   iowait: 0, irq: 0, softirq: 0, steal: 0 } },
+      memory: { total_bytes: 540000000000, available_bytes: 300000000000 + i * 1000000000 },
+      load: { load1: 3.5, load5: 3, load15: 2.5 },
+      network: [{ device: 'eth0', receive_bytes: i * 30000000, transmit_bytes: i * 1000000 }],
+      gpu_source: 'nvml',
+      gpus: [0, 1].map((g) => ({ index: g, uuid: 'GPU-' + g, name: 'NVIDIA H100 80GB HBM3',
+                                 utilization_percent: (i * 5 + g * 40) % 100,
+                                 memory_used_bytes: 61203283968, memory_total_bytes: 85520809984,
+                                 temperature_celsius: 60 + g, power_watts: 500 + i })),
+    } })),
+  }, { 'Content-Encoding': 'gzip' }), 200);
+
+  browser = await chromium.launch({ executablePath: chromiumPath, headless: true,
+                                    args: ['--no-sandbox'] });
+  const context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
+  const page = await context.newPage();
+  const pageErrors = [];
+  page.on('pageerror', (error) => pageErrors.push(error.message));
+  page.on('dialog', (dialog) => dialog.accept());
+  const shot = (name) => page.screenshot({ path: join(screenshots, name + '.png'), fullPage: true });
+
+  // Sign in.
+  await page.goto(base + '/');
+  await page.getByLabel('Email').fill(email);
+  await page.getByLabel('Password', { exact: true }).fill('not the password at all');
+  await page.getByRole('button', { name: 'Sign in' }).click();
+  await page.getByRole('alert').waitFor();
+  await shot('sign-in-refused');
+  await page.getByLabel('Password', { exact: true }).fill(password);
+  await page.getByRole('button', { name: 'Sign in' }).click();
+
+  // Connections: badges with colour class and text; the never-reported one waits.
+  const eastRow = page.locator('tr[data-connection="gpu-east"]');
+  await eastRow.waitFor();
+  assert.equal(await eastRow.locator('.badge').getAttribute('data-status'), 'active');
+  assert.equal((await eastRow.locator('.badge').innerText()).trim(), 'active');
+  assert.match(await eastRow.innerText(), /\d+ s ago/);
+  assert.match(await eastRow.innerText(), /16 \/ 16|8 \/ 16/);
+  const westRow = page.locator('tr[data-connection="pending-west"]');
+  assert.equal((await westRow.locator('.badge').innerText()).trim(), 'Waiting for agent');
+  await shot('connections');
+
+  // The session lives in an HttpOnly cookie only: no script sees it, nothing is stored.
+  const storage = await page.evaluate(() => ({
+    cookie: document.cookie, local: localStorage.length, session: sessionStorage.length,
+  }));
+  assert.equal(storage.cookie.includes('uplink_session'), false);
+  assert.equal(storage.local, 0);
+  assert.equal(storage.session, 0);
+
+  // The CSP refuses an inline script injected into the page, and an inline handler.
+  const csp = await page.evaluate(() => new Promise((resolve) => {
+    const violations = [];
+    document.addEventListener('securitypolicyviolation', (e) => violations.push(e.violatedDirective));
+    const script = document.createElement('script');
+    script.textContent = 'window.__injected = 1';
+    document.body.appendChild(script);
+    const div = document.createElement('div');
+    div.innerHTML = '<img src="data:," onload="window.__injected = 2">';
+    document.body.appendChild(div);
+    setTimeout(() => {
+      script.remove();
+      div.remove();
+      resolve({ injected: window.__injected, violations });
+    }, 500);
+  }));
+  assert.equal(csp.injected, undefined);
+  assert.ok(csp.violations.some((d) => d.startsWith('script-src')), JSON.stringify(csp));
+
+  // A connection's page: nodes, and the cluster view's markup as text.
+  await eastRow.getByRole('link', { name: 'gpu-east' }).click();
+  await page.getByRole('heading', { name: 'Nodes' }).waitFor();
+  assert.equal(await page.locator('table.nodes tbody tr').count(), 2);
+  await page.getByLabel('Filter nodes').fill('node-1');
+  assert.equal(await page.locator('table.nodes tbody tr').count(), 1);
+  await page.getByLabel('Filter nodes').fill('');
+
+  // A node's charts: drawn from the series API, with the series' own colour on the canvas.
+  await page.locator('table.nodes tbody tr', { hasText: 'gpu-node-0' }).getByRole('button', { name: 'Show' }).click();
+  for (const metric of ['cpu_percent', 'memory_used_bytes', 'gpu_utilization_percent']) {
+    const chart = page.locator('figure.chart[data-metric="' + metric + '"]');
+    await chart.locator('canvas').waitFor();
+    assert.equal((await chart.locator('figcaption').innerText()).includes('no data'), false, metric);
+    const seriesPixels = await chart.locator('canvas').evaluate((canvas) => {
+      const { data } = canvas.getContext('2d').getImageData(0, 0, canvas.width, canvas.height);
+      let count = 0;
+      for (let i = 0; i < data.length; i += 4) {
+        // The first series' stroke, #2563eb, give or take anti-aliasing.
+        if (Math.abs(data[i] - 37) < 40 && Math.abs(data[i + 1] - 99) < 40 && data[i + 2] > 190) count++;
+      }
+      return count;
+    });
+    assert.ok(seriesPixels > 20, metric + ': ' + seriesPixels + ' pixels of the series colour');
+  }
+  await page.getByLabel('Range').selectOption('6h');
+  await page.locator('figure.chart[data-metric="cpu_percent"] canvas').waitFor();
+  await shot('node-charts');
+  const output = page.locator('details.result pre.output').first();
+  await output.waitFor();
+  assert.ok((await output.textContent()).includes(markup));
+  assert.equal(await page.locator('details.result pre.output script, details.result pre.output b').count(), 0);
+
+  // The kubectl console: a refusal shows its reason; an allowed command's output with markup
+  // shows as text. A poll made here plays the cluster role's agent.
+  await page.getByLabel('Command').fill('kubectl get secrets -n ml');
+  await page.getByRole('button', { name: 'Run' }).click();
+  const refused = page.locator('.history li').first();
+  await refused.locator('.status').filter({ hasText: 'refused' }).waitFor();
+  const refusedText = await refused.innerText();
+  assert.match(refusedText, /read-only/);
+  assert.match(refusedText, /secret/i);
+  const agent = (async () => {
+    const poll = await expectStatus(call(base, 'POST', '/api/v1/agent/commands/poll', east.token,
+                                         { agent_instance: 'cluster-0', wait_seconds: 30 }), 200);
+    assert.equal(poll.commands.length, 1);
+    assert.deepEqual(poll.commands[0].argv, ['kubectl', 'get', 'pods', '-n', 'ml']);
+    await expectStatus(call(base, 'POST', '/api/v1/agent/commands/' + poll.commands[0].id + '/result',
+                            east.token, { exit_code: 0, stdout: 'NAME\n' + markup + '\n', stderr: '',
+                                          duration_ms: 5 }, { 'Content-Encoding': 'gzip' }), 200);
+  })();
+  await new Promise((r) => setTimeout(r, 300));
+  await page.getByLabel('Command').fill('kubectl get pods -n ml');
+  await page.getByRole('button', { name: 'Run' }).click();
+  await agent;
+  const ran = page.locator('.history li').first();
+  await ran.locator('.status').filter({ hasText: 'exit 0' }).waitFor();
+  assert.ok((await ran.locator('pre.output').textContent()).includes(markup));
+  assert.equal(await page.evaluate(() => window.__xss), undefined);
+  await shot('connection');
+
+  // Tokens: create (the password is confirmed first), shown once with its commands.
+  await page.getByRole('link', { name: 'Agent tokens' }).click();
+  await page.getByLabel('Cluster name').fill('new-cluster');
+  await page.getByRole('button', { name: 'Create token' }).click();
+  await page.getByLabel('Password', { exact: true }).fill(password);
+  await page.getByRole('button', { name: 'Confirm' }).click();
+  const tokenBlock = page.locator('pre[data-token]');
+  await tokenBlock.waitFor();
+  const token = (await tokenBlock.textContent()).trim();
+  assert.match(token, /^agt_[A-Za-z0-9_-]{43}$/);
+  const commands = await page.locator('pre.commands').textContent();
+  assert.ok(commands.includes("printf '%s' \"$UPLINK_AGENT_TOKEN\" | kubectl -n uplink create secret generic " +
+                              'uplink-agent-token --from-file=UPLINK_AGENT_TOKEN=/dev/stdin'), commands);
+  assert.ok(commands.includes('helm upgrade --install uplink-agent charts/uplink-agent -n uplink --set config.baseUrl=' +
+                              base + ' --set token.existingSecret=uplink-agent-token'), commands);
+  assert.ok(!commands.includes(token));
+  await shot('token-created');
+  await page.getByRole('button', { name: 'I stored the token' }).click();
+  await page.locator('tr[data-connection="new-cluster"]').waitFor();
+  assert.equal((await page.content()).includes(token), false);
+  // The token works for its agent; a reload does not show it again and keeps the session.
+  await expectStatus(call(base, 'GET', '/api/v1/agent/whoami', token), 200);
+  await page.reload();
+  await page.locator('tr[data-connection="new-cluster"]').waitFor();
+  assert.equal((await page.content()).includes(token), false);
+  await shot('tokens');
+
+  // Rotate (confirmed in the dialog): a new token, the old one refused at once; then revoke.
+  const newRow = page.locator('tr[data-connection="new-cluster"]');
+  await newRow.getByRole('button', { name: 'Rotate' }).click();
+  const rotatedBlock = page.locator('pre[data-token]');
+  await rotatedBlock.waitFor();
+  const rotated = (await rotatedBlock.textContent()).trim();
+  assert.notEqual(rotated, token);
+  await expectStatus(call(base, 'GET', '/api/v1/agent/whoami', token), 401);
+  await expectStatus(call(base, 'GET', '/api/v1/agent/whoami', rotated), 200);
+  await page.getByRole('button', { name: 'I stored the token' }).click();
+  await newRow.getByRole('button', { name: 'Revoke' }).click();
+  await newRow.locator('.badge[data-status="revoked"]').waitFor();
+  await expectStatus(call(base, 'GET', '/api/v1/agent/whoami', rotated), 401);
+
+  // Audit log and users (admin).
+  await page.getByRole('link', { name: 'Audit log' }).click();
+  await page.locator('table.audit code', { hasText: 'connection.revoke' }).first().waitFor();
+  await shot('audit');
+  await page.getByRole('link', { name: 'Users' }).click();
+  await page.locator('table.users td', { hasText: email }).waitFor();
+  await shot('users');
+
+  // A narrow window still shows the connections, and the keyboard reaches the navigation.
+  await page.setViewportSize({ width: 390, height: 800 });
+  await page.getByRole('link', { name: 'Connections' }).click();
+  await page.locator('tr[data-connection="gpu-east"]').waitFor();
+  await shot('connections-narrow');
+  await page.reload();
+  await page.locator('tr[data-connection="gpu-east"]').waitFor();
+  await page.keyboard.press('Tab');
+  await page.keyboard.press('Tab');
+  assert.equal(await page.evaluate(() => document.activeElement.textContent), 'Connections');
+
+  // Sign out: back to the sign-in form, and the cookie no longer works.
+  await page.getByRole('button', { name: 'Sign out' }).click();
+  await page.getByRole('button', { name: 'Sign in' }).waitFor();
+  const after = await page.evaluate(async () => (await fetch('/api/v1/connections')).status);
+  assert.equal(after, 401);
+
+  // A session that ends behind the page's back (here: its cookie is gone) brings back the
+  // sign-in form at the next refresh.
+  await page.getByLabel('Email').fill(email);
+  await page.getByLabel('Password', { exact: true }).fill(password);
+  await page.getByRole('button', { name: 'Sign in' }).click();
+  await page.locator('tr[data-connection="gpu-east"]').waitFor();
+  await context.clearCookies();
+  await page.getByRole('button', { name: 'Sign in' }).waitFor();
+  assert.deepEqual(pageErrors, []);
+  console.log('browser tests passed; screenshots in ' + screenshots);
+}
+
+let failed = false;
+try {
+  await main();
+} catch (error) {
+  failed = true;
+  console.error(error);
+  console.error('--- uplink-console log ---\n' + consoleLog.slice(-4000));
+} finally {
+  if (browser) await browser.close();
+  if (consoleProcess) consoleProcess.kill('SIGTERM');
+  rmSync(dataDir, { recursive: true, force: true });
+}
+process.exit(failed ? 1 : 0);
