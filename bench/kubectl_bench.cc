@@ -13,6 +13,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -265,7 +266,11 @@ int main() {
   std::thread peer([&] { bench.PeerAgent(stop); });
   constexpr int kPeerCommands = 30;
   std::vector<double> peer_pickup;
+  std::mt19937 random(12345);
+  std::uniform_int_distribution<int> arrival_ms(0, 1999);
   for (int i = 0; i < kPeerCommands; ++i) {
+    // Commands arrive at any point of the poll interval, as users' do.
+    std::this_thread::sleep_for(std::chrono::milliseconds(arrival_ms(random)));
     double p = 0, r = 0;
     if (!bench.Command(&p, &r)) break;
     peer_pickup.push_back(p);

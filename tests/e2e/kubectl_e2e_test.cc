@@ -214,6 +214,19 @@ TEST_F(KubectlEndToEnd, SnapshotsOfThePlanReachTheConsole) {
   EXPECT_TRUE(nodes_ok) << json::serialize(snapshot);
 }
 
+// SIGTERM while the agent's poll is held by the console: the poll is cut short and the role
+// goes through its whole shutdown (the last log line), rather than being cut off after the
+// grace period with its spool's state unsynced.
+TEST_F(KubectlEndToEnd, SigtermEndsAHeldPollAndStopsCleanly) {
+  SetNamespaces(R"({"namespaces": ["*"]})");
+  RunOk({"get", "nodes"});  // a poll is held again once this is answered
+  ::kill(agent_->pid(), SIGTERM);
+  const std::optional<int> exit_code = agent_->Wait(30s);
+  ASSERT_TRUE(exit_code.has_value()) << agent_->Stderr();
+  EXPECT_EQ(*exit_code, 0);
+  EXPECT_NE(agent_->Stderr().find("\"msg\":\"stopped\""), std::string::npos) << agent_->Stderr();
+}
+
 TEST_F(KubectlEndToEnd, TheCliRunsKubectlAndExitsWithItsCode) {
   SetNamespaces(R"({"namespaces": ["*"]})");
   const std::map<std::string, std::string> env{{"UPLINK_API_KEY", d_.admin_key()}};
