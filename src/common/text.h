@@ -16,7 +16,33 @@ inline constexpr std::string_view kReplacementCharacter = "\xEF\xBF\xBD";  // U+
 
 // The length of the valid UTF-8 sequence starting at text[i], or 0 when the byte there does
 // not start one (stray continuation byte, overlong form, surrogate, past U+10FFFF, cut short).
-size_t Utf8SequenceLength(std::string_view text, size_t i);
+// Inline: the Prometheus renderer calls it for every character of every label value.
+inline size_t Utf8SequenceLength(std::string_view text, size_t i) {
+  const auto byte = [&](size_t k) { return static_cast<unsigned char>(text[k]); };
+  const unsigned char lead = byte(i);
+  if (lead < 0x80) return 1;
+  size_t length;
+  unsigned char second_min = 0x80, second_max = 0xBF;
+  if (lead >= 0xC2 && lead <= 0xDF) {
+    length = 2;
+  } else if (lead >= 0xE0 && lead <= 0xEF) {
+    length = 3;
+    if (lead == 0xE0) second_min = 0xA0;
+    if (lead == 0xED) second_max = 0x9F;
+  } else if (lead >= 0xF0 && lead <= 0xF4) {
+    length = 4;
+    if (lead == 0xF0) second_min = 0x90;
+    if (lead == 0xF4) second_max = 0x8F;
+  } else {
+    return 0;
+  }
+  if (i + length > text.size()) return 0;
+  if (byte(i + 1) < second_min || byte(i + 1) > second_max) return 0;
+  for (size_t k = 2; k < length; ++k) {
+    if (byte(i + k) < 0x80 || byte(i + k) > 0xBF) return 0;
+  }
+  return length;
+}
 
 // `text` as valid UTF-8: every byte that is not part of a valid sequence becomes U+FFFD, so
 // output from a program prints as a JSON string.
