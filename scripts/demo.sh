@@ -76,16 +76,35 @@ echo "==> starting the inventory agent"
   --status-configmap uplink-agent-status --health-listen 127.0.0.1:0 >"$dir/agent.log" 2>&1 &
 pids+=($!)
 
+echo "==> starting the cluster agent (the console's read-only kubectl) and a node agent"
+UPLINK_API_KEY=$admin_key "$bin/uplink" --console "$url" connections namespaces demo-gpu-cluster \
+  --all >/dev/null || fail "setting the connection's namespace scope failed"
+"$bin/uplink-agent" cluster --console "$url" --token-file "$dir/agent-token" \
+  --state-dir "$dir/cluster-spool" --listen 127.0.0.1:0 --kubectl "$(command -v kubectl)" \
+  --kubeconfig "$dir/kubeconfig" --cache-dir "$dir/kubectl-cache" >"$dir/cluster-agent.log" 2>&1 &
+pids+=($!)
+# This machine's own /proc stands in for a GPU node's (no GPU here: the GPU collector says so).
+"$bin/uplink-agent" node --console "$url" --token-file "$dir/agent-token" \
+  --state-dir "$dir/node-spool" --node-name demo-node --listen 127.0.0.1:0 \
+  >"$dir/node-agent.log" 2>&1 &
+pids+=($!)
+
 reported() {
   UPLINK_API_KEY=$admin_key "$bin/uplink" --console "$url" connections list | grep -q ' active '
 }
 wait_for 30 reported || fail "the agent's first report did not arrive" "$dir/agent.log"
 
+# A password for the web console's sign-in, made here and shown once like the key.
+web_password=$(head -c 18 /dev/urandom | base64 | tr '+/' '-_')
+printf '%s\n' "$web_password" | UPLINK_API_KEY=$admin_key "$bin/uplink" --console "$url" \
+  users set-password me --password-stdin >/dev/null || fail "setting the admin's password failed"
+
 cat <<EOM
 
 uplink demo is running.
 
-  Console URL:    $url
+  Console URL:    $url      (web console: sign in as admin@localhost)
+  Admin password: $web_password
   Admin API key:  $admin_key
 
 Try:
@@ -97,6 +116,7 @@ Try:
                                                      # a token straight into a Secret, never shown
   curl -s -H @$dir/auth-header $url/api/v1/connections
   kubectl --kubeconfig $dir/kubeconfig get nodes      # the simulated cluster
+  $bin/uplink kubectl demo-gpu-cluster -- get pods -A  # read-only kubectl through the agent
 
 Logs are in $dir. Press Ctrl-C to stop.
 
