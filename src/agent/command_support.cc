@@ -33,6 +33,14 @@ std::optional<int> ParseFlagsOrExit(FlagSet& flags, const std::vector<std::strin
   return std::nullopt;
 }
 
+void RegisterConsoleFlags(FlagSet& flags, std::string* console_url, std::string* token_file,
+                          std::string* console_ca_file, const std::string& console_help) {
+  flags.String("console", console_url, console_help);
+  flags.String("token-file", token_file, "file holding the connection token (agt_...)");
+  flags.String("console-ca-file", console_ca_file,
+               "PEM CA bundle for the console's certificate (default: system store)");
+}
+
 Status CheckConsoleFlags(const std::string& console_url, const std::string& token_file) {
   if (console_url.empty()) {
     return InvalidArgumentError(

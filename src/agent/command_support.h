@@ -35,6 +35,12 @@ int Fail(const std::string& message, int code = 1);
 // the usage for bad flags (kExitUsage); nullopt when the command goes on.
 std::optional<int> ParseFlagsOrExit(FlagSet& flags, const std::vector<std::string>& args);
 
+// Registers --console, --token-file and --console-ca-file, which every role that talks to
+// the console takes; `console_help` says what happens without --console, if anything.
+void RegisterConsoleFlags(FlagSet& flags, std::string* console_url, std::string* token_file,
+                          std::string* console_ca_file,
+                          const std::string& console_help = "console URL, https://HOST[:PORT]");
+
 // --console and --token-file, which every role that talks to the console takes.
 Status CheckConsoleFlags(const std::string& console_url, const std::string& token_file);
 

@@ -93,10 +93,7 @@ int RunInventory(const std::vector<std::string>& args) {
   std::string instance = DefaultInstanceName();
 
   FlagSet flags("uplink-agent inventory");
-  flags.String("console", &console_url, "console URL, https://HOST[:PORT]");
-  flags.String("token-file", &token_file, "file holding the connection token (agt_...)");
-  flags.String("console-ca-file", &console_ca_file,
-               "PEM CA bundle for the console's certificate (default: system store)");
+  agent::RegisterConsoleFlags(flags, &console_url, &token_file, &console_ca_file);
   flags.String("kubeconfig", &kubeconfig,
                "kubeconfig file (default: the pod's service account)");
   flags.String("selector", &selector, "label selector of the GPU nodes to report");
@@ -386,10 +383,7 @@ int RunSpoolShip(const std::vector<std::string>& args) {
   std::string log_level = "info";
   FlagSet flags("uplink-agent spool ship");
   spool_flags.Register(flags);
-  flags.String("console", &console_url, "console URL, https://HOST[:PORT]");
-  flags.String("token-file", &token_file, "file holding the connection token (agt_...)");
-  flags.String("console-ca-file", &console_ca_file,
-               "PEM CA bundle for the console's certificate (default: system store)");
+  agent::RegisterConsoleFlags(flags, &console_url, &token_file, &console_ca_file);
   flags.String("stream", &stream,
                "the stream the records belong to in the console (default: spool/INSTANCE)");
   flags.String("instance", &instance,

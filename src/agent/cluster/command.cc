@@ -42,10 +42,7 @@ struct ClusterFlags {
 };
 
 void Register(FlagSet& flags, ClusterFlags& f) {
-  flags.String("console", &f.console_url, "console URL, https://HOST[:PORT]");
-  flags.String("token-file", &f.token_file, "file holding the connection token (agt_...)");
-  flags.String("console-ca-file", &f.console_ca_file,
-               "PEM CA bundle for the console's certificate (default: system store)");
+  RegisterConsoleFlags(flags, &f.console_url, &f.token_file, &f.console_ca_file);
   f.spool.Register(flags);
   flags.String("stream", &f.stream, "the stream of the snapshots (default: cluster/INSTANCE)");
   flags.String("instance", &f.instance,

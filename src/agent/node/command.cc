@@ -74,11 +74,8 @@ void Register(FlagSet& flags, NodeFlags& f) {
   flags.String("listen", &f.listen,
                "HOST:PORT for /healthz, /readyz and /metrics (without --console, /metrics "
                "collects on every scrape: a standalone exporter)");
-  flags.String("console", &f.console_url,
-               "console URL, https://HOST[:PORT]; without it nothing is shipped");
-  flags.String("token-file", &f.token_file, "file holding the connection token (agt_...)");
-  flags.String("console-ca-file", &f.console_ca_file,
-               "PEM CA bundle for the console's certificate (default: system store)");
+  RegisterConsoleFlags(flags, &f.console_url, &f.token_file, &f.console_ca_file,
+                       "console URL, https://HOST[:PORT]; without it nothing is shipped");
   f.spool.Register(flags);
   flags.String("stream", &f.stream, "the stream of the samples (default: node/NODE_NAME)");
   flags.String("instance", &f.instance,
