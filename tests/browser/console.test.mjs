@@ -78,6 +78,40 @@ function nodeJson(i) {
   };
 }
 
+// Every visible piece of text on the page whose contrast against its background (the first
+// opaque background up its ancestors) is under 4.5:1, as WCAG 2 computes it. Disabled controls
+// are exempt (WCAG 1.4.3); charts are canvases, checked by their own colours.
+function lowContrastText(page) {
+  return page.evaluate(() => {
+    const parse = (css) => css.match(/[\d.]+/g).map(Number);
+    const luminance = ([r, g, b]) => {
+      const linear = [r, g, b].map((v) => {
+        const c = v / 255;
+        return c <= 0.03928 ? c / 12.92 : ((c + 0.055) / 1.055) ** 2.4;
+      });
+      return 0.2126 * linear[0] + 0.7152 * linear[1] + 0.0722 * linear[2];
+    };
+    const background = (element) => {
+      for (let e = element; e; e = e.parentElement) {
+        const color = parse(getComputedStyle(e).backgroundColor);
+        if (color.length < 4 || color[3] === 1) return color;
+      }
+      return [255, 255, 255];
+    };
+    const failures = [];
+    const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+    for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+      const element = node.parentElement;
+      if (!node.textContent.trim() || !element.checkVisibility() || element.closest(':disabled')) continue;
+      const text = luminance(parse(getComputedStyle(element).color));
+      const back = luminance(background(element));
+      const ratio = (Math.max(text, back) + 0.05) / (Math.min(text, back) + 0.05);
+      if (ratio < 4.5) failures.push(node.textContent.trim().slice(0, 40) + ': ' + ratio.toFixed(2));
+    }
+    return failures;
+  });
+}
+
 async function main() {
   const apiKey = execFileSync(consoleBinary, ['init', '--data-dir', dataDir, '--admin-email', email],
                               { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
@@ -137,6 +171,7 @@ async function main() {
       memory: { total_bytes: 540000000000, available_bytes: 300000000000 + i * 1000000000 },
       load: { load1: 3.5, load5: 3, load15: 2.5 },
       network: [{ device: 'eth0', receive_bytes: i * 30000000, transmit_bytes: i * 1000000 }],
+      disks: [{ device: 'nvme0n1', read_bytes: i * 6000000, written_bytes: i * 9000000 }],
       gpu_source: 'nvml',
       gpus: [0, 1].map((g) => ({ index: g, uuid: 'GPU-' + g, name: 'NVIDIA H100 80GB HBM3',
                                  utilization_percent: (i * 5 + g * 40) % 100,
@@ -161,6 +196,17 @@ async function main() {
   await page.getByRole('button', { name: 'Sign in' }).click();
   await page.getByRole('alert').waitFor();
   await shot('sign-in-refused');
+  assert.deepEqual(await lowContrastText(page), [], 'sign-in-refused');
+  // The check itself finds faint text: #aaaaaa on white is 2.32:1.
+  await page.evaluate(() => {
+    const faint = document.createElement('p');
+    faint.id = 'faint';
+    faint.textContent = 'faint text';
+    faint.style.color = '#aaaaaa';
+    document.body.appendChild(faint);
+  });
+  assert.deepEqual(await lowContrastText(page), ['faint text: 2.32']);
+  await page.evaluate(() => document.getElementById('faint').remove());
   await page.getByLabel('Password', { exact: true }).fill(password);
   await page.getByRole('button', { name: 'Sign in' }).click();
 
@@ -174,6 +220,7 @@ async function main() {
   const westRow = page.locator('tr[data-connection="pending-west"]');
   assert.equal((await westRow.locator('.badge').innerText()).trim(), 'Waiting for agent');
   await shot('connections');
+  assert.deepEqual(await lowContrastText(page), [], 'connections');
 
   // The session lives in an HttpOnly cookie only: no script sees it, nothing is stored.
   const storage = await page.evaluate(() => ({
@@ -202,9 +249,20 @@ async function main() {
   assert.equal(csp.injected, undefined);
   assert.ok(csp.violations.some((d) => d.startsWith('script-src')), JSON.stringify(csp));
 
+  // The east token reporting from another cluster is refused and shows on the connection's
+  // page as a security event.
+  await expectStatus(call(base, 'POST', '/api/v1/agent/inventory', east.token, {
+    agent_version: '0.1.0', cluster_uid: 'kube-system-uid-elsewhere', selector: 'nvidia.com/gpu.present=true',
+    collected_at: new Date().toISOString().replace(/\.\d+Z$/, 'Z'), nodes: [nodeJson(0)],
+  }), 409);
+
   // A connection's page: nodes, and the cluster view's markup as text.
   await eastRow.getByRole('link', { name: 'gpu-east' }).click();
   await page.getByRole('heading', { name: 'Nodes' }).waitFor();
+  const mismatch = page.locator('table.security-events tbody tr');
+  assert.equal(await mismatch.count(), 1);
+  assert.match(await mismatch.innerText(), /cluster_mismatch/);
+  assert.match(await mismatch.innerText(), /127\.0\.0\.1/);
   assert.equal(await page.locator('table.nodes tbody tr').count(), 2);
   await page.getByLabel('Filter nodes').fill('node-1');
   assert.equal(await page.locator('table.nodes tbody tr').count(), 1);
@@ -212,7 +270,15 @@ async function main() {
 
   // A node's charts: drawn from the series API, with the series' own colour on the canvas.
   await page.locator('table.nodes tbody tr', { hasText: 'gpu-node-0' }).getByRole('button', { name: 'Show' }).click();
-  for (const metric of ['cpu_percent', 'memory_used_bytes', 'gpu_utilization_percent']) {
+  // Memory total beside memory used: 540000000000 bytes is 502.9 GiB.
+  const nodeRow = page.locator('table.nodes tbody tr', { hasText: 'gpu-node-0' });
+  const headers = await page.locator('table.nodes thead th').allInnerTexts();
+  const totalColumn = headers.map((t) => t.trim()).indexOf('Memory total');
+  assert.equal(totalColumn, headers.map((t) => t.trim()).indexOf('Memory used') + 1, JSON.stringify(headers));
+  assert.equal((await nodeRow.locator('td').nth(totalColumn).innerText()).trim(), '502.9 GiB');
+  for (const metric of ['cpu_percent', 'memory_used_bytes', 'gpu_utilization_percent',
+                        'network_receive_bytes_per_second', 'network_transmit_bytes_per_second',
+                        'disk_read_bytes_per_second', 'disk_written_bytes_per_second']) {
     const chart = page.locator('figure.chart[data-metric="' + metric + '"]');
     await chart.locator('canvas').waitFor();
     assert.equal((await chart.locator('figcaption').innerText()).includes('no data'), false, metric);
@@ -230,6 +296,7 @@ async function main() {
   await page.getByLabel('Range').selectOption('6h');
   await page.locator('figure.chart[data-metric="cpu_percent"] canvas').waitFor();
   await shot('node-charts');
+  assert.deepEqual(await lowContrastText(page), [], 'node-charts');
   const output = page.locator('details.result pre.output').first();
   await output.waitFor();
   assert.ok((await output.textContent()).includes(markup));
@@ -262,6 +329,7 @@ async function main() {
   assert.ok((await ran.locator('pre.output').textContent()).includes(markup));
   assert.equal(await page.evaluate(() => window.__xss), undefined);
   await shot('connection');
+  assert.deepEqual(await lowContrastText(page), [], 'connection');
 
   // Tokens: create (the password is confirmed first), shown once with its commands.
   await page.getByRole('link', { name: 'Agent tokens' }).click();
@@ -279,7 +347,29 @@ async function main() {
   assert.ok(commands.includes('helm upgrade --install uplink-agent charts/uplink-agent -n uplink --set config.baseUrl=' +
                               base + ' --set token.existingSecret=uplink-agent-token'), commands);
   assert.ok(!commands.includes(token));
+  // The namespace and Secret name are editable; the commands follow as you type, and Copy
+  // copies exactly what is shown. A name Kubernetes would refuse hides the commands.
+  await page.getByLabel('Namespace', { exact: true }).fill('gpu-agents');
+  await page.getByLabel('Secret name').fill('east.agent-token');
+  const edited = await page.locator('pre.commands').textContent();
+  assert.ok(edited.includes("printf '%s' \"$UPLINK_AGENT_TOKEN\" | kubectl -n gpu-agents create secret generic " +
+                            'east.agent-token --from-file=UPLINK_AGENT_TOKEN=/dev/stdin'), edited);
+  assert.ok(edited.includes('kubectl create namespace gpu-agents --dry-run=client -o yaml | kubectl apply -f -'), edited);
+  assert.ok(edited.includes('helm upgrade --install uplink-agent charts/uplink-agent -n gpu-agents --set config.baseUrl=' +
+                            base + ' --set token.existingSecret=east.agent-token'), edited);
+  assert.ok(!edited.includes(' uplink-agent-token') && !edited.includes('-n uplink '), edited);
+  await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: base });
+  await page.getByRole('button', { name: 'Copy commands' }).click();
+  await page.getByText('Commands copied.').waitFor();
+  assert.equal(await page.evaluate(() => navigator.clipboard.readText()), edited);
+  await page.getByLabel('Namespace', { exact: true }).fill('Bad Namespace');
+  await page.getByRole('alert').filter({ hasText: 'namespace must be' }).waitFor();
+  assert.equal(await page.locator('pre.commands').count(), 0);
+  await page.getByLabel('Namespace', { exact: true }).fill('uplink');
+  await page.getByLabel('Secret name').fill('uplink-agent-token');
+  assert.equal(await page.locator('pre.commands').textContent(), commands);
   await shot('token-created');
+  assert.deepEqual(await lowContrastText(page), [], 'token-created');
   await page.getByRole('button', { name: 'I stored the token' }).click();
   await page.locator('tr[data-connection="new-cluster"]').waitFor();
   assert.equal((await page.content()).includes(token), false);
@@ -289,6 +379,7 @@ async function main() {
   await page.locator('tr[data-connection="new-cluster"]').waitFor();
   assert.equal((await page.content()).includes(token), false);
   await shot('tokens');
+  assert.deepEqual(await lowContrastText(page), [], 'tokens');
 
   // Rotate (confirmed in the dialog): a new token, the old one refused at once; then revoke.
   const newRow = page.locator('tr[data-connection="new-cluster"]');
@@ -308,9 +399,57 @@ async function main() {
   await page.getByRole('link', { name: 'Audit log' }).click();
   await page.locator('table.audit code', { hasText: 'connection.revoke' }).first().waitFor();
   await shot('audit');
+  assert.deepEqual(await lowContrastText(page), [], 'audit');
   await page.getByRole('link', { name: 'Users' }).click();
   await page.locator('table.users td', { hasText: email }).waitFor();
+  // Create a member with a password (who can then sign in) and an admin without one; a taken
+  // email is refused with the API's reason.
+  const memberEmail = 'member@example.com';
+  const memberPassword = 'another long passphrase';
+  await page.getByLabel('Email').fill(memberEmail);
+  await page.getByLabel('Role').selectOption('member');
+  await page.getByLabel(/^Password \(optional/).fill(memberPassword);
+  await page.getByRole('button', { name: 'Create user' }).click();
+  await page.getByRole('status').filter({ hasText: 'Created ' + memberEmail + ' (member)' }).waitFor();
+  await page.locator('tr[data-user="' + memberEmail + '"]', { hasText: 'member' }).waitFor();
+  assert.equal(await page.getByLabel(/^Password \(optional/).inputValue(), '');
+  await expectStatus(call(base, 'POST', '/api/v1/sessions', null, { email: memberEmail, password: memberPassword }), 201);
+  await page.getByLabel('Email').fill('second-admin@example.com');
+  await page.getByLabel('Role').selectOption('admin');
+  await page.getByRole('button', { name: 'Create user' }).click();
+  await page.locator('tr[data-user="second-admin@example.com"]', { hasText: 'admin' }).waitFor();
+  const users = await expectStatus(call(base, 'GET', '/api/v1/users', apiKey), 200);
+  const secondAdmin = users.users.find((u) => u.email === 'second-admin@example.com');
+  assert.equal(secondAdmin.role, 'admin');
+  assert.equal(secondAdmin.has_password, false);
+  await page.getByLabel('Email').fill(memberEmail);
+  await page.getByRole('button', { name: 'Create user' }).click();
+  await page.locator('form.create .error').filter({ hasText: 'already exists' }).waitFor();
   await shot('users');
+  assert.deepEqual(await lowContrastText(page), [], 'users');
+
+  // API keys: create (shown once, and it works), then revoke (refused at once).
+  await page.getByRole('link', { name: 'API keys' }).click();
+  await page.locator('table.api-keys').waitFor();
+  await page.getByLabel('Key name').fill('ci-deploy');
+  await page.getByRole('button', { name: 'Create key' }).click();
+  const keyBlock = page.locator('pre[data-api-key]');
+  await keyBlock.waitFor();
+  const newKey = (await keyBlock.textContent()).trim();
+  assert.match(newKey, /^uk_/);
+  await expectStatus(call(base, 'GET', '/api/v1/me', newKey), 200);
+  await shot('api-key-created');
+  assert.deepEqual(await lowContrastText(page), [], 'api-key-created');
+  await page.getByRole('button', { name: 'I stored the key' }).click();
+  const keyRow = page.locator('tr[data-key="ci-deploy"]');
+  await keyRow.locator('td.key-status', { hasText: 'active' }).waitFor();
+  assert.equal((await page.content()).includes(newKey), false);
+  assert.ok((await keyRow.innerText()).includes(newKey.slice(0, 8)));
+  await keyRow.getByRole('button', { name: 'Revoke' }).click();
+  await keyRow.locator('td.key-status', { hasText: 'revoked' }).waitFor();
+  await expectStatus(call(base, 'GET', '/api/v1/me', newKey), 401);
+  await shot('api-keys');
+  assert.deepEqual(await lowContrastText(page), [], 'api-keys');
 
   // A narrow window still shows the connections, and the keyboard reaches the navigation.
   await page.setViewportSize({ width: 390, height: 800 });

@@ -5,7 +5,7 @@ import { useEffect, useRef, useState } from 'preact/hooks';
 import htm from 'htm';
 import uPlot from 'uplot';
 import { api } from './api.js';
-import { bytes, number, splitArgv } from './format.js';
+import { bytes, dateTime, number, splitArgv } from './format.js';
 import { Badge, ErrorText, lastReport, useNow, usePoll } from './ui.js';
 
 const html = htm.bind(h);
@@ -18,6 +18,7 @@ const nodeColumns = [
   ['gpus', 'GPUs alloc / cap', (n) => (n.gpu_allocatable ?? 0) + ' / ' + (n.gpu_capacity ?? 0)],
   ['cpu', 'CPU %', (n) => number(n.sample?.cpu_percent)],
   ['memory', 'Memory used', (n) => bytes(n.sample ? n.sample.memory_total_bytes - n.sample.memory_available_bytes : null)],
+  ['memory_total', 'Memory total', (n) => bytes(n.sample?.memory_total_bytes ?? null)],
   ['load', 'Load (1 min)', (n) => number(n.sample?.load1, 2)],
 ];
 
@@ -25,6 +26,7 @@ function sortKey(node, column) {
   switch (column) {
     case 'cpu': return node.sample?.cpu_percent ?? -1;
     case 'memory': return node.sample?.memory_used_percent ?? -1;
+    case 'memory_total': return node.sample?.memory_total_bytes ?? -1;
     case 'load': return node.sample?.load1 ?? -1;
     case 'gpus': return node.gpu_capacity ?? 0;
     case 'ready': return node.ready ? 1 : 0;
@@ -112,6 +114,7 @@ function Chart({ connectionId, node, metric, title, since, format }) {
 function NodeCharts({ connectionId, node }) {
   const [since, setSince] = useState('1h');
   const percent = (v) => number(v, 0) + ' %';
+  const perSecond = (v) => bytes(v) + '/s';
   return html`<section aria-labelledby="charts-title">
     <h2 id="charts-title">Node ${node}</h2>
     <label class="inline">Range <select value=${since} onChange=${(e) => setSince(e.target.value)}>
@@ -120,7 +123,10 @@ function NodeCharts({ connectionId, node }) {
     <div class="charts">
       <${Chart} connectionId=${connectionId} node=${node} metric="cpu_percent" title="CPU busy" since=${since} format=${percent} />
       <${Chart} connectionId=${connectionId} node=${node} metric="memory_used_bytes" title="Memory used" since=${since} format=${bytes} />
-      <${Chart} connectionId=${connectionId} node=${node} metric="network_receive_bytes_per_second" title="Network receive" since=${since} format=${(v) => bytes(v) + '/s'} />
+      <${Chart} connectionId=${connectionId} node=${node} metric="network_receive_bytes_per_second" title="Network receive" since=${since} format=${perSecond} />
+      <${Chart} connectionId=${connectionId} node=${node} metric="network_transmit_bytes_per_second" title="Network transmit" since=${since} format=${perSecond} />
+      <${Chart} connectionId=${connectionId} node=${node} metric="disk_read_bytes_per_second" title="Disk read" since=${since} format=${perSecond} />
+      <${Chart} connectionId=${connectionId} node=${node} metric="disk_written_bytes_per_second" title="Disk write" since=${since} format=${perSecond} />
       <${Chart} connectionId=${connectionId} node=${node} metric="gpu_utilization_percent" title="GPU utilisation" since=${since} format=${percent} />
       <${Chart} connectionId=${connectionId} node=${node} metric="gpu_memory_used_bytes" title="GPU memory used" since=${since} format=${bytes} />
       <${Chart} connectionId=${connectionId} node=${node} metric="gpu_temperature_celsius" title="GPU temperature" since=${since} format=${(v) => number(v, 0) + ' °C'} />
@@ -224,6 +230,23 @@ function KubectlConsole({ connectionId }) {
   </section>`;
 }
 
+// The connection's security events (a report from another cluster with this token), newest
+// first, each detail as text.
+function SecurityEvents({ events }) {
+  if (events.length === 0) return null;
+  return html`<section class="security" aria-labelledby="security-title">
+    <h2 id="security-title">Security events</h2>
+    <p class="error" role="alert">This connection's token was used in a way it should not be: see below.</p>
+    <div class="table-wrap"><table class="security-events">
+      <thead><tr><th scope="col">When</th><th scope="col">What</th><th scope="col">From</th>
+        <th scope="col">Detail</th></tr></thead>
+      <tbody>${events.map((e, i) => html`<tr key=${i}>
+        <td>${dateTime(e.at)}</td><td><code>${e.action}</code></td><td>${e.source_address}</td>
+        <td><code class="detail">${e.detail ? JSON.stringify(e.detail) : ''}</code></td>
+      </tr>`)}</tbody></table></div>
+  </section>`;
+}
+
 export function ConnectionPage({ id }) {
   const now = useNow();
   const base = '/api/v1/connections/' + encodeURIComponent(id);
@@ -241,6 +264,7 @@ export function ConnectionPage({ id }) {
       <dt>GPUs ready / total</dt><dd>${connection.totals.gpus_ready} / ${connection.totals.gpu_capacity}</dd>
       <dt>Token</dt><dd><code>${connection.token_prefix}…</code>, expires ${connection.expires_at}</dd>
     </dl>
+    <${SecurityEvents} events=${connection.security_events || []} />
     <h2>Nodes</h2>
     ${connection.nodes.length === 0 ? html`<p>No nodes reported yet.</p>`
       : html`<${NodesTable} nodes=${connection.nodes} samples=${samples ? samples.nodes : []}

@@ -9,7 +9,7 @@ import './style.css';
 import { api, ApiError, setCsrfToken } from './api.js';
 import { ConnectionPage } from './connection.js';
 import { TokensPage } from './tokens.js';
-import { AuditPage, UsersPage } from './admin.js';
+import { ApiKeysPage, AuditPage, UsersPage } from './admin.js';
 import { Badge, ErrorText, lastReport, useNow, usePoll } from './ui.js';
 
 const html = htm.bind(h);
@@ -114,12 +114,13 @@ function App() {
   };
   const admin = session.user.role === 'admin';
   const [page, id] = route;
-  const nav = [['connections', 'Connections'], ['tokens', 'Agent tokens'], ['audit', 'Audit log']];
+  const nav = [['connections', 'Connections'], ['tokens', 'Agent tokens'], ['audit', 'Audit log'], ['api-keys', 'API keys']];
   if (admin) nav.push(['users', 'Users']);
   let content;
   if (page === 'connections' && id) content = html`<${ConnectionPage} id=${id} />`;
   else if (page === 'tokens') content = html`<${TokensPage} />`;
   else if (page === 'audit') content = html`<${AuditPage} />`;
+  else if (page === 'api-keys') content = html`<${ApiKeysPage} />`;
   else if (page === 'users' && admin) content = html`<${UsersPage} />`;
   else content = html`<${ConnectionsPage} />`;
   return html`<div class="shell">

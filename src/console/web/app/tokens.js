@@ -9,13 +9,26 @@ import { Badge, ErrorText, useNow, usePoll } from './ui.js';
 
 const html = htm.bind(h);
 
-const secretName = 'uplink-agent-token';
-const namespace = 'uplink';
+export const defaultInstall = { namespace: 'uplink', secretName: 'uplink-agent-token' };
 const secretKey = 'UPLINK_AGENT_TOKEN';
+
+// Why a namespace (a DNS-1123 label) or Secret name (a DNS-1123 subdomain) would be refused by
+// Kubernetes, or null when it is fine. Valid names need no shell quoting, so the commands stay
+// exactly what the user types.
+export function installNameProblem({ namespace, secretName }) {
+  if (!/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/.test(namespace) || namespace.length > 63) {
+    return 'The namespace must be 1–63 lowercase letters, digits or "-", starting and ending with a letter or digit.';
+  }
+  if (!/^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/.test(secretName) ||
+      secretName.length > 253) {
+    return 'The Secret name must be 1–253 lowercase letters, digits, "-" or ".", starting and ending with a letter or digit.';
+  }
+  return null;
+}
 
 // The commands that install a token: the Secret from stdin (never in argv or a file), then
 // the chart pointing at it.
-export function installCommands(baseUrl) {
+export function installCommands(baseUrl, { namespace, secretName } = defaultInstall) {
   return [
     'kubectl create namespace ' + namespace + ' --dry-run=client -o yaml | kubectl apply -f -',
     'read -rs ' + secretKey + '   # paste the token, then Enter',
@@ -29,7 +42,7 @@ export function installCommands(baseUrl) {
 
 // Runs a sensitive call; when the session needs a fresh password confirmation, asks for it
 // through `ask` (a promise of the password, or null when cancelled), confirms, and retries.
-async function withConfirmation(call, ask) {
+export async function withConfirmation(call, ask) {
   try {
     return await call();
   } catch (e) {
@@ -41,12 +54,12 @@ async function withConfirmation(call, ask) {
   }
 }
 
-function PasswordPrompt({ onAnswer }) {
+export function PasswordPrompt({ onAnswer, reason }) {
   const [password, setPassword] = useState('');
   return html`<form class="dialog" role="dialog" aria-labelledby="confirm-title"
       onSubmit=${(e) => { e.preventDefault(); onAnswer(password); }}>
     <h2 id="confirm-title">Confirm your password</h2>
-    <p>Creating or rotating an agent token needs your password again.</p>
+    <p>${reason || 'Creating or rotating an agent token needs your password again.'}</p>
     <label>Password<input type="password" name="confirm-password" autocomplete="current-password"
       required autofocus value=${password} onInput=${(e) => setPassword(e.target.value)} /></label>
     <div class="row">
@@ -66,17 +79,27 @@ function TokenReveal({ reveal, onDone }) {
       setCopied('Copying was not allowed: select the text and copy it.');
     }
   };
-  const commands = installCommands(location.origin);
+  const [install, setInstall] = useState(defaultInstall);
+  const problem = installNameProblem(install);
+  const commands = problem ? '' : installCommands(location.origin, install);
+  const edit = (key) => (e) => setInstall({ ...install, [key]: e.target.value });
   return html`<section class="reveal" aria-labelledby="reveal-title">
     <h2 id="reveal-title">Token for ${reveal.cluster_name}</h2>
     <p><strong>This token is shown only once.</strong> Store it in the cluster now; the console keeps only its hash.</p>
     <pre class="output token" data-token>${reveal.token}</pre>
     <div class="row">
       <button type="button" onClick=${() => copy(reveal.token, 'Token')}>Copy token</button>
-      <button type="button" class="secondary" onClick=${() => copy(commands, 'Commands')}>Copy commands</button>
     </div>
     <p>Then install the agent (the token comes from stdin, never from a file or the command line):</p>
-    <pre class="output commands">${commands}</pre>
+    <div class="row">
+      <label>Namespace<input name="install-namespace" value=${install.namespace} onInput=${edit('namespace')}
+        spellcheck="false" autocomplete="off" /></label>
+      <label>Secret name<input name="install-secret" value=${install.secretName} onInput=${edit('secretName')}
+        spellcheck="false" autocomplete="off" /></label>
+    </div>
+    ${problem ? html`<p class="error" role="alert">${problem}</p>`
+      : html`<pre class="output commands">${commands}</pre>
+        <button type="button" class="secondary" onClick=${() => copy(commands, 'Commands')}>Copy commands</button>`}
     <p role="status">${copied}</p>
     <button type="button" onClick=${onDone}>I stored the token</button>
   </section>`;
