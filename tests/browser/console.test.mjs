@@ -7,19 +7,14 @@
 //
 //   node console.test.mjs --console BUILD/bin/uplink-console [--chromium /usr/bin/chromium]
 //                         [--screenshots DIR]
-import { spawn, execFileSync } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import { mkdtempSync, mkdirSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { gzipSync } from 'node:zlib';
 import assert from 'node:assert/strict';
 import { chromium } from 'playwright-core';
+import { Processes, call, expectStatus, freePort, option, waitUntil } from './support.mjs';
 
-function option(name, fallback) {
-  const at = process.argv.indexOf('--' + name);
-  return at > 0 && at + 1 < process.argv.length ? process.argv[at + 1] : fallback;
-}
 const consoleBinary = option('console');
 const chromiumPath = option('chromium', '/usr/bin/chromium');
 const screenshots = option('screenshots', join(tmpdir(), 'uplink-browser-screenshots'));
@@ -33,41 +28,9 @@ const password = 'correct horse battery staple';
 const email = 'admin@example.com';
 const markup = '<script>window.__xss = 1</script><b>bold</b><img src=x onerror="window.__xss=2">';
 
-async function freePort() {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.on('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address();
-      server.close(() => resolve(port));
-    });
-  });
-}
-
 const dataDir = mkdtempSync(join(tmpdir(), 'uplink-browser-'));
-let consoleProcess = null;
+const processes = new Processes();
 let browser = null;
-let consoleLog = '';
-
-async function call(base, method, path, credential, body, extraHeaders = {}) {
-  const headers = { ...extraHeaders };
-  if (credential) headers.Authorization = 'Bearer ' + credential;
-  let payload;
-  if (body !== undefined) {
-    headers['Content-Type'] = 'application/json';
-    payload = JSON.stringify(body);
-    if (headers['Content-Encoding'] === 'gzip') payload = gzipSync(payload);
-  }
-  const response = await fetch(base + path, { method, headers, body: payload });
-  const text = await response.text();
-  return { status: response.status, body: text ? JSON.parse(text) : null };
-}
-
-async function expectStatus(promise, status) {
-  const reply = await promise;
-  assert.equal(reply.status, status, JSON.stringify(reply.body));
-  return reply.body;
-}
 
 function nodeJson(i) {
   return {
@@ -118,16 +81,8 @@ async function main() {
   assert.match(apiKey, /^uk_/);
   const port = await freePort();
   const base = 'http://127.0.0.1:' + port;
-  consoleProcess = spawn(consoleBinary, ['serve', '--data-dir', dataDir, '--listen', '127.0.0.1:' + port],
-                         { stdio: ['ignore', 'ignore', 'pipe'] });
-  consoleProcess.stderr.on('data', (chunk) => { consoleLog += chunk; });
-  for (let i = 0; ; i++) {
-    try {
-      if ((await fetch(base + '/healthz')).ok) break;
-    } catch { /* not up yet */ }
-    if (i > 300) throw new Error('uplink-console did not start:\n' + consoleLog);
-    await new Promise((r) => setTimeout(r, 100));
-  }
+  processes.start('uplink-console', [consoleBinary, 'serve', '--data-dir', dataDir, '--listen', '127.0.0.1:' + port]);
+  await waitUntil('uplink-console to answer /healthz', async () => (await fetch(base + '/healthz')).ok, 30);
 
   // Data through the API: a password for the admin, a connection that reported, one that
   // never did, a namespace scope and a cluster snapshot with markup in its output.
@@ -486,10 +441,10 @@ try {
 } catch (error) {
   failed = true;
   console.error(error);
-  console.error('--- uplink-console log ---\n' + consoleLog.slice(-4000));
+  console.error(processes.report(4000));
 } finally {
   if (browser) await browser.close();
-  if (consoleProcess) consoleProcess.kill('SIGTERM');
+  await processes.stopAll();
   rmSync(dataDir, { recursive: true, force: true });
 }
 process.exit(failed ? 1 : 0);

@@ -1,0 +1,99 @@
+// Helpers shared by the browser tests: command-line options, the processes a test starts,
+// waiting, a free loopback port, and calls to the console's JSON API.
+import { spawn } from 'node:child_process';
+import { createServer } from 'node:net';
+import { gzipSync } from 'node:zlib';
+import assert from 'node:assert/strict';
+
+// The value after `--name` on the command line, or `fallback`.
+export function option(name, fallback) {
+  const at = process.argv.indexOf('--' + name);
+  return at > 0 && at + 1 < process.argv.length ? process.argv[at + 1] : fallback;
+}
+
+// The processes a test starts, each with its output kept for the failure report. `stopAll`
+// ends them all, pass or fail.
+export class Processes {
+  constructor({ cwd, env } = {}) {
+    this.cwd = cwd;
+    this.env = env;
+    this.children = [];  // {name, process, log, exited}
+  }
+
+  start(name, argv) {
+    const child = { name, log: '' };
+    child.process = spawn(argv[0], argv.slice(1), { cwd: this.cwd, env: this.env, stdio: ['ignore', 'pipe', 'pipe'] });
+    child.process.stdout.on('data', (chunk) => { child.log += chunk; });
+    child.process.stderr.on('data', (chunk) => { child.log += chunk; });
+    // A binary that cannot start is a failure of the step waiting on it, not a crash of the test.
+    child.process.on('error', (error) => { child.log += String(error) + '\n'; });
+    child.exited = new Promise((done) => {
+      child.process.on('exit', done);
+      child.process.on('error', done);
+    });
+    this.children.push(child);
+    return child;
+  }
+
+  // SIGTERM to every child still running; SIGKILL to any not gone 10 s later.
+  async stopAll() {
+    for (const child of this.children) {
+      if (child.process.exitCode === null && child.process.signalCode === null) child.process.kill('SIGTERM');
+    }
+    for (const child of this.children) {
+      const stopped = await Promise.race([child.exited.then(() => true),
+                                          new Promise((r) => setTimeout(() => r(false), 10000))]);
+      if (!stopped) child.process.kill('SIGKILL');
+    }
+  }
+
+  // The last `characters` of each child's output, for the failure report.
+  report(characters = 3000) {
+    return this.children.map((child) => '--- ' + child.name + ' ---\n' + child.log.slice(-characters)).join('\n');
+  }
+}
+
+// Polls `check` every 100 ms until it is true; a throw counts as "not yet". The limit is a
+// hang guard, not a timing assertion.
+export async function waitUntil(what, check, seconds = 60) {
+  for (let i = 0; i < seconds * 10; i++) {
+    try {
+      if (await check()) return;
+    } catch { /* not yet */ }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error('timed out waiting for ' + what);
+}
+
+export async function freePort() {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.on('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address();
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+// One API call: `credential` (an API key or agent token) as the bearer when given, the body as
+// JSON, gzipped when `extraHeaders` asks for it. Resolves to {status, body}.
+export async function call(base, method, path, credential, body, extraHeaders = {}) {
+  const headers = { ...extraHeaders };
+  if (credential) headers.Authorization = 'Bearer ' + credential;
+  let payload;
+  if (body !== undefined) {
+    headers['Content-Type'] = 'application/json';
+    payload = JSON.stringify(body);
+    if (headers['Content-Encoding'] === 'gzip') payload = gzipSync(payload);
+  }
+  const response = await fetch(base + path, { method, headers, body: payload });
+  const text = await response.text();
+  return { status: response.status, body: text ? JSON.parse(text) : null };
+}
+
+export async function expectStatus(promise, status) {
+  const reply = await promise;
+  assert.equal(reply.status, status, JSON.stringify(reply.body));
+  return reply.body;
+}
