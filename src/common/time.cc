@@ -112,6 +112,17 @@ std::string FormatRfc3339Millis(WallTime t) {
   return out;
 }
 
+std::string FormatRfc3339Micro(WallTime t) {
+  const auto seconds = std::chrono::floor<std::chrono::seconds>(t);
+  std::string out = DateTime(seconds);
+  out += '.';
+  AppendDigits(out, static_cast<unsigned>(
+                        std::chrono::duration_cast<std::chrono::microseconds>(t - seconds).count()),
+               6);
+  out += 'Z';
+  return out;
+}
+
 Result<WallTime> ParseRfc3339(std::string_view text) {
   auto bad = [&] {
     return InvalidArgumentError("'" + std::string(text.substr(0, 64)) +

@@ -41,6 +41,9 @@ class FakeClock : public Clock {
 // "2026-11-30T03:20:00Z" (seconds precision, UTC) as Kubernetes and the API use.
 std::string FormatRfc3339(WallTime t);
 // "2026-11-30T03:20:00.123Z"
+// Exactly six fraction digits, as Kubernetes' metav1.MicroTime ("...:05.000000Z"); clients
+// parse it with that fixed layout.
+std::string FormatRfc3339Micro(WallTime t);
 std::string FormatRfc3339Millis(WallTime t);
 // Accepts "YYYY-MM-DDTHH:MM:SS[.frac](Z|±HH:MM)"; anything else is InvalidArgument.
 Result<WallTime> ParseRfc3339(std::string_view text);

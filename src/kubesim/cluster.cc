@@ -214,7 +214,7 @@ json::object NodeLease(const json::object& node, WallTime now) {
   const json::value* uid = metadata.if_contains("uid");
   json::object owner{{"apiVersion", "v1"}, {"kind", "Node"}, {"name", name}};
   if (uid && uid->is_string()) owner["uid"] = *uid;
-  std::string renewed = FormatRfc3339Nano(std::chrono::floor<std::chrono::microseconds>(now));
+  std::string renewed = FormatRfc3339Micro(now);
   return json::object{
       {"apiVersion", "coordination.k8s.io/v1"},
       {"kind", "Lease"},
@@ -242,6 +242,11 @@ bool IsTimeField(std::string_view key) {
   return std::find(std::begin(kKeys), std::end(kKeys), key) != std::end(kKeys);
 }
 
+// The metav1.MicroTime fields among them (Lease and Event).
+bool IsMicroTimeField(std::string_view key) {
+  return key == "renewTime" || key == "acquireTime" || key == "eventTime";
+}
+
 void ShiftValue(json::value& value, std::chrono::seconds shift, int depth) {
   if (depth > 64) return;
   if (value.is_object()) {
@@ -250,9 +255,14 @@ void ShiftValue(json::value& value, std::chrono::seconds shift, int depth) {
         std::string_view text = child.get_string();
         Result<WallTime> time = ParseRfc3339(text);
         if (!time.ok()) continue;
-        // MicroTime values keep their fraction; Time values are whole seconds.
-        bool fractional = text.find('.') != std::string_view::npos;
-        child = fractional ? FormatRfc3339Nano(*time + shift) : FormatRfc3339(*time + shift);
+        // MicroTime values have exactly six fraction digits (kubectl parses them with that
+        // fixed layout); Time values are whole seconds, or keep the fraction they came with.
+        if (IsMicroTimeField(key)) {
+          child = FormatRfc3339Micro(*time + shift);
+        } else {
+          bool fractional = text.find('.') != std::string_view::npos;
+          child = fractional ? FormatRfc3339Nano(*time + shift) : FormatRfc3339(*time + shift);
+        }
       } else {
         ShiftValue(child, shift, depth + 1);
       }

@@ -24,6 +24,15 @@ TEST(Rfc3339, AppliesOffsetsAndFractions) {
   EXPECT_EQ(FormatRfc3339Millis(*with_fraction), "2026-12-01T04:00:00.250Z");
 }
 
+// Kubernetes clients parse MicroTime with a fixed six-digit layout: trailing zeros stay.
+TEST(Rfc3339, MicroTimeAlwaysHasSixFractionDigits) {
+  const WallTime t = FromUnixSeconds(1'796'097'600);
+  EXPECT_EQ(FormatRfc3339Micro(t), "2026-12-01T04:00:00.000000Z");
+  EXPECT_EQ(FormatRfc3339Micro(t + std::chrono::microseconds(492'590)),
+            "2026-12-01T04:00:00.492590Z");
+  EXPECT_EQ(FormatRfc3339Micro(t + std::chrono::nanoseconds(1'999)), "2026-12-01T04:00:00.000001Z");
+}
+
 TEST(Rfc3339, FormattingAgreesWithTheCLibraryAcrossTheClocksRange) {
   std::mt19937_64 random(20261130);
   std::vector<std::int64_t> seconds = {0, -1, 951'782'400 /* 2000-02-29 */, 4'107'456'000,

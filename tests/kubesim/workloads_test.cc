@@ -251,7 +251,7 @@ log: |
   for (json::object& object : *objects) ShiftTimes(object, std::chrono::hours(24));
   const json::object& event = objects->at(0);
   EXPECT_EQ(event.at("metadata").at("creationTimestamp"), "2025-06-02T11:00:00Z");
-  EXPECT_EQ(event.at("eventTime"), "2025-06-02T11:59:00.417Z");
+  EXPECT_EQ(event.at("eventTime"), "2025-06-02T11:59:00.417000Z");  // a MicroTime: 6 digits
   EXPECT_TRUE(event.at("lastTimestamp").is_null());
   EXPECT_EQ(event.at("message"), "2025-06-01T11:00:00Z stays: it is text");
   EXPECT_EQ(objects->at(1).at("log"), "2025-06-02T11:59:59.5Z last\nno time\n");
@@ -341,6 +341,15 @@ TEST(OpenApi, BadSchemaFilesAreRefused) {
   for (int i = 0; i < 100; ++i) deep += "{x: ";
   deep += "1" + std::string(100, '}');
   EXPECT_FALSE(OpenApiDocuments::Load(deep, "v1").ok());
+}
+
+// kubectl describe node parses the Lease's renewTime with a fixed six-digit layout; a
+// trimmed fraction ("...:02.49259Z") made it print "Failed to get lease".
+TEST(NodeLeaseTest, RenewTimeIsAMicroTimeWithSixDigits) {
+  const WallTime now = FromUnixSeconds(1'796'097'600) + std::chrono::microseconds(492'590);
+  json::object node{{"metadata", json::object{{"name", "gpu-node-0001"}}}};
+  const json::object lease = NodeLease(node, now);
+  EXPECT_EQ(lease.at("spec").at("renewTime").as_string(), "2026-12-01T04:00:00.492590Z");
 }
 
 }  // namespace
