@@ -3,8 +3,8 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdlib>
-#include <iostream>
 #include <thread>
 
 #include "agent/console_client.h"
@@ -15,16 +15,47 @@
 namespace uplink::agent {
 
 int Fail(const std::string& message, int code) {
-  std::cerr << "uplink-agent: " << message << "\n";
+  (void)WriteStderr("uplink-agent: " + message + "\n");
   return code;
+}
+
+bool WriteFd(int fd, std::string_view text) {
+  while (!text.empty()) {
+    const ssize_t n = ::write(fd, text.data(), text.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    text.remove_prefix(static_cast<size_t>(n));
+  }
+  return true;
+}
+
+bool WriteStdout(std::string_view text) { return WriteFd(STDOUT_FILENO, text); }
+bool WriteStderr(std::string_view text) { return WriteFd(STDERR_FILENO, text); }
+
+LineRead ReadLine(std::FILE* input, std::string& line, size_t max_bytes) {
+  line.clear();
+  bool too_long = false;
+  bool any = false;
+  while (true) {
+    const int c = ::getc_unlocked(input);
+    if (c == EOF) break;
+    any = true;
+    if (c == '\n') break;
+    if (line.size() == max_bytes) {
+      too_long = true;
+    } else {
+      line += static_cast<char>(c);
+    }
+  }
+  if (!any) return LineRead::kEnd;
+  return too_long ? LineRead::kTooLong : LineRead::kLine;
 }
 
 std::optional<int> ParseFlagsOrExit(FlagSet& flags, const std::vector<std::string>& args) {
   for (const std::string& arg : args) {
     if (arg == "--") break;
     if (arg == "--help" || arg == "-h") {
-      std::cout << flags.Usage();
-      return 0;
+      return WriteStdout(flags.Usage()) ? 0 : 1;
     }
   }
   if (Status parsed = flags.Parse(args); !parsed.ok()) {

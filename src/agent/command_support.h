@@ -3,10 +3,13 @@
 #pragma once
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "agent/stop_signal.h"
@@ -30,6 +33,23 @@ inline constexpr std::int64_t kMinSpoolBytes = 64ll << 10;
 
 // Prints "uplink-agent: MESSAGE" to stderr and returns `code`.
 int Fail(const std::string& message, int code = 1);
+
+// The agent writes with write(2) and reads with stdio, never iostreams: std::cout's static
+// initialiser builds every locale facet of the statically linked libstdc++, about 0.3 MiB of
+// resident pages in a process that runs on every node.
+
+// Writes all of `text` to a file descriptor, stdout or stderr at once, unbuffered: what is
+// printed is out before the next step, even if the process is killed right after. False when
+// the write fails.
+bool WriteFd(int fd, std::string_view text);
+bool WriteStdout(std::string_view text);
+bool WriteStderr(std::string_view text);
+
+enum class LineRead { kLine, kEnd, kTooLong };
+
+// One line of `input` without its newline, keeping at most `max_bytes`; the rest of a longer
+// line is read and dropped (kTooLong). The last line needs no newline.
+LineRead ReadLine(std::FILE* input, std::string& line, size_t max_bytes);
 
 // Parses a command's flags: prints the usage for --help or -h (exit code 0), or the error and
 // the usage for bad flags (kExitUsage); nullopt when the command goes on.

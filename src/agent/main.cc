@@ -14,7 +14,6 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <iostream>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -47,8 +46,12 @@ using agent::DefaultInstanceName;
 using agent::Fail;
 using agent::HandleStopSignals;
 using agent::kExitUsage;
+using agent::LineRead;
 using agent::ProcessStopSignal;
+using agent::ReadLine;
 using agent::SpoolFlags;
+using agent::WriteStderr;
+using agent::WriteStdout;
 
 constexpr std::int64_t kMaxWriters = 64;
 
@@ -194,8 +197,7 @@ struct EarlyExit {
 
 int Finish(const EarlyExit& early) {
   if (early.exit_code != 0) return Fail(early.text, early.exit_code);
-  std::cout << early.text;
-  return 0;
+  return WriteStdout(early.text) ? 0 : 1;
 }
 
 // Parses the flags of a spool command.
@@ -257,8 +259,7 @@ int RunSpoolStat(const std::vector<std::string>& args) {
                    {"dropped", LossJson(stats.losses.dropped)},
                    {"corrupt", LossJson(stats.losses.corrupt)},
                    {"rejected", LossJson(stats.losses.rejected)}};
-  std::cout << ToJson(out) << std::endl;
-  return 0;
+  return WriteStdout(ToJson(out) + "\n") ? 0 : Fail("writing to stdout failed");
 }
 
 int RunSpoolDump(const std::vector<std::string>& args) {
@@ -277,37 +278,10 @@ int RunSpoolDump(const std::vector<std::string>& args) {
       json::object line{{"sequence", record.sequence},
                         {"appended_at", FormatRfc3339Millis(record.appended_at)},
                         {"payload_text", ValidUtf8(record.payload)}};
-      std::cout << ToJson(line) << '\n';
+      if (!WriteStdout(ToJson(line) + "\n")) return Fail("writing to stdout failed");
     }
   }
-  std::cout.flush();
-  return std::cout ? 0 : Fail("writing to stdout failed");
-}
-
-// Writes all of `text` to stdout at once, bypassing stdio buffers: what is printed must be
-// out before the next record is appended, even if the process is killed right after.
-bool WriteStdout(std::string_view text) {
-  while (!text.empty()) {
-    ssize_t n = ::write(STDOUT_FILENO, text.data(), text.size());
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    text.remove_prefix(static_cast<size_t>(n));
-  }
-  return true;
-}
-
-enum class LineRead { kLine, kEnd, kTooLong };
-
-// One line of stdin without its newline, at most `max_bytes`; the last line needs no newline.
-LineRead ReadStdinLine(std::string& line, size_t max_bytes) {
-  line.clear();
-  while (true) {
-    int c = ::getc_unlocked(stdin);
-    if (c == EOF) return line.empty() ? LineRead::kEnd : LineRead::kLine;
-    if (c == '\n') return LineRead::kLine;
-    if (line.size() == max_bytes) return LineRead::kTooLong;
-    line += static_cast<char>(c);
-  }
+  return 0;
 }
 
 int RunSpoolAppend(const std::vector<std::string>& args) {
@@ -335,7 +309,7 @@ int RunSpoolAppend(const std::vector<std::string>& args) {
   auto fail = [&](const std::string& message) {
     failed = true;
     std::lock_guard lock(error_mutex);
-    std::cerr << "uplink-agent: " << message << std::endl;
+    (void)WriteStderr("uplink-agent: " + message + "\n");
   };
   auto write_lines = [&] {
     std::string line;
@@ -344,7 +318,7 @@ int RunSpoolAppend(const std::vector<std::string>& args) {
       {
         std::lock_guard lock(input_mutex);
         if (failed) return;
-        LineRead read = ReadStdinLine(line, max_line);
+        LineRead read = ReadLine(stdin, line, max_line);
         if (read == LineRead::kEnd) return;
         number = ++next_line;
         if (read == LineRead::kTooLong) {
@@ -442,7 +416,8 @@ int RunSpoolShip(const std::vector<std::string>& args) {
 
 int RunSpool(const std::vector<std::string>& args) {
   if (args.empty()) {
-    std::cerr << "uplink-agent: spool needs a command: stat, dump, append or ship\n" << kUsage;
+    (void)WriteStderr(std::string("uplink-agent: spool needs a command: stat, dump, append or ship\n") +
+                      kUsage);
     return kExitUsage;
   }
   std::vector<std::string> rest(args.begin() + 1, args.end());
@@ -452,11 +427,11 @@ int RunSpool(const std::vector<std::string>& args) {
   if (command == "append") return RunSpoolAppend(rest);
   if (command == "ship") return RunSpoolShip(rest);
   if (command == "-h" || command == "--help" || command == "help") {
-    std::cerr << kUsage;
+    (void)WriteStderr(kUsage);
     return 0;
   }
-  std::cerr << "uplink-agent: unknown spool command '" << OneLineExcerpt(command, 64) << "'\n"
-            << kUsage;
+  (void)WriteStderr("uplink-agent: unknown spool command '" + OneLineExcerpt(command, 64) +
+                    "'\n" + kUsage);
   return kExitUsage;
 }
 
@@ -465,7 +440,7 @@ int RunSpool(const std::vector<std::string>& args) {
 int main(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
   if (args.empty() || args.front() == "-h" || args.front() == "--help" || args.front() == "help") {
-    std::cerr << kUsage;
+    (void)WriteStderr(kUsage);
     return args.empty() ? kExitUsage : 0;
   }
   std::string role = args.front();
@@ -475,6 +450,6 @@ int main(int argc, char** argv) {
   if (role == "cluster") return agent::cluster::RunClusterCommand(args);
   if (role == "spool") return RunSpool(args);
   if (role == "check-kubectl") return agent::cluster::RunCheckKubectlCommand(args);
-  std::cerr << "uplink-agent: unknown role '" << role << "'\n" << kUsage;
+  (void)WriteStderr("uplink-agent: unknown role '" + OneLineExcerpt(role, 64) + "'\n" + kUsage);
   return kExitUsage;
 }

@@ -1,7 +1,5 @@
 #include "common/crypto.h"
 
-#include <openssl/evp.h>
-#include <sodium/crypto_hash_sha256.h>
 #include <sys/random.h>
 
 #include <array>
@@ -91,39 +89,12 @@ Secret NewToken(std::string_view prefix, size_t random_bytes) {
   return Secret(std::move(token));
 }
 
-namespace {
-
-// Writes 2 * size lower-case hex digits.
 void HexEncodeTo(const unsigned char* bytes, size_t size, char* out) {
   static constexpr char kHex[] = "0123456789abcdef";
   for (size_t i = 0; i < size; ++i) {
     out[2 * i] = kHex[bytes[i] >> 4];
     out[2 * i + 1] = kHex[bytes[i] & 15];
   }
-}
-
-using Sha256HexDigits = std::array<char, 2 * crypto_hash_sha256_BYTES>;
-
-Sha256HexDigits Sha256HexArray(std::string_view data) {
-  // libsodium rather than OpenSSL 3's SHA256(), whose implicit algorithm fetch costs more
-  // than the hash itself on every authenticated request.
-  unsigned char digest[crypto_hash_sha256_BYTES];
-  crypto_hash_sha256(digest, reinterpret_cast<const unsigned char*>(data.data()), data.size());
-  Sha256HexDigits hex;
-  HexEncodeTo(digest, sizeof digest, hex.data());
-  return hex;
-}
-
-}  // namespace
-
-std::string Sha256Hex(std::string_view data) {
-  Sha256HexDigits hex = Sha256HexArray(data);
-  return std::string(hex.data(), hex.size());
-}
-
-bool Sha256HexEquals(std::string_view data, std::string_view hex) {
-  Sha256HexDigits computed = Sha256HexArray(data);
-  return ConstantTimeEquals(std::string_view(computed.data(), computed.size()), hex);
 }
 
 std::string HexEncode(std::string_view bytes) {

@@ -1,4 +1,4 @@
-// Small cryptographic helpers over OpenSSL: random tokens, digests, encodings.
+// Small cryptographic helpers: random tokens, digests, encodings.
 #pragma once
 
 #include <cstddef>
@@ -25,6 +25,8 @@ std::string Sha256Hex(std::string_view data);
 bool Sha256HexEquals(std::string_view data, std::string_view hex);
 
 std::string HexEncode(std::string_view bytes);
+// Writes 2 * size lower-case hex digits to out.
+void HexEncodeTo(const unsigned char* bytes, size_t size, char* out);
 std::string Base64Encode(std::string_view bytes);
 std::string Base64UrlEncode(std::string_view bytes);  // no padding
 Result<std::string> Base64Decode(std::string_view text);     // standard alphabet, padding optional

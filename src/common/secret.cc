@@ -1,6 +1,6 @@
 #include "common/secret.h"
 
-#include <openssl/crypto.h>
+#include <string.h>
 
 namespace uplink {
 
@@ -24,7 +24,8 @@ Secret& Secret::operator=(Secret&& other) noexcept {
 Secret::~Secret() { Wipe(); }
 
 void Secret::Wipe() {
-  if (!value_.empty()) OPENSSL_cleanse(value_.data(), value_.size());
+  // explicit_bzero, unlike memset, is never removed as a store to memory about to be freed.
+  if (!value_.empty()) ::explicit_bzero(value_.data(), value_.size());
   value_.clear();
 }
 
@@ -32,7 +33,16 @@ bool Secret::Equals(const Secret& other) const { return ConstantTimeEquals(value
 
 bool ConstantTimeEquals(std::string_view a, std::string_view b) {
   if (a.size() != b.size()) return false;
-  return CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
+  // Every byte is compared whatever the earlier ones held: the volatile accumulator keeps the
+  // compiler from turning the loop into an early exit (libsodium's sodium_memcmp does the
+  // same). Kept free of OpenSSL so that the agent need not load libcrypto to hold a token.
+  volatile unsigned char difference = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    const auto byte_a = static_cast<unsigned char>(a[i]);
+    const auto byte_b = static_cast<unsigned char>(b[i]);
+    difference = difference | (byte_a ^ byte_b);
+  }
+  return difference == 0;
 }
 
 }  // namespace uplink

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "net/stream_impl.h"
+#include "net/tls_library.h"
 
 namespace uplink::net {
 namespace {
@@ -97,6 +98,7 @@ class ClientImpl final : public HttpClient {
 
   Status SetUpTls() {
     if (url_.scheme != "https") return Status::Ok();
+    UPLINK_RETURN_IF_ERROR(LoadTlsLibrary());
     tls_.emplace(ssl::context::tls_client);
     tls_->set_options(ssl::context::default_workarounds | ssl::context::no_sslv2 |
                       ssl::context::no_sslv3 | ssl::context::no_tlsv1 | ssl::context::no_tlsv1_1);

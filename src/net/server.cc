@@ -29,6 +29,7 @@
 #include "common/files.h"
 #include "common/log.h"
 #include "net/stream_impl.h"
+#include "net/tls_library.h"
 
 namespace uplink::net {
 namespace {
@@ -218,6 +219,7 @@ class ServerImpl final : public HttpServer {
 
  private:
   Status SetUpTls(const TlsServerConfig& tls) {
+    UPLINK_RETURN_IF_ERROR(LoadTlsLibrary());
     tls_ = std::make_unique<ssl::context>(ssl::context::tls_server);
     tls_->set_options(ssl::context::default_workarounds | ssl::context::no_sslv2 |
                       ssl::context::no_sslv3 | ssl::context::no_tlsv1 | ssl::context::no_tlsv1_1 |

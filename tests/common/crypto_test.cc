@@ -67,5 +67,17 @@ TEST(Secret, PrintsRedactedAndComparesInConstantTime) {
   EXPECT_FALSE(ConstantTimeEquals("abc", "abcd"));
 }
 
+TEST(ConstantTimeEquals, ADifferenceInAnyByteOrBitIsFound) {
+  const std::string token = "agt_0123456789abcdefghijklmnopqrstuvwxyzABCDEFG";
+  EXPECT_TRUE(ConstantTimeEquals(token, token));
+  for (size_t i = 0; i < token.size(); ++i) {
+    for (int bit = 0; bit < 8; ++bit) {
+      std::string other = token;
+      other[i] = static_cast<char>(other[i] ^ (1 << bit));
+      EXPECT_FALSE(ConstantTimeEquals(token, other)) << "byte " << i << " bit " << bit;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace uplink

@@ -1,4 +1,4 @@
-// End to end: a console, and `uplink-agent node` reading this machine's real /proc and
+// End to end: a console over TLS, and `uplink-agent node` reading this machine's real /proc and
 // shipping to it. Samples appear in the console's API within one interval, the plan set in
 // the console reaches the agent, and the rates are sane.
 #include <gtest/gtest.h>
@@ -25,7 +25,8 @@ double Number(const json::value& value) { return value.to_number<double>(); }
 class NodeEndToEnd : public ::testing::Test {
  protected:
   void SetUp() override {
-    d_.StartConsole();
+    // Over TLS, as the chart deploys it.
+    d_.StartTlsConsole();
     connection_ = d_.CreateConnection("node-e2e");
     token_file_ = d_.WriteToken(connection_.token);
     // The shortest interval the plan allows, so that two samples arrive within the test.
@@ -35,6 +36,7 @@ class NodeEndToEnd : public ::testing::Test {
     health_port_ = testing::FreePort();
     agent_ = std::make_unique<testing::ChildProcess>(
         std::vector<std::string>{d_.bin("uplink-agent"), "node", "--console", d_.console_url(),
+                                 "--console-ca-file", d_.ca_file(),
                                  "--token-file", token_file_, "--state-dir",
                                  d_.dir() + "/node-spool", "--node-name", "e2e-node",
                                  "--listen", "127.0.0.1:" + std::to_string(health_port_),
@@ -82,6 +84,10 @@ TEST_F(NodeEndToEnd, SamplesFromTheRealProcArriveWithinAnIntervalWithSaneRates) 
   EXPECT_GT(first.at("cpu_count").to_number<std::uint64_t>(), 0u);
   EXPECT_EQ(first.at("gpu_source"), "none");
   EXPECT_FALSE(first.at("stale").as_bool());
+  // The agent loads OpenSSL on demand (net/tls_library.h): this sample came over TLS.
+  EXPECT_NE(testing::ReadFileOrEmpty("/proc/" + std::to_string(agent_->pid()) + "/maps")
+                .find("libssl.so.3"),
+            std::string::npos);
 
   // The second, one interval (10 s, the plan set in the console) later, gives rates.
   json::value second = WaitForNode(

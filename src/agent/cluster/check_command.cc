@@ -1,7 +1,6 @@
 #include "agent/cluster/check_command.h"
 
-#include <iostream>
-#include <streambuf>
+#include <cstdio>
 
 #include "agent/command_support.h"
 #include "common/json.h"
@@ -17,29 +16,6 @@ constexpr char kUsage[] =
     "Reads one JSON array per line on stdin, a kubectl command line starting with \"kubectl\"\n"
     "(for example [\"kubectl\", \"get\", \"pods\", \"-n\", \"ml\"]), and prints for each line, in\n"
     "order, 'allow' or 'refuse: REASON': what the agent's read-only kubectl would do.\n";
-
-enum class LineRead { kLine, kEnd, kTooLong };
-
-// One line without its newline, keeping at most kMaxLineBytes; the rest of a longer line is
-// read and dropped. The last line needs no newline.
-LineRead ReadLine(std::streambuf& input, std::string& line) {
-  line.clear();
-  bool too_long = false;
-  bool any = false;
-  while (true) {
-    int c = input.sbumpc();
-    if (c == std::char_traits<char>::eof()) break;
-    any = true;
-    if (c == '\n') break;
-    if (line.size() == kMaxLineBytes) {
-      too_long = true;
-    } else {
-      line += static_cast<char>(c);
-    }
-  }
-  if (!any) return LineRead::kEnd;
-  return too_long ? LineRead::kTooLong : LineRead::kLine;
-}
 
 std::string Answer(std::string_view line) {
   auto parsed = ParseJson(line, JsonLimits{.max_bytes = kMaxLineBytes, .max_depth = 4});
@@ -63,19 +39,17 @@ std::string Answer(std::string_view line) {
 
 }  // namespace
 
-int CheckKubectlLines(std::istream& in, std::ostream& out) {
+int CheckKubectlLines(std::FILE* in, int out_fd) {
   std::string line;
   while (true) {
-    LineRead read = ReadLine(*in.rdbuf(), line);
+    const LineRead read = ReadLine(in, line, kMaxLineBytes);
     if (read == LineRead::kEnd) break;
-    if (read == LineRead::kTooLong) {
-      out << "refuse: the line is longer than " << kMaxLineBytes << " bytes\n";
-    } else {
-      out << Answer(line) << "\n";
-    }
-    // Answered as they come, so a pipe can ask one line at a time.
-    out.flush();
-    if (!out) return 1;
+    // Answered unbuffered, as they come, so a pipe can ask one line at a time.
+    const std::string answer =
+        read == LineRead::kTooLong
+            ? "refuse: the line is longer than " + std::to_string(kMaxLineBytes) + " bytes\n"
+            : Answer(line) + "\n";
+    if (!WriteFd(out_fd, answer)) return 1;
   }
   return 0;
 }
@@ -83,14 +57,13 @@ int CheckKubectlLines(std::istream& in, std::ostream& out) {
 int RunCheckKubectlCommand(const std::vector<std::string>& args) {
   if (!args.empty()) {
     if (args.front() == "-h" || args.front() == "--help") {
-      std::cout << kUsage;
-      return 0;
+      return WriteStdout(kUsage) ? 0 : 1;
     }
     return Fail("check-kubectl takes no arguments, not '" + OneLineExcerpt(args.front(), 64) +
                     "'\n" + kUsage,
                 kExitUsage);
   }
-  if (CheckKubectlLines(std::cin, std::cout) != 0) return Fail("writing to stdout failed");
+  if (CheckKubectlLines(stdin, STDOUT_FILENO) != 0) return Fail("writing to stdout failed");
   return 0;
 }
 

@@ -5,8 +5,7 @@
 #pragma once
 
 #include <cstddef>
-#include <istream>
-#include <ostream>
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -15,9 +14,9 @@ namespace uplink::agent::cluster {
 // 64 arguments of 4 KiB, each byte escaped as \uXXXX, fit with room to spare.
 inline constexpr size_t kMaxLineBytes = 2 << 20;
 
-// Checks every line of `in`, answering on `out`. Returns the exit code: 0 once all lines are
-// answered (whatever the answers), 1 when `out` cannot be written.
-int CheckKubectlLines(std::istream& in, std::ostream& out);
+// Checks every line of `in`, answering on the file descriptor `out_fd`. Returns the exit code:
+// 0 once all lines are answered (whatever the answers), 1 when `out_fd` cannot be written.
+int CheckKubectlLines(std::FILE* in, int out_fd);
 
 // The command: no flags but --help. Returns the exit code.
 int RunCheckKubectlCommand(const std::vector<std::string>& args);

@@ -1,7 +1,6 @@
 #include "agent/cluster/command.h"
 
 #include <filesystem>
-#include <iostream>
 #include <memory>
 #include <mutex>
 #include <thread>

@@ -3,7 +3,6 @@
 #include <unistd.h>
 
 #include <cstdlib>
-#include <iostream>
 #include <memory>
 #include <thread>
 
@@ -156,8 +155,7 @@ int RunOnce(NodeRole& role, GpuCollector* gpus, const std::string& format) {
   } else {
     RenderPrometheus(sample, out);
   }
-  std::cout << out << std::flush;
-  return std::cout ? 0 : Fail("writing to stdout failed");
+  return WriteStdout(out) ? 0 : Fail("writing to stdout failed");
 }
 
 int RunExporter(NodeRole& role, metrics::Registry& registry, const std::string& listen) {

@@ -116,6 +116,21 @@ TEST_F(NodeExporterTest, CollectsOnEveryScrapeUnderNodeExportersNames) {
   EXPECT_EQ(process_->Stop(), 0);
 }
 
+// The standalone exporter speaks no TLS and hashes nothing: OpenSSL, loaded only for a TLS
+// connection (net/tls_library.h), and libsodium stay out of its memory. Shipping over TLS,
+// which loads OpenSSL, is checked in tests/e2e/node_e2e_test.cc.
+TEST_F(NodeExporterTest, MapsNeitherOpenSslNorLibsodium) {
+  Start("/proc");
+  ASSERT_EQ(Get("/metrics").status, 200);
+  const std::string maps =
+      testing::ReadFileOrEmpty("/proc/" + std::to_string(process_->pid()) + "/maps");
+  ASSERT_NE(maps.find("uplink-agent"), std::string::npos) << maps;
+  for (const char* library : {"libssl.so", "libcrypto.so", "libsodium.so"}) {
+    EXPECT_EQ(maps.find(library), std::string::npos) << library << " is mapped:\n" << maps;
+  }
+  EXPECT_EQ(process_->Stop(), 0);
+}
+
 TEST_F(NodeExporterTest, IsNotReadyWhileTheHostCannotBeReadAndSaysWhy) {
   Start(dir_.File("no-proc-here"));
   net::Response ready = Get("/readyz");
