@@ -4,10 +4,13 @@
 
 #include <yaml.h>
 
+#include <algorithm>
 #include <charconv>
 #include <map>
 #include <memory>
-#include <regex>
+#include <optional>
+
+#include "common/decimal.h"
 
 namespace uplink {
 namespace {
@@ -24,22 +27,25 @@ json::value PlainScalar(const std::string& s) {
   if (s.empty() || s == "~" || s == "null" || s == "Null" || s == "NULL") return nullptr;
   if (s == "true" || s == "True" || s == "TRUE") return true;
   if (s == "false" || s == "False" || s == "FALSE") return false;
-  static const std::regex kInt("[-+]?[0-9]+");
-  static const std::regex kFloat(R"([-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?)");
-  if (s.size() < 64 && std::regex_match(s, kInt)) {
+  auto text = [&] { return json::value(json::string_view(s)); };
+  if (s.size() >= 64) return text();
+  // YAML 1.2's core schema: [-+]?[0-9]+ is an integer, and
+  // [-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)? a float. One out of range keeps its text.
+  std::string_view number = s;
+  if (number.front() == '+') {
+    number.remove_prefix(1);
+    if (number.empty() || number.front() == '-' || number.front() == '+') return text();
+  }
+  const std::string_view digits = number.front() == '-' ? number.substr(1) : number;
+  if (!digits.empty() && std::all_of(digits.begin(), digits.end(),
+                                     [](char c) { return c >= '0' && c <= '9'; })) {
     std::int64_t value = 0;
-    const char* begin = s.data() + (s[0] == '+' ? 1 : 0);
-    auto [ptr, ec] = std::from_chars(begin, s.data() + s.size(), value);
-    if (ec == std::errc() && ptr == s.data() + s.size()) return value;
-    return json::value(json::string_view(s));  // out of range: keep the digits as text
+    auto [ptr, ec] = std::from_chars(number.data(), number.data() + number.size(), value);
+    if (ec == std::errc() && ptr == number.data() + number.size()) return value;
+    return text();
   }
-  if (s.size() < 64 && std::regex_match(s, kFloat)) {
-    double value = 0;
-    auto [ptr, ec] = std::from_chars(s.data() + (s[0] == '+' ? 1 : 0), s.data() + s.size(), value);
-    if (ec == std::errc() && ptr == s.data() + s.size()) return value;
-    return json::value(json::string_view(s));
-  }
-  return json::value(json::string_view(s));
+  if (std::optional<double> value = ParseFiniteDouble(number)) return *value;
+  return text();
 }
 
 json::value Scalar(const yaml_event_t& event) {

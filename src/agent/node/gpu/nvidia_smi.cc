@@ -2,9 +2,9 @@
 
 #include <algorithm>
 #include <charconv>
-#include <cmath>
 #include <limits>
 
+#include "common/decimal.h"
 #include "common/files.h"
 #include "common/log.h"
 #include "common/text.h"
@@ -83,12 +83,8 @@ std::optional<T> ParseInteger(std::string_view text, int base = 10) {
 }
 
 std::optional<double> ParseFinite(std::string_view text) {
-  double value = 0;
-  auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (error != std::errc() || end != text.data() + text.size() || !std::isfinite(value) ||
-      value < 0) {
-    return std::nullopt;
-  }
+  std::optional<double> value = ParseFiniteDouble(text);
+  if (!value || *value < 0) return std::nullopt;
   return value;
 }
 

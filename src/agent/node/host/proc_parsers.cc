@@ -1,14 +1,13 @@
 #include "agent/node/host/proc_parsers.h"
 
 #include <algorithm>
-#include <charconv>
-#include <cmath>
 #include <functional>
 #include <limits>
 #include <numeric>
 #include <type_traits>
 #include <utility>
 
+#include "common/decimal.h"
 #include "common/text.h"
 
 namespace uplink::agent::node {
@@ -119,13 +118,7 @@ std::optional<double> ParseNonNegative(std::string_view s) {
   if (s.empty() || !((s.front() >= '0' && s.front() <= '9') || s.front() == '.')) {
     return std::nullopt;
   }
-  double value = 0;
-  const auto [end, error] =
-      std::from_chars(s.data(), s.data() + s.size(), value, std::chars_format::general);
-  if (error != std::errc() || end != s.data() + s.size() || !std::isfinite(value)) {
-    return std::nullopt;
-  }
-  return value;
+  return ParseFiniteDouble(s);
 }
 
 std::string Quoted(std::string_view field) { return "'" + OneLineExcerpt(field, 40) + "'"; }
