@@ -203,21 +203,25 @@ void HostCollector::CollectDisks(NodeSample& sample) {
 bool HostCollector::StartFilesystems(std::vector<Filesystem>& filesystems,
                                      std::vector<Gap>& gaps) {
   filesystems.clear();
-  if (!Read(Collector::kFilesystem, mountinfo_, kLargeProcFileCap, gaps)) return false;
-  if (!mount_table_.read || mount_table_.text != buffer_) {
-    mount_table_.read = true;
-    mount_table_.text = buffer_;
-    mount_table_.gaps.clear();
-    mount_table_.selected.clear();
-    mount_table_.usable = false;
-    auto parsed = ParseMountinfo(buffer_);
-    if (!parsed.ok()) {
-      AddGap(mount_table_.gaps, Collector::kFilesystem, mountinfo_.path(),
-             parsed.status().message(), 0);
-    } else {
-      ReportSkipped(mount_table_.gaps, Collector::kFilesystem, mountinfo_.path(), *parsed);
-      mount_table_.selected = selector_.Select(parsed->value);
-      mount_table_.usable = true;
+  // The table is read again only when the kernel says it may have changed, and parsed again
+  // only when its text did.
+  if (!mount_table_.read || !mountinfo_.MountTableUnchanged()) {
+    if (!Read(Collector::kFilesystem, mountinfo_, kLargeProcFileCap, gaps)) return false;
+    if (!mount_table_.read || mount_table_.text != buffer_) {
+      mount_table_.read = true;
+      mount_table_.text = buffer_;
+      mount_table_.gaps.clear();
+      mount_table_.selected.clear();
+      mount_table_.usable = false;
+      auto parsed = ParseMountinfo(buffer_);
+      if (!parsed.ok()) {
+        AddGap(mount_table_.gaps, Collector::kFilesystem, mountinfo_.path(),
+               parsed.status().message(), 0);
+      } else {
+        ReportSkipped(mount_table_.gaps, Collector::kFilesystem, mountinfo_.path(), *parsed);
+        mount_table_.selected = selector_.Select(parsed->value);
+        mount_table_.usable = true;
+      }
     }
   }
   gaps.insert(gaps.end(), mount_table_.gaps.begin(), mount_table_.gaps.end());

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <linux/magic.h>
+#include <poll.h>
 #include <sys/vfs.h>
 #include <unistd.h>
 
@@ -93,6 +94,18 @@ std::optional<ReadFailure> ProcFile::Read(std::size_t max_bytes, std::string& ou
     kept_fd_ = -1;
   }
   return failure;
+}
+
+bool ProcFile::MountTableUnchanged() {
+  // The descriptor is kept only while reads of it work. Opening the table records the
+  // namespace's mount event count, and each poll that reports a change records the new one.
+  if (kept_fd_ < 0) return false;
+  pollfd entry{kept_fd_, POLLPRI, 0};
+  int ready;
+  do {
+    ready = ::poll(&entry, 1, 0);
+  } while (ready < 0 && errno == EINTR);
+  return ready == 0;
 }
 
 }  // namespace uplink::agent::node

@@ -3,8 +3,11 @@
 #include <gtest/gtest.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sched.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -262,6 +265,57 @@ TEST(ProcFile, ReportsAFailedReadOfAProcFileEveryTime) {
     EXPECT_EQ(failure->errno_value, EIO) << "read " << i;
     EXPECT_TRUE(out.empty());
   }
+}
+
+TEST(ProcFile, AMountTableIsNeverKnownUnchangedUnlessOnProcfsAndRead) {
+  testing::TempDir dir;
+  testing::WriteFileOrDie(dir.File("mountinfo"), "fixture\n");
+  ProcFile fixture(dir.File("mountinfo"));
+  std::string out;
+  EXPECT_FALSE(fixture.MountTableUnchanged()) << "not read yet";
+  ASSERT_FALSE(fixture.Read(100, out));
+  EXPECT_FALSE(fixture.MountTableUnchanged()) << "not on procfs: a fixture is always read";
+
+  ProcFile mountinfo("/proc/self/mountinfo");
+  EXPECT_FALSE(mountinfo.MountTableUnchanged()) << "not read yet";
+  ASSERT_FALSE(mountinfo.Read(kLargeProcFileCap, out));
+  EXPECT_NE(out.find(" / "), std::string::npos) << out;
+}
+
+// In a mount namespace of its own (the test runs as root, as CI does), a child process mounts
+// and unmounts a tmpfs between reads: each change is reported once, and the table read after
+// it shows it. The exit code names the first check that failed.
+TEST(ProcFile, AMountOrUnmountIsReportedOnceAndTheTableReadAfterItShowsIt) {
+  testing::TempDir dir;
+  const std::string target = dir.File("mnt");
+  ASSERT_EQ(::mkdir(target.c_str(), 0700), 0);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    if (::unshare(CLONE_NEWNS) != 0) ::_exit(10);
+    if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) ::_exit(11);
+    ProcFile mountinfo("/proc/self/mountinfo");
+    std::string out;
+    if (mountinfo.Read(kLargeProcFileCap, out)) ::_exit(12);
+    if (!mountinfo.MountTableUnchanged()) ::_exit(13);
+    if (::mount("none", target.c_str(), "tmpfs", 0, nullptr) != 0) ::_exit(14);
+    if (mountinfo.MountTableUnchanged()) ::_exit(15);
+    if (mountinfo.Read(kLargeProcFileCap, out)) ::_exit(16);
+    if (out.find(target) == std::string::npos) ::_exit(17);
+    if (!mountinfo.MountTableUnchanged()) ::_exit(18);  // reported once
+    if (::umount(target.c_str()) != 0) ::_exit(19);
+    if (mountinfo.MountTableUnchanged()) ::_exit(20);
+    if (mountinfo.Read(kLargeProcFileCap, out)) ::_exit(21);
+    if (out.find(target) != std::string::npos) ::_exit(22);
+    ::_exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0)
+      << "10-11: no mount namespace of its own (needs root); 13: unchanged table reported "
+         "changed; 15/20: a mount or unmount not reported; 17/22: table not re-read; 18: a "
+         "change reported twice";
 }
 
 }  // namespace
