@@ -1,5 +1,8 @@
 #include "agent/health.h"
 
+#include <atomic>
+#include <memory>
+
 namespace uplink::agent {
 
 Result<std::unique_ptr<HealthServer>> HealthServer::Start(const std::string& listen,
@@ -17,12 +20,16 @@ Result<std::unique_ptr<HealthServer>> HealthServer::Start(const std::string& lis
                          if (state.ready) return net::Response::Text(200, "ready\n");
                          return net::Response::Text(503, "not ready: " + state.reason + "\n");
                        });
-  health->router_.Add("GET", "/metrics", [&registry, more_metrics = std::move(more_metrics)](
-                                             const net::Request&, const net::PathParams&) {
-    // The appender first: an exporter that collects now shows this collection's own counts.
+  health->router_.Add("GET", "/metrics", [&registry, more_metrics = std::move(more_metrics),
+                                           last_size = std::make_shared<std::atomic<size_t>>(0)](
+                                              const net::Request&, const net::PathParams&) {
+    // Room for what the last scrape wrote, so an exporter's tens of KiB are not grown into.
     std::string text;
+    text.reserve(last_size->load(std::memory_order_relaxed) + 4096);
+    // The appender first: an exporter that collects now shows this collection's own counts.
     if (more_metrics) more_metrics(text);
-    text += registry.RenderText();
+    registry.RenderTextTo(text);
+    last_size->store(text.size(), std::memory_order_relaxed);
     net::Response response = net::Response::Text(200, std::move(text));
     response.headers.Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8");
     return response;

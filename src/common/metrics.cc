@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cassert>
+#include <charconv>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 
 namespace uplink::metrics {
@@ -35,16 +37,28 @@ void RenderLabels(const Labels& labels, std::string& out) {
   out += '}';
 }
 
-std::string FormatValue(double value) {
-  if (std::isnan(value)) return "NaN";
-  if (std::isinf(value)) return value > 0 ? "+Inf" : "-Inf";
+void AppendValue(std::string& out, double value) {
+  if (std::isnan(value)) {
+    out += "NaN";
+    return;
+  }
+  if (std::isinf(value)) {
+    out += value > 0 ? "+Inf" : "-Inf";
+    return;
+  }
   char buf[40];
   if (value == std::floor(value) && std::fabs(value) < 1e15) {
-    std::snprintf(buf, sizeof buf, "%.0f", value);
-  } else {
-    std::snprintf(buf, sizeof buf, "%.9g", value);
+    // Counters and most gauges: exact integers, written without printf (an exporter renders
+    // these on every scrape).
+    if (value == 0 && std::signbit(value)) {
+      out += "-0";
+      return;
+    }
+    const auto integer = static_cast<std::int64_t>(value);
+    out.append(buf, std::to_chars(buf, buf + sizeof buf, integer).ptr);
+    return;
   }
-  return buf;
+  out.append(buf, static_cast<size_t>(std::snprintf(buf, sizeof buf, "%.9g", value)));
 }
 
 }  // namespace
@@ -96,22 +110,28 @@ double Registry::Get(std::string_view name, const Labels& labels) const {
 }
 
 std::string Registry::RenderText() const {
-  std::lock_guard lock(mutex_);
   std::string out;
+  RenderTextTo(out);
+  return out;
+}
+
+void Registry::RenderTextTo(std::string& out) const {
+  std::lock_guard lock(mutex_);
+  std::vector<const std::pair<const std::string, double>*> samples;
   for (const auto& [name, family] : families_) {
-    out += "# HELP " + name + " " + family.help + "\n";
-    out += "# TYPE " + name + " " + family.type + "\n";
-    if (family.samples.empty() && family.type == "counter") out += name + " 0\n";
-    std::vector<const std::pair<const std::string, double>*> samples;
-    samples.reserve(family.samples.size());
+    out.append("# HELP ").append(name).append(" ").append(family.help).append("\n");
+    out.append("# TYPE ").append(name).append(" ").append(family.type).append("\n");
+    if (family.samples.empty() && family.type == "counter") out.append(name).append(" 0\n");
+    samples.clear();
     for (const auto& sample : family.samples) samples.push_back(&sample);
     std::sort(samples.begin(), samples.end(),
               [](const auto* a, const auto* b) { return a->first < b->first; });
     for (const auto* sample : samples) {
-      out += name + sample->first + " " + FormatValue(sample->second) + "\n";
+      out.append(name).append(sample->first).append(" ");
+      AppendValue(out, sample->second);
+      out += '\n';
     }
   }
-  return out;
 }
 
 }  // namespace uplink::metrics

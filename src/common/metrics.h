@@ -28,6 +28,8 @@ class Registry {
   double Get(std::string_view name, const Labels& labels = {}) const;
 
   std::string RenderText() const;
+  // The same text appended to `out`, for a caller that renders more into one buffer.
+  void RenderTextTo(std::string& out) const;
 
  private:
   struct Family {
