@@ -5,7 +5,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdint>
-#include <cstdio>
+#include <cstring>
 
 namespace uplink::metrics {
 namespace {
@@ -37,7 +37,13 @@ void RenderLabels(const Labels& labels, std::string& out) {
   out += '}';
 }
 
-void AppendValue(std::string& out, double value) {
+// Up to 2^53 doubles lie at most 1 apart, so an integer up to there is exact and no shorter
+// decimal reads back as it.
+constexpr double kMaxExactInteger = 9007199254740992.0;
+
+}  // namespace
+
+void AppendGoFloat(std::string& out, double value) {
   if (std::isnan(value)) {
     out += "NaN";
     return;
@@ -46,22 +52,71 @@ void AppendValue(std::string& out, double value) {
     out += value > 0 ? "+Inf" : "-Inf";
     return;
   }
-  char buf[40];
-  if (value == std::floor(value) && std::fabs(value) < 1e15) {
-    // Counters and most gauges: exact integers, written without printf (an exporter renders
-    // these on every scrape).
-    if (value == 0 && std::signbit(value)) {
-      out += "-0";
-      return;
-    }
-    const auto integer = static_cast<std::int64_t>(value);
-    out.append(buf, std::to_chars(buf, buf + sizeof buf, integer).ptr);
+  if (value == 0) {  // -0 too, as the Prometheus client writes it
+    out += '0';
     return;
   }
-  out.append(buf, static_cast<size_t>(std::snprintf(buf, sizeof buf, "%.9g", value)));
+  // Go's rule, on the shortest digits d1 d2 ... dn of the value and its decimal exponent:
+  // "d1.d2...dne+XX" when the exponent is below -4 or at least 6, plain decimals otherwise.
+  char digits[64];
+  std::size_t count;
+  int exponent = 0;
+  const double magnitude = std::fabs(value);
+  if (magnitude <= kMaxExactInteger && magnitude == std::floor(magnitude)) {
+    // Most samples are counters: an integer this size is exact, so its shortest digits are
+    // its own decimal digits less the trailing zeros. No float conversion needed.
+    const auto integer = static_cast<std::uint64_t>(magnitude);
+    count = static_cast<std::size_t>(
+        std::to_chars(digits, digits + sizeof digits, integer).ptr - digits);
+    exponent = static_cast<int>(count) - 1;
+    while (count > 1 && digits[count - 1] == '0') --count;
+  } else {
+    // "d.ddde+XX" or "de-XX" (the exponent's sign is written, which from_chars refuses).
+    const char* end =
+        std::to_chars(digits, digits + sizeof digits, magnitude, std::chars_format::scientific)
+            .ptr;
+    const char* e = std::find(static_cast<const char*>(digits), end, 'e');
+    std::from_chars(e + 2, end, exponent);
+    if (e[1] == '-') exponent = -exponent;
+    // Closes up "d.ddd" to "dddd".
+    count = 1;
+    if (e - digits > 1) {
+      count = static_cast<std::size_t>(e - digits - 1);
+      std::memmove(digits + 1, digits + 2, count - 1);
+    }
+  }
+  if (value < 0) out += '-';
+  if (exponent < -4 || exponent >= 6) {
+    out += digits[0];
+    if (count > 1) {
+      out += '.';
+      out.append(digits + 1, count - 1);
+    }
+    // At least two exponent digits, as Go writes them.
+    char exponent_text[8];
+    const int absolute = exponent < 0 ? -exponent : exponent;
+    char* exponent_end = std::to_chars(exponent_text, exponent_text + sizeof exponent_text,
+                                       absolute)
+                             .ptr;
+    out += exponent < 0 ? "e-" : "e+";
+    if (absolute < 10) out += '0';
+    out.append(exponent_text, exponent_end);
+  } else if (exponent >= 0) {
+    const auto whole = static_cast<std::size_t>(exponent) + 1;
+    if (count <= whole) {
+      out.append(digits, count);
+      out.append(whole - count, '0');
+    } else {
+      out.append(digits, whole);
+      out += '.';
+      out.append(digits + whole, count - whole);
+    }
+  } else {
+    out += "0.";
+    out.append(static_cast<std::size_t>(-exponent - 1), '0');
+    out.append(digits, count);
+  }
 }
-
-}  // namespace
 
 void Registry::Declare(std::string_view name, std::string_view type, std::string_view help) {
   std::lock_guard lock(mutex_);
@@ -128,7 +183,7 @@ void Registry::RenderTextTo(std::string& out) const {
               [](const auto* a, const auto* b) { return a->first < b->first; });
     for (const auto* sample : samples) {
       out.append(name).append(sample->first).append(" ");
-      AppendValue(out, sample->second);
+      AppendGoFloat(out, sample->second);
       out += '\n';
     }
   }

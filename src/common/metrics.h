@@ -13,6 +13,12 @@
 
 namespace uplink::metrics {
 
+// A sample value as the Go Prometheus client (and so node_exporter) prints it, which is
+// strconv.FormatFloat(v, 'g', -1, 64): the shortest digits that read back as `v`, in exponent
+// form ("1.6777216e+10") when the exponent is below -4 or at least 6, otherwise plain
+// ("123456.5"); NaN and infinities as the text format spells them ("NaN", "+Inf", "-Inf").
+void AppendGoFloat(std::string& out, double value);
+
 // Names and values are only read during the call, so a caller's labels allocate nothing.
 using Labels = std::initializer_list<std::pair<std::string_view, std::string_view>>;
 

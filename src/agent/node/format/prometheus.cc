@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "agent/node/format/text_output.h"
+#include "common/metrics.h"
 
 namespace uplink::agent::node {
 namespace {
@@ -75,7 +76,7 @@ class Family {
       out_ += '}';
     }
     out_ += ' ';
-    AppendGoFloat(out_, value);
+    metrics::AppendGoFloat(out_, value);
     out_ += '\n';
   }
 

@@ -1,5 +1,6 @@
-// Pieces both formats share: numbers the way Go prints them, and strings from the host (device
-// names, mount points, error texts) made valid UTF-8, bounded and escaped.
+// Pieces both formats share: numbers, and strings from the host (device names, mount points,
+// error texts) made valid UTF-8, bounded and escaped. Prometheus sample values are printed
+// with metrics::AppendGoFloat.
 #pragma once
 
 #include <cstddef>
@@ -8,12 +9,6 @@
 #include <string_view>
 
 namespace uplink::agent::node {
-
-// Go's strconv.FormatFloat(v, 'g', -1, 64), which the Prometheus client prints samples with:
-// the shortest digits that read back as `v`, in exponent form ("1.6777216e+10") when the
-// exponent is below -4 or at least 6 (the shortest form's precision of 6), otherwise plain
-// ("123456.5"). NaN and infinities as the text format spells them ("NaN", "+Inf", "-Inf").
-void AppendGoFloat(std::string& out, double value);
 
 // The shortest digits that read back as `value`, in a form JSON accepts ("0.52", "1e+21").
 // `value` must be finite.
