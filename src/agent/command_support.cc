@@ -34,7 +34,6 @@ bool WriteStderr(std::string_view text) { return WriteFd(STDERR_FILENO, text); }
 
 LineRead ReadLine(std::FILE* input, std::string& line, size_t max_bytes) {
   line.clear();
-  bool too_long = false;
   bool any = false;
   while (true) {
     const int c = ::getc_unlocked(input);
@@ -42,13 +41,19 @@ LineRead ReadLine(std::FILE* input, std::string& line, size_t max_bytes) {
     any = true;
     if (c == '\n') break;
     if (line.size() == max_bytes) {
-      too_long = true;
-    } else {
-      line += static_cast<char>(c);
+      ::ungetc(c, input);
+      return LineRead::kTooLong;
     }
+    line += static_cast<char>(c);
   }
-  if (!any) return LineRead::kEnd;
-  return too_long ? LineRead::kTooLong : LineRead::kLine;
+  return any ? LineRead::kLine : LineRead::kEnd;
+}
+
+void SkipLine(std::FILE* input) {
+  int c;
+  do {
+    c = ::getc_unlocked(input);
+  } while (c != EOF && c != '\n');
 }
 
 std::optional<int> ParseFlagsOrExit(FlagSet& flags, const std::vector<std::string>& args) {

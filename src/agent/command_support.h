@@ -47,9 +47,13 @@ bool WriteStderr(std::string_view text);
 
 enum class LineRead { kLine, kEnd, kTooLong };
 
-// One line of `input` without its newline, keeping at most `max_bytes`; the rest of a longer
-// line is read and dropped (kTooLong). The last line needs no newline.
+// One line of `input` without its newline, at most `max_bytes`; the last line needs no
+// newline. kTooLong as soon as a line runs past `max_bytes`, with the rest of it unread
+// (SkipLine drops it), so an endless line costs no more than the bound.
 LineRead ReadLine(std::FILE* input, std::string& line, size_t max_bytes);
+
+// Reads and drops the rest of the current line, its newline included.
+void SkipLine(std::FILE* input);
 
 // Parses a command's flags: prints the usage for --help or -h (exit code 0), or the error and
 // the usage for bad flags (kExitUsage); nullopt when the command goes on.

@@ -6,8 +6,9 @@
 // binary does not link OpenSSL, so the linker names any function missing from this list as an
 // undefined reference: add it below, in the library that defines it.
 //
-// The definitions are not exported (an executable exports only what a linked library needs),
-// so libssl's own calls into libcrypto bind to libcrypto, never back to these.
+// The definitions are not exported (an executable exports only what a linked library needs,
+// and the agent links with --exclude-libs for this archive), so libssl's own calls into
+// libcrypto bind to libcrypto, never back to these.
 #include <dlfcn.h>
 #include <openssl/bio.h>
 #include <openssl/crypto.h>
@@ -49,6 +50,11 @@ const Library& Load() {
     if (result.handle == nullptr) {
       const char* error = ::dlerror();
       result.error = error != nullptr ? error : "dlopen failed";
+    } else if (::dlvsym(result.handle, "SSL_CTX_new", kSymbolVersion) == nullptr) {
+      // A build without OpenSSL's symbol versions: refused here, not aborted on in a call.
+      result.error = std::string(kLibssl) + " has no " + kSymbolVersion + " symbols";
+      ::dlclose(result.handle);
+      result.handle = nullptr;
     } else {
       g_loaded.store(true, std::memory_order_release);
     }

@@ -154,7 +154,9 @@ class RbacKubectlTest : public ::testing::Test {
     inventory_kubeconfig_ = new std::string(*inventory);
   }
   static void TearDownTestSuite() {
-    if (kubesim_) EXPECT_EQ(kubesim_->Stop(), 0) << kubesim_->Logs();
+    if (kubesim_) {
+      EXPECT_EQ(kubesim_->Stop(), 0) << kubesim_->Logs();
+    }
     delete kubesim_;
     kubesim_ = nullptr;
     delete cluster_kubeconfig_;

@@ -56,7 +56,9 @@ class ReadOnlyKubectlTest : public ::testing::Test {
     kubesim_ = started->release();
   }
   static void TearDownTestSuite() {
-    if (kubesim_) EXPECT_EQ(kubesim_->Stop(), 0) << kubesim_->Logs();
+    if (kubesim_) {
+      EXPECT_EQ(kubesim_->Stop(), 0) << kubesim_->Logs();
+    }
     delete kubesim_;
     kubesim_ = nullptr;
   }

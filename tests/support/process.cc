@@ -3,8 +3,10 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -234,6 +236,21 @@ std::vector<std::string> EnvWith(const std::map<std::string, std::string>& overr
   }
   for (const auto& [name, value] : overrides) env.push_back(name + "=" + value);
   return env;
+}
+
+int RunInOwnMountNamespace(const std::function<int()>& body) {
+  const pid_t child = ::fork();
+  if (child < 0) return kNoMountNamespace;
+  if (child == 0) {
+    if (::unshare(CLONE_NEWNS) != 0 ||
+        ::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) {
+      ::_exit(kNoMountNamespace);
+    }
+    ::_exit(body());
+  }
+  int status = 0;
+  if (::waitpid(child, &status, 0) != child || !WIFEXITED(status)) return -1;
+  return WEXITSTATUS(status);
 }
 
 }  // namespace uplink::testing

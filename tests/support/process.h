@@ -76,6 +76,13 @@ int FreePort();
 std::string ReadFileOrEmpty(const std::string& path);
 void WriteFileOrDie(const std::string& path, const std::string& content, unsigned mode = 0600);
 
+// Runs `body` in a forked child that has a mount namespace of its own, every mount private, so
+// a test may mount and unmount without touching the machine (it needs root, as CI runs
+// tests). Returns `body`'s result as the child's exit status: 0 for success, a code of the
+// test's own otherwise; kNoMountNamespace when the namespace could not be made.
+inline constexpr int kNoMountNamespace = 99;
+int RunInOwnMountNamespace(const std::function<int()>& body);
+
 // The environment of this process plus/overriding the given NAME=VALUE entries.
 std::vector<std::string> EnvWith(const std::map<std::string, std::string>& overrides);
 

@@ -44,6 +44,7 @@ int CheckKubectlLines(std::FILE* in, int out_fd) {
   while (true) {
     const LineRead read = ReadLine(in, line, kMaxLineBytes);
     if (read == LineRead::kEnd) break;
+    if (read == LineRead::kTooLong) SkipLine(in);
     // Answered unbuffered, as they come, so a pipe can ask one line at a time.
     const std::string answer =
         read == LineRead::kTooLong

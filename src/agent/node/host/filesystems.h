@@ -70,7 +70,11 @@ class FilesystemStatter {
   // Fills the figures of each filesystem, or its `error` plus a Gap of source "filesystem".
   // Returns within about twice the timeout from Start however many mounts hang; mounts no
   // worker reached by then are reported as not checked and tried again next time.
-  void Finish(std::vector<Filesystem>& filesystems, std::vector<Gap>& gaps);
+  // A filesystem is `readonly` when the mount table or statvfs says so: statvfs has the
+  // mount's and the superblock's state now, and a filesystem the kernel turns read-only after
+  // an error raises no mount event. Returns true when statvfs disagreed with the mount table
+  // on that for some filesystem: the table is out of date and should be read again.
+  bool Finish(std::vector<Filesystem>& filesystems, std::vector<Gap>& gaps);
 
   // For tests and health: paths whose call is still out past its timeout, and live threads.
   std::size_t stuck_count() const;

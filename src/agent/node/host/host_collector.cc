@@ -80,7 +80,9 @@ void HostCollector::Collect(CollectorSet which, NodeSample& sample) {
   if (which.Has(Collector::kPressure)) CollectPressure(sample);
   if (which.Has(Collector::kNetwork)) CollectNetwork(sample);
   if (which.Has(Collector::kDisk)) CollectDisks(sample);
-  if (statting) statter_.Finish(sample.filesystems, filesystem_gaps);
+  if (statting && statter_.Finish(sample.filesystems, filesystem_gaps)) {
+    mount_table_.out_of_date = true;
+  }
   sample.gaps.insert(sample.gaps.end(), filesystem_gaps.begin(), filesystem_gaps.end());
 }
 
@@ -205,7 +207,8 @@ bool HostCollector::StartFilesystems(std::vector<Filesystem>& filesystems,
   filesystems.clear();
   // The table is read again only when the kernel says it may have changed, and parsed again
   // only when its text did.
-  if (!mount_table_.read || !mountinfo_.MountTableUnchanged()) {
+  if (!mount_table_.read || mount_table_.out_of_date || !mountinfo_.MountTableUnchanged()) {
+    mount_table_.out_of_date = false;
     if (!Read(Collector::kFilesystem, mountinfo_, kLargeProcFileCap, gaps)) return false;
     if (!mount_table_.read || mount_table_.text != buffer_) {
       mount_table_.read = true;

@@ -78,6 +78,8 @@ class HostCollector {
   // the same the parse, the exclusion patterns and the dedup are not run again.
   struct MountTable {
     bool read = false;  // false until the first mountinfo was read
+    // statvfs saw a read-only state the text does not show: read the table next cycle.
+    bool out_of_date = false;
     std::string text;
     std::vector<Gap> gaps;  // the parse's: a refusal, or skipped lines
     bool usable = false;    // the parse found mounts

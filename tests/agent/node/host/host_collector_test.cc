@@ -1,7 +1,9 @@
 #include "agent/node/host/host_collector.h"
 
 #include <gtest/gtest.h>
+#include <fcntl.h>
 #include <grp.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -339,6 +341,87 @@ TEST(HostCollector, AHungMountCostsOneTimeoutOnceAndIsSkippedAfter) {
   }
   hang->released_cv.notify_all();
   EXPECT_TRUE(testing::WaitFor([&] { return collector->statter().stuck_count() == 0; }));
+}
+
+// ext4's errors=remount-ro makes a filesystem read-only without a mount event, so the mount
+// table the role keeps still says rw: statvfs's flag is current and wins.
+TEST(HostCollector, AFilesystemThatStatvfsFindsReadOnlyIsReadOnlyWhateverTheTableSays) {
+  testing::TempDir dir;
+  const std::string proc = dir.File("proc");
+  fs::create_directories(proc + "/1");
+  testing::WriteFileOrDie(proc + "/1/mountinfo",
+                          "22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw\n"
+                          "23 22 8:2 / /data rw,relatime - ext4 /dev/sda2 rw\n");
+  HostCollectorOptions options;
+  options.statvfs = [same = SameFigures()](const std::string& path, struct statvfs& out) {
+    const int error = same(path, out);
+    if (path == "/host/data") out.f_flag |= ST_RDONLY;
+    return error;
+  };
+  auto collector = MakeCollector(proc, std::move(options));
+  ASSERT_NE(collector, nullptr);
+  CollectorSet only_filesystems;
+  only_filesystems.Add(Collector::kFilesystem);
+  NodeSample sample;
+  collector->Collect(only_filesystems, sample);
+  ASSERT_EQ(MountPoints(sample.filesystems), (std::vector<std::string>{"/", "/data"}));
+  EXPECT_FALSE(sample.filesystems[0].readonly);
+  EXPECT_TRUE(sample.filesystems[1].readonly);
+  EXPECT_EQ(sample.filesystems[1].size_bytes, 2000u * 4096) << "its figures are still read";
+}
+
+// A superblock made read-only and then read-write again with fsconfig raises no mount event,
+// so the kept mount table goes out of date; statvfs disagreeing with it makes the role read
+// it again, so a read-only state read into the table is never stuck there. Runs in a mount namespace of its own (as
+// root, as CI does); the exit code names the first check that failed.
+TEST(HostCollector, ReadsTheMountTableAgainWhenStatvfsDisagreesWithIt) {
+  testing::TempDir dir;
+  const std::string target = dir.File("mnt");
+  ASSERT_EQ(::mkdir(target.c_str(), 0700), 0);
+  const int failed_check = testing::RunInOwnMountNamespace([&] {
+    if (::mount("none", target.c_str(), "tmpfs", 0, nullptr) != 0) return 1;
+    // The role reads PID 1's table; this namespace's is this process's.
+    const std::string proc = dir.File("proc");
+    if (::mkdir(proc.c_str(), 0700) != 0) return 2;
+    const std::string self = "/proc/" + std::to_string(::getpid());
+    if (::symlink(self.c_str(), (proc + "/1").c_str()) != 0) return 3;
+    auto collector = HostCollector::Create({.host_proc = proc, .host_root = "/"});
+    if (!collector.ok()) return 4;
+    CollectorSet only_filesystems;
+    only_filesystems.Add(Collector::kFilesystem);
+    // -1: the mount is missing from the sample.
+    auto readonly = [&]() -> int {
+      NodeSample sample;
+      (*collector)->Collect(only_filesystems, sample);
+      for (const Filesystem& filesystem : sample.filesystems) {
+        if (filesystem.mountpoint == target) return filesystem.readonly ? 1 : 0;
+      }
+      return -1;
+    };
+    auto reconfigure = [&](const char* flag) {
+      const int fs = ::fspick(AT_FDCWD, target.c_str(), FSPICK_CLOEXEC);
+      if (fs < 0) return false;
+      const bool done = ::fsconfig(fs, FSCONFIG_SET_FLAG, flag, nullptr, 0) == 0 &&
+                        ::fsconfig(fs, FSCONFIG_CMD_RECONFIGURE, nullptr, nullptr, 0) == 0;
+      ::close(fs);
+      return done;
+    };
+    if (const int first = readonly(); first != 0) return first == -1 ? 5 : 6;
+    if (!reconfigure("ro")) return 7;
+    if (readonly() != 1) return 8;  // statvfs's flag, before the table is read again
+    // Another mount is an event: the table is read again and now says ro.
+    const std::string other = dir.File("other");
+    if (::mkdir(other.c_str(), 0700) != 0) return 9;
+    if (::mount("none", other.c_str(), "tmpfs", 0, nullptr) != 0) return 10;
+    if (readonly() != 1) return 11;
+    if (!reconfigure("rw")) return 12;
+    (void)readonly();                // the kept table may still say ro for this cycle
+    if (readonly() != 0) return 13;  // read again: not stuck read-only
+    return 0;
+  });
+  EXPECT_EQ(failed_check, 0)
+      << "5: the mount not reported; 7/12: fsconfig refused; 6/8/11/13: the read-only state "
+         "reported wrongly at that step; 99: no mount namespace (needs root)";
 }
 
 TEST(HostCollector, FollowsTheMountTableAsItChanges) {

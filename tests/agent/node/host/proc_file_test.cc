@@ -3,11 +3,9 @@
 #include <gtest/gtest.h>
 #include <pthread.h>
 #include <signal.h>
-#include <sched.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -289,33 +287,25 @@ TEST(ProcFile, AMountOrUnmountIsReportedOnceAndTheTableReadAfterItShowsIt) {
   testing::TempDir dir;
   const std::string target = dir.File("mnt");
   ASSERT_EQ(::mkdir(target.c_str(), 0700), 0);
-  const pid_t child = ::fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {
-    if (::unshare(CLONE_NEWNS) != 0) ::_exit(10);
-    if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) ::_exit(11);
+  const int failed_check = testing::RunInOwnMountNamespace([&] {
     ProcFile mountinfo("/proc/self/mountinfo");
     std::string out;
-    if (mountinfo.Read(kLargeProcFileCap, out)) ::_exit(12);
-    if (!mountinfo.MountTableUnchanged()) ::_exit(13);
-    if (::mount("none", target.c_str(), "tmpfs", 0, nullptr) != 0) ::_exit(14);
-    if (mountinfo.MountTableUnchanged()) ::_exit(15);
-    if (mountinfo.Read(kLargeProcFileCap, out)) ::_exit(16);
-    if (out.find(target) == std::string::npos) ::_exit(17);
-    if (!mountinfo.MountTableUnchanged()) ::_exit(18);  // reported once
-    if (::umount(target.c_str()) != 0) ::_exit(19);
-    if (mountinfo.MountTableUnchanged()) ::_exit(20);
-    if (mountinfo.Read(kLargeProcFileCap, out)) ::_exit(21);
-    if (out.find(target) != std::string::npos) ::_exit(22);
-    ::_exit(0);
-  }
-  int status = 0;
-  ASSERT_EQ(::waitpid(child, &status, 0), child);
-  ASSERT_TRUE(WIFEXITED(status));
-  EXPECT_EQ(WEXITSTATUS(status), 0)
-      << "10-11: no mount namespace of its own (needs root); 13: unchanged table reported "
-         "changed; 15/20: a mount or unmount not reported; 17/22: table not re-read; 18: a "
-         "change reported twice";
+    if (mountinfo.Read(kLargeProcFileCap, out)) return 1;
+    if (!mountinfo.MountTableUnchanged()) return 2;
+    if (::mount("none", target.c_str(), "tmpfs", 0, nullptr) != 0) return 3;
+    if (mountinfo.MountTableUnchanged()) return 4;
+    if (mountinfo.Read(kLargeProcFileCap, out)) return 5;
+    if (out.find(target) == std::string::npos) return 6;
+    if (!mountinfo.MountTableUnchanged()) return 7;  // reported once
+    if (::umount(target.c_str()) != 0) return 8;
+    if (mountinfo.MountTableUnchanged()) return 9;
+    if (mountinfo.Read(kLargeProcFileCap, out)) return 10;
+    if (out.find(target) != std::string::npos) return 11;
+    return 0;
+  });
+  EXPECT_EQ(failed_check, 0)
+      << "2: unchanged table reported changed; 4/9: a mount or unmount not reported; 6/11: "
+         "table not re-read; 7: a change reported twice; 99: no mount namespace (needs root)";
 }
 
 }  // namespace
