@@ -8,8 +8,10 @@
 #include <thread>
 
 #include "agent/console_client.h"
+#include "agent/shipper.h"
 #include "common/files.h"
 #include "common/log.h"
+#include "common/text.h"
 #include "common/time.h"
 
 namespace uplink::agent {
@@ -92,6 +94,28 @@ Status CheckConsoleFlags(const std::string& console_url, const std::string& toke
   if (auto token = ReadFileBounded(token_file, 4096); !token.ok()) {
     return InvalidArgumentError("--token-file: " + token.status().message() +
                                 "; mount the connection Secret there or fix the path");
+  }
+  return Status::Ok();
+}
+
+void RegisterStreamFlags(FlagSet& flags, std::string* stream, std::string* instance,
+                         const std::string& stream_help) {
+  flags.String("stream", stream, stream_help);
+  flags.String("instance", instance,
+               "this agent's name in the console (default: $POD_NAME, else the host name)");
+}
+
+Status CheckStreamFlags(const FlagSet& flags, std::string& stream, const std::string& instance,
+                        const std::string& default_stream, const std::string& default_from) {
+  if (instance.size() > 253) {
+    return InvalidArgumentError("--instance must be at most 253 characters");
+  }
+  if (stream.empty()) stream = default_stream;
+  if (Status valid = ValidateStreamName(stream); !valid.ok()) {
+    return InvalidArgumentError(
+        "--stream '" + OneLineExcerpt(stream, 64) + "': " + valid.message() +
+        (flags.WasSet("stream") ? "" : "; the default comes from " + default_from +
+                                           ", so pass --stream"));
   }
   return Status::Ok();
 }

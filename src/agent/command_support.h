@@ -68,6 +68,16 @@ void RegisterConsoleFlags(FlagSet& flags, std::string* console_url, std::string*
 // --console and --token-file, which every role that talks to the console takes.
 Status CheckConsoleFlags(const std::string& console_url, const std::string& token_file);
 
+// --stream and --instance, which every command that ships a spool takes; `stream_help` says
+// what the stream defaults to.
+void RegisterStreamFlags(FlagSet& flags, std::string* stream, std::string* instance,
+                         const std::string& stream_help);
+
+// Checks --instance (at most 253 characters) and --stream, which an empty value sets to
+// `default_stream`, built from the flag `default_from`. The usage error, if any.
+Status CheckStreamFlags(const FlagSet& flags, std::string& stream, const std::string& instance,
+                        const std::string& default_stream, const std::string& default_from);
+
 // The stop request lives as long as the process: the detached signal thread may use it after
 // the command has returned.
 StopSignal& ProcessStopSignal();

@@ -358,25 +358,22 @@ int RunSpoolShip(const std::vector<std::string>& args) {
   FlagSet flags("uplink-agent spool ship");
   spool_flags.Register(flags);
   agent::RegisterConsoleFlags(flags, &console_url, &token_file, &console_ca_file);
-  flags.String("stream", &stream,
-               "the stream the records belong to in the console (default: spool/INSTANCE)");
-  flags.String("instance", &instance,
-               "this agent's name in the console (default: $POD_NAME, else the host name)");
+  agent::RegisterStreamFlags(
+      flags, &stream, &instance,
+      "the stream the records belong to in the console (default: spool/INSTANCE)");
   flags.String("health-listen", &health_listen, "HOST:PORT for /healthz, /readyz, /metrics");
   flags.String("log-level", &log_level, "debug, info, warn or error");
   if (auto early = ParseSpoolFlags(flags, spool_flags, args)) return Finish(*early);
   if (Status level = log::SetMinLevel(log_level); !level.ok()) {
     return Fail("--log-level: " + level.message(), kExitUsage);
   }
-  if (instance.size() > 253) return Fail("--instance must be at most 253 characters", kExitUsage);
   if (Status flags_ok = CheckConsoleFlags(console_url, token_file); !flags_ok.ok()) {
     return Fail(flags_ok.message(), kExitUsage);
   }
-  if (stream.empty()) stream = "spool/" + instance;
-  if (Status valid = agent::ValidateStreamName(stream); !valid.ok()) {
-    return Fail("--stream '" + OneLineExcerpt(stream, 64) + "': " + valid.message() +
-                (flags.WasSet("stream") ? "" : "; the default comes from --instance, so pass --stream"),
-                kExitUsage);
+  if (Status stream_ok = agent::CheckStreamFlags(flags, stream, instance, "spool/" + instance,
+                                                 "--instance");
+      !stream_ok.ok()) {
+    return Fail(stream_ok.message(), kExitUsage);
   }
 
   // Before any thread starts, so that only the signal thread takes SIGINT and SIGTERM. A

@@ -15,7 +15,6 @@
 #include "common/flags.h"
 #include "common/log.h"
 #include "common/metrics.h"
-#include "common/text.h"
 #include "net/client.h"
 
 namespace uplink::agent::cluster {
@@ -43,9 +42,8 @@ struct ClusterFlags {
 void Register(FlagSet& flags, ClusterFlags& f) {
   RegisterConsoleFlags(flags, &f.console_url, &f.token_file, &f.console_ca_file);
   f.spool.Register(flags);
-  flags.String("stream", &f.stream, "the stream of the snapshots (default: cluster/INSTANCE)");
-  flags.String("instance", &f.instance,
-               "this agent's name in the console (default: $POD_NAME, else the host name)");
+  RegisterStreamFlags(flags, &f.stream, &f.instance,
+                      "the stream of the snapshots (default: cluster/INSTANCE)");
   flags.String("listen", &f.listen, "HOST:PORT for /healthz, /readyz and /metrics");
   flags.String("kubectl", &f.kubectl, "absolute path of the kubectl to run");
   flags.String("kubeconfig", &f.kubeconfig,
@@ -69,14 +67,9 @@ Status Check(const FlagSet& flags, ClusterFlags& f) {
   }
   UPLINK_RETURN_IF_ERROR(CheckConsoleFlags(f.console_url, f.token_file));
   UPLINK_RETURN_IF_ERROR(f.spool.Check());
-  if (f.instance.empty() || f.instance.size() > 253) {
-    return InvalidArgumentError("--instance must be 1-253 characters (or set POD_NAME)");
-  }
-  if (f.stream.empty()) f.stream = "cluster/" + f.instance;
-  if (Status valid = ValidateStreamName(f.stream); !valid.ok()) {
-    return InvalidArgumentError("--stream '" + OneLineExcerpt(f.stream, 64) + "': " +
-                                valid.message());
-  }
+  if (f.instance.empty()) return InvalidArgumentError("--instance is empty (or set POD_NAME)");
+  UPLINK_RETURN_IF_ERROR(
+      CheckStreamFlags(flags, f.stream, f.instance, "cluster/" + f.instance, "--instance"));
   if (f.max_concurrent < 1 || f.max_concurrent > 16) {
     return InvalidArgumentError("--max-concurrent must be from 1 to 16");
   }

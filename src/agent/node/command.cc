@@ -16,7 +16,6 @@
 #include "common/flags.h"
 #include "common/log.h"
 #include "common/metrics.h"
-#include "common/text.h"
 #include "net/client.h"
 #include "net/server.h"
 
@@ -76,9 +75,8 @@ void Register(FlagSet& flags, NodeFlags& f) {
   RegisterConsoleFlags(flags, &f.console_url, &f.token_file, &f.console_ca_file,
                        "console URL, https://HOST[:PORT]; without it nothing is shipped");
   f.spool.Register(flags);
-  flags.String("stream", &f.stream, "the stream of the samples (default: node/NODE_NAME)");
-  flags.String("instance", &f.instance,
-               "this agent's name in the console (default: $POD_NAME, else the host name)");
+  RegisterStreamFlags(flags, &f.stream, &f.instance,
+                      "the stream of the samples (default: node/NODE_NAME)");
   flags.String("nvml-library", &f.nvml_library, "the NVML library to load (dlopen)");
   flags.String("nvidia-smi", &f.nvidia_smi,
                "nvidia-smi, the fallback when NVML is unusable (empty: no fallback)");
@@ -119,13 +117,7 @@ Status Check(const FlagSet& flags, NodeFlags& f, CollectorSet& collectors) {
   }
   UPLINK_RETURN_IF_ERROR(CheckConsoleFlags(f.console_url, f.token_file));
   UPLINK_RETURN_IF_ERROR(f.spool.Check());
-  if (f.instance.size() > 253) return InvalidArgumentError("--instance must be at most 253 characters");
-  if (f.stream.empty()) f.stream = "node/" + f.node_name;
-  if (Status valid = ValidateStreamName(f.stream); !valid.ok()) {
-    return InvalidArgumentError("--stream '" + OneLineExcerpt(f.stream, 64) + "': " +
-                                valid.message());
-  }
-  return Status::Ok();
+  return CheckStreamFlags(flags, f.stream, f.instance, "node/" + f.node_name, "--node-name");
 }
 
 std::unique_ptr<GpuCollector> StartGpuCollector(const NodeFlags& f, CollectorSet collectors) {
