@@ -225,7 +225,7 @@ void FilesystemStatter::Start(std::string_view host_root,
   if (!cycle_.jobs.empty()) state_->work.notify_one();
 }
 
-bool FilesystemStatter::Finish(std::vector<Filesystem>& filesystems, std::vector<Gap>& gaps) {
+void FilesystemStatter::Finish(std::vector<Filesystem>& filesystems, std::vector<Gap>& gaps) {
   using Clock = std::chrono::steady_clock;
   const std::string stuck_error =
       "statvfs did not answer within " + DurationText(timeout_) + "; skipped until it does";
@@ -275,7 +275,6 @@ bool FilesystemStatter::Finish(std::vector<Filesystem>& filesystems, std::vector
 
   // One gap per path, however many mounts share it.
   std::unordered_set<std::string_view> reported;
-  bool readonly_disagrees = false;
   for (std::size_t i = 0; i < filesystems.size() && i < cycle_.paths.size(); ++i) {
     Filesystem& filesystem = filesystems[i];
     const std::string& path = cycle_.paths[i];
@@ -296,9 +295,6 @@ bool FilesystemStatter::Finish(std::vector<Filesystem>& filesystems, std::vector
       filesystem.avail_bytes = Bytes(f.f_bavail, f.f_bsize);
       filesystem.files = f.f_files;
       filesystem.files_free = f.f_ffree;
-      const bool statvfs_readonly = (f.f_flag & ST_RDONLY) != 0;
-      if (statvfs_readonly != filesystem.readonly) readonly_disagrees = true;
-      filesystem.readonly = filesystem.readonly || statvfs_readonly;
       continue;
     }
     if (reported.insert(path).second) {
@@ -306,7 +302,6 @@ bool FilesystemStatter::Finish(std::vector<Filesystem>& filesystems, std::vector
                       filesystem.error, errno_value});
     }
   }
-  return readonly_disagrees;
 }
 
 }  // namespace uplink::agent::node

@@ -70,11 +70,9 @@ class FilesystemStatter {
   // Fills the figures of each filesystem, or its `error` plus a Gap of source "filesystem".
   // Returns within about twice the timeout from Start however many mounts hang; mounts no
   // worker reached by then are reported as not checked and tried again next time.
-  // A filesystem is `readonly` when the mount table or statvfs says so: statvfs has the
-  // mount's and the superblock's state now, and a filesystem the kernel turns read-only after
-  // an error raises no mount event. Returns true when statvfs disagreed with the mount table
-  // on that for some filesystem: the table is out of date and should be read again.
-  bool Finish(std::vector<Filesystem>& filesystems, std::vector<Gap>& gaps);
+  // `readonly` stays the mount table's: statvfs's ST_RDONLY would be the agent's own view, and
+  // the chart mounts the host's / read-only into its container.
+  void Finish(std::vector<Filesystem>& filesystems, std::vector<Gap>& gaps);
 
   // For tests and health: paths whose call is still out past its timeout, and live threads.
   std::size_t stuck_count() const;

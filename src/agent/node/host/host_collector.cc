@@ -80,9 +80,7 @@ void HostCollector::Collect(CollectorSet which, NodeSample& sample) {
   if (which.Has(Collector::kPressure)) CollectPressure(sample);
   if (which.Has(Collector::kNetwork)) CollectNetwork(sample);
   if (which.Has(Collector::kDisk)) CollectDisks(sample);
-  if (statting && statter_.Finish(sample.filesystems, filesystem_gaps)) {
-    mount_table_.out_of_date = true;
-  }
+  if (statting) statter_.Finish(sample.filesystems, filesystem_gaps);
   sample.gaps.insert(sample.gaps.end(), filesystem_gaps.begin(), filesystem_gaps.end());
 }
 
@@ -205,11 +203,15 @@ void HostCollector::CollectDisks(NodeSample& sample) {
 bool HostCollector::StartFilesystems(std::vector<Filesystem>& filesystems,
                                      std::vector<Gap>& gaps) {
   filesystems.clear();
-  // The table is read again only when the kernel says it may have changed, and parsed again
-  // only when its text did.
-  if (!mount_table_.read || mount_table_.out_of_date || !mountinfo_.MountTableUnchanged()) {
-    mount_table_.out_of_date = false;
+  // The table is read again when the kernel reports a mount event, and at least every
+  // mount_table_max_age: a superblock the kernel turns read-only after an error (ext4's
+  // errors=remount-ro) or one reconfigured with fsconfig raises no event. It is parsed again
+  // only when its text changed.
+  const auto now = std::chrono::steady_clock::now();
+  if (!mount_table_.read || now - mount_table_.read_at >= options_.mount_table_max_age ||
+      !mountinfo_.MountTableUnchanged()) {
     if (!Read(Collector::kFilesystem, mountinfo_, kLargeProcFileCap, gaps)) return false;
+    mount_table_.read_at = now;
     if (!mount_table_.read || mount_table_.text != buffer_) {
       mount_table_.read = true;
       mount_table_.text = buffer_;

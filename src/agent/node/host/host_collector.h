@@ -30,6 +30,8 @@ struct HostCollectorOptions {
   std::string disk_devices_exclude{kDefaultDiskDevicesExclude};
   std::string net_devices_exclude{kDefaultNetDevicesExclude};
   StatvfsFunction statvfs = RealStatvfs();  // tests make mounts fail or hang through it
+  // The longest a mount table is kept without a mount event (see StartFilesystems).
+  std::chrono::milliseconds mount_table_max_age{60'000};
 };
 
 // Lives as long as the process: its /proc files stay open, its read buffer and the last mount
@@ -78,8 +80,7 @@ class HostCollector {
   // the same the parse, the exclusion patterns and the dedup are not run again.
   struct MountTable {
     bool read = false;  // false until the first mountinfo was read
-    // statvfs saw a read-only state the text does not show: read the table next cycle.
-    bool out_of_date = false;
+    std::chrono::steady_clock::time_point read_at;
     std::string text;
     std::vector<Gap> gaps;  // the parse's: a refusal, or skipped lines
     bool usable = false;    // the parse found mounts
