@@ -39,12 +39,13 @@ class ProcFile {
   // Returns nullopt once the whole file is in `out`.
   [[nodiscard]] std::optional<ReadFailure> Read(std::size_t max_bytes, std::string& out);
 
-  // For a mount table (/proc/PID/mountinfo): true when the text of the last Read is still
-  // current, because the kernel reports no mount or unmount in that namespace since then (poll
-  // on the kept descriptor without POLLPRI, the way libmount watches it). Generating the mount
-  // table is the dearest /proc read by far (about 28 us where /proc/stat takes 7), and it
-  // seldom changes. False when the table may have changed, and always for a file that is not
-  // on procfs or whose last read failed: the caller then reads it again.
+  // For a mount table (/proc/PID/mountinfo): true when the kernel reports no mount event in
+  // that namespace since the last Read (poll on the kept descriptor without POLLPRI, the way
+  // libmount watches it). Generating the mount table is the dearest /proc read by far (about
+  // 28 us where /proc/stat takes 7), and it seldom changes. A superblock change (a filesystem
+  // the kernel turns read-only after an error) raises no event, so callers also read the
+  // table again now and then. False when the table may have changed, and always for a file
+  // that is not on procfs or whose last read failed: the caller then reads it again.
   bool MountTableUnchanged();
   const std::string& path() const { return path_; }
 
