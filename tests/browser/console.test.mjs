@@ -8,12 +8,14 @@
 //   node console.test.mjs --console BUILD/bin/uplink-console [--chromium /usr/bin/chromium]
 //                         [--screenshots DIR]
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, mkdirSync, rmSync } from 'node:fs';
+import { mkdtempSync, mkdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import assert from 'node:assert/strict';
 import { chromium } from 'playwright-core';
-import { Processes, call, expectStatus, freePort, option, waitUntil } from './support.mjs';
+import {
+  Processes, call, expectStatus, freePort, option, runTest, waitUntil,
+} from './support.mjs';
 
 const consoleBinary = option('console');
 const chromiumPath = option('chromium', '/usr/bin/chromium');
@@ -435,16 +437,4 @@ async function main() {
   console.log('browser tests passed; screenshots in ' + screenshots);
 }
 
-let failed = false;
-try {
-  await main();
-} catch (error) {
-  failed = true;
-  console.error(error);
-  console.error(processes.report(4000));
-} finally {
-  if (browser) await browser.close();
-  await processes.stopAll();
-  rmSync(dataDir, { recursive: true, force: true });
-}
-process.exit(failed ? 1 : 0);
+await runTest(main, { processes, browser: () => browser, dir: dataDir, reportBytes: 4000 });

@@ -10,12 +10,14 @@
 //   node live_cluster.test.mjs --bin BUILD/bin [--kubectl /usr/bin/kubectl]
 //                              [--chromium /usr/bin/chromium] [--screenshots DIR]
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import assert from 'node:assert/strict';
 import { chromium } from 'playwright-core';
-import { Processes, call, expectStatus, freePort, option, waitUntil } from './support.mjs';
+import {
+  Processes, call, expectStatus, freePort, option, runTest, waitUntil,
+} from './support.mjs';
 const binDir = option('bin') && resolve(option('bin'));
 const kubectlPath = option('kubectl', '/usr/bin/kubectl');
 const chromiumPath = option('chromium', '/usr/bin/chromium');
@@ -170,16 +172,4 @@ async function main() {
   console.log('live cluster browser test passed; screenshots in ' + screenshots);
 }
 
-let failed = false;
-try {
-  await main();
-} catch (error) {
-  failed = true;
-  console.error(error);
-  console.error(processes.report(3000));
-} finally {
-  if (browser) await browser.close().catch(() => {});
-  await processes.stopAll();
-  rmSync(dir, { recursive: true, force: true });
-}
-process.exit(failed ? 1 : 0);
+await runTest(main, { processes, browser: () => browser, dir, reportBytes: 3000 });

@@ -1,6 +1,7 @@
 // Helpers shared by the browser tests: command-line options, the processes a test starts,
-// waiting, a free loopback port, and calls to the console's JSON API.
+// waiting, a free loopback port, calls to the console's JSON API, and running a test.
 import { spawn } from 'node:child_process';
+import { rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { gzipSync } from 'node:zlib';
 import assert from 'node:assert/strict';
@@ -96,4 +97,23 @@ export async function expectStatus(promise, status) {
   const reply = await promise;
   assert.equal(reply.status, status, JSON.stringify(reply.body));
   return reply.body;
+}
+
+// Runs a test's `main`. Pass or fail, the browser (`browser()` returns it, or null if it never
+// started) is closed, every process stopped and `dir` removed; a failure prints the error and
+// the processes' last `reportBytes` of output, and the exit status says which it was.
+export async function runTest(main, { processes, browser, dir, reportBytes }) {
+  let failed = false;
+  try {
+    await main();
+  } catch (error) {
+    failed = true;
+    console.error(error);
+    console.error(processes.report(reportBytes));
+  } finally {
+    await browser()?.close().catch(() => {});
+    await processes.stopAll();
+    rmSync(dir, { recursive: true, force: true });
+  }
+  process.exit(failed ? 1 : 0);
 }
