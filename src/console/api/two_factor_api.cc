@@ -38,8 +38,6 @@ constexpr std::string_view kOpenBeforeTwoFactor[] = {
     "GET /api/v1/settings",
 };
 
-constexpr std::string_view kHowToEnroll =
-    "set it up with 'uplink two-factor enroll', or on the Two-factor page of the web console";
 
 bool OpenBeforeTwoFactor(std::string_view method, std::string_view pattern) {
   for (std::string_view route : kOpenBeforeTwoFactor) {
@@ -141,9 +139,9 @@ std::optional<net::Response> ConsoleApi::RequireTwoFactorEnrollment(const Reques
   if (!needs.ok()) return Reply(needs.status());
   if (!*needs) return std::nullopt;
   return ErrorResponse(403, "two_factor_enrollment_required",
-                       "this console requires two-factor sign-in and you have not set it up, so "
-                       "until you do your credentials can only set it up: " +
-                           std::string(kHowToEnroll));
+                       "this console requires two-factor sign-in and you have not set it up; "
+                       "until you do, your credentials can do nothing else. Set it up with "
+                       "'uplink two-factor enroll' or on the web console's Two-factor page");
 }
 
 // ---- proving a second factor ---------------------------------------------------------------
