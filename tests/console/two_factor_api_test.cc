@@ -294,6 +294,18 @@ TEST_F(TwoFactorApiTest, TurningItOffNeedsThePasswordAndACode) {
             404);
 }
 
+TEST_F(TwoFactorApiTest, ASetUpNotYetConfirmedIsCancelledWithThePasswordAlone) {
+  Begin(alice_.api_key);
+  net::Response cancelled =
+      Post("/api/v1/two-factor/disable", alice_.api_key, {{"password", kPassword}});
+  ASSERT_EQ(cancelled.status, 200) << cancelled.body;
+  EXPECT_EQ(LastAudit("two_factor.disable").detail,
+            R"({"second_factor":"none","was_enabled":false})");
+  json::object status = Body(Send("GET", "/api/v1/two-factor", alice_.api_key));
+  EXPECT_EQ(status.at("pending"), false);
+  EXPECT_EQ(status.at("enabled"), false);
+}
+
 TEST_F(TwoFactorApiTest, NewRecoveryCodesReplaceTheOldOnes) {
   std::vector<std::string> old_codes;
   std::string secret = Enroll(alice_.api_key, &old_codes);
