@@ -3,9 +3,9 @@
 //
 // The routes' handlers live by area: accounts_api.cc (sessions, users, API keys),
 // connections_api.cc (connections, handovers), nodes_api.cc (node metrics and the node plan),
-// kubectl_api.cc (kubectl commands, namespace scope, cluster snapshots), agent_api.cc (the
-// agent's calls), and this class's own file (routing, authentication order, audit log,
-// operations).
+// kubectl_api.cc (kubectl commands, namespace scope, cluster snapshots), two_factor_api.cc
+// (two-factor sign-in and the console settings), agent_api.cc (the agent's calls), and this
+// class's own file (routing, authentication order, audit log, operations).
 #pragma once
 
 #include <chrono>
