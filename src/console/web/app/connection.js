@@ -6,6 +6,7 @@ import htm from 'htm';
 import uPlot from 'uplot';
 import { api } from './api.js';
 import { bytes, dateTime, number, splitArgv } from './format.js';
+import { AgentRefusedNotice } from './two_factor.js';
 import { Badge, ErrorText, lastReport, useNow, usePoll } from './ui.js';
 
 const html = htm.bind(h);
@@ -257,6 +258,7 @@ export function ConnectionPage({ id }) {
   return html`<section>
     <h1>${connection.cluster_name} <${Badge} connection=${connection} /></h1>
     <${ErrorText} error=${error} />
+    <${AgentRefusedNotice} connection=${connection} />
     <dl class="facts">
       <dt>Agent</dt><dd>${connection.agent_name} ${connection.agent_version || ''}</dd>
       <dt>Last report</dt><dd>${lastReport(connection, now)}</dd>
