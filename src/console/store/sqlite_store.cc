@@ -311,7 +311,7 @@ CREATE TABLE cluster_snapshots (
   payload TEXT NOT NULL
 );
 )sql"},
-    {8, R"sql(
+    {6, R"sql(
 -- Two-factor sign-in (docs/security.md, "Two-factor sign-in"). One row per user who began
 -- enrolment; enabled_at is set once they proved a first code. The TOTP secret is sealed with
 -- the key in the data directory's two-factor.key file, never stored in the clear.
