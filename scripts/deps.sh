@@ -18,12 +18,14 @@ packages=(
   g++ cmake ninja-build ccache pkg-config make
   # libraries (Boost 1.81: Asio, Beast, JSON, URL are header-only)
   libboost1.81-dev libssl-dev libsqlite3-dev zlib1g-dev libyaml-dev libsodium-dev
+  libqrencode-dev  # the console's two-factor set-up: the otpauth:// URI as a QR code
   libgtest-dev libgmock-dev libbenchmark-dev
 )
 if [[ "$profile" == all ]]; then
   packages+=(
     # real tools the tests drive
     kubectl openssl sqlite3 curl procps
+    zbar-tools  # zbarimg: the two-factor tests read the console's QR codes back with a real scanner
     chromium  # headless, for the web console's browser tests (tests/browser, playwright-core)
     # clang and its libFuzzer runtime: make test runs the kubectl guard's fuzz target for a
     # bounded time (clang-14 does not pull in libclang-rt-14-dev by itself)

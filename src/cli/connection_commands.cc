@@ -32,6 +32,15 @@ std::string Totals(const json::object& connection, const char* part, const char*
   return Display(*totals, part) + "/" + Display(*totals, whole);
 }
 
+constexpr char kOwnerNeedsTwoFactor[] =
+    "agent refused (owner_needs_two_factor): the owner has not set up the two-factor sign-in "
+    "this console requires; it works again once they do ('uplink two-factor enroll')";
+
+bool OwnerNeedsTwoFactor(const json::object& c) {
+  const json::value* refused = c.if_contains("owner_needs_two_factor");
+  return refused != nullptr && refused->is_bool() && refused->get_bool();
+}
+
 // How long since the time in `key`, as the web console writes it ("45 s", "3 min", "5 h",
 // "3 d"); empty when the field holds no time.
 std::string Since(const json::object& c, std::string_view key, WallTime now) {
@@ -90,6 +99,12 @@ void PrintConnectionList(std::ostream& out, const json::array& connections, Wall
     return;
   }
   table.Render(out);
+  for (const json::value& item : connections) {
+    const json::object& c = item.is_object() ? item.get_object() : empty;
+    if (OwnerNeedsTwoFactor(c)) {
+      out << "\n" << Display(c, "cluster_name", 63) << ": " << kOwnerNeedsTwoFactor << "\n";
+    }
+  }
 }
 
 void AddConnectionFields(Fields& fields, const json::object& c, WallTime now) {
@@ -132,6 +147,7 @@ void PrintConnectionDetails(std::ostream& out, const json::object& c, WallTime n
                            Display(*totals, "gpu_allocatable") + " allocatable)");
   }
   fields.Add("handover", HandoverText(c));
+  if (OwnerNeedsTwoFactor(c)) fields.Add("agent", kOwnerNeedsTwoFactor);
   fields.Render(out);
   if (const json::value* days = c.if_contains("expires_in_days"); days && days->is_int64()) {
     out << "\nThe token expires " << ExpiryText(c)

@@ -202,6 +202,9 @@ int Serve(const std::vector<std::string>& args) {
   if (!store.ok()) return Fail(store.status());
   auto lock = LockDataDirectory(data_dir);
   if (!lock.ok()) return Fail(lock.status());
+  auto two_factor_key = LoadOrCreateKeyFile(TwoFactorKeyPath(data_dir));
+  if (!two_factor_key.ok()) return Fail(two_factor_key.status());
+  options.two_factor_key = std::move(two_factor_key).value();
   ConsoleApi api(**store, SystemClock(), options);
 
   // Block the stop signals before the server starts its threads, so that only sigwait below

@@ -197,6 +197,7 @@ json::object ConnectionToJson(const Connection& connection, const ConnectionDeta
        connection.cluster_uid ? json::value(*connection.cluster_uid) : json::value(nullptr)},
       {"agent_version", connection.agent_version},
       {"selector", connection.selector},
+      {"owner_needs_two_factor", connection.owner_needs_two_factor},
       {"agents", std::move(agents)},
       {"handover", HandoverToJson(details.handover, connection, now)},
       {"security_events", std::move(security_events)},

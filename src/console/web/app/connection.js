@@ -6,7 +6,8 @@ import htm from 'htm';
 import uPlot from 'uplot';
 import { api } from './api.js';
 import { ago, bytes, dateTime, number, splitArgv } from './format.js';
-import { PasswordPrompt, TokenReveal, withConfirmation } from './tokens.js';
+import { PasswordPrompt, TokenReveal, usePasswordPrompt, withConfirmation } from './tokens.js';
+import { AgentRefusedNotice } from './two_factor.js';
 import { Badge, ErrorText, useNow, usePoll } from './ui.js';
 
 const html = htm.bind(h);
@@ -264,14 +265,10 @@ function NoNodes({ connection }) {
 // (90 days) from now, shown once; the current token stops working at once. `onIssued` lets
 // the page show the new expiry at once.
 function NewInstallationCode({ connection, onIssued }) {
-  const [prompt, setPrompt] = useState(null);
+  const [prompt, ask] = usePasswordPrompt();
   const [reveal, setReveal] = useState(null);
   const [error, setError] = useState(null);
   if (connection.status === 'revoked') return null;
-  const ask = () => new Promise((resolve) => setPrompt(() => (answer) => {
-    setPrompt(null);
-    resolve(answer);
-  }));
   const generate = async () => {
     if (!confirm('Generate a new installation code for ' + connection.cluster_name + '? It is ' +
                  'valid for 90 days. The current token stops working at once: the agent is ' +
@@ -308,6 +305,7 @@ export function ConnectionPage({ id }) {
   return html`<section>
     <h1>${connection.cluster_name} <${Badge} connection=${connection} now=${now} /></h1>
     <${ErrorText} error=${error} />
+    <${AgentRefusedNotice} connection=${connection} />
     <dl class="facts">
       <dt>Agent</dt><dd>${connection.agent_name} ${connection.agent_version || ''}</dd>
       <dt>Last seen</dt><dd>${ago(connection.last_seen_at, now)}</dd>

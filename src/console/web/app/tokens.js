@@ -54,6 +54,17 @@ export async function withConfirmation(call, ask) {
   }
 }
 
+// A password prompt for sensitive calls: `prompt` is shown while set; `ask` resolves with the
+// password typed, or null when cancelled.
+export function usePasswordPrompt() {
+  const [prompt, setPrompt] = useState(null);
+  const ask = () => new Promise((resolve) => setPrompt(() => (answer) => {
+    setPrompt(null);
+    resolve(answer);
+  }));
+  return [prompt, ask];
+}
+
 export function PasswordPrompt({ onAnswer, reason }) {
   const [password, setPassword] = useState('');
   return html`<form class="dialog" role="dialog" aria-labelledby="confirm-title"
