@@ -29,6 +29,18 @@ const LabelMap kGpuNode = {{"nvidia.com/gpu.present", "true"},
 const LabelMap kCpuNode = {{"kubernetes.io/os", "linux"},
                            {"node-role.kubernetes.io/control-plane", ""}};
 
+TEST(DnsSubdomain, LowerCaseLabelsJoinedByDots) {
+  for (const std::string& good :
+       std::vector<std::string>{"nvidia", "nvidia.com", "a-b.c-d", "0", std::string(253, 'a')}) {
+    EXPECT_TRUE(IsDnsSubdomain(good)) << good;
+  }
+  for (const std::string& bad : std::vector<std::string>{"", "Nvidia", "nvidia_gpu", "-a", "a-",
+                                                        "a..b", ".a", "a.", "a b",
+                                                        std::string(254, 'a')}) {
+    EXPECT_FALSE(IsDnsSubdomain(bad)) << bad;
+  }
+}
+
 TEST(LabelSelector, EmptyAndWhitespaceSelectorsMatchEverything) {
   for (std::string_view text : {"", "   ", "\t"}) {
     Selector selector = MustParse(text);

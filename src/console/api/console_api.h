@@ -21,6 +21,7 @@
 #include "common/time.h"
 #include "console/api/authentication.h"
 #include "console/api/connection_view.h"
+#include "console/api/install_plan.h"
 #include "console/api/json_fields.h"
 #include "console/api/upload_batch.h"
 #include "console/auth/password.h"
@@ -54,6 +55,8 @@ struct ConsoleOptions {
   // Whether the web console's session cookie is marked Secure: false only when the console
   // serves plain HTTP on loopback, where a browser would not send a Secure cookie back.
   bool secure_cookies = true;
+  // The agent images install commands pin by digest (serve --agent-image ...).
+  AgentImages agent_images;
 };
 
 // The body limit for a request, from its method, path and headers alone (net::ServerOptions::
@@ -207,6 +210,11 @@ class ConsoleApi {
   Result<net::Response> ConnectionReply(int http_status, const std::string& id,
                                         json::object extra = {});
 
+  // the agent's chart repository and install commands (install_api.cc)
+  net::Response ServeChart(const net::Request& request, std::string_view file);
+  Result<net::Response> GenerateInstall(const std::string& id, const net::Request& request,
+                                        const RequestContext& caller);
+
   // node samples and the node plan (nodes_api.cc)
   Result<net::Response> ListSampleNodes(const std::string& id, const net::Request& request,
                                         const RequestContext& caller);
@@ -254,6 +262,7 @@ class ConsoleApi {
   Store& store_;
   const Clock& clock_;
   ConsoleOptions options_;
+  WallTime started_at_;  // the chart repository's index says its chart was added then
   log::Logger log_{"console.api"};
   metrics::Registry metrics_;
   PasswordHasher hasher_;
