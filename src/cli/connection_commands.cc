@@ -82,6 +82,15 @@ void PrintConnectionDetails(std::ostream& out, const json::object& c) {
   fields.Add("cluster uid", Display(c, "cluster_uid"));
   fields.Add("agent version", Display(c, "agent_version"));
   fields.Add("selector", Display(c, "selector", 200));
+  if (const json::object* install = ObjectField(c, "install")) {
+    // What the install commands asked for, beside what the agent reports above.
+    std::string workloads;
+    if (const json::array* list = ArrayField(*install, "workloads")) {
+      for (const json::value& w : *list) workloads += (workloads.empty() ? "" : ", ") + Display(&w, 16);
+    }
+    fields.Add("install selector",
+               Display(*install, "selector", 200) + " (workloads: " + workloads + ")");
+  }
   if (const json::object* totals = ObjectField(c, "totals")) {
     fields.Add("nodes",
                Display(*totals, "nodes") + " (" + Display(*totals, "nodes_ready") + " ready)");
