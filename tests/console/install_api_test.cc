@@ -302,6 +302,24 @@ TEST_F(InstallApiTest, KeepsThePlanWithTheConnectionAndAuditsEachChange) {
   EXPECT_EQ(Text(detail, "pod_security"), "privileged");
 }
 
+TEST_F(InstallApiTest, APreviewRendersButKeepsNothing) {
+  json::object reply = Generated({{"console_url", "https://console.example.com"},
+                                  {"selector", "pool=a"},
+                                  {"preview", true}});
+  EXPECT_NE(Strings(reply, "helm_commands").at(1).find("nodes.selector=pool=a"), std::string::npos);
+  EXPECT_TRUE(Object(reply, "install").at("updated_at").is_null());
+  EXPECT_TRUE(ShowConnection(admin_key_, id_).at("install").is_null());
+  EXPECT_TRUE(Body(AsAdmin("GET", "/api/v1/audit?action=connection.install_plan"))
+                  .at("events")
+                  .get_array()
+                  .empty());
+  // Once kept, a preview of the same choice says when it was kept.
+  Generated({{"console_url", "https://console.example.com"}, {"selector", "pool=a"}});
+  json::object again = Generated(
+      {{"console_url", "https://console.example.com"}, {"selector", "pool=a"}, {"preview", true}});
+  EXPECT_EQ(Text(Object(again, "install"), "updated_at"), FormatRfc3339(clock_.Now()));
+}
+
 TEST_F(InstallApiTest, RefusesWhatCannotBeInstalledSayingWhy) {
   const json::object base{{"console_url", "https://console.example.com"}};
   auto with = [&](const char* key, json::value value) {

@@ -58,9 +58,10 @@ Result<net::Response> ConsoleApi::GenerateInstall(const std::string& id,
   UPLINK_ASSIGN_OR_RETURN(std::optional<InstallPlan> previous,
                           store_.GetInstallPlan(connection.id));
   InstallPlan& plan = install.plan;
+  std::optional<WallTime> kept_at;  // when the plan replied with was kept; none for a preview
   if (previous && previous->SameChoice(plan)) {
-    plan.updated_at = previous->updated_at;
-  } else {
+    kept_at = plan.updated_at = previous->updated_at;
+  } else if (!install.preview) {
     plan.updated_at = clock_.Now();
     json::object detail = InstallPlanJson(plan);
     detail.erase("updated_at");
@@ -72,7 +73,10 @@ Result<net::Response> ConsoleApi::GenerateInstall(const std::string& id,
     log_.Info("install plan set", {{"connection_id", connection.id},
                                    {"user_id", caller.user.id},
                                    {"kubernetes", plan.kubernetes}});
+    kept_at = plan.updated_at;
   }
+  json::object plan_json = InstallPlanJson(plan);
+  plan_json["updated_at"] = kept_at ? json::value(FormatRfc3339(*kept_at)) : json::value(nullptr);
 
   InstallCommands commands = RenderInstallCommands(install, *chart, options_.agent_images);
   json::array helm(commands.helm.begin(), commands.helm.end());
@@ -85,7 +89,7 @@ Result<net::Response> ConsoleApi::GenerateInstall(const std::string& id,
   };
   return JsonResponse(200,
                       {{"connection_id", connection.id},
-                       {"install", InstallPlanJson(plan)},
+                       {"install", std::move(plan_json)},
                        {"namespace", install.target.namespace_name},
                        {"secret_name", install.target.secret_name},
                        {"console_url", install.target.console_url},

@@ -124,7 +124,7 @@ Result<InstallRequest> ParseInstallRequest(const json::object& body) {
   FieldReader fields(body, "");
   UPLINK_RETURN_IF_ERROR(
       fields.OnlyFields({"console_url", "workloads", "gpu_runtime_class", "selector", "namespace",
-                         "secret_name", "kube_context", "kubeconfig"}));
+                         "secret_name", "kube_context", "kubeconfig", "preview"}));
   InstallRequest request;
   InstallTarget& target = request.target;
   InstallPlan& plan = request.plan;
@@ -137,6 +137,8 @@ Result<InstallRequest> ParseInstallRequest(const json::object& body) {
         "(no user, query or fragment)");
   }
   target.console_url = url;
+  UPLINK_ASSIGN_OR_RETURN(auto preview, fields.Bool("preview"));
+  request.preview = preview.value_or(false);
 
   if (const json::value* workloads = fields.Find("workloads")) {
     UPLINK_ASSIGN_OR_RETURN(std::vector<std::string> names,

@@ -59,6 +59,7 @@ struct InstallTarget {
 struct InstallRequest {
   InstallPlan plan;  // updated_at unset
   InstallTarget target;
+  bool preview = false;  // render only: the plan is not kept (the web card, while you type)
 };
 
 // The body of POST /api/v1/connections/{id}/install. Absent fields take their defaults (every
