@@ -77,7 +77,8 @@ if [[ -z "$base" ]]; then
   # usual range, which -K widens).
   user_hook='chroot "$1" useradd -K UID_MAX=65533 -K GID_MAX=65533 --uid 65532 --user-group --create-home --home-dir /home/nonroot --shell /usr/sbin/nologin nonroot'
   key=$(printf '%s\n' bookworm minbase "$packages" "$user_hook" | sha256sum | cut -c1-16)
-  cache="${XDG_CACHE_HOME:-$HOME/.cache}/uplink/images"
+  home=${HOME:-$(getent passwd "$(id -u)" | cut -d: -f6)}
+  cache="${XDG_CACHE_HOME:-$home/.cache}/uplink/images"
   tarball="$cache/debian-base-$key.tar"
   if [[ ! -f "$tarball" ]]; then
     echo "images: making the Debian 12 base ($packages) with mmdebstrap, once" >&2

@@ -385,7 +385,9 @@ std::string Selector::ToString() const {
 Result<std::string> CanonicalNodeSelector(std::string_view text) {
   auto selector = Selector::Parse(text);
   if (!selector.ok()) {
-    return InvalidArgumentError("not a label selector: " + selector.status().message());
+    std::string_view why = selector.status().message();
+    if (why.starts_with("label selector: ")) why.remove_prefix(16);
+    return InvalidArgumentError("not a label selector: " + std::string(why));
   }
   if (selector->empty()) {
     return InvalidArgumentError(

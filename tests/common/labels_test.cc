@@ -41,6 +41,21 @@ TEST(DnsSubdomain, LowerCaseLabelsJoinedByDots) {
   }
 }
 
+TEST(NodeSelector, CanonicalAndNeverEmpty) {
+  EXPECT_EQ(*CanonicalNodeSelector("zone in (b, a),nvidia.com/gpu.present=true"),
+            "nvidia.com/gpu.present=true,zone in (a,b)");
+  EXPECT_EQ(*CanonicalNodeSelector(kDefaultGpuNodeSelector), kDefaultGpuNodeSelector);
+  for (const char* empty : {"", "   "}) {
+    auto refused = CanonicalNodeSelector(empty);
+    ASSERT_FALSE(refused.ok());
+    EXPECT_NE(refused.status().message().find("an empty selector would report every node"),
+              std::string::npos);
+  }
+  auto bad = CanonicalNodeSelector("pool in (a,");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_TRUE(bad.status().message().starts_with("not a label selector: found ")) << bad.status().ToString();
+}
+
 TEST(LabelSelector, EmptyAndWhitespaceSelectorsMatchEverything) {
   for (std::string_view text : {"", "   ", "\t"}) {
     Selector selector = MustParse(text);
