@@ -231,6 +231,19 @@ function KubectlConsole({ connectionId }) {
   </section>`;
 }
 
+// The GPU node selector the install commands asked for beside the one the agent reports, and
+// whether they differ (an agent installed from other commands).
+function SelectorFact({ connection }) {
+  const chosen = connection.install ? connection.install.selector : '';
+  const reported = connection.selector;
+  return html`<span data-selector>
+    install: ${chosen ? html`<code>${chosen}</code>` : 'not recorded'}
+    ${' · agent reports: '}${reported ? html`<code>${reported}</code>` : 'nothing yet'}
+    ${chosen && reported && chosen !== reported &&
+      html`<span class="error"> (they differ: the agent was installed with another selector)</span>`}
+  </span>`;
+}
+
 // The connection's security events (a report from another cluster with this token), newest
 // first, each detail as text.
 function SecurityEvents({ events }) {
@@ -265,6 +278,7 @@ export function ConnectionPage({ id }) {
       <dt>Nodes ready</dt><dd>${connection.totals.nodes_ready} / ${connection.totals.nodes}</dd>
       <dt>GPUs ready / total</dt><dd>${connection.totals.gpus_ready} / ${connection.totals.gpu_capacity}</dd>
       <dt>Token</dt><dd><code>${connection.token_prefix}…</code>, expires ${connection.expires_at}</dd>
+      <dt>GPU node selector</dt><dd><${SelectorFact} connection=${connection} /></dd>
     </dl>
     <${SecurityEvents} events=${connection.security_events || []} />
     <h2>Nodes</h2>
