@@ -33,6 +33,10 @@ if [[ "$profile" == all ]]; then
     # node_exporter: the node role's metric names and values are checked against it, and
     # its CPU and memory are the baseline of bench_node
     prometheus-node-exporter
+    # make images and its test: podman with runc (crun refuses hybrid cgroups), uidmap for
+    # rootless podman, mmdebstrap for base images from Debian's archive, and Debian's
+    # docker-registry for the test's registry on loopback
+    podman runc uidmap mmdebstrap docker-registry
     # the chart tests' renderer (tests/chart): Go's text/template with sprig, as Helm
     # renders, plus YAML and JSON Schema; built offline from Debian's Go sources
     golang-go golang-github-masterminds-sprig-dev golang-k8s-sigs-yaml-dev

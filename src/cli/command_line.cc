@@ -196,25 +196,40 @@ const std::vector<CommandSpec>& Commands() {
        .operands = "CLUSTER_NAME",
        .min_operands = 1,
        .max_operands = 1,
-       .summary =
-           "create or rotate the cluster's token and put it in a Kubernetes Secret with kubectl",
-       .flags = {{"namespace", "NS", "the agent's namespace [default: uplink]"},
+       .summary = "put the cluster's agent token in a Kubernetes Secret with kubectl, and print "
+                  "the helm commands for the workloads you choose",
+       .flags = {{"workloads", "W",
+                  "inventory (the GPU node inventory alone) or all (inventory, cluster and node "
+                  "telemetry) [default: all; asked on a terminal]"},
+                 {"gpu-runtime-class", "NAME",
+                  "the runtime class that gives the node pods the GPU driver [default: nvidia; "
+                  "asked]"},
+                 {"no-gpu-runtime-class", "", "no runtime class: a cluster without GPUs"},
+                 {"selector", "SELECTOR",
+                  "the label selector of the GPU nodes to report [default: "
+                  "nvidia.com/gpu.present=true; asked]"},
+                 {"agent-console", "URL",
+                  "the console's address as the cluster reaches it [default: --console]"},
+                 {"namespace", "NS", "the agent's namespace [default: uplink]"},
                  {"secret-name", "S", "the Secret holding the token [default: uplink-agent-token]"},
                  {"pod-security", "LEVEL",
-                  "privileged, baseline or restricted [default: privileged: the node DaemonSet "
-                  "mounts host paths]"},
+                  "the namespace's Pod Security level [default: privileged with the node "
+                  "DaemonSet, which mounts host paths; else restricted]"},
                  {"context", "CTX", "the kubectl context to use"},
                  {"kubeconfig", "F", "the kubeconfig file to use"},
                  {"kubectl", "PATH", "the kubectl program [default: kubectl on PATH]"},
                  {"agent-name", "A",
                   "the agent's name for a new connection [default: uplink-agent]"},
-                 {"chart", "REF",
-                  "the Helm chart in the printed command [default: charts/uplink-agent]"},
-                 {"yes", "", "do not ask before changing the cluster"}},
-       .notes = "Shows the kubectl context and asks before it changes anything. The token stays "
-                "in memory and reaches kubectl only on its standard input. If you answer no, or "
-                "kubectl is missing or fails, the token is printed once with the commands to run "
-                "yourself (exit 0 when you said no, 9 when something failed)."},
+                 {"yes", "", "ask nothing: take the flags and defaults, and change the cluster"}},
+       .notes = "On a terminal it asks which workloads to install, the GPU runtime class and the "
+                "GPU node selector, shows the kubectl context and asks before it changes "
+                "anything. The token stays in memory and reaches kubectl only on its standard "
+                "input. If you answer no, or kubectl is missing or fails, the token is printed "
+                "once with the commands to run yourself (exit 0 when you said no, 9 when "
+                "something failed). A connection whose agent has reported keeps its token "
+                "unless you answer yes: rotating it would cut that agent off. The helm commands "
+                "install the chart from the console's own repository at the console's chart "
+                "version, with the agent images by digest when the console knows them."},
       {.id = CommandId::kConnectionsNamespaces,
        .group = "connections",
        .name = "namespaces",

@@ -26,9 +26,9 @@ Result<json::array> ListConnections(ApiClient& api);
 // not revoked. NotFound when none or more than one fits, with the ids to choose from.
 Result<std::string> ResolveConnection(ApiClient& api, std::string_view id_or_name);
 
-// The id of the connection with this cluster name that is not revoked, if there is one.
-Result<std::optional<std::string>> FindLiveConnection(ApiClient& api,
-                                                      std::string_view cluster_name);
+// The connection with this cluster name that is not revoked, if there is one.
+Result<std::optional<json::object>> FindLiveConnection(ApiClient& api,
+                                                       std::string_view cluster_name);
 
 // Removes the "token" from a reply and returns it; Internal if it is missing or not an
 // agent token (the reply is then not printed, so nothing half-valid reaches the screen).
@@ -38,7 +38,7 @@ Result<Secret> TakeAgentToken(json::object& reply);
 struct KubeTarget {
   std::string namespace_name = "uplink";
   std::string secret_name = "uplink-agent-token";
-  std::string pod_security = "privileged";
+  std::string pod_security = "privileged";  // what the node DaemonSet needs; see install
   std::string kubeconfig;  // "" for kubectl's default
   std::string context;     // "" for the current context
 };
@@ -47,10 +47,5 @@ struct KubeTarget {
 // typed into a command line.
 void PrintManualSecretCommands(std::ostream& out, const KubeTarget& target);
 
-// helm upgrade --install for the agent, reading the token from the Secret.
-std::string HelmCommand(std::string_view chart, const KubeTarget& target, std::string_view console);
-
-// 'text' quoted for a POSIX shell when it needs it.
-std::string ShellQuote(std::string_view text);
 
 }  // namespace uplink::cli

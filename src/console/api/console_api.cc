@@ -47,6 +47,7 @@ constexpr std::string_view kAuditActions[] = {"user.create",
                                               "stream.restart",
                                               "connection.node_plan",
                                               "connection.namespaces",
+                                              "connection.install_plan",
                                               "kubectl.run",
                                               "two_factor.enroll",
                                               "two_factor.enable",
@@ -95,6 +96,7 @@ ConsoleApi::ConsoleApi(Store& store, const Clock& clock, ConsoleOptions options)
     : store_(store),
       clock_(clock),
       options_(options),
+      started_at_(clock.Now()),
       hasher_(options.password_hashing),
       two_factor_box_(options.two_factor_key),
       guard_(clock, options.rate_limits, metrics_),
@@ -282,6 +284,16 @@ void ConsoleApi::RegisterRoutes() {
                    const RequestContext& caller) {
               return ShowClusterSnapshot(params.at("id"), caller);
             });
+  // Install commands and the agent's chart as a public Helm repository (install_api.cc).
+  UserRoute("POST", "/api/v1/connections/{id}/install", Access::kAnyUser,
+            [this](const net::Request& request, const net::PathParams& params,
+                   const RequestContext& caller) {
+              return GenerateInstall(params.at("id"), request, caller);
+            });
+  Route("GET", std::string(kChartRepositoryPath) + "/{file}",
+        [this](const net::Request& request, const net::PathParams& params) {
+          return ServeChart(request, params.at("file"));
+        });
   // The web console's session cookie (web_api.cc).
   PublicRoute("POST", "/api/v1/web/sign-in",
               [this](const net::Request& request) { return WebSignIn(request); });

@@ -22,6 +22,7 @@
 #include "console/api/agent_presence.h"
 #include "console/api/authentication.h"
 #include "console/api/connection_view.h"
+#include "console/api/install_plan.h"
 #include "console/api/json_fields.h"
 #include "console/api/upload_batch.h"
 #include "console/auth/password.h"
@@ -63,6 +64,8 @@ struct ConsoleOptions {
   // directory's two-factor.key. Empty: a key for this process only (tests), so secrets
   // enrolled under it do not survive a restart.
   Secret two_factor_key;
+  // The agent images install commands pin by digest (serve --agent-image ...).
+  AgentImages agent_images;
 };
 
 // The body limit for a request, from its method, path and headers alone (net::ServerOptions::
@@ -267,6 +270,11 @@ class ConsoleApi {
   Result<net::Response> ConnectionReply(int http_status, const std::string& id,
                                         json::object extra = {});
 
+  // the agent's chart repository and install commands (install_api.cc)
+  net::Response ServeChart(const net::Request& request, std::string_view file);
+  Result<net::Response> GenerateInstall(const std::string& id, const net::Request& request,
+                                        const RequestContext& caller);
+
   // node samples and the node plan (nodes_api.cc)
   Result<net::Response> ListSampleNodes(const std::string& id, const net::Request& request,
                                         const RequestContext& caller);
@@ -314,6 +322,7 @@ class ConsoleApi {
   Store& store_;
   const Clock& clock_;
   ConsoleOptions options_;
+  WallTime started_at_;  // the chart repository's index says its chart was added then
   log::Logger log_{"console.api"};
   metrics::Registry metrics_;
   PasswordHasher hasher_;

@@ -341,6 +341,17 @@ CREATE TABLE console_settings (
 INSERT INTO console_settings (id) VALUES (1);
 )sql"},
     {7, R"sql(
+-- Install commands (docs/api.md, "Install commands"): what each connection's were last
+-- generated with. Times are Unix seconds.
+CREATE TABLE install_plans (
+  connection_id TEXT PRIMARY KEY REFERENCES connections(id) ON DELETE CASCADE,
+  kubernetes INTEGER NOT NULL CHECK (kubernetes IN (0, 1)),
+  gpu_runtime_class TEXT NOT NULL,
+  selector TEXT NOT NULL,
+  updated_at INTEGER NOT NULL
+);
+)sql"},
+    {8, R"sql(
 -- Liveness counts every accepted agent call, not only inventory reports (docs/api.md,
 -- "Liveness"). Written at most every 30 s per connection; until now only reports were.
 ALTER TABLE connections ADD COLUMN last_seen_at INTEGER;

@@ -126,6 +126,11 @@ class SqliteStore : public Store {
                                        std::span<const SampleMetric> metrics, WallTime from,
                                        WallTime to) override;
 
+  // Install plans (sqlite_install.cc).
+  Result<std::optional<InstallPlan>> GetInstallPlan(const std::string& connection_id) override;
+  Status SetInstallPlan(const std::string& connection_id, const InstallPlan& plan,
+                        const AuditEvent& audit) override;
+
   // Namespace scopes and cluster snapshots (sqlite_cluster.cc).
   Result<NamespaceScope> GetNamespaceScope(const std::string& connection_id) override;
   Status SetNamespaceScope(const std::string& connection_id,

@@ -381,6 +381,21 @@ NodePlan DefaultNodePlan();
 // DNS-1123 labels, sorted, each once (possibly none: cluster-scoped reads only).
 using NamespaceScope = std::optional<std::vector<std::string>>;
 
+// What a connection's install commands were last generated with (docs/api.md, "Install
+// commands"): the chart's workloads, the GPU runtime class and the GPU node selector the
+// user chose.
+struct InstallPlan {
+  bool kubernetes = true;         // the cluster Deployment and node DaemonSet besides inventory
+  std::string gpu_runtime_class;  // "" when the node pods need none (no GPUs)
+  std::string selector;           // a valid label selector, in canonical form
+  WallTime updated_at;
+
+  bool SameChoice(const InstallPlan& other) const {
+    return kubernetes == other.kubernetes && gpu_runtime_class == other.gpu_runtime_class &&
+           selector == other.selector;
+  }
+};
+
 // The latest cluster snapshot of a connection (docs/protocol.md, "Cluster snapshots").
 struct ClusterSnapshot {
   std::string stream;  // "cluster/<agent_instance>"
@@ -669,6 +684,12 @@ class Store {
   virtual Result<ConsoleSettings> GetConsoleSettings() = 0;
   // Replaces the settings (updated_at from `audit.at`), writing `audit`.
   virtual Status SetConsoleSettings(const ConsoleSettings& settings, const AuditEvent& audit) = 0;
+
+  // Install commands (docs/api.md): the connection's plan, if commands were ever generated.
+  virtual Result<std::optional<InstallPlan>> GetInstallPlan(const std::string& connection_id) = 0;
+  // Replaces the plan, writing `audit`. NotFound when the connection does not exist.
+  virtual Status SetInstallPlan(const std::string& connection_id, const InstallPlan& plan,
+                                const AuditEvent& audit) = 0;
 
   virtual Status AppendAudit(const AuditEvent& event) = 0;
   virtual Result<std::vector<AuditEvent>> ListAudit(const AuditQuery& query) = 0;

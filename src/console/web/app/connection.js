@@ -232,6 +232,19 @@ function KubectlConsole({ connectionId }) {
   </section>`;
 }
 
+// The GPU node selector the install commands asked for beside the one the agent reports, and
+// whether they differ (an agent installed from other commands).
+function SelectorFact({ connection }) {
+  const chosen = connection.install ? connection.install.selector : '';
+  const reported = connection.selector;
+  return html`<span data-selector>
+    install: ${chosen ? html`<code>${chosen}</code>` : 'not recorded'}
+    ${' · agent reports: '}${reported ? html`<code>${reported}</code>` : 'nothing yet'}
+    ${chosen && reported && chosen !== reported &&
+      html`<span class="error"> (they differ: the agent was installed with another selector)</span>`}
+  </span>`;
+}
+
 // The connection's security events (a report from another cluster with this token), newest
 // first, each detail as text.
 function SecurityEvents({ events }) {
@@ -315,6 +328,7 @@ export function ConnectionPage({ id }) {
       <dt>Token</dt><dd><code>${connection.token_prefix}…</code>, expires ${dateTime(connection.expires_at)}${
         connection.expires_in_days ? html` <strong class="warn">(in ${connection.expires_in_days} ${
           connection.expires_in_days === 1 ? 'day' : 'days'})</strong>` : ''}</dd>
+      <dt>GPU node selector</dt><dd><${SelectorFact} connection=${connection} /></dd>
     </dl>
     <${NewInstallationCode} connection=${connection} onIssued=${() => setVersion((v) => v + 1)} />
     <${SecurityEvents} events=${connection.security_events || []} />
