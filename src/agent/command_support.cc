@@ -79,6 +79,13 @@ void RegisterConsoleFlags(FlagSet& flags, std::string* console_url, std::string*
                "PEM CA bundle for the console's certificate (default: system store)");
 }
 
+void RegisterClusterUidFileFlag(FlagSet& flags, std::string* cluster_uid_file) {
+  flags.String("cluster-uid-file", cluster_uid_file,
+               "file holding the cluster's identity (the kube-system namespace's UID), re-read "
+               "before every upload and sent with it; the chart mounts the inventory role's "
+               "status ConfigMap for this (default: none: uploads are bound by the token alone)");
+}
+
 Status CheckConsoleFlags(const std::string& console_url, const std::string& token_file) {
   if (console_url.empty()) {
     return InvalidArgumentError(

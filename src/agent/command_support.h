@@ -65,6 +65,10 @@ void RegisterConsoleFlags(FlagSet& flags, std::string* console_url, std::string*
                           std::string* console_ca_file,
                           const std::string& console_help = "console URL, https://HOST[:PORT]");
 
+// --cluster-uid-file, for a command that ships to the console but cannot read the cluster's
+// identity from Kubernetes (ConsoleClientOptions::cluster_uid_file).
+void RegisterClusterUidFileFlag(FlagSet& flags, std::string* cluster_uid_file);
+
 // --console and --token-file, which every role that talks to the console takes.
 Status CheckConsoleFlags(const std::string& console_url, const std::string& token_file);
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "common/backoff.h"
+#include "common/cluster_identity.h"
 #include "common/files.h"
 #include "common/gzip.h"
 #include "common/text.h"
@@ -14,8 +15,32 @@ namespace {
 
 constexpr size_t kMaxTokenBytes = 4096;
 constexpr size_t kLargeBodyBytes = 1 << 20;
+constexpr size_t kMaxClusterUidFileBytes = 4096;
 
 }  // namespace
+
+void TokenExpiry::Update(WallTime expires_at, WallTime now) {
+  std::lock_guard lock(mutex_);
+  expires_at_ = expires_at;
+  auto left = expires_at - now;
+  if (left > kWarnWithin) {
+    warned_days_.reset();  // renewed: warn again when the new expiry comes near
+    return;
+  }
+  std::int64_t days = std::max<std::int64_t>(0, std::chrono::ceil<std::chrono::days>(left).count());
+  if (warned_days_ == days) return;
+  warned_days_ = days;
+  log_.Warn("the connection token expires in " + std::to_string(days) +
+                (days == 1 ? " day" : " days") +
+                "; generate a new installation code in the console ('uplink connections rotate "
+                "CLUSTER --renew') and put it in the agent's Secret",
+            {{"expires_at", FormatRfc3339(expires_at)}, {"days_left", days}});
+}
+
+std::optional<WallTime> TokenExpiry::expires_at() const {
+  std::lock_guard lock(mutex_);
+  return expires_at_;
+}
 
 Result<Secret> ReadConsoleToken(const std::string& path) {
   if (path.empty()) return FailedPreconditionError("no console token file is configured");
@@ -68,6 +93,7 @@ Result<std::unique_ptr<ConsoleClient>> ConsoleClient::Create(ConsoleClientOption
   http.request_timeout = options.request_timeout;
   http.max_response_bytes = kMaxReplyBytes;
   http.user_agent = "uplink-agent/" UPLINK_VERSION " (" + options.role + ")";
+  if (!options.token_expiry) options.token_expiry = std::make_shared<TokenExpiry>();
   net::ClientOptions large_http = http;
   large_http.request_timeout = options.large_request_timeout;
   auto small = net::HttpClient::Create(std::move(http));
@@ -88,6 +114,25 @@ void ConsoleClient::Abort() {
   large_->Abort();
 }
 
+void ConsoleClient::SetClusterUid(std::string uid) {
+  std::lock_guard lock(cluster_uid_mutex_);
+  cluster_uid_ = std::move(uid);
+}
+
+std::optional<std::string> ConsoleClient::ClusterUid() const {
+  {
+    std::lock_guard lock(cluster_uid_mutex_);
+    if (!cluster_uid_.empty()) return cluster_uid_;
+  }
+  if (options_.cluster_uid_file.empty()) return std::nullopt;
+  // Missing until the kubelet has projected the status ConfigMap's key: no identity yet.
+  auto content = ReadFileBounded(options_.cluster_uid_file, kMaxClusterUidFileBytes);
+  if (!content.ok()) return std::nullopt;
+  std::string_view uid = TrimWhitespace(*content);
+  if (!IsClusterUid(uid)) return std::nullopt;
+  return std::string(uid);
+}
+
 ConsoleReply ConsoleClient::PostJson(std::string_view path, const json::value& body,
                                      Compression compression) {
   ConsoleReply reply;
@@ -104,6 +149,9 @@ ConsoleReply ConsoleClient::PostJson(std::string_view path, const json::value& b
   request.headers.Set("Authorization", "Bearer " + token->Reveal());
   request.headers.Set("Content-Type", "application/json");
   request.headers.Set("Accept", "application/json");
+  if (std::optional<std::string> uid = ClusterUid()) {
+    request.headers.Set(std::string(kClusterUidHeader), *uid);
+  }
   std::string text = ToJson(body);
   size_t plain_size = text.size();
   if (compression == Compression::kAlways || plain_size > kGzipThreshold) {
@@ -144,6 +192,12 @@ ConsoleReply ConsoleClient::PostJson(std::string_view path, const json::value& b
       return reply;
     }
     reply.body = std::move(parsed).value();
+    if (const json::value* expires = reply.body.get_object().if_contains("expires_at");
+        expires != nullptr && expires->is_string()) {
+      if (auto at = ParseRfc3339(expires->get_string()); at.ok()) {
+        options_.token_expiry->Update(*at, clock_.Now());
+      }
+    }
     return reply;
   }
   // An error reply: {"error": {"code": "...", "message": "..."}}; never echo anything else.

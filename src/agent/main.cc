@@ -352,6 +352,7 @@ int RunSpoolShip(const std::vector<std::string>& args) {
   std::string console_url;
   std::string token_file;
   std::string console_ca_file;
+  std::string cluster_uid_file;
   std::string stream;
   std::string instance = DefaultInstanceName();
   std::string health_listen = "0.0.0.0:8081";
@@ -359,6 +360,7 @@ int RunSpoolShip(const std::vector<std::string>& args) {
   FlagSet flags("uplink-agent spool ship");
   spool_flags.Register(flags);
   agent::RegisterConsoleFlags(flags, &console_url, &token_file, &console_ca_file);
+  agent::RegisterClusterUidFileFlag(flags, &cluster_uid_file);
   agent::RegisterStreamFlags(
       flags, &stream, &instance,
       "the stream the records belong to in the console (default: spool/INSTANCE)");
@@ -386,7 +388,7 @@ int RunSpoolShip(const std::vector<std::string>& args) {
   if (!opened.ok()) return Fail(opened.status().message());
   auto console = agent::ConsoleClient::Create(agent::ConsoleClientOptions{
       .base_url = console_url, .token_file = token_file, .role = "spool",
-      .ca_file = console_ca_file});
+      .ca_file = console_ca_file, .cluster_uid_file = cluster_uid_file});
   if (!console.ok()) return Fail(console.status().ToString());
 
   metrics::Registry registry;

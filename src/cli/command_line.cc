@@ -169,8 +169,12 @@ const std::vector<CommandSpec>& Commands() {
        .min_operands = 1,
        .max_operands = 1,
        .summary = "issue a new agent token; the old one stops working at once",
-       .flags = {kHandover, kTokenOut},
-       .notes = "A future expiry carries over. Any pending handover code stops working."},
+       .flags = {kHandover, kTokenOut,
+                 {"renew", "",
+                  "generate a new installation code: valid for the console's default lifetime "
+                  "(90 days) from now, instead of keeping the current expiry"}},
+       .notes = "A future expiry carries over unless --renew is given. Any pending handover code "
+                "stops working."},
       {.id = CommandId::kConnectionsRevoke,
        .group = "connections",
        .name = "revoke",

@@ -41,18 +41,58 @@ bool OwnerNeedsTwoFactor(const json::object& c) {
   return refused != nullptr && refused->is_bool() && refused->get_bool();
 }
 
-void PrintConnectionList(std::ostream& out, const json::array& connections) {
-  Table table(
-      {"ID", "CLUSTER", "STATUS", "LIVENESS", "TOKEN", "NODES", "GPUS READY", "AGENT", "EXPIRES"});
+// How long since the time in `key`, as the web console writes it ("45 s", "3 min", "5 h",
+// "3 d"); empty when the field holds no time.
+std::string Since(const json::object& c, std::string_view key, WallTime now) {
+  std::optional<std::string> text = StringField(c, key);
+  if (!text) return "";
+  Result<WallTime> at = ParseRfc3339(*text);
+  if (!at.ok()) return "";
+  std::int64_t s = std::max<std::int64_t>(
+      0, std::chrono::duration_cast<std::chrono::seconds>(now - *at).count());
+  if (s < 90) return std::to_string(s) + " s";
+  if (s < 90 * 60) return std::to_string((s + 30) / 60) + " min";
+  if (s < 48 * 3600) return std::to_string((s + 1800) / 3600) + " h";
+  return std::to_string((s + 43'200) / 86'400) + " d";
+}
+
+// A connection's state as the web console's badge says it (docs/cli.md): offline whenever
+// its agents have been silent past the offline threshold, whatever the token's status, and
+// for how long; else a revoked or expired token; else what its agents do.
+std::string ConnectionState(const json::object& c, WallTime now) {
+  const std::string liveness = StringField(c, "liveness").value_or("");
+  const std::string status = StringField(c, "status").value_or("");
+  const bool token_ended = status == "revoked" || status == "expired";
+  if (liveness == "offline") {
+    std::string text = "offline";
+    if (std::string since = Since(c, "last_seen_at", now); !since.empty()) text += " " + since;
+    return token_ended ? text + ", token " + status : text;
+  }
+  if (token_ended) return status;
+  if (liveness == "waiting") return "waiting for agent";
+  if (liveness == "stale") return "stale " + Since(c, "last_seen_at", now);
+  return Display(c, "liveness", 16);
+}
+
+// The expiry, with "in N days" from 14 days before it (the console's expires_in_days).
+std::string ExpiryText(const json::object& c) {
+  std::string at = Display(c, "expires_at", 40);
+  const json::value* days = c.if_contains("expires_in_days");
+  if (days == nullptr || !days->is_int64()) return at;
+  std::int64_t n = days->get_int64();
+  return "in " + std::to_string(n) + (n == 1 ? " day (" : " days (") + at + ")";
+}
+
+void PrintConnectionList(std::ostream& out, const json::array& connections, WallTime now) {
+  Table table({"ID", "CLUSTER", "STATE", "NODES", "GPUS READY", "AGENT", "TOKEN", "EXPIRES"});
   const json::object empty;
   for (const json::value& item : connections) {
     const json::object& c = item.is_object() ? item.get_object() : empty;
     const json::object* totals = ObjectField(c, "totals");
-    table.AddRow({Display(c, "id", 32), Display(c, "cluster_name", 63), Display(c, "status", 16),
-                  Display(c, "liveness", 16), Display(c, "token_prefix", 24),
+    table.AddRow({Display(c, "id", 32), Display(c, "cluster_name", 63), ConnectionState(c, now),
                   totals != nullptr ? Display(*totals, "nodes") : "-",
                   Totals(c, "gpus_ready", "gpu_capacity"), Display(c, "agent_version", 32),
-                  Display(c, "expires_at", 40)});
+                  Display(c, "token_prefix", 24), ExpiryText(c)});
   }
   if (table.rows() == 0) {
     out << "No connections yet: create one with 'uplink connections create CLUSTER_NAME'.\n";
@@ -67,15 +107,16 @@ void PrintConnectionList(std::ostream& out, const json::array& connections) {
   }
 }
 
-void AddConnectionFields(Fields& fields, const json::object& c) {
+void AddConnectionFields(Fields& fields, const json::object& c, WallTime now) {
   fields.Add("id", Display(c, "id"));
   fields.Add("cluster", Display(c, "cluster_name"));
   fields.Add("agent name", Display(c, "agent_name"));
+  fields.Add("state", ConnectionState(c, now));
   fields.Add("status", Display(c, "status"));
   fields.Add("liveness", Display(c, "liveness"));
   fields.Add("token prefix", Display(c, "token_prefix"));
   fields.Add("created", Display(c, "created_at"));
-  fields.Add("expires", Display(c, "expires_at"));
+  fields.Add("expires", ExpiryText(c));
 }
 
 std::string HandoverText(const json::object& c) {
@@ -88,10 +129,11 @@ std::string HandoverText(const json::object& c) {
   return text + ")";
 }
 
-void PrintConnectionDetails(std::ostream& out, const json::object& c) {
+void PrintConnectionDetails(std::ostream& out, const json::object& c, WallTime now) {
   Fields fields;
-  AddConnectionFields(fields, c);
+  AddConnectionFields(fields, c, now);
   fields.Add("revoked", Display(c, "revoked_at"));
+  fields.Add("last seen", Display(c, "last_seen_at"));
   fields.Add("last report", Display(c, "last_report_at"));
   fields.Add("collected", Display(c, "collected_at"));
   fields.Add("cluster uid", Display(c, "cluster_uid"));
@@ -116,6 +158,11 @@ void PrintConnectionDetails(std::ostream& out, const json::object& c) {
   fields.Add("handover", HandoverText(c));
   if (OwnerNeedsTwoFactor(c)) fields.Add("agent", kOwnerNeedsTwoFactor);
   fields.Render(out);
+  if (const json::value* days = c.if_contains("expires_in_days"); days && days->is_int64()) {
+    out << "\nThe token expires " << ExpiryText(c)
+        << ": generate a new installation code with 'uplink connections rotate "
+        << Display(c, "cluster_name", 63) << " --renew' and put it in the agent's Secret.\n";
+  }
 
   const json::object empty;
   auto objects = [&](const char* key) {
@@ -128,8 +175,15 @@ void PrintConnectionDetails(std::ostream& out, const json::object& c) {
   };
 
   auto nodes = objects("nodes");
-  if (nodes.empty()) {
+  if (nodes.empty() && !StringField(c, "last_report_at")) {
     out << "\nnodes: none reported yet\n";
+  } else if (nodes.empty()) {
+    std::optional<std::string> selector = StringField(c, "selector");
+    out << "\nnodes: 0 match "
+        << (selector && !selector->empty() ? "selector " + Display(c, "selector", 200)
+                                           : std::string("the agent's selector"))
+        << "\n  Detection is not qualification: an empty inventory means no matching nodes "
+           "were found;\n  it is not a successful GPU qualification.\n";
   } else {
     Table table({"NODE", "READY", "CORDONED", "GPU PRODUCT", "GPUS ALLOC/CAP", "ERROR"});
     for (const json::object* n : nodes) {
@@ -203,7 +257,7 @@ Status DeliverToken(Invocation& inv, json::object reply, SecretFile* token_file)
       PrintJson(inv.out, reply);
     } else {
       Fields fields;
-      AddConnectionFields(fields, reply);
+      AddConnectionFields(fields, reply, inv.clock.Now());
       fields.Render(inv.out);
       inv.out << "\nThe agent token was written to " << token_file->path()
               << " (mode 0600); it was not shown.\n";
@@ -216,7 +270,7 @@ Status DeliverToken(Invocation& inv, json::object reply, SecretFile* token_file)
     return Status::Ok();
   }
   Fields fields;
-  AddConnectionFields(fields, reply);
+  AddConnectionFields(fields, reply, inv.clock.Now());
   fields.Render(inv.out);
   PrintAgentTokenOnce(inv.out, token, Display(reply, "cluster_name", 63));
   return Status::Ok();
@@ -253,7 +307,7 @@ Status IssueToken(Invocation& inv, ApiClient& api, const std::string& target,
   }
   reply.erase("handover_code");
   Fields fields;
-  AddConnectionFields(fields, reply);
+  AddConnectionFields(fields, reply, inv.clock.Now());
   fields.Render(inv.out);
   PrintHandoverCode(inv.out, code, reply);
   return Status::Ok();
@@ -422,7 +476,7 @@ Status RunConnectionsList(Invocation& inv) {
   if (inv.json()) {
     PrintJson(inv.out, json::object{{"connections", std::move(connections)}});
   } else {
-    PrintConnectionList(inv.out, connections);
+    PrintConnectionList(inv.out, connections, inv.clock.Now());
   }
   return Status::Ok();
 }
@@ -434,7 +488,7 @@ Status RunConnectionsShow(Invocation& inv) {
   if (inv.json()) {
     PrintJson(inv.out, connection);
   } else {
-    PrintConnectionDetails(inv.out, connection);
+    PrintConnectionDetails(inv.out, connection, inv.clock.Now());
   }
   return Status::Ok();
 }
@@ -466,7 +520,9 @@ Status RunConnectionsRotate(Invocation& inv) {
   UPLINK_ASSIGN_OR_RETURN(Session session, OpenSession(inv));
   UPLINK_ASSIGN_OR_RETURN(std::string id, ResolveConnection(*session.api, inv.operand(0)));
   std::optional<json::object> body;
-  if (inv.line.Has("handover")) body = json::object{{"handover", true}};
+  if (inv.line.Has("handover") || inv.line.Has("renew")) body = json::object{};
+  if (inv.line.Has("handover")) (*body)["handover"] = true;
+  if (inv.line.Has("renew")) (*body)["renew"] = true;
   return IssueToken(inv, *session.api, ConnectionPath(id) + "/rotate", std::move(body));
 }
 
@@ -479,7 +535,7 @@ Status RunConnectionsRevoke(Invocation& inv) {
     return Status::Ok();
   }
   Fields fields;
-  AddConnectionFields(fields, reply);
+  AddConnectionFields(fields, reply, inv.clock.Now());
   fields.Add("revoked", Display(reply, "revoked_at"));
   fields.Render(inv.out);
   inv.out << "\nThe token is revoked: the agent is refused on its next request.\n";

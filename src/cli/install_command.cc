@@ -343,13 +343,16 @@ Status AskChoices(Invocation& inv, Choices& choices) {
 }
 
 // Whether an agent has ever been heard from on this connection: then its token is in use.
+// last_seen_at counts every accepted call of any role; the others serve older consoles.
 bool AgentHasReported(const json::object& connection) {
   const json::array* agents = ArrayField(connection, "agents");
-  return StringField(connection, "last_report_at").has_value() ||
+  return StringField(connection, "last_seen_at").has_value() ||
+         StringField(connection, "last_report_at").has_value() ||
          (agents != nullptr && !agents->empty());
 }
 
 std::string LastHeard(const json::object& connection) {
+  if (StringField(connection, "last_seen_at")) return Display(connection, "last_seen_at", 40);
   if (StringField(connection, "last_report_at")) return Display(connection, "last_report_at", 40);
   const json::array* agents = ArrayField(connection, "agents");
   if (agents != nullptr && !agents->empty() && (*agents)[0].is_object()) {

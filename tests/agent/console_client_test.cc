@@ -2,7 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <memory>
+#include <optional>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "common/gzip.h"
 #include "kube/fake_http.h"
@@ -101,6 +105,80 @@ TEST_F(ConsoleClientTest, PostsJsonWithTheTokenAndTheAgentUserAgent) {
   EXPECT_EQ(requests[0].headers.Get("Content-Type").value_or(""), "application/json");
   EXPECT_FALSE(requests[0].headers.Get("Content-Encoding").has_value());
   EXPECT_EQ(requests[0].body, R"({"a":1})");
+}
+
+TEST_F(ConsoleClientTest, TheClusterIsNamedOnceKnownFromTheRoleOrFromAFile) {
+  FakeHttp console([](const net::Request&) { return Accepted(); });
+  const std::string uid_file = dir_.File("clusterUID");
+  ConsoleClientOptions options;
+  options.base_url = console.url();
+  options.token_file = token_file_;
+  options.cluster_uid_file = uid_file;
+  auto client = std::move(ConsoleClient::Create(options).value());
+  auto sent = [&]() -> std::optional<std::string> {
+    auto requests = console.requests();
+    auto header = requests.back().headers.Get("Uplink-Cluster-UID");
+    return header ? std::optional<std::string>(*header) : std::nullopt;
+  };
+  // No file yet (the kubelet has not projected the key): no identity, the call still goes.
+  ASSERT_TRUE(client->PostJson("/p", json::object{}).status.ok());
+  EXPECT_FALSE(sent().has_value());
+  testing::WriteFileOrDie(uid_file, "5f0c7a8e-8f3c-4a43-9d8f-0b4b5a6c7d8e\n");
+  ASSERT_TRUE(client->PostJson("/p", json::object{}).status.ok());
+  EXPECT_EQ(sent().value_or(""), "5f0c7a8e-8f3c-4a43-9d8f-0b4b5a6c7d8e");
+  // What a file cannot be a UID of is not sent: a header must not carry it.
+  for (const std::string& bad : {std::string("two words"), std::string(129, 'u'),
+                                 std::string("uid\r\nX-Injected: 1"), std::string("")}) {
+    testing::WriteFileOrDie(uid_file, bad);
+    ASSERT_TRUE(client->PostJson("/p", json::object{}).status.ok());
+    EXPECT_FALSE(sent().has_value()) << bad;
+  }
+  // What the role read itself wins over the file.
+  client->SetClusterUid("uid-from-kubernetes");
+  ASSERT_TRUE(client->PostJson("/p", json::object{}).status.ok());
+  EXPECT_EQ(sent().value_or(""), "uid-from-kubernetes");
+}
+
+TEST_F(ConsoleClientTest, TheTokensExpiryComesFromTheRepliesAndIsSharedBetweenClients) {
+  FakeHttp console([](const net::Request&) {
+    return net::Response::Json(200, R"({"stream":"s","acked_through":1,)"
+                                    R"("expires_at":"2027-04-15T08:00:00Z"})");
+  });
+  auto expiry = std::make_shared<TokenExpiry>();
+  ConsoleClientOptions options;
+  options.base_url = console.url();
+  options.token_file = token_file_;
+  options.token_expiry = expiry;
+  auto first = std::move(ConsoleClient::Create(options, clock_).value());
+  auto second = std::move(ConsoleClient::Create(options, clock_).value());
+  EXPECT_FALSE(second->token_expires_at().has_value());
+  ASSERT_TRUE(first->PostJson("/p", json::object{}).status.ok());
+  EXPECT_EQ(second->token_expires_at(), ParseRfc3339("2027-04-15T08:00:00Z").value());
+  EXPECT_EQ(expiry->expires_at(), second->token_expires_at());
+}
+
+TEST(TokenExpiryTest, WarnsFromFourteenDaysBeforeOncePerDayCount) {
+  std::vector<std::string> lines;
+  log::SetSinkForTesting([&](std::string_view line) { lines.emplace_back(line); });
+  const WallTime expires = ParseRfc3339("2027-02-01T00:00:00Z").value();
+  TokenExpiry expiry;
+  expiry.Update(expires, expires - std::chrono::days(15));
+  expiry.Update(expires, expires - std::chrono::days(14) - std::chrono::seconds(1));
+  EXPECT_TRUE(lines.empty()) << "warned more than 14 days before";
+  expiry.Update(expires, expires - std::chrono::days(14));
+  expiry.Update(expires, expires - std::chrono::days(13) - std::chrono::hours(1));
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_NE(lines[0].find("expires in 14 days"), std::string::npos) << lines[0];
+  EXPECT_NE(lines[0].find("2027-02-01T00:00:00Z"), std::string::npos) << lines[0];
+  expiry.Update(expires, expires - std::chrono::hours(5));
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_NE(lines[1].find("expires in 1 day;"), std::string::npos) << lines[1];
+  // Renewed: quiet again, and the new expiry is what it says.
+  const WallTime renewed = expires + std::chrono::days(90);
+  expiry.Update(renewed, expires - std::chrono::hours(4));
+  EXPECT_EQ(lines.size(), 2u);
+  EXPECT_EQ(expiry.expires_at(), renewed);
+  log::SetSinkForTesting(nullptr);
 }
 
 TEST_F(ConsoleClientTest, ARotatedTokenFileTakesEffectOnTheNextRequest) {

@@ -313,9 +313,13 @@ TEST_F(InventoryRoleTest, TheStatusConfigMapIsMergePatchedAfterEachCycle) {
   auto patches = Patches();
   ASSERT_EQ(patches.size(), 1u);
   EXPECT_EQ(patches[0].Path(), "/api/v1/namespaces/uplink-system/configmaps/uplink-status");
+  std::string kube_system_uid(
+      ParseJson(Fixture("kube-graffiti/namespace-kube-system.json"))->at("metadata").at("uid").as_string());
+  // The console's reply named no expiry: expiresAt is empty until one does.
   EXPECT_EQ(ParseJson(patches[0].body).value(), json::parse(R"({"data":{
       "mode":"inventory","qualification":"not-performed","nodes":"1","gpus":"1",
-      "lastReportAt":"2027-01-15T08:00:00Z","lastError":""}})"));
+      "lastReportAt":"2027-01-15T08:00:00Z","lastError":"","expiresAt":"",
+      "clusterUID":")" + kube_system_uid + R"("}})"));
 
   console_.SetHandler([](const net::Request&) {
     return net::Response::Json(409, R"({"error":{"code":"cluster_mismatch","message":"bound to another cluster"}})");
@@ -327,6 +331,53 @@ TEST_F(InventoryRoleTest, TheStatusConfigMapIsMergePatchedAfterEachCycle) {
   json::value data = ParseJson(patches[1].body)->at("data");
   EXPECT_EQ(data.at("lastReportAt"), "2027-01-15T08:00:00Z") << "still the last accepted one";
   EXPECT_EQ(data.at("lastError"), "cluster_mismatch");
+}
+
+TEST_F(InventoryRoleTest, ATokenNearItsExpiryIsLoggedOncePerDayAndWrittenIntoTheConfigMap) {
+  // The console's clock says the token expires in 2 days and 1 hour.
+  console_.SetHandler([](const net::Request&) {
+    return net::Response::Json(200, R"({"accepted":true,"connection_id":"c1",)"
+                                    R"("report_interval_seconds":60,)"
+                                    R"("expires_at":"2027-01-17T09:00:00Z"})");
+  });
+  InventoryRole role = MakeRole(WithConfigMap());
+  ASSERT_TRUE(role.RunCycle().status.ok());
+  EXPECT_EQ(ParseJson(Patches()[0].body)->at("data").at("expiresAt"), "2027-01-17T09:00:00Z");
+  auto warnings = [&] {
+    std::string log = Log();
+    size_t n = 0;
+    for (size_t at = log.find("the connection token expires in"); at != std::string::npos;
+         at = log.find("the connection token expires in", at + 1)) {
+      ++n;
+    }
+    return n;
+  };
+  EXPECT_EQ(warnings(), 1u);
+  EXPECT_NE(Log().find("expires in 3 days"), std::string::npos) << Log();
+  EXPECT_NE(Log().find("--renew"), std::string::npos);
+  // The next report, a minute later: still 3 days, not logged again.
+  clock_.Advance(seconds(60));
+  ASSERT_TRUE(role.RunCycle().status.ok());
+  EXPECT_EQ(warnings(), 1u);
+  // A day later: 2 days, logged once more.
+  clock_.Advance(std::chrono::hours(24));
+  ASSERT_TRUE(role.RunCycle().status.ok());
+  EXPECT_EQ(warnings(), 2u);
+  EXPECT_NE(Log().find("expires in 2 days"), std::string::npos);
+}
+
+TEST_F(InventoryRoleTest, EveryCallNamesTheClusterOnceItsIdentityIsRead) {
+  InventoryRole role = MakeRole();
+  ASSERT_TRUE(role.RunCycle().status.ok());
+  std::string kube_system_uid(
+      ParseJson(Fixture("kube-graffiti/namespace-kube-system.json"))->at("metadata").at("uid").as_string());
+  auto posts = console_.requests();
+  ASSERT_EQ(posts.size(), 1u);
+  EXPECT_EQ(posts[0].headers.Get("Uplink-Cluster-UID").value_or(""), kube_system_uid);
+  // The same client's other calls name it too.
+  ASSERT_TRUE(console_client_->PostJson("/api/v1/agent/uploads", json::object{}).status.ok());
+  EXPECT_EQ(console_.requests().back().headers.Get("Uplink-Cluster-UID").value_or(""),
+            kube_system_uid);
 }
 
 TEST_F(InventoryRoleTest, WhenTheClusterCannotBeReadTheConfigMapKeepsItsCountsAndShowsTheError) {

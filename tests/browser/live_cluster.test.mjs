@@ -111,12 +111,12 @@ async function main() {
   assert.equal((await row.locator('.badge').innerText()).trim(), 'Waiting for agent');
   await shot('live-waiting');
 
-  // The inventory agent's first report turns the badge active without a reload.
+  // The inventory agent's first report turns the badge connected without a reload.
   const inventory = processes.start('uplink-agent inventory', [
     bin('uplink-agent'), 'inventory', '--console', base, '--token-file', tokenFile, '--kubeconfig', kubeconfig,
     '--namespace', 'uplink-system', '--status-configmap', 'uplink-agent-status', '--health-listen', '127.0.0.1:0']);
-  await row.locator('.badge[data-status="active"]').waitFor();
-  assert.equal((await row.locator('.badge').innerText()).trim(), 'active');
+  await row.locator('.badge[data-status="connected"]').waitFor();
+  assert.equal((await row.locator('.badge').innerText()).trim(), 'connected');
   assert.match(await row.innerText(), /16 \/ 16/);
   await shot('live-active');
 

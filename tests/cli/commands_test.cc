@@ -413,8 +413,8 @@ TEST_F(Commands, ListAndShowRenderWhatTheConsoleReports) {
 
   auto list = Run({"connections", "list"});
   ASSERT_EQ(list.code, 0) << list.err;
-  for (const char* expected : {"CLUSTER", "LIVENESS", "TOKEN", "GPUS READY", "gpu-a", "active",
-                               "connected", "agt_AbCd", "8/16", "0.1.0", "2027-04-01T00:00:00Z"}) {
+  for (const char* expected : {"CLUSTER", "STATE", "TOKEN", "GPUS READY", "gpu-a", "connected",
+                               "agt_AbCd", "8/16", "0.1.0", "2027-04-01T00:00:00Z"}) {
     EXPECT_NE(list.out.find(expected), std::string::npos) << expected << "\n" << list.out;
   }
   auto show = Run({"connections", "get", kId});

@@ -573,11 +573,11 @@ TEST_F(HostileReportTest, NonUtf8NamesAreRefusedWith400) {
 
 // ---- status, liveness and what the view shows ----------------------------------------------
 
-TEST_F(ConsoleApiTest, StatusGoesNeverActiveStaleWhileLivenessGoesConnectedStaleOffline) {
+TEST_F(ConsoleApiTest, StatusGoesNeverActiveStaleWhileLivenessGoesWaitingConnectedStaleOffline) {
   json::object created = Create("prod");
   std::string id = Text(created, "id");
   EXPECT_EQ(Text(created, "status"), "never");
-  EXPECT_EQ(Text(created, "liveness"), "offline");
+  EXPECT_EQ(Text(created, "liveness"), "waiting");
 
   ASSERT_EQ(ReportFrom(Text(created, "token"), "uid-a").status, 200);
   auto expect = [&](const char* status, const char* liveness) {
@@ -789,7 +789,9 @@ TEST_F(ConsoleApiTest, HealthzReadyzAndMetricsAnswer) {
   EXPECT_NE(text.find("uplink_console_connections{status=\"stale\"} 0"), std::string::npos);
   EXPECT_NE(text.find("uplink_console_connections_liveness{liveness=\"connected\"} 1"),
             std::string::npos);
-  EXPECT_NE(text.find("uplink_console_connections_liveness{liveness=\"offline\"} 1"),
+  EXPECT_NE(text.find("uplink_console_connections_liveness{liveness=\"waiting\"} 1"),
+            std::string::npos);
+  EXPECT_NE(text.find("uplink_console_connections_liveness{liveness=\"offline\"} 0"),
             std::string::npos);
   EXPECT_NE(text.find("uplink_console_reports_accepted_total 1"), std::string::npos);
   EXPECT_NE(text.find("uplink_console_reports_refused_total{reason=\"cluster_mismatch\"} 1"),

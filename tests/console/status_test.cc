@@ -26,13 +26,16 @@ class ConnectionStatusTest : public ::testing::Test {
   }();
 };
 
-TEST_F(ConnectionStatusTest, NeverAndOfflineBeforeTheFirstReport) {
+TEST_F(ConnectionStatusTest, NeverAndWaitingBeforeTheFirstCall) {
   EXPECT_EQ(StatusNow(), ConnectionStatus::kNever);
-  EXPECT_EQ(LivenessNow(), Liveness::kOffline);
+  EXPECT_EQ(LivenessNow(), Liveness::kWaiting);
+  // An inventory report alone is not what liveness reads: the store sets last_seen_at with it.
+  connection_.last_report_at = clock_.Now();
+  EXPECT_EQ(LivenessNow(), Liveness::kWaiting);
 }
 
 TEST_F(ConnectionStatusTest, ActiveForTheWholeWindowThenStale) {
-  connection_.last_report_at = clock_.Now();
+  connection_.last_seen_at = clock_.Now();
   EXPECT_EQ(StatusNow(), ConnectionStatus::kActive);
   clock_.Advance(minutes(10) - seconds(1));
   EXPECT_EQ(StatusNow(), ConnectionStatus::kActive);
@@ -43,7 +46,7 @@ TEST_F(ConnectionStatusTest, ActiveForTheWholeWindowThenStale) {
 }
 
 TEST_F(ConnectionStatusTest, LivenessIsConnectedThenStaleAt90SecondsThenOfflineAt150Seconds) {
-  connection_.last_report_at = clock_.Now();
+  connection_.last_seen_at = clock_.Now();
   EXPECT_EQ(LivenessNow(), Liveness::kConnected);
   clock_.Advance(seconds(89));
   EXPECT_EQ(LivenessNow(), Liveness::kConnected);
@@ -56,7 +59,7 @@ TEST_F(ConnectionStatusTest, LivenessIsConnectedThenStaleAt90SecondsThenOfflineA
 }
 
 TEST_F(ConnectionStatusTest, ThresholdsAndTheWindowAreConfigurable) {
-  connection_.last_report_at = clock_.Now();
+  connection_.last_seen_at = clock_.Now();
   clock_.Advance(seconds(20));
   StatusThresholds tight{seconds(10), seconds(30)};
   EXPECT_EQ(ComputeLiveness(connection_, clock_.Now(), tight), Liveness::kStale);
@@ -68,13 +71,13 @@ TEST_F(ConnectionStatusTest, ThresholdsAndTheWindowAreConfigurable) {
 
 TEST_F(ConnectionStatusTest, ExpiredWinsOverRecentReports) {
   clock_.Advance(hours(24));
-  connection_.last_report_at = clock_.Now();
+  connection_.last_seen_at = clock_.Now();
   EXPECT_EQ(StatusNow(), ConnectionStatus::kExpired);
-  EXPECT_EQ(LivenessNow(), Liveness::kConnected);  // liveness says only what reports say
+  EXPECT_EQ(LivenessNow(), Liveness::kConnected);  // liveness says only what calls say
 }
 
 TEST_F(ConnectionStatusTest, RevokedWinsOverEverything) {
-  connection_.last_report_at = clock_.Now();
+  connection_.last_seen_at = clock_.Now();
   connection_.revoked_at = clock_.Now();
   EXPECT_EQ(StatusNow(), ConnectionStatus::kRevoked);
   clock_.Advance(hours(48));
@@ -87,6 +90,7 @@ TEST(ConnectionStatusName, NamesMatchTheApi) {
   EXPECT_EQ(ConnectionStatusName(ConnectionStatus::kStale), "stale");
   EXPECT_EQ(ConnectionStatusName(ConnectionStatus::kExpired), "expired");
   EXPECT_EQ(ConnectionStatusName(ConnectionStatus::kRevoked), "revoked");
+  EXPECT_EQ(LivenessName(Liveness::kWaiting), "waiting");
   EXPECT_EQ(LivenessName(Liveness::kConnected), "connected");
   EXPECT_EQ(LivenessName(Liveness::kStale), "stale");
   EXPECT_EQ(LivenessName(Liveness::kOffline), "offline");

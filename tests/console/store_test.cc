@@ -337,9 +337,9 @@ TEST(SqliteStoreMigrationTest, AVersion1DatabaseIsUpgradedWithItsRowsAndSensible
           "INSERT INTO users VALUES ('member1', 'member@example.com', 0, 1700000001);"
           "INSERT INTO api_keys VALUES ('key1', 'admin1', 'uk_AbCdEfGh', 'hash1', 1700000000);"
           "INSERT INTO connections (id, owner_id, agent_name, cluster_name, token_prefix, "
-          "token_hash, created_at, expires_at, cluster_uid, node_count) VALUES ('conn1', "
-          "'admin1', 'gpu-agent', 'prod-a', 'agt_12345678', 'thash', 1700000000, 1800000000, "
-          "'uid-a', 4);");
+          "token_hash, created_at, expires_at, cluster_uid, node_count, last_report_at) "
+          "VALUES ('conn1', 'admin1', 'gpu-agent', 'prod-a', 'agt_12345678', 'thash', "
+          "1700000000, 1800000000, 'uid-a', 4, 1700000100);");
 
   auto opened = SqliteStore::Open(path);
   ASSERT_TRUE(opened.ok()) << opened.status().ToString();
@@ -372,6 +372,8 @@ TEST(SqliteStoreMigrationTest, AVersion1DatabaseIsUpgradedWithItsRowsAndSensible
   ASSERT_TRUE(connection.ok());
   EXPECT_EQ(connection->cluster_uid, "uid-a");
   EXPECT_EQ(connection->totals.nodes, 4);
+  // Liveness counts every call from schema 6 on; until then only reports were seen.
+  EXPECT_EQ(connection->last_seen_at, FromUnixSeconds(1700000100));
   EXPECT_FALSE(connection->owner_deactivated_at.has_value());
   EXPECT_FALSE(store.LatestHandover("conn1")->has_value());
   EXPECT_TRUE(store.ListAgents("conn1", 100)->empty());
@@ -1214,6 +1216,76 @@ TEST_F(SqliteStoreTest, AReportWhoseTokenWasRotatedRevokedOrOwnerDeactivatedMean
             StatusCode::kUnauthenticated);
   EXPECT_EQ(store_->ListNodes(kConnectionId)->size(), 3u);
   EXPECT_EQ(store_->ListAgents(kConnectionId, 100)->at(0).last_seen_at, kT0 + seconds(2));
+}
+
+// --- Presence and the cluster binding on every call ------------------------------------------
+
+TEST_F(SqliteStoreTest, PresenceMovesLastSeenForwardOnlyAndRecordsEachAgent) {
+  CreateConnection();
+  PresenceUpdate update;
+  update.connections = {{kConnectionId, kT0 + seconds(30)}, {"ffffffffffffffff", kT0}};
+  update.agents = {{kConnectionId, AgentSeen{"node", "gpu-node-1", "0.2.0", kT0 + seconds(30)}},
+                   {kConnectionId, AgentSeen{"cluster", "pod-c", "0.2.0", kT0 + seconds(20)}},
+                   {"ffffffffffffffff", AgentSeen{"node", "x", "0.2.0", kT0}}};
+  const std::int64_t audit_before = AuditCount();
+  ASSERT_TRUE(store_->RecordPresence(update).ok());
+  EXPECT_EQ(store_->GetConnection(kConnectionId)->last_seen_at, kT0 + seconds(30));
+  EXPECT_EQ(AuditCount(), audit_before) << "a call is not a change anyone made";
+
+  // An older sighting (a flush retried after a newer one) moves nothing back.
+  update.connections = {{kConnectionId, kT0 + seconds(10)}};
+  update.agents = {{kConnectionId, AgentSeen{"node", "gpu-node-1", "0.1.0", kT0 + seconds(10)}}};
+  ASSERT_TRUE(store_->RecordPresence(update).ok());
+  EXPECT_EQ(store_->GetConnection(kConnectionId)->last_seen_at, kT0 + seconds(30));
+  auto agents = store_->ListAgents(kConnectionId, 100);
+  ASSERT_TRUE(agents.ok());
+  ASSERT_EQ(agents->size(), 2u);
+  EXPECT_EQ((*agents)[0].role, "node");
+  EXPECT_EQ((*agents)[0].version, "0.2.0");
+  EXPECT_EQ((*agents)[0].last_seen_at, kT0 + seconds(30));
+  EXPECT_EQ((*agents)[1].role, "cluster");
+
+  // A report moves it too, in its own transaction.
+  ASSERT_TRUE(Report(MakeReport("uid-a", 1), kT0 + seconds(40)).ok());
+  EXPECT_EQ(store_->GetConnection(kConnectionId)->last_seen_at, kT0 + seconds(40));
+  EXPECT_TRUE(store_->RecordPresence({}).ok());
+}
+
+TEST_F(SqliteStoreTest, BindClusterBindsOnceAndRefusesAnotherClusterWithAnAuditEvent) {
+  CreateConnection();
+  AuditEvent audit = ReportAudit();
+  audit.detail = R"({"call":"/api/v1/agent/uploads"})";
+  ASSERT_TRUE(store_->BindCluster(kConnectionId, kTokenHash, "uid-a", audit).ok());
+  EXPECT_EQ(store_->GetConnection(kConnectionId)->cluster_uid, "uid-a");
+  auto binds = Audit({.action = "connection.bind"});
+  ASSERT_EQ(binds.size(), 1u);
+  EXPECT_EQ(binds[0].detail, R"({"cluster_uid":"uid-a"})");
+
+  const std::int64_t audit_after_bind = AuditCount();
+  ASSERT_TRUE(store_->BindCluster(kConnectionId, kTokenHash, "uid-a", audit).ok());
+  EXPECT_EQ(AuditCount(), audit_after_bind) << "binding again to the same cluster was audited";
+
+  Status refused = store_->BindCluster(kConnectionId, kTokenHash, "uid-b", audit);
+  EXPECT_EQ(refused.code(), StatusCode::kConflict);
+  EXPECT_EQ(refused.message().find("uid-a"), std::string::npos) << "leaks the bound UID";
+  EXPECT_EQ(store_->GetConnection(kConnectionId)->cluster_uid, "uid-a");
+  auto mismatches = Audit({.action = "connection.cluster_mismatch"});
+  ASSERT_EQ(mismatches.size(), 1u);
+  EXPECT_EQ(mismatches[0].outcome, "refused");
+  EXPECT_EQ(mismatches[0].detail,
+            R"({"call":"/api/v1/agent/uploads","cluster_uid":"uid-b","bound_cluster_uid":"uid-a"})");
+  // A report from the other cluster is refused likewise.
+  EXPECT_EQ(Report(MakeReport("uid-b", 1), kT0).code(), StatusCode::kConflict);
+
+  // A token rotated meanwhile binds nothing.
+  CreateConnection("00000000000000c2", "u1", "prod-2");
+  ASSERT_TRUE(store_
+                  ->ReplaceToken("00000000000000c2", "agt_newtoken", std::string(64, 'b'),
+                                 kT0 + hours(24), std::nullopt, MakeAudit("connection.rotate"))
+                  .ok());
+  EXPECT_EQ(store_->BindCluster("00000000000000c2", kTokenHash, "uid-c", ReportAudit()).code(),
+            StatusCode::kUnauthenticated);
+  EXPECT_FALSE(store_->GetConnection("00000000000000c2")->cluster_uid.has_value());
 }
 
 // --- Audit log queries -----------------------------------------------------------------------

@@ -11,10 +11,13 @@
 #include "agent/command_support.h"
 #include "agent/console_client.h"
 #include "agent/health.h"
+#include "agent/kube_system_uid.h"
 #include "agent/shipper.h"
 #include "common/flags.h"
 #include "common/log.h"
 #include "common/metrics.h"
+#include "kube/client.h"
+#include "kube/credentials.h"
 #include "net/client.h"
 
 namespace uplink::agent::cluster {
@@ -22,6 +25,11 @@ namespace {
 
 // A poll is held by the console for up to `wait`; the request may take that long and more.
 constexpr std::chrono::seconds kPollSlack{15};
+// Until the cluster's identity could be read, it is tried again this often; meanwhile calls
+// go without it.
+constexpr std::chrono::seconds kIdentityRetry{30};
+// The first read happens before the role starts: a slow API server must not hold it long.
+constexpr std::chrono::seconds kIdentityReadTimeout{10};
 
 struct ClusterFlags {
   std::string console_url;
@@ -132,6 +140,31 @@ void CollectLoop(SnapshotCollector& collector, PlanHolder& plan, spool::Spool& s
   }
 }
 
+// Reads the kube-system UID with kubectl's own credentials and has every client name it on
+// its calls. False when it could not (yet).
+bool NameTheCluster(const std::string& kubeconfig, const std::vector<ConsoleClient*>& clients) {
+  log::Logger log("cluster");
+  auto credentials = kube::LoadKubeconfig(kubeconfig);
+  auto kube = credentials.ok()
+                  ? kube::KubeClient::Create(
+                        std::move(credentials).value(),
+                        kube::KubeClientOptions{
+                            .user_agent = "uplink-agent/" UPLINK_VERSION " (cluster)",
+                            .request_timeout = kIdentityReadTimeout})
+                  : Result<std::unique_ptr<kube::KubeClient>>(credentials.status());
+  Result<std::string> uid = kube.ok() ? ReadKubeSystemUid(**kube) : kube.status();
+  if (!uid.ok()) {
+    log.Warn("could not read the cluster's identity; calls to the console go without it until "
+             "it can be read",
+             {{"error", uid.status()},
+              {"retry_in_s", static_cast<std::int64_t>(kIdentityRetry.count())}});
+    return false;
+  }
+  for (ConsoleClient* client : clients) client->SetClusterUid(*uid);
+  log.Info("calls to the console name the cluster", {{"cluster_uid", *uid}});
+  return true;
+}
+
 }  // namespace
 
 int RunClusterCommand(const std::vector<std::string>& args) {
@@ -169,7 +202,8 @@ int RunClusterCommand(const std::vector<std::string>& args) {
   const ConsoleClientOptions console_options{.base_url = f.console_url,
                                              .token_file = f.token_file,
                                              .role = "cluster",
-                                             .ca_file = f.console_ca_file};
+                                             .ca_file = f.console_ca_file,
+                                             .token_expiry = std::make_shared<TokenExpiry>()};
   ConsoleClientOptions poll_options = console_options;
   poll_options.request_timeout =
       std::chrono::duration_cast<std::chrono::milliseconds>(f.poll_wait + kPollSlack);
@@ -215,6 +249,15 @@ int RunClusterCommand(const std::vector<std::string>& args) {
        {"state_dir", f.spool.state_dir},
        {"spool_id", spool.Stats().spool_id}});
 
+  // Named before the first call when Kubernetes answers; otherwise tried again beside the
+  // roles (docs/protocol.md, "Cluster identity").
+  const std::vector<ConsoleClient*> clients{uploads->get(), polls->get(), results->get()};
+  const bool named = NameTheCluster(f.kubeconfig, clients);
+  std::thread naming([&] {
+    while (!named && stop.WaitFor(kIdentityRetry)) {
+      if (NameTheCluster(f.kubeconfig, clients)) return;
+    }
+  });
   std::atomic<bool> stopping{false};
   std::thread collecting([&] { CollectLoop(collector, plan, spool, stop, stopping); });
   std::thread polling([&] { poller.Run(stop); });
@@ -225,6 +268,7 @@ int RunClusterCommand(const std::vector<std::string>& args) {
   });
   shipper.Run(stop);
   stop_watch.join();
+  naming.join();
   collecting.join();
   polling.join();
   log::Logger("agent").Info("stopped");

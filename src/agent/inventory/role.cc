@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "agent/kube_system_uid.h"
+
 namespace uplink::agent::inventory {
 namespace {
 
@@ -46,20 +48,14 @@ std::chrono::seconds InventoryRole::interval() const {
 
 Result<std::string> InventoryRole::ClusterUid() {
   if (!cluster_uid_.empty()) return cluster_uid_;
-  auto ns = kube_.GetNamespace("kube-system");
-  if (!ns.ok()) {
+  auto uid = ReadKubeSystemUid(kube_);
+  if (!uid.ok()) {
     metrics_.Increment(kKubeErrors, {{"call", "get_namespace"}});
-    return ns.status().WithContext("reading the kube-system namespace UID");
+    return uid.status();
   }
-  const json::value* uid = nullptr;
-  if (const json::value* metadata = ns->get_object().if_contains("metadata");
-      metadata != nullptr && metadata->is_object()) {
-    uid = metadata->get_object().if_contains("uid");
-  }
-  if (uid == nullptr || !uid->is_string() || uid->get_string().empty()) {
-    return InvalidArgumentError("the kube-system namespace has no metadata.uid");
-  }
-  cluster_uid_ = std::string(uid->get_string());
+  cluster_uid_ = std::move(uid).value();
+  // Every later call names the cluster, not only the report's body.
+  console_.SetClusterUid(cluster_uid_);
   return cluster_uid_;
 }
 
@@ -176,6 +172,11 @@ void InventoryRole::UpdateStatusConfigMap(const std::optional<ReportSummary>& su
     data["lastReportAt"] = last_accepted_wall_ ? FormatRfc3339(*last_accepted_wall_) : "";
     data["lastError"] = last_error_;
   }
+  std::optional<WallTime> expires_at = console_.token_expires_at();
+  data["expiresAt"] = expires_at ? FormatRfc3339(*expires_at) : "";
+  // The node role has no Kubernetes access: it reads this key from the ConfigMap the kubelet
+  // mounts for it, to name the cluster on its own calls (docs/security.md).
+  if (!cluster_uid_.empty()) data["clusterUID"] = cluster_uid_;
   Status patched = kube_.MergePatchConfigMap(options_.status_namespace, options_.status_configmap,
                                              json::object{{"data", std::move(data)}});
   if (!patched.ok()) {

@@ -38,6 +38,7 @@ struct NodeFlags {
   std::string console_url;
   std::string token_file;
   std::string console_ca_file;
+  std::string cluster_uid_file;
   SpoolFlags spool;
   std::string stream;
   std::string instance = DefaultInstanceName();
@@ -74,6 +75,7 @@ void Register(FlagSet& flags, NodeFlags& f) {
                "collects on every scrape: a standalone exporter)");
   RegisterConsoleFlags(flags, &f.console_url, &f.token_file, &f.console_ca_file,
                        "console URL, https://HOST[:PORT]; without it nothing is shipped");
+  RegisterClusterUidFileFlag(flags, &f.cluster_uid_file);
   f.spool.Register(flags);
   RegisterStreamFlags(flags, &f.stream, &f.instance,
                       "the stream of the samples (default: node/NODE_NAME)");
@@ -106,7 +108,7 @@ Status Check(const FlagSet& flags, NodeFlags& f, CollectorSet& collectors) {
     return InvalidArgumentError("--log-level: " + level.message());
   }
   if (f.once || f.console_url.empty()) {
-    for (const char* only_shipping : {"token-file", "state-dir", "stream"}) {
+    for (const char* only_shipping : {"token-file", "state-dir", "stream", "cluster-uid-file"}) {
       if (flags.WasSet(only_shipping)) {
         return InvalidArgumentError(std::string("--") + only_shipping +
                                     " is for shipping to a console: pass --console too" +
@@ -173,7 +175,8 @@ int RunShipping(NodeRole& role, metrics::Registry& registry, const NodeFlags& f)
   auto console = ConsoleClient::Create(ConsoleClientOptions{.base_url = f.console_url,
                                                             .token_file = f.token_file,
                                                             .role = "node",
-                                                            .ca_file = f.console_ca_file});
+                                                            .ca_file = f.console_ca_file,
+                                                            .cluster_uid_file = f.cluster_uid_file});
   if (!console.ok()) return Fail(console.status().ToString());
   DeclareShipperMetrics(registry);
   Shipper shipper(

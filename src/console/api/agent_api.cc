@@ -1,6 +1,7 @@
 // The agent's calls (docs/protocol.md): the inventory report, spool uploads and whoami. The
 // connection token is checked by AgentRoute before these run.
 
+#include "common/cluster_identity.h"
 #include "common/files.h"
 #include "common/gzip.h"
 #include "common/text.h"
@@ -26,6 +27,17 @@ std::string_view UploadRefusalReason(int http_status) {
     case 503: return "unavailable";
     default: return "internal";
   }
+}
+
+// The agent behind an upload: its role is the stream's first part ("node/gpu-node-0001"),
+// its instance the one it names, else the rest of the stream.
+AgentIdentity UploadingAgent(const UploadBatch& batch) {
+  std::string_view stream = batch.stream;
+  size_t slash = stream.find('/');
+  std::string_view role = stream.substr(0, slash);
+  std::string_view instance = batch.agent_instance;
+  if (instance.empty() && slash != std::string_view::npos) instance = stream.substr(slash + 1);
+  return AgentIdentity{role, instance, batch.agent_version};
 }
 
 }  // namespace
@@ -85,14 +97,16 @@ Result<net::Response> ConsoleApi::AcceptInventory(const net::Request& request,
   audit.detail = ToJson(json::object{{"cluster_uid", report.cluster_uid}});
   UPLINK_RETURN_IF_ERROR(
       store_.AcceptReport(connection.id, connection.token_hash, report, now, audit));
-  if (!connection.cluster_uid) {
+  // A report that named its cluster in the header was bound (and logged) before this.
+  if (!connection.cluster_uid && !request.headers.Get(kClusterUidHeader)) {
     log_.Info("connection bound to its cluster",
               {{"connection_id", connection.id}, {"cluster_uid", report.cluster_uid}});
   }
   log_.Debug("report accepted", {{"connection_id", connection.id}, {"nodes", report.nodes.size()}});
   return JsonResponse(200, {{"accepted", true},
                             {"connection_id", connection.id},
-                            {"report_interval_seconds", options_.report_interval.count()}});
+                            {"report_interval_seconds", options_.report_interval.count()},
+                            {"expires_at", FormatRfc3339(connection.expires_at)}});
 }
 
 Result<net::Response> ConsoleApi::ReceiveUpload(const net::Request& request,
@@ -189,10 +203,12 @@ Result<net::Response> ConsoleApi::AcceptUpload(const net::Request& request,
                                    {"stored", outcome.stored},
                                    {"duplicates", outcome.duplicates}});
   }
+  presence_.Seen(connection.id, UploadingAgent(batch), now);
   json::object reply{{"stream", batch.stream},
                      {"acked_through", outcome.acked_through},
                      {"stored", outcome.stored},
-                     {"duplicates", outcome.duplicates}};
+                     {"duplicates", outcome.duplicates},
+                     {"expires_at", FormatRfc3339(connection.expires_at)}};
   if (batch.stream.starts_with(kNodeStreamPrefix)) {
     // The upload is stored whatever happens here: without a plan the agent keeps its last.
     auto plan = store_.GetNodePlan(connection.id);

@@ -66,6 +66,11 @@ json::value HandoverToJson(const std::optional<Handover>& handover, const Connec
       {"redeemed_at", OptionalTimeJson(handover->redeemed_at)}};
 }
 
+json::value ExpiresInDaysJson(const Connection& connection, WallTime now) {
+  std::optional<std::int64_t> days = ExpiresInDays(connection, now);
+  return days ? json::value(*days) : json::value(nullptr);
+}
+
 }  // namespace
 
 std::string_view ConnectionStatusName(ConnectionStatus status) {
@@ -81,6 +86,7 @@ std::string_view ConnectionStatusName(ConnectionStatus status) {
 
 std::string_view LivenessName(Liveness liveness) {
   switch (liveness) {
+    case Liveness::kWaiting: return "waiting";
     case Liveness::kConnected: return "connected";
     case Liveness::kStale: return "stale";
     case Liveness::kOffline: return "offline";
@@ -102,18 +108,25 @@ ConnectionStatus ComputeStatus(const Connection& connection, WallTime now,
                                std::chrono::milliseconds active_window) {
   if (connection.revoked_at) return ConnectionStatus::kRevoked;
   if (now >= connection.expires_at) return ConnectionStatus::kExpired;
-  if (!connection.last_report_at) return ConnectionStatus::kNever;
-  if (now - *connection.last_report_at >= active_window) return ConnectionStatus::kStale;
+  if (!connection.last_seen_at) return ConnectionStatus::kNever;
+  if (now - *connection.last_seen_at >= active_window) return ConnectionStatus::kStale;
   return ConnectionStatus::kActive;
 }
 
 Liveness ComputeLiveness(const Connection& connection, WallTime now,
                          const StatusThresholds& thresholds) {
-  if (!connection.last_report_at) return Liveness::kOffline;
-  auto silence = now - *connection.last_report_at;
+  if (!connection.last_seen_at) return Liveness::kWaiting;
+  auto silence = now - *connection.last_seen_at;
   if (silence >= thresholds.offline_after) return Liveness::kOffline;
   if (silence >= thresholds.stale_after) return Liveness::kStale;
   return Liveness::kConnected;
+}
+
+std::optional<std::int64_t> ExpiresInDays(const Connection& connection, WallTime now) {
+  if (connection.revoked_at || now >= connection.expires_at) return std::nullopt;
+  auto left = connection.expires_at - now;
+  if (left > kExpiryWarning) return std::nullopt;
+  return std::chrono::ceil<std::chrono::days>(left).count();
 }
 
 std::string PlaceholderTokenPrefix(std::string_view handover_lookup_prefix) {
@@ -178,6 +191,8 @@ json::object ConnectionToJson(const Connection& connection, const ConnectionDeta
       {"created_at", FormatRfc3339(connection.created_at)},
       {"expires_at", FormatRfc3339(connection.expires_at)},
       {"revoked_at", OptionalTimeJson(connection.revoked_at)},
+      {"expires_in_days", ExpiresInDaysJson(connection, now)},
+      {"last_seen_at", OptionalTimeJson(connection.last_seen_at)},
       {"last_report_at", OptionalTimeJson(connection.last_report_at)},
       {"collected_at", OptionalTimeJson(connection.collected_at)},
       {"cluster_uid",

@@ -20,10 +20,11 @@ inline constexpr ConnectionStatus kAllConnectionStatuses[] = {
     ConnectionStatus::kNever, ConnectionStatus::kActive, ConnectionStatus::kStale,
     ConnectionStatus::kExpired, ConnectionStatus::kRevoked};
 
-// Whether the agent is reporting right now, from the last report alone.
-enum class Liveness { kConnected, kStale, kOffline };
-inline constexpr Liveness kAllLiveness[] = {Liveness::kConnected, Liveness::kStale,
-                                            Liveness::kOffline};
+// Whether the connection's agents are calling right now, from the last accepted call of any
+// role (Connection::last_seen_at): waiting before the first one.
+enum class Liveness { kWaiting, kConnected, kStale, kOffline };
+inline constexpr Liveness kAllLiveness[] = {Liveness::kWaiting, Liveness::kConnected,
+                                            Liveness::kStale, Liveness::kOffline};
 
 enum class HandoverStatus { kPending, kRedeemed, kExpired, kSuperseded };
 
@@ -38,14 +39,20 @@ struct StatusThresholds {
   std::chrono::milliseconds offline_after{150'000};
 };
 
-// `active` when the last report is within `active_window`, `stale` when older, `never`
+// `active` when the last agent call is within `active_window`, `stale` when older, `never`
 // without one.
 ConnectionStatus ComputeStatus(const Connection& connection, WallTime now,
                                std::chrono::milliseconds active_window);
 
-// `offline` also when the connection never reported.
 Liveness ComputeLiveness(const Connection& connection, WallTime now,
                          const StatusThresholds& thresholds);
+
+// The token's expiry is shown as "expires in N days" from this long before it.
+inline constexpr std::chrono::hours kExpiryWarning{14 * 24};
+
+// Whole days left before the token expires, rounded up (1-14), when it expires within
+// kExpiryWarning and is neither revoked nor expired; nullopt otherwise.
+std::optional<std::int64_t> ExpiresInDays(const Connection& connection, WallTime now);
 
 // While a handover is pending the connection holds a placeholder token whose hash nobody can
 // match; its prefix is "agt_" plus the code's lookup characters, so the view can tell that no

@@ -115,7 +115,9 @@ Result<net::Response> ConsoleApi::ConnectionReply(int http_status, const std::st
                                                   json::object extra) {
   UPLINK_ASSIGN_OR_RETURN(Connection connection, store_.GetConnection(id));
   UPLINK_ASSIGN_OR_RETURN(ConnectionDetails details, ReadConnectionDetails(store_, id));
-  json::object body = ConnectionToJson(connection, details, clock_.Now(), ViewOptions());
+  presence_.Overlay(id, details.agents, kMaxAgentsShown);
+  json::object body =
+      ConnectionToJson(WithPresence(std::move(connection)), details, clock_.Now(), ViewOptions());
   // Extra fields are only ever a new credential.
   bool carries_secret = !extra.empty();
   for (auto& field : extra) body[field.key()] = std::move(field.value());
@@ -188,7 +190,8 @@ Result<net::Response> ConsoleApi::ListConnections(const RequestContext& caller) 
   for (const Connection& connection : connections) {
     UPLINK_ASSIGN_OR_RETURN(ConnectionDetails details,
                             ReadConnectionDetails(store_, connection.id));
-    list.push_back(ConnectionToJson(connection, details, now, ViewOptions()));
+    presence_.Overlay(connection.id, details.agents, kMaxAgentsShown);
+    list.push_back(ConnectionToJson(WithPresence(connection), details, now, ViewOptions()));
   }
   return JsonResponse(200, {{"connections", std::move(list)}});
 }
@@ -204,18 +207,23 @@ Result<net::Response> ConsoleApi::RotateToken(const std::string& id, const net::
   UPLINK_ASSIGN_OR_RETURN(Connection connection, OwnedConnection(id, caller));
   UPLINK_ASSIGN_OR_RETURN(json::object body, ReadJsonObject(request.body));
   FieldReader fields(body, "");
-  UPLINK_RETURN_IF_ERROR(fields.OnlyFields({"handover"}));
+  UPLINK_RETURN_IF_ERROR(fields.OnlyFields({"handover", "renew"}));
   UPLINK_ASSIGN_OR_RETURN(auto handover, fields.Bool("handover"));
+  UPLINK_ASSIGN_OR_RETURN(auto renew, fields.Bool("renew"));
   Status revoked = FailedPreconditionError(
       "this connection was revoked and cannot get a new token; create a new connection");
   if (connection.revoked_at) return revoked;
   WallTime now = clock_.Now();
-  // A future expiry carries over; an expired connection gets a fresh default lifetime.
+  // A future expiry carries over (a rotation is not a renewal); renewing, or rotating an
+  // expired token, gives the default lifetime from now (a new installation code: 90 days).
+  bool fresh_lifetime = renew.value_or(false) || connection.expires_at <= now;
   WallTime expires_at =
-      connection.expires_at > now ? connection.expires_at : now + options_.default_token_lifetime;
+      fresh_lifetime ? now + options_.default_token_lifetime : connection.expires_at;
   NewToken minted = MintNewToken(id, handover.value_or(false), now, options_.handover_lifetime);
   json::object detail = TokenDetail(minted);
   detail["old_token_prefix"] = connection.token_prefix;
+  detail["renew"] = renew.value_or(false);
+  detail["previous_expires_at"] = FormatRfc3339(connection.expires_at);
   detail["expires_at"] = FormatRfc3339(expires_at);
   Status replaced = store_.ReplaceToken(
       id, minted.prefix, minted.hash, expires_at, minted.handover,
@@ -227,7 +235,8 @@ Result<net::Response> ConsoleApi::RotateToken(const std::string& id, const net::
                                          {"user_id", caller.user.id},
                                          {"old_token_prefix", connection.token_prefix},
                                          {"token_prefix", minted.prefix},
-                                         {"handover", minted.handover.has_value()}});
+                                         {"handover", minted.handover.has_value()},
+                                         {"expires_at", FormatRfc3339(expires_at)}});
   return ConnectionReply(200, id, CredentialFields(minted));
 }
 

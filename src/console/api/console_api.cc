@@ -2,6 +2,7 @@
 
 #include <map>
 
+#include "common/cluster_identity.h"
 #include "console/api/api_objects.h"
 #include "console/api/errors.h"
 #include "console/api/inventory_report.h"
@@ -146,6 +147,7 @@ ConsoleApi::ConsoleApi(Store& store, const Clock& clock, ConsoleOptions options)
                         "liveness of their agent, computed at scrape time.");
   RegisterRoutes();
   commands_.StartReaper();
+  presence_.StartFlusher(store_, options_.presence_flush_interval);
 }
 
 void ConsoleApi::RegisterRoutes() {
@@ -450,30 +452,100 @@ void ConsoleApi::AsyncUserRoute(const std::string& method, const std::string& pa
 void ConsoleApi::AsyncAgentRoute(const std::string& method, const std::string& pattern,
                                  AsyncAgentHandler handler) {
   AsyncRoute(method, pattern,
-             [this, handler = std::move(handler)](
+             [this, pattern, handler = std::move(handler)](
                  const net::Request& request, const net::PathParams& params, net::Reply reply) {
                AgentAuthentication authentication = auth_.AuthenticateAgent(request);
                if (auto* refusal = std::get_if<net::Response>(&authentication)) {
                  reply(std::move(*refusal));
                  return;
                }
-               handler(request, params,
-                       *std::get<std::shared_ptr<const Connection>>(authentication),
-                       std::move(reply));
+               const Connection& connection =
+                   *std::get<std::shared_ptr<const Connection>>(authentication);
+               if (auto refused = CheckClusterIdentity(request, connection, pattern)) {
+                 reply(std::move(*refused));
+                 return;
+               }
+               // The handler notes the call as accepted itself: a held poll answers later.
+               handler(request, params, connection, std::move(reply));
              });
 }
 
 void ConsoleApi::AgentRoute(const std::string& method, const std::string& pattern,
                             AgentHandler handler) {
   Route(method, pattern,
-        [this, handler = std::move(handler)](const net::Request& request, const net::PathParams&) {
+        [this, pattern, handler = std::move(handler)](const net::Request& request,
+                                                      const net::PathParams&) {
           AgentAuthentication authentication = auth_.AuthenticateAgent(request);
           if (auto* refusal = std::get_if<net::Response>(&authentication)) {
             return std::move(*refusal);
           }
-          return Reply(
-              handler(request, *std::get<std::shared_ptr<const Connection>>(authentication)));
+          const Connection& connection =
+              *std::get<std::shared_ptr<const Connection>>(authentication);
+          if (auto refused = CheckClusterIdentity(request, connection, pattern)) {
+            return std::move(*refused);
+          }
+          net::Response response = Reply(handler(request, connection));
+          if (response.status >= 200 && response.status <= 299) {
+            presence_.Seen(connection.id, clock_.Now());
+          }
+          return response;
         });
+}
+
+std::optional<net::Response> ConsoleApi::CheckClusterIdentity(const net::Request& request,
+                                                              const Connection& connection,
+                                                              std::string_view route) {
+  // Without the header (the node role before it knows its cluster, agents older than the
+  // header) the call is taken on the token alone (docs/security.md, "Cluster binding").
+  std::optional<std::string_view> uid = request.headers.Get(kClusterUidHeader);
+  if (!uid) return std::nullopt;
+  if (!IsClusterUid(*uid)) {
+    return ErrorResponse(400, "invalid_request",
+                         std::string(kClusterUidHeader) +
+                             " must be the kube-system namespace's metadata.uid: 1-128 "
+                             "printable ASCII characters without spaces");
+  }
+  if (connection.cluster_uid == *uid) return std::nullopt;
+  // Unbound, or bound to another cluster: the store decides in one transaction, so that two
+  // first calls from different clusters cannot both bind.
+  AuditEvent audit =
+      AgentEvent(connection, request.remote_address, clock_.Now(), "connection.bind", "ok");
+  audit.detail = ToJson(json::object{{"call", route}});
+  Status bound = store_.BindCluster(connection.id, connection.token_hash, std::string(*uid), audit);
+  if (bound.ok()) {
+    if (!connection.cluster_uid) {
+      log_.Info("connection bound to its cluster",
+                {{"connection_id", connection.id}, {"cluster_uid", *uid}, {"call", route}});
+    }
+    return std::nullopt;
+  }
+  if (bound.code() == StatusCode::kConflict) {
+    // A valid token used on another cluster: a copied Secret or a reinstalled cluster. The
+    // store recorded it in the audit log; the connection shows it under security_events.
+    if (route == kInventoryPath) {
+      metrics_.Increment(kReportsRefusedTotal, {{"reason", "cluster_mismatch"}});
+    } else if (route == kUploadsPath) {
+      metrics_.Increment(kUploadsRefusedTotal, {{"reason", "cluster_mismatch"}});
+    }
+    log_.Warn("security: call from another cluster refused",
+              {{"event", "cluster_mismatch"},
+               {"connection_id", connection.id},
+               {"call", route},
+               {"bound_cluster_uid", connection.cluster_uid.value_or("")},
+               {"remote_address", request.remote_address}});
+    return ErrorResponse(409, "cluster_mismatch", bound.message());
+  }
+  if (bound.code() == StatusCode::kUnauthenticated) {
+    return UnauthorizedResponse("invalid_token", bound.message());
+  }
+  log_.Error("checking the cluster binding failed",
+             {{"connection_id", connection.id}, {"error", bound}});
+  return ErrorResponse(bound);
+}
+
+Connection ConsoleApi::WithPresence(Connection connection) const {
+  presence_.Overlay(connection);
+  return connection;
 }
 
 std::optional<net::Response> ConsoleApi::RequireConfirmation(const RequestContext& caller) const {
@@ -506,7 +578,8 @@ net::Response ConsoleApi::Metrics() {
     std::map<ConnectionStatus, int> by_status;
     std::map<Liveness, int> by_liveness;
     WallTime now = clock_.Now();
-    for (const Connection& c : *connections) {
+    for (const Connection& stored : *connections) {
+      Connection c = WithPresence(stored);
       ConnectionStatus status = ComputeStatus(c, now, options_.active_window);
       ++by_status[status];
       if (status != ConnectionStatus::kRevoked && status != ConnectionStatus::kExpired) {

@@ -19,6 +19,7 @@
 #include "common/log.h"
 #include "common/metrics.h"
 #include "common/time.h"
+#include "console/api/agent_presence.h"
 #include "console/api/authentication.h"
 #include "console/api/connection_view.h"
 #include "console/api/install_plan.h"
@@ -53,6 +54,9 @@ struct ConsoleOptions {
   std::chrono::seconds sample_retention{7 * 24 * 3600};
   // How long a user's kubectl command waits for its result before the console gives up.
   std::chrono::seconds command_timeout{60};
+  // How often the agent calls noted in memory are written to the store (AgentPresence): the
+  // most a console restart can make a connection's last call look older than it was.
+  std::chrono::milliseconds presence_flush_interval{30'000};
   // Whether the web console's session cookie is marked Secure: false only when the console
   // serves plain HTTP on loopback, where a browser would not send a Secure cookie back.
   bool secure_cookies = true;
@@ -88,6 +92,8 @@ class ConsoleApi {
   const metrics::Registry& metrics() const { return metrics_; }
   // The kubectl commands in flight; tests move a FakeClock and call ExpireDue().
   CommandBroker& commands() { return commands_; }
+  // The agent calls noted in memory; tests call Flush().
+  AgentPresence& presence() { return presence_; }
 
  private:
   // Who may call a user route. kSensitive: any user, but a session token needs a fresh
@@ -166,6 +172,16 @@ class ConsoleApi {
   ConnectionViewOptions ViewOptions() const;
   // Appends the audit event of a refusal; a store failure is logged, not returned.
   void RecordRefusal(const AuditEvent& event);
+  // The cluster binding on every agent call (docs/protocol.md, "Cluster identity"): a call
+  // whose Uplink-Cluster-UID header names another cluster than the connection's is refused
+  // (409, audited); the first call that names one binds an unbound connection. The reply that
+  // refuses the call, or nullopt.
+  std::optional<net::Response> CheckClusterIdentity(const net::Request& request,
+                                                    const Connection& connection,
+                                                    std::string_view route);
+  // The connection as users see it: the store's row with the agent calls noted since the
+  // last flush.
+  Connection WithPresence(Connection connection) const;
 
   // operations and audit (console_api.cc)
   net::Response Readyz();
@@ -314,6 +330,7 @@ class ConsoleApi {
   FailureGuard guard_;
   Authenticator auth_;
   net::Router router_;
+  AgentPresence presence_;
   // Last: destroyed first, while what its callbacks use (store, metrics, log) still exists.
   CommandBroker commands_;
 };

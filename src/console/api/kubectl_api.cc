@@ -3,6 +3,8 @@
 // CommandBroker until the connection's agent polls for them and posts their results; the
 // namespace scope; the latest cluster snapshot.
 
+#include <algorithm>
+
 #include "common/files.h"
 #include "common/gzip.h"
 #include "common/text.h"
@@ -59,6 +61,22 @@ std::string_view AuditVerb(const std::vector<std::string>& argv) {
     return "";
   }
   return "";
+}
+
+// "0.1.0" from "uplink-agent/0.1.0 (cluster)", as the agent sends it; empty for anything
+// else, so that a header shown to users holds only what a version can.
+std::string_view AgentVersionFromUserAgent(std::optional<std::string_view> user_agent) {
+  constexpr std::string_view kProduct = "uplink-agent/";
+  constexpr size_t kMaxVersionBytes = 64;
+  if (!user_agent || !user_agent->starts_with(kProduct)) return "";
+  std::string_view version = user_agent->substr(kProduct.size());
+  version = version.substr(0, version.find(' '));
+  bool plain = !version.empty() && version.size() <= kMaxVersionBytes &&
+               std::all_of(version.begin(), version.end(), [](char c) {
+                 return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') ||
+                        (c >= 'A' && c <= 'Z') || c == '.' || c == '-' || c == '+' || c == '_';
+               });
+  return plain ? version : "";
 }
 
 Result<std::vector<std::string>> ReadArgv(std::string_view body) {
@@ -358,16 +376,23 @@ void ConsoleApi::PollCommands(const net::Request& request, const Connection& con
   auto parsed = read();
   if (!parsed.ok()) return reply(Reply(parsed.status()));
   auto [wait, max_commands] = *parsed;
+  // Accepted when it arrives: an idle agent is held up to `wait` and polls again at once.
+  presence_.Seen(connection.id,
+                 AgentIdentity{"cluster", agent_instance,
+                               AgentVersionFromUserAgent(request.headers.Get("User-Agent"))},
+                 clock_.Now());
   commands_.Poll(connection.id, agent_instance, static_cast<size_t>(max_commands),
                  std::chrono::seconds(wait),
-                 [reply](std::vector<PendingCommand> taken) {
+                 [reply, expires_at = FormatRfc3339(connection.expires_at)](
+                     std::vector<PendingCommand> taken) {
                    json::array list;
                    for (PendingCommand& command : taken) {
                      list.push_back(json::object{{"id", std::move(command.id)},
                                                  {"argv", ArgvJson(command.argv)},
                                                  {"timeout_seconds", kCommandTimeoutSeconds}});
                    }
-                   reply(JsonResponse(200, {{"commands", std::move(list)}}));
+                   reply(JsonResponse(200, {{"commands", std::move(list)},
+                                            {"expires_at", expires_at}}));
                  });
 }
 
@@ -395,6 +420,7 @@ Result<net::Response> ConsoleApi::ReceiveCommandResult(const std::string& comman
     }
     return delivered.status();
   }
+  presence_.Seen(connection.id, clock_.Now());
   if (*delivered == CommandBroker::Delivery::kDiscarded) {
     metrics_.Increment(kKubectlLateResultsTotal);
     log_.Info("late command result discarded",

@@ -351,6 +351,12 @@ CREATE TABLE install_plans (
   updated_at INTEGER NOT NULL
 );
 )sql"},
+    {8, R"sql(
+-- Liveness counts every accepted agent call, not only inventory reports (docs/api.md,
+-- "Liveness"). Written at most every 30 s per connection; until now only reports were.
+ALTER TABLE connections ADD COLUMN last_seen_at INTEGER;
+UPDATE connections SET last_seen_at = last_report_at;
+)sql"},
 };
 
 constexpr const char* kUserColumns =
@@ -376,7 +382,8 @@ constexpr const char* kConnectionColumns =
     // Whether the owner lacks the two-factor sign-in the console requires: answered with the
     // row, so that the agent's cached row carries it (every write empties that cache).
     "(SELECT require_two_factor FROM console_settings WHERE id = 1) AND NOT EXISTS "
-    "(SELECT 1 FROM two_factor t WHERE t.user_id = c.owner_id AND t.enabled_at IS NOT NULL)";
+    "(SELECT 1 FROM two_factor t WHERE t.user_id = c.owner_id AND t.enabled_at IS NOT NULL), "
+    "c.last_seen_at";
 
 constexpr int kMaxAuditPage = 500;
 
@@ -505,6 +512,7 @@ Connection ConnectionFromRow(const auto& row) {
   c.totals = {row.Int(14), row.Int(15), row.Int(16), row.Int(17), row.Int(18)};
   c.owner_deactivated_at = row.OptionalTime(19);
   c.owner_needs_two_factor = row.Int(20) != 0;
+  c.last_seen_at = row.OptionalTime(21);
   return c;
 }
 
@@ -1331,47 +1339,23 @@ Status SqliteStore::AcceptReport(const std::string& connection_id, const std::st
   // changes nothing authentication reads (token, expiry, revocation, owner), so it keeps the
   // credential cache, except for the first binding, which callers see on the connection.
   Status status = WriteTransaction([&]() -> Status {
-    bool found = false;
-    bool token_live = false;
-    std::optional<std::string> bound;
-    UPLINK_RETURN_IF_ERROR(ForEachRow(
-        "SELECT c.cluster_uid, c.token_hash, c.revoked_at IS NULL AND c.expires_at > ? "
-        "AND u.deactivated_at IS NULL FROM connections c JOIN users u ON u.id = c.owner_id "
-        "WHERE c.id = ?",
-        [&](Statement& s) { s.Bind(received_at).Bind(connection_id); },
-        [&](const Statement& row) {
-          found = true;
-          bound = row.OptionalText(0);
-          // Both hashes come from this database, so a plain comparison leaks nothing.
-          token_live = row.Text(1) == token_hash && row.Int(2) != 0;
-        },
-        "reading connection"));
-    if (!found) return NotFoundError("connection " + connection_id + " does not exist");
-    if (!token_live) {
-      return UnauthenticatedError("the connection's token was rotated, revoked or expired, or "
-                                  "its owner deactivated, while this report was being "
-                                  "received; nothing was stored");
-    }
+    UPLINK_ASSIGN_OR_RETURN(std::optional<std::string> bound,
+                            CheckTokenLive(connection_id, token_hash, received_at, "report"));
     if (bound && *bound != report.cluster_uid) {
-      // The bound UID stays out of the message: the sender may not own that cluster. The
-      // connection's owner reads it in the audit log.
-      refusal = ConflictError("this connection's token is bound to another cluster (a different "
-                              "kube-system UID); create a separate connection for each cluster");
-      AuditEvent mismatch = audit;
-      mismatch.action = "connection.cluster_mismatch";
-      mismatch.outcome = "refused";
-      mismatch.detail = ToJson(json::object{{"cluster_uid", report.cluster_uid},
-                                            {"bound_cluster_uid", *bound}});
-      return InsertAudit(mismatch);
+      // Commits only the refusal's audit event.
+      refusal = RefuseClusterMismatch(audit, report.cluster_uid, *bound);
+      return refusal.code() == StatusCode::kConflict ? Status::Ok() : refusal;
     }
 
     InventoryTotals totals = ComputeTotals(report.nodes);
     UPLINK_RETURN_IF_ERROR(
-        Change("UPDATE connections SET cluster_uid = ?, last_report_at = ?, agent_version = ?, "
+        Change("UPDATE connections SET cluster_uid = ?, last_report_at = ?, "
+               "last_seen_at = max(coalesce(last_seen_at, 0), ?), agent_version = ?, "
                "selector = ?, collected_at = ?, node_count = ?, nodes_ready = ?, "
                "gpu_capacity = ?, gpu_allocatable = ?, gpus_ready = ? WHERE id = ?",
                [&](Statement& s) {
-                 s.Bind(report.cluster_uid).Bind(received_at).Bind(report.agent_version);
+                 s.Bind(report.cluster_uid).Bind(received_at).Bind(received_at);
+                 s.Bind(report.agent_version);
                  s.Bind(report.selector).Bind(report.collected_at).Bind(totals.nodes);
                  s.Bind(totals.nodes_ready).Bind(totals.gpu_capacity);
                  s.Bind(totals.gpu_allocatable).Bind(totals.gpus_ready).Bind(connection_id);
@@ -1386,17 +1370,9 @@ Status SqliteStore::AcceptReport(const std::string& connection_id, const std::st
       bind.detail = ToJson(json::object{{"cluster_uid", report.cluster_uid}});
       UPLINK_RETURN_IF_ERROR(InsertAudit(bind));
     }
-    UPLINK_RETURN_IF_ERROR(
-        Change("INSERT INTO connection_agents (connection_id, role, instance, version, "
-               "last_seen_at) VALUES (?, 'inventory', ?, ?, ?) "
-               "ON CONFLICT (connection_id, role, instance) DO UPDATE SET "
-               "version = excluded.version, last_seen_at = excluded.last_seen_at",
-               [&](Statement& s) {
-                 s.Bind(connection_id).Bind(report.agent_instance).Bind(report.agent_version);
-                 s.Bind(received_at);
-               },
-               "recording the agent")
-            .status());
+    UPLINK_RETURN_IF_ERROR(RecordAgent(
+        connection_id,
+        AgentSeen{"inventory", report.agent_instance, report.agent_version, received_at}));
 
     UPLINK_RETURN_IF_ERROR(Change("DELETE FROM connection_nodes WHERE connection_id = ?",
                                   [&](Statement& s) { s.Bind(connection_id); },
@@ -1445,20 +1421,22 @@ Status SqliteStore::AcceptReport(const std::string& connection_id, const std::st
 
 // --- Uploads -------------------------------------------------------------------------------
 
-Status SqliteStore::CheckTokenLive(const std::string& connection_id,
-                                   const std::string& token_hash, WallTime at,
-                                   std::string_view what) {
+Result<std::optional<std::string>> SqliteStore::CheckTokenLive(const std::string& connection_id,
+                                                               const std::string& token_hash,
+                                                               WallTime at, std::string_view what) {
   bool found = false;
   bool token_live = false;
+  std::optional<std::string> bound;
   UPLINK_RETURN_IF_ERROR(ForEachRow(
       "SELECT c.token_hash, c.revoked_at IS NULL AND c.expires_at > ? "
-      "AND u.deactivated_at IS NULL FROM connections c JOIN users u ON u.id = c.owner_id "
-      "WHERE c.id = ?",
+      "AND u.deactivated_at IS NULL, c.cluster_uid FROM connections c "
+      "JOIN users u ON u.id = c.owner_id WHERE c.id = ?",
       [&](Statement& s) { s.Bind(at).Bind(connection_id); },
       [&](const Statement& row) {
         found = true;
         // Both hashes come from this database, so a plain comparison leaks nothing.
         token_live = row.Text(0) == token_hash && row.Int(1) != 0;
+        bound = row.OptionalText(2);
       },
       "reading connection"));
   if (!found) return NotFoundError("connection " + connection_id + " does not exist");
@@ -1467,7 +1445,27 @@ Status SqliteStore::CheckTokenLive(const std::string& connection_id,
                                 "owner deactivated, while this " + std::string(what) +
                                 " was being received; nothing was stored");
   }
-  return Status::Ok();
+  return bound;
+}
+
+Status SqliteStore::RefuseClusterMismatch(const AuditEvent& audit, const std::string& cluster_uid,
+                                          const std::string& bound) {
+  AuditEvent mismatch = audit;
+  mismatch.action = "connection.cluster_mismatch";
+  mismatch.outcome = "refused";
+  json::object detail;
+  if (auto given = ParseJson(audit.detail.empty() ? "{}" : audit.detail);
+      given.ok() && given->is_object()) {
+    detail = std::move(given->get_object());
+  }
+  detail["cluster_uid"] = cluster_uid;
+  detail["bound_cluster_uid"] = bound;
+  mismatch.detail = ToJson(detail);
+  UPLINK_RETURN_IF_ERROR(InsertAudit(mismatch));
+  // The bound UID stays out of the message: the sender may not own that cluster. The
+  // connection's owner reads it in the audit log.
+  return ConflictError("this connection's token is bound to another cluster (a different "
+                       "kube-system UID); create a separate connection for each cluster");
 }
 
 Result<std::int64_t> SqliteStore::PruneRecords(WallTime now, const RecordRetention& retention) {
@@ -1500,7 +1498,8 @@ Result<UploadOutcome> SqliteStore::AcceptUpload(const std::string& connection_id
                                                 const AuditEvent& audit) {
   UploadOutcome outcome;
   Status status = WriteTransaction([&]() -> Status {
-    UPLINK_RETURN_IF_ERROR(CheckTokenLive(connection_id, token_hash, received_at, "upload"));
+    UPLINK_RETURN_IF_ERROR(
+        CheckTokenLive(connection_id, token_hash, received_at, "upload").status());
 
     struct Existing {
       std::int64_t id;
@@ -1697,6 +1696,66 @@ Result<RecordPage> SqliteStore::ListStreamRecords(const RecordQuery& query) {
       },
       "reading records"));
   return page;
+}
+
+Status SqliteStore::RecordPresence(const PresenceUpdate& update) {
+  if (update.connections.empty() && update.agents.empty()) return Status::Ok();
+  return WriteTransaction([&]() -> Status {
+    for (const auto& [id, at] : update.connections) {
+      UPLINK_RETURN_IF_ERROR(
+          Change("UPDATE connections SET last_seen_at = max(coalesce(last_seen_at, 0), ?) "
+                 "WHERE id = ?",
+                 [&](Statement& s) { s.Bind(at).Bind(id); }, "recording when agents called")
+              .status());
+    }
+    for (const auto& [id, agent] : update.agents) UPLINK_RETURN_IF_ERROR(RecordAgent(id, agent));
+    return Status::Ok();
+  }, CredentialCache::kKeep);
+}
+
+Status SqliteStore::RecordAgent(const std::string& connection_id, const AgentSeen& agent) {
+  // A connection deleted meanwhile has no agents to record: skipped, not an error. An older
+  // sighting (a flush retried after a newer one) moves nothing back.
+  return Change("INSERT INTO connection_agents (connection_id, role, instance, version, "
+                "last_seen_at) SELECT id, ?, ?, ?, ? FROM connections WHERE id = ? "
+                "ON CONFLICT (connection_id, role, instance) DO UPDATE SET "
+                "version = CASE WHEN excluded.last_seen_at >= last_seen_at "
+                "THEN excluded.version ELSE version END, "
+                "last_seen_at = max(last_seen_at, excluded.last_seen_at)",
+                [&](Statement& s) {
+                  s.Bind(agent.role).Bind(agent.instance).Bind(agent.version);
+                  s.Bind(agent.last_seen_at).Bind(connection_id);
+                },
+                "recording an agent")
+      .status();
+}
+
+Status SqliteStore::BindCluster(const std::string& connection_id, const std::string& token_hash,
+                                const std::string& cluster_uid, const AuditEvent& audit) {
+  Status refusal;
+  Status status = WriteTransaction([&]() -> Status {
+    UPLINK_ASSIGN_OR_RETURN(std::optional<std::string> bound,
+                            CheckTokenLive(connection_id, token_hash, audit.at, "call"));
+    if (bound && *bound == cluster_uid) return Status::Ok();
+    if (bound) {
+      // Commits only the refusal's audit event.
+      refusal = RefuseClusterMismatch(audit, cluster_uid, *bound);
+      return refusal.code() == StatusCode::kConflict ? Status::Ok() : refusal;
+    }
+    UPLINK_RETURN_IF_ERROR(Change("UPDATE connections SET cluster_uid = ? WHERE id = ?",
+                                  [&](Statement& s) { s.Bind(cluster_uid).Bind(connection_id); },
+                                  "binding the connection to its cluster")
+                               .status());
+    // Authentication hands out the connection row: the next call must see the binding.
+    connections_by_token_prefix_.clear();
+    AuditEvent bind = audit;
+    bind.action = "connection.bind";
+    bind.outcome = "ok";
+    bind.detail = ToJson(json::object{{"cluster_uid", cluster_uid}});
+    return InsertAudit(bind);
+  }, CredentialCache::kKeep);
+  if (!status.ok()) return status;
+  return refusal;
 }
 
 Result<std::vector<AgentSeen>> SqliteStore::ListAgents(const std::string& connection_id,

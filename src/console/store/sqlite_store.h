@@ -93,6 +93,11 @@ class SqliteStore : public Store {
                       const InventoryReport& report, WallTime received_at,
                       const AuditEvent& audit) override;
   Result<std::vector<Node>> ListNodes(const std::string& connection_id) override;
+  // Keeps the credential cache: last-seen times are nothing authentication reads.
+  Status RecordPresence(const PresenceUpdate& update) override;
+  // Also refuses (Unauthenticated) a connection whose owner was deactivated meanwhile.
+  Status BindCluster(const std::string& connection_id, const std::string& token_hash,
+                     const std::string& cluster_uid, const AuditEvent& audit) override;
   Result<std::vector<AgentSeen>> ListAgents(const std::string& connection_id,
                                             int limit) override;
 
@@ -193,11 +198,20 @@ class SqliteStore : public Store {
   // Revokes the user's sessions that are neither revoked nor expired at `at`, except one.
   Status RevokeLiveSessions(const std::string& user_id, const std::string& except_session_id,
                             WallTime at);
+  // Adds the agent to its connection's, or moves its last_seen_at (and version) forward.
+  Status RecordAgent(const std::string& connection_id, const AgentSeen& agent);
   // Records that `spool_id` feeds the stream from `epoch` on.
   Status RememberSpool(std::int64_t stream_id, const std::string& spool_id, std::int64_t epoch);
-  // Inside a write transaction: token, expiry, revocation and owner still as authenticated.
-  Status CheckTokenLive(const std::string& connection_id, const std::string& token_hash,
-                        WallTime at, std::string_view what);
+  // Inside a write transaction: token, expiry, revocation and owner still as authenticated
+  // (Unauthenticated naming `what` otherwise). The cluster UID the connection is bound to, if
+  // any.
+  Result<std::optional<std::string>> CheckTokenLive(const std::string& connection_id,
+                                                    const std::string& token_hash, WallTime at,
+                                                    std::string_view what);
+  // Inside a write transaction: writes `audit` as the refusal of a call from `cluster_uid` to
+  // a connection bound to `bound`, and returns the Conflict that refuses it.
+  Status RefuseClusterMismatch(const AuditEvent& audit, const std::string& cluster_uid,
+                               const std::string& bound);
   // Two-factor (sqlite_two_factor.cc), inside a write transaction: uses up `use` for `audit`
   // (see Store), and replaces the user's recovery codes with `codes`.
   Status UseSecondFactor(const std::string& user_id, const SecondFactorUse& use,

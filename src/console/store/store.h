@@ -14,6 +14,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "common/status.h"
@@ -160,8 +161,11 @@ struct Connection {
   WallTime created_at;
   WallTime expires_at;
   std::optional<WallTime> revoked_at;
-  std::optional<WallTime> last_report_at;
-  std::optional<std::string> cluster_uid;  // bound by the first accepted report
+  std::optional<WallTime> last_report_at;  // the last accepted inventory report
+  // The last accepted agent call of any role, as the store has it: the console notes calls in
+  // memory (AgentPresence) and writes them down at most every 30 s.
+  std::optional<WallTime> last_seen_at;
+  std::optional<std::string> cluster_uid;  // bound by the first call that names its cluster
   std::string agent_version;
   std::string selector;
   std::optional<WallTime> collected_at;
@@ -182,6 +186,13 @@ struct AgentSeen {
   std::string instance;  // pod or node name; empty when the agent did not say
   std::string version;
   WallTime last_seen_at;
+};
+
+// What the console noted of agent calls since it last wrote them down (AgentPresence): when
+// each connection's agents last called, and which agent made each call.
+struct PresenceUpdate {
+  std::vector<std::pair<std::string, WallTime>> connections;  // connection id, last call
+  std::vector<std::pair<std::string, AgentSeen>> agents;       // connection id, agent
 };
 
 // Records and payload bytes of one kind of loss in an agent's spool.
@@ -565,6 +576,21 @@ class Store {
                               const InventoryReport& report, WallTime received_at,
                               const AuditEvent& audit) = 0;
   virtual Result<std::vector<Node>> ListNodes(const std::string& connection_id) = 0;
+
+  // Liveness and the cluster binding on every agent call (docs/api.md, "Liveness").
+  // In one transaction, moves each connection's last_seen_at and each agent's last_seen_at
+  // forward (never back), adding agents not seen before. Writes no audit event: a call is not
+  // a change anyone made. Connections that no longer exist are skipped.
+  virtual Status RecordPresence(const PresenceUpdate& update) = 0;
+  // In one transaction: checks the token as AcceptReport does (Unauthenticated, nothing
+  // written); binds an unbound connection to `cluster_uid`, writing `audit` (action
+  // "connection.bind"); does nothing for a connection already bound to it; refuses (Conflict,
+  // nothing written but `audit` with action "connection.cluster_mismatch", outcome "refused"
+  // and detail {"cluster_uid", "bound_cluster_uid"} plus what `audit.detail` held) a
+  // connection bound to another cluster.
+  virtual Status BindCluster(const std::string& connection_id, const std::string& token_hash,
+                             const std::string& cluster_uid, const AuditEvent& audit) = 0;
+
   // The agents of a connection, most recently seen first, at most `limit`.
   virtual Result<std::vector<AgentSeen>> ListAgents(const std::string& connection_id,
                                                     int limit) = 0;

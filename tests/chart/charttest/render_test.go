@@ -68,7 +68,8 @@ func TestKubernetesEnabledAddsClusterAndNodeWorkloads(t *testing.T) {
 	node := asMap(asList(podSpec(find(t, result, "DaemonSet", "uplink-agent-node"))["containers"])[0])
 	if !sameJSON(t, node["args"], `["node", "--console=https://console.example.com",
 		"--token-file=/var/run/secrets/uplink/token", "--log-level=info", "--listen=0.0.0.0:8081",
-		"--state-dir=/var/lib/uplink-agent/node", "--host-proc=/host/proc", "--host-root=/host"]`) {
+		"--state-dir=/var/lib/uplink-agent/node", "--host-proc=/host/proc", "--host-root=/host",
+		"--cluster-uid-file=/var/run/uplink-cluster/clusterUID"]`) {
 		t.Errorf("node args: %s", toJSON(node["args"]))
 	}
 	if !sameJSON(t, node["env"], `[

@@ -5,9 +5,10 @@ import { useEffect, useRef, useState } from 'preact/hooks';
 import htm from 'htm';
 import uPlot from 'uplot';
 import { api } from './api.js';
-import { bytes, dateTime, number, splitArgv } from './format.js';
+import { ago, bytes, dateTime, number, splitArgv } from './format.js';
+import { PasswordPrompt, TokenReveal, usePasswordPrompt, withConfirmation } from './tokens.js';
 import { AgentRefusedNotice } from './two_factor.js';
-import { Badge, ErrorText, lastReport, useNow, usePoll } from './ui.js';
+import { Badge, ErrorText, useNow, usePoll } from './ui.js';
 
 const html = htm.bind(h);
 
@@ -261,28 +262,78 @@ function SecurityEvents({ events }) {
   </section>`;
 }
 
+// Why the nodes table is empty: the agent never reported, or it reported that no node
+// matches its selector, which says nothing about the GPUs' fitness.
+function NoNodes({ connection }) {
+  if (!connection.last_report_at) return html`<p>None reported yet.</p>`;
+  return html`<div class="notice" role="status">
+    <p><strong>0 nodes match selector ${connection.selector
+      ? html`<code>${connection.selector}</code>` : "the agent's selector"}.</strong></p>
+    <p>Detection is not qualification: an empty inventory means no matching nodes were found;
+      it is not a successful GPU qualification. Check the selector and the nodes' labels.</p>
+  </div>`;
+}
+
+// "Generate a new installation code": a new token, valid for the console's default lifetime
+// (90 days) from now, shown once; the current token stops working at once. `onIssued` lets
+// the page show the new expiry at once.
+function NewInstallationCode({ connection, onIssued }) {
+  const [prompt, ask] = usePasswordPrompt();
+  const [reveal, setReveal] = useState(null);
+  const [error, setError] = useState(null);
+  if (connection.status === 'revoked') return null;
+  const generate = async () => {
+    if (!confirm('Generate a new installation code for ' + connection.cluster_name + '? It is ' +
+                 'valid for 90 days. The current token stops working at once: the agent is ' +
+                 'refused until the new code is in its Secret.')) return;
+    setError(null);
+    try {
+      const path = '/api/v1/connections/' + encodeURIComponent(connection.id) + '/rotate';
+      const reply = await withConfirmation(() => api('POST', path, { renew: true }), ask);
+      if (reply && reply.token) {
+        setReveal(reply);
+        onIssued();
+      }
+    } catch (e) {
+      setError(e);
+    }
+  };
+  return html`<div class="renew">
+    ${prompt && html`<${PasswordPrompt} onAnswer=${prompt}
+      reason="Generating an installation code needs your password again." />`}
+    ${reveal ? html`<${TokenReveal} reveal=${reveal} onDone=${() => setReveal(null)} />`
+      : html`<button type="button" class="secondary" onClick=${generate}>Generate a new installation code</button>`}
+    <${ErrorText} error=${error} />
+  </div>`;
+}
+
 export function ConnectionPage({ id }) {
   const now = useNow();
   const base = '/api/v1/connections/' + encodeURIComponent(id);
-  const { data: connection, error } = usePoll(() => api('GET', base), 5000, [id]);
+  const [version, setVersion] = useState(0);
+  const { data: connection, error } = usePoll(() => api('GET', base), 5000, [id, version]);
   const { data: samples } = usePoll(() => api('GET', base + '/nodes?limit=500'), 30000, [id]);
   const [selected, setSelected] = useState(null);
   if (!connection) return html`<section><h1>Connection</h1><${ErrorText} error=${error} /></section>`;
   return html`<section>
-    <h1>${connection.cluster_name} <${Badge} connection=${connection} /></h1>
+    <h1>${connection.cluster_name} <${Badge} connection=${connection} now=${now} /></h1>
     <${ErrorText} error=${error} />
     <${AgentRefusedNotice} connection=${connection} />
     <dl class="facts">
       <dt>Agent</dt><dd>${connection.agent_name} ${connection.agent_version || ''}</dd>
-      <dt>Last report</dt><dd>${lastReport(connection, now)}</dd>
+      <dt>Last seen</dt><dd>${ago(connection.last_seen_at, now)}</dd>
+      <dt>Last inventory report</dt><dd>${connection.last_report_at ? ago(connection.last_report_at, now) : 'none yet'}</dd>
       <dt>Nodes ready</dt><dd>${connection.totals.nodes_ready} / ${connection.totals.nodes}</dd>
       <dt>GPUs ready / total</dt><dd>${connection.totals.gpus_ready} / ${connection.totals.gpu_capacity}</dd>
-      <dt>Token</dt><dd><code>${connection.token_prefix}…</code>, expires ${connection.expires_at}</dd>
+      <dt>Token</dt><dd><code>${connection.token_prefix}…</code>, expires ${dateTime(connection.expires_at)}${
+        connection.expires_in_days ? html` <strong class="warn">(in ${connection.expires_in_days} ${
+          connection.expires_in_days === 1 ? 'day' : 'days'})</strong>` : ''}</dd>
       <dt>GPU node selector</dt><dd><${SelectorFact} connection=${connection} /></dd>
     </dl>
+    <${NewInstallationCode} connection=${connection} onIssued=${() => setVersion((v) => v + 1)} />
     <${SecurityEvents} events=${connection.security_events || []} />
     <h2>Nodes</h2>
-    ${connection.nodes.length === 0 ? html`<p>No nodes reported yet.</p>`
+    ${connection.nodes.length === 0 ? html`<${NoNodes} connection=${connection} />`
       : html`<${NodesTable} nodes=${connection.nodes} samples=${samples ? samples.nodes : []}
           selected=${selected} onSelect=${setSelected} />`}
     ${selected && html`<${NodeCharts} connectionId=${id} node=${selected} />`}

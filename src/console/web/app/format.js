@@ -1,12 +1,16 @@
 // Plain-text formatting of API values for the pages.
 
-export function ago(iso, now) {
-  if (!iso) return 'never';
+// How long since `iso`: "45 s", "3 min", "5 h", "3 d".
+export function since(iso, now) {
   const seconds = Math.max(0, Math.round((now - Date.parse(iso)) / 1000));
-  if (seconds < 90) return seconds + ' s ago';
-  if (seconds < 90 * 60) return Math.round(seconds / 60) + ' min ago';
-  if (seconds < 48 * 3600) return Math.round(seconds / 3600) + ' h ago';
-  return Math.round(seconds / 86400) + ' d ago';
+  if (seconds < 90) return seconds + ' s';
+  if (seconds < 90 * 60) return Math.round(seconds / 60) + ' min';
+  if (seconds < 48 * 3600) return Math.round(seconds / 3600) + ' h';
+  return Math.round(seconds / 86400) + ' d';
+}
+
+export function ago(iso, now) {
+  return iso ? since(iso, now) + ' ago' : 'never';
 }
 
 export function bytes(value) {

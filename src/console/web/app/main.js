@@ -10,8 +10,9 @@ import { api, ApiError, setCsrfToken } from './api.js';
 import { ConnectionPage } from './connection.js';
 import { TokensPage } from './tokens.js';
 import { ApiKeysPage, AuditPage, UsersPage } from './admin.js';
+import { ago } from './format.js';
 import { AgentRefusedNotice, CodeInput, TwoFactorPage, secondFactor } from './two_factor.js';
-import { Badge, ErrorText, lastReport, useNow, usePoll } from './ui.js';
+import { Badge, ErrorText, useNow, usePoll } from './ui.js';
 
 const html = htm.bind(h);
 
@@ -37,13 +38,13 @@ function ConnectionsPage({ linked = true }) {
     ${connections && connections.length === 0 &&
     html`<p>No connections yet. <a href="#/tokens">Create an agent token</a> to connect a cluster.</p>`}
     ${connections && connections.length > 0 && html`<div class="table-wrap"><table class="connections">
-      <thead><tr><th scope="col">Cluster</th><th scope="col">Status</th><th scope="col">Last report</th>
+      <thead><tr><th scope="col">Cluster</th><th scope="col">State</th><th scope="col">Last seen</th>
         <th scope="col">Agent version</th><th scope="col">Nodes</th><th scope="col">GPUs ready / total</th></tr></thead>
       <tbody>${connections.map((c) => html`<tr key=${c.id} data-connection=${c.cluster_name}>
         <td>${linked ? html`<a href=${'#/connections/' + encodeURIComponent(c.id)}>${c.cluster_name}</a>` : c.cluster_name}
           <div class="muted">${c.agent_name}</div></td>
-        <td><${Badge} connection=${c} /><${AgentRefusedNotice} connection=${c} brief /></td>
-        <td>${lastReport(c, now)}</td>
+        <td><${Badge} connection=${c} now=${now} /><${AgentRefusedNotice} connection=${c} brief /></td>
+        <td>${ago(c.last_seen_at, now)}</td>
         <td>${c.agent_version || '–'}</td>
         <td>${c.last_report_at ? c.totals.nodes : '–'}</td>
         <td>${c.last_report_at ? c.totals.gpus_ready + ' / ' + c.totals.gpu_capacity : '–'}</td>

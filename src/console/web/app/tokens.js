@@ -50,7 +50,7 @@ export function PasswordPrompt({ onAnswer, reason }) {
   </form>`;
 }
 
-function TokenReveal({ reveal, onDone }) {
+export function TokenReveal({ reveal, onDone }) {
   const [copied, setCopied] = useState('');
   const keepRef = useRef(null);
   const copy = async (text, what) => {
@@ -139,7 +139,7 @@ export function TokensPage() {
         <th scope="col">Expires</th><th scope="col">Actions</th></tr></thead>
       <tbody>${data.connections.map((c) => html`<tr key=${c.id} data-connection=${c.cluster_name}>
         <td>${c.cluster_name}<div class="muted">${c.agent_name}</div></td>
-        <td><${Badge} connection=${c} plain /></td>
+        <td><${Badge} connection=${c} now=${now} /></td>
         <td><code>${c.token_prefix}…</code></td>
         <td>${c.agent_version || '–'}</td>
         <td>${c.last_report_at ? ago(c.last_report_at, now) : 'never'}</td>

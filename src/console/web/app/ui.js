@@ -1,8 +1,8 @@
-// Pieces shared by the pages: polling, the ticking clock, errors and the status badge.
+// Pieces shared by the pages: polling, the ticking clock, errors and the state badges.
 import { h } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
 import htm from 'htm';
-import { ago } from './format.js';
+import { since } from './format.js';
 
 const html = htm.bind(h);
 
@@ -41,33 +41,38 @@ export function ErrorText({ error }) {
   return html`<p class="error" role="alert">${error.message}</p>`;
 }
 
-const statusText = {
-  never: 'Waiting for agent',
-  active: 'active',
-  stale: 'stale',
-  offline: 'offline',
-  expired: 'expired',
-  revoked: 'revoked',
-};
-
-// The badge of a connection: the token's status, or offline when a reporting agent went
-// silent; colour plus text.
-export function badgeStatus(connection) {
-  const { status, liveness } = connection;
-  if (status === 'active' && liveness === 'offline') return 'offline';
-  return status;
+// A connection's state at a glance (docs/web.md, "Connection states"): offline whenever its
+// agents have been silent past the offline threshold, whatever the token's status, and for
+// how long; else a revoked or expired token; else what its agents do. Severity only grows
+// with silence: waiting, connected, stale, offline. `uplink connections list` says the same.
+export function connectionState(connection, now) {
+  const { status, liveness, last_seen_at: seen } = connection;
+  if (liveness === 'offline') return { key: 'offline', text: 'offline ' + since(seen, now) };
+  if (status === 'revoked' || status === 'expired') return { key: status, text: status };
+  if (liveness === 'waiting') return { key: 'waiting', text: 'Waiting for agent' };
+  if (liveness === 'stale') return { key: 'stale', text: 'stale ' + since(seen, now) };
+  return { key: 'connected', text: 'connected' };
 }
 
-// `plain`: the status names of the token table ("never" rather than "Waiting for agent").
-export function Badge({ connection, plain }) {
-  const status = badgeStatus(connection);
-  const text = plain ? status : statusText[status] || status;
-  return html`<span class=${'badge badge-' + status} data-status=${status}>${text}</span>`;
+// What the token adds to the state: why an offline agent cannot come back, or that the token
+// expires soon (from 14 days before).
+export function tokenNote(connection) {
+  const { status, liveness, expires_in_days: days } = connection;
+  if (liveness === 'offline' && (status === 'revoked' || status === 'expired')) {
+    return { key: 'token-' + status, text: 'token ' + status };
+  }
+  if (days !== null && days !== undefined) {
+    return { key: 'expiring', text: 'expires in ' + days + (days === 1 ? ' day' : ' days') };
+  }
+  return null;
 }
 
-// A connection's last report: "12 s ago", or why there is none.
-export function lastReport(connection, now) {
-  if (connection.last_report_at) return ago(connection.last_report_at, now);
-  return connection.status === 'never' ? 'Waiting for agent' : 'never';
+// The state badge, and the token's badge beside it when it has something to say; colour
+// plus text.
+export function Badge({ connection, now }) {
+  const state = connectionState(connection, now);
+  const note = tokenNote(connection);
+  return html`<span class="badges"><span class=${'badge badge-' + state.key}
+    data-status=${state.key}>${state.text}</span>${note && html` <span
+    class=${'badge badge-' + note.key} data-token=${note.key}>${note.text}</span>`}</span>`;
 }
-
