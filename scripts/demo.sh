@@ -90,7 +90,7 @@ pids+=($!)
 pids+=($!)
 
 reported() {
-  UPLINK_API_KEY=$admin_key "$bin/uplink" --console "$url" connections list | grep -q ' active '
+  curl -sf -H @"$dir/auth-header" "$url/api/v1/connections" | grep -q '"liveness":"connected"'
 }
 wait_for 30 reported || fail "the agent's first report did not arrive" "$dir/agent.log"
 
