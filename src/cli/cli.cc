@@ -53,6 +53,18 @@ Status Dispatch(Invocation& inv) {
       return RunApiKeysRevoke(inv);
     case CommandId::kAudit:
       return RunAudit(inv);
+    case CommandId::kApprovalsList:
+      return RunApprovalsList(inv);
+    case CommandId::kApprovalsApprove:
+      return RunApprovalsApprove(inv);
+    case CommandId::kApprovalsReject:
+      return RunApprovalsReject(inv);
+    case CommandId::kApprovalsRules:
+      return RunApprovalsRules(inv);
+    case CommandId::kApprovalsAddRule:
+      return RunApprovalsAddRule(inv);
+    case CommandId::kApprovalsRemoveRule:
+      return RunApprovalsRemoveRule(inv);
   }
   return InternalError("a command without a handler");
 }

@@ -42,6 +42,12 @@ enum class CommandId {
   kApiKeysCreate,
   kApiKeysRevoke,
   kAudit,
+  kApprovalsList,
+  kApprovalsApprove,
+  kApprovalsReject,
+  kApprovalsRules,
+  kApprovalsAddRule,
+  kApprovalsRemoveRule,
 };
 
 inline constexpr size_t kAnyOperands = std::numeric_limits<size_t>::max();

@@ -94,5 +94,11 @@ Status RunApiKeysList(Invocation& inv);
 Status RunApiKeysCreate(Invocation& inv);
 Status RunApiKeysRevoke(Invocation& inv);
 Status RunAudit(Invocation& inv);
+Status RunApprovalsList(Invocation& inv);
+Status RunApprovalsApprove(Invocation& inv);
+Status RunApprovalsReject(Invocation& inv);
+Status RunApprovalsRules(Invocation& inv);
+Status RunApprovalsAddRule(Invocation& inv);
+Status RunApprovalsRemoveRule(Invocation& inv);
 
 }  // namespace uplink::cli

@@ -224,13 +224,19 @@ TEST_F(Install, AnsweringNoPrintsTheTokenOnceWithTheCommandsToRunAndExits0) {
 
 TEST_F(Install, TheQuestionGoesToTheTerminalWhenThereIsOne) {
   cli_.terminal.available = true;
-  cli_.terminal.answers = {"Y"};
+  cli_.terminal.answers = {"Y", "ml, dev"};
   auto r = RunInstall({"--context", "prod"});
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(cli_.terminal.prompts,
-            std::vector<std::string>{"Create Secret uplink-agent-token in namespace uplink and set "
-                                     "that namespace's Pod Security enforcement to privileged, "
-                                     "using kubectl context 'prod'? [y/N] "});
+            (std::vector<std::string>{
+                "Create Secret uplink-agent-token in namespace uplink and set that namespace's "
+                "Pod Security enforcement to privileged, using kubectl context 'prod'? [y/N] ",
+                "Namespaces 'uplink kubectl' and the cluster view may read (comma-separated, * "
+                "for all, 'none' for cluster-scoped reads only; Enter to choose later): "}));
+  auto created = console_.RequestsTo("POST", "/api/v1/connections");
+  ASSERT_EQ(created.size(), 1u);
+  EXPECT_NE(created[0].body.find(R"("namespaces":["ml","dev"])"), std::string::npos)
+      << created[0].body;
   EXPECT_EQ(Calls().size(), 5u);
   EXPECT_EQ(r.out.find(kToken), std::string::npos);
 }

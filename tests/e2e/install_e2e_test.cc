@@ -101,11 +101,17 @@ TEST_F(InstallEndToEnd, TheQuestionIsAskedOnTheTerminal) {
   auto r = d_.UplinkInTerminal(
       {"connections", "install", "gpu-prod", "--kubeconfig", cluster_->kubeconfig},
       {{"UPLINK_API_KEY", d_.admin_key()}},
-      {{"to privileged, using kubectl context 'uplink-kubesim'? [y/N] ", "y\n"}});
+      {{"to privileged, using kubectl context 'uplink-kubesim'? [y/N] ", "y\n"},
+       {"Enter to choose later): ", "ml, inference\n"}});
   ASSERT_EQ(r.exit_code, 0) << r.out;
   const std::string token = SecretToken();
   EXPECT_EQ(d_.AgentWhoami(token), 200);
   EXPECT_EQ(r.out.find("agt_"), std::string::npos) << r.out;
+  // The namespace scope was chosen with the connection.
+  json::value connections = d_.ApiJson("GET", "/api/v1/connections");
+  const std::string id(connections.at("connections").as_array().at(0).at("id").as_string());
+  json::value scope = d_.ApiJson("GET", "/api/v1/connections/" + id + "/namespaces");
+  EXPECT_EQ(json::serialize(scope.at("namespaces")), R"(["inference","ml"])");
 }
 
 TEST_F(InstallEndToEnd, AnsweringNoPrintsTheTokenAndTheManualCommands) {

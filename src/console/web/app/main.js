@@ -1,5 +1,5 @@
 // The uplink web console: sign-in, connections, a connection's nodes, charts, cluster view
-// and kubectl console, agent tokens, audit log and users. Everything from the cluster is
+// and kubectl console, approvals, agent tokens, audit log and users. Everything from the cluster is
 // rendered as text (htm escapes it); nothing is ever set as HTML.
 import { h, render } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
@@ -7,6 +7,7 @@ import htm from 'htm';
 import 'uplot/dist/uPlot.min.css';
 import './style.css';
 import { api, ApiError, setCsrfToken } from './api.js';
+import { ApprovalsPage } from './approvals.js';
 import { ConnectionPage } from './connection.js';
 import { TokensPage } from './tokens.js';
 import { ApiKeysPage, AuditPage, UsersPage } from './admin.js';
@@ -114,11 +115,12 @@ function App() {
   };
   const admin = session.user.role === 'admin';
   const [page, id] = route;
-  const nav = [['connections', 'Connections'], ['tokens', 'Agent tokens'], ['audit', 'Audit log'], ['api-keys', 'API keys']];
+  const nav = [['connections', 'Connections'], ['tokens', 'Agent tokens'], ['approvals', 'Approvals'], ['audit', 'Audit log'], ['api-keys', 'API keys']];
   if (admin) nav.push(['users', 'Users']);
   let content;
   if (page === 'connections' && id) content = html`<${ConnectionPage} id=${id} />`;
   else if (page === 'tokens') content = html`<${TokensPage} />`;
+  else if (page === 'approvals') content = html`<${ApprovalsPage} />`;
   else if (page === 'audit') content = html`<${AuditPage} />`;
   else if (page === 'api-keys') content = html`<${ApiKeysPage} />`;
   else if (page === 'users' && admin) content = html`<${UsersPage} />`;
