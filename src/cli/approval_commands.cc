@@ -37,6 +37,16 @@ std::string RuleText(const json::object* rule) {
          Display(*rule, "namespace", 63);
 }
 
+// "kubectl logs in namespace payments", "any command on deployments.apps in any namespace".
+std::string RuleSentence(const json::object& rule) {
+  const std::string verb = Display(rule, "verb", 16);
+  const std::string resource = Display(rule, "resource", 63);
+  const std::string namespace_name = Display(rule, "namespace", 63);
+  std::string text = verb == "*" ? "any command" : "kubectl " + verb;
+  if (resource != "*") text += " on " + resource;
+  return text + (namespace_name == "*" ? " in any namespace" : " in namespace " + namespace_name);
+}
+
 std::string PersonText(const json::object& object, std::string_view key) {
   const json::object* person = ObjectField(object, key);
   return person == nullptr ? "-" : Display(*person, "email", 80);
@@ -222,10 +232,8 @@ Status RunApprovalsAddRule(Invocation& inv) {
   if (inv.json()) {
     PrintJson(inv.out, rule);
   } else {
-    inv.out << "Added approval rule " << Display(rule, "id", 32) << ": kubectl "
-            << Display(rule, "verb", 16) << " on " << Display(rule, "resource", 63)
-            << " in namespace " << Display(rule, "namespace", 63)
-            << " now waits for approval ('*' matches anything).\n";
+    inv.out << "Added approval rule " << Display(rule, "id", 32) << ": " << RuleSentence(rule)
+            << " now waits for approval.\n";
   }
   return Status::Ok();
 }

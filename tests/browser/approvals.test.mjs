@@ -128,7 +128,9 @@ async function main() {
   const idle = await expectStatus(call(base, 'POST', '/api/v1/agent/commands/poll', east.token,
                                        { agent_instance: 'cluster-0', wait_seconds: 0 }), 200);
   assert.equal(idle.commands.length, 0);
-  await page.getByRole('link', { name: 'Approvals' }).click();
+  // The navigation bar says something waits (it asks every 15 s; a reload asks now).
+  await page.reload();
+  await page.getByRole('link', { name: 'Approvals (1 waiting)' }).click();
   const card = page.locator('li.approval[data-command="' + asked.id + '"]');
   await card.waitFor();
   const cardText = await card.innerText();

@@ -177,7 +177,8 @@ TEST_F(ApprovalCommands, RulesAreListedAddedAndRemoved) {
   auto added = Run({"approvals", "add-rule", "prod", "--verb", "get", "--resource", "po",
                     "--namespace", "ml"});
   EXPECT_EQ(added.code, 0) << added.err;
-  EXPECT_NE(added.out.find("kubectl get on pods in namespace ml"), std::string::npos)
+  EXPECT_NE(added.out.find("kubectl get on pods in namespace ml now waits for approval"),
+            std::string::npos)
       << added.out;
   auto sent = console_.RequestsTo("POST", kConnection + "/approval-rules");
   ASSERT_EQ(sent.size(), 1u);

@@ -139,6 +139,9 @@ TEST_F(KubectlEndToEnd, EveryReadOnlyVerbWorksThroughTheAgent) {
   EXPECT_NE(Stdout({"api-versions"}).find("apps/v1"), std::string::npos);
   EXPECT_NE(Stdout({"version"}).find("Server Version"), std::string::npos);
   EXPECT_NE(Stdout({"explain", "pods"}).find("KIND"), std::string::npos);
+  // --recursive lists every field of the schema: a read, as explain is.
+  EXPECT_NE(Stdout({"explain", "pods", "--recursive"}).find("creationTimestamp"),
+            std::string::npos);
   EXPECT_NE(Stdout({"get", "deployments", "-A"}).find("NAME"), std::string::npos);
   net::Response info = Run({"cluster-info"});
   EXPECT_EQ(info.status, 200) << info.body;

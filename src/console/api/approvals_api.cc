@@ -249,7 +249,9 @@ Result<net::Response> ConsoleApi::DecideApproval(const std::string& command_id,
                            "or its owner deactivated); reject the command instead");
     }
     auto command = kubectl::CheckKubectlArgv(found->argv);
-    UPLINK_RETURN_IF_ERROR(command.status());
+    if (!command.ok()) {
+      return ErrorResponse(403, "refused", kubectl::RefusalText(command.status().message()));
+    }
     UPLINK_ASSIGN_OR_RETURN(NamespaceScope scope, store_.GetNamespaceScope(connection->id));
     if (Status in_scope = kubectl::CheckNamespaceScope(*command, scope); !in_scope.ok()) {
       return ErrorResponse(403, "namespace_not_allowed",

@@ -132,7 +132,7 @@ std::optional<std::string> ReadNodeSample(const json::object& payload, const std
 
 // The problem with a cluster snapshot payload at `path`, or nullopt when it is fine, `record`
 // is marked as one and its pods' usage is added to `batch`. Snapshots belong on a cluster
-// role's stream, cluster/<pod>.
+// role's stream, cluster/....
 std::optional<std::string> ReadClusterSnapshot(const json::object& payload,
                                                const std::string& path, UploadBatch& batch,
                                                UploadRecord& record) {
@@ -140,7 +140,7 @@ std::optional<std::string> ReadClusterSnapshot(const json::object& payload,
   if (!collected_at.ok()) return collected_at.status().message();
   if (!batch.stream.starts_with(kClusterStreamPrefix)) {
     return path + " is a cluster_snapshot, which belongs on a cluster role's stream "
-                  "(cluster/<pod>), not on \"" +
+                  "(cluster/...), not on \"" +
            batch.stream + "\"";
   }
   record.cluster_snapshot_at = *collected_at;

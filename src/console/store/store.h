@@ -378,7 +378,7 @@ using NamespaceScope = std::optional<std::vector<std::string>>;
 
 // The latest cluster snapshot of a connection (docs/protocol.md, "Cluster snapshots").
 struct ClusterSnapshot {
-  std::string stream;  // "cluster/<agent_instance>"
+  std::string stream;  // "cluster/...", the cluster role's
   WallTime collected_at;  // by the agent's clock, milliseconds
   WallTime received_at;   // by the console's
   std::string payload;    // the record's payload, a JSON object as the agent sent it

@@ -110,6 +110,13 @@ function ApprovalList({ approvals, clusters, onDecided }) {
   </li>`)}</ul>`;
 }
 
+// The navigation bar's link text: how many commands wait for the signed-in user's decision.
+export function ApprovalsLabel() {
+  const { data } = usePoll(() => api('GET', '/api/v1/approvals'), 15000, []);
+  const waiting = data ? data.approvals.length : 0;
+  return waiting > 0 ? 'Approvals (' + waiting + ' waiting)' : 'Approvals';
+}
+
 // Every command waiting for the signed-in user's decision, across connections.
 export function ApprovalsPage() {
   const [version, setVersion] = useState(0);

@@ -7,7 +7,7 @@ import htm from 'htm';
 import 'uplot/dist/uPlot.min.css';
 import './style.css';
 import { api, ApiError, setCsrfToken } from './api.js';
-import { ApprovalsPage } from './approvals.js';
+import { ApprovalsLabel, ApprovalsPage } from './approvals.js';
 import { ConnectionPage } from './connection.js';
 import { TokensPage } from './tokens.js';
 import { ApiKeysPage, AuditPage, UsersPage } from './admin.js';
@@ -115,7 +115,8 @@ function App() {
   };
   const admin = session.user.role === 'admin';
   const [page, id] = route;
-  const nav = [['connections', 'Connections'], ['tokens', 'Agent tokens'], ['approvals', 'Approvals'], ['audit', 'Audit log'], ['api-keys', 'API keys']];
+  const nav = [['connections', 'Connections'], ['tokens', 'Agent tokens'],
+    ['approvals', html`<${ApprovalsLabel} />`], ['audit', 'Audit log'], ['api-keys', 'API keys']];
   if (admin) nav.push(['users', 'Users']);
   let content;
   if (page === 'connections' && id) content = html`<${ConnectionPage} id=${id} />`;
