@@ -210,8 +210,10 @@ std::optional<uplink::kubectl::KubectlCommand> CheckAndJudge(const Argv& argv) {
   }
   CheckAccepted(argv);
 
-  // Scope: nothing runs before namespaces are chosen; "*" allows everything allowed.
-  FUZZ_CHECK(!uplink::kubectl::CheckNamespaceScope(*command, std::nullopt).ok());
+  // Scope: before namespaces are chosen only cluster-scoped reads run, which read no
+  // namespace; "*" allows everything allowed.
+  FUZZ_CHECK(uplink::kubectl::CheckNamespaceScope(*command, std::nullopt).ok() ==
+             command->cluster_scoped);
   FUZZ_CHECK(uplink::kubectl::CheckNamespaceScope(*command, std::vector<std::string>{"*"}).ok());
   if (command->all_namespaces && !command->cluster_scoped) {
     FUZZ_CHECK(
