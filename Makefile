@@ -1,12 +1,14 @@
 # The two commands are `make demo` and `make test`; the rest are their steps.
 # `make build TARGETS=uplink-agent` builds only the named targets (the image build does).
 # `make manifests` regenerates deploy/manifests/ from the Helm chart.
+# `make images REGISTRY=HOST[:PORT]/PATH` builds the agent images with podman and pushes them
+# there (deploy/docker/README.md); BASE_IMAGE and KUBECTL choose the base and the kubectl.
 BUILD_DIR ?= build
 BUILD_TYPE ?= Release
 JOBS ?= $(shell nproc)
 CTEST_JOBS ?= $(shell nproc)
 
-.PHONY: all deps configure build test demo bench clean manifests
+.PHONY: all deps configure build test demo bench clean manifests images
 
 all: build
 
@@ -27,6 +29,10 @@ test: build
 manifests: configure
 	@cmake --build $(BUILD_DIR) --target chart_tools
 	@deploy/manifests/render.sh $(BUILD_DIR)/tests/chart/chartrender
+
+images: configure
+	@cmake --build $(BUILD_DIR) -j $(JOBS) --target uplink-agent
+	@BASE_IMAGE="$(BASE_IMAGE)" KUBECTL="$(KUBECTL)" deploy/docker/images.sh $(BUILD_DIR) "$(REGISTRY)"
 
 demo: build
 	@scripts/demo.sh $(BUILD_DIR)/bin

@@ -115,6 +115,7 @@ Try:
   $bin/uplink connections install second-cluster --kubeconfig $dir/kubeconfig --yes
                                                      # a token straight into a Secret, never shown
   curl -s -H @$dir/auth-header $url/api/v1/connections
+  curl -s $url/charts/index.yaml                     # the agent's chart, a Helm repository
   kubectl --kubeconfig $dir/kubeconfig get nodes      # the simulated cluster
   $bin/uplink kubectl demo-gpu-cluster -- get pods -A  # read-only kubectl through the agent
 

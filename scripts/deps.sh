@@ -18,12 +18,14 @@ packages=(
   g++ cmake ninja-build ccache pkg-config make
   # libraries (Boost 1.81: Asio, Beast, JSON, URL are header-only)
   libboost1.81-dev libssl-dev libsqlite3-dev zlib1g-dev libyaml-dev libsodium-dev
+  libqrencode-dev  # the console's two-factor set-up: the otpauth:// URI as a QR code
   libgtest-dev libgmock-dev libbenchmark-dev
 )
 if [[ "$profile" == all ]]; then
   packages+=(
     # real tools the tests drive
     kubectl openssl sqlite3 curl procps
+    zbar-tools  # zbarimg: the two-factor tests read the console's QR codes back with a real scanner
     chromium  # headless, for the web console's browser tests (tests/browser, playwright-core)
     # clang and its libFuzzer runtime: make test runs the kubectl guard's fuzz target for a
     # bounded time (clang-14 does not pull in libclang-rt-14-dev by itself)
@@ -31,6 +33,10 @@ if [[ "$profile" == all ]]; then
     # node_exporter: the node role's metric names and values are checked against it, and
     # its CPU and memory are the baseline of bench_node
     prometheus-node-exporter
+    # make images and its test: podman with runc (crun refuses hybrid cgroups), uidmap for
+    # rootless podman, mmdebstrap for base images from Debian's archive, and Debian's
+    # docker-registry for the test's registry on loopback
+    podman runc uidmap mmdebstrap docker-registry
     # the chart tests' renderer (tests/chart): Go's text/template with sprig, as Helm
     # renders, plus YAML and JSON Schema; built offline from Debian's Go sources
     golang-go golang-github-masterminds-sprig-dev golang-k8s-sigs-yaml-dev

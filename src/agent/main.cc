@@ -76,6 +76,7 @@ const char kUsage[] =
     "  spool ship    deliver the spool's records to the console until SIGTERM\n"
     "\n"
     "other commands:\n"
+    "  --version     print the agent's version\n"
     "  check-kubectl read one JSON argv array per line on stdin ([\"kubectl\", \"get\", ...]);\n"
     "                print 'allow' or 'refuse: REASON' for each: what the agent's read-only\n"
     "                kubectl would run\n"
@@ -442,6 +443,11 @@ int main(int argc, char** argv) {
   }
   std::string role = args.front();
   args.erase(args.begin());
+  // The image build and `make images` check the binary runs in its image with this.
+  if (role == "--version" || role == "version") {
+    (void)WriteStdout("uplink-agent " UPLINK_VERSION "\n");
+    return 0;
+  }
   if (role == "inventory") return RunInventory(args);
   if (role == "node") return agent::node::RunNodeCommand(args);
   if (role == "cluster") return agent::cluster::RunClusterCommand(args);

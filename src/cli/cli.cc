@@ -53,6 +53,20 @@ Status Dispatch(Invocation& inv) {
       return RunApiKeysRevoke(inv);
     case CommandId::kAudit:
       return RunAudit(inv);
+    case CommandId::kUsersResetTwoFactor:
+      return RunUsersResetTwoFactor(inv);
+    case CommandId::kTwoFactorStatus:
+      return RunTwoFactorStatus(inv);
+    case CommandId::kTwoFactorEnroll:
+      return RunTwoFactorEnroll(inv);
+    case CommandId::kTwoFactorConfirm:
+      return RunTwoFactorConfirm(inv);
+    case CommandId::kTwoFactorDisable:
+      return RunTwoFactorDisable(inv);
+    case CommandId::kTwoFactorRecoveryCodes:
+      return RunTwoFactorRecoveryCodes(inv);
+    case CommandId::kTwoFactorRequire:
+      return RunTwoFactorRequire(inv);
     case CommandId::kApprovalsList:
       return RunApprovalsList(inv);
     case CommandId::kApprovalsApprove:

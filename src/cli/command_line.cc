@@ -14,6 +14,15 @@ constexpr FlagSpec kReadNamespaces{
     "read-namespaces", "NS,...",
     "the namespaces 'uplink kubectl' and the cluster view may read: names, * for all, '' for "
     "cluster-scoped reads only (asked on a terminal when absent; Enter chooses later)"};
+constexpr FlagSpec kCodeStdin{"code-stdin", "",
+                              "read the two-factor code (or a recovery code) from the next line "
+                              "of stdin instead of asking on the terminal"};
+constexpr FlagSpec kRecoveryCodesOut{"recovery-codes-out", "F",
+                                     "write the recovery codes to the new file F (mode 0600) "
+                                     "instead of showing them; F must not exist"};
+constexpr FlagSpec kOwnPasswordStdin{
+    "password-stdin", "", "read your password from the first line of stdin"};
+
 constexpr FlagSpec kHandover{"handover", "",
                              "issue a one-time handover code (10 minutes) instead of the token; "
                              "redeem it with 'uplink connections redeem'"};
@@ -99,6 +108,7 @@ const std::vector<std::pair<std::string_view, std::string_view>>& Groups() {
       {"connections", "clusters connected to the console and their agent tokens"},
       {"users", "people who may sign in (admins manage everyone, members themselves)"},
       {"api-keys", "your API keys, for scripts"},
+      {"two-factor", "two-factor sign-in: an authenticator app's codes beside your password"},
       {"approvals", "kubectl commands that wait for approval, and the rules that send them"},
   };
   return groups;
@@ -113,13 +123,15 @@ const std::vector<CommandSpec>& Commands() {
                  {"password-stdin", "", "read the password from the first line of stdin"},
                  {"api-key-stdin", "", "store an API key read from stdin instead (checked first)"},
                  {"confirm", "",
-                  "confirm the current session's password (sensitive calls need it)"}},
+                  "confirm the current session's password (sensitive calls need it)"},
+                 kCodeStdin},
        .notes = "The password is asked on the terminal without echo. The session (skt_, 12 "
                 "hours) or API key is saved to $XDG_CONFIG_HOME/uplink/credentials.json (or "
                 "~/.config/uplink/credentials.json), mode 0600. A session may create or rotate "
                 "agent tokens and create API keys only within 5 minutes of a password "
                 "confirmation; uplink asks for it when a terminal is there, or run 'uplink login "
-                "--confirm' first."},
+                "--confirm' first. With two-factor sign-in, the code is asked after the password "
+                "(or read from the line after it with --code-stdin)."},
       {.id = CommandId::kLogout,
        .name = "logout",
        .summary = "end the stored session and remove the stored credential",
@@ -186,26 +198,42 @@ const std::vector<CommandSpec>& Commands() {
        .operands = "CLUSTER_NAME",
        .min_operands = 1,
        .max_operands = 1,
-       .summary =
-           "create or rotate the cluster's token and put it in a Kubernetes Secret with kubectl",
-       .flags = {{"namespace", "NS", "the agent's namespace [default: uplink]"},
+       .summary = "put the cluster's agent token in a Kubernetes Secret with kubectl, and print "
+                  "the helm commands for the workloads you choose",
+       .flags = {{"workloads", "W",
+                  "inventory (the GPU node inventory alone) or all (inventory, cluster and node "
+                  "telemetry) [default: all; asked on a terminal]"},
+                 {"gpu-runtime-class", "NAME",
+                  "the runtime class that gives the node pods the GPU driver [default: nvidia; "
+                  "asked]"},
+                 {"no-gpu-runtime-class", "", "no runtime class: a cluster without GPUs"},
+                 {"selector", "SELECTOR",
+                  "the label selector of the GPU nodes to report [default: "
+                  "nvidia.com/gpu.present=true; asked]"},
+                 {"agent-console", "URL",
+                  "the console's address as the cluster reaches it [default: --console]"},
+                 {"namespace", "NS", "the agent's namespace [default: uplink]"},
                  {"secret-name", "S", "the Secret holding the token [default: uplink-agent-token]"},
                  {"pod-security", "LEVEL",
-                  "privileged, baseline or restricted [default: privileged: the node DaemonSet "
-                  "mounts host paths]"},
+                  "the namespace's Pod Security level [default: privileged with the node "
+                  "DaemonSet, which mounts host paths; else restricted]"},
                  {"context", "CTX", "the kubectl context to use"},
                  {"kubeconfig", "F", "the kubeconfig file to use"},
                  {"kubectl", "PATH", "the kubectl program [default: kubectl on PATH]"},
                  {"agent-name", "A",
                   "the agent's name for a new connection [default: uplink-agent]"},
-                 {"chart", "REF",
-                  "the Helm chart in the printed command [default: charts/uplink-agent]"},
-                 {"yes", "", "do not ask before changing the cluster"},
+                 {"yes", "", "ask nothing: take the flags and defaults, and change the cluster"},
                  kReadNamespaces},
-       .notes = "Shows the kubectl context and asks before it changes anything. The token stays "
-                "in memory and reaches kubectl only on its standard input. If you answer no, or "
-                "kubectl is missing or fails, the token is printed once with the commands to run "
-                "yourself (exit 0 when you said no, 9 when something failed)."},
+       .notes = "On a terminal it asks which workloads to install, the GPU runtime class and the "
+                "GPU node selector, shows the kubectl context and asks before it changes "
+                "anything. The token stays in memory and reaches kubectl only on its standard "
+                "input. If you answer no, or kubectl is missing or fails, the token is printed "
+                "once with the commands to run yourself (exit 0 when you said no, 9 when "
+                "something failed). A connection whose agent has reported keeps its token "
+                "unless you answer yes: rotating it would cut that agent off. The helm commands "
+                "install the chart from the console's own repository at the console's chart "
+                "version, with the agent images by digest when the console knows them. A new "
+                "connection's namespace scope is --read-namespaces, or asked."},
       {.id = CommandId::kConnectionsNamespaces,
        .group = "connections",
        .name = "namespaces",
@@ -315,6 +343,65 @@ const std::vector<CommandSpec>& Commands() {
                  {"limit", "N", "at most N events, 1-500 [default: 100]"},
                  {"before", "ID", "events older than this event id (the next page)"}},
        .notes = "Admins see every event; members see their own and those about their things."},
+      {.id = CommandId::kUsersResetTwoFactor,
+       .group = "users",
+       .name = "reset-two-factor",
+       .operands = "ID|EMAIL",
+       .min_operands = 1,
+       .max_operands = 1,
+       .summary = "turn off another user's two-factor sign-in (admins; a lost authenticator)",
+       .notes = "For a user who lost both their authenticator and their recovery codes: they "
+                "sign in with their password alone again, and must set two-factor up again "
+                "if the console requires it. Your own is turned off with 'uplink two-factor "
+                "disable'."},
+      {.id = CommandId::kTwoFactorStatus,
+       .group = "two-factor",
+       .name = "status",
+       .summary = "show whether your two-factor sign-in is on and whether the console requires it"},
+      {.id = CommandId::kTwoFactorEnroll,
+       .group = "two-factor",
+       .name = "enroll",
+       .summary = "set up two-factor sign-in: scan the QR code, then prove a first code",
+       .flags = {kRecoveryCodesOut},
+       .notes = "Shows a QR code on the terminal and the secret as text for typing into an "
+                "authenticator app (TOTP: 6 digits every 30 s), then asks for the app's code. "
+                "Two-factor is on only once a code is proved; then 10 recovery codes are shown "
+                "once, each good for one sign-in without the app. Without a terminal it prints "
+                "the secret and the otpauth:// URI; prove a code with 'uplink two-factor "
+                "confirm --code-stdin'. Running it again before confirming starts over with a "
+                "new secret."},
+      {.id = CommandId::kTwoFactorConfirm,
+       .group = "two-factor",
+       .name = "confirm",
+       .summary = "finish setting up two-factor sign-in with a first code from the app",
+       .flags = {kCodeStdin, kRecoveryCodesOut}},
+      {.id = CommandId::kTwoFactorDisable,
+       .group = "two-factor",
+       .name = "disable",
+       .summary = "turn your two-factor sign-in off (your password and a code)",
+       .flags = {kOwnPasswordStdin, kCodeStdin},
+       .notes = "Asks for your password and a code (or a recovery code) on the terminal, or reads "
+                "them from stdin: the password on the first line (--password-stdin), the code "
+                "on the next (--code-stdin). While the console requires two-factor sign-in, "
+                "turning yours off leaves your credentials able to do nothing but set it up "
+                "again, and stops the agents of your connections until you do."},
+      {.id = CommandId::kTwoFactorRecoveryCodes,
+       .group = "two-factor",
+       .name = "recovery-codes",
+       .summary = "replace your recovery codes with 10 new ones (your password and a code)",
+       .flags = {kOwnPasswordStdin, kCodeStdin, kRecoveryCodesOut},
+       .notes = "The old codes stop working at once. Input as for 'uplink two-factor disable'."},
+      {.id = CommandId::kTwoFactorRequire,
+       .group = "two-factor",
+       .name = "require",
+       .operands = "[on|off]",
+       .max_operands = 1,
+       .summary = "show or set whether the console requires two-factor sign-in (admins set it)",
+       .notes = "While it is on, a user without two-factor sign-in can sign in but do nothing "
+                "except set it up, and the agent tokens of their connections are refused "
+                "(owner_needs_two_factor) until they do. Without on or off it shows the setting "
+                "and, for admins, who has not set it up. Turning it on needs your own "
+                "two-factor sign-in first."},
       {.id = CommandId::kApprovalsList,
        .group = "approvals",
        .name = "list",

@@ -42,6 +42,13 @@ enum class CommandId {
   kApiKeysCreate,
   kApiKeysRevoke,
   kAudit,
+  kTwoFactorStatus,
+  kTwoFactorEnroll,
+  kTwoFactorConfirm,
+  kTwoFactorDisable,
+  kTwoFactorRecoveryCodes,
+  kTwoFactorRequire,
+  kUsersResetTwoFactor,
   kApprovalsList,
   kApprovalsApprove,
   kApprovalsReject,
@@ -60,7 +67,7 @@ struct FlagSpec {
 
 struct CommandSpec {
   CommandId id;
-  std::string_view group;     // "connections", "users", "api-keys", or "" (top level)
+  std::string_view group;     // "connections", "users", "api-keys", "two-factor", or ""
   std::string_view name;
   std::string_view alias;     // a second accepted name ("get" for "show"), or ""
   std::string_view operands;  // as shown in usage: "ID_OR_NAME", "[ID|me]"

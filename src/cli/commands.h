@@ -94,6 +94,18 @@ Status RunApiKeysList(Invocation& inv);
 Status RunApiKeysCreate(Invocation& inv);
 Status RunApiKeysRevoke(Invocation& inv);
 Status RunAudit(Invocation& inv);
+Status RunUsersResetTwoFactor(Invocation& inv);
+Status RunTwoFactorStatus(Invocation& inv);
+Status RunTwoFactorEnroll(Invocation& inv);
+Status RunTwoFactorConfirm(Invocation& inv);
+Status RunTwoFactorDisable(Invocation& inv);
+Status RunTwoFactorRecoveryCodes(Invocation& inv);
+Status RunTwoFactorRequire(Invocation& inv);
+
+// The second factor for a call that needs one: the next line of stdin (--code-stdin), or asked
+// on the terminal without echo; as the body field the console expects, {"code": "123456"} for
+// six digits and {"recovery_code": ...} otherwise.
+Result<json::object> ReadSecondFactor(Invocation& inv, std::string_view prompt);
 Status RunApprovalsList(Invocation& inv);
 Status RunApprovalsApprove(Invocation& inv);
 Status RunApprovalsReject(Invocation& inv);

@@ -33,6 +33,15 @@ std::string Totals(const json::object& connection, const char* part, const char*
   return Display(*totals, part) + "/" + Display(*totals, whole);
 }
 
+constexpr char kOwnerNeedsTwoFactor[] =
+    "agent refused (owner_needs_two_factor): the owner has not set up the two-factor sign-in "
+    "this console requires; it works again once they do ('uplink two-factor enroll')";
+
+bool OwnerNeedsTwoFactor(const json::object& c) {
+  const json::value* refused = c.if_contains("owner_needs_two_factor");
+  return refused != nullptr && refused->is_bool() && refused->get_bool();
+}
+
 void PrintConnectionList(std::ostream& out, const json::array& connections) {
   Table table(
       {"ID", "CLUSTER", "STATUS", "LIVENESS", "TOKEN", "NODES", "GPUS READY", "AGENT", "EXPIRES"});
@@ -51,6 +60,12 @@ void PrintConnectionList(std::ostream& out, const json::array& connections) {
     return;
   }
   table.Render(out);
+  for (const json::value& item : connections) {
+    const json::object& c = item.is_object() ? item.get_object() : empty;
+    if (OwnerNeedsTwoFactor(c)) {
+      out << "\n" << Display(c, "cluster_name", 63) << ": " << kOwnerNeedsTwoFactor << "\n";
+    }
+  }
 }
 
 void AddConnectionFields(Fields& fields, const json::object& c) {
@@ -83,6 +98,15 @@ void PrintConnectionDetails(std::ostream& out, const json::object& c) {
   fields.Add("cluster uid", Display(c, "cluster_uid"));
   fields.Add("agent version", Display(c, "agent_version"));
   fields.Add("selector", Display(c, "selector", 200));
+  if (const json::object* install = ObjectField(c, "install")) {
+    // What the install commands asked for, beside what the agent reports above.
+    std::string workloads;
+    if (const json::array* list = ArrayField(*install, "workloads")) {
+      for (const json::value& w : *list) workloads += (workloads.empty() ? "" : ", ") + Display(&w, 16);
+    }
+    fields.Add("install selector",
+               Display(*install, "selector", 200) + " (workloads: " + workloads + ")");
+  }
   if (const json::object* totals = ObjectField(c, "totals")) {
     fields.Add("nodes",
                Display(*totals, "nodes") + " (" + Display(*totals, "nodes_ready") + " ready)");
@@ -91,6 +115,7 @@ void PrintConnectionDetails(std::ostream& out, const json::object& c) {
                            Display(*totals, "gpu_allocatable") + " allocatable)");
   }
   fields.Add("handover", HandoverText(c));
+  if (OwnerNeedsTwoFactor(c)) fields.Add("agent", kOwnerNeedsTwoFactor);
   fields.Render(out);
 
   const json::object empty;
@@ -346,8 +371,8 @@ Result<std::string> ResolveConnection(ApiClient& api, std::string_view id_or_nam
                        " connections (" + ids + "); pass the id instead");
 }
 
-Result<std::optional<std::string>> FindLiveConnection(ApiClient& api,
-                                                      std::string_view cluster_name) {
+Result<std::optional<json::object>> FindLiveConnection(ApiClient& api,
+                                                       std::string_view cluster_name) {
   UPLINK_ASSIGN_OR_RETURN(json::array connections, ListConnections(api));
   for (const json::value& v : connections) {
     if (!v.is_object()) continue;
@@ -355,10 +380,10 @@ Result<std::optional<std::string>> FindLiveConnection(ApiClient& api,
     if (StringField(c, "cluster_name") == std::string(cluster_name) &&
         StringField(c, "status") != "revoked") {
       auto id = StringField(c, "id");
-      if (id && IsConnectionId(*id)) return std::optional<std::string>(*id);
+      if (id && IsConnectionId(*id)) return std::optional<json::object>(c);
     }
   }
-  return std::optional<std::string>();
+  return std::optional<json::object>();
 }
 
 Result<Secret> TakeAgentToken(json::object& reply) {
@@ -372,24 +397,16 @@ Result<Secret> TakeAgentToken(json::object& reply) {
   return token;
 }
 
-std::string ShellQuote(std::string_view text) {
-  bool plain = !text.empty() && std::all_of(text.begin(), text.end(), [](char c) {
-    return std::isalnum(static_cast<unsigned char>(c)) ||
-           std::string_view("-_./:=@%+,").find(c) != std::string_view::npos;
-  });
-  if (plain) return std::string(text);
-  std::string quoted = "'";
-  for (char c : text) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return quoted + "'";
-}
-
 void PrintManualSecretCommands(std::ostream& out, const KubeTarget& t) {
   std::string kubectl = "kubectl";
   if (!t.kubeconfig.empty()) kubectl += " --kubeconfig " + ShellQuote(t.kubeconfig);
   if (!t.context.empty()) kubectl += " --context " + ShellQuote(t.context);
   out << "  " << kubectl << " create namespace " << t.namespace_name << "   # skip if it exists\n"
       << "  " << kubectl << " label namespace " << t.namespace_name
-      << " pod-security.kubernetes.io/enforce=" << t.pod_security << " --overwrite\n"
+      << " pod-security.kubernetes.io/enforce=" << t.pod_security << " --overwrite"
+      << (t.pod_security == "privileged"
+              ? "   # the node DaemonSet mounts host paths; inventory alone: restricted\n"
+              : "\n")
       << "  read -rs UPLINK_AGENT_TOKEN   # paste the agt_ token; it is not echoed or kept in "
          "history\n"
       << "  printf '%s' \"$UPLINK_AGENT_TOKEN\" | " << kubectl << " -n " << t.namespace_name
@@ -398,15 +415,6 @@ void PrintManualSecretCommands(std::ostream& out, const KubeTarget& t) {
       << "  unset UPLINK_AGENT_TOKEN\n"
       << "\n(If the Secret exists already, delete it first: " << kubectl << " -n "
       << t.namespace_name << " delete secret " << t.secret_name << ")\n";
-}
-
-std::string HelmCommand(std::string_view chart, const KubeTarget& t, std::string_view console) {
-  std::string command = "helm upgrade --install uplink-agent " + ShellQuote(chart);
-  if (!t.kubeconfig.empty()) command += " --kubeconfig " + ShellQuote(t.kubeconfig);
-  if (!t.context.empty()) command += " --kube-context " + ShellQuote(t.context);
-  return command + " --namespace " + t.namespace_name +
-         " --set config.baseUrl=" + ShellQuote(console) +
-         " --set token.existingSecret=" + t.secret_name;
 }
 
 Status RunConnectionsList(Invocation& inv) {
@@ -523,7 +531,8 @@ Result<std::optional<json::array>> ReadNamespacesChoice(Invocation& inv) {
   if (inv.line.Has("read-namespaces")) {
     return std::optional<json::array>(NamespaceNames(inv.line.Get("read-namespaces")));
   }
-  if (!inv.terminal.Available()) return std::optional<json::array>();
+  // --yes (install's) asks nothing.
+  if (!inv.terminal.Available() || inv.line.Has("yes")) return std::optional<json::array>();
   auto answer = inv.terminal.ReadLine(
       "Namespaces 'uplink kubectl' and the cluster view may read (comma-separated, * for all, "
       "'none' for cluster-scoped reads only; Enter to choose later): ");

@@ -28,9 +28,9 @@ Result<json::array> ListConnections(ApiClient& api);
 // not revoked. NotFound when none or more than one fits, with the ids to choose from.
 Result<std::string> ResolveConnection(ApiClient& api, std::string_view id_or_name);
 
-// The id of the connection with this cluster name that is not revoked, if there is one.
-Result<std::optional<std::string>> FindLiveConnection(ApiClient& api,
-                                                      std::string_view cluster_name);
+// The connection with this cluster name that is not revoked, if there is one.
+Result<std::optional<json::object>> FindLiveConnection(ApiClient& api,
+                                                       std::string_view cluster_name);
 
 // Removes the "token" from a reply and returns it; Internal if it is missing or not an
 // agent token (the reply is then not printed, so nothing half-valid reaches the screen).
@@ -40,7 +40,7 @@ Result<Secret> TakeAgentToken(json::object& reply);
 struct KubeTarget {
   std::string namespace_name = "uplink";
   std::string secret_name = "uplink-agent-token";
-  std::string pod_security = "privileged";
+  std::string pod_security = "privileged";  // what the node DaemonSet needs; see install
   std::string kubeconfig;  // "" for kubectl's default
   std::string context;     // "" for the current context
 };
@@ -48,9 +48,6 @@ struct KubeTarget {
 // The commands of the install guide, with the token pasted into `read -rs` rather than
 // typed into a command line.
 void PrintManualSecretCommands(std::ostream& out, const KubeTarget& target);
-
-// helm upgrade --install for the agent, reading the token from the Secret.
-std::string HelmCommand(std::string_view chart, const KubeTarget& target, std::string_view console);
 
 // The console's message as it sent it, line by line, each line cleaned of control characters
 // and shortened; at most a few lines.
@@ -61,11 +58,8 @@ std::string ConsoleLines(std::string_view message);
 json::array NamespaceNames(std::string_view list);
 
 // The namespace scope of a new connection: --read-namespaces when given, else the answer to
-// a question on the terminal (Enter: choose later; "none": cluster-scoped reads only), else
-// none (nullopt: chosen later with 'uplink connections namespaces').
+// a question on the terminal unless --yes (Enter: choose later; "none": cluster-scoped reads
+// only), else none (nullopt: chosen later with 'uplink connections namespaces').
 Result<std::optional<json::array>> ReadNamespacesChoice(Invocation& inv);
-
-// 'text' quoted for a POSIX shell when it needs it.
-std::string ShellQuote(std::string_view text);
 
 }  // namespace uplink::cli

@@ -1,10 +1,13 @@
-// uplink connections install: the cluster's agent token straight into a Kubernetes Secret.
+// uplink connections install: the cluster's agent token straight into a Kubernetes Secret,
+// then the helm commands for the workloads the person chose (docs/cli.md).
 //
 // The token lives only in this process's memory and reaches kubectl on its standard input
 // (`--from-file=UPLINK_AGENT_TOKEN=/dev/stdin`, or a merge patch read from /dev/stdin): never
 // argv, never a file, never the screen. If the person says no, or kubectl is missing or
 // fails, the token is printed once with the commands to run by hand, as the install guide
-// promises; a failure then exits 9 so scripts notice.
+// promises; a failure then exits 9 so scripts notice. A token is issued only when it can be
+// used: the token of a connection whose agent has reported is rotated only after a yes,
+// since rotating cuts that agent off.
 #include <algorithm>
 #include <cctype>
 #include <chrono>
@@ -14,8 +17,11 @@
 #include "cli/render.h"
 #include "common/crypto.h"
 #include "common/files.h"
+#include "common/labels.h"
 #include "common/subprocess.h"
 #include "common/text.h"
+#include "net/client.h"
+#include "net/http.h"
 
 namespace uplink::cli {
 namespace {
@@ -181,8 +187,8 @@ Result<KubeTarget> TargetFromFlags(const CommandLine& line) {
         "--secret-name must be a Kubernetes object name: lower-case "
         "letters, digits, '-' and '.', at most 253");
   }
-  if (t.pod_security != "privileged" && t.pod_security != "baseline" &&
-      t.pod_security != "restricted") {
+  if (line.Has("pod-security") && t.pod_security != "privileged" &&
+      t.pod_security != "baseline" && t.pod_security != "restricted") {
     return InvalidArgumentError("--pod-security must be privileged, baseline or restricted");
   }
   if (line.Has("context") && (t.context.empty() || t.context.front() == '-')) {
@@ -204,8 +210,9 @@ std::optional<std::string> FindKubectl(const Invocation& inv) {
   return FindProgram(wanted, path != nullptr ? path : "");
 }
 
-bool AskToProceed(Invocation& inv, const std::string& question) {
-  if (inv.line.Has("yes")) return true;
+
+// Reads one answer; no answer (end of input, no terminal to ask) is nullopt.
+std::optional<std::string> Ask(Invocation& inv, const std::string& question) {
   Result<std::string> answer = InternalError("unanswered");
   if (inv.terminal.Available()) {
     answer = inv.terminal.ReadLine(question);
@@ -214,11 +221,187 @@ bool AskToProceed(Invocation& inv, const std::string& question) {
     answer = ReadLineFrom(inv.in, "the answer on stdin", 64);
     inv.err << "\n";
   }
-  if (!answer.ok()) return false;  // no answer is no
-  std::string text(TrimWhitespace(*answer));
+  if (!answer.ok()) return std::nullopt;
+  return std::string(TrimWhitespace(*answer));
+}
+
+bool AskToProceed(Invocation& inv, const std::string& question) {
+  if (inv.line.Has("yes")) return true;
+  std::string text = Ask(inv, question).value_or("");  // no answer is no
   std::transform(text.begin(), text.end(), text.begin(),
                  [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   return text == "y" || text == "yes";
+}
+
+// What to install (docs/api.md, "Install commands"): the workloads, the GPU runtime class of
+// the node pods and the GPU node selector.
+struct Choices {
+  bool kubernetes = true;  // the cluster Deployment and node DaemonSet besides inventory
+  std::string gpu_runtime_class = "nvidia";
+  std::string selector = std::string(labels::kDefaultGpuNodeSelector);
+
+  std::string_view pod_security() const { return kubernetes ? "privileged" : "restricted"; }
+  json::array workloads() const {
+    if (!kubernetes) return json::array{"inventory"};
+    return json::array{"inventory", "cluster", "node"};
+  }
+};
+
+Result<bool> ParseWorkloadsFlag(std::string_view text) {
+  std::string value(TrimWhitespace(text));
+  if (value == "inventory") return false;
+  if (value == "all" || value == "inventory,cluster,node") return true;
+  return InvalidArgumentError(
+      "--workloads must be 'inventory' (the GPU node inventory alone) or 'all' (inventory, cluster "
+      "and node telemetry)");
+}
+
+Status CheckRuntimeClass(std::string_view name) {
+  if (name.empty() || labels::IsDnsSubdomain(name)) return Status::Ok();
+  return InvalidArgumentError(
+      "the GPU runtime class must be a RuntimeClass name (lower-case letters, digits, '-' and "
+      "'.'; see kubectl get runtimeclass), or empty for a cluster without GPUs");
+}
+
+Result<Choices> ChoicesFromFlags(const CommandLine& line) {
+  Choices choices;
+  if (line.Has("workloads")) {
+    UPLINK_ASSIGN_OR_RETURN(choices.kubernetes, ParseWorkloadsFlag(line.Get("workloads")));
+  }
+  if (line.Has("gpu-runtime-class") && line.Has("no-gpu-runtime-class")) {
+    return InvalidArgumentError("give --gpu-runtime-class or --no-gpu-runtime-class, not both");
+  }
+  choices.gpu_runtime_class = line.Get("gpu-runtime-class", choices.gpu_runtime_class);
+  if (line.Has("no-gpu-runtime-class")) choices.gpu_runtime_class.clear();
+  UPLINK_RETURN_IF_ERROR(
+      CheckRuntimeClass(choices.gpu_runtime_class).WithContext("--gpu-runtime-class"));
+  if (line.Has("selector")) {
+    auto selector = labels::CanonicalNodeSelector(line.Get("selector"));
+    if (!selector.ok()) return selector.status().WithContext("--selector");
+    choices.selector = std::move(selector).value();
+  }
+  return choices;
+}
+
+// Asks, on the terminal, what the flags left open; an empty answer keeps the default, a
+// wrong one is asked again.
+Status AskChoices(Invocation& inv, Choices& choices) {
+  constexpr int kTries = 3;
+  auto ask = [&](const std::string& question, auto accept) -> Status {
+    for (int attempt = 0; attempt < kTries; ++attempt) {
+      Result<std::string> answer = inv.terminal.ReadLine(question);
+      if (!answer.ok()) return answer.status();
+      Status taken = accept(std::string(TrimWhitespace(*answer)));
+      if (taken.ok()) return taken;
+      inv.err << "uplink: " << taken.message() << "\n";
+    }
+    return InvalidArgumentError("no usable answer after " + std::to_string(kTries) + " tries");
+  };
+  if (!inv.line.Has("workloads")) {
+    UPLINK_RETURN_IF_ERROR(ask(
+        std::string("Which workloads should the agent run in the cluster?\n"
+                    "  1) inventory only: reports the GPU nodes that match the selector\n"
+                    "     (Pod Security restricted)\n"
+                    "  2) inventory, cluster and node telemetry: also read-only kubectl for the\n"
+                    "     console and each node's CPU, memory, disk, network and GPU figures\n"
+                    "     (Pod Security privileged: the node DaemonSet mounts host paths)\n"
+                    "Workloads [") + (choices.kubernetes ? "2" : "1") + "]: ",
+        [&](const std::string& answer) -> Status {
+          if (answer.empty()) return Status::Ok();
+          if (answer == "1" || answer == "2") {
+            choices.kubernetes = answer == "2";
+            return Status::Ok();
+          }
+          return InvalidArgumentError("answer 1 or 2");
+        }));
+  }
+  if (choices.kubernetes && !inv.line.Has("gpu-runtime-class") &&
+      !inv.line.Has("no-gpu-runtime-class")) {
+    UPLINK_RETURN_IF_ERROR(ask(
+        "GPU runtime class of the node pods ('none' on a cluster without GPUs; see kubectl get "
+        "runtimeclass) [" + choices.gpu_runtime_class + "]: ",
+        [&](const std::string& answer) -> Status {
+          if (answer.empty()) return Status::Ok();
+          std::string name = answer == "none" ? "" : answer;
+          UPLINK_RETURN_IF_ERROR(CheckRuntimeClass(name));
+          choices.gpu_runtime_class = name;
+          return Status::Ok();
+        }));
+  }
+  if (!inv.line.Has("selector")) {
+    UPLINK_RETURN_IF_ERROR(ask(
+        "GPU node selector: the nodes the inventory reports [" + choices.selector + "]: ",
+        [&](const std::string& answer) -> Status {
+          if (answer.empty()) return Status::Ok();
+          auto selector = labels::CanonicalNodeSelector(answer);
+          if (!selector.ok()) return selector.status().WithContext("the GPU node selector");
+          choices.selector = std::move(selector).value();
+          return Status::Ok();
+        }));
+  }
+  return Status::Ok();
+}
+
+// Whether an agent has ever been heard from on this connection: then its token is in use.
+bool AgentHasReported(const json::object& connection) {
+  const json::array* agents = ArrayField(connection, "agents");
+  return StringField(connection, "last_report_at").has_value() ||
+         (agents != nullptr && !agents->empty());
+}
+
+std::string LastHeard(const json::object& connection) {
+  if (StringField(connection, "last_report_at")) return Display(connection, "last_report_at", 40);
+  const json::array* agents = ArrayField(connection, "agents");
+  if (agents != nullptr && !agents->empty() && (*agents)[0].is_object()) {
+    return Display((*agents)[0].get_object(), "last_seen_at", 40);
+  }
+  return "-";
+}
+
+// The console's commands, each line cleaned (the reply is the console's, but a reply never
+// moves the cursor) and indented.
+void PrintCommands(std::ostream& out, const json::object& install) {
+  const json::array* commands = ArrayField(install, "helm_commands");
+  if (commands == nullptr) return;
+  for (const json::value& command : *commands) {
+    if (!command.is_string()) continue;
+    std::string_view text = command.get_string();
+    for (size_t start = 0; start <= text.size();) {
+      size_t end = std::min(text.find('\n', start), text.size());
+      out << "  " << OneLineExcerpt(text.substr(start, end - start), 2000) << "\n";
+      start = end + 1;
+    }
+  }
+}
+
+void PrintWarnings(Invocation& inv, const json::object& install) {
+  const json::array* warnings = ArrayField(install, "warnings");
+  if (warnings == nullptr) return;
+  for (const json::value& warning : *warnings) {
+    if (!warning.is_object()) continue;
+    const json::object& w = warning.get_object();
+    inv.err << "\nuplink: warning: " << Display(w, "message", 1000) << "\n";
+    if (StringField(w, "code") == "console_unreachable") {
+      inv.err << "  (pass --agent-console URL: the console's address as the cluster reaches "
+                 "it)\n";
+    }
+  }
+}
+
+// POST /api/v1/connections/{id}/install: the helm commands for `choices`, which the console
+// also keeps with the connection (its page shows the selector beside the agent's).
+Result<json::object> GenerateInstallCommands(ApiClient& api, const std::string& id,
+                                             const Choices& choices, const KubeTarget& target,
+                                             const std::string& agent_console) {
+  json::object body{{"console_url", agent_console},
+                    {"workloads", choices.workloads()},
+                    {"gpu_runtime_class", choices.gpu_runtime_class},
+                    {"selector", choices.selector},
+                    {"namespace", target.namespace_name},
+                    {"secret_name", target.secret_name}};
+  if (!target.context.empty()) body["kube_context"] = target.context;
+  if (!target.kubeconfig.empty()) body["kubeconfig"] = target.kubeconfig;
+  return api.Post("/api/v1/connections/" + net::PercentEncode(id) + "/install", body);
 }
 
 }  // namespace
@@ -226,10 +409,39 @@ bool AskToProceed(Invocation& inv, const std::string& question) {
 Status RunConnectionsInstall(Invocation& inv) {
   const std::string& cluster = inv.operand(0);
   UPLINK_ASSIGN_OR_RETURN(KubeTarget target, TargetFromFlags(inv.line));
-  const std::string chart = inv.line.Get("chart", "charts/uplink-agent");
+  UPLINK_ASSIGN_OR_RETURN(Choices choices, ChoicesFromFlags(inv.line));
+  std::string agent_console = inv.line.Get("agent-console");
+  if (inv.line.Has("agent-console") && !net::ParseBaseUrl(agent_console).ok()) {
+    return InvalidArgumentError(
+        "--agent-console must be the console's address as the cluster reaches it, "
+        "https://HOST[:PORT]");
+  }
   UPLINK_ASSIGN_OR_RETURN(Session session, OpenSession(inv));
+  ApiClient& api = *session.api;
+  if (agent_console.empty()) agent_console = api.console();
 
-  // 1. Which cluster kubectl would change, and whether that is wanted.
+  // 1. What to install, and where.
+  if (inv.terminal.Available() && !inv.line.Has("yes")) {
+    UPLINK_RETURN_IF_ERROR(AskChoices(inv, choices));
+  }
+  if (!inv.line.Has("pod-security")) {
+    target.pod_security = choices.pod_security();
+  } else if (choices.kubernetes && target.pod_security != "privileged") {
+    return InvalidArgumentError(
+        "--pod-security " + target.pod_security +
+        " refuses the node DaemonSet, which mounts host paths: leave --pod-security out, or "
+        "install --workloads inventory");
+  }
+  inv.out << "Workloads: "
+          << (choices.kubernetes ? "inventory, cluster and node telemetry" : "inventory only")
+          << "\nGPU node selector: " << choices.selector;
+  if (choices.kubernetes) {
+    inv.out << "\nGPU runtime class: "
+            << (choices.gpu_runtime_class.empty() ? "none" : choices.gpu_runtime_class);
+  }
+  inv.out << "\n";
+
+  // 2. Which cluster kubectl would change.
   Status kubectl_problem = Status::Ok();
   std::optional<std::string> program = FindKubectl(inv);
   std::string context = target.context;
@@ -247,6 +459,8 @@ Status RunConnectionsInstall(Invocation& inv) {
       context = OneLineExcerpt(TrimWhitespace(current->out), 200);
     }
   }
+
+  // 3. Whether to change the cluster.
   bool proceed = false;
   if (kubectl_problem.ok()) {
     inv.out << "kubectl context: " << context << "\n" << std::flush;
@@ -256,9 +470,33 @@ Status RunConnectionsInstall(Invocation& inv) {
                  ", using kubectl context '" + context + "'? [y/N] ");
   }
 
-  // 2. A connection for the cluster: a new one, or a new token for the live one.
-  ApiClient& api = *session.api;
-  UPLINK_ASSIGN_OR_RETURN(std::optional<std::string> existing, FindLiveConnection(api, cluster));
+  // 4. The connection. An agent that reports uses the token: it is replaced only after a yes.
+  UPLINK_ASSIGN_OR_RETURN(std::optional<json::object> existing, FindLiveConnection(api, cluster));
+  const bool in_use = existing && AgentHasReported(*existing);
+  if (in_use && !proceed) {
+    const std::string id = Display(*existing, "id", 32);
+    if (!kubectl_problem.ok()) {
+      inv.err << "uplink: the Secret was not created: " << kubectl_problem.message() << "\n";
+      inv.success = ExitCode::kInstallIncomplete;
+    }
+    inv.out << "Connection " << id << " for cluster " << OneLineExcerpt(cluster, 63)
+            << " has an agent that last reported " << LastHeard(*existing)
+            << ". Its token was left as it is, so that agent keeps working; nothing was "
+               "changed.\n";
+    Result<json::object> install = GenerateInstallCommands(api, id, choices, target, agent_console);
+    if (install.ok()) {
+      inv.out << "\nTo install or upgrade the agent with the Secret that holds that token:\n\n";
+      PrintCommands(inv.out, *install);
+      PrintWarnings(inv, *install);
+    } else {
+      inv.err << "uplink: no install commands: " << install.status().message() << "\n";
+    }
+    inv.out << "\nTo give the cluster a new token instead (the running agent is refused until "
+               "the Secret holds it), run this again and answer yes, or run 'uplink "
+               "connections rotate "
+            << id << " --token-out FILE'.\n";
+    return install.ok() ? Status::Ok() : install.status();
+  }
   Result<json::object> reply = InternalError("no call made");
   UPLINK_ASSIGN_OR_RETURN(std::optional<json::array> namespaces,
                           existing && !inv.line.Has("read-namespaces")
@@ -267,12 +505,15 @@ Status RunConnectionsInstall(Invocation& inv) {
   // The scope of a live connection is set first: a failure then changes nothing, while one
   // after the rotation would lose the new token.
   if (existing && namespaces) {
-    UPLINK_RETURN_IF_ERROR(api.Call("PUT", "/api/v1/connections/" + *existing + "/namespaces",
+    UPLINK_RETURN_IF_ERROR(api.Call("PUT",
+                                    "/api/v1/connections/" + Display(*existing, "id", 32) +
+                                        "/namespaces",
                                     json::object{{"namespaces", *namespaces}})
                                .status());
   }
   if (existing) {
-    reply = CallSensitive(inv, api, "POST", "/api/v1/connections/" + *existing + "/rotate",
+    reply = CallSensitive(inv, api, "POST",
+                          "/api/v1/connections/" + Display(*existing, "id", 32) + "/rotate",
                           std::nullopt, kAgentTokenPurpose);
   } else {
     json::object body{{"agent_name", inv.line.Get("agent-name", "uplink-agent")},
@@ -282,23 +523,38 @@ Status RunConnectionsInstall(Invocation& inv) {
   }
   if (!reply.ok()) return reply.status();
   UPLINK_ASSIGN_OR_RETURN(Secret token, TakeAgentToken(*reply));
-  inv.out << (existing ? "Rotated the token of connection " : "Created connection ")
-          << Display(*reply, "id", 32) << " for cluster " << Display(*reply, "cluster_name", 63)
-          << (existing ? "; the old token no longer works.\n" : ".\n");
+  const std::string id = Display(*reply, "id", 32);
+  if (!existing) {
+    inv.out << "Created connection " << id << " for cluster "
+            << Display(*reply, "cluster_name", 63) << ".\n";
+  } else if (in_use) {
+    inv.out << "Rotated the token of connection " << id
+            << "; the old token no longer works. The running agent reads the new one from the "
+               "Secret once the kubelet refreshes it (within about a minute).\n";
+  } else {
+    inv.out << "Rotated the token of connection " << id
+            << " (its agent has never reported, so no running agent loses it); the old token "
+               "no longer works.\n";
+  }
+  Result<json::object> install =
+      GenerateInstallCommands(api, id, choices, target, agent_console);
 
-  // 3. The Secret, through kubectl.
+  // 5. The Secret, through kubectl.
   if (proceed) {
     Kubectl kubectl(*program, target, {token.Reveal(), Base64Encode(token.Reveal())});
     kubectl_problem = InstallSecret(kubectl, target, token, inv.out);
     if (kubectl_problem.ok()) {
       inv.out << "The token went to kubectl on its standard input only; it was not shown or "
-                 "written to disk.\n\nNow install the agent:\n\n  "
-              << HelmCommand(chart, target, api.console()) << "\n";
+                 "written to disk.\n";
+      if (!install.ok()) return install.status();
+      inv.out << "\nNow install the agent:\n\n";
+      PrintCommands(inv.out, *install);
+      PrintWarnings(inv, *install);
       return Status::Ok();
     }
   }
 
-  // 4. By hand.
+  // 6. By hand.
   if (!kubectl_problem.ok()) {
     inv.err << "uplink: the Secret was not created: " << kubectl_problem.message() << "\n";
     inv.success = ExitCode::kInstallIncomplete;
@@ -308,7 +564,14 @@ Status RunConnectionsInstall(Invocation& inv) {
   inv.out << "\nAgent token (shown only this once; uplink keeps no copy):\n\n  " << token.Reveal()
           << "\n\nCreate the Secret yourself:\n\n";
   PrintManualSecretCommands(inv.out, target);
-  inv.out << "\nThen install the agent:\n\n  " << HelmCommand(chart, target, api.console()) << "\n";
+  if (!install.ok()) {
+    inv.err << "uplink: no install commands: " << install.status().message() << "\n";
+    inv.success = ExitCode::kInstallIncomplete;
+    return Status::Ok();
+  }
+  inv.out << "\nThen install the agent:\n\n";
+  PrintCommands(inv.out, *install);
+  PrintWarnings(inv, *install);
   return Status::Ok();
 }
 

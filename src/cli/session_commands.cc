@@ -106,10 +106,18 @@ Status LoginWithPassword(Invocation& inv, const CredentialsFile& file) {
     email = std::string(TrimWhitespace(email));
   }
   UPLINK_ASSIGN_OR_RETURN(Secret password, ReadPassword(inv, "Password for " + email + ": "));
-  UPLINK_ASSIGN_OR_RETURN(
-      json::object reply,
-      api->Post("/api/v1/sessions",
-                json::object{{"email", email}, {"password", password.Reveal()}}));
+  json::object body{{"email", email}, {"password", password.Reveal()}};
+  auto signed_in = api->Post("/api/v1/sessions", body);
+  if (!signed_in.ok() && api->last_error_code() == "two_factor_required") {
+    UPLINK_ASSIGN_OR_RETURN(
+        json::object factor,
+        ReadSecondFactor(inv, "Two-factor code for " + email + " (or a recovery code): "));
+    for (auto& [key, value] : factor) body[key] = value;
+    signed_in = api->Post("/api/v1/sessions", body);
+  }
+  UPLINK_ASSIGN_OR_RETURN(json::object reply, std::move(signed_in));
+  const json::value* enrollment = reply.if_contains("two_factor_enrollment_required");
+  const bool must_enroll = enrollment != nullptr && enrollment->is_bool() && enrollment->get_bool();
   Secret token(StringField(reply, "token").value_or(""));
   reply.erase("token");
   if (!LooksLikeToken(token.Reveal(), kSessionPrefix)) {
@@ -126,7 +134,12 @@ Status LoginWithPassword(Invocation& inv, const CredentialsFile& file) {
   std::string note =
       "; the session lasts until " +
       (stored.expires_at.empty() ? std::string("-") : OneLineExcerpt(stored.expires_at, 40));
-  return SaveAndReport(inv, file, std::move(stored), note);
+  UPLINK_RETURN_IF_ERROR(SaveAndReport(inv, file, std::move(stored), note));
+  if (must_enroll) {
+    inv.err << "uplink: note: this console requires two-factor sign-in and yours is not set up: "
+               "until it is, this session can do nothing else. Run 'uplink two-factor enroll'.\n";
+  }
+  return Status::Ok();
 }
 
 Status ConfirmSession(Invocation& inv) {

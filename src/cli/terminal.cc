@@ -78,6 +78,12 @@ class TtyTerminal : public Terminal {
     return ReadAnswer(prompt);
   }
 
+  Status Show(std::string_view text) override {
+    if (!Available()) return NoTerminal();
+    WriteAll(text);
+    return Status::Ok();
+  }
+
  private:
   static Status NoTerminal() { return FailedPreconditionError("there is no terminal to ask on"); }
 

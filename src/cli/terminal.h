@@ -26,6 +26,9 @@ class Terminal {
   virtual Result<Secret> ReadSecret(std::string_view prompt) = 0;
   // Shows `prompt` and reads one line with echo.
   virtual Result<std::string> ReadLine(std::string_view prompt) = 0;
+  // Shows `text` (a QR code to scan) to the person at the terminal. FailedPrecondition without
+  // a terminal.
+  virtual Status Show(std::string_view text) = 0;
 };
 
 // The terminal at `device` (normally "/dev/tty"), opened when first needed. Echo is turned

@@ -14,6 +14,7 @@ namespace {
 
 constexpr char kApiKeyPurpose[] = "create API keys";
 constexpr char kPasswordPurpose[] = "set another user's password";
+constexpr char kResetTwoFactorPurpose[] = "reset another user's two-factor sign-in";
 
 bool IsPlainId(std::string_view id) {
   return !id.empty() && id.size() <= 64 && std::all_of(id.begin(), id.end(), [](char c) {
@@ -61,16 +62,20 @@ Result<std::string> ResolveUser(ApiClient& api, std::string_view who) {
 }
 
 void PrintUsers(std::ostream& out, const json::array& users) {
-  Table table({"ID", "EMAIL", "ROLE", "STATUS", "PASSWORD", "CREATED"});
+  Table table({"ID", "EMAIL", "ROLE", "STATUS", "PASSWORD", "TWO-FACTOR", "CREATED"});
   const json::object empty;
   for (const json::value& v : users) {
     const json::object& u = v.is_object() ? v.get_object() : empty;
     const json::value* deactivated = u.if_contains("deactivated_at");
     const json::value* has_password = u.if_contains("has_password");
+    const json::value* two_factor = u.if_contains("two_factor_enabled");
     table.AddRow({Display(u, "id", 32), Display(u, "email", 254), Display(u, "role", 16),
                   deactivated != nullptr && deactivated->is_string() ? "deactivated" : "active",
                   has_password != nullptr && has_password->is_bool()
                       ? (has_password->get_bool() ? "set" : "none")
+                      : "-",
+                  two_factor != nullptr && two_factor->is_bool()
+                      ? (two_factor->get_bool() ? "on" : "off")
                       : "-",
                   Display(u, "created_at", 40)});
   }
@@ -169,6 +174,19 @@ Status RunUsersCreate(Invocation& inv) {
   json::object body{{"email", email}, {"role", role}};
   if (password) body["password"] = password->Reveal();
   UPLINK_ASSIGN_OR_RETURN(json::object user, session.api->Post("/api/v1/users", body));
+  return PrintUser(inv, user);
+}
+
+Status RunUsersResetTwoFactor(Invocation& inv) {
+  UPLINK_ASSIGN_OR_RETURN(Session session, OpenSession(inv));
+  UPLINK_ASSIGN_OR_RETURN(std::string id, ResolveUser(*session.api, inv.operand(0)));
+  UPLINK_ASSIGN_OR_RETURN(json::object user,
+                          CallSensitive(inv, *session.api, "POST", UserPath(id) + "/two-factor/reset",
+                                        json::object{}, kResetTwoFactorPurpose));
+  if (!inv.json()) {
+    inv.out << "Two-factor sign-in of " << Display(user, "email", 254)
+            << " is off; they sign in with their password alone until they set it up again.\n";
+  }
   return PrintUser(inv, user);
 }
 

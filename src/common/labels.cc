@@ -43,22 +43,6 @@ bool IsQualifiedName(std::string_view text) {
                      [](char c) { return IsAlnum(c) || c == '-' || c == '_' || c == '.'; });
 }
 
-bool IsDnsSubdomain(std::string_view text) {
-  if (text.empty() || text.size() > kMaxPrefixLength) return false;
-  size_t start = 0;
-  while (start <= text.size()) {
-    size_t dot = text.find('.', start);
-    if (dot == std::string_view::npos) dot = text.size();
-    std::string_view label = text.substr(start, dot - start);
-    if (label.empty() || !IsLowerAlnum(label.front()) || !IsLowerAlnum(label.back())) return false;
-    if (!std::all_of(label.begin(), label.end(),
-                     [](char c) { return IsLowerAlnum(c) || c == '-'; })) {
-      return false;
-    }
-    start = dot + 1;
-  }
-  return true;
-}
 
 enum class TokenKind {
   kEnd,
@@ -277,6 +261,23 @@ std::optional<std::int64_t> ParseInteger(std::string_view text) {
 
 }  // namespace
 
+bool IsDnsSubdomain(std::string_view text) {
+  if (text.empty() || text.size() > kMaxPrefixLength) return false;
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t dot = text.find('.', start);
+    if (dot == std::string_view::npos) dot = text.size();
+    std::string_view label = text.substr(start, dot - start);
+    if (label.empty() || !IsLowerAlnum(label.front()) || !IsLowerAlnum(label.back())) return false;
+    if (!std::all_of(label.begin(), label.end(),
+                     [](char c) { return IsLowerAlnum(c) || c == '-'; })) {
+      return false;
+    }
+    start = dot + 1;
+  }
+  return true;
+}
+
 Status ValidateLabelKey(std::string_view key) {
   std::string_view name = key;
   if (size_t slash = key.find('/'); slash != std::string_view::npos) {
@@ -379,6 +380,21 @@ std::string Selector::ToString() const {
     }
   }
   return out;
+}
+
+Result<std::string> CanonicalNodeSelector(std::string_view text) {
+  auto selector = Selector::Parse(text);
+  if (!selector.ok()) {
+    std::string_view why = selector.status().message();
+    if (why.starts_with("label selector: ")) why.remove_prefix(16);
+    return InvalidArgumentError("not a label selector: " + std::string(why));
+  }
+  if (selector->empty()) {
+    return InvalidArgumentError(
+        "it must name the GPU nodes, e.g. nvidia.com/gpu.present=true: an empty selector would "
+        "report every node");
+  }
+  return selector->ToString();
 }
 
 }  // namespace uplink::labels

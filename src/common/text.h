@@ -48,4 +48,8 @@ inline size_t Utf8SequenceLength(std::string_view text, size_t i) {
 // output from a program prints as a JSON string.
 std::string ValidUtf8(std::string_view text);
 
+// `text` as one word of a POSIX shell command: as it is when it holds only characters no
+// shell treats specially, else in single quotes.
+std::string ShellQuote(std::string_view text);
+
 }  // namespace uplink

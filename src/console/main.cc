@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <iostream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "common/flags.h"
@@ -82,6 +83,8 @@ int Serve(const std::vector<std::string>& args) {
   std::chrono::milliseconds sample_raw_retention = options.sample_raw_retention;
   std::chrono::milliseconds sample_retention = options.sample_retention;
   std::chrono::milliseconds command_timeout = options.command_timeout;
+  std::string agent_image;
+  std::string agent_cluster_image;
   FlagSet flags("uplink-console serve");
   flags.String("data-dir", &data_dir, "directory made by \"uplink-console init\"");
   flags.String("listen", &listen, "HOST:PORT to serve on");
@@ -108,8 +111,21 @@ int Serve(const std::vector<std::string>& args) {
                  "node samples' 5-minute rollups are kept this long (at least the raw retention)");
   flags.Duration("command-timeout", &command_timeout,
                  "how long a kubectl command from a user waits for the agent's result (5s-60s)");
+  flags.String("agent-image", &agent_image,
+               "the agent image install commands pin, REPOSITORY@sha256:DIGEST (make images "
+               "prints it)");
+  flags.String("agent-cluster-image", &agent_cluster_image,
+               "the cluster role's image install commands pin, REPOSITORY@sha256:DIGEST");
   flags.String("log-level", &log_level, "debug, info, warn or error");
   if (Status parsed = flags.Parse(args); !parsed.ok()) return Fail(parsed);
+  for (auto [flag, text, image] :
+       {std::tuple{"--agent-image", &agent_image, &options.agent_images.agent},
+        std::tuple{"--agent-cluster-image", &agent_cluster_image, &options.agent_images.cluster}}) {
+    if (text->empty()) continue;
+    auto parsed = ParseImageReference(*text);
+    if (!parsed.ok()) return Fail(parsed.status().WithContext(flag));
+    *image = std::move(parsed).value();
+  }
   if (Status level = log::SetMinLevel(log_level); !level.ok()) return Fail(level);
 
   if (report_interval < std::chrono::seconds(10) || report_interval > std::chrono::hours(1)) {
@@ -202,6 +218,9 @@ int Serve(const std::vector<std::string>& args) {
   if (!store.ok()) return Fail(store.status());
   auto lock = LockDataDirectory(data_dir);
   if (!lock.ok()) return Fail(lock.status());
+  auto two_factor_key = LoadOrCreateKeyFile(TwoFactorKeyPath(data_dir));
+  if (!two_factor_key.ok()) return Fail(two_factor_key.status());
+  options.two_factor_key = std::move(two_factor_key).value();
   ConsoleApi api(**store, SystemClock(), options);
 
   // Block the stop signals before the server starts its threads, so that only sigwait below
@@ -234,6 +253,7 @@ constexpr const char* kUsage =
     "                            [--auth-failures-per-prefix 10] [--login-failures-per-email 10]\n"
     "                            [--max-upload-bytes 8388608] [--record-retention 168h]\n"
     "                            [--sample-raw-retention 48h] [--sample-retention 168h]\n"
+    "                            [--agent-image REPO@sha256:D] [--agent-cluster-image REPO@sha256:D]\n"
     "                            [--log-level info]\n";
 
 }  // namespace

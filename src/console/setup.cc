@@ -18,6 +18,10 @@ namespace uplink::console {
 
 std::string DatabasePath(const std::string& data_dir) { return data_dir + "/console.db"; }
 
+std::string TwoFactorKeyPath(const std::string& data_dir) {
+  return data_dir + "/two-factor.key";
+}
+
 Result<Secret> InitializeConsole(const std::string& data_dir, const std::string& admin_email,
                                  const Clock& clock) {
   if (data_dir.empty()) return InvalidArgumentError("--data-dir is required");

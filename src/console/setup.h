@@ -13,6 +13,9 @@ namespace uplink::console {
 
 // The database inside the data directory.
 std::string DatabasePath(const std::string& data_dir);
+// The key that seals two-factor secrets (auth/secret_box.h), beside the database but not in
+// it: a copy of the database alone opens none of them. `serve` creates it on first start.
+std::string TwoFactorKeyPath(const std::string& data_dir);
 
 // Creates the directory (mode 0700) and the database, the first admin user (no password) and
 // an API key for it named "init", which is returned: the only time it exists outside its

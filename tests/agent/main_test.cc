@@ -53,6 +53,12 @@ class AgentBinaryTest : public ::testing::Test {
   FakeHttp console_;
 };
 
+TEST_F(AgentBinaryTest, VersionPrintsTheProjectsVersion) {
+  auto result = Run({kAgent, "--version"});
+  EXPECT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_EQ(result.out, "uplink-agent " UPLINK_VERSION "\n");
+}
+
 TEST_F(AgentBinaryTest, AnUnknownRoleIsAUsageError) {
   auto result = Run({kAgent, "exporter"});
   EXPECT_EQ(result.exit_code, 2);

@@ -1,6 +1,7 @@
 // The web console in headless Chromium (Debian's, driven by playwright-core; nothing is
 // downloaded), against a real uplink-console started here on loopback with data made through
-// its API: sign-in, connection badges, the token shown once with its install commands,
+// its API: sign-in, connection badges, the token shown once with what to install and its
+// install commands,
 // rotate and revoke, the CSP refusing an injected inline script, the kubectl console's
 // refusal reason, and cluster output with markup shown as text. Screenshots of each page go
 // to --screenshots for review.
@@ -179,9 +180,19 @@ async function main() {
     collected_at: new Date().toISOString().replace(/\.\d+Z$/, 'Z'), nodes: [nodeJson(0)],
   }), 409);
 
+  // The GPU node selector install commands were generated with, kept with the connection.
+  await expectStatus(call(base, 'POST', '/api/v1/connections/' + east.id + '/install', apiKey, {
+    console_url: 'https://console.example.com', selector: 'nvidia.com/gpu.present=true,pool=a',
+  }), 200);
+
   // A connection's page: nodes, and the cluster view's markup as text.
   await eastRow.getByRole('link', { name: 'gpu-east' }).click();
   await page.getByRole('heading', { name: 'Nodes' }).waitFor();
+  // The selector asked for beside the one the agent reports, and that they differ.
+  const selectorFact = await page.locator('[data-selector]').innerText();
+  assert.ok(selectorFact.includes('install: nvidia.com/gpu.present=true,pool=a'), selectorFact);
+  assert.ok(selectorFact.includes('agent reports: nvidia.com/gpu.present=true'), selectorFact);
+  assert.ok(selectorFact.includes('they differ'), selectorFact);
   const mismatch = page.locator('table.security-events tbody tr');
   assert.equal(await mismatch.count(), 1);
   assert.match(await mismatch.innerText(), /cluster_mismatch/);
@@ -264,22 +275,71 @@ async function main() {
   await tokenBlock.waitFor();
   const token = (await tokenBlock.textContent()).trim();
   assert.match(token, /^agt_[A-Za-z0-9_-]{43}$/);
-  const commands = await page.locator('pre.commands').textContent();
-  assert.ok(commands.includes("printf '%s' \"$UPLINK_AGENT_TOKEN\" | kubectl -n uplink create secret generic " +
-                              'uplink-agent-token --from-file=UPLINK_AGENT_TOKEN=/dev/stdin'), commands);
-  assert.ok(commands.includes('helm upgrade --install uplink-agent charts/uplink-agent -n uplink --set config.baseUrl=' +
-                              base + ' --set token.existingSecret=uplink-agent-token'), commands);
+  // What to install: every workload by default, from this console's chart repository, with
+  // the commands following each choice (the console renders them: POST .../install).
+  const commandsShown = async (check) => {
+    let text = '';
+    for (let i = 0; i < 100; i += 1) {
+      if (await page.locator('pre.commands').count() === 1) {
+        text = await page.locator('pre.commands').textContent();
+        if (check(text)) return text;
+      }
+      await page.waitForTimeout(100);
+    }
+    throw new Error('the commands never became what was expected:\n' + text);
+  };
+  const commands = await commandsShown((c) => c.includes('helm upgrade'));
+  for (const line of [
+    'kubectl create namespace uplink --dry-run=client -o yaml | kubectl apply -f -',
+    'kubectl label namespace uplink pod-security.kubernetes.io/enforce=privileged --overwrite',
+    "printf '%s' \"$UPLINK_AGENT_TOKEN\" | kubectl -n uplink create secret generic " +
+      'uplink-agent-token --from-file=UPLINK_AGENT_TOKEN=/dev/stdin',
+    'helm repo add --force-update uplink ' + base + '/charts',
+    '--set-string config.baseUrl=' + base + ' \\',
+    '--set-string token.existingSecret=uplink-agent-token \\',
+    '--set-string nodes.selector=nvidia.com/gpu.present=true \\',
+    '--set kubernetes.enabled=true \\',
+    '--set-string kubernetes.node.gpu.runtimeClassName=nvidia',
+  ]) {
+    assert.ok(commands.includes(line), line + '\n' + commands);
+  }
+  assert.match(commands, /helm upgrade --install uplink-agent uplink\/uplink-agent --version \d+\.\d+\.\d+ --namespace uplink/);
   assert.ok(!commands.includes(token));
-  // The namespace and Secret name are editable; the commands follow as you type, and Copy
-  // copies exactly what is shown. A name Kubernetes would refuse hides the commands.
+  // The console is on loopback: no pod could reach it, and the card says so.
+  const unreachable = page.locator('[data-warning="console_unreachable"]');
+  await unreachable.waitFor();
+  assert.ok((await unreachable.textContent()).includes('127.0.0.1 is a loopback address'));
+  await shot('token-created');
+  assert.deepEqual(await lowContrastText(page), [], 'token-created');
+  await page.setViewportSize({ width: 800, height: 800 });
+  await shot('token-created-800');
+  assert.deepEqual(await lowContrastText(page), [], 'token-created-800');
+  await page.setViewportSize({ width: 1280, height: 800 });
+  // The inventory alone: restricted, no kubernetes values, no runtime class to ask.
+  await page.getByLabel('Inventory only').check();
+  await commandsShown((c) => c.includes('enforce=restricted') && !c.includes('kubernetes.enabled'));
+  assert.equal(await page.getByLabel('GPU runtime class').count(), 0);
+  // A selector the console cannot parse is refused, saying why; a good one is escaped for helm.
+  await page.getByLabel('GPU node selector').fill('gpu in (h100');
+  await page.getByRole('alert').filter({ hasText: 'selector: not a label selector' }).waitFor();
+  assert.equal(await page.locator('pre.commands').count(), 0);
+  await page.getByLabel('GPU node selector').fill('gpu in (h100, a100)');
+  await commandsShown((c) => c.includes("--set-string 'nodes.selector=gpu in (a100\\,h100)'"));
+  // The console as the cluster reaches it: no unreachable warning.
+  await page.getByLabel('Console address, as the cluster reaches it').fill('https://console.example.com');
+  const edited0 = await commandsShown((c) => c.includes('helm repo add --force-update uplink https://console.example.com/charts'));
+  assert.equal(await page.locator('[data-warning="console_unreachable"]').count(), 0, edited0);
+  // This console was not told its image digests: the card says the image is not pinned.
+  assert.equal(await page.locator('[data-warning="image_not_pinned"]').count(), 1);
+  // The namespace and Secret name are editable too, and Copy copies exactly what is shown. A
+  // name Kubernetes would refuse hides the commands.
   await page.getByLabel('Namespace', { exact: true }).fill('gpu-agents');
   await page.getByLabel('Secret name').fill('east.agent-token');
-  const edited = await page.locator('pre.commands').textContent();
+  const edited = await commandsShown((c) => c.includes('--namespace gpu-agents') &&
+                                            c.includes('token.existingSecret=east.agent-token'));
   assert.ok(edited.includes("printf '%s' \"$UPLINK_AGENT_TOKEN\" | kubectl -n gpu-agents create secret generic " +
                             'east.agent-token --from-file=UPLINK_AGENT_TOKEN=/dev/stdin'), edited);
   assert.ok(edited.includes('kubectl create namespace gpu-agents --dry-run=client -o yaml | kubectl apply -f -'), edited);
-  assert.ok(edited.includes('helm upgrade --install uplink-agent charts/uplink-agent -n gpu-agents --set config.baseUrl=' +
-                            base + ' --set token.existingSecret=east.agent-token'), edited);
   assert.ok(!edited.includes(' uplink-agent-token') && !edited.includes('-n uplink '), edited);
   await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: base });
   await page.getByRole('button', { name: 'Copy commands' }).click();
@@ -288,12 +348,15 @@ async function main() {
   await page.getByLabel('Namespace', { exact: true }).fill('Bad Namespace');
   await page.getByRole('alert').filter({ hasText: 'namespace must be' }).waitFor();
   assert.equal(await page.locator('pre.commands').count(), 0);
-  await page.getByLabel('Namespace', { exact: true }).fill('uplink');
-  await page.getByLabel('Secret name').fill('uplink-agent-token');
-  assert.equal(await page.locator('pre.commands').textContent(), commands);
-  await shot('token-created');
-  assert.deepEqual(await lowContrastText(page), [], 'token-created');
+  await page.getByLabel('Namespace', { exact: true }).fill('gpu-agents');
+  await commandsShown((c) => c === edited);
+  // Copying kept the choice with the connection: its page shows it beside the agent's.
+  const created = (await expectStatus(call(base, 'GET', '/api/v1/connections', apiKey), 200))
+    .connections.find((c) => c.cluster_name === 'new-cluster');
+  assert.deepEqual(created.install.workloads, ['inventory']);
+  assert.equal(created.install.selector, 'gpu in (a100,h100)');
   await page.getByRole('button', { name: 'I stored the token' }).click();
+  await page.locator('pre[data-token]').waitFor({ state: 'detached' });
   await page.locator('tr[data-connection="new-cluster"]').waitFor();
   assert.equal((await page.content()).includes(token), false);
   // The token works for its agent; a reload does not show it again and keeps the session.

@@ -109,6 +109,12 @@ Result<std::string> FakeTerminal::ReadLine(std::string_view prompt) {
   return secret->Reveal();
 }
 
+Status FakeTerminal::Show(std::string_view text) {
+  if (!available) return FailedPreconditionError("there is no terminal to show on");
+  shown += text;
+  return Status::Ok();
+}
+
 Cli::Cli() {
   env["HOME"] = home_.path();
   if (const char* path = std::getenv("PATH")) env["PATH"] = path;

@@ -59,10 +59,12 @@ class FakeTerminal : public Terminal {
   bool available = false;
   std::deque<std::string> answers;
   std::vector<std::string> prompts;
+  std::string shown;  // everything Show() was given
 
   bool Available() override { return available; }
   Result<Secret> ReadSecret(std::string_view prompt) override;
   Result<std::string> ReadLine(std::string_view prompt) override;
+  Status Show(std::string_view text) override;
 };
 
 struct CliResult {

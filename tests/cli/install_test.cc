@@ -1,6 +1,7 @@
 // uplink connections install against a scripted console and a stand-in kubectl that records
-// its arguments and its standard input: the exact commands, the token only on stdin, and the
-// manual fallback.
+// its arguments and its standard input: the exact commands, the token only on stdin, the
+// manual fallback, the workloads asked for, and a reporting agent's token never rotated
+// without a yes.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -20,6 +21,7 @@ using testing::FakeConsole;
 constexpr char kKey[] = "uk_KKKKKKKKKKKKKKKKKKKKKKKKKKKKKKKKKKKKKKKKKKK";
 constexpr char kToken[] = "agt_TTTTTTTTTTTTTTTTTTTTTTTTTTTTTTTTTTTTTTTTTTT";
 constexpr char kId[] = "0123456789abcdef";
+constexpr char kInstallPath[] = "/api/v1/connections/0123456789abcdef/install";
 
 // Answers like kubectl against a cluster whose namespace and Secret exist when the files
 // "namespace" and "secret" do; "fail-label" makes the label step fail.
@@ -77,6 +79,35 @@ class Install : public ::testing::Test {
     created["token"] = kToken;
     console_.OnJson("POST", "/api/v1/connections", 201, created);
     console_.OnJson("POST", std::string("/api/v1/connections/") + kId + "/rotate", 200, created);
+    console_.OnJson("POST", kInstallPath, 200,
+                    json::object{{"helm_commands",
+                                  json::array{"helm repo add --force-update uplink URL/charts",
+                                              "helm upgrade --install uplink-agent "
+                                              "uplink/uplink-agent --version 9.9.9 \\\n"
+                                              "    --set kubernetes.enabled=true"}},
+                                 {"warnings", json::array{}}});
+  }
+
+  // The body of the one install-commands request, parsed.
+  json::object InstallBody() const {
+    auto requests = console_.RequestsTo("POST", kInstallPath);
+    EXPECT_EQ(requests.size(), 1u);
+    if (requests.empty()) return {};
+    auto body = ParseJson(requests[0].body);
+    EXPECT_TRUE(body.ok() && body->is_object()) << requests[0].body;
+    return body.ok() && body->is_object() ? body->get_object() : json::object{};
+  }
+
+  // An existing connection for gpu-a whose agent reported (or not).
+  void Existing(bool reported) {
+    json::object c = ConnectionJson(kId, "gpu-a", reported ? "active" : "never");
+    if (reported) c["last_report_at"] = "2027-01-02T03:04:05Z";
+    Connections({ConnectionJson("ffffffffffffffff", "gpu-a", "revoked"), c});
+  }
+
+  size_t Rotations() const {
+    return console_.RequestsTo("POST", std::string("/api/v1/connections/") + kId + "/rotate")
+        .size();
   }
 
   void Connections(json::array list) {
@@ -146,11 +177,10 @@ TEST_F(Install, WithYesItCreatesTheNamespaceLabelAndSecretWithTheTokenOnStdinOnl
   EXPECT_EQ(r.out.find(kToken), std::string::npos) << r.out;
   EXPECT_EQ(r.err.find(kToken), std::string::npos) << r.err;
   EXPECT_NE(r.out.find("kubectl context: ctx-a"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("helm upgrade --install uplink-agent charts/uplink-agent"),
-            std::string::npos)
-      << r.out;
-  EXPECT_NE(r.out.find("--namespace uplink --set config.baseUrl=" + console_.url() +
-                       " --set token.existingSecret=uplink-agent-token"),
+  // The console's commands, line by line.
+  EXPECT_NE(r.out.find("Now install the agent:\n\n  helm repo add --force-update uplink "
+                       "URL/charts\n  helm upgrade --install uplink-agent uplink/uplink-agent "
+                       "--version 9.9.9 \\\n      --set kubernetes.enabled=true\n"),
             std::string::npos)
       << r.out;
 
@@ -159,20 +189,132 @@ TEST_F(Install, WithYesItCreatesTheNamespaceLabelAndSecretWithTheTokenOnStdinOnl
   auto body = ParseJson(created[0].body);
   EXPECT_EQ(body->at("agent_name"), "uplink-agent");
   EXPECT_EQ(body->at("cluster_name"), "gpu-a");
+  // Without a terminal nothing is asked: every workload, runtime class nvidia, the default
+  // selector, the console as the CLI reaches it.
+  EXPECT_EQ(json::value(InstallBody()),
+            json::value(json::object{{"console_url", console_.url()},
+                                     {"workloads", json::array{"inventory", "cluster", "node"}},
+                                     {"gpu_runtime_class", "nvidia"},
+                                     {"selector", "nvidia.com/gpu.present=true"},
+                                     {"namespace", "uplink"},
+                                     {"secret_name", "uplink-agent-token"},
+                                     {"kube_context", "ctx-a"},
+                                     {"kubeconfig", "/k/config"}}));
+}
+
+TEST_F(Install, InventoryAloneLabelsTheNamespaceRestrictedNotPrivileged) {
+  auto r = RunInstall({"--yes", "--workloads", "inventory", "--selector",
+                       "gpu-type in (h100, a100),pool=train", "--agent-console",
+                       "https://console.example.com:8443/"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto calls = Calls();
+  ASSERT_EQ(calls.size(), 5u);
+  EXPECT_EQ(calls[3], (Argv{"label", "namespace", "uplink",
+                            "pod-security.kubernetes.io/enforce=restricted",
+                            "pod-security.kubernetes.io/enforce-version=latest", "--overwrite"}));
+  EXPECT_NE(r.out.find("Workloads: inventory only\nGPU node selector: gpu-type in (a100,h100),"
+                       "pool=train\n"),
+            std::string::npos)
+      << r.out;
+  json::object body = InstallBody();
+  EXPECT_EQ(body.at("workloads"), json::array{"inventory"});
+  EXPECT_EQ(body.at("selector"), "gpu-type in (a100,h100),pool=train");
+  EXPECT_EQ(body.at("console_url"), "https://console.example.com:8443/");
+}
+
+TEST_F(Install, ACreatedConnectionThatIsNotInstalledShowsItsTokenOnceWithTheCommands) {
+  for (const std::string& answer : {std::string("n\n"), std::string(""), std::string("maybe\n")}) {
+    std::filesystem::remove_all(log_);
+    std::filesystem::create_directories(log_);
+    auto r = RunInstall({"--workloads", "inventory"}, answer);
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_EQ(Calls(), (std::vector<Argv>{{"config", "current-context"}}))
+        << "kubectl changed something without a yes";
+    EXPECT_NE(r.err.find("Create Secret uplink-agent-token in namespace uplink and set that "
+                         "namespace's Pod Security enforcement to restricted, using kubectl "
+                         "context 'sim-context'? [y/N] "),
+              std::string::npos)
+        << r.err;
+    EXPECT_EQ(Count(r.out, kToken), 1u) << r.out;
+    for (const char* line :
+         {"kubectl create namespace uplink",
+          "kubectl label namespace uplink pod-security.kubernetes.io/enforce=restricted "
+          "--overwrite\n",
+          "read -rs UPLINK_AGENT_TOKEN   # paste the agt_ token; it is not echoed or kept in "
+          "history",
+          "printf '%s' \"$UPLINK_AGENT_TOKEN\" | kubectl -n uplink create secret generic "
+          "uplink-agent-token --from-file=UPLINK_AGENT_TOKEN=/dev/stdin",
+          "unset UPLINK_AGENT_TOKEN", "Then install the agent:\n\n  helm repo add"}) {
+      EXPECT_NE(r.out.find(line), std::string::npos) << line << "\n" << r.out;
+    }
+  }
+}
+
+TEST_F(Install, NoNeverRotatesTheTokenOfAConnectionWhoseAgentReported) {
+  Existing(/*reported=*/true);
+  auto r = RunInstall({}, "n\n");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(Rotations(), 0u) << "the running agent's token was rotated after a no";
+  EXPECT_TRUE(console_.RequestsTo("POST", "/api/v1/connections").empty());
+  EXPECT_EQ(r.out.find("agt_T"), std::string::npos) << r.out;
+  EXPECT_EQ(Calls(), (std::vector<Argv>{{"config", "current-context"}}));
+  for (const char* line :
+       {"has an agent that last reported 2027-01-02T03:04:05Z. Its token was left as it is, so "
+        "that agent keeps working; nothing was changed.",
+        "To install or upgrade the agent with the Secret that holds that token:\n\n  helm repo "
+        "add",
+        "run this again and answer yes, or run 'uplink connections rotate 0123456789abcdef "
+        "--token-out FILE'"}) {
+    EXPECT_NE(r.out.find(line), std::string::npos) << line << "\n" << r.out;
+  }
+  // The commands asked for still reflect the choice, and are kept with the connection.
+  EXPECT_EQ(InstallBody().at("workloads"), (json::array{"inventory", "cluster", "node"}));
+}
+
+TEST_F(Install, WithoutKubectlAReportingAgentsTokenIsLeftAloneAndItExits9) {
+  Existing(/*reported=*/true);
+  auto r = RunInstall({"--kubectl", "/nonexistent/kubectl", "--yes"});
+  EXPECT_EQ(r.code, 9) << r.err;
+  EXPECT_EQ(Rotations(), 0u);
+  EXPECT_NE(r.err.find("/nonexistent/kubectl"), std::string::npos) << r.err;
+  EXPECT_EQ(r.out.find("agt_T"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("Its token was left as it is"), std::string::npos) << r.out;
+}
+
+TEST_F(Install, YesRotatesAReportingAgentsTokenAndPatchesTheSecret) {
+  Existing(/*reported=*/true);
+  uplink::testing::WriteFileOrDie(log_ + "/namespace", "");
+  uplink::testing::WriteFileOrDie(log_ + "/secret", "agt_old");
+  auto r = RunInstall({"--yes"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(Rotations(), 1u);
+  EXPECT_NE(r.out.find("reads the new one from the Secret once the kubelet refreshes it"),
+            std::string::npos)
+      << r.out;
+  EXPECT_EQ(r.out.find(kToken), std::string::npos);
+  EXPECT_TRUE(std::filesystem::exists(log_ + "/patch"));
+}
+
+TEST_F(Install, ANeverReportedConnectionIsRotatedEvenOnNoSinceNoAgentUsesItsToken) {
+  Existing(/*reported=*/false);
+  auto r = RunInstall({}, "n\n");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(Rotations(), 1u);
+  EXPECT_NE(r.out.find("its agent has never reported, so no running agent loses it"),
+            std::string::npos)
+      << r.out;
+  EXPECT_EQ(Count(r.out, kToken), 1u) << r.out;
 }
 
 TEST_F(Install, ReinstallingRotatesTheTokenAndPatchesTheExistingSecret) {
   uplink::testing::WriteFileOrDie(log_ + "/namespace", "");
   uplink::testing::WriteFileOrDie(log_ + "/secret", "agt_old");
-  Connections({ConnectionJson("ffffffffffffffff", "gpu-a", "revoked"),
-               ConnectionJson(kId, "gpu-a", "active")});
+  Existing(/*reported=*/false);
   auto r = RunInstall({"--yes", "--namespace", "gpu-agents", "--secret-name", "agent.token",
-                       "--pod-security", "baseline", "--chart", "oci://example/uplink-agent"});
+                       "--workloads", "inventory", "--pod-security", "baseline"});
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_TRUE(console_.RequestsTo("POST", "/api/v1/connections").empty());
-  EXPECT_EQ(
-      console_.RequestsTo("POST", std::string("/api/v1/connections/") + kId + "/rotate").size(),
-      1u);
+  EXPECT_EQ(Rotations(), 1u);
   auto calls = Calls();
   ASSERT_EQ(calls.size(), 5u);
   EXPECT_EQ(calls[1], (Argv{"get", "namespace", "gpu-agents", "-o", "name"}));
@@ -190,55 +332,83 @@ TEST_F(Install, ReinstallingRotatesTheTokenAndPatchesTheExistingSecret) {
   ExpectTokenNeverInArgv();
   EXPECT_EQ(r.out.find(kToken), std::string::npos);
   EXPECT_NE(r.out.find("Rotated"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("oci://example/uplink-agent --namespace gpu-agents"), std::string::npos);
+  json::object body = InstallBody();
+  EXPECT_EQ(body.at("namespace"), "gpu-agents");
+  EXPECT_EQ(body.at("secret_name"), "agent.token");
 }
 
-TEST_F(Install, AnsweringNoPrintsTheTokenOnceWithTheCommandsToRunAndExits0) {
-  for (const std::string& answer : {std::string("n\n"), std::string(""), std::string("maybe\n")}) {
-    std::filesystem::remove_all(log_);
-    std::filesystem::create_directories(log_);
-    auto r = RunInstall({}, answer);
-    ASSERT_EQ(r.code, 0) << r.err;
-    EXPECT_EQ(Calls(), (std::vector<Argv>{{"config", "current-context"}}))
-        << "kubectl changed something without a yes";
-    EXPECT_NE(r.err.find("Create Secret uplink-agent-token in namespace uplink and set that "
-                         "namespace's Pod Security enforcement to privileged, using kubectl "
-                         "context 'sim-context'? [y/N] "),
-              std::string::npos)
-        << r.err;
-    EXPECT_EQ(Count(r.out, kToken), 1u) << r.out;
-    for (const char* line :
-         {"kubectl create namespace uplink",
-          "kubectl label namespace uplink pod-security.kubernetes.io/enforce=privileged "
-          "--overwrite",
-          "read -rs UPLINK_AGENT_TOKEN   # paste the agt_ token; it is not echoed or kept in "
-          "history",
-          "printf '%s' \"$UPLINK_AGENT_TOKEN\" | kubectl -n uplink create secret generic "
-          "uplink-agent-token --from-file=UPLINK_AGENT_TOKEN=/dev/stdin",
-          "unset UPLINK_AGENT_TOKEN",
-          "helm upgrade --install uplink-agent charts/uplink-agent --namespace uplink"}) {
-      EXPECT_NE(r.out.find(line), std::string::npos) << line << "\n" << r.out;
-    }
-  }
-}
-
-TEST_F(Install, TheQuestionGoesToTheTerminalWhenThereIsOne) {
+TEST_F(Install, OnATerminalItAsksTheWorkloadsRuntimeClassAndSelectorThenToProceed) {
   cli_.terminal.available = true;
-  cli_.terminal.answers = {"Y", "ml, dev"};
+  // A wrong answer is asked again; an empty one keeps the default.
+  cli_.terminal.answers = {"3", "2", "none", "gpu=yes,", "gpu=yes", "Y", "ml, dev"};
   auto r = RunInstall({"--context", "prod"});
   ASSERT_EQ(r.code, 0) << r.err;
-  EXPECT_EQ(cli_.terminal.prompts,
-            (std::vector<std::string>{
-                "Create Secret uplink-agent-token in namespace uplink and set that namespace's "
-                "Pod Security enforcement to privileged, using kubectl context 'prod'? [y/N] ",
-                "Namespaces 'uplink kubectl' and the cluster view may read (comma-separated, * "
-                "for all, 'none' for cluster-scoped reads only; Enter to choose later): "}));
+  ASSERT_EQ(cli_.terminal.prompts.size(), 7u);
+  EXPECT_NE(cli_.terminal.prompts[0].find(
+                "  1) inventory only: reports the GPU nodes that match the selector\n"),
+            std::string::npos);
+  EXPECT_TRUE(cli_.terminal.prompts[0].ends_with("Workloads [2]: "));
+  EXPECT_EQ(cli_.terminal.prompts[1], cli_.terminal.prompts[0]);
+  EXPECT_NE(cli_.terminal.prompts[2].find("GPU runtime class of the node pods ('none' on a "
+                                          "cluster without GPUs"),
+            std::string::npos);
+  EXPECT_EQ(cli_.terminal.prompts[3],
+            "GPU node selector: the nodes the inventory reports [nvidia.com/gpu.present=true]: ");
+  EXPECT_EQ(cli_.terminal.prompts[5],
+            "Create Secret uplink-agent-token in namespace uplink and set that namespace's Pod "
+            "Security enforcement to privileged, using kubectl context 'prod'? [y/N] ");
+  EXPECT_NE(r.err.find("uplink: answer 1 or 2"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("uplink: the GPU node selector: not a label selector"), std::string::npos)
+      << r.err;
+  // A new connection's namespace scope is asked last, and sent with it.
+  EXPECT_EQ(cli_.terminal.prompts[6],
+            "Namespaces 'uplink kubectl' and the cluster view may read (comma-separated, * for "
+            "all, 'none' for cluster-scoped reads only; Enter to choose later): ");
   auto created = console_.RequestsTo("POST", "/api/v1/connections");
   ASSERT_EQ(created.size(), 1u);
   EXPECT_NE(created[0].body.find(R"("namespaces":["ml","dev"])"), std::string::npos)
       << created[0].body;
   EXPECT_EQ(Calls().size(), 5u);
   EXPECT_EQ(r.out.find(kToken), std::string::npos);
+  json::object body = InstallBody();
+  EXPECT_EQ(body.at("gpu_runtime_class"), "");
+  EXPECT_EQ(body.at("selector"), "gpu=yes");
+}
+
+TEST_F(Install, FlagsAnswerTheQuestionsTheyName) {
+  cli_.terminal.available = true;
+  cli_.terminal.answers = {"n"};
+  auto r = RunInstall({"--workloads", "all", "--no-gpu-runtime-class", "--selector", "gpu",
+                       "--read-namespaces", "ml"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  ASSERT_EQ(cli_.terminal.prompts.size(), 1u) << cli_.terminal.prompts[0];
+  EXPECT_TRUE(cli_.terminal.prompts[0].starts_with("Create Secret"));
+}
+
+TEST_F(Install, TheConsolesWarningsGoToStderrWithWhatToPass) {
+  console_.OnJson(
+      "POST", kInstallPath, 200,
+      json::object{{"helm_commands", json::array{"helm repo add uplink x\x1b[2J"}},
+                   {"warnings", json::array{json::object{{"code", "console_unreachable"},
+                                                         {"message", "The agent cannot reach "
+                                                                     "the console at "
+                                                                     "http://127.0.0.1:1"}}}}});
+  auto r = RunInstall({"--yes"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("uplink: warning: The agent cannot reach the console at "
+                       "http://127.0.0.1:1\n  (pass --agent-console URL"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.out.find('\x1b'), std::string::npos) << "a reply moved the cursor";
+}
+
+TEST_F(Install, NoCommandsFromTheConsoleStillLeavesTheTokenToInstallByHand) {
+  console_.On("POST", kInstallPath,
+              [](const net::Request&) { return ErrorReply(503, "unavailable", "try later"); });
+  auto r = RunInstall({}, "n\n");
+  EXPECT_EQ(r.code, 9) << r.err;
+  EXPECT_EQ(Count(r.out, kToken), 1u) << r.out;
+  EXPECT_NE(r.err.find("uplink: no install commands: "), std::string::npos) << r.err;
 }
 
 TEST_F(Install, KubectlGetsTheUsersEnvironmentButNeverTheConsoleCredential) {
@@ -307,7 +477,15 @@ TEST_F(Install, BadFlagsAreUsageErrorsBeforeAnythingHappens) {
                                            {"--pod-security", "open"},
                                            {"--context", ""},
                                            {"--context", "--all"},
-                                           {"--kubeconfig", "-k"}}) {
+                                           {"--kubeconfig", "-k"},
+                                           {"--workloads", "node"},
+                                           {"--workloads", "experiments"},
+                                           {"--selector", "a b"},
+                                           {"--selector", ""},
+                                           {"--gpu-runtime-class", "Nvidia_GPU"},
+                                           {"--pod-security", "baseline"},
+                                           {"--agent-console", "ftp://console.example"},
+                                           {"--agent-console", "https://u:p@console.example"}}) {
     auto r = RunInstall(bad);
     EXPECT_EQ(r.code, 2) << bad[0] << " " << bad[1] << ": " << r.err;
   }

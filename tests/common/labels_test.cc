@@ -29,6 +29,33 @@ const LabelMap kGpuNode = {{"nvidia.com/gpu.present", "true"},
 const LabelMap kCpuNode = {{"kubernetes.io/os", "linux"},
                            {"node-role.kubernetes.io/control-plane", ""}};
 
+TEST(DnsSubdomain, LowerCaseLabelsJoinedByDots) {
+  for (const std::string& good :
+       std::vector<std::string>{"nvidia", "nvidia.com", "a-b.c-d", "0", std::string(253, 'a')}) {
+    EXPECT_TRUE(IsDnsSubdomain(good)) << good;
+  }
+  for (const std::string& bad : std::vector<std::string>{"", "Nvidia", "nvidia_gpu", "-a", "a-",
+                                                        "a..b", ".a", "a.", "a b",
+                                                        std::string(254, 'a')}) {
+    EXPECT_FALSE(IsDnsSubdomain(bad)) << bad;
+  }
+}
+
+TEST(NodeSelector, CanonicalAndNeverEmpty) {
+  EXPECT_EQ(*CanonicalNodeSelector("zone in (b, a),nvidia.com/gpu.present=true"),
+            "nvidia.com/gpu.present=true,zone in (a,b)");
+  EXPECT_EQ(*CanonicalNodeSelector(kDefaultGpuNodeSelector), kDefaultGpuNodeSelector);
+  for (const char* empty : {"", "   "}) {
+    auto refused = CanonicalNodeSelector(empty);
+    ASSERT_FALSE(refused.ok());
+    EXPECT_NE(refused.status().message().find("an empty selector would report every node"),
+              std::string::npos);
+  }
+  auto bad = CanonicalNodeSelector("pool in (a,");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_TRUE(bad.status().message().starts_with("not a label selector: found ")) << bad.status().ToString();
+}
+
 TEST(LabelSelector, EmptyAndWhitespaceSelectorsMatchEverything) {
   for (std::string_view text : {"", "   ", "\t"}) {
     Selector selector = MustParse(text);

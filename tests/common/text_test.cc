@@ -30,5 +30,19 @@ TEST(OneLineExcerpt, CutsAtTheLimitAndSaysSo) {
   EXPECT_EQ(OneLineExcerpt("", 3), "");
 }
 
+// One shell word whatever the text: plain when nothing in it is special to a shell, else
+// single-quoted with every quote closed, escaped and reopened.
+TEST(ShellQuote, QuotesOnlyWhatAShellWouldReadOtherwise) {
+  EXPECT_EQ(ShellQuote("https://console.example:8443/charts"), "https://console.example:8443/charts");
+  EXPECT_EQ(ShellQuote("nodes.selector=a=b,c"), "nodes.selector=a=b,c");
+  EXPECT_EQ(ShellQuote(""), "''");
+  EXPECT_EQ(ShellQuote("prod east"), "'prod east'");
+  EXPECT_EQ(ShellQuote("it's"), "'it'\\''s'");
+  EXPECT_EQ(ShellQuote("$(rm -rf /)"), "'$(rm -rf /)'");
+  EXPECT_EQ(ShellQuote("a;b|c&d`e`"), "'a;b|c&d`e`'");
+  EXPECT_EQ(ShellQuote("line\nbreak"), "'line\nbreak'");
+  EXPECT_EQ(ShellQuote("x\\,y"), "'x\\,y'");
+}
+
 }  // namespace
 }  // namespace uplink

@@ -31,7 +31,8 @@ TEST_F(UsersApiTest, AnAdminCreatesListsAndShowsUsers) {
   EXPECT_EQ(Text(bob, "created_at"), FormatRfc3339(clock_.Now()));
   EXPECT_TRUE(bob.at("deactivated_at").is_null());
   EXPECT_EQ(bob.at("has_password").as_bool(), true);
-  EXPECT_EQ(bob.size(), 6u) << "no hash or other field may leak";
+  EXPECT_EQ(bob.at("two_factor_enabled").as_bool(), false);
+  EXPECT_EQ(bob.size(), 7u) << "no hash or other field may leak";
 
   net::Response carol =
       AsAdmin("POST", "/api/v1/users", R"({"email":"carol@example.com","role":"admin"})");

@@ -53,10 +53,22 @@ TEST_F(InstallEndToEnd, YesPutsAWorkingTokenInTheSecretWithoutShowingIt) {
   EXPECT_EQ(r.out.find(token), std::string::npos) << r.out;
   EXPECT_EQ(r.err.find(token), std::string::npos) << r.err;
   EXPECT_EQ(r.out.find("agt_"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("helm upgrade --install uplink-agent charts/uplink-agent"),
+  // The helm commands install every workload from the console's own chart repository.
+  EXPECT_NE(r.out.find("helm repo add --force-update uplink " + d_.console_url() + "/charts"),
             std::string::npos)
       << r.out;
-  EXPECT_NE(r.out.find("--set config.baseUrl=" + d_.console_url()), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("helm upgrade --install uplink-agent uplink/uplink-agent --version " +
+                       std::string(UPLINK_VERSION)),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("--set-string config.baseUrl=" + d_.console_url()), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("--set kubernetes.enabled=true"), std::string::npos) << r.out;
+  // The console is on loopback: no pod could reach it, and the CLI says so.
+  EXPECT_NE(r.err.find("uplink: warning: The agent cannot reach the console at " +
+                       d_.console_url() + ": 127.0.0.1 is a loopback address"),
+            std::string::npos)
+      << r.err;
 
   auto labels =
       d_.Kubectl(*cluster_, {"get", "namespace", "uplink", "-o", "jsonpath={.metadata.labels}"});
@@ -86,7 +98,7 @@ TEST_F(InstallEndToEnd, YesPutsAWorkingTokenInTheSecretWithoutShowingIt) {
 
 TEST_F(InstallEndToEnd, AnotherNamespaceSecretAndLevel) {
   auto r = Install({"--yes", "--namespace", "gpu-agents", "--secret-name", "agent-token",
-                    "--pod-security", "baseline"});
+                    "--workloads", "inventory", "--pod-security", "baseline"});
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   const std::string token = SecretToken("gpu-agents", "agent-token");
   EXPECT_EQ(d_.AgentWhoami(token), 200);
@@ -101,7 +113,9 @@ TEST_F(InstallEndToEnd, TheQuestionIsAskedOnTheTerminal) {
   auto r = d_.UplinkInTerminal(
       {"connections", "install", "gpu-prod", "--kubeconfig", cluster_->kubeconfig},
       {{"UPLINK_API_KEY", d_.admin_key()}},
-      {{"to privileged, using kubectl context 'uplink-kubesim'? [y/N] ", "y\n"},
+      {{"Workloads [2]: ", "1\n"},
+       {"[nvidia.com/gpu.present=true]: ", "nvidia.com/gpu.present=true,pool=a\n"},
+       {"to restricted, using kubectl context 'uplink-kubesim'? [y/N] ", "y\n"},
        {"Enter to choose later): ", "ml, inference\n"}});
   ASSERT_EQ(r.exit_code, 0) << r.out;
   const std::string token = SecretToken();
@@ -112,6 +126,41 @@ TEST_F(InstallEndToEnd, TheQuestionIsAskedOnTheTerminal) {
   const std::string id(connections.at("connections").as_array().at(0).at("id").as_string());
   json::value scope = d_.ApiJson("GET", "/api/v1/connections/" + id + "/namespaces");
   EXPECT_EQ(json::serialize(scope.at("namespaces")), R"(["inference","ml"])");
+  auto labels =
+      d_.Kubectl(*cluster_, {"get", "namespace", "uplink", "-o", "jsonpath={.metadata.labels}"});
+  EXPECT_NE(labels.out.find("\"pod-security.kubernetes.io/enforce\":\"restricted\""),
+            std::string::npos)
+      << labels.out;
+  // The choice is kept with the connection, beside what the agent will report.
+  auto shown = d_.Uplink({"connections", "show", "gpu-prod"}, {{"UPLINK_API_KEY", d_.admin_key()}});
+  EXPECT_NE(shown.out.find("install selector:"), std::string::npos) << shown.out;
+  EXPECT_NE(shown.out.find("nvidia.com/gpu.present=true,pool=a (workloads: inventory)"),
+            std::string::npos)
+      << shown.out;
+}
+
+// A connection whose agent reports keeps its token when the answer is no: the agent keeps
+// working, and the output says what to do instead.
+TEST_F(InstallEndToEnd, NoLeavesTheTokenOfAReportingAgentAlone) {
+  auto first = Install({"--yes"});
+  ASSERT_EQ(first.exit_code, 0) << first.out << first.err;
+  const std::string token = SecretToken();
+  auto report = d_.RunAgentOnce(*cluster_, d_.WriteToken(token));
+  ASSERT_EQ(report.exit_code, 0) << report.err;
+
+  auto again = Install({}, "n\n");
+  ASSERT_EQ(again.exit_code, 0) << again.out << again.err;
+  EXPECT_EQ(d_.AgentWhoami(token), 200) << "answering no cut the running agent off";
+  EXPECT_EQ(again.out.find("agt_"), std::string::npos) << again.out;
+  EXPECT_NE(again.out.find("Its token was left as it is, so that agent keeps working"),
+            std::string::npos)
+      << again.out;
+  EXPECT_EQ(SecretToken(), token);
+
+  // Without kubectl either: nothing is rotated, and it exits 9.
+  auto missing = Install({"--kubectl", "/nonexistent/kubectl", "--yes"});
+  EXPECT_EQ(missing.exit_code, 9) << missing.out << missing.err;
+  EXPECT_EQ(d_.AgentWhoami(token), 200);
 }
 
 TEST_F(InstallEndToEnd, AnsweringNoPrintsTheTokenAndTheManualCommands) {

@@ -63,6 +63,26 @@ Call with (dict "root" $ "repository" R "digest" D).
 {{- end }}
 {{- end }}
 
+{{/*
+The first uplink-agent version with the cluster and node roles. kubernetes.enabled with an
+older image would start a Deployment and a DaemonSet whose agent has no such role and
+crash-loops, so the chart refuses it. The image's version is image.tag (default: the chart's
+appVersion); with image.digest set the tag pins nothing but still states the version.
+*/}}
+{{- define "uplink-agent.kubernetesRolesSince" -}}0.1.0{{- end }}
+
+{{- define "uplink-agent.checkKubernetesImage" -}}
+{{- $since := include "uplink-agent.kubernetesRolesSince" . }}
+{{- $tag := default .Chart.AppVersion .Values.image.tag }}
+{{- if not (regexMatch "^v?[0-9]+\\.[0-9]+\\.[0-9]+(-[0-9A-Za-z.-]+)?(\\+[0-9A-Za-z.-]+)?$" $tag) }}
+{{- fail (printf "kubernetes.enabled needs uplink-agent %s or later, and image.tag %q is not a version, so the chart cannot tell: set image.tag to the version of the image you install (with image.digest it only states the version)" $since $tag) }}
+{{- end }}
+{{- /* "-0" lets the release candidates of that version in: they have the roles too. */}}
+{{- if not (semverCompare (printf ">=%s-0" $since) $tag) }}
+{{- fail (printf "kubernetes.enabled needs uplink-agent %s or later (the first with the cluster and node roles), but image.tag %s names an older agent image: install %s:%s or later (leave image.tag unset for the chart's %s), or set kubernetes.enabled=false for the inventory alone" $since $tag .Values.image.repository .Chart.AppVersion .Chart.AppVersion) }}
+{{- end }}
+{{- end }}
+
 {{/* The console URL, checked: the schema allows "" only so that this message can say what is missing. */}}
 {{- define "uplink-agent.consoleUrl" -}}
 {{- required "config.baseUrl is required: the console's address, https://HOST[:PORT] (for example --set config.baseUrl=https://console.example.com)" .Values.config.baseUrl | trimSuffix "/" }}
@@ -73,6 +93,22 @@ Call with (dict "root" $ "repository" R "digest" D).
 {{- $host := (urlParse (include "uplink-agent.consoleUrl" .)).host }}
 {{- $port := regexFind ":[0-9]+$" $host | trimPrefix ":" }}
 {{- if $port }}{{ $port }}{{ else }}443{{ end }}
+{{- end }}
+
+{{/*
+Why a pod in the cluster cannot reach config.baseUrl's host, or "" when it may: loopback
+(localhost, 127.0.0.0/8, ::1) and unspecified (0.0.0.0, ::) addresses mean the pod itself,
+and .local names are multicast DNS, which cluster DNS does not resolve.
+*/}}
+{{- define "uplink-agent.consoleUnreachableReason" -}}
+{{- $host := (urlParse (include "uplink-agent.consoleUrl" .)).hostname | lower | trimSuffix "." }}
+{{- if or (eq $host "localhost") (hasSuffix ".localhost" $host) (hasPrefix "127." $host) (hasPrefix "::ffff:127." $host) (eq $host "::1") (eq $host "0:0:0:0:0:0:0:1") }}
+{{- printf "%s is a loopback address: in a pod it means the pod itself" $host }}
+{{- else if or (eq $host "0.0.0.0") (eq $host "::") }}
+{{- printf "%s is the unspecified address, which nothing can connect to" $host }}
+{{- else if hasSuffix ".local" $host }}
+{{- printf "%s is a multicast DNS (.local) name, which cluster DNS does not resolve" $host }}
+{{- end }}
 {{- end }}
 
 {{- define "uplink-agent.tokenSecretName" -}}

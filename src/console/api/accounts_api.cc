@@ -10,7 +10,6 @@ namespace uplink::console {
 namespace {
 
 constexpr size_t kIdBytes = 8;              // 16 hex characters
-constexpr size_t kMaxPasswordBytes = 256;   // docs/api.md
 constexpr size_t kMaxRawEmailBytes = 1024;  // before trimming; NormalizeEmail says the rule
 constexpr size_t kMaxRawNameBytes = 1024;
 
@@ -62,7 +61,7 @@ Result<net::Response> ConsoleApi::SignIn(const net::Request& request) {
   if (auto limited = guard_.CheckAddress(request.remote_address)) return std::move(*limited);
   UPLINK_ASSIGN_OR_RETURN(json::object body, ReadJsonObject(request.body));
   FieldReader fields(body, "");
-  UPLINK_RETURN_IF_ERROR(fields.OnlyFields({"email", "password"}));
+  UPLINK_RETURN_IF_ERROR(fields.OnlyFields({"email", "password", "code", "recovery_code"}));
   UPLINK_ASSIGN_OR_RETURN(std::string raw_email, fields.RequiredString("email", kMaxRawEmailBytes));
   UPLINK_ASSIGN_OR_RETURN(std::string email, NormalizeEmail(raw_email));
   UPLINK_ASSIGN_OR_RETURN(std::string raw_password,
@@ -99,6 +98,11 @@ Result<net::Response> ConsoleApi::SignIn(const net::Request& request) {
                               {{"reason", "deactivated"}}));
     return refuse("deactivated", false);
   }
+  auto second_factor = SignInSecondFactor(
+      *user, fields, request, SignInEvent(*user, email, request, now, "session.refused", "", {}));
+  if (auto* refusal = std::get_if<net::Response>(&second_factor)) return std::move(*refusal);
+  const auto& proved = std::get<std::optional<SecondFactorUse>>(second_factor);
+  UPLINK_ASSIGN_OR_RETURN(bool enrollment_required, NeedsTwoFactorEnrollment(*user));
 
   MintedCredential token = MintCredential(kSessionKind);
   Session session;
@@ -108,23 +112,38 @@ Result<net::Response> ConsoleApi::SignIn(const net::Request& request) {
   session.token_hash = token.token_hash;
   session.created_at = now;
   session.expires_at = now + options_.session_lifetime;
-  AuditEvent event = SignInEvent(*user, email, request, now, "session.create", "ok",
-                                 {{"prefix", session.lookup_prefix}});
+  AuditEvent event = SignInEvent(
+      *user, email, request, now, "session.create", "ok",
+      {{"prefix", session.lookup_prefix},
+       {"second_factor", !proved ? "none" : proved->totp_step ? "totp" : "recovery_code"},
+       {"two_factor_enrollment_required", enrollment_required}});
   event.target_type = "session";
   event.target_id = session.id;
-  UPLINK_RETURN_IF_ERROR(store_.CreateSession(session, event));
+  if (proved) {
+    Status created = store_.CreateSessionWithSecondFactor(session, *proved, event);
+    // Another sign-in used the same code or recovery code first.
+    if (created.code() == StatusCode::kFailedPrecondition) {
+      return UnauthorizedResponse("invalid_two_factor_code", created.message());
+    }
+    UPLINK_RETURN_IF_ERROR(created);
+  } else {
+    UPLINK_RETURN_IF_ERROR(store_.CreateSession(session, event));
+  }
   log_.Info("signed in", {{"user_id", user->id}, {"session_prefix", session.lookup_prefix}});
   return NoStore(JsonResponse(201, {{"token", token.token.Reveal()},
                                     {"session", SessionToJson(session)},
-                                    {"user", UserToJson(*user)}}));
+                                    {"user", UserToJson(*user)},
+                                    {"two_factor_enrollment_required", enrollment_required}}));
 }
 
 Result<net::Response> ConsoleApi::Me(const RequestContext& caller) {
   json::value confirmed_until = nullptr;
   if (caller.session) confirmed_until = OptionalTimeJson(caller.session->confirmed_until);
+  UPLINK_ASSIGN_OR_RETURN(bool enrollment_required, NeedsTwoFactorEnrollment(caller.user));
   return JsonResponse(
       200,
       {{"user", UserToJson(caller.user)},
+       {"two_factor_enrollment_required", enrollment_required},
        {"credential", json::object{{"kind", CredentialKindName(caller.credential_kind)},
                                    {"id", caller.credential_id},
                                    {"prefix", caller.credential_prefix},

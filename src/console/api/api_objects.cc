@@ -27,7 +27,8 @@ json::object UserToJson(const User& user) {
                       {"role", RoleName(user.role)},
                       {"created_at", FormatRfc3339(user.created_at)},
                       {"deactivated_at", OptionalTimeJson(user.deactivated_at)},
-                      {"has_password", !user.password_hash.empty()}};
+                      {"has_password", !user.password_hash.empty()},
+                      {"two_factor_enabled", user.two_factor_enabled_at.has_value()}};
 }
 
 json::object ApiKeyToJson(const ApiKey& key, WallTime now) {

@@ -305,8 +305,10 @@ UserAuthentication Authenticator::CallerFor(const std::string& user_id, RequestC
 
 net::Response Authenticator::RefuseAgent(const net::Request& request, const Connection* matched,
                                          std::string_view lookup_prefix, const Refusal& refusal) {
-  bool owner_deactivated = refusal.reason == "owner_deactivated";
-  bool is_failure = refusal.reason != "missing_token" && !owner_deactivated;
+  // The owner's state, not the token, is refused: no guess at a credential.
+  bool owner_refused =
+      refusal.reason == "owner_deactivated" || refusal.reason == "owner_needs_two_factor";
+  bool is_failure = refusal.reason != "missing_token" && !owner_refused;
   auto limited = guard_.Refused({kAgentTokenKindName, refusal.reason, request.remote_address,
                                  lookup_prefix, "", is_failure, matched != nullptr});
   // Rate-limited refusals are counted, not audited, so a forgotten agent cannot grow the
@@ -322,7 +324,7 @@ net::Response Authenticator::RefuseAgent(const net::Request& request, const Conn
                  {{"connection_id", matched->id}, {"error", appended}});
     }
   }
-  if (owner_deactivated) return ErrorResponse(403, refusal.reason, refusal.message);
+  if (owner_refused) return ErrorResponse(403, refusal.reason, refusal.message);
   return UnauthorizedResponse(refusal.reason, refusal.message);
 }
 
@@ -368,6 +370,13 @@ AgentAuthentication Authenticator::AuthenticateAgent(const net::Request& request
         {"owner_deactivated", "the owner of this connection was deactivated at " +
                                   FormatRfc3339(*connection->owner_deactivated_at) +
                                   "; an admin must reactivate them before the agent can report"});
+  }
+  if (connection->owner_needs_two_factor) {
+    return RefuseAgent(request, &*connection, *prefix,
+                       {"owner_needs_two_factor",
+                        "this console requires two-factor sign-in and the owner of this "
+                        "connection has not set it up; the agent works again as soon as they do "
+                        "('uplink two-factor enroll', or the web console's Two-factor page)"});
   }
   return connection;
 }

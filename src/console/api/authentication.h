@@ -120,7 +120,8 @@ class Authenticator {
   UserAuthentication AuthenticateUser(const net::Request& request);
 
   // A connection token that is known, not revoked, not expired (401), and whose owner is not
-  // deactivated (403 owner_deactivated). Refusing a token that matched a connection writes a
+  // deactivated (403 owner_deactivated) and has the two-factor sign-in the console requires
+  // (403 owner_needs_two_factor). Refusing a token that matched a connection writes a
   // connection.token_refused audit event.
   AgentAuthentication AuthenticateAgent(const net::Request& request);
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "console/api/api_objects.h"
+#include "console/api/install_plan.h"
 #include "console/auth/credentials.h"
 
 namespace uplink::console {
@@ -140,6 +141,7 @@ Result<ConnectionDetails> ReadConnectionDetails(Store& store, const std::string&
   security.limit = kMaxSecurityEventsShown;
   UPLINK_ASSIGN_OR_RETURN(details.security_events, store.ListAudit(security));
   UPLINK_ASSIGN_OR_RETURN(details.streams, store.ListStreams(connection_id));
+  UPLINK_ASSIGN_OR_RETURN(details.install_plan, store.GetInstallPlan(connection_id));
   return details;
 }
 
@@ -182,6 +184,10 @@ json::object ConnectionToJson(const Connection& connection, const ConnectionDeta
        connection.cluster_uid ? json::value(*connection.cluster_uid) : json::value(nullptr)},
       {"agent_version", connection.agent_version},
       {"selector", connection.selector},
+      {"owner_needs_two_factor", connection.owner_needs_two_factor},
+      // The install's choice, beside the selector the agent reports (`selector`).
+      {"install", details.install_plan ? json::value(InstallPlanJson(*details.install_plan))
+                                       : json::value(nullptr)},
       {"agents", std::move(agents)},
       {"handover", HandoverToJson(details.handover, connection, now)},
       {"security_events", std::move(security_events)},

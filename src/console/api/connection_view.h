@@ -68,6 +68,7 @@ struct ConnectionDetails {
   std::optional<Handover> handover;         // the newest
   std::vector<AuditEvent> security_events;  // newest first, at most kMaxSecurityEventsShown
   std::vector<StreamSummary> streams;       // by name
+  std::optional<InstallPlan> install_plan;  // what install commands were last generated with
 };
 
 Result<ConnectionDetails> ReadConnectionDetails(Store& store, const std::string& connection_id);

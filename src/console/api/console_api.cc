@@ -46,7 +46,16 @@ constexpr std::string_view kAuditActions[] = {"user.create",
                                               "stream.restart",
                                               "connection.node_plan",
                                               "connection.namespaces",
+                                              "connection.install_plan",
                                               "kubectl.run",
+                                              "two_factor.enroll",
+                                              "two_factor.enable",
+                                              "two_factor.disable",
+                                              "two_factor.reset",
+                                              "two_factor.recovery_codes",
+                                              "two_factor.recovery_code_used",
+                                              "two_factor.refused",
+                                              "settings.update",
                                               "connection.approval_rule_add",
                                               "connection.approval_rule_remove",
                                               "kubectl.approval_requested",
@@ -92,7 +101,9 @@ ConsoleApi::ConsoleApi(Store& store, const Clock& clock, ConsoleOptions options)
     : store_(store),
       clock_(clock),
       options_(options),
+      started_at_(clock.Now()),
       hasher_(options.password_hashing),
+      two_factor_box_(options.two_factor_key),
       guard_(clock, options.rate_limits, metrics_),
       auth_(store, clock, guard_),
       commands_(clock, CommandBrokerOptions{.give_up_after = options.command_timeout}) {
@@ -323,6 +334,16 @@ void ConsoleApi::RegisterRoutes() {
                    const RequestContext& caller) {
               return ShowClusterSnapshot(params.at("id"), caller);
             });
+  // Install commands and the agent's chart as a public Helm repository (install_api.cc).
+  UserRoute("POST", "/api/v1/connections/{id}/install", Access::kAnyUser,
+            [this](const net::Request& request, const net::PathParams& params,
+                   const RequestContext& caller) {
+              return GenerateInstall(params.at("id"), request, caller);
+            });
+  Route("GET", std::string(kChartRepositoryPath) + "/{file}",
+        [this](const net::Request& request, const net::PathParams& params) {
+          return ServeChart(request, params.at("file"));
+        });
   // The web console's session cookie (web_api.cc).
   PublicRoute("POST", "/api/v1/web/sign-in",
               [this](const net::Request& request) { return WebSignIn(request); });
@@ -335,6 +356,7 @@ void ConsoleApi::RegisterRoutes() {
                    const RequestContext& caller) { return WebSignOut(request, caller); });
   PublicRoute("POST", "/api/v1/handovers/redeem",
               [this](const net::Request& request) { return RedeemHandover(request); });
+  RegisterTwoFactorRoutes();
 
   UserRoute("GET", "/api/v1/audit", Access::kAnyUser,
             [this](const net::Request& request, const net::PathParams&,
@@ -415,11 +437,15 @@ void ConsoleApi::PublicRoute(const std::string& method, const std::string& patte
 }
 
 std::variant<RequestContext, net::Response> ConsoleApi::AdmitUser(const net::Request& request,
+                                                                  std::string_view pattern,
                                                                   Access access) {
   UserAuthentication authentication = auth_.AuthenticateUser(request);
   if (auto* refusal = std::get_if<net::Response>(&authentication)) return std::move(*refusal);
   RequestContext& caller = std::get<RequestContext>(authentication);
   if (auto refused = CheckUserBody(request)) return std::move(*refused);
+  if (auto refused = RequireTwoFactorEnrollment(caller, request.method, pattern)) {
+    return std::move(*refused);
+  }
   bool admin_only = access == Access::kAdmin || access == Access::kSensitiveAdmin;
   if (admin_only && !caller.is_admin()) {
     return ErrorResponse(403, "forbidden",
@@ -434,9 +460,9 @@ std::variant<RequestContext, net::Response> ConsoleApi::AdmitUser(const net::Req
 void ConsoleApi::UserRoute(const std::string& method, const std::string& pattern, Access access,
                            UserHandler handler) {
   Route(method, pattern,
-        [this, access, handler = std::move(handler)](const net::Request& request,
-                                                     const net::PathParams& params) {
-          auto admitted = AdmitUser(request, access);
+        [this, pattern, access, handler = std::move(handler)](const net::Request& request,
+                                                              const net::PathParams& params) {
+          auto admitted = AdmitUser(request, pattern, access);
           if (auto* refusal = std::get_if<net::Response>(&admitted)) return std::move(*refusal);
           return Reply(handler(request, params, std::get<RequestContext>(admitted)));
         });
@@ -462,9 +488,9 @@ void ConsoleApi::AsyncRoute(const std::string& method, const std::string& patter
 void ConsoleApi::AsyncUserRoute(const std::string& method, const std::string& pattern,
                                 Access access, AsyncUserHandler handler) {
   AsyncRoute(method, pattern,
-             [this, access, handler = std::move(handler)](
+             [this, pattern, access, handler = std::move(handler)](
                  const net::Request& request, const net::PathParams& params, net::Reply reply) {
-               auto admitted = AdmitUser(request, access);
+               auto admitted = AdmitUser(request, pattern, access);
                if (auto* refusal = std::get_if<net::Response>(&admitted)) {
                  reply(std::move(*refusal));
                  return;

@@ -3,9 +3,9 @@
 //
 // The routes' handlers live by area: accounts_api.cc (sessions, users, API keys),
 // connections_api.cc (connections, handovers), nodes_api.cc (node metrics and the node plan),
-// kubectl_api.cc (kubectl commands, namespace scope, cluster snapshots), agent_api.cc (the
-// agent's calls), and this class's own file (routing, authentication order, audit log,
-// operations).
+// kubectl_api.cc (kubectl commands, namespace scope, cluster snapshots), two_factor_api.cc
+// (two-factor sign-in and the console settings), agent_api.cc (the agent's calls), and this
+// class's own file (routing, authentication order, audit log, operations).
 #pragma once
 
 #include <chrono>
@@ -24,9 +24,11 @@
 #include "common/time.h"
 #include "console/api/authentication.h"
 #include "console/api/connection_view.h"
+#include "console/api/install_plan.h"
 #include "console/api/json_fields.h"
 #include "console/api/upload_batch.h"
 #include "console/auth/password.h"
+#include "console/auth/secret_box.h"
 #include "console/commands/command_broker.h"
 #include "console/store/store.h"
 #include "net/router.h"
@@ -61,6 +63,12 @@ struct ConsoleOptions {
   // Whether the web console's session cookie is marked Secure: false only when the console
   // serves plain HTTP on loopback, where a browser would not send a Secure cookie back.
   bool secure_cookies = true;
+  // The key that seals two-factor secrets (secret_box.h): `serve` reads it from the data
+  // directory's two-factor.key. Empty: a key for this process only (tests), so secrets
+  // enrolled under it do not survive a restart.
+  Secret two_factor_key;
+  // The agent images install commands pin by digest (serve --agent-image ...).
+  AgentImages agent_images;
 };
 
 // The body limit for a request, from its method, path and headers alone (net::ServerOptions::
@@ -160,9 +168,10 @@ class ConsoleApi {
                       AsyncUserHandler handler);
   void AsyncAgentRoute(const std::string& method, const std::string& pattern,
                        AsyncAgentHandler handler);
-  // The caller of a user route, or the reply that refuses it (authentication, body, access).
+  // The caller of a user route, or the reply that refuses it (authentication, body, access,
+  // two-factor enrolment).
   std::variant<RequestContext, net::Response> AdmitUser(const net::Request& request,
-                                                        Access access);
+                                                        std::string_view pattern, Access access);
   net::Response Reply(Result<net::Response> result);
 
   // The 403 confirmation_required reply for a session without a fresh confirmation.
@@ -198,6 +207,44 @@ class ConsoleApi {
   std::optional<net::Response> CheckOwnPassword(const User& user, const Secret& password,
                                                 const std::string& remote_address);
 
+  // two-factor sign-in and the console settings (two_factor_api.cc)
+  void RegisterTwoFactorRoutes();
+  // 403 two_factor_enrollment_required when the console requires two-factor sign-in, the
+  // caller has not set it up, and the route (`method` `pattern`) is not one that setting it
+  // up needs.
+  std::optional<net::Response> RequireTwoFactorEnrollment(const RequestContext& caller,
+                                                          std::string_view method,
+                                                          std::string_view pattern);
+  // True when the console requires two-factor sign-in and `user` has not set it up.
+  Result<bool> NeedsTwoFactorEnrollment(const User& user);
+  // The second factor of a password sign-in (`code` or `recovery_code` from its body): nullopt
+  // when the user has none; the reply that refuses the sign-in (two_factor_required, a wrong
+  // code, 429), audited as `refusal` when it is a failure.
+  std::variant<std::optional<SecondFactorUse>, net::Response> SignInSecondFactor(
+      const User& user, const FieldReader& fields, const net::Request& request,
+      AuditEvent refusal);
+  Result<net::Response> TwoFactorStatus(const RequestContext& caller);
+  Result<net::Response> BeginTwoFactor(const net::Request& request, const RequestContext& caller);
+  Result<net::Response> ConfirmTwoFactor(const net::Request& request, const RequestContext& caller);
+  Result<net::Response> DisableTwoFactor(const net::Request& request, const RequestContext& caller);
+  Result<net::Response> RegenerateRecoveryCodes(const net::Request& request,
+                                                const RequestContext& caller);
+  Result<net::Response> ResetTwoFactor(const std::string& id, const net::Request& request,
+                                       const RequestContext& caller);
+  Result<net::Response> ShowSettings(const RequestContext& caller);
+  Result<net::Response> UpdateSettings(const net::Request& request, const RequestContext& caller);
+  // Checks `code` or `recovery_code` of a body against `credential`: what to use up, or the
+  // refusal (400, 401 invalid_two_factor_code audited as `refusal` with its reason, 429).
+  std::variant<SecondFactorUse, net::Response> CheckSecondFactor(
+      const User& user, const TwoFactorCredential& credential, const FieldReader& fields,
+      const net::Request& request, AuditEvent refusal);
+  // The caller's `password` (when they have one) and, when two-factor is enabled, a second
+  // factor, for turning it off or replacing recovery codes (`during` names which in audit
+  // events): what to use up, or the refusal.
+  std::variant<std::optional<SecondFactorUse>, net::Response> ProveOwnFactors(
+      const RequestContext& caller, const TwoFactorCredential& credential,
+      const FieldReader& fields, const net::Request& request, std::string_view during);
+
   // the web console's session cookie (web_api.cc)
   Result<net::Response> WebSignIn(const net::Request& request);
   Result<net::Response> WebSession(const RequestContext& caller);
@@ -219,6 +266,11 @@ class ConsoleApi {
   // The connection as it is now, with `extra` fields (a token, a handover code) added.
   Result<net::Response> ConnectionReply(int http_status, const std::string& id,
                                         json::object extra = {});
+
+  // the agent's chart repository and install commands (install_api.cc)
+  net::Response ServeChart(const net::Request& request, std::string_view file);
+  Result<net::Response> GenerateInstall(const std::string& id, const net::Request& request,
+                                        const RequestContext& caller);
 
   // node samples and the node plan (nodes_api.cc)
   Result<net::Response> ListSampleNodes(const std::string& id, const net::Request& request,
@@ -301,9 +353,11 @@ class ConsoleApi {
   Store& store_;
   const Clock& clock_;
   ConsoleOptions options_;
+  WallTime started_at_;  // the chart repository's index says its chart was added then
   log::Logger log_{"console.api"};
   metrics::Registry metrics_;
   PasswordHasher hasher_;
+  SecretBox two_factor_box_;
   FailureGuard guard_;
   Authenticator auth_;
   net::Router router_;

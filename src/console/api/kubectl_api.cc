@@ -121,6 +121,11 @@ std::optional<Unavailable> UnavailableConnection(const Connection& connection, W
                        "this connection's owner is deactivated, so its agent is refused; an "
                        "admin can reactivate them"};
   }
+  if (connection.owner_needs_two_factor) {
+    return Unavailable{"owner_needs_two_factor",
+                       "this connection's owner has not set up the two-factor sign-in this "
+                       "console requires, so its agent is refused until they do"};
+  }
   return std::nullopt;
 }
 

@@ -31,9 +31,11 @@ Result<net::Response> ConsoleApi::WebSession(const RequestContext& caller) {
         "this call is for the web console's session cookie; use GET /api/v1/me with a bearer "
         "credential");
   }
+  UPLINK_ASSIGN_OR_RETURN(bool enrollment_required, NeedsTwoFactorEnrollment(caller.user));
   return NoStore(JsonResponse(200, {{"user", UserToJson(caller.user)},
                                     {"session", SessionToJson(*caller.session)},
-                                    {"csrf_token", *caller.cookie_csrf_token}}));
+                                    {"csrf_token", *caller.cookie_csrf_token},
+                                    {"two_factor_enrollment_required", enrollment_required}}));
 }
 
 Result<net::Response> ConsoleApi::WebSignOut(const net::Request& request,

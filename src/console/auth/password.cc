@@ -16,7 +16,6 @@ namespace uplink::console {
 namespace {
 
 constexpr std::size_t kMinPasswordBytes = 12;
-constexpr std::size_t kMaxPasswordBytes = 256;
 
 // Options come from code, not from users, so a wrong one is a bug worth stopping for.
 [[noreturn]] void Fatal(const char* message) {

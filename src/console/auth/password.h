@@ -23,6 +23,9 @@ struct PasswordHashingOptions {
   int max_concurrent = 2;
 };
 
+// The longest password, in bytes (docs/api.md); request bodies are refused beyond it.
+inline constexpr std::size_t kMaxPasswordBytes = 256;
+
 // The rules of docs/api.md: 12-256 bytes, not all one character, not the email itself.
 Status ValidateNewPassword(const Secret& password, std::string_view email);
 

@@ -311,7 +311,47 @@ CREATE TABLE cluster_snapshots (
   payload TEXT NOT NULL
 );
 )sql"},
+    {6, R"sql(
+-- Two-factor sign-in (docs/security.md, "Two-factor sign-in"). One row per user who began
+-- enrolment; enabled_at is set once they proved a first code. The TOTP secret is sealed with
+-- the key in the data directory's two-factor.key file, never stored in the clear.
+CREATE TABLE two_factor (
+  user_id TEXT PRIMARY KEY REFERENCES users(id) ON DELETE CASCADE,
+  sealed_secret TEXT NOT NULL,
+  created_at INTEGER NOT NULL,
+  enabled_at INTEGER,
+  -- The TOTP step of the last accepted code: replays of it or of earlier steps are refused.
+  last_used_step INTEGER NOT NULL DEFAULT 0
+);
+-- Only hashes: a recovery code is 80 random bits, compared, never shown again.
+CREATE TABLE recovery_codes (
+  id TEXT PRIMARY KEY,
+  user_id TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+  code_hash TEXT NOT NULL,
+  created_at INTEGER NOT NULL,
+  used_at INTEGER
+);
+CREATE INDEX recovery_codes_by_user ON recovery_codes(user_id);
+-- Console-wide settings: exactly one row.
+CREATE TABLE console_settings (
+  id INTEGER PRIMARY KEY CONSTRAINT console_settings_single_row CHECK (id = 1),
+  require_two_factor INTEGER NOT NULL DEFAULT 0,
+  updated_at INTEGER
+);
+INSERT INTO console_settings (id) VALUES (1);
+)sql"},
     {7, R"sql(
+-- Install commands (docs/api.md, "Install commands"): what each connection's were last
+-- generated with. Times are Unix seconds.
+CREATE TABLE install_plans (
+  connection_id TEXT PRIMARY KEY REFERENCES connections(id) ON DELETE CASCADE,
+  kubernetes INTEGER NOT NULL CHECK (kubernetes IN (0, 1)),
+  gpu_runtime_class TEXT NOT NULL,
+  selector TEXT NOT NULL,
+  updated_at INTEGER NOT NULL
+);
+)sql"},
+    {8, R"sql(
 -- Approval rules (docs/api.md, "Approval rules"): each field a value or '*'; resource in the
 -- guard's canonical form.
 CREATE TABLE approval_rules (
@@ -373,7 +413,8 @@ CREATE TABLE pod_usage (
 };
 
 constexpr const char* kUserColumns =
-    "id, email, role, password_hash, created_at, deactivated_at";
+    "id, email, role, password_hash, created_at, deactivated_at, "
+    "(SELECT enabled_at FROM two_factor WHERE two_factor.user_id = users.id)";
 constexpr const char* kApiKeyColumns =
     "id, user_id, name, lookup_prefix, token_hash, created_at, expires_at, revoked_at";
 constexpr const char* kSessionColumns =
@@ -390,7 +431,11 @@ constexpr const char* kConnectionColumns =
     "c.id, c.owner_id, c.agent_name, c.cluster_name, c.token_prefix, c.token_hash, "
     "c.created_at, c.expires_at, c.revoked_at, c.last_report_at, c.cluster_uid, "
     "c.agent_version, c.selector, c.collected_at, c.node_count, c.nodes_ready, "
-    "c.gpu_capacity, c.gpu_allocatable, c.gpus_ready, u.deactivated_at";
+    "c.gpu_capacity, c.gpu_allocatable, c.gpus_ready, u.deactivated_at, "
+    // Whether the owner lacks the two-factor sign-in the console requires: answered with the
+    // row, so that the agent's cached row carries it (every write empties that cache).
+    "(SELECT require_two_factor FROM console_settings WHERE id = 1) AND NOT EXISTS "
+    "(SELECT 1 FROM two_factor t WHERE t.user_id = c.owner_id AND t.enabled_at IS NOT NULL)";
 
 constexpr int kMaxAuditPage = 500;
 
@@ -439,6 +484,7 @@ User UserFromRow(const auto& row) {
   user.password_hash = row.Text(3);
   user.created_at = row.Time(4);
   user.deactivated_at = row.OptionalTime(5);
+  user.two_factor_enabled_at = row.OptionalTime(6);
   return user;
 }
 
@@ -517,6 +563,7 @@ Connection ConnectionFromRow(const auto& row) {
   c.collected_at = row.OptionalTime(13);
   c.totals = {row.Int(14), row.Int(15), row.Int(16), row.Int(17), row.Int(18)};
   c.owner_deactivated_at = row.OptionalTime(19);
+  c.owner_needs_two_factor = row.Int(20) != 0;
   return c;
 }
 
@@ -993,21 +1040,25 @@ Status SqliteStore::RevokeApiKey(const std::string& id, WallTime at, const Audit
 
 // --- Sessions ------------------------------------------------------------------------------
 
+Status SqliteStore::InsertSession(const Session& session) {
+  auto inserted = Change(
+      "INSERT INTO sessions (id, user_id, lookup_prefix, token_hash, created_at, expires_at, "
+      "confirmed_until, revoked_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+      [&](Statement& s) {
+        s.Bind(session.id).Bind(session.user_id).Bind(session.lookup_prefix);
+        s.Bind(session.token_hash).Bind(session.created_at).Bind(session.expires_at);
+        s.Bind(session.confirmed_until).Bind(session.revoked_at);
+      },
+      "creating session");
+  if (!inserted.ok() && sqlite3_extended_errcode(db_) == SQLITE_CONSTRAINT_FOREIGNKEY) {
+    return NotFoundError("user " + session.user_id + " does not exist");
+  }
+  return inserted.status();
+}
+
 Status SqliteStore::CreateSession(const Session& session, const AuditEvent& audit) {
   return WriteTransaction([&]() -> Status {
-    auto inserted = Change(
-        "INSERT INTO sessions (id, user_id, lookup_prefix, token_hash, created_at, expires_at, "
-        "confirmed_until, revoked_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-        [&](Statement& s) {
-          s.Bind(session.id).Bind(session.user_id).Bind(session.lookup_prefix);
-          s.Bind(session.token_hash).Bind(session.created_at).Bind(session.expires_at);
-          s.Bind(session.confirmed_until).Bind(session.revoked_at);
-        },
-        "creating session");
-    if (!inserted.ok() && sqlite3_extended_errcode(db_) == SQLITE_CONSTRAINT_FOREIGNKEY) {
-      return NotFoundError("user " + session.user_id + " does not exist");
-    }
-    UPLINK_RETURN_IF_ERROR(inserted.status());
+    UPLINK_RETURN_IF_ERROR(InsertSession(session));
     return InsertAudit(audit);
   });
 }

@@ -121,6 +121,11 @@ class SqliteStore : public Store {
                                        std::span<const SampleMetric> metrics, WallTime from,
                                        WallTime to) override;
 
+  // Install plans (sqlite_install.cc).
+  Result<std::optional<InstallPlan>> GetInstallPlan(const std::string& connection_id) override;
+  Status SetInstallPlan(const std::string& connection_id, const InstallPlan& plan,
+                        const AuditEvent& audit) override;
+
   // Namespace scopes and cluster snapshots (sqlite_cluster.cc).
   Result<NamespaceScope> GetNamespaceScope(const std::string& connection_id) override;
   Status SetNamespaceScope(const std::string& connection_id,
@@ -153,6 +158,24 @@ class SqliteStore : public Store {
                                     const AuditEvent& expired_event,
                                     const AuditEvent& abandoned_event) override;
 
+  // Two-factor sign-in and console settings (sqlite_two_factor.cc). The settings are cached
+  // (authenticating every user request reads them) until SetConsoleSettings.
+  Result<std::optional<TwoFactorCredential>> GetTwoFactor(const std::string& user_id) override;
+  Result<std::vector<RecoveryCode>> ListUnusedRecoveryCodes(const std::string& user_id) override;
+  Status BeginTwoFactor(const TwoFactorCredential& pending, const AuditEvent& audit) override;
+  Status EnableTwoFactor(const std::string& user_id, std::int64_t step,
+                         const std::vector<RecoveryCode>& codes,
+                         const AuditEvent& audit) override;
+  Status DisableTwoFactor(const std::string& user_id, const std::optional<SecondFactorUse>& use,
+                          const AuditEvent& audit) override;
+  Status ReplaceRecoveryCodes(const std::string& user_id, const SecondFactorUse& use,
+                              const std::vector<RecoveryCode>& codes,
+                              const AuditEvent& audit) override;
+  Status CreateSessionWithSecondFactor(const Session& session, const SecondFactorUse& use,
+                                       const AuditEvent& audit) override;
+  Result<ConsoleSettings> GetConsoleSettings() override;
+  Status SetConsoleSettings(const ConsoleSettings& settings, const AuditEvent& audit) override;
+
   Status AppendAudit(const AuditEvent& event) override;
   Result<std::vector<AuditEvent>> ListAudit(const AuditQuery& query) override;
 
@@ -182,6 +205,7 @@ class SqliteStore : public Store {
                     std::string_view what);
   Status InsertUser(const User& user);
   Status InsertApiKey(const ApiKey& key);
+  Status InsertSession(const Session& session);
   Status InsertConnection(const Connection& connection);
   Status InsertHandover(const Handover& handover);
   Status InsertAudit(const AuditEvent& event);
@@ -198,6 +222,12 @@ class SqliteStore : public Store {
   // Inside a write transaction: token, expiry, revocation and owner still as authenticated.
   Status CheckTokenLive(const std::string& connection_id, const std::string& token_hash,
                         WallTime at, std::string_view what);
+  // Two-factor (sqlite_two_factor.cc), inside a write transaction: uses up `use` for `audit`
+  // (see Store), and replaces the user's recovery codes with `codes`.
+  Status UseSecondFactor(const std::string& user_id, const SecondFactorUse& use,
+                         const AuditEvent& audit);
+  Status InsertRecoveryCodes(const std::string& user_id, const std::vector<RecoveryCode>& codes,
+                             WallTime at);
   // Deletes up to `retention.max_records_per_run` records received before now - max_age,
   // unless the last run was less than `retention.interval` ago; how many it deleted.
   Result<std::int64_t> PruneRecords(WallTime now, const RecordRetention& retention);
@@ -251,6 +281,7 @@ class SqliteStore : public Store {
   std::map<std::string, sqlite3_stmt*, std::less<>> statements_;  // keyed by SQL text
   std::optional<WallTime> last_prune_;  // when PruneRecords last ran, under mutex_
   std::optional<WallTime> last_sample_maintenance_;  // when MaintainSamples last ran, under mutex_
+  std::optional<ConsoleSettings> settings_;  // GetConsoleSettings' cache, under mutex_
 };
 
 }  // namespace uplink::console

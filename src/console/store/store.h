@@ -33,6 +33,9 @@ struct User {
   std::string password_hash;
   WallTime created_at;
   std::optional<WallTime> deactivated_at;  // a deactivated user's credentials all stop working
+  // When the user proved a first two-factor code; none: no two-factor sign-in (read with the
+  // user, so that authenticating a user is still one query).
+  std::optional<WallTime> two_factor_enabled_at;
 };
 
 struct ApiKey {
@@ -165,6 +168,9 @@ struct Connection {
   InventoryTotals totals;
   // Read with the connection (a join), so that authenticating an agent is one query.
   std::optional<WallTime> owner_deactivated_at;
+  // The console requires two-factor sign-in and the owner has not set it up: the agent is
+  // refused (403 owner_needs_two_factor). Read with the connection, like the above.
+  bool owner_needs_two_factor = false;
 };
 
 using ConnectionRows = std::shared_ptr<const std::vector<Connection>>;
@@ -376,6 +382,21 @@ NodePlan DefaultNodePlan();
 // DNS-1123 labels, sorted, each once (possibly none: cluster-scoped reads only).
 using NamespaceScope = std::optional<std::vector<std::string>>;
 
+// What a connection's install commands were last generated with (docs/api.md, "Install
+// commands"): the chart's workloads, the GPU runtime class and the GPU node selector the
+// user chose.
+struct InstallPlan {
+  bool kubernetes = true;         // the cluster Deployment and node DaemonSet besides inventory
+  std::string gpu_runtime_class;  // "" when the node pods need none (no GPUs)
+  std::string selector;           // a valid label selector, in canonical form
+  WallTime updated_at;
+
+  bool SameChoice(const InstallPlan& other) const {
+    return kubernetes == other.kubernetes && gpu_runtime_class == other.gpu_runtime_class &&
+           selector == other.selector;
+  }
+};
+
 // The latest cluster snapshot of a connection (docs/protocol.md, "Cluster snapshots").
 struct ClusterSnapshot {
   std::string stream;  // "cluster/...", the cluster role's
@@ -502,6 +523,38 @@ inline constexpr int kMaxSampleNodePage = 500;
 struct SampleNodePage {
   std::vector<SampleNodeState> nodes;  // by name
   bool more = false;                   // nodes after the last one exist
+};
+
+// Two-factor sign-in (docs/security.md, "Two-factor sign-in"): a user's TOTP credential.
+struct TwoFactorCredential {
+  std::string user_id;
+  // The TOTP secret sealed by the API (SecretBox, with the user id as context): the store
+  // never sees it in the clear.
+  std::string sealed_secret;
+  WallTime created_at;                 // when enrolment began
+  std::optional<WallTime> enabled_at;  // when the first code was proved; none: not yet
+  // The TOTP step of the last code accepted: codes of this step or earlier never work again.
+  std::int64_t last_used_step = 0;
+  std::int64_t recovery_codes_left = 0;  // unused recovery codes
+};
+
+// A recovery code as stored: only its hash.
+struct RecoveryCode {
+  std::string id;         // assigned by the store
+  std::string code_hash;  // lower-case hex SHA-256 of the canonical code
+};
+
+// The second factor a request proved, used up in the same transaction as what it allows:
+// the TOTP step of an accepted code, or the recovery code that matched.
+struct SecondFactorUse {
+  std::optional<std::int64_t> totp_step;
+  std::string recovery_code_id;  // empty for a TOTP code
+};
+
+// Console-wide settings that admins change (docs/api.md, "Settings").
+struct ConsoleSettings {
+  bool require_two_factor = false;
+  std::optional<WallTime> updated_at;  // none: never changed
 };
 
 class Store {
@@ -706,6 +759,48 @@ class Store {
   virtual Result<std::int64_t> EndApprovals(WallTime now, bool abandon_approved,
                                             const AuditEvent& expired_event,
                                             const AuditEvent& abandoned_event) = 0;
+
+  // Two-factor sign-in. Using up a second factor fails with FailedPrecondition, writing
+  // nothing, when its TOTP step is not after the last one used (a replay, or a code raced by
+  // another request) or its recovery code was used meanwhile. Using a recovery code also
+  // writes an audit event "two_factor.recovery_code_used" (like `audit`, with
+  // {"for": audit.action, "recovery_codes_left": N} as its detail).
+
+  // Nullopt for a user who never began enrolment (or whose two-factor was turned off).
+  virtual Result<std::optional<TwoFactorCredential>> GetTwoFactor(const std::string& user_id) = 0;
+  virtual Result<std::vector<RecoveryCode>> ListUnusedRecoveryCodes(
+      const std::string& user_id) = 0;
+  // Begins (or begins again) enrolment with a new sealed secret. FailedPrecondition when the
+  // user's two-factor is already enabled.
+  virtual Status BeginTwoFactor(const TwoFactorCredential& pending, const AuditEvent& audit) = 0;
+  // Enables the pending credential: the code of `step` was proved, and `codes` become the
+  // user's recovery codes. FailedPrecondition when there is nothing pending (never begun,
+  // already enabled, or turned off meanwhile).
+  virtual Status EnableTwoFactor(const std::string& user_id, std::int64_t step,
+                                 const std::vector<RecoveryCode>& codes,
+                                 const AuditEvent& audit) = 0;
+  // Turns two-factor off and forgets the secret and recovery codes, using up `use` first
+  // (none: an admin's reset). NotFound when the user has no two-factor credential.
+  virtual Status DisableTwoFactor(const std::string& user_id,
+                                  const std::optional<SecondFactorUse>& use,
+                                  const AuditEvent& audit) = 0;
+  // Uses up `use`, then replaces every recovery code of the user with `codes`.
+  virtual Status ReplaceRecoveryCodes(const std::string& user_id, const SecondFactorUse& use,
+                                      const std::vector<RecoveryCode>& codes,
+                                      const AuditEvent& audit) = 0;
+  // CreateSession for a password sign-in that also proved `use`, which it uses up.
+  virtual Status CreateSessionWithSecondFactor(const Session& session, const SecondFactorUse& use,
+                                               const AuditEvent& audit) = 0;
+
+  virtual Result<ConsoleSettings> GetConsoleSettings() = 0;
+  // Replaces the settings (updated_at from `audit.at`), writing `audit`.
+  virtual Status SetConsoleSettings(const ConsoleSettings& settings, const AuditEvent& audit) = 0;
+
+  // Install commands (docs/api.md): the connection's plan, if commands were ever generated.
+  virtual Result<std::optional<InstallPlan>> GetInstallPlan(const std::string& connection_id) = 0;
+  // Replaces the plan, writing `audit`. NotFound when the connection does not exist.
+  virtual Status SetInstallPlan(const std::string& connection_id, const InstallPlan& plan,
+                                const AuditEvent& audit) = 0;
 
   virtual Status AppendAudit(const AuditEvent& event) = 0;
   virtual Result<std::vector<AuditEvent>> ListAudit(const AuditQuery& query) = 0;

@@ -3,7 +3,11 @@
 //	chartrender [--release NAME] [--namespace NS] [--kube-version V] [-f VALUES.yaml]...
 //	            [--set K=V]... [--set-string K=V]... [--set-file K=PATH]...
 //	            [--show-only templates/FILE]... [--output yaml|json] [--notes]
-//	            [--header TEXT] CHART_DIR
+//	            [--header TEXT] [--repo-index INDEX.yaml --repo-url URL] CHART
+//
+// CHART is a chart directory or a packaged chart (.tgz), as for `helm template`. With
+// --repo-index the packaged chart must be listed in that repository index as `helm pull`
+// from URL would find it (helmlite.CheckListed), or nothing is rendered.
 //
 // yaml prints the manifests as `helm template` does; json prints {"manifests": [{source,
 // object}], "notes": "..."} for tests. Errors go to stderr as "Error: ..." with exit code 1;
@@ -16,12 +20,16 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"uplink/chart/helmlite"
 )
 
-const maxValuesFileBytes = 4 << 20
+const (
+	maxValuesFileBytes  = 4 << 20
+	maxArchiveFileBytes = 8 << 20
+)
 
 // repeated collects a flag given several times, in order.
 type repeated struct {
@@ -53,6 +61,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	output := flags.String("output", "yaml", "yaml or json")
 	notes := flags.Bool("notes", false, "print the rendered NOTES.txt after the manifests (yaml output)")
 	header := flags.String("header", "", "a comment line printed first (yaml output)")
+	repoIndex := flags.String("repo-index", "", "a repository's index.yaml that must list the packaged CHART")
+	repoURL := flags.String("repo-url", "", "the repository's URL, for --repo-index")
 	var settings []setting
 	var showOnly []setting
 	flags.Var(repeated{"show-only", &showOnly}, "show-only", "only the manifests of this template, e.g. templates/x.yaml (repeatable)")
@@ -64,12 +74,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if err := flags.Parse(args); err != nil {
 		return 2
 	}
-	if flags.NArg() != 1 || (*output != "yaml" && *output != "json") {
-		fmt.Fprintln(stderr, "usage: chartrender [flags] CHART_DIR (--output yaml or json)")
+	packaged := strings.HasSuffix(flags.Arg(0), ".tgz")
+	if flags.NArg() != 1 || (*output != "yaml" && *output != "json") ||
+		(*repoIndex != "") != (*repoURL != "") || (*repoIndex != "" && !packaged) {
+		fmt.Fprintln(stderr, "usage: chartrender [flags] CHART_DIR|CHART.tgz (--output yaml or json; "+
+			"--repo-index and --repo-url together, with a .tgz)")
 		return 2
 	}
 
-	chart, err := helmlite.LoadChart(flags.Arg(0))
+	chart, err := loadChart(flags.Arg(0), packaged, *repoIndex, *repoURL)
 	if err != nil {
 		fmt.Fprintln(stderr, "Error:", err)
 		return 1
@@ -122,6 +135,31 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stdout, "\nNOTES:\n"+result.Notes)
 	}
 	return 0
+}
+
+// loadChart reads a chart directory, or a packaged chart that, with an index, must be listed
+// there.
+func loadChart(arg string, packaged bool, indexFile, repositoryURL string) (*helmlite.Chart, error) {
+	if !packaged {
+		return helmlite.LoadChart(arg)
+	}
+	archive, err := readBounded(arg, maxArchiveFileBytes)
+	if err != nil {
+		return nil, err
+	}
+	chart, err := helmlite.LoadArchive(filepath.Base(arg), archive)
+	if err != nil || indexFile == "" {
+		return chart, err
+	}
+	data, err := readBounded(indexFile, maxValuesFileBytes)
+	if err != nil {
+		return nil, err
+	}
+	index, err := helmlite.LoadIndex(data)
+	if err != nil {
+		return nil, err
+	}
+	return chart, index.CheckListed(repositoryURL, chart, archive, filepath.Base(arg))
 }
 
 // onlyFrom keeps the manifests of the named templates (as Helm's --show-only), refusing a
@@ -191,18 +229,20 @@ func setFile(values map[string]interface{}, text string) error {
 	return helmlite.SetKey(values, text[:eq], string(data))
 }
 
-func readFile(path string) ([]byte, error) {
+func readFile(path string) ([]byte, error) { return readBounded(path, maxValuesFileBytes) }
+
+func readBounded(path string, max int) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxValuesFileBytes+1))
+	data, err := io.ReadAll(io.LimitReader(f, int64(max)+1))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %v", path, err)
 	}
-	if len(data) > maxValuesFileBytes {
-		return nil, fmt.Errorf("%s: larger than %d bytes", path, maxValuesFileBytes)
+	if len(data) > max {
+		return nil, fmt.Errorf("%s: larger than %d bytes", path, max)
 	}
 	return data, nil
 }

@@ -22,9 +22,12 @@ type stage struct {
 	instructions []instruction
 }
 
-func parseDockerfile(t *testing.T, text string) []stage {
+// parseDockerfile returns the stages, each base with the default of a build argument it
+// names (`FROM ${BASE_IMAGE}`) put in, and those defaults.
+func parseDockerfile(t *testing.T, text string) ([]stage, map[string]string) {
 	t.Helper()
 	var stages []stage
+	args := map[string]string{}
 	var pending strings.Builder
 	startLine := 0
 	for i, raw := range strings.Split(text, "\n") {
@@ -52,7 +55,9 @@ func parseDockerfile(t *testing.T, text string) []stage {
 		}
 		if in.keyword == "FROM" {
 			parts := strings.Fields(in.args)
-			s := stage{base: parts[0]}
+			s := stage{base: argReference.ReplaceAllStringFunc(parts[0], func(ref string) string {
+				return args[argReference.FindStringSubmatch(ref)[1]]
+			})}
 			if len(parts) == 3 && strings.EqualFold(parts[1], "AS") {
 				s.name = parts[2]
 			}
@@ -62,6 +67,8 @@ func parseDockerfile(t *testing.T, text string) []stage {
 		if len(stages) == 0 {
 			if in.keyword != "ARG" {
 				t.Errorf("line %d: %s before the first FROM", in.line, in.keyword)
+			} else if name, value, ok := strings.Cut(in.args, "="); ok {
+				args[name] = value
 			}
 			continue
 		}
@@ -70,7 +77,7 @@ func parseDockerfile(t *testing.T, text string) []stage {
 	if pending.Len() > 0 {
 		t.Error("the Dockerfile ends inside a continued line")
 	}
-	return stages
+	return stages, args
 }
 
 var (
@@ -78,6 +85,8 @@ var (
 	numericUser = regexp.MustCompile(`^([0-9]+)(:[0-9]+)?$`)
 	execForm    = regexp.MustCompile(`^\[\s*".*"\s*\]$`)
 	downloads   = regexp.MustCompile(`\b(curl|wget)\s+-`)
+	// ${NAME} in a FROM line: a build argument declared before the first FROM.
+	argReference = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
 )
 
 // deploy/docker/Dockerfile, checked without a Docker engine: pinned bases, files that
@@ -85,12 +94,21 @@ var (
 func TestDockerfileIsPinnedAndMinimal(t *testing.T) {
 	root := sourceDir(t)
 	text := readFile(t, root, "deploy", "docker", "Dockerfile")
-	stages := parseDockerfile(t, text)
+	stages, args := parseDockerfile(t, text)
+	// By default the agent is compiled and kubectl downloaded and checked; `make images`
+	// chooses the prebuilt stages instead.
+	if args["AGENT_FROM"] != "build" || args["KUBECTL_FROM"] != "kubectl-download" {
+		t.Errorf("AGENT_FROM=%q KUBECTL_FROM=%q by default, want build and kubectl-download",
+			args["AGENT_FROM"], args["KUBECTL_FROM"])
+	}
 	byName := map[string]stage{}
 	runtime := map[string]bool{}
+	prebuilt := map[string]bool{}
 	for _, s := range stages {
 		_, earlier := byName[s.base]
 		switch {
+		case s.base == "scratch":
+			prebuilt[s.name] = true
 		case earlier:
 			runtime[s.name] = runtime[s.base]
 		case pinnedImage.MatchString(s.base):
@@ -132,6 +150,8 @@ func TestDockerfileIsPinnedAndMinimal(t *testing.T) {
 		}
 	}
 
+	// The prebuilt stages copy what `make images` puts in its own build context.
+	imagesScript := readFile(t, root, "deploy", "docker", "images.sh")
 	dockerignore := readFile(t, root, "deploy", "docker", "Dockerfile.dockerignore")
 	var included []string
 	for _, line := range strings.Split(dockerignore, "\n") {
@@ -153,6 +173,12 @@ func TestDockerfileIsPinnedAndMinimal(t *testing.T) {
 				fields := strings.Fields(in.args)
 				for _, source := range fields[:len(fields)-1] {
 					path := strings.TrimSuffix(source, "/")
+					if prebuilt[s.name] {
+						if !strings.Contains(imagesScript, `"$work/context/`+path+`"`) {
+							t.Errorf("%s: COPY source %s is not what images.sh puts in its context", where, source)
+						}
+						continue
+					}
 					if _, err := os.Stat(filepath.Join(root, path)); err != nil {
 						t.Errorf("%s: COPY source %s does not exist in the repository", where, source)
 					}

@@ -54,3 +54,33 @@ func TestNotesExplainTheInstall(t *testing.T) {
 		}
 	}
 }
+
+// A console address no pod can reach gets a plain warning in NOTES; a reachable one none.
+func TestNotesWarnOfAConsoleTheClusterCannotReach(t *testing.T) {
+	chart := loadChart(t)
+	unreachable := map[string]string{
+		"https://localhost:8443":         "localhost is a loopback address",
+		"https://LocalHost:8443":         "localhost is a loopback address",
+		"https://gpu.localhost":          "gpu.localhost is a loopback address",
+		"https://127.0.0.1:8443":         "127.0.0.1 is a loopback address",
+		"https://127.10.0.3":             "127.10.0.3 is a loopback address",
+		"https://[::1]:8443":             "::1 is a loopback address",
+		"https://0.0.0.0:8443":           "0.0.0.0 is the unspecified address",
+		"https://console.local":          "console.local is a multicast DNS (.local) name",
+		"https://Studio.Local:9443/":     "studio.local is a multicast DNS (.local) name",
+		"https://[::ffff:127.0.0.1]:443": "::ffff:127.0.0.1 is a loopback address",
+	}
+	for url, reason := range unreachable {
+		c := renderCase{name: url, values: "config:\n  baseUrl: \"" + url + "\"\n"}
+		notes := render(t, chart, c).Notes
+		containsAll(t, url, notes, "WARNING: the agent cannot reach this console. "+reason,
+			"Set config.baseUrl to an address of the console that the cluster's pods can reach")
+	}
+	for _, url := range []string{"https://console.example.com", "https://10.0.0.5:8443",
+		"https://[2001:db8::10]:9443", "https://local.example.com", "https://localhost.example.com"} {
+		c := renderCase{name: url, values: "config:\n  baseUrl: \"" + url + "\"\n"}
+		if notes := render(t, chart, c).Notes; strings.Contains(notes, "WARNING") {
+			t.Errorf("%s: warned although reachable:\n%s", url, notes)
+		}
+	}
+}

@@ -158,3 +158,47 @@ func leafKeys(prefix string, values map[string]interface{}) []string {
 	}
 	return out
 }
+
+// kubernetes.enabled with an agent image older than the first with the cluster and node
+// roles (0.1.0) is refused, saying which image and what to do; the inventory alone is not.
+func TestTemplatesRefuseKubernetesWithAnAgentImageTooOld(t *testing.T) {
+	chart := loadChart(t)
+	render := func(values string) error {
+		_, err := helmlite.Render(chart, helmlite.Options{
+			ReleaseName: "uplink-agent", Namespace: "uplink", Values: userValues(t, requiredValues, values),
+		})
+		return err
+	}
+	refused := map[string]string{
+		"kubernetes: {enabled: true}\nimage: {tag: 0.0.9}": "kubernetes.enabled needs uplink-agent 0.1.0 or later (the first with the " +
+			"cluster and node roles), but image.tag 0.0.9 names an older agent image: install " +
+			"ghcr.io/uplink/uplink-agent:0.1.0 or later",
+		"kubernetes: {enabled: true}\nimage: {tag: v0.0.1, digest: \"sha256:" + strings.Repeat("1", 64) + "\"}": "image.tag v0.0.1 names an older agent image",
+		"kubernetes: {enabled: true}\nimage: {tag: 0.0.10-rc.1}":                                                "image.tag 0.0.10-rc.1 names an older agent image",
+		"kubernetes: {enabled: true}\nimage: {tag: latest}":                                                     `image.tag "latest" is not a version, so the chart cannot tell: set image.tag to the version`,
+	}
+	for values, want := range refused {
+		err := render(values)
+		if err == nil {
+			t.Errorf("%s: accepted", values)
+			continue
+		}
+		if !strings.HasPrefix(err.Error(), "execution error at (uplink-agent/templates/") {
+			t.Errorf("%s: not a template refusal: %v", values, err)
+		}
+		containsAll(t, values, err.Error(), want)
+	}
+	for _, values := range []string{
+		"kubernetes: {enabled: false}\nimage: {tag: 0.0.9}",
+		"kubernetes: {enabled: false}\nimage: {tag: latest}",
+		"kubernetes: {enabled: true}",
+		"kubernetes: {enabled: true}\nimage: {tag: 0.1.0}",
+		"kubernetes: {enabled: true}\nimage: {tag: 0.1.0-rc1}",
+		"kubernetes: {enabled: true}\nimage: {tag: v0.2.0}",
+		"kubernetes: {enabled: true}\nimage: {tag: 1.2.3}",
+	} {
+		if err := render(values); err != nil {
+			t.Errorf("%s: refused: %v", values, err)
+		}
+	}
+}

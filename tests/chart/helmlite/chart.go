@@ -12,6 +12,7 @@ import (
 	"path"
 	"path/filepath"
 	"sort"
+	"strings"
 
 	"github.com/Masterminds/semver/v3"
 	"sigs.k8s.io/yaml"
@@ -57,9 +58,56 @@ type Chart struct {
 // Dependencies (charts/, requirements) are not supported: a chart that declares them is
 // refused instead of rendered without them.
 func LoadChart(dir string) (*Chart, error) {
-	chartYAML, err := readBounded(filepath.Join(dir, "Chart.yaml"))
-	if err != nil {
+	files := map[string][]byte{}
+	for _, name := range []string{"Chart.yaml", "values.yaml", "values.schema.json"} {
+		data, err := readBounded(filepath.Join(dir, name))
+		if errors.Is(err, os.ErrNotExist) && name != "Chart.yaml" {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		files[name] = data
+	}
+	templatesDir := filepath.Join(dir, "templates")
+	templates := 0
+	err := filepath.WalkDir(templatesDir, func(p string, entry os.DirEntry, walkErr error) error {
+		if walkErr != nil {
+			return walkErr
+		}
+		if entry.IsDir() {
+			return nil
+		}
+		if !entry.Type().IsRegular() {
+			return fmt.Errorf("%s: not a regular file", p)
+		}
+		if templates++; templates > maxTemplateFiles {
+			return fmt.Errorf("%s: more than %d template files", templatesDir, maxTemplateFiles)
+		}
+		rel, err := filepath.Rel(dir, p)
+		if err != nil {
+			return err
+		}
+		text, err := readBounded(p)
+		if err != nil {
+			return err
+		}
+		files[filepath.ToSlash(rel)] = text
+		return nil
+	})
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, err
+	}
+	return loadFiles(dir, files)
+}
+
+// loadFiles makes a chart of its files, named by their slash-separated paths inside the
+// chart ("Chart.yaml", "templates/x.yaml"); other files (README.md) are ignored, as Helm
+// ignores them when rendering.
+func loadFiles(dir string, files map[string][]byte) (*Chart, error) {
+	chartYAML, ok := files["Chart.yaml"]
+	if !ok {
+		return nil, errors.New("the chart has no Chart.yaml")
 	}
 	var meta Metadata
 	if err := yaml.Unmarshal(chartYAML, &meta); err != nil {
@@ -76,49 +124,17 @@ func LoadChart(dir string) (*Chart, error) {
 	}
 
 	chart := &Chart{Dir: dir, Metadata: meta, Values: map[string]interface{}{}}
-	if data, err := readBounded(filepath.Join(dir, "values.yaml")); err == nil {
+	if data, ok := files["values.yaml"]; ok {
+		var err error
 		if chart.Values, err = ReadValues(data); err != nil {
 			return nil, fmt.Errorf("values.yaml: %v", err)
 		}
-	} else if !errors.Is(err, os.ErrNotExist) {
-		return nil, err
 	}
-	if data, err := readBounded(filepath.Join(dir, "values.schema.json")); err == nil {
-		chart.Schema = data
-	} else if !errors.Is(err, os.ErrNotExist) {
-		return nil, err
-	}
-
-	templatesDir := filepath.Join(dir, "templates")
-	err = filepath.WalkDir(templatesDir, func(p string, entry os.DirEntry, walkErr error) error {
-		if walkErr != nil {
-			return walkErr
+	chart.Schema = files["values.schema.json"]
+	for name, text := range files {
+		if strings.HasPrefix(name, "templates/") {
+			chart.Templates = append(chart.Templates, Template{Name: path.Join(meta.Name, name), Text: string(text)})
 		}
-		if entry.IsDir() {
-			return nil
-		}
-		if !entry.Type().IsRegular() {
-			return fmt.Errorf("%s: not a regular file", p)
-		}
-		if len(chart.Templates) == maxTemplateFiles {
-			return fmt.Errorf("%s: more than %d template files", templatesDir, maxTemplateFiles)
-		}
-		rel, err := filepath.Rel(dir, p)
-		if err != nil {
-			return err
-		}
-		text, err := readBounded(p)
-		if err != nil {
-			return err
-		}
-		chart.Templates = append(chart.Templates, Template{
-			Name: path.Join(meta.Name, filepath.ToSlash(rel)),
-			Text: string(text),
-		})
-		return nil
-	})
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return nil, err
 	}
 	sort.Slice(chart.Templates, func(i, j int) bool {
 		return chart.Templates[i].Name < chart.Templates[j].Name

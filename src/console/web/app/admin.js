@@ -5,7 +5,8 @@ import { useState } from 'preact/hooks';
 import htm from 'htm';
 import { api } from './api.js';
 import { dateTime } from './format.js';
-import { PasswordPrompt, withConfirmation } from './tokens.js';
+import { PasswordPrompt, usePasswordPrompt, withConfirmation } from './tokens.js';
+import { RequireTwoFactorSetting, ResetTwoFactor } from './two_factor.js';
 import { ErrorText, usePoll } from './ui.js';
 
 const html = htm.bind(h);
@@ -30,17 +31,6 @@ export function AuditPage() {
         ${data.next_before && html`<button type="button" class="secondary" onClick=${() => setBefore(data.next_before)}>Older</button>`}
       </div>`}
   </section>`;
-}
-
-// A password prompt for sensitive calls: `prompt` is shown while set; `ask` resolves with the
-// password typed, or null when cancelled.
-function usePasswordPrompt() {
-  const [prompt, setPrompt] = useState(null);
-  const ask = () => new Promise((resolve) => setPrompt(() => (answer) => {
-    setPrompt(null);
-    resolve(answer);
-  }));
-  return [prompt, ask];
 }
 
 function CreateUser({ onCreated }) {
@@ -84,7 +74,8 @@ function CreateUser({ onCreated }) {
   </div>`;
 }
 
-export function UsersPage() {
+// `me`: the signed-in admin's id (their own two-factor is theirs to turn off).
+export function UsersPage({ me }) {
   const [version, setVersion] = useState(0);
   const { data, error } = usePoll(() => api('GET', '/api/v1/users'), 0, [version]);
   const [actionError, setActionError] = useState(null);
@@ -101,14 +92,17 @@ export function UsersPage() {
   };
   return html`<section>
     <h1>Users</h1>
+    <${RequireTwoFactorSetting} />
     <${CreateUser} onCreated=${() => setVersion((v) => v + 1)} />
     <${ErrorText} error=${actionError || error} />
     ${data && html`<div class="table-wrap"><table class="users">
       <thead><tr><th scope="col">Email</th><th scope="col">Role</th><th scope="col">Created</th>
-        <th scope="col">State</th><th scope="col">Actions</th></tr></thead>
+        <th scope="col">State</th><th scope="col">Two-factor</th><th scope="col">Actions</th></tr></thead>
       <tbody>${data.users.map((u) => html`<tr key=${u.id} data-user=${u.email}>
         <td>${u.email}</td><td>${u.role}</td><td>${dateTime(u.created_at)}</td>
         <td>${u.deactivated_at ? 'deactivated ' + dateTime(u.deactivated_at) : 'active'}</td>
+        <td class="two-factor">${u.two_factor_enabled ? 'on' : 'off'}
+          ${u.id !== me && html`<${ResetTwoFactor} user=${u} onReset=${() => setVersion((v) => v + 1)} />`}</td>
         <td><button type="button" class="secondary" onClick=${() => toggle(u)}>
           ${u.deactivated_at ? 'Reactivate' : 'Deactivate'}</button></td>
       </tr>`)}</tbody></table></div>`}

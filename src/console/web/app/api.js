@@ -40,8 +40,9 @@ export async function api(method, path, body) {
   if (!response.ok) {
     const error = data && data.error ? data.error : {};
     // The session ended (expired, signed out elsewhere, revoked): back to the sign-in form.
-    // A wrong password (sign-in, confirmation) is the form's own error.
-    if (response.status === 401 && error.code !== 'invalid_credentials') {
+    // A wrong password or two-factor code (sign-in, confirmation) is the form's own error.
+    const formErrors = ['invalid_credentials', 'two_factor_required', 'invalid_two_factor_code'];
+    if (response.status === 401 && !formErrors.includes(error.code)) {
       dispatchEvent(new CustomEvent('uplink:signed-out'));
     }
     throw new ApiError(response.status, error.code || 'http_' + response.status,

@@ -6,6 +6,7 @@ import htm from 'htm';
 import uPlot from 'uplot';
 import { api } from './api.js';
 import { bytes, dateTime, number, splitArgv } from './format.js';
+import { AgentRefusedNotice } from './two_factor.js';
 import { Badge, ErrorText, lastReport, useNow, usePoll } from './ui.js';
 import { ConnectionApprovals, followCommand } from './approvals.js';
 import { RightSizing } from './rightsizing.js';
@@ -255,6 +256,19 @@ function KubectlConsole({ connectionId }) {
   </section>`;
 }
 
+// The GPU node selector the install commands asked for beside the one the agent reports, and
+// whether they differ (an agent installed from other commands).
+function SelectorFact({ connection }) {
+  const chosen = connection.install ? connection.install.selector : '';
+  const reported = connection.selector;
+  return html`<span data-selector>
+    install: ${chosen ? html`<code>${chosen}</code>` : 'not recorded'}
+    ${' · agent reports: '}${reported ? html`<code>${reported}</code>` : 'nothing yet'}
+    ${chosen && reported && chosen !== reported &&
+      html`<span class="error"> (they differ: the agent was installed with another selector)</span>`}
+  </span>`;
+}
+
 // The connection's security events (a report from another cluster with this token), newest
 // first, each detail as text.
 function SecurityEvents({ events }) {
@@ -282,12 +296,14 @@ export function ConnectionPage({ id }) {
   return html`<section>
     <h1>${connection.cluster_name} <${Badge} connection=${connection} /></h1>
     <${ErrorText} error=${error} />
+    <${AgentRefusedNotice} connection=${connection} />
     <dl class="facts">
       <dt>Agent</dt><dd>${connection.agent_name} ${connection.agent_version || ''}</dd>
       <dt>Last report</dt><dd>${lastReport(connection, now)}</dd>
       <dt>Nodes ready</dt><dd>${connection.totals.nodes_ready} / ${connection.totals.nodes}</dd>
       <dt>GPUs ready / total</dt><dd>${connection.totals.gpus_ready} / ${connection.totals.gpu_capacity}</dd>
       <dt>Token</dt><dd><code>${connection.token_prefix}…</code>, expires ${connection.expires_at}</dd>
+      <dt>GPU node selector</dt><dd><${SelectorFact} connection=${connection} /></dd>
     </dl>
     <${SecurityEvents} events=${connection.security_events || []} />
     <h2>Nodes</h2>

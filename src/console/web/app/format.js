@@ -29,11 +29,6 @@ export function dateTime(iso) {
   return iso ? new Date(iso).toLocaleString() : '–';
 }
 
-// A shell word, quoted only when it needs to be.
-export function shellWord(word) {
-  return /^[A-Za-z0-9_./:=@%+-]+$/.test(word) ? word : "'" + word.replace(/'/g, "'\\''") + "'";
-}
-
 // "kubectl get pods -n 'my ns'" → ['kubectl', 'get', 'pods', '-n', 'my ns']: blanks separate
 // words, single or double quotes group them. Returns null for an unclosed quote.
 export function splitArgv(line) {

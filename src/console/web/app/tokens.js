@@ -1,44 +1,14 @@
-// Agent tokens: create (the token shown once, with the commands that install it), rotate and
-// revoke with confirmation, and the status of each.
+// Agent tokens: create (the token shown once, with what to install and the commands that
+// install it: install.js), rotate and revoke with confirmation, and the status of each.
 import { h } from 'preact';
-import { useState } from 'preact/hooks';
+import { useRef, useState } from 'preact/hooks';
 import htm from 'htm';
 import { api } from './api.js';
-import { ago, dateTime, shellWord } from './format.js';
+import { ago, dateTime } from './format.js';
+import { InstallSection } from './install.js';
 import { Badge, ErrorText, useNow, usePoll } from './ui.js';
 
 const html = htm.bind(h);
-
-export const defaultInstall = { namespace: 'uplink', secretName: 'uplink-agent-token' };
-const secretKey = 'UPLINK_AGENT_TOKEN';
-
-// Why a namespace (a DNS-1123 label) or Secret name (a DNS-1123 subdomain) would be refused by
-// Kubernetes, or null when it is fine. Valid names need no shell quoting, so the commands stay
-// exactly what the user types.
-export function installNameProblem({ namespace, secretName }) {
-  if (!/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/.test(namespace) || namespace.length > 63) {
-    return 'The namespace must be 1–63 lowercase letters, digits or "-", starting and ending with a letter or digit.';
-  }
-  if (!/^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/.test(secretName) ||
-      secretName.length > 253) {
-    return 'The Secret name must be 1–253 lowercase letters, digits, "-" or ".", starting and ending with a letter or digit.';
-  }
-  return null;
-}
-
-// The commands that install a token: the Secret from stdin (never in argv or a file), then
-// the chart pointing at it.
-export function installCommands(baseUrl, { namespace, secretName } = defaultInstall) {
-  return [
-    'kubectl create namespace ' + namespace + ' --dry-run=client -o yaml | kubectl apply -f -',
-    'read -rs ' + secretKey + '   # paste the token, then Enter',
-    "printf '%s' \"$" + secretKey + '" | kubectl -n ' + namespace + ' create secret generic ' +
-      secretName + ' --from-file=' + secretKey + '=/dev/stdin',
-    'unset ' + secretKey,
-    'helm upgrade --install uplink-agent charts/uplink-agent -n ' + namespace +
-      ' --set config.baseUrl=' + shellWord(baseUrl) + ' --set token.existingSecret=' + secretName,
-  ].join('\n');
-}
 
 // Runs a sensitive call; when the session needs a fresh password confirmation, asks for it
 // through `ask` (a promise of the password, or null when cancelled), confirms, and retries.
@@ -52,6 +22,17 @@ export async function withConfirmation(call, ask) {
     await api('POST', '/api/v1/session/confirm', { password });
     return call();
   }
+}
+
+// A password prompt for sensitive calls: `prompt` is shown while set; `ask` resolves with the
+// password typed, or null when cancelled.
+export function usePasswordPrompt() {
+  const [prompt, setPrompt] = useState(null);
+  const ask = () => new Promise((resolve) => setPrompt(() => (answer) => {
+    setPrompt(null);
+    resolve(answer);
+  }));
+  return [prompt, ask];
 }
 
 export function PasswordPrompt({ onAnswer, reason }) {
@@ -71,6 +52,7 @@ export function PasswordPrompt({ onAnswer, reason }) {
 
 function TokenReveal({ reveal, onDone }) {
   const [copied, setCopied] = useState('');
+  const keepRef = useRef(null);
   const copy = async (text, what) => {
     try {
       await navigator.clipboard.writeText(text);
@@ -79,10 +61,14 @@ function TokenReveal({ reveal, onDone }) {
       setCopied('Copying was not allowed: select the text and copy it.');
     }
   };
-  const [install, setInstall] = useState(defaultInstall);
-  const problem = installNameProblem(install);
-  const commands = problem ? '' : installCommands(location.origin, install);
-  const edit = (key) => (e) => setInstall({ ...install, [key]: e.target.value });
+  // Closing the card keeps the install choice with the connection (its page shows it).
+  const done = async () => {
+    try {
+      if (keepRef.current) await keepRef.current();
+    } finally {
+      onDone();
+    }
+  };
   return html`<section class="reveal" aria-labelledby="reveal-title">
     <h2 id="reveal-title">Token for ${reveal.cluster_name}</h2>
     <p><strong>This token is shown only once.</strong> Store it in the cluster now; the console keeps only its hash.</p>
@@ -90,18 +76,9 @@ function TokenReveal({ reveal, onDone }) {
     <div class="row">
       <button type="button" onClick=${() => copy(reveal.token, 'Token')}>Copy token</button>
     </div>
-    <p>Then install the agent (the token comes from stdin, never from a file or the command line):</p>
-    <div class="row">
-      <label>Namespace<input name="install-namespace" value=${install.namespace} onInput=${edit('namespace')}
-        spellcheck="false" autocomplete="off" /></label>
-      <label>Secret name<input name="install-secret" value=${install.secretName} onInput=${edit('secretName')}
-        spellcheck="false" autocomplete="off" /></label>
-    </div>
-    ${problem ? html`<p class="error" role="alert">${problem}</p>`
-      : html`<pre class="output commands">${commands}</pre>
-        <button type="button" class="secondary" onClick=${() => copy(commands, 'Commands')}>Copy commands</button>`}
     <p role="status">${copied}</p>
-    <button type="button" onClick=${onDone}>I stored the token</button>
+    <${InstallSection} connectionId=${reveal.id} keepRef=${keepRef} />
+    <button type="button" onClick=${done}>I stored the token</button>
   </section>`;
 }
 

@@ -1,6 +1,6 @@
 // A stand-in for nvidia-smi that answers `--query-gpu=... --format=csv[,noheader][,nounits]`
 // from a real capture: $FAKE_SMI_FIXTURE names a `--format=csv` output (a header with units,
-// then one row per GPU) from ../shared/fixtures/nvidia-smi. Each asked field is looked up
+// then one row per GPU) from tests/fixtures/nvidia-smi. Each asked field is looked up
 // by its header name; the aliases nvidia-smi accepts are honoured (clocks_throttle_reasons.*
 // for clocks_event_reasons.*, clocks.sm, clocks.mem, gpu_uuid, gpu_name, gpu_bus_id); a field
 // the capture did not include prints [N/A], except index, which is the row's position (the
