@@ -2,6 +2,7 @@
 // rule as the API reads it, which kubectl commands it sends to approval, and the JSON of both.
 #pragma once
 
+#include <optional>
 #include <string_view>
 #include <vector>
 
@@ -11,6 +12,15 @@
 #include "kubectl/guard.h"
 
 namespace uplink::console {
+
+// Why a connection's agent can take no commands now (revoked, expired, its owner deactivated
+// or without the two-factor sign-in the console requires): the 409's code and message; nullopt
+// when it can. Checked before a command is queued and again when one is approved.
+struct Unavailable {
+  std::string_view code;
+  std::string_view message;
+};
+std::optional<Unavailable> UnavailableConnection(const Connection& connection, WallTime now);
 
 // A rule field that matches every value.
 inline constexpr std::string_view kAnyValue = "*";

@@ -242,11 +242,9 @@ Result<net::Response> ConsoleApi::DecideApproval(const std::string& command_id,
   if (approve) {
     // Nothing runs that would be refused now: the scope may have narrowed, the connection
     // may have been revoked since the request. It stays waiting; reject it or let it expire.
-    if (connection->revoked_at || connection->expires_at <= now ||
-        connection->owner_deactivated_at) {
+    if (auto unavailable = UnavailableConnection(*connection, now)) {
       return ErrorResponse(409, "connection_unavailable",
-                           "this connection's agent can take no commands now (revoked, expired "
-                           "or its owner deactivated); reject the command instead");
+                           std::string(unavailable->message) + "; reject the command instead");
     }
     auto command = kubectl::CheckKubectlArgv(found->argv);
     if (!command.ok()) {

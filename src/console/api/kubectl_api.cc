@@ -98,37 +98,6 @@ Result<std::vector<std::string>> ReadArgv(std::string_view body) {
   return args;
 }
 
-struct Unavailable {
-  std::string_view code;
-  std::string_view message;
-};
-
-// Why a connection cannot run commands now (a 409); nullopt when it can.
-std::optional<Unavailable> UnavailableConnection(const Connection& connection, WallTime now) {
-  if (connection.revoked_at) {
-    return Unavailable{"connection_revoked",
-                       "this connection was revoked, so its agent can no longer take commands; "
-                       "create a new connection for the cluster"};
-  }
-  if (connection.expires_at <= now) {
-    return Unavailable{"connection_expired",
-                       "this connection's agent token expired, so its agent can no longer take "
-                       "commands; rotate the token (uplink connections rotate) and install it in "
-                       "the cluster"};
-  }
-  if (connection.owner_deactivated_at) {
-    return Unavailable{"owner_deactivated",
-                       "this connection's owner is deactivated, so its agent is refused; an "
-                       "admin can reactivate them"};
-  }
-  if (connection.owner_needs_two_factor) {
-    return Unavailable{"owner_needs_two_factor",
-                       "this connection's owner has not set up the two-factor sign-in this "
-                       "console requires, so its agent is refused until they do"};
-  }
-  return std::nullopt;
-}
-
 }  // namespace
 
 void ConsoleApi::RunKubectl(const std::string& id, const net::Request& request,
