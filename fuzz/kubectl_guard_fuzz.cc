@@ -144,7 +144,8 @@ void CheckAccepted(const Argv& argv) {
     }
     if (token.size() > 2 && token.rfind("--", 0) == 0) {
       const std::string name = LongName(token);
-      FUZZ_CHECK(!RefusedLongFlag(name));
+      // explain's --recursive lists a schema's fields; every other --recursive reads files.
+      FUZZ_CHECK(!RefusedLongFlag(name) || (name == "recursive" && words[0] == "explain"));
       const size_t equals = token.find('=');
       std::string_view value;
       if (equals != std::string::npos) {
@@ -209,8 +210,10 @@ std::optional<uplink::kubectl::KubectlCommand> CheckAndJudge(const Argv& argv) {
   }
   CheckAccepted(argv);
 
-  // Scope: nothing runs before namespaces are chosen; "*" allows everything allowed.
-  FUZZ_CHECK(!uplink::kubectl::CheckNamespaceScope(*command, std::nullopt).ok());
+  // Scope: before namespaces are chosen only cluster-scoped reads run, which read no
+  // namespace; "*" allows everything allowed.
+  FUZZ_CHECK(uplink::kubectl::CheckNamespaceScope(*command, std::nullopt).ok() ==
+             command->cluster_scoped);
   FUZZ_CHECK(uplink::kubectl::CheckNamespaceScope(*command, std::vector<std::string>{"*"}).ok());
   if (command->all_namespaces && !command->cluster_scoped) {
     FUZZ_CHECK(

@@ -67,6 +67,18 @@ Status Dispatch(Invocation& inv) {
       return RunTwoFactorRecoveryCodes(inv);
     case CommandId::kTwoFactorRequire:
       return RunTwoFactorRequire(inv);
+    case CommandId::kApprovalsList:
+      return RunApprovalsList(inv);
+    case CommandId::kApprovalsApprove:
+      return RunApprovalsApprove(inv);
+    case CommandId::kApprovalsReject:
+      return RunApprovalsReject(inv);
+    case CommandId::kApprovalsRules:
+      return RunApprovalsRules(inv);
+    case CommandId::kApprovalsAddRule:
+      return RunApprovalsAddRule(inv);
+    case CommandId::kApprovalsRemoveRule:
+      return RunApprovalsRemoveRule(inv);
   }
   return InternalError("a command without a handler");
 }

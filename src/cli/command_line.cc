@@ -10,6 +10,10 @@ namespace {
 constexpr FlagSpec kTokenOut{"token-out", "F",
                              "write the agent token to the new file F (mode 0600) instead of "
                              "showing it; F must not exist"};
+constexpr FlagSpec kReadNamespaces{
+    "read-namespaces", "NS,...",
+    "the namespaces 'uplink kubectl' and the cluster view may read: names, * for all, '' for "
+    "cluster-scoped reads only (asked on a terminal when absent; Enter chooses later)"};
 constexpr FlagSpec kCodeStdin{"code-stdin", "",
                               "read the two-factor code (or a recovery code) from the next line "
                               "of stdin instead of asking on the terminal"};
@@ -105,6 +109,7 @@ const std::vector<std::pair<std::string_view, std::string_view>>& Groups() {
       {"users", "people who may sign in (admins manage everyone, members themselves)"},
       {"api-keys", "your API keys, for scripts"},
       {"two-factor", "two-factor sign-in: an authenticator app's codes beside your password"},
+      {"approvals", "kubectl commands that wait for approval, and the rules that send them"},
   };
   return groups;
 }
@@ -159,7 +164,8 @@ const std::vector<CommandSpec>& Commands() {
                  {"expires-at", "T", "token expiry, RFC 3339 (default and maximum: the console's)"},
                  {"expires-in", "D", "token expiry as a duration from now: 30d, 12h"},
                  kHandover,
-                 kTokenOut},
+                 kTokenOut,
+                 kReadNamespaces},
        .notes = "The token is printed once on stdout, or written to --token-out F. With --output "
                 "json it is part of the JSON (unless --token-out)."},
       {.id = CommandId::kConnectionsRotate,
@@ -220,7 +226,8 @@ const std::vector<CommandSpec>& Commands() {
                  {"kubectl", "PATH", "the kubectl program [default: kubectl on PATH]"},
                  {"agent-name", "A",
                   "the agent's name for a new connection [default: uplink-agent]"},
-                 {"yes", "", "ask nothing: take the flags and defaults, and change the cluster"}},
+                 {"yes", "", "ask nothing: take the flags and defaults, and change the cluster"},
+                 kReadNamespaces},
        .notes = "On a terminal it asks which workloads to install, the GPU runtime class and the "
                 "GPU node selector, shows the kubectl context and asks before it changes "
                 "anything. The token stays in memory and reaches kubectl only on its standard "
@@ -229,7 +236,8 @@ const std::vector<CommandSpec>& Commands() {
                 "something failed). A connection whose agent has reported keeps its token "
                 "unless you answer yes: rotating it would cut that agent off. The helm commands "
                 "install the chart from the console's own repository at the console's chart "
-                "version, with the agent images by digest when the console knows them."},
+                "version, with the agent images by digest when the console knows them. A new "
+                "connection's namespace scope is --read-namespaces, or asked."},
       {.id = CommandId::kConnectionsNamespaces,
        .group = "connections",
        .name = "namespaces",
@@ -257,7 +265,9 @@ const std::vector<CommandSpec>& Commands() {
                 "api-resources, api-versions, version, cluster-info, explain) within the "
                 "connection's namespaces ('uplink connections namespaces'). kubectl's output "
                 "goes to stdout and stderr and uplink exits with kubectl's exit code; a refused "
-                "command exits 4, and one the agent did not answer within 60 s exits 1."},
+                "command exits 4, and one the agent did not answer within 60 s exits 1. A "
+                "command that matches an approval rule waits, saying so, until the owner or an "
+                "admin approves it (then it runs) or rejects it (exit 4), at most 15 minutes."},
       {.id = CommandId::kUsersList,
        .group = "users",
        .name = "list",
@@ -396,6 +406,59 @@ const std::vector<CommandSpec>& Commands() {
                 "(owner_needs_two_factor) until they do. Without on or off it shows the setting "
                 "and, for admins, who has not set it up. Turning it on needs your own "
                 "two-factor sign-in first."},
+      {.id = CommandId::kApprovalsList,
+       .group = "approvals",
+       .name = "list",
+       .summary = "list the kubectl commands waiting for your approval",
+       .flags = {{"connection", "ID_OR_NAME", "only this connection's"},
+                 {"all", "", "also those decided, expired or run in the last 24 hours"}},
+       .notes = "You see the commands on your connections; an admin sees every one."},
+      {.id = CommandId::kApprovalsApprove,
+       .group = "approvals",
+       .name = "approve",
+       .operands = "COMMAND_ID",
+       .min_operands = 1,
+       .max_operands = 1,
+       .summary = "approve a waiting kubectl command: it runs now",
+       .notes = "The connection's owner or an admin approves, never with the credential that "
+                "asked. The command then runs like any other: the agent has 60 s from now to "
+                "take it, and the requester gets its output."},
+      {.id = CommandId::kApprovalsReject,
+       .group = "approvals",
+       .name = "reject",
+       .operands = "COMMAND_ID",
+       .min_operands = 1,
+       .max_operands = 1,
+       .summary = "reject a waiting kubectl command: it never runs",
+       .flags = {{"reason", "TEXT", "why, shown to the requester"}}},
+      {.id = CommandId::kApprovalsRules,
+       .group = "approvals",
+       .name = "rules",
+       .operands = "ID_OR_NAME",
+       .min_operands = 1,
+       .max_operands = 1,
+       .summary = "list a connection's approval rules"},
+      {.id = CommandId::kApprovalsAddRule,
+       .group = "approvals",
+       .name = "add-rule",
+       .operands = "ID_OR_NAME",
+       .min_operands = 1,
+       .max_operands = 1,
+       .summary = "send the commands a rule matches to approval instead of running them",
+       .flags = {{"verb", "VERB", "get, logs, top, describe, ... [default: * for any]"},
+                 {"resource", "TYPE", "pods, po, deployments, ... in any spelling [default: *]"},
+                 {"namespace", "NS", "a namespace [default: * for any]"}},
+       .notes = "A command matches when its verb is the rule's, it reads the rule's resource, "
+                "and it reads the rule's namespace (with -n, default without it, or every "
+                "namespace with -A); '*' matches anything. Example: 'uplink approvals add-rule "
+                "prod --verb logs --namespace payments'."},
+      {.id = CommandId::kApprovalsRemoveRule,
+       .group = "approvals",
+       .name = "remove-rule",
+       .operands = "ID_OR_NAME RULE_ID",
+       .min_operands = 2,
+       .max_operands = 2,
+       .summary = "remove an approval rule; commands already waiting still need a decision"},
   };
   return commands;
 }

@@ -49,6 +49,12 @@ enum class CommandId {
   kTwoFactorRecoveryCodes,
   kTwoFactorRequire,
   kUsersResetTwoFactor,
+  kApprovalsList,
+  kApprovalsApprove,
+  kApprovalsReject,
+  kApprovalsRules,
+  kApprovalsAddRule,
+  kApprovalsRemoveRule,
 };
 
 inline constexpr size_t kAnyOperands = std::numeric_limits<size_t>::max();

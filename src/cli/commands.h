@@ -106,5 +106,11 @@ Status RunTwoFactorRequire(Invocation& inv);
 // on the terminal without echo; as the body field the console expects, {"code": "123456"} for
 // six digits and {"recovery_code": ...} otherwise.
 Result<json::object> ReadSecondFactor(Invocation& inv, std::string_view prompt);
+Status RunApprovalsList(Invocation& inv);
+Status RunApprovalsApprove(Invocation& inv);
+Status RunApprovalsReject(Invocation& inv);
+Status RunApprovalsRules(Invocation& inv);
+Status RunApprovalsAddRule(Invocation& inv);
+Status RunApprovalsRemoveRule(Invocation& inv);
 
 }  // namespace uplink::cli

@@ -1,8 +1,9 @@
 // uplink connections list | show | create | rotate | revoke | redeem | namespaces, and
-// uplink kubectl
+// uplink kubectl (approval_commands.cc waits for a command that needs approval)
 #include <algorithm>
 #include <cctype>
 
+#include "cli/approvals.h"
 #include "cli/commands.h"
 #include "cli/connections.h"
 #include "cli/render.h"
@@ -335,21 +336,6 @@ Result<std::string> ExpiryFromFlags(const Invocation& inv) {
   return std::string();
 }
 
-// The console's message as it sent it, line by line, each line cleaned of control characters
-// and shortened; at most a few lines.
-std::string ConsoleLines(std::string_view message) {
-  constexpr size_t kMaxLines = 8;
-  std::string out;
-  for (size_t lines = 0; lines < kMaxLines; ++lines) {
-    size_t newline = message.find('\n');
-    if (lines > 0) out += "\n";
-    out += OneLineExcerpt(message.substr(0, newline), 500);
-    if (newline == std::string_view::npos) break;
-    message.remove_prefix(newline + 1);
-  }
-  return out;
-}
-
 // What a console reply says about the namespace scope, for people.
 void PrintNamespaces(std::ostream& out, const json::object& reply, std::string_view connection) {
   const json::value* value = reply.if_contains("namespaces");
@@ -378,6 +364,21 @@ void PrintNamespaces(std::ostream& out, const json::object& reply, std::string_v
 }
 
 }  // namespace
+
+// The console's message as it sent it, line by line, each line cleaned of control characters
+// and shortened; at most a few lines.
+std::string ConsoleLines(std::string_view message) {
+  constexpr size_t kMaxLines = 8;
+  std::string out;
+  for (size_t lines = 0; lines < kMaxLines; ++lines) {
+    size_t newline = message.find('\n');
+    if (lines > 0) out += "\n";
+    out += OneLineExcerpt(message.substr(0, newline), 500);
+    if (newline == std::string_view::npos) break;
+    message.remove_prefix(newline + 1);
+  }
+  return out;
+}
 
 Result<json::array> ListConnections(ApiClient& api) {
   UPLINK_ASSIGN_OR_RETURN(json::object reply, api.Get("/api/v1/connections"));
@@ -513,6 +514,8 @@ Status RunConnectionsCreate(Invocation& inv) {
   if (!expires_at.empty()) body["expires_at"] = expires_at;
   if (inv.line.Has("handover")) body["handover"] = true;
   UPLINK_ASSIGN_OR_RETURN(Session session, OpenSession(inv));
+  UPLINK_ASSIGN_OR_RETURN(std::optional<json::array> namespaces, ReadNamespacesChoice(inv));
+  if (namespaces) body["namespaces"] = std::move(*namespaces);
   return IssueToken(inv, *session.api, "/api/v1/connections", std::move(body));
 }
 
@@ -568,25 +571,42 @@ Status RunConnectionsRedeem(Invocation& inv) {
   return DeliverToken(inv, std::move(reply), token_file.created() ? &token_file : nullptr);
 }
 
+json::array NamespaceNames(std::string_view list) {
+  json::array names;
+  while (!list.empty()) {
+    size_t comma = list.find(',');
+    std::string_view name = TrimWhitespace(list.substr(0, comma));
+    if (!name.empty()) names.emplace_back(name);
+    if (comma == std::string_view::npos) break;
+    list.remove_prefix(comma + 1);
+  }
+  return names;
+}
+
+Result<std::optional<json::array>> ReadNamespacesChoice(Invocation& inv) {
+  if (inv.line.Has("read-namespaces")) {
+    return std::optional<json::array>(NamespaceNames(inv.line.Get("read-namespaces")));
+  }
+  // --yes (install's) asks nothing.
+  if (!inv.terminal.Available() || inv.line.Has("yes")) return std::optional<json::array>();
+  auto answer = inv.terminal.ReadLine(
+      "Namespaces 'uplink kubectl' and the cluster view may read (comma-separated, * for all, "
+      "'none' for cluster-scoped reads only; Enter to choose later): ");
+  // No answer (end of input) is "later", like Enter: nothing is chosen by accident.
+  if (!answer.ok()) return std::optional<json::array>();
+  std::string_view text = TrimWhitespace(*answer);
+  if (text.empty()) return std::optional<json::array>();
+  if (text == "none") return std::optional<json::array>(json::array());
+  return std::optional<json::array>(NamespaceNames(text));
+}
+
 Status RunConnectionsNamespaces(Invocation& inv) {
   const bool set = inv.line.Has("set");
   const bool all = inv.line.Has("all");
   if (set && all) return InvalidArgumentError("give --set or --all, not both");
   std::optional<json::object> body;
   if (all) body = json::object{{"namespaces", json::array{"*"}}};
-  if (set) {
-    json::array names;
-    const std::string value = inv.line.Get("set");
-    std::string_view list = value;
-    while (!list.empty()) {
-      size_t comma = list.find(',');
-      std::string_view name = TrimWhitespace(list.substr(0, comma));
-      if (!name.empty()) names.emplace_back(name);
-      if (comma == std::string_view::npos) break;
-      list.remove_prefix(comma + 1);
-    }
-    body = json::object{{"namespaces", std::move(names)}};
-  }
+  if (set) body = json::object{{"namespaces", NamespaceNames(inv.line.Get("set"))}};
   UPLINK_ASSIGN_OR_RETURN(Session session, OpenSession(inv));
   UPLINK_ASSIGN_OR_RETURN(std::string id, ResolveConnection(*session.api, inv.operand(0)));
   std::string path = ConnectionPath(id) + "/namespaces";
@@ -627,6 +647,11 @@ Status RunKubectl(Invocation& inv) {
     }
     if (code.starts_with("agent_")) return FailedPreconditionError(message);
     return reply.status();
+  }
+  // A command that matched an approval rule: 202, and it runs once someone approves it.
+  if (StringField(*reply, "status") == "waiting_for_approval") {
+    reply = WaitForApproval(inv, *session.api, id, std::move(*reply));
+    if (!reply.ok()) return reply.status();
   }
   const json::value* exit_code = reply->if_contains("exit_code");
   if (exit_code == nullptr || !exit_code->is_int64() || exit_code->get_int64() < 0 ||

@@ -14,6 +14,8 @@
 
 namespace uplink::cli {
 
+struct Invocation;
+
 inline constexpr char kAgentTokenPurpose[] = "create/rotate agent tokens";
 inline constexpr char kAgentTokenPrefix[] = "agt_";
 inline constexpr char kHandoverCodePrefix[] = "hoc_";
@@ -47,5 +49,17 @@ struct KubeTarget {
 // typed into a command line.
 void PrintManualSecretCommands(std::ostream& out, const KubeTarget& target);
 
+// The console's message as it sent it, line by line, each line cleaned of control characters
+// and shortened; at most a few lines.
+std::string ConsoleLines(std::string_view message);
+
+// A comma-separated namespace list as the console takes it: "ml, dev" -> ["ml", "dev"]
+// (blanks around names and empty entries dropped), "*" -> ["*"], "" -> [].
+json::array NamespaceNames(std::string_view list);
+
+// The namespace scope of a new connection: --read-namespaces when given, else the answer to
+// a question on the terminal unless --yes (Enter: choose later; "none": cluster-scoped reads
+// only), else none (nullopt: chosen later with 'uplink connections namespaces').
+Result<std::optional<json::array>> ReadNamespacesChoice(Invocation& inv);
 
 }  // namespace uplink::cli

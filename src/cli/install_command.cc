@@ -501,15 +501,28 @@ Status RunConnectionsInstall(Invocation& inv) {
     return install.ok() ? Status::Ok() : install.status();
   }
   Result<json::object> reply = InternalError("no call made");
+  UPLINK_ASSIGN_OR_RETURN(std::optional<json::array> namespaces,
+                          existing && !inv.line.Has("read-namespaces")
+                              ? std::optional<json::array>()
+                              : ReadNamespacesChoice(inv));
+  // The scope of a live connection is set first: a failure then changes nothing, while one
+  // after the rotation would lose the new token.
+  if (existing && namespaces) {
+    UPLINK_RETURN_IF_ERROR(api.Call("PUT",
+                                    "/api/v1/connections/" + Display(*existing, "id", 32) +
+                                        "/namespaces",
+                                    json::object{{"namespaces", *namespaces}})
+                               .status());
+  }
   if (existing) {
     reply = CallSensitive(inv, api, "POST",
                           "/api/v1/connections/" + Display(*existing, "id", 32) + "/rotate",
                           std::nullopt, kAgentTokenPurpose);
   } else {
-    reply = CallSensitive(inv, api, "POST", "/api/v1/connections",
-                          json::object{{"agent_name", inv.line.Get("agent-name", "uplink-agent")},
-                                       {"cluster_name", cluster}},
-                          kAgentTokenPurpose);
+    json::object body{{"agent_name", inv.line.Get("agent-name", "uplink-agent")},
+                      {"cluster_name", cluster}};
+    if (namespaces) body["namespaces"] = *namespaces;
+    reply = CallSensitive(inv, api, "POST", "/api/v1/connections", body, kAgentTokenPurpose);
   }
   if (!reply.ok()) return reply.status();
   UPLINK_ASSIGN_OR_RETURN(Secret token, TakeAgentToken(*reply));

@@ -352,7 +352,9 @@ constexpr Flag kApiResourcesFlags[] = {
 
 constexpr Flag kVersionFlags[] = {{"client", 0, ValueKind::kBool}, kOutput};
 
-constexpr Flag kExplainFlags[] = {{"api-version", 0, ValueKind::kWords}, kOutput};
+// --recursive here prints the name of every field (a schema read); it has no shorthand.
+constexpr Flag kExplainFlags[] = {
+    {"api-version", 0, ValueKind::kWords}, kOutput, {"recursive", 0, ValueKind::kBool}};
 
 struct VerbSpec {
   std::string_view name;
@@ -705,9 +707,14 @@ class Parser {
     // kubectl normalizes word separators: --as_group is --as-group.
     std::replace(name.begin(), name.end(), '_', '-');
     const std::string spelled = "--" + OneLineExcerpt(name, 60);
-    if (auto reason = RefusedFlagReason(name)) return Refuse(spelled + " " + std::string(*reason));
+    // A flag means what it means for its verb: explain's --recursive prints every field, and
+    // only the file-reading --recursive of other verbs is refused. No allowed flag shares a
+    // name with a refused one otherwise, so the refusal's reason is for flags not found.
     const Flag* flag = FindFlag(name, 0);
-    if (flag == nullptr) return UnknownFlag(spelled, name, 0);
+    if (flag == nullptr) {
+      if (auto reason = RefusedFlagReason(name)) return Refuse(spelled + " " + std::string(*reason));
+      return UnknownFlag(spelled, name, 0);
+    }
     if (equals != std::string_view::npos) return Apply(*flag, spelled, body.substr(equals + 1));
     if (flag->value == ValueKind::kBool) return Apply(*flag, spelled, "true");
     UPLINK_ASSIGN_OR_RETURN(std::string_view value, SeparateValue(spelled));
@@ -884,7 +891,8 @@ class Parser {
         if (arguments_.size() > 1) return Refuse("kubectl top takes at most one name");
         if (!arguments_.empty()) UPLINK_RETURN_IF_ERROR(CheckName(arguments_.front()));
         const bool nodes = *verb_ == Verb::kTopNode;
-        if (nodes) Reads("nodes");
+        // The metrics of nodes or pods: what an approval rule on nodes or pods should match.
+        Reads(nodes ? "nodes" : "pods");
         Reads(nodes ? "nodes.metrics.k8s.io" : "pods.metrics.k8s.io");
         command_.cluster_scoped = nodes;
         return Status::Ok();
@@ -892,6 +900,10 @@ class Parser {
       case Verb::kClusterInfo:
         UPLINK_RETURN_IF_ERROR(NoArguments());
         Reads("services");
+        // It prints the API server's address and the cluster's own add-on Services (those
+        // labelled kubernetes.io/cluster-service=true): facts about the cluster, not a
+        // namespace's workloads.
+        command_.cluster_scoped = true;
         return Status::Ok();
       case Verb::kApiResources:
       case Verb::kApiVersions:
@@ -943,7 +955,11 @@ Status CheckBounds(const std::vector<std::string>& argv) {
       }
     }
   }
-  if (argv.front() != "kubectl") return Refuse("the command must start with kubectl");
+  if (argv.front() != "kubectl") {
+    return Refuse(Quoted(argv.front()) +
+                  " is not kubectl: only read-only kubectl commands run through the agent (no "
+                  "Helm, shells or other programs)");
+  }
   return Status::Ok();
 }
 
@@ -962,6 +978,14 @@ std::string ScopeList(const std::vector<std::string>& scope) {
 
 }  // namespace
 
+Result<CanonicalResource> CanonicalResourceOf(std::string_view spelling) {
+  UPLINK_ASSIGN_OR_RETURN(ResolvedType resolved, ResolveType(spelling));
+  if (resolved.type == nullptr) {
+    return Refuse("'all' is a category, not a resource type: name the types it holds");
+  }
+  return CanonicalResource{CanonicalName(*resolved.type), resolved.type->namespaced};
+}
+
 Result<KubectlCommand> CheckKubectlArgv(const std::vector<std::string>& argv) {
   UPLINK_RETURN_IF_ERROR(CheckBounds(argv));
   return Parser(argv).Parse();
@@ -973,12 +997,13 @@ std::string RefusalText(std::string_view reason) {
 
 Status CheckNamespaceScope(const KubectlCommand& command,
                            const std::optional<std::vector<std::string>>& scope) {
+  if (command.cluster_scoped) return Status::Ok();
   if (!scope) {
-    return Refuse("no namespaces have been chosen for this connection: its owner must choose "
-                  "them ('uplink connections namespaces') before kubectl can run");
+    return Refuse("no namespaces have been chosen for this connection, so only cluster-scoped "
+                  "reads (nodes, namespaces, top nodes, api-resources, version, ...) run; its "
+                  "owner chooses namespaces with 'uplink connections namespaces'");
   }
   if (std::find(scope->begin(), scope->end(), "*") != scope->end()) return Status::Ok();
-  if (command.cluster_scoped) return Status::Ok();
   if (command.all_namespaces) {
     return Refuse("this command reads every namespace; this connection may read only: " +
                   ScopeList(*scope));

@@ -80,17 +80,33 @@ struct KubectlCommand {
   friend bool operator==(const KubectlCommand&, const KubectlCommand&) = default;
 };
 
+// The verbs CheckKubectlArgv allows, as KubectlCommand::verb names them.
+inline constexpr std::string_view kAllowedVerbs[] = {
+    "get", "logs", "top", "describe", "api-resources", "api-versions", "version", "cluster-info",
+    "explain"};
+
+// A resource type as CheckKubectlArgv reports it in KubectlCommand::resources.
+struct CanonicalResource {
+  std::string name;  // "pods", "deployments.apps", "nodes.metrics.k8s.io"
+  bool namespaced = false;
+};
+
+// TYPE in any spelling kubectl resolves ("po", "Pod", "pods.v1.", "deploy.apps") as its
+// canonical name, so that something matching commands by resource (approval rules) treats
+// every spelling alike. PermissionDenied with the reason for what the guard never lets
+// through (secrets, configmaps, service accounts, unknown types) and for `all`, a category.
+Result<CanonicalResource> CanonicalResourceOf(std::string_view spelling);
+
 // argv[0] must be "kubectl". PermissionDenied with a short one-line reason on refusal.
 Result<KubectlCommand> CheckKubectlArgv(const std::vector<std::string>& argv);
 
 // kRefusalHeadline + "\n" + reason: the exact text shown to users.
 std::string RefusalText(std::string_view reason);
 
-// Namespace scope of a connection: nullopt = not chosen yet (everything refused with a
-// message saying the owner must choose namespaces), {"*"} = all, else the listed names.
-// Cluster-scoped reads are allowed once any scope is chosen; -A only with "*"; a command
-// without -n reads namespace "default" (cluster-info: "kube-system", where it looks for
-// services). PermissionDenied with a reason otherwise.
+// Namespace scope of a connection: nullopt = not chosen yet, {"*"} = all, else the listed
+// names. Cluster-scoped reads are always allowed, before a scope is chosen too; a namespaced
+// read needs a chosen scope (the refusal says how to choose one), -A needs "*", and a
+// command without -n reads namespace "default". PermissionDenied with a reason otherwise.
 Status CheckNamespaceScope(const KubectlCommand& command,
                            const std::optional<std::vector<std::string>>& scope);
 

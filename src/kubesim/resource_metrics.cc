@@ -1,7 +1,9 @@
 #include "kubesim/resource_metrics.h"
 
+#include <cmath>
 #include <cstdint>
 #include <map>
+#include <optional>
 
 #include "common/quantity.h"
 
@@ -40,7 +42,51 @@ struct Usage {
   std::int64_t bytes = 0;
 };
 
-Usage ContainerUsage(const std::string& pod_key, const json::object& container) {
+// The percentages a pod's `kubesim.uplink.dev/usage` annotation sets ("cpu=12,memory=97":
+// percent of each container's request, or of its limit without one); nullopt where unset.
+struct UsageOverride {
+  std::optional<std::int64_t> cpu_percent;
+  std::optional<std::int64_t> memory_percent;
+};
+
+UsageOverride UsageAnnotation(const json::object& pod) {
+  UsageOverride override;
+  const std::string annotation =
+      StringAt(ObjectAt(ObjectAt(pod, "metadata"), "annotations"), kUsageAnnotation);
+  std::string_view text = annotation;
+  while (!text.empty()) {
+    size_t comma = text.find(',');
+    std::string_view item = text.substr(0, comma);
+    size_t equals = item.find('=');
+    if (equals != std::string_view::npos) {
+      std::string_view value = item.substr(equals + 1);
+      std::int64_t percent = 0;
+      bool digits = !value.empty() && value.size() <= 4;
+      for (char c : value) {
+        digits = digits && c >= '0' && c <= '9';
+        if (digits) percent = percent * 10 + (c - '0');
+      }
+      if (digits && item.substr(0, equals) == "cpu") override.cpu_percent = percent;
+      if (digits && item.substr(0, equals) == "memory") override.memory_percent = percent;
+    }
+    if (comma == std::string_view::npos) break;
+    text.remove_prefix(comma + 1);
+  }
+  return override;
+}
+
+// Usage drifts within +-10% over a 10-minute period, each container at its own phase, so
+// that an hour of samples has an average below its peak as real workloads do.
+std::int64_t Drift(std::int64_t value, std::uint32_t hash, WallTime now) {
+  constexpr double kPeriodSeconds = 600;
+  const double seconds = std::chrono::duration<double>(now.time_since_epoch()).count();
+  const double phase = static_cast<double>(hash % 628) / 100;
+  const double factor = 1 + 0.1 * std::sin(2 * M_PI * seconds / kPeriodSeconds + phase);
+  return static_cast<std::int64_t>(static_cast<double>(value) * factor);
+}
+
+Usage ContainerUsage(const std::string& pod_key, const json::object& container,
+                     const UsageOverride& override, WallTime now) {
   const json::object& resources = ObjectAt(container, "resources");
   const json::object& requests = ObjectAt(resources, "requests");
   const json::object& limits = ObjectAt(resources, "limits");
@@ -51,8 +97,9 @@ Usage ContainerUsage(const std::string& pod_key, const json::object& container) 
   bool gpu = wanted("nvidia.com/gpu") > 0;
   std::uint32_t hash = StableHash(pod_key + "/" + StringAt(container, "name"));
   // Percent of the request in use: GPU work keeps its CPUs busy, the rest idles more.
-  std::int64_t cpu_percent = gpu ? 70 + hash % 25 : 15 + hash % 45;
-  std::int64_t memory_percent = gpu ? 75 + (hash >> 8) % 20 : 35 + (hash >> 8) % 40;
+  std::int64_t cpu_percent = override.cpu_percent.value_or(gpu ? 70 + hash % 25 : 15 + hash % 45);
+  std::int64_t memory_percent =
+      override.memory_percent.value_or(gpu ? 75 + (hash >> 8) % 20 : 35 + (hash >> 8) % 40);
   Usage usage;
   std::int64_t cpu = wanted("cpu");
   usage.millicores = cpu > 0 ? std::max<std::int64_t>(1, cpu / 100 * cpu_percent)
@@ -60,6 +107,10 @@ Usage ContainerUsage(const std::string& pod_key, const json::object& container) 
   std::int64_t memory_bytes = wanted("memory") / 1000;
   usage.bytes = memory_bytes > 0 ? memory_bytes / 100 * memory_percent
                                  : kIdleContainerBytes + (hash % 16) * (1 << 20);
+  usage.millicores = std::max<std::int64_t>(usage.millicores > 0 ? 1 : 0,
+                                            Drift(usage.millicores, hash, now));
+  // Memory moves less than CPU: a quarter of the drift.
+  usage.bytes += (Drift(usage.bytes, hash >> 4, now) - usage.bytes) / 4;
   return usage;
 }
 
@@ -126,9 +177,11 @@ std::vector<json::object> PodMetricsItems(const ObjectStore& store,
     // metrics-server has nothing for a pod none of whose containers is running.
     if (measured.empty()) continue;
     json::array containers;
+    const UsageOverride override = UsageAnnotation(pod);
     for (const json::object* container : measured) {
-      containers.push_back(json::object{{"name", StringAt(*container, "name")},
-                                        {"usage", UsageObject(ContainerUsage(key, *container))}});
+      containers.push_back(
+          json::object{{"name", StringAt(*container, "name")},
+                       {"usage", UsageObject(ContainerUsage(key, *container, override, now))}});
     }
     items.push_back(json::object{
         {"kind", "PodMetrics"},
@@ -151,8 +204,9 @@ std::vector<json::object> NodeMetricsItems(const ObjectStore& store, WallTime no
     const json::object& metadata = ObjectAt(pod, "metadata");
     std::string key = StringAt(metadata, "namespace") + "/" + StringAt(metadata, "name");
     Usage& node = by_node[StringAt(ObjectAt(pod, "spec"), "nodeName")];
+    const UsageOverride override = UsageAnnotation(pod);
     for (const json::object* container : MeasuredContainers(pod)) {
-      Usage usage = ContainerUsage(key, *container);
+      Usage usage = ContainerUsage(key, *container, override, now);
       node.millicores = AddSaturating(node.millicores, usage.millicores);
       node.bytes = AddSaturating(node.bytes, usage.bytes);
     }

@@ -230,12 +230,12 @@ TEST_F(Commands, ASessionConfirmsOnTheTerminalAndRetriesOnce) {
   });
   cli_.terminal.available = true;
   cli_.terminal.answers = {"wrong"};
-  auto wrong = cli_.Run({"connections", "create", "gpu-a"});
+  auto wrong = cli_.Run({"connections", "create", "gpu-a", "--read-namespaces", "ml"});
   EXPECT_EQ(wrong.code, 3) << wrong.err;
 
   cli_.terminal.prompts.clear();
   cli_.terminal.answers = {"my passphrase"};
-  auto r = cli_.Run({"connections", "create", "gpu-a"});
+  auto r = cli_.Run({"connections", "create", "gpu-a", "--read-namespaces", "ml"});
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(cli_.terminal.prompts,
             std::vector<std::string>{"Confirm your password to create/rotate agent tokens: "});

@@ -340,10 +340,10 @@ TEST_F(Install, ReinstallingRotatesTheTokenAndPatchesTheExistingSecret) {
 TEST_F(Install, OnATerminalItAsksTheWorkloadsRuntimeClassAndSelectorThenToProceed) {
   cli_.terminal.available = true;
   // A wrong answer is asked again; an empty one keeps the default.
-  cli_.terminal.answers = {"3", "2", "none", "gpu=yes,", "gpu=yes", "Y"};
+  cli_.terminal.answers = {"3", "2", "none", "gpu=yes,", "gpu=yes", "Y", "ml, dev"};
   auto r = RunInstall({"--context", "prod"});
   ASSERT_EQ(r.code, 0) << r.err;
-  ASSERT_EQ(cli_.terminal.prompts.size(), 6u);
+  ASSERT_EQ(cli_.terminal.prompts.size(), 7u);
   EXPECT_NE(cli_.terminal.prompts[0].find(
                 "  1) inventory only: reports the GPU nodes that match the selector\n"),
             std::string::npos);
@@ -360,6 +360,14 @@ TEST_F(Install, OnATerminalItAsksTheWorkloadsRuntimeClassAndSelectorThenToProcee
   EXPECT_NE(r.err.find("uplink: answer 1 or 2"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("uplink: the GPU node selector: not a label selector"), std::string::npos)
       << r.err;
+  // A new connection's namespace scope is asked last, and sent with it.
+  EXPECT_EQ(cli_.terminal.prompts[6],
+            "Namespaces 'uplink kubectl' and the cluster view may read (comma-separated, * for "
+            "all, 'none' for cluster-scoped reads only; Enter to choose later): ");
+  auto created = console_.RequestsTo("POST", "/api/v1/connections");
+  ASSERT_EQ(created.size(), 1u);
+  EXPECT_NE(created[0].body.find(R"("namespaces":["ml","dev"])"), std::string::npos)
+      << created[0].body;
   EXPECT_EQ(Calls().size(), 5u);
   EXPECT_EQ(r.out.find(kToken), std::string::npos);
   json::object body = InstallBody();
@@ -370,7 +378,8 @@ TEST_F(Install, OnATerminalItAsksTheWorkloadsRuntimeClassAndSelectorThenToProcee
 TEST_F(Install, FlagsAnswerTheQuestionsTheyName) {
   cli_.terminal.available = true;
   cli_.terminal.answers = {"n"};
-  auto r = RunInstall({"--workloads", "all", "--no-gpu-runtime-class", "--selector", "gpu"});
+  auto r = RunInstall({"--workloads", "all", "--no-gpu-runtime-class", "--selector", "gpu",
+                       "--read-namespaces", "ml"});
   ASSERT_EQ(r.code, 0) << r.err;
   ASSERT_EQ(cli_.terminal.prompts.size(), 1u) << cli_.terminal.prompts[0];
   EXPECT_TRUE(cli_.terminal.prompts[0].starts_with("Create Secret"));

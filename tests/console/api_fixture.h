@@ -6,7 +6,11 @@
 #include <sodium.h>
 
 #include <algorithm>
+#include <chrono>
+#include <condition_variable>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -76,6 +80,45 @@ inline json::object ReportJson(const std::string& cluster_uid, int nodes) {
                       {"collected_at", "2027-01-15T08:00:00Z"},
                       {"nodes", std::move(list)}};
 }
+
+// A reply that may come later, from another thread.
+class PendingReply {
+ public:
+  net::Reply Callback() {
+    return [state = state_](net::Response response) {
+      std::lock_guard lock(state->mutex);
+      state->response = std::move(response);
+      ++state->replies;
+      state->changed.notify_all();
+    };
+  }
+  bool ready() const {
+    std::lock_guard lock(state_->mutex);
+    return state_->response.has_value();
+  }
+  // The reply; a hang guard only bounds the wait (the tests' replies come synchronously or
+  // from the reaper right after the clock moved).
+  net::Response Wait() const {
+    std::unique_lock lock(state_->mutex);
+    bool came =
+        state_->changed.wait_for(lock, std::chrono::seconds(30), [&] { return state_->response.has_value(); });
+    EXPECT_TRUE(came) << "no reply";
+    return state_->response.value_or(net::Response{});
+  }
+  int replies() const {
+    std::lock_guard lock(state_->mutex);
+    return state_->replies;
+  }
+
+ private:
+  struct State {
+    mutable std::mutex mutex;
+    std::condition_variable changed;
+    std::optional<net::Response> response;
+    int replies = 0;
+  };
+  std::shared_ptr<State> state_ = std::make_shared<State>();
+};
 
 // Cheapest argon2id, so that tests sign in in microseconds.
 inline ConsoleOptions FastOptions() {

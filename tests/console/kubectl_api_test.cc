@@ -5,18 +5,14 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
-#include <condition_variable>
-#include <memory>
-#include <mutex>
-#include <optional>
 #include <string>
 #include <vector>
 
-#include "api_fixture.h"
 #include "common/gzip.h"
 #include "console/api/cluster_plan.h"
 #include "console/api/kubectl_results.h"
 #include "kubectl/guard.h"
+#include "kubectl_fixture.h"
 
 namespace uplink::console {
 namespace {
@@ -25,207 +21,9 @@ using std::chrono::seconds;
 using testing::Body;
 using testing::ErrorCode;
 using testing::ErrorMessage;
+using testing::PendingReply;
 using testing::TestUser;
 using testing::Text;
-
-const std::string kSpool = "9f2c4e0a5b7d41c3a8e6f0b1c2d3e4f5";
-const std::string kClusterStream = "cluster/uplink-cluster-7d9f-x2";
-
-// A reply that may come later, from another thread.
-class PendingReply {
- public:
-  net::Reply Callback() {
-    return [state = state_](net::Response response) {
-      std::lock_guard lock(state->mutex);
-      state->response = std::move(response);
-      ++state->replies;
-      state->changed.notify_all();
-    };
-  }
-  bool ready() const {
-    std::lock_guard lock(state_->mutex);
-    return state_->response.has_value();
-  }
-  // The reply; a hang guard only bounds the wait (the tests' replies come synchronously or
-  // from the reaper right after the clock moved).
-  net::Response Wait() const {
-    std::unique_lock lock(state_->mutex);
-    bool came =
-        state_->changed.wait_for(lock, seconds(30), [&] { return state_->response.has_value(); });
-    EXPECT_TRUE(came) << "no reply";
-    return state_->response.value_or(net::Response{});
-  }
-  int replies() const {
-    std::lock_guard lock(state_->mutex);
-    return state_->replies;
-  }
-
- private:
-  struct State {
-    mutable std::mutex mutex;
-    std::condition_variable changed;
-    std::optional<net::Response> response;
-    int replies = 0;
-  };
-  std::shared_ptr<State> state_ = std::make_shared<State>();
-};
-
-json::object ResultJson(const std::string& out, int exit_code = 0, const std::string& err = "") {
-  return json::object{
-      {"exit_code", exit_code}, {"stdout", out}, {"stderr", err}, {"duration_ms", 84}};
-}
-
-json::object SnapshotResult(const std::string& name, const json::array& argv,
-                            const std::string& out = "NAME   STATUS\n") {
-  return json::object{{"name", name},  {"argv", argv}, {"exit_code", 0},
-                      {"stdout", out}, {"stderr", ""}, {"duration_ms", 61}};
-}
-
-json::object SnapshotJson(const std::string& collected_at, json::array results) {
-  return json::object{{"kind", "cluster_snapshot"},
-                      {"collected_at", collected_at},
-                      {"results", std::move(results)}};
-}
-
-class KubectlApiTest : public testing::ApiTest {
- protected:
-  void SetUp() override {
-    ApiTest::SetUp();
-    json::object created = CreateConnection(admin_key_, "prod");
-    id_ = Text(created, "id");
-    token_ = Text(created, "token");
-  }
-
-  std::string Path(const std::string& tail) { return "/api/v1/connections/" + id_ + tail; }
-
-  net::Request UserRequest(const std::string& method, const std::string& target,
-                           const std::string& credential, const std::string& body) {
-    net::Request request;
-    request.method = method;
-    request.target = target;
-    request.headers.Set("Authorization", "Bearer " + credential);
-    if (!body.empty()) request.headers.Set("Content-Type", "application/json");
-    request.body = body;
-    request.remote_address = testing::kClientAddress;
-    return request;
-  }
-
-  PendingReply KubectlRaw(const std::string& body, const std::string& credential = "") {
-    PendingReply pending;
-    api_->router().Dispatch(
-        UserRequest("POST", Path("/kubectl"), credential.empty() ? admin_key_ : credential, body),
-        pending.Callback());
-    return pending;
-  }
-
-  PendingReply Kubectl(const std::vector<std::string>& args, const std::string& credential = "") {
-    json::array argv{"kubectl"};
-    for (const std::string& arg : args) argv.emplace_back(arg);
-    return KubectlRaw(ToJson(json::object{{"argv", std::move(argv)}}), credential);
-  }
-
-  net::Response SetScope(const std::string& body, const std::string& credential = "") {
-    return Send("PUT", Path("/namespaces"), credential.empty() ? admin_key_ : credential, body);
-  }
-
-  void ChooseNamespaces(const std::string& list) {
-    net::Response response = SetScope("{\"namespaces\":" + list + "}");
-    ASSERT_EQ(response.status, 200) << response.body;
-  }
-
-  net::Request AgentRequest(const std::string& target, const std::string& body,
-                            const std::string& token) {
-    net::Request request;
-    request.method = "POST";
-    request.target = target;
-    if (!token.empty()) request.headers.Set("Authorization", "Bearer " + token);
-    request.headers.Set("Content-Type", "application/json");
-    request.body = body;
-    request.remote_address = "198.51.100.4";
-    return request;
-  }
-
-  PendingReply Poll(const std::string& body = R"({"wait_seconds":50})",
-                    const std::string& token = "") {
-    PendingReply pending;
-    api_->router().Dispatch(
-        AgentRequest("/api/v1/agent/commands/poll", body, token.empty() ? token_ : token),
-        pending.Callback());
-    return pending;
-  }
-
-  // The commands a poll was answered with.
-  json::array PolledCommands(const PendingReply& poll) {
-    net::Response response = poll.Wait();
-    EXPECT_EQ(response.status, 200) << response.body;
-    json::object body = Body(response);
-    return body.contains("commands") ? body.at("commands").as_array() : json::array();
-  }
-
-  // Polls once (without waiting) and returns the only command handed out.
-  json::object TakeOne() {
-    json::array commands = PolledCommands(Poll(R"({"wait_seconds":0})"));
-    EXPECT_EQ(commands.size(), 1u);
-    return commands.empty() ? json::object() : commands[0].as_object();
-  }
-
-  net::Response PostResult(const std::string& command_id, const std::string& body,
-                           const std::string& encoding = "gzip", const std::string& token = "") {
-    net::Request request = AgentRequest("/api/v1/agent/commands/" + command_id + "/result",
-                                        encoding == "gzip" ? GzipCompress(body).value() : body,
-                                        token.empty() ? token_ : token);
-    if (!encoding.empty()) request.headers.Set("Content-Encoding", encoding);
-    return testing::Call(api_->router(), std::move(request));
-  }
-
-  net::Response Upload(const std::vector<json::object>& payloads, std::int64_t first = 1,
-                       const std::string& stream = kClusterStream) {
-    json::array records;
-    std::int64_t sequence = first;
-    for (const json::object& payload : payloads) {
-      records.push_back(json::object{{"sequence", sequence++},
-                                     {"appended_at", "2026-11-30T03:20:00.125Z"},
-                                     {"payload", payload}});
-    }
-    json::object losses{{"records", 0}, {"bytes", 0}};
-    json::object body{{"agent_version", "0.1.0"},
-                      {"agent_instance", "uplink-cluster-7d9f-x2"},
-                      {"stream", stream},
-                      {"spool_id", kSpool},
-                      {"first_sequence", first},
-                      {"last_sequence", std::max(first, sequence - 1)},
-                      {"losses", {{"dropped", losses}, {"corrupt", losses}, {"rejected", losses}}},
-                      {"records", std::move(records)}};
-    net::Request request =
-        AgentRequest("/api/v1/agent/uploads", GzipCompress(ToJson(body)).value(), token_);
-    request.headers.Set("Content-Encoding", "gzip");
-    return testing::Call(api_->router(), std::move(request));
-  }
-
-  json::object UploadPlan(const std::vector<json::object>& payloads = {}) {
-    net::Response response = Upload(payloads, next_sequence_);
-    next_sequence_ += std::max<std::int64_t>(1, static_cast<std::int64_t>(payloads.size()));
-    EXPECT_EQ(response.status, 200) << response.body.substr(0, 400);
-    json::object body = Body(response);
-    return body.contains("plan") ? body.at("plan").as_object() : json::object();
-  }
-
-  std::vector<std::string> PlanNames(const json::object& plan) {
-    std::vector<std::string> names;
-    for (const json::value& command : plan.at("commands").as_array()) {
-      names.emplace_back(command.at("name").as_string());
-    }
-    return names;
-  }
-
-  double Outcomes(const std::string& outcome) {
-    return Metric("uplink_console_kubectl_commands_total", {{"outcome", outcome}});
-  }
-
-  std::string id_;
-  std::string token_;
-  std::int64_t next_sequence_ = 1;
-};
 
 TEST_F(KubectlApiTest, ACommandRunsThroughTheAgentsPollAndItsResultComesBack) {
   ChooseNamespaces(R"(["ml"])");
@@ -415,9 +213,9 @@ TEST_F(KubectlApiTest, TheGuardRefusesBeforeAnythingIsQueuedAndTheAuditKeepsOnly
   }
 }
 
-TEST_F(KubectlApiTest, UntilNamespacesAreChosenEveryCommandIsRefused) {
+TEST_F(KubectlApiTest, UntilNamespacesAreChosenOnlyClusterScopedReadsAreQueued) {
   for (const auto& args : std::vector<std::vector<std::string>>{
-           {"get", "pods", "-n", "ml"}, {"get", "nodes"}, {"version"}}) {
+           {"get", "pods", "-n", "ml"}, {"get", "pods", "-A"}, {"logs", "trainer-0"}}) {
     net::Response reply = Kubectl(args).Wait();
     EXPECT_EQ(reply.status, 403) << reply.body;
     EXPECT_EQ(ErrorCode(reply), "namespaces_not_chosen");
@@ -427,6 +225,34 @@ TEST_F(KubectlApiTest, UntilNamespacesAreChosenEveryCommandIsRefused) {
         << ErrorMessage(reply);
   }
   EXPECT_EQ(Outcomes("namespaces_not_chosen"), 3);
+  EXPECT_EQ(api_->commands().stats().waiting_commands, 0u);
+  std::vector<PendingReply> queued;
+  for (const auto& args : std::vector<std::vector<std::string>>{
+           {"get", "nodes"}, {"get", "namespaces"}, {"top", "nodes"}, {"api-resources"},
+           {"api-versions"}, {"version"}, {"cluster-info"}, {"explain", "pods", "--recursive"}}) {
+    queued.push_back(Kubectl(args));
+    EXPECT_FALSE(queued.back().ready()) << args[0] << ": " << queued.back().Wait().body;
+  }
+  EXPECT_EQ(api_->commands().stats().waiting_commands, queued.size());
+}
+
+// helm, a shell, a command line without "kubectl" in front: the read-only refusal, as for
+// every other command that is not read-only kubectl, never a 400 about argv[0].
+TEST_F(KubectlApiTest, AnotherProgramGetsTheReadOnlyRefusal) {
+  ChooseNamespaces(R"(["*"])");
+  for (const char* body :
+       {R"({"argv":["helm","list"]})", R"({"argv":["bash","-c","kubectl delete ns x"]})",
+        R"({"argv":["get","pods"]})", R"({"argv":["/usr/bin/kubectl","get","pods"]})"}) {
+    net::Response reply = KubectlRaw(body).Wait();
+    EXPECT_EQ(reply.status, 403) << body << ": " << reply.body;
+    EXPECT_EQ(ErrorCode(reply), "refused") << body;
+    EXPECT_TRUE(ErrorMessage(reply).starts_with(std::string(kubectl::kRefusalHeadline) + "\n"))
+        << ErrorMessage(reply);
+    EXPECT_NE(ErrorMessage(reply).find("is not kubectl"), std::string::npos) << reply.body;
+  }
+  AuditEvent event = LastAudit("kubectl.run");
+  EXPECT_EQ(event.outcome, "refused");
+  EXPECT_EQ(Text(ParseJson(event.detail).value().as_object(), "verb"), "");
   EXPECT_EQ(api_->commands().stats().waiting_commands, 0u);
 }
 
@@ -510,7 +336,6 @@ TEST_F(KubectlApiTest, MalformedCommandBodiesAre400) {
       {R"({"argv":"kubectl get pods"})", "argv must be an array"},
       {R"({"argv":[]})", "argv must hold 1 to"},
       {R"({"argv":["kubectl",7]})", "argv[1] must be a string"},
-      {R"({"argv":["get","pods"]})", "argv[0] must be \"kubectl\""},
       {R"({"argv":["kubectl","get","po\u0000ds"]})", "must not contain NUL"},
       {R"({"argv":["kubectl"],"namespace":"ml"})", "unknown field \"namespace\""},
       {R"({"argv":["kubectl","get","pods")", "invalid_request"},
@@ -747,11 +572,19 @@ TEST_F(KubectlApiTest, TheClusterPlanFollowsTheNamespaceScope) {
   plan = UploadPlan();
   EXPECT_EQ(PlanNames(plan),
             (std::vector<std::string>{"nodes", "namespaces", "top_nodes", "pods", "warning_events",
-                                      "deployments", "statefulsets", "top_pods"}));
+                                      "deployments", "statefulsets", "top_pods",
+                                      "pod_resources"}));
   const json::array& commands = plan.at("commands").as_array();
   EXPECT_EQ(ToJson(commands[3].at("argv")), R"(["kubectl","get","pods","-A","-o","wide"])");
   EXPECT_EQ(ToJson(commands[4].at("argv")),
             R"(["kubectl","get","events","-A","--field-selector","type=Warning"])");
+  // Of the pods' specs, only the containers' requests and limits (pod right-sizing).
+  const std::string resources = ToJson(commands[8].at("argv"));
+  EXPECT_TRUE(resources.starts_with(R"(["kubectl","get","pods","-A","-o","jsonpath=)")) << resources;
+  EXPECT_NE(resources.find(".resources.requests.cpu"), std::string::npos);
+  EXPECT_NE(resources.find(".resources.limits.memory"), std::string::npos);
+  EXPECT_EQ(resources.find("env"), std::string::npos);
+  EXPECT_EQ(resources.find(".spec}"), std::string::npos);
 
   ChooseNamespaces(R"(["ml","dev"])");
   plan = UploadPlan();
@@ -759,7 +592,8 @@ TEST_F(KubectlApiTest, TheClusterPlanFollowsTheNamespaceScope) {
             (std::vector<std::string>{"nodes", "namespaces", "top_nodes", "pods/dev", "pods/ml",
                                       "warning_events/dev", "warning_events/ml", "deployments/dev",
                                       "deployments/ml", "statefulsets/dev", "statefulsets/ml",
-                                      "top_pods/dev", "top_pods/ml"}));
+                                      "top_pods/dev", "top_pods/ml", "pod_resources/dev",
+                                      "pod_resources/ml"}));
   EXPECT_EQ(ToJson(plan.at("commands").as_array()[4].at("argv")),
             R"(["kubectl","get","pods","-n","ml","-o","wide"])");
 
@@ -949,6 +783,87 @@ TEST(CommandResultParsing, AnErrorResultMayCarryOutputAndAResultNeedsBothStreams
   auto missing =
       ParseCommandResult(ParseJson(R"({"exit_code":0,"stdout":"","duration_ms":1})").value());
   EXPECT_EQ(missing.status().message(), "stderr is required");
+}
+
+TEST_F(KubectlApiTest, TheNamespaceScopeIsChosenWithTheConnection) {
+  json::object created = CreateConnection(admin_key_, "scoped", R"(,"namespaces":["ml","dev"])");
+  EXPECT_EQ(ToJson(created.at("namespaces")), R"(["dev","ml"])");
+  const std::string id = Text(created, "id");
+  net::Response scope = AsAdmin("GET", "/api/v1/connections/" + id + "/namespaces");
+  EXPECT_EQ(ToJson(Body(scope).at("namespaces")), R"(["dev","ml"])");
+  AuditEvent event = LastAudit("connection.create");
+  EXPECT_EQ(ToJson(ParseJson(event.detail).value().at("namespaces")), R"(["dev","ml"])");
+  // Left out, or null: chosen later; [] is cluster-scoped reads only.
+  EXPECT_TRUE(CreateConnection(admin_key_, "later").at("namespaces").is_null());
+  EXPECT_TRUE(CreateConnection(admin_key_, "later2", R"(,"namespaces":null)")
+                  .at("namespaces")
+                  .is_null());
+  EXPECT_EQ(ToJson(CreateConnection(admin_key_, "none", R"(,"namespaces":[])").at("namespaces")),
+            "[]");
+  // A bad list creates nothing.
+  for (const std::string& bad :
+       {std::string(R"(["ML"])"), std::string(R"(["*","ml"])"), std::string(R"("ml")"),
+        std::string(R"([7])"), std::string(R"(["ml","ml"])")}) {
+    net::Response refused =
+        AsAdmin("POST", "/api/v1/connections",
+                R"({"agent_name":"a","cluster_name":"bad","namespaces":)" + bad + "}");
+    EXPECT_EQ(refused.status, 400) << bad << ": " << refused.body;
+  }
+  json::object listed = Body(AsAdmin("GET", "/api/v1/connections"));
+  for (const json::value& c : listed.at("connections").as_array()) {
+    EXPECT_NE(c.at("cluster_name"), "bad");
+  }
+}
+
+// The snapshots' top pods feed an hour of usage; the latest snapshot's pod_resources give the
+// requests and limits; GET right-sizing puts them side by side.
+TEST_F(KubectlApiTest, PodRightSizingReadsTheLatestSpecsAndAnHourOfUsage) {
+  ChooseNamespaces(R"(["ml"])");
+  EXPECT_EQ(ErrorCode(AsAdmin("GET", Path("/right-sizing"))), "no_snapshot");
+  auto snapshot = [](WallTime at, const std::string& cpu, const std::string& resources) {
+    return SnapshotJson(
+        FormatRfc3339(at),
+        json::array{SnapshotResult("top_pods/ml", json::array{"kubectl", "top", "pods", "-n", "ml"},
+                                   "NAME       CPU(cores)   MEMORY(bytes)\n"
+                                   "trainer-0  " + cpu + "        900Mi\n"
+                                   "idle-0     5m           40Mi\n"),
+                    SnapshotResult("pod_resources/ml",
+                                   json::array{"kubectl", "get", "pods", "-n", "ml", "-o", "x"},
+                                   resources)});
+  };
+  const std::string specs =
+      "ml\ttrainer-0\tRunning\ttrainer|1|1Gi|2|1Gi\n"
+      "ml\tidle-0\tRunning\tweb|2|4Gi||\n"
+      "ml\tnew-0\tPending\tweb|1|1Gi||\n";
+  std::vector<json::object> payloads;
+  // Two hours ago (forgotten), then 12 snapshots 30 s apart ending now.
+  payloads.push_back(snapshot(clock_.Now() - std::chrono::hours(2), "9000m", specs));
+  for (int i = 11; i >= 0; --i) {
+    payloads.push_back(snapshot(clock_.Now() - seconds(30 * i), i == 3 ? "1500m" : "800m", specs));
+  }
+  ASSERT_EQ(Upload(payloads).status, 200);
+  // The same records again (a lost reply) count once.
+  ASSERT_EQ(Upload(payloads).status, 200);
+
+  net::Response got = AsAdmin("GET", Path("/right-sizing"));
+  ASSERT_EQ(got.status, 200) << got.body;
+  json::object reply = Body(got);
+  EXPECT_EQ(reply.at("window_seconds").as_int64(), 3600);
+  const json::array& pods = reply.at("pods").as_array();
+  ASSERT_EQ(pods.size(), 3u) << got.body;
+  const json::object& trainer = pods[0].as_object();
+  EXPECT_EQ(trainer.at("pod"), "trainer-0");
+  EXPECT_EQ(trainer.at("samples").as_int64(), 12);
+  EXPECT_EQ(trainer.at("cpu").at("peak_millicores").as_int64(), 1500);
+  EXPECT_EQ(trainer.at("cpu").at("average_millicores").as_int64(), 858);
+  EXPECT_EQ(trainer.at("verdict"), "under_provisioned") << "peak 1500m over a 1-core request";
+  EXPECT_EQ(pods[1].at("pod"), "idle-0");
+  EXPECT_EQ(pods[1].at("verdict"), "over_provisioned");
+  EXPECT_EQ(pods[2].at("pod"), "new-0");
+  EXPECT_EQ(pods[2].at("verdict"), "unknown");
+  // A member without the connection sees nothing of it.
+  TestUser member = AddUser("member@example.com");
+  EXPECT_EQ(Send("GET", Path("/right-sizing"), member.api_key).status, 404);
 }
 
 }  // namespace

@@ -198,7 +198,8 @@ TEST_F(CliEndToEnd, OnATerminalPasswordsAreAskedWithoutEchoAndConfirmationIsAske
 
   auto created = d_.UplinkInTerminal(
       {"connections", "create", "typed-at-a-terminal"}, {},
-      {{"Confirm your password to create/rotate agent tokens: ", std::string(kPassword) + "\n"}});
+      {{"Enter to choose later): ", "\n"},
+       {"Confirm your password to create/rotate agent tokens: ", std::string(kPassword) + "\n"}});
   ASSERT_EQ(created.exit_code, 0) << created.out;
   EXPECT_EQ(created.out.find(kPassword), std::string::npos) << "the password was echoed";
   const std::string token = ShownToken(created.out);

@@ -115,11 +115,17 @@ TEST_F(InstallEndToEnd, TheQuestionIsAskedOnTheTerminal) {
       {{"UPLINK_API_KEY", d_.admin_key()}},
       {{"Workloads [2]: ", "1\n"},
        {"[nvidia.com/gpu.present=true]: ", "nvidia.com/gpu.present=true,pool=a\n"},
-       {"to restricted, using kubectl context 'uplink-kubesim'? [y/N] ", "y\n"}});
+       {"to restricted, using kubectl context 'uplink-kubesim'? [y/N] ", "y\n"},
+       {"Enter to choose later): ", "ml, inference\n"}});
   ASSERT_EQ(r.exit_code, 0) << r.out;
   const std::string token = SecretToken();
   EXPECT_EQ(d_.AgentWhoami(token), 200);
   EXPECT_EQ(r.out.find("agt_"), std::string::npos) << r.out;
+  // The namespace scope was chosen with the connection.
+  json::value connections = d_.ApiJson("GET", "/api/v1/connections");
+  const std::string id(connections.at("connections").as_array().at(0).at("id").as_string());
+  json::value scope = d_.ApiJson("GET", "/api/v1/connections/" + id + "/namespaces");
+  EXPECT_EQ(json::serialize(scope.at("namespaces")), R"(["inference","ml"])");
   auto labels =
       d_.Kubectl(*cluster_, {"get", "namespace", "uplink", "-o", "jsonpath={.metadata.labels}"});
   EXPECT_NE(labels.out.find("\"pod-security.kubernetes.io/enforce\":\"restricted\""),

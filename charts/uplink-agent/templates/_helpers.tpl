@@ -180,6 +180,61 @@ seccompProfile:
   type: RuntimeDefault
 {{- end }}
 
+{{/*
+The kubelet creates a missing hostPath directory as root, mode 0755. This init container
+makes the agent's spool directory "path" (the mount point or a directory inside it), owned by
+the agent (mode 0700): it runs one fixed command as root with only CAP_CHOWN and CAP_FOWNER,
+mounts nothing but the spool host path (volume "spool" at "mount"), and exits. Takes
+(dict "root" $ "image" IMAGE "mount" DIR "path" DIR), IMAGE being the pod's own image.
+*/}}
+{{- define "uplink-agent.spoolOwner" -}}
+- name: spool-owner
+  image: {{ .image | quote }}
+  imagePullPolicy: {{ .root.Values.image.pullPolicy }}
+  command:
+    - /usr/bin/install
+    - -d
+    - -m
+    - "0700"
+    - -o
+    - {{ include "uplink-agent.uid" .root | quote }}
+    - -g
+    - {{ include "uplink-agent.uid" .root | quote }}
+    - {{ .path }}
+  resources:
+    requests: {cpu: 10m, memory: 16Mi}
+    limits: {cpu: 100m, memory: 32Mi}
+  securityContext:
+    runAsNonRoot: false
+    runAsUser: 0
+    runAsGroup: 0
+    privileged: false
+    allowPrivilegeEscalation: false
+    readOnlyRootFilesystem: true
+    capabilities:
+      drop:
+        - ALL
+      add:
+        - CHOWN
+        - FOWNER
+    seccompProfile:
+      type: RuntimeDefault
+  volumeMounts:
+    - name: spool
+      mountPath: {{ .mount }}
+{{- end }}
+
+{{/* Pod security context of a pod whose spool-owner init container runs as root: no
+pod-level runAsNonRoot; every agent container sets it itself. */}}
+{{- define "uplink-agent.spoolPodSecurityContext" -}}
+runAsUser: {{ include "uplink-agent.uid" . }}
+runAsGroup: {{ include "uplink-agent.uid" . }}
+fsGroup: {{ include "uplink-agent.uid" . }}
+fsGroupChangePolicy: OnRootMismatch
+seccompProfile:
+  type: RuntimeDefault
+{{- end }}
+
 {{/* Security context of every long-running agent container. */}}
 {{- define "uplink-agent.containerSecurityContext" -}}
 runAsNonRoot: true

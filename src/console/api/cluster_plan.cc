@@ -4,6 +4,7 @@
 #include <initializer_list>
 
 #include "common/text.h"
+#include "console/api/right_sizing.h"
 
 namespace uplink::console {
 namespace {
@@ -23,6 +24,8 @@ const NamespacedRead kNamespacedReads[] = {
     {"deployments", {"get", "deployments"}, {}},
     {"statefulsets", {"get", "statefulsets"}, {}},
     {"top_pods", {"top", "pods"}, {}},
+    // Requests and limits only, for pod right-sizing (right_sizing.h).
+    {"pod_resources", {"get", "pods"}, {"-o", kPodResourcesJsonPath}},
 };
 
 json::object PlanCommand(std::string name, std::initializer_list<std::string_view> args) {

@@ -36,8 +36,9 @@ json::value NamespaceScopeJson(const NamespaceScope& scope);
 
 // {interval_seconds, commands: [{name, argv}], failing_pod_logs: {tail_lines, max_pods}}:
 // the cluster-scoped reads (nodes, namespaces, top nodes) always; the namespaced ones (pods,
-// warning events, deployments, statefulsets, top pods) with -A for every namespace, one per
-// chosen namespace, or none before namespaces are chosen; at most kMaxPlanCommands.
+// warning events, deployments, statefulsets, top pods, the pods' requests and limits) with -A
+// for every namespace, one per chosen namespace, or none before namespaces are chosen; at
+// most kMaxPlanCommands.
 json::object ClusterPlanJson(const NamespaceScope& scope);
 
 }  // namespace uplink::console

@@ -2,6 +2,7 @@
 // rotate and revoke agent tokens, the one that hands a new token to a terminal, and the one
 // that pages through the records agents uploaded.
 #include "common/crypto.h"
+#include "console/api/cluster_plan.h"
 #include "console/api/console_api.h"
 #include "console/api/errors.h"
 #include "console/auth/credentials.h"
@@ -130,13 +131,18 @@ Result<net::Response> ConsoleApi::CreateConnection(const net::Request& request,
   UPLINK_ASSIGN_OR_RETURN(json::object body, ReadJsonObject(request.body));
   FieldReader fields(body, "");
   UPLINK_RETURN_IF_ERROR(
-      fields.OnlyFields({"agent_name", "cluster_name", "expires_at", "handover"}));
+      fields.OnlyFields({"agent_name", "cluster_name", "expires_at", "handover", "namespaces"}));
   UPLINK_ASSIGN_OR_RETURN(std::string raw_agent,
                           fields.RequiredString("agent_name", kMaxRawNameBytes));
   UPLINK_ASSIGN_OR_RETURN(std::string raw_cluster,
                           fields.RequiredString("cluster_name", kMaxRawNameBytes));
   UPLINK_ASSIGN_OR_RETURN(auto raw_expiry, fields.String("expires_at", 64));
   UPLINK_ASSIGN_OR_RETURN(auto handover, fields.Bool("handover"));
+  // The namespace scope, chosen with the connection (docs/api.md, "Namespace scope").
+  std::optional<std::vector<std::string>> namespaces;
+  if (const json::value* value = fields.Find("namespaces"); value && !value->is_null()) {
+    UPLINK_ASSIGN_OR_RETURN(namespaces, ParseNamespaceList(*value));
+  }
 
   Connection connection;
   UPLINK_ASSIGN_OR_RETURN(connection.agent_name, ValidateName("agent_name", raw_agent));
@@ -163,11 +169,13 @@ Result<net::Response> ConsoleApi::CreateConnection(const net::Request& request,
   detail["agent_name"] = connection.agent_name;
   detail["cluster_name"] = connection.cluster_name;
   detail["expires_at"] = FormatRfc3339(connection.expires_at);
+  if (namespaces) detail["namespaces"] = NamespaceScopeJson(namespaces);
   AuditEvent event = CallerEvent(caller, now, "connection.create", "connection", connection.id,
                                  caller.user.id, detail);
-  Status created = minted.handover
-                       ? store_.CreateConnectionWithHandover(connection, *minted.handover, event)
-                       : store_.CreateConnection(connection, event);
+  Status created =
+      namespaces ? store_.CreateConnectionWithScope(connection, minted.handover, *namespaces, event)
+      : minted.handover ? store_.CreateConnectionWithHandover(connection, *minted.handover, event)
+                        : store_.CreateConnection(connection, event);
   if (created.code() == StatusCode::kConflict || created.code() == StatusCode::kAlreadyExists) {
     return ConflictError("you already have a live connection for cluster_name \"" +
                          connection.cluster_name +
@@ -179,7 +187,9 @@ Result<net::Response> ConsoleApi::CreateConnection(const net::Request& request,
                                    {"cluster_name", connection.cluster_name},
                                    {"token_prefix", connection.token_prefix},
                                    {"handover", minted.handover.has_value()}});
-  return ConnectionReply(201, connection.id, CredentialFields(minted));
+  json::object extra = CredentialFields(minted);
+  extra["namespaces"] = NamespaceScopeJson(namespaces);
+  return ConnectionReply(201, connection.id, std::move(extra));
 }
 
 Result<net::Response> ConsoleApi::ListConnections(const RequestContext& caller) {

@@ -56,7 +56,13 @@ constexpr std::string_view kAuditActions[] = {"user.create",
                                               "two_factor.recovery_codes",
                                               "two_factor.recovery_code_used",
                                               "two_factor.refused",
-                                              "settings.update"};
+                                              "settings.update",
+                                              "connection.approval_rule_add",
+                                              "connection.approval_rule_remove",
+                                              "kubectl.approval_requested",
+                                              "kubectl.approve",
+                                              "kubectl.reject",
+                                              "kubectl.approval_expired"};
 
 // 413 and 415 for user API bodies; the server has already refused bodies over the route's
 // limit, so the size check matters only for routers used without that server.
@@ -145,9 +151,16 @@ ConsoleApi::ConsoleApi(Store& store, const Clock& clock, ConsoleOptions options)
   metrics_.DeclareGauge(kConnectionsLiveness,
                         "Connections whose token works (neither revoked nor expired), by the "
                         "liveness of their agent, computed at scrape time.");
+  metrics_.DeclareCounter(kKubectlApprovalsTotal,
+                          "kubectl commands sent to approval by a rule (requested) and how "
+                          "people decided them (approved, rejected).");
   RegisterRoutes();
   commands_.StartReaper();
   presence_.StartFlusher(store_, options_.presence_flush_interval);
+  // A console that stopped took its queued commands along: what was approved but never
+  // answered ends now, so that nothing stale runs later.
+  EndApprovals(/*abandon_approved=*/true);
+  approval_sweeper_ = std::thread([this] { ApprovalSweeperLoop(); });
 }
 
 void ConsoleApi::RegisterRoutes() {
@@ -278,6 +291,45 @@ void ConsoleApi::RegisterRoutes() {
             [this](const net::Request& request, const net::PathParams& params,
                    const RequestContext& caller) {
               return SetNamespaces(params.at("id"), request, caller);
+            });
+  // Approval rules and the commands that wait for approval (approvals_api.cc).
+  UserRoute("GET", "/api/v1/connections/{id}/approval-rules", Access::kAnyUser,
+            [this](const net::Request&, const net::PathParams& params,
+                   const RequestContext& caller) {
+              return ListApprovalRules(params.at("id"), caller);
+            });
+  UserRoute("POST", "/api/v1/connections/{id}/approval-rules", Access::kAnyUser,
+            [this](const net::Request& request, const net::PathParams& params,
+                   const RequestContext& caller) {
+              return AddApprovalRule(params.at("id"), request, caller);
+            });
+  UserRoute("DELETE", "/api/v1/connections/{id}/approval-rules/{rule}", Access::kAnyUser,
+            [this](const net::Request&, const net::PathParams& params,
+                   const RequestContext& caller) {
+              return RemoveApprovalRule(params.at("id"), params.at("rule"), caller);
+            });
+  UserRoute("GET", "/api/v1/connections/{id}/commands/{command}", Access::kAnyUser,
+            [this](const net::Request&, const net::PathParams& params,
+                   const RequestContext& caller) {
+              return ShowCommand(params.at("id"), params.at("command"), caller);
+            });
+  UserRoute("GET", "/api/v1/approvals", Access::kAnyUser,
+            [this](const net::Request& request, const net::PathParams&,
+                   const RequestContext& caller) { return ListApprovals(request, caller); });
+  UserRoute("POST", "/api/v1/approvals/{command}/approve", Access::kAnyUser,
+            [this](const net::Request& request, const net::PathParams& params,
+                   const RequestContext& caller) {
+              return DecideApproval(params.at("command"), request, caller, true);
+            });
+  UserRoute("POST", "/api/v1/approvals/{command}/reject", Access::kAnyUser,
+            [this](const net::Request& request, const net::PathParams& params,
+                   const RequestContext& caller) {
+              return DecideApproval(params.at("command"), request, caller, false);
+            });
+  UserRoute("GET", "/api/v1/connections/{id}/right-sizing", Access::kAnyUser,
+            [this](const net::Request&, const net::PathParams& params,
+                   const RequestContext& caller) {
+              return ShowRightSizing(params.at("id"), caller);
             });
   UserRoute("GET", "/api/v1/connections/{id}/cluster", Access::kAnyUser,
             [this](const net::Request&, const net::PathParams& params,

@@ -9,10 +9,13 @@
 #pragma once
 
 #include <chrono>
+#include <condition_variable>
 #include <functional>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <variant>
 #include <vector>
 
@@ -57,6 +60,10 @@ struct ConsoleOptions {
   // How often the agent calls noted in memory are written to the store (AgentPresence): the
   // most a console restart can make a connection's last call look older than it was.
   std::chrono::milliseconds presence_flush_interval{30'000};
+  // How long a command that matched an approval rule waits for a decision, and how many of
+  // a connection's may wait at once.
+  std::chrono::seconds approval_lifetime{15 * 60};
+  size_t max_pending_approvals = 16;
   // Whether the web console's session cookie is marked Secure: false only when the console
   // serves plain HTTP on loopback, where a browser would not send a Secure cookie back.
   bool secure_cookies = true;
@@ -94,6 +101,11 @@ class ConsoleApi {
   CommandBroker& commands() { return commands_; }
   // The agent calls noted in memory; tests call Flush().
   AgentPresence& presence() { return presence_; }
+  // Ends approvals whose expiry passed and forgets old ones (docs/api.md, "Approval rules");
+  // a thread does it every few seconds, tests call it after moving a FakeClock.
+  void EndDueApprovals();
+  // Stops that thread; commands still waiting end as the broker's destructor says.
+  ~ConsoleApi();
 
  private:
   // Who may call a user route. kSensitive: any user, but a session token needs a fresh
@@ -142,6 +154,7 @@ class ConsoleApi {
   static constexpr const char* kKubectlPickupSeconds = "uplink_console_kubectl_pickup_seconds";
   static constexpr const char* kClusterSnapshotsStoredTotal =
       "uplink_console_cluster_snapshots_stored_total";
+  static constexpr const char* kKubectlApprovalsTotal = "uplink_console_kubectl_approvals_total";
 
   void RegisterRoutes();
   // Registers a route whose replies are counted by route and status.
@@ -303,6 +316,7 @@ class ConsoleApi {
   Result<net::Response> SetNamespaces(const std::string& id, const net::Request& request,
                                       const RequestContext& caller);
   Result<net::Response> ShowClusterSnapshot(const std::string& id, const RequestContext& caller);
+  Result<net::Response> ShowRightSizing(const std::string& id, const RequestContext& caller);
   void PollCommands(const net::Request& request, const Connection& connection, net::Reply reply);
   Result<net::Response> ReceiveCommandResult(const std::string& command_id,
                                              const net::Request& request,
@@ -310,6 +324,39 @@ class ConsoleApi {
   // The plan of the upload reply of a cluster/ stream; nullopt (logged) when the scope
   // cannot be read: the agent keeps its last plan.
   std::optional<json::object> ClusterPlan(const Connection& connection);
+
+  // How a kubectl command ended, for its reply, its metric and its audit event.
+  struct CommandOutcome {
+    std::string outcome;   // the metric's label: completed, agent_timeout, not_picked_up, ...
+    int http_status = 200;
+    std::string error_code;  // the reply's, when http_status is not 200
+    std::string message;
+  };
+  CommandOutcome OutcomeOf(CommandEnd& end) const;
+  // `event` (a kubectl.run) with the command's detail; counts the outcome and logs it.
+  AuditEvent CommandEndedEvent(AuditEvent event, const std::string& command_id,
+                               const std::vector<std::string>& argv, const CommandEnd& end,
+                               const CommandOutcome& outcome);
+
+  // approval rules and commands waiting for approval (approvals_api.cc)
+  // Records a command that matched `rule` as waiting for approval; the 202 reply.
+  net::Response RequestApproval(const Connection& connection, const RequestContext& caller,
+                                const std::vector<std::string>& argv, const ApprovalRule& rule);
+  Result<net::Response> ListApprovalRules(const std::string& id, const RequestContext& caller);
+  Result<net::Response> AddApprovalRule(const std::string& id, const net::Request& request,
+                                        const RequestContext& caller);
+  Result<net::Response> RemoveApprovalRule(const std::string& id, const std::string& rule_id,
+                                           const RequestContext& caller);
+  Result<net::Response> ListApprovals(const net::Request& request, const RequestContext& caller);
+  Result<net::Response> ShowCommand(const std::string& id, const std::string& command_id,
+                                    const RequestContext& caller);
+  Result<net::Response> DecideApproval(const std::string& command_id, const net::Request& request,
+                                       const RequestContext& caller, bool approve);
+  // Queues an approved command; its end is recorded with the approval.
+  void RunApproved(const Connection& connection, const CommandApproval& approval);
+  void ApprovalSweeperLoop();
+  // Ends expired approvals; with `abandon_approved` (at start-up), approved commands too.
+  void EndApprovals(bool abandon_approved);
 
   // the agent's calls (agent_api.cc)
   Result<net::Response> ReportInventory(const net::Request& request, const Connection& connection);
@@ -331,6 +378,11 @@ class ConsoleApi {
   Authenticator auth_;
   net::Router router_;
   AgentPresence presence_;
+  // Ends expired approvals; stopped by the destructor before anything below goes.
+  std::mutex sweeper_mutex_;
+  std::condition_variable sweeper_wake_;
+  bool sweeper_stopping_ = false;
+  std::thread approval_sweeper_;
   // Last: destroyed first, while what its callbacks use (store, metrics, log) still exists.
   CommandBroker commands_;
 };

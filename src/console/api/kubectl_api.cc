@@ -1,7 +1,7 @@
 // kubectl through the cluster role (docs/api.md, "kubectl"; docs/protocol.md, "kubectl
-// commands"): users' commands, checked by the guard and the namespace scope, wait in the
-// CommandBroker until the connection's agent polls for them and posts their results; the
-// namespace scope; the latest cluster snapshot.
+// commands"): users' commands, checked by the guard, the namespace scope and the approval
+// rules (approvals_api.cc), wait in the CommandBroker until the connection's agent polls for
+// them and posts their results; the namespace scope; the latest cluster snapshot.
 
 #include <algorithm>
 
@@ -9,10 +9,12 @@
 #include "common/gzip.h"
 #include "common/text.h"
 #include "console/api/api_objects.h"
+#include "console/api/approvals.h"
 #include "console/api/cluster_plan.h"
 #include "console/api/console_api.h"
 #include "console/api/errors.h"
 #include "console/api/kubectl_results.h"
+#include "console/api/right_sizing.h"
 #include "kubectl/guard.h"
 
 namespace uplink::console {
@@ -53,6 +55,7 @@ bool IsCommandId(std::string_view id) {
 
 // The first word after "kubectl" that is not a flag, when it is one of kubectl's verbs.
 std::string_view AuditVerb(const std::vector<std::string>& argv) {
+  if (argv.front() != "kubectl") return "";
   for (size_t i = 1; i < argv.size(); ++i) {
     if (argv[i].starts_with("-")) continue;
     for (std::string_view verb : kKubectlVerbs) {
@@ -108,47 +111,9 @@ Result<std::vector<std::string>> ReadArgv(std::string_view body) {
     }
     args.emplace_back(arg);
   }
-  if (args.front() != "kubectl") {
-    return InvalidArgumentError("argv[0] must be \"kubectl\": argv is the whole command line");
-  }
+  // Another program (helm, a shell) is not malformed: the guard refuses it as not read-only
+  // kubectl, with the same text as every other refusal.
   return args;
-}
-
-json::array ArgvJson(const std::vector<std::string>& argv) {
-  json::array list;
-  for (const std::string& arg : argv) list.emplace_back(arg);
-  return list;
-}
-
-struct Unavailable {
-  std::string_view code;
-  std::string_view message;
-};
-
-// Why a connection cannot run commands now (a 409); nullopt when it can.
-std::optional<Unavailable> UnavailableConnection(const Connection& connection, WallTime now) {
-  if (connection.revoked_at) {
-    return Unavailable{"connection_revoked",
-                       "this connection was revoked, so its agent can no longer take commands; "
-                       "create a new connection for the cluster"};
-  }
-  if (connection.expires_at <= now) {
-    return Unavailable{"connection_expired",
-                       "this connection's agent token expired, so its agent can no longer take "
-                       "commands; rotate the token (uplink connections rotate) and install it in "
-                       "the cluster"};
-  }
-  if (connection.owner_deactivated_at) {
-    return Unavailable{"owner_deactivated",
-                       "this connection's owner is deactivated, so its agent is refused; an "
-                       "admin can reactivate them"};
-  }
-  if (connection.owner_needs_two_factor) {
-    return Unavailable{"owner_needs_two_factor",
-                       "this connection's owner has not set up the two-factor sign-in this "
-                       "console requires, so its agent is refused until they do"};
-  }
-  return std::nullopt;
 }
 
 }  // namespace
@@ -188,6 +153,13 @@ void ConsoleApi::RunKubectl(const std::string& id, const net::Request& request,
                                 ErrorResponse(403, code, kubectl::RefusalText(reason))));
   }
 
+  // A command that matches one of the connection's approval rules waits for a decision.
+  auto rules = store_.ListApprovalRules(connection->id);
+  if (!rules.ok()) return reply(Reply(rules.status()));
+  if (const ApprovalRule* rule = FirstMatchingRule(*rules, *command)) {
+    return reply(RequestApproval(*connection, caller, *argv, *rule));
+  }
+
   auto submitted = commands_.Submit(
       connection->id, *argv,
       [this, connection = *connection, caller, argv = *argv, reply](CommandEnd end) {
@@ -214,77 +186,94 @@ net::Response ConsoleApi::KubectlRefused(const Connection& connection, const Req
   return response;
 }
 
-net::Response ConsoleApi::KubectlEnded(const Connection& connection, const RequestContext& caller,
-                                       const std::vector<std::string>& argv, CommandEnd end) {
-  json::object detail{{"command_id", end.id}, {"argv", ArgvJson(argv)}};
-  std::string outcome;
-  net::Response response;
+ConsoleApi::CommandOutcome ConsoleApi::OutcomeOf(CommandEnd& end) const {
+  CommandOutcome outcome;
   switch (end.kind) {
     case CommandEnd::Kind::kResult: {
       CommandResult& result = *end.result;
-      detail["duration_ms"] = result.duration_ms;
       if (result.error_code.empty()) {
-        outcome = "completed";
-        detail["exit_code"] = result.exit_code;
-        response = JsonResponse(200, {{"id", end.id},
-                                      {"exit_code", result.exit_code},
-                                      {"stdout", std::move(result.stdout_text)},
-                                      {"stderr", std::move(result.stderr_text)},
-                                      {"duration_ms", result.duration_ms}});
-      } else {
-        outcome = "agent_" + result.error_code;
-        detail["error"] = result.error_code;
-        std::string message =
-            result.error_message.empty()
-                ? "the agent could not run the command (" + result.error_code + ")"
-                : result.error_message;
-        response = ErrorResponse(502, outcome, message);
+        outcome.outcome = "completed";
+        return outcome;
       }
-      break;
+      outcome.outcome = "agent_" + result.error_code;
+      outcome.http_status = 502;
+      outcome.error_code = outcome.outcome;
+      outcome.message = result.error_message.empty()
+                            ? "the agent could not run the command (" + result.error_code + ")"
+                            : result.error_message;
+      return outcome;
     }
     case CommandEnd::Kind::kNotPickedUp:
-      outcome = "not_picked_up";
-      detail["error"] = outcome;
-      response = ErrorResponse(
-          504, "agent_timeout",
+      outcome.outcome = "not_picked_up";
+      outcome.http_status = 504;
+      outcome.error_code = "agent_timeout";
+      outcome.message =
           "no agent picked the command up within " +
-              std::to_string(options_.command_timeout.count()) +
-              " s; is the cluster role (uplink-agent "
-          "cluster) running? The connection's page shows \"Waiting for agent\" until it polls. "
-          "Its agent last asked for commands: " +
-              (end.last_poll_at ? FormatRfc3339(*end.last_poll_at)
-                                : std::string("not since the console started")));
-      break;
+          std::to_string(options_.command_timeout.count()) +
+          " s; is the cluster role (uplink-agent cluster) running? The connection's page shows "
+          "\"Waiting for agent\" until it polls. Its agent last asked for commands: " +
+          (end.last_poll_at ? FormatRfc3339(*end.last_poll_at)
+                            : std::string("not since the console started"));
+      return outcome;
     case CommandEnd::Kind::kNoResult:
-      outcome = "no_result";
-      detail["error"] = outcome;
-      response = ErrorResponse(504, "agent_timeout",
-                               "the agent took the command at " +
-                                   FormatRfc3339(end.taken_at.value_or(WallTime{})) +
-                                   " and returned nothing within " +
-                                   std::to_string(options_.command_timeout.count()) +
-                                   " s; the result, if it comes, "
-                                   "is discarded. Check the cluster role's log");
-      break;
+      outcome.outcome = "no_result";
+      outcome.http_status = 504;
+      outcome.error_code = "agent_timeout";
+      outcome.message = "the agent took the command at " +
+                        FormatRfc3339(end.taken_at.value_or(WallTime{})) +
+                        " and returned nothing within " +
+                        std::to_string(options_.command_timeout.count()) +
+                        " s; the result, if it comes, is discarded. Check the cluster role's log";
+      return outcome;
     case CommandEnd::Kind::kShutdown:
-      outcome = "shutdown";
-      detail["error"] = outcome;
-      response = ErrorResponse(503, "unavailable",
-                               "the console is shutting down; run the command again once it is "
-                               "back");
-      break;
+      outcome.outcome = "shutdown";
+      outcome.http_status = 503;
+      outcome.error_code = "unavailable";
+      outcome.message = "the console is shutting down; run the command again once it is back";
+      return outcome;
   }
-  metrics_.Increment(kKubectlCommandsTotal, {{"outcome", outcome}});
-  AuditEvent event = CallerEvent(caller, clock_.Now(), "kubectl.run", "connection", connection.id,
-                                 connection.owner_id, detail);
+  return outcome;
+}
+
+AuditEvent ConsoleApi::CommandEndedEvent(AuditEvent event, const std::string& command_id,
+                                         const std::vector<std::string>& argv,
+                                         const CommandEnd& end, const CommandOutcome& outcome) {
+  json::object detail{{"command_id", command_id}, {"argv", ArgvJson(argv)}};
+  if (end.result) detail["duration_ms"] = end.result->duration_ms;
+  if (outcome.outcome == "completed") {
+    detail["exit_code"] = end.result->exit_code;
+  } else {
+    detail["error"] = end.result ? end.result->error_code : outcome.outcome;
+  }
+  event.detail = ToJson(detail);
   if (end.result && end.result->error_code == "refused") event.outcome = "refused";
+  metrics_.Increment(kKubectlCommandsTotal, {{"outcome", outcome.outcome}});
+  log_.Info("kubectl command ended", {{"connection_id", event.target_id},
+                                      {"command_id", command_id},
+                                      {"outcome", outcome.outcome}});
+  return event;
+}
+
+net::Response ConsoleApi::KubectlEnded(const Connection& connection, const RequestContext& caller,
+                                       const std::vector<std::string>& argv, CommandEnd end) {
+  CommandOutcome outcome = OutcomeOf(end);
+  AuditEvent event = CommandEndedEvent(
+      CallerEvent(caller, clock_.Now(), "kubectl.run", "connection", connection.id,
+                  connection.owner_id),
+      end.id, argv, end, outcome);
   if (Status appended = store_.AppendAudit(event); !appended.ok()) {
     log_.Error("recording a kubectl command in the audit log failed",
                {{"connection_id", connection.id}, {"error", appended}});
   }
-  log_.Info("kubectl command ended",
-            {{"connection_id", connection.id}, {"command_id", end.id}, {"outcome", outcome}});
-  return response;
+  if (outcome.http_status != 200) {
+    return ErrorResponse(outcome.http_status, outcome.error_code, outcome.message);
+  }
+  CommandResult& result = *end.result;
+  return JsonResponse(200, {{"id", end.id},
+                            {"exit_code", result.exit_code},
+                            {"stdout", std::move(result.stdout_text)},
+                            {"stderr", std::move(result.stderr_text)},
+                            {"duration_ms", result.duration_ms}});
 }
 
 Result<net::Response> ConsoleApi::ShowNamespaces(const std::string& id,
@@ -322,30 +311,83 @@ Result<net::Response> ConsoleApi::SetNamespaces(const std::string& id, const net
       200, {{"connection_id", connection.id}, {"namespaces", NamespaceScopeJson(scope)}});
 }
 
-Result<net::Response> ConsoleApi::ShowClusterSnapshot(const std::string& id,
-                                                      const RequestContext& caller) {
-  UPLINK_ASSIGN_OR_RETURN(Connection connection, PlanConnection(id, caller));
+namespace {
+
+net::Response NoSnapshot() {
+  return ErrorResponse(404, "no_snapshot",
+                       "the cluster role has not sent a snapshot for this connection yet; it "
+                       "sends one every 30 s once it runs (uplink-agent cluster)");
+}
+
+struct SnapshotResults {
+  ClusterSnapshot snapshot;
+  json::array results;  // as the agent sent them
+};
+
+// The connection's latest cluster snapshot with its results; nullopt before the first.
+Result<std::optional<SnapshotResults>> LatestSnapshot(Store& store,
+                                                      const std::string& connection_id) {
   UPLINK_ASSIGN_OR_RETURN(std::optional<ClusterSnapshot> snapshot,
-                          store_.GetClusterSnapshot(connection.id));
-  if (!snapshot) {
-    return ErrorResponse(404, "no_snapshot",
-                         "the cluster role has not sent a snapshot for this connection yet; it "
-                         "sends one every 30 s once it runs (uplink-agent cluster)");
-  }
+                          store.GetClusterSnapshot(connection_id));
+  if (!snapshot) return std::optional<SnapshotResults>();
   // Stored only after ParseClusterSnapshot accepted it.
   UPLINK_ASSIGN_OR_RETURN(
       json::value payload,
       ParseJson(snapshot->payload, JsonLimits{snapshot->payload.size() + 1, 64}));
-  json::value results = json::array();
-  if (payload.is_object()) {
-    if (json::value* found = payload.get_object().if_contains("results"))
-      results = std::move(*found);
+  SnapshotResults latest{std::move(*snapshot), {}};
+  if (json::value* results = payload.as_object().if_contains("results")) {
+    latest.results = std::move(results->as_array());
   }
+  return std::optional(std::move(latest));
+}
+
+}  // namespace
+
+Result<net::Response> ConsoleApi::ShowClusterSnapshot(const std::string& id,
+                                                      const RequestContext& caller) {
+  UPLINK_ASSIGN_OR_RETURN(Connection connection, PlanConnection(id, caller));
+  UPLINK_ASSIGN_OR_RETURN(std::optional<SnapshotResults> latest,
+                          LatestSnapshot(store_, connection.id));
+  if (!latest) return NoSnapshot();
+  const ClusterSnapshot& snapshot = latest->snapshot;
   return JsonResponse(200, {{"connection_id", connection.id},
-                            {"stream", snapshot->stream},
-                            {"collected_at", FormatRfc3339Millis(snapshot->collected_at)},
-                            {"received_at", FormatRfc3339Millis(snapshot->received_at)},
-                            {"results", std::move(results)}});
+                            {"stream", snapshot.stream},
+                            {"collected_at", FormatRfc3339Millis(snapshot.collected_at)},
+                            {"received_at", FormatRfc3339Millis(snapshot.received_at)},
+                            {"results", std::move(latest->results)}});
+}
+
+Result<net::Response> ConsoleApi::ShowRightSizing(const std::string& id,
+                                                  const RequestContext& caller) {
+  UPLINK_ASSIGN_OR_RETURN(Connection connection, PlanConnection(id, caller));
+  UPLINK_ASSIGN_OR_RETURN(std::optional<SnapshotResults> latest,
+                          LatestSnapshot(store_, connection.id));
+  if (!latest) return NoSnapshot();
+  std::vector<PodResources> pods;
+  bool read_specs = false;
+  for (const json::value& result : latest->results) {
+    const json::object& object = result.as_object();
+    const json::value* name = object.if_contains("name");
+    const json::value* out = object.if_contains("stdout");
+    if (!name || !name->is_string() || !out || !out->is_string()) continue;
+    std::string_view text = name->get_string();
+    if (text != kPodResourcesResult && !text.starts_with(std::string(kPodResourcesResult) + "/")) {
+      continue;
+    }
+    read_specs = true;
+    for (PodResources& pod : ParsePodResources(out->get_string())) pods.push_back(std::move(pod));
+  }
+  UPLINK_ASSIGN_OR_RETURN(std::vector<PodUsageSummary> usage,
+                          store_.SummarizePodUsage(connection.id, clock_.Now() - kPodUsageWindow));
+  json::object reply = RightSizingJson(pods, usage, RightSizingThresholds{});
+  reply["connection_id"] = connection.id;
+  reply["collected_at"] = FormatRfc3339Millis(latest->snapshot.collected_at);
+  if (!read_specs) {
+    reply["note"] =
+        "the latest snapshot holds no pod requests and limits: namespaces are not chosen yet "
+        "(uplink connections namespaces), or the agent predates pod right-sizing";
+  }
+  return JsonResponse(200, reply);
 }
 
 void ConsoleApi::PollCommands(const net::Request& request, const Connection& connection,

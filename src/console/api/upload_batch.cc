@@ -8,6 +8,7 @@
 #include "console/api/json_fields.h"
 #include "console/api/kubectl_results.h"
 #include "console/api/node_sample.h"
+#include "console/api/right_sizing.h"
 
 namespace uplink::console {
 namespace {
@@ -129,19 +130,23 @@ std::optional<std::string> ReadNodeSample(const json::object& payload, const std
   return std::nullopt;
 }
 
-// The problem with a cluster snapshot payload at `path`, or nullopt when it is fine and
-// `record` is marked as one. Snapshots belong on a cluster role's stream, cluster/<pod>.
+// The problem with a cluster snapshot payload at `path`, or nullopt when it is fine, `record`
+// is marked as one and its pods' usage is added to `batch`. Snapshots belong on a cluster
+// role's stream, cluster/....
 std::optional<std::string> ReadClusterSnapshot(const json::object& payload,
-                                               const std::string& path, const UploadBatch& batch,
+                                               const std::string& path, UploadBatch& batch,
                                                UploadRecord& record) {
   auto collected_at = ParseClusterSnapshot(payload, path);
   if (!collected_at.ok()) return collected_at.status().message();
   if (!batch.stream.starts_with(kClusterStreamPrefix)) {
     return path + " is a cluster_snapshot, which belongs on a cluster role's stream "
-                  "(cluster/<pod>), not on \"" +
+                  "(cluster/...), not on \"" +
            batch.stream + "\"";
   }
   record.cluster_snapshot_at = *collected_at;
+  for (PodUsage& usage : PodUsageOfSnapshot(payload, record.sequence, *collected_at)) {
+    batch.pod_usage.push_back(std::move(usage));
+  }
   return std::nullopt;
 }
 

@@ -1,6 +1,8 @@
-// SqliteStore's kubectl data (docs/api.md, "kubectl"): each connection's namespace scope and
-// its latest cluster snapshot.
+// SqliteStore's kubectl data (docs/api.md, "kubectl"): each connection's namespace scope, its
+// latest cluster snapshot and the last hour of its pods' usage.
 #include <sqlite3.h>
+
+#include <algorithm>
 
 #include "console/store/sqlite_statement.h"
 #include "console/store/sqlite_store.h"
@@ -43,26 +45,45 @@ Result<NamespaceScope> SqliteStore::GetNamespaceScope(const std::string& connect
   return scope;
 }
 
+Status SqliteStore::WriteNamespaceScope(const std::string& connection_id,
+                                        const std::vector<std::string>& namespaces, WallTime at) {
+  auto written = Change(
+      "INSERT INTO namespace_scopes (connection_id, namespaces, updated_at) "
+      "VALUES (?, ?, ?) ON CONFLICT (connection_id) DO UPDATE SET "
+      "namespaces = excluded.namespaces, updated_at = excluded.updated_at",
+      [&](Statement& s) { s.Bind(connection_id).Bind(JoinNamespaces(namespaces)).Bind(at); },
+      "setting namespace scope");
+  if (!written.ok() && sqlite3_extended_errcode(db_) == SQLITE_CONSTRAINT_FOREIGNKEY) {
+    return NotFoundError("connection " + connection_id + " does not exist");
+  }
+  return written.status();
+}
+
 Status SqliteStore::SetNamespaceScope(const std::string& connection_id,
                                       const std::vector<std::string>& namespaces,
                                       const AuditEvent& audit) {
   return WriteTransaction(
       [&]() -> Status {
-        auto written = Change(
-            "INSERT INTO namespace_scopes (connection_id, namespaces, updated_at) "
-            "VALUES (?, ?, ?) ON CONFLICT (connection_id) DO UPDATE SET "
-            "namespaces = excluded.namespaces, updated_at = excluded.updated_at",
-            [&](Statement& s) {
-              s.Bind(connection_id).Bind(JoinNamespaces(namespaces)).Bind(audit.at);
-            },
-            "setting namespace scope");
-        if (!written.ok() && sqlite3_extended_errcode(db_) == SQLITE_CONSTRAINT_FOREIGNKEY) {
-          return NotFoundError("connection " + connection_id + " does not exist");
-        }
-        UPLINK_RETURN_IF_ERROR(written.status());
+        UPLINK_RETURN_IF_ERROR(WriteNamespaceScope(connection_id, namespaces, audit.at));
         return InsertAudit(audit);
       },
       CredentialCache::kKeep);
+}
+
+Status SqliteStore::CreateConnectionWithScope(const Connection& connection,
+                                              const std::optional<Handover>& handover,
+                                              const std::vector<std::string>& namespaces,
+                                              const AuditEvent& audit) {
+  if (handover && handover->connection_id != connection.id) {
+    return InvalidArgumentError("the handover is for connection " + handover->connection_id +
+                                ", not for the new connection " + connection.id);
+  }
+  return WriteTransaction([&]() -> Status {
+    UPLINK_RETURN_IF_ERROR(InsertConnection(connection));
+    if (handover) UPLINK_RETURN_IF_ERROR(InsertHandover(*handover));
+    UPLINK_RETURN_IF_ERROR(WriteNamespaceScope(connection.id, namespaces, audit.at));
+    return InsertAudit(audit);
+  });
 }
 
 Result<std::optional<ClusterSnapshot>> SqliteStore::GetClusterSnapshot(
@@ -85,6 +106,7 @@ Status SqliteStore::StoreClusterSnapshot(const std::string& connection_id, const
                                          const std::vector<const UploadRecord*>& records,
                                          WallTime now, UploadOutcome& outcome) {
   outcome.snapshots_received = static_cast<std::int64_t>(records.size());
+  if (!records.empty()) UPLINK_RETURN_IF_ERROR(StorePodUsage(connection_id, batch, records, now));
   const UploadRecord* newest = nullptr;
   for (const UploadRecord* record : records) {
     // Ties go to the later record: it was appended after the other.
@@ -107,6 +129,54 @@ Status SqliteStore::StoreClusterSnapshot(const std::string& connection_id, const
           "storing cluster snapshot"));
   outcome.snapshot_replaced = changed > 0;
   return Status::Ok();
+}
+
+Status SqliteStore::StorePodUsage(const std::string& connection_id, const UploadBatch& batch,
+                                  const std::vector<const UploadRecord*>& records, WallTime now) {
+  // A little more than the window, so that a summary read right after an upload whose
+  // snapshots are a few seconds older than the console's clock still sees a full hour.
+  constexpr std::chrono::minutes kMargin{10};
+  const std::int64_t oldest_kept = ToUnixMillis(now - kPodUsageWindow - kMargin);
+  UPLINK_RETURN_IF_ERROR(Change(
+      "DELETE FROM pod_usage WHERE connection_id = ? AND collected_at < ?",
+      [&](Statement& s) { s.Bind(connection_id).Bind(oldest_kept); }, "pruning pod usage")
+                             .status());
+  for (const PodUsage& usage : batch.pod_usage) {
+    const bool stored = std::any_of(records.begin(), records.end(), [&](const UploadRecord* r) {
+      return r->sequence == usage.sequence;
+    });
+    const std::int64_t collected_at = ToUnixMillis(usage.collected_at);
+    if (!stored || collected_at < oldest_kept) continue;
+    // A snapshot sent again after a lost reply has the same time: the first one stays.
+    UPLINK_RETURN_IF_ERROR(Change(
+        "INSERT INTO pod_usage (connection_id, collected_at, namespace, pod, cpu_millicores, "
+        "memory_bytes) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+        [&](Statement& s) {
+          s.Bind(connection_id).Bind(collected_at).Bind(usage.namespace_name).Bind(usage.pod);
+          s.Bind(usage.cpu_millicores).Bind(usage.memory_bytes);
+        },
+        "storing pod usage")
+                               .status());
+  }
+  return Status::Ok();
+}
+
+Result<std::vector<PodUsageSummary>> SqliteStore::SummarizePodUsage(
+    const std::string& connection_id, WallTime since) {
+  std::lock_guard lock(mutex_);
+  std::vector<PodUsageSummary> summaries;
+  UPLINK_RETURN_IF_ERROR(ForEachRow(
+      "SELECT namespace, pod, COUNT(*), CAST(ROUND(AVG(cpu_millicores)) AS INTEGER), "
+      "MAX(cpu_millicores), CAST(ROUND(AVG(memory_bytes)) AS INTEGER), MAX(memory_bytes) "
+      "FROM pod_usage WHERE connection_id = ? AND collected_at >= ? "
+      "GROUP BY namespace, pod ORDER BY namespace, pod",
+      [&](Statement& s) { s.Bind(connection_id).Bind(ToUnixMillis(since)); },
+      [&](const Statement& row) {
+        summaries.push_back(PodUsageSummary{row.Text(0), row.Text(1), row.Int(2), row.Int(3),
+                                            row.Int(4), row.Int(5), row.Int(6)});
+      },
+      "summarizing pod usage"));
+  return summaries;
 }
 
 }  // namespace uplink::console

@@ -357,6 +357,65 @@ CREATE TABLE install_plans (
 ALTER TABLE connections ADD COLUMN last_seen_at INTEGER;
 UPDATE connections SET last_seen_at = last_report_at;
 )sql"},
+    {9, R"sql(
+-- Approval rules (docs/api.md, "Approval rules"): each field a value or '*'; resource in the
+-- guard's canonical form.
+CREATE TABLE approval_rules (
+  id TEXT PRIMARY KEY,
+  connection_id TEXT NOT NULL REFERENCES connections(id) ON DELETE CASCADE,
+  verb TEXT NOT NULL,
+  resource TEXT NOT NULL,
+  namespace TEXT NOT NULL,
+  created_at INTEGER NOT NULL,
+  created_by TEXT NOT NULL,
+  UNIQUE (connection_id, verb, resource, namespace)
+);
+-- kubectl commands that matched a rule: pending until approved, rejected or expired; an
+-- approved one keeps its result for its requester. argv is a JSON array; the rule is kept as
+-- it was matched (it may be removed later). Forgotten a day after they ended.
+CREATE TABLE command_approvals (
+  id TEXT PRIMARY KEY,
+  connection_id TEXT NOT NULL REFERENCES connections(id) ON DELETE CASCADE,
+  argv TEXT NOT NULL,
+  rule_id TEXT NOT NULL,
+  rule_verb TEXT NOT NULL,
+  rule_resource TEXT NOT NULL,
+  rule_namespace TEXT NOT NULL,
+  requested_by TEXT NOT NULL,
+  requested_by_label TEXT NOT NULL,
+  requested_credential TEXT NOT NULL,
+  requested_at INTEGER NOT NULL,
+  expires_at INTEGER NOT NULL,
+  status TEXT NOT NULL,
+  decided_at INTEGER,
+  decided_by TEXT NOT NULL DEFAULT '',
+  decided_by_label TEXT NOT NULL DEFAULT '',
+  reason TEXT NOT NULL DEFAULT '',
+  finished_at INTEGER,
+  error_code TEXT,
+  error_message TEXT,
+  exit_code INTEGER,
+  stdout TEXT,
+  stderr TEXT,
+  duration_ms INTEGER,
+  -- When it ended (decided, expired or finished), for forgetting it.
+  ended_at INTEGER
+);
+CREATE INDEX command_approvals_by_connection ON command_approvals(connection_id, requested_at);
+CREATE INDEX command_approvals_by_status ON command_approvals(status, expires_at);
+CREATE INDEX command_approvals_by_end ON command_approvals(ended_at);
+-- Each pod's `kubectl top pods` figures from every cluster snapshot of the last hour, for pod
+-- right-sizing. collected_at is the snapshot's, Unix milliseconds.
+CREATE TABLE pod_usage (
+  connection_id TEXT NOT NULL REFERENCES connections(id) ON DELETE CASCADE,
+  collected_at INTEGER NOT NULL,
+  namespace TEXT NOT NULL,
+  pod TEXT NOT NULL,
+  cpu_millicores INTEGER NOT NULL,
+  memory_bytes INTEGER NOT NULL,
+  PRIMARY KEY (connection_id, collected_at, namespace, pod)
+) WITHOUT ROWID;
+)sql"},
 };
 
 constexpr const char* kUserColumns =

@@ -138,6 +138,30 @@ class SqliteStore : public Store {
                            const AuditEvent& audit) override;
   Result<std::optional<ClusterSnapshot>> GetClusterSnapshot(
       const std::string& connection_id) override;
+  Status CreateConnectionWithScope(const Connection& connection,
+                                   const std::optional<Handover>& handover,
+                                   const std::vector<std::string>& namespaces,
+                                   const AuditEvent& audit) override;
+  Result<std::vector<PodUsageSummary>> SummarizePodUsage(const std::string& connection_id,
+                                                         WallTime since) override;
+
+  // Approval rules and approvals (sqlite_approvals.cc).
+  Result<std::vector<ApprovalRule>> ListApprovalRules(const std::string& connection_id) override;
+  Status AddApprovalRule(const ApprovalRule& rule, const AuditEvent& audit) override;
+  Status RemoveApprovalRule(const std::string& connection_id, const std::string& rule_id,
+                            const AuditEvent& audit) override;
+  Status CreateApproval(const CommandApproval& approval, size_t max_pending,
+                        const AuditEvent& audit) override;
+  Result<CommandApproval> GetApproval(const std::string& id) override;
+  Result<std::vector<CommandApproval>> ListApprovals(const ApprovalQuery& query) override;
+  Result<CommandApproval> DecideApproval(const std::string& id, bool approve,
+                                         const std::string& reason,
+                                         const AuditEvent& audit) override;
+  Status FinishApproval(const std::string& id, const ApprovalResult& result,
+                        const AuditEvent& audit) override;
+  Result<std::int64_t> EndApprovals(WallTime now, bool abandon_approved,
+                                    const AuditEvent& expired_event,
+                                    const AuditEvent& abandoned_event) override;
 
   // Two-factor sign-in and console settings (sqlite_two_factor.cc). The settings are cached
   // (authenticating every user request reads them) until SetConsoleSettings.
@@ -228,6 +252,15 @@ class SqliteStore : public Store {
   Status StoreClusterSnapshot(const std::string& connection_id, const UploadBatch& batch,
                               const std::vector<const UploadRecord*>& records, WallTime now,
                               UploadOutcome& outcome);
+  // Inside the upload's transaction: the pod usage of `records` (sqlite_cluster.cc).
+  Status StorePodUsage(const std::string& connection_id, const UploadBatch& batch,
+                       const std::vector<const UploadRecord*>& records, WallTime now);
+  // Inside a write transaction: replaces the connection's namespace scope (sqlite_cluster.cc).
+  Status WriteNamespaceScope(const std::string& connection_id,
+                             const std::vector<std::string>& namespaces, WallTime at);
+  // Under mutex_: the approvals `where` selects, with the connection's owner (sqlite_approvals.cc).
+  Result<std::vector<CommandApproval>> QueryApprovals(const std::string& where,
+                                                      const Binder& bind);
 
   // Node samples (sqlite_samples.cc); the caller holds mutex_ inside a write transaction
   // unless it says otherwise.

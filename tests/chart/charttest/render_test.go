@@ -58,9 +58,20 @@ func TestKubernetesEnabledAddsClusterAndNodeWorkloads(t *testing.T) {
 	cluster := asMap(asList(podSpec(find(t, result, "Deployment", "uplink-agent-cluster"))["containers"])[0])
 	if !sameJSON(t, cluster["args"], `["cluster", "--console=https://console.example.com",
 		"--token-file=/var/run/secrets/uplink/token", "--log-level=info", "--listen=0.0.0.0:8081",
-		"--state-dir=/var/lib/uplink-agent/cluster", "--max-bytes=134217728",
+		"--state-dir=/var/lib/uplink-agent/cluster", "--max-bytes=536870912",
+		"--stream=cluster/$(NODE_NAME)",
 		"--kubectl=/usr/local/bin/kubectl", "--cache-dir=/tmp/uplink-kubectl"]`) {
 		t.Errorf("cluster args: %s", toJSON(cluster["args"]))
+	}
+	if !sameJSON(t, cluster["env"], `[
+		{"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+		{"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}]`) {
+		t.Errorf("cluster env: %s", toJSON(cluster["env"]))
+	}
+	// The spool outlives the pod: never two pods on it at once.
+	if !sameJSON(t, get(find(t, result, "Deployment", "uplink-agent-cluster"), "spec", "strategy"),
+		`{"type": "Recreate"}`) {
+		t.Errorf("cluster strategy: %s", toJSON(get(find(t, result, "Deployment", "uplink-agent-cluster"), "spec", "strategy")))
 	}
 	if image := asString(cluster["image"]); image != "ghcr.io/uplink/uplink-agent-cluster:0.1.0" {
 		t.Errorf("cluster image %q", image)
@@ -153,6 +164,51 @@ func TestTokenIsAMountedFileFromTheRightSecret(t *testing.T) {
 			if !found {
 				t.Errorf("case %s: %s has no token volume from Secret %s", c.name, get(w, "metadata", "name"), wantSecret)
 			}
+		}
+	}
+}
+
+// The cluster role's spool on a volume claim: the chart makes one (kept on uninstall) with
+// the storage class and size asked, or uses the claim named; no host path then, and no root
+// init container.
+func TestKubernetesEnabledClusterSpoolOnAClaim(t *testing.T) {
+	chart := loadChart(t)
+	for _, c := range matrix {
+		if !strings.HasPrefix(c.name, "cluster-spool-") {
+			continue
+		}
+		result := render(t, chart, c)
+		deployment := find(t, result, "Deployment", "uplink-agent-cluster")
+		var claim string
+		for _, raw := range asList(podSpec(deployment)["volumes"]) {
+			if v := asMap(raw); v["name"] == "spool" {
+				claim = asString(get(v, "persistentVolumeClaim", "claimName"))
+			}
+		}
+		container := asMap(asList(podSpec(deployment)["containers"])[0])
+		args := toJSON(container["args"])
+		if !strings.Contains(args, `"--stream=cluster/uplink-agent"`) || !strings.Contains(args, `"--max-bytes=536870912"`) {
+			t.Errorf("case %s: args %s", c.name, args)
+		}
+		if c.name == "cluster-spool-existing-claim" {
+			if claim != "uplink-spool" {
+				t.Errorf("case %s: claim %q", c.name, claim)
+			}
+			if len(byKind(result, "PersistentVolumeClaim")) != 0 {
+				t.Errorf("case %s: makes a claim though one is named", c.name)
+			}
+			continue
+		}
+		if claim != "uplink-agent-cluster-spool" {
+			t.Errorf("case %s: claim %q", c.name, claim)
+		}
+		pvc := find(t, result, "PersistentVolumeClaim", "uplink-agent-cluster-spool")
+		if !sameJSON(t, pvc["spec"], `{"accessModes": ["ReadWriteOnce"], "storageClassName": "fast-ssd",
+			"resources": {"requests": {"storage": "2Gi"}}}`) {
+			t.Errorf("case %s: claim spec %s", c.name, toJSON(pvc["spec"]))
+		}
+		if get(pvc, "metadata", "annotations", "helm.sh/resource-policy") != "keep" {
+			t.Errorf("case %s: the claim is not kept on uninstall", c.name)
 		}
 	}
 }

@@ -41,6 +41,12 @@ func TestSchemaRefusesBadValuesReadably(t *testing.T) {
 			[]string{"- kubernetes.apiServerPorts: Array must have at least 1 items"}},
 		{"bad console CIDR", `networkPolicy: {consoleCIDRs: [console.example.com]}`,
 			[]string{"- networkPolicy.consoleCIDRs.0: Does not match pattern"}},
+		{"unknown cluster spool type", `kubernetes: {cluster: {spool: {type: emptyDir}}}`,
+			[]string{"- kubernetes.cluster.spool.type: kubernetes.cluster.spool.type must be one of the following"}},
+		{"cluster spool size without a unit", `kubernetes: {cluster: {spool: {persistentVolumeClaim: {size: "1000000"}}}}`,
+			[]string{"- kubernetes.cluster.spool.persistentVolumeClaim.size: Does not match pattern"}},
+		{"relative cluster spool path", `kubernetes: {cluster: {spool: {hostPath: data/spool}}}`,
+			[]string{"- kubernetes.cluster.spool.hostPath: Does not match pattern"}},
 		{"relative spool path", `kubernetes: {node: {spoolHostPath: var/lib/uplink}}`,
 			[]string{"- kubernetes.node.spoolHostPath: Does not match pattern"}},
 		{"spool path escaping upwards", `kubernetes: {node: {spoolHostPath: /var/lib/../../etc}}`,
@@ -101,6 +107,11 @@ func TestTemplatesRefuseMissingConsoleAndToken(t *testing.T) {
 			"config.baseUrl is required: the console's address, https://HOST[:PORT]"},
 		{"no token", `config: {baseUrl: "https://console.example.com"}`,
 			"set token.existingSecret (a Secret holding the connection token under token.secretKey"},
+		{"a spool claim too small", requiredValues + `
+kubernetes:
+  enabled: true
+  cluster: {spool: {type: persistentVolumeClaim, persistentVolumeClaim: {size: 0.5Gi}}}`,
+			"kubernetes.cluster.spool.persistentVolumeClaim.size 0.5Gi is too small: the cluster role's spool holds up to 512 MiB"},
 	}
 	for _, c := range cases {
 		_, err := helmlite.Render(chart, helmlite.Options{

@@ -31,7 +31,8 @@ func TestEveryPodIsLockedDown(t *testing.T) {
 
 			podSecurity := `{"runAsNonRoot": true, "runAsUser": 65532, "runAsGroup": 65532, "fsGroup": 65532,
 				"fsGroupChangePolicy": "OnRootMismatch", "seccompProfile": {"type": "RuntimeDefault"}}`
-			if component == "node" {
+			spoolOwner := spoolOwnerPath(c, component)
+			if spoolOwner != "" {
 				podSecurity = `{"runAsUser": 65532, "runAsGroup": 65532, "fsGroup": 65532,
 					"fsGroupChangePolicy": "OnRootMismatch", "seccompProfile": {"type": "RuntimeDefault"}}`
 			}
@@ -76,7 +77,7 @@ func TestEveryPodIsLockedDown(t *testing.T) {
 			checkMounts(t, where, component, container)
 
 			initContainers := asList(spec["initContainers"])
-			if component != "node" {
+			if spoolOwner == "" {
 				if len(initContainers) != 0 {
 					t.Errorf("%s: has init containers", where)
 				}
@@ -90,10 +91,11 @@ func TestEveryPodIsLockedDown(t *testing.T) {
 				t.Errorf("%s: init container %v securityContext %s", where, init["name"], toJSON(init["securityContext"]))
 			}
 			if !sameJSON(t, init["command"], `["/usr/bin/install", "-d", "-m", "0700", "-o", "65532", "-g", "65532",
-				"/var/lib/uplink-agent/node"]`) {
+				"`+spoolOwner+`"]`) {
 				t.Errorf("%s: spool-owner command %s", where, toJSON(init["command"]))
 			}
-			if !sameJSON(t, init["volumeMounts"], `[{"name": "spool", "mountPath": "/var/lib/uplink-agent"}]`) {
+			mount := map[string]string{"node": "/var/lib/uplink-agent", "cluster": "/var/lib/uplink-agent/cluster"}[component]
+			if !sameJSON(t, init["volumeMounts"], `[{"name": "spool", "mountPath": "`+mount+`"}]`) {
 				t.Errorf("%s: spool-owner mounts %s", where, toJSON(init["volumeMounts"]))
 			}
 			if get(init, "resources", "limits", "memory") == nil || get(init, "resources", "requests", "cpu") == nil {
@@ -132,7 +134,7 @@ func checkMounts(t *testing.T, where, component string, container map[string]int
 	}
 	want := map[string]map[string]bool{
 		"inventory": {},
-		"cluster":   {"state": true, "tmp": true},
+		"cluster":   {"spool": true, "tmp": true},
 		"node":      {"spool": true},
 	}[component]
 	if toJSON(writable) != toJSON(want) {
@@ -157,7 +159,7 @@ func checkMounts(t *testing.T, where, component string, container map[string]int
 	}
 }
 
-func TestHostPathsOnlyInTheNodeDaemonSet(t *testing.T) {
+func TestHostPathsOnlyForTheNodeRoleAndTheSpools(t *testing.T) {
 	chart := loadChart(t)
 	for _, c := range matrix {
 		result := render(t, chart, c)
@@ -178,20 +180,37 @@ func TestHostPathsOnlyInTheNodeDaemonSet(t *testing.T) {
 			}
 			component := componentOf(w)
 			want := ""
+			spool := "/var/lib/uplink-agent"
+			if c.name == "kubernetes-gpu" {
+				spool = "/data/uplink/spool"
+			}
 			if component == "node" {
-				spool := "/var/lib/uplink-agent"
-				if c.name == "kubernetes-gpu" {
-					spool = "/data/uplink/spool"
-				}
 				want = "spool=" + spool + "(DirectoryOrCreate) host-proc=/proc(Directory) host-root=/(Directory)"
+			}
+			// The cluster role's spool: its own directory under the same host path, unless
+			// it is on a volume claim.
+			if spoolOwnerPath(c, component) != "" && component == "cluster" {
+				want = "spool=" + spool + "/cluster(DirectoryOrCreate)"
 			}
 			if got := strings.Join(hostPaths, " "); got != want {
 				t.Errorf("case %s: %s host paths %q, want %q", c.name, component, got, want)
 			}
-			wantEmpty := map[string]string{"cluster": "state tmp"}[component]
+			wantEmpty := map[string]string{"cluster": "tmp"}[component]
 			if got := strings.Join(emptyDirs, " "); got != wantEmpty {
 				t.Errorf("case %s: %s emptyDirs %q, want %q", c.name, component, got, wantEmpty)
 			}
 		}
 	}
+}
+
+// The directory the spool-owner init container makes, or "" for a pod that has none: the
+// node role's spool, and the cluster role's when it is on a host path.
+func spoolOwnerPath(c renderCase, component string) string {
+	switch {
+	case component == "node":
+		return "/var/lib/uplink-agent/node"
+	case component == "cluster" && !strings.HasPrefix(c.name, "cluster-spool-"):
+		return "/var/lib/uplink-agent/cluster"
+	}
+	return ""
 }

@@ -122,6 +122,28 @@ kubernetes:
         operator: Exists
         effect: NoSchedule
     spoolHostPath: /data/uplink/spool
+  cluster:
+    spool:
+      hostPath: /data/uplink/spool
+`},
+	{name: "cluster-spool-claim", values: `
+kubernetes:
+  enabled: true
+  cluster:
+    spool:
+      type: persistentVolumeClaim
+      persistentVolumeClaim:
+        storageClassName: fast-ssd
+        size: 2Gi
+`},
+	{name: "cluster-spool-existing-claim", values: `
+kubernetes:
+  enabled: true
+  cluster:
+    spool:
+      type: persistentVolumeClaim
+      persistentVolumeClaim:
+        existingClaim: uplink-spool
 `},
 	{name: "digests", values: `
 kubernetes:

@@ -1,5 +1,5 @@
 // A connection's page: its nodes (sortable, filterable), a node's charts, the cluster view
-// as text, the namespace scope and the kubectl console.
+// as text, pod right-sizing, the namespace scope, the kubectl console and its approvals.
 import { h } from 'preact';
 import { useEffect, useRef, useState } from 'preact/hooks';
 import htm from 'htm';
@@ -9,6 +9,8 @@ import { ago, bytes, dateTime, number, splitArgv } from './format.js';
 import { PasswordPrompt, TokenReveal, usePasswordPrompt, withConfirmation } from './tokens.js';
 import { AgentRefusedNotice } from './two_factor.js';
 import { Badge, ErrorText, useNow, usePoll } from './ui.js';
+import { ConnectionApprovals, followCommand } from './approvals.js';
+import { RightSizing } from './rightsizing.js';
 
 const html = htm.bind(h);
 
@@ -184,7 +186,7 @@ function NamespaceScope({ connectionId }) {
   return html`<section aria-labelledby="scope-title">
     <h2 id="scope-title">Namespace scope</h2>
     <p>${current === undefined ? '' : current === null
-      ? 'Not chosen yet: kubectl commands are refused until you choose.'
+      ? 'Not chosen yet: only cluster-scoped reads (nodes, namespaces, top nodes, api-resources, version, …) run until you choose.'
       : current.length === 0 ? 'Cluster-scoped reads only.' : 'Allowed: ' + current.join(', ')}</p>
     <form class="row" onSubmit=${save}>
       <label>Namespaces (comma-separated, * for all, empty for cluster-scoped only)
@@ -196,10 +198,24 @@ function NamespaceScope({ connectionId }) {
   </section>`;
 }
 
+// A history entry for a command that waited for approval, as it is now.
+function approvalEntry(line, command) {
+  if (command.status === 'completed') {
+    return { line, id: command.id, ok: command.exit_code === 0,
+             status: 'approved, exit ' + command.exit_code,
+             output: (command.stdout || '') + (command.stderr ? '\n' + command.stderr : '') };
+  }
+  const waiting = command.status === 'waiting_for_approval' || command.status === 'approved';
+  return { line, id: command.id, ok: waiting, waiting,
+           status: command.status.replace(/_/g, ' '), output: command.message || '' };
+}
+
 function KubectlConsole({ connectionId }) {
   const [line, setLine] = useState('kubectl get nodes');
   const [history, setHistory] = useState([]);
   const [busy, setBusy] = useState(false);
+  const following = useRef([]);
+  useEffect(() => () => following.current.forEach((stop) => stop()), [connectionId]);
   const run = async (event) => {
     event.preventDefault();
     const argv = splitArgv(line.trim());
@@ -209,8 +225,16 @@ function KubectlConsole({ connectionId }) {
     try {
       const reply = await api('POST', '/api/v1/connections/' + encodeURIComponent(connectionId) +
         '/kubectl', { argv });
-      entry = { line, ok: reply.exit_code === 0, status: 'exit ' + reply.exit_code,
-                output: reply.stdout + (reply.stderr ? '\n' + reply.stderr : '') };
+      if (reply.status === 'waiting_for_approval') {
+        // It runs once the owner or an admin approves it: follow it until its result.
+        const typed = line;
+        entry = approvalEntry(typed, reply);
+        following.current.push(followCommand(connectionId, reply.id, (command) =>
+          setHistory((h) => h.map((e) => (e.id === command.id ? approvalEntry(typed, command) : e)))));
+      } else {
+        entry = { line, ok: reply.exit_code === 0, status: 'exit ' + reply.exit_code,
+                  output: reply.stdout + (reply.stderr ? '\n' + reply.stderr : '') };
+      }
     } catch (e) {
       entry = { line, ok: false, status: 'refused: ' + e.code, output: e.message };
     }
@@ -225,9 +249,10 @@ function KubectlConsole({ connectionId }) {
       <button type="submit" disabled=${busy}>${busy ? 'Running…' : 'Run'}</button>
     </form>
     <datalist id="kubectl-history">${history.map((e, i) => html`<option key=${i} value=${e.line} />`)}</datalist>
-    <ol class="history">${history.map((e, i) => html`<li key=${history.length - i} class=${e.ok ? 'ok' : 'failed'}>
+    <ol class="history">${history.map((e, i) => html`<li key=${history.length - i}
+      class=${e.waiting ? 'waiting' : e.ok ? 'ok' : 'failed'} data-command=${e.id}>
       <div><code>${e.line}</code> <span class="status">${e.status}</span></div>
-      <pre class="output">${e.output}</pre>
+      <pre class=${e.waiting ? 'output wrap' : 'output'}>${e.output}</pre>
     </li>`)}</ol>
   </section>`;
 }
@@ -339,6 +364,8 @@ export function ConnectionPage({ id }) {
     ${selected && html`<${NodeCharts} connectionId=${id} node=${selected} />`}
     <${NamespaceScope} connectionId=${id} />
     <${KubectlConsole} connectionId=${id} />
+    <${ConnectionApprovals} connectionId=${id} />
+    <${RightSizing} connectionId=${id} />
     <${ClusterView} connectionId=${id} />
   </section>`;
 }

@@ -1,12 +1,13 @@
 // The uplink web console: sign-in, connections, a connection's nodes, charts, cluster view
-// and kubectl console, agent tokens, audit log and users. Everything from the cluster is
-// rendered as text (htm escapes it); nothing is ever set as HTML.
+// and kubectl console, approvals, agent tokens, audit log and users. Everything from the
+// cluster is rendered as text (htm escapes it); nothing is ever set as HTML.
 import { h, render } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
 import htm from 'htm';
 import 'uplot/dist/uPlot.min.css';
 import './style.css';
 import { api, ApiError, setCsrfToken } from './api.js';
+import { ApprovalsLabel, ApprovalsPage } from './approvals.js';
 import { ConnectionPage } from './connection.js';
 import { TokensPage } from './tokens.js';
 import { ApiKeysPage, AuditPage, UsersPage } from './admin.js';
@@ -131,7 +132,8 @@ function App() {
   const enrolOnlyConnections = enrolOnly && location.hash.startsWith('#/connections');
   const reloadSession = () => api('GET', '/api/v1/web/session').then(setSession, () => {});
   const nav = enrolOnly ? [['two-factor', 'Two-factor'], ['connections', 'Connections']]
-    : [['connections', 'Connections'], ['tokens', 'Agent tokens'], ['audit', 'Audit log'], ['api-keys', 'API keys']];
+    : [['connections', 'Connections'], ['tokens', 'Agent tokens'],
+      ['approvals', html`<${ApprovalsLabel} />`], ['audit', 'Audit log'], ['api-keys', 'API keys']];
   if (admin && !enrolOnly) nav.push(['users', 'Users']);
   if (!enrolOnly) nav.push(['two-factor', 'Two-factor']);
   let content;
@@ -142,6 +144,7 @@ function App() {
     content = html`<${TwoFactorPage} user=${session.user} onChanged=${reloadSession} />`;
   } else if (page === 'connections' && id) content = html`<${ConnectionPage} id=${id} />`;
   else if (page === 'tokens') content = html`<${TokensPage} />`;
+  else if (page === 'approvals') content = html`<${ApprovalsPage} />`;
   else if (page === 'audit') content = html`<${AuditPage} />`;
   else if (page === 'api-keys') content = html`<${ApiKeysPage} />`;
   else if (page === 'users' && admin) content = html`<${UsersPage} me=${session.user.id} />`;

@@ -86,7 +86,7 @@ export function TokensPage() {
   const now = useNow();
   const [version, setVersion] = useState(0);
   const { data, error } = usePoll(() => api('GET', '/api/v1/connections'), 5000, [version]);
-  const [form, setForm] = useState({ agent_name: 'uplink-agent', cluster_name: '', expires: '' });
+  const [form, setForm] = useState({ agent_name: 'uplink-agent', cluster_name: '', expires: '', namespaces: '' });
   const [reveal, setReveal] = useState(null);
   const [prompt, setPrompt] = useState(null);
   const [actionError, setActionError] = useState(null);
@@ -108,6 +108,9 @@ export function TokensPage() {
     event.preventDefault();
     const body = { agent_name: form.agent_name, cluster_name: form.cluster_name };
     if (form.expires) body.expires_at = new Date(form.expires + 'T23:59:59Z').toISOString().replace('.000', '');
+    // The namespace scope: names, * for all, "none" for cluster-scoped reads only; empty: later.
+    const scope = form.namespaces.trim();
+    if (scope) body.namespaces = scope === 'none' ? [] : scope.split(/[\s,]+/).filter(Boolean);
     act(() => api('POST', '/api/v1/connections', body));
   };
   const rotate = (c) => {
@@ -130,6 +133,8 @@ export function TokensPage() {
       <label>Agent name<input name="agent_name" required maxlength="63" value=${form.agent_name} onInput=${field('agent_name')} /></label>
       <label>Cluster name<input name="cluster_name" required maxlength="63" value=${form.cluster_name} onInput=${field('cluster_name')} /></label>
       <label>Expires (optional, default 90 days)<input type="date" name="expires" value=${form.expires} onInput=${field('expires')} /></label>
+      <label>Namespaces kubectl may read (optional: ml, dev · * for all · none for cluster-scoped reads only; empty to choose later)
+        <input name="namespaces" value=${form.namespaces} onInput=${field('namespaces')} spellcheck="false" autocomplete="off" /></label>
       <button type="submit">Create token</button>
     </form>`}
     <${ErrorText} error=${actionError || error} />
