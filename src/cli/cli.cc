@@ -53,6 +53,10 @@ Status Dispatch(Invocation& inv) {
       return RunApiKeysRevoke(inv);
     case CommandId::kAudit:
       return RunAudit(inv);
+    case CommandId::kRunsList:
+      return RunRunsList(inv);
+    case CommandId::kRunsShow:
+      return RunRunsShow(inv);
   }
   return InternalError("a command without a handler");
 }

@@ -42,6 +42,8 @@ enum class CommandId {
   kApiKeysCreate,
   kApiKeysRevoke,
   kAudit,
+  kRunsList,
+  kRunsShow,
 };
 
 inline constexpr size_t kAnyOperands = std::numeric_limits<size_t>::max();

@@ -94,5 +94,7 @@ Status RunApiKeysList(Invocation& inv);
 Status RunApiKeysCreate(Invocation& inv);
 Status RunApiKeysRevoke(Invocation& inv);
 Status RunAudit(Invocation& inv);
+Status RunRunsList(Invocation& inv);
+Status RunRunsShow(Invocation& inv);
 
 }  // namespace uplink::cli

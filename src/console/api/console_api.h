@@ -3,7 +3,8 @@
 //
 // The routes' handlers live by area: accounts_api.cc (sessions, users, API keys),
 // connections_api.cc (connections, handovers), nodes_api.cc (node metrics and the node plan),
-// kubectl_api.cc (kubectl commands, namespace scope, cluster snapshots), agent_api.cc (the
+// kubectl_api.cc (kubectl commands, namespace scope, cluster snapshots), runs_api.cc
+// (experiment runs), agent_api.cc (the
 // agent's calls), and this class's own file (routing, authentication order, audit log,
 // operations).
 #pragma once
@@ -128,6 +129,7 @@ class ConsoleApi {
   static constexpr const char* kKubectlPickupSeconds = "uplink_console_kubectl_pickup_seconds";
   static constexpr const char* kClusterSnapshotsStoredTotal =
       "uplink_console_cluster_snapshots_stored_total";
+  static constexpr const char* kRunItemsTotal = "uplink_console_run_items_total";
 
   void RegisterRoutes();
   // Registers a route whose replies are counted by route and status.
@@ -242,6 +244,14 @@ class ConsoleApi {
   // The plan of the upload reply of a cluster/ stream; nullopt (logged) when the scope
   // cannot be read: the agent keeps its last plan.
   std::optional<json::object> ClusterPlan(const Connection& connection);
+
+  // experiment runs (runs_api.cc)
+  Result<net::Response> ListRuns(const std::string& id, const net::Request& request,
+                                 const RequestContext& caller);
+  Result<net::Response> ShowRun(const std::string& id, const std::string& run_id,
+                                const net::Request& request, const RequestContext& caller);
+  // Counts what an accepted upload did with experiment runs.
+  void CountRunItems(const UploadOutcome& outcome);
 
   // the agent's calls (agent_api.cc)
   Result<net::Response> ReportInventory(const net::Request& request, const Connection& connection);
