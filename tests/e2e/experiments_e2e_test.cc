@@ -10,6 +10,7 @@
 
 #include "common/json.h"
 #include "e2e/cluster.h"
+#include "mlflow_fixture_server.h"
 #include "support/process.h"
 
 namespace uplink::e2e {
@@ -180,6 +181,33 @@ TEST_F(ExperimentsEndToEnd, AScannerTurnedOffScansNothing) {
   // Turned back on, the same folder is read.
   ASSERT_EQ(Scan().exit_code, 0);
   EXPECT_GT(RecordsStored(), 0u);
+}
+
+TEST_F(ExperimentsEndToEnd, ATrackingServerIsScannedOverItsRestApiWithItsToken) {
+  testing::MlflowFixtureServer mlflow({.bearer_token = "mlflow-e2e-token"});
+  testing::WriteFileOrDie(d_.dir() + "/mlflow-token", "mlflow-e2e-token\n");
+  auto scan = [&] {
+    return testing::RunCommand(
+        {d_.bin("uplink-agent"), "experiments", "--once", "--mlflow-uri", mlflow.url(),
+         "--mlflow-token-file", d_.dir() + "/mlflow-token", "--console", d_.console_url(),
+         "--token-file", token_file_, "--state-dir", d_.dir() + "/rest-state"},
+        120s);
+  };
+  testing::CommandResult first = scan();
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  EXPECT_EQ(first.err.find("mlflow-e2e-token"), std::string::npos);
+  json::value all = Runs("?limit=500");
+  EXPECT_EQ(all.at("runs").as_array().size(), 54u);
+  // The experiment the server cannot read is shown as a problem.
+  ASSERT_EQ(all.at("problems").as_array().size(), 1u);
+  EXPECT_NE(json::serialize(all.at("problems")).find("INTERNAL_ERROR"), std::string::npos);
+  const std::uint64_t stored = RecordsStored();
+
+  mlflow.AppendPoint("942806273db14de4aca645199ca294ed", "foo", 1, 3.5, 1643245900000);
+  ASSERT_EQ(scan().exit_code, 0);
+  EXPECT_EQ(RecordsStored(), stored + 1);
+  json::value foo = Run("942806273db14de4aca645199ca294ed").at("history").at("foo");
+  EXPECT_EQ(foo.as_array().size(), 3u);
 }
 
 TEST_F(ExperimentsEndToEnd, TheCliListsAndShowsRuns) {

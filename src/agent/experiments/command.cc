@@ -9,6 +9,7 @@
 #include "agent/command_support.h"
 #include "agent/console_client.h"
 #include "agent/experiments/mlflow_file_store.h"
+#include "agent/experiments/mlflow_rest.h"
 #include "agent/experiments/role.h"
 #include "agent/health.h"
 #include "agent/shipper.h"
@@ -27,6 +28,7 @@ constexpr std::chrono::seconds kOnceDrainBudget{120};
 
 struct ExperimentsFlags {
   std::string mlflow_dir;
+  MlflowRestOptions mlflow_rest;
   std::string wandb_dir;
   bool enable_mlflow = true;
   bool enable_wandb = true;
@@ -49,6 +51,14 @@ void Register(FlagSet& flags, ExperimentsFlags& f) {
   flags.String("mlflow-dir", &f.mlflow_dir,
                "an MLflow file store to scan (the mlruns/ folder `mlflow ui --backend-store-uri` "
                "reads)");
+  flags.String("mlflow-uri", &f.mlflow_rest.base_url,
+               "an MLflow tracking server to scan, http(s)://HOST[:PORT][/PATH] (REST API 2.0)");
+  flags.String("mlflow-token-file", &f.mlflow_rest.token_file,
+               "a file holding the tracking server's bearer token (re-read every scan)");
+  flags.String("mlflow-basic-auth-file", &f.mlflow_rest.basic_auth_file,
+               "a file holding USER:PASSWORD for the tracking server's basic auth");
+  flags.String("mlflow-ca-file", &f.mlflow_rest.ca_file,
+               "PEM CA bundle that signed the tracking server's certificate");
   flags.String("wandb-dir", &f.wandb_dir,
                "a Weights & Biases folder to scan (the wandb/ folder holding run-*/ and "
                "offline-run-*/)");
@@ -83,10 +93,16 @@ Status Check(const FlagSet& flags, ExperimentsFlags& f) {
   if (Status level = log::SetMinLevel(f.log_level); !level.ok()) {
     return InvalidArgumentError("--log-level: " + level.message());
   }
-  if (f.mlflow_dir.empty() && f.wandb_dir.empty()) {
+  if (f.mlflow_dir.empty() && f.mlflow_rest.base_url.empty() && f.wandb_dir.empty()) {
     return InvalidArgumentError(
-        "nothing to scan: pass --mlflow-dir DIR and/or --wandb-dir DIR");
+        "nothing to scan: pass --mlflow-uri URL or --mlflow-dir DIR, and/or --wandb-dir DIR");
   }
+  if (!f.mlflow_dir.empty() && !f.mlflow_rest.base_url.empty()) {
+    return InvalidArgumentError(
+        "--mlflow-uri and --mlflow-dir both given: scan the tracking server or its file store, "
+        "not both (the same runs would be reported twice)");
+  }
+  if (!f.mlflow_rest.base_url.empty()) UPLINK_RETURN_IF_ERROR(ValidateMlflowRestOptions(f.mlflow_rest));
   if (f.interval < std::chrono::seconds(10) || f.interval > std::chrono::hours(1)) {
     return InvalidArgumentError("--interval must be from 10s to 1h");
   }
@@ -118,10 +134,14 @@ Status Check(const FlagSet& flags, ExperimentsFlags& f) {
                           "--instance");
 }
 
-std::vector<std::unique_ptr<Scanner>> MakeScanners(const ExperimentsFlags& f) {
+Result<std::vector<std::unique_ptr<Scanner>>> MakeScanners(const ExperimentsFlags& f) {
   std::vector<std::unique_ptr<Scanner>> scanners;
   if (f.enable_mlflow && !f.mlflow_dir.empty()) {
     scanners.push_back(std::make_unique<MlflowFileStoreScanner>(f.mlflow_dir));
+  }
+  if (f.enable_mlflow && !f.mlflow_rest.base_url.empty()) {
+    UPLINK_ASSIGN_OR_RETURN(auto rest, MlflowRestScanner::Create(f.mlflow_rest));
+    scanners.push_back(std::move(rest));
   }
   return scanners;
 }
@@ -140,7 +160,7 @@ RoleOptions MakeRoleOptions(const ExperimentsFlags& f, std::string cursor_path) 
 
 void LogScannersOff(const ExperimentsFlags& f) {
   log::Logger log("agent");
-  if (!f.enable_mlflow && !f.mlflow_dir.empty()) {
+  if (!f.enable_mlflow && (!f.mlflow_dir.empty() || !f.mlflow_rest.base_url.empty())) {
     log.Info("the MLflow scanner is turned off (--enable-mlflow=false); nothing of it is read");
   }
   if (!f.enable_wandb && !f.wandb_dir.empty()) {
@@ -148,19 +168,31 @@ void LogScannersOff(const ExperimentsFlags& f) {
   }
 }
 
+// --once when a source could not be listed: what was scanned is out, but the scan is not
+// complete.
+int FailSources(const CycleResult& cycle) {
+  std::string text = "could not scan everything:";
+  for (const Status& error : cycle.source_errors) text += " " + error.message() + ";";
+  text.pop_back();
+  return Fail(text);
+}
+
 // --once without a console: one full scan, printed.
 int PrintOnce(const ExperimentsFlags& f) {
   metrics::Registry registry;
   DeclareExperimentsMetrics(registry);
   ListSink sink;
-  ExperimentsRole role(MakeRoleOptions(f, ""), MakeScanners(f), sink, nullptr, SystemClock(),
-                       registry);
+  auto scanners = MakeScanners(f);
+  if (!scanners.ok()) return Fail(scanners.status().message(), kExitUsage);
+  ExperimentsRole role(MakeRoleOptions(f, ""), std::move(*scanners), sink, nullptr,
+                       SystemClock(), registry);
   for (int i = 0; i < kMaxOnceCycles; ++i) {
     CycleResult cycle = role.RunCycle();
     for (const std::string& record : sink.records) {
       if (!WriteStdout(record + "\n")) return Fail("writing to stdout failed");
     }
     sink.records.clear();
+    if (!cycle.source_errors.empty()) return FailSources(cycle);
     if (!cycle.more) break;
   }
   return 0;
@@ -175,6 +207,8 @@ Status MakeDirectory(const std::string& dir) {
 
 int Ship(ExperimentsFlags& f) {
   StopSignal& stop = ProcessStopSignal();
+  auto scanners = MakeScanners(f);
+  if (!scanners.ok()) return Fail(scanners.status().message(), kExitUsage);
   const std::string state_dir = f.spool.state_dir;
   if (Status made = MakeDirectory(state_dir); !made.ok()) return Fail(made.message());
   f.spool.state_dir = state_dir + "/spool";
@@ -191,8 +225,8 @@ int Ship(ExperimentsFlags& f) {
   DeclareShipperMetrics(registry);
   DeclareExperimentsMetrics(registry);
   SpoolSink sink(spool);
-  ExperimentsRole role(MakeRoleOptions(f, state_dir + "/cursor.json"), MakeScanners(f), sink,
-                       &spool, SystemClock(), registry);
+  ExperimentsRole role(MakeRoleOptions(f, state_dir + "/cursor.json"), std::move(*scanners),
+                       sink, &spool, SystemClock(), registry);
   role.LoadCursor();
   Shipper shipper(ShipperOptions{.stream = f.stream,
                                  .instance = f.instance,
@@ -208,6 +242,7 @@ int Ship(ExperimentsFlags& f) {
       if (Status drained = shipper.Drain(kOnceDrainBudget); !drained.ok()) {
         return Fail("not everything was delivered: " + drained.message());
       }
+      if (!cycle.source_errors.empty()) return FailSources(cycle);
       if (!cycle.more) {
         // Settles what the console acknowledged, so the saved cursor is as small as it gets.
         (void)role.RunCycle();
@@ -230,7 +265,9 @@ int Ship(ExperimentsFlags& f) {
       "experiments role started",
       {{"console", ConsoleOrigin(*net::ParseBaseUrl(f.console_url))},
        {"stream", f.stream},
-       {"mlflow_dir", f.enable_mlflow ? f.mlflow_dir : "(off)"},
+       {"mlflow", !f.enable_mlflow ? "(off)"
+                  : !f.mlflow_dir.empty() ? f.mlflow_dir
+                  : f.mlflow_rest.base_url.empty() ? "" : "tracking server"},
        {"wandb_dir", f.enable_wandb ? f.wandb_dir : "(off)"},
        {"health_port", static_cast<std::int64_t>((*health)->port())},
        {"state_dir", state_dir},

@@ -74,14 +74,16 @@ Result<Cursor> Cursor::Load(const std::string& path) {
       if (pair[1].is_int64()) position.timestamp_ms = pair[1].get_int64();
       state.metrics.emplace(std::string(metric.key()), position);
     }
-    for (const json::value& pair : ArrayAt(run, "sp")) {
-      if (!pair.is_array() || pair.get_array().size() != 2) continue;
-      const json::value& hash = pair.get_array()[0];
-      const json::value& position = pair.get_array()[1];
-      state.settled_positions.emplace_back(
-          hash.is_uint64() ? hash.get_uint64()
-                           : static_cast<std::uint64_t>(hash.is_int64() ? hash.get_int64() : 0),
-          position.is_int64() ? position.get_int64() : 0);
+    for (const json::value& entry : ArrayAt(run, "sp")) {
+      if (!entry.is_array() || entry.get_array().size() != 3) continue;
+      const json::array& fields = entry.get_array();
+      auto number = [](const json::value& value) {
+        return value.is_int64() ? value.get_int64() : 0;
+      };
+      state.settled_positions.push_back(RunState::SettledMetric{
+          fields[0].is_uint64() ? fields[0].get_uint64()
+                                : static_cast<std::uint64_t>(number(fields[0])),
+          MetricCursor{number(fields[1]), number(fields[2])}});
     }
     cursor.runs_.emplace(std::string(entry.key()), std::move(state));
   }
@@ -109,8 +111,9 @@ std::string Cursor::Serialize() const {
     }
     if (!state.settled_positions.empty()) {
       json::array positions;
-      for (const auto& [hash, position] : state.settled_positions) {
-        positions.push_back(json::array{hash, position});
+      for (const RunState::SettledMetric& metric : state.settled_positions) {
+        positions.push_back(
+            json::array{metric.name_hash, metric.cursor.position, metric.cursor.timestamp_ms});
       }
       run["sp"] = std::move(positions);
     }
@@ -130,8 +133,8 @@ size_t Cursor::Settle(std::uint64_t consumed_through) {
     if (state.settled || !state.terminal || state.last_sequence > consumed_through) continue;
     state.settled = true;
     state.settled_positions.clear();
-    for (const auto& [name, position] : state.metrics) {
-      state.settled_positions.emplace_back(MetricNameHash(name), position.position);
+    for (const auto& [name, cursor] : state.metrics) {
+      state.settled_positions.push_back(RunState::SettledMetric{MetricNameHash(name), cursor});
     }
     state.metrics.clear();
     state.saved_run.clear();

@@ -2,9 +2,9 @@
 // the state directory), written atomically after every cycle that changed it.
 //
 // A run that is terminal and whose last record the console acknowledged (the spool consumed
-// it) is settled: its metric names, timestamps and saved metadata are dropped and each
-// metric kept as a hash of its name and its position (16 bytes), so that a step appended to
-// a finished run, or a metric added to it, is still found and sent alone. A run that disappears from
+// it) is settled: its metric names and saved metadata are dropped and each metric kept as a
+// hash of its name and its cursor (24 bytes), so that a step appended to a finished run, or
+// a metric added to it, is still found and sent alone. A run that disappears from
 // the scanned places is reported deleted and forgotten. The file names the spool it belongs
 // to: with another spool (the old one was lost) the cursor starts over, and everything is
 // sent again (the console stores each point once).
@@ -42,8 +42,13 @@ struct RunState {
   std::int64_t log_offset = 0;    // W&B: bytes of the transaction log decoded
   std::string saved_run;          // W&B: the last upsert's item, to apply new records to
   std::map<std::string, MetricCursor, std::less<>> metrics;
-  // Settled runs: each metric's name hash (MetricNameHash) and position, in name order.
-  std::vector<std::pair<std::uint64_t, std::int64_t>> settled_positions;
+  // Settled runs: each metric's name hash (MetricNameHash) and cursor, in name order.
+  struct SettledMetric {
+    std::uint64_t name_hash = 0;
+    MetricCursor cursor;
+    friend bool operator==(const SettledMetric&, const SettledMetric&) = default;
+  };
+  std::vector<SettledMetric> settled_positions;
   friend bool operator==(const RunState&, const RunState&) = default;
 };
 

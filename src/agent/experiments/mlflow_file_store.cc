@@ -240,8 +240,9 @@ Status MlflowFileStoreScanner::ScanRun(ScanPass& pass, const Experiment& experim
       changed = metric_files->size() != state.settled_positions.size();
       for (size_t i = 0; !changed && i < metric_files->size(); ++i) {
         const DirEntry& file = (*metric_files)[i];
-        changed = state.settled_positions[i] !=
-                  std::pair{MetricNameHash(file.name), file.stat.size};
+        const RunState::SettledMetric& settled = state.settled_positions[i];
+        changed = settled.name_hash != MetricNameHash(file.name) ||
+                  settled.cursor.position != file.stat.size;
       }
     } else if (metric_files) {
       for (const DirEntry& file : *metric_files) {
@@ -332,13 +333,9 @@ Status MlflowFileStoreScanner::ScanRun(ScanPass& pass, const Experiment& experim
       auto listed = ListFilesRecursive(dir + "/metrics", kMaxMetricFiles);
       if (listed.ok()) metric_files = std::move(*listed);
     }
-    std::map<std::uint64_t, std::int64_t> positions(state.settled_positions.begin(),
-                                                    state.settled_positions.end());
-    for (const DirEntry& file : metric_files.value_or(std::vector<DirEntry>{})) {
-      auto found = positions.find(MetricNameHash(file.name));
-      if (found != positions.end()) state.metrics[file.name].position = found->second;
-    }
-    state.settled_positions.clear();
+    RestoreSettledMetrics(state, [&](auto&& restore) {
+      for (const DirEntry& file : metric_files.value_or(std::vector<DirEntry>{})) restore(file.name);
+    });
   }
   state.terminal = IsTerminalStatus(run.status);
   state.signature = signature;

@@ -7,6 +7,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <map>
 #include <cstdint>
 #include <optional>
 #include <set>
@@ -65,6 +66,22 @@ Status ForgetMissing(ScanPass& pass, std::string_view prefix, const std::set<std
 Status ReportProblem(ScanPass& pass, std::string_view key, std::uint64_t signature,
                      std::string_view source, std::string_view location, const Status& error,
                      log::Logger& log);
+
+// Gives a settled run its metric cursors back by the hash of each name `for_each_name`
+// passes to its callback (the names the run has now), and marks it unsettled.
+template <typename ForEachName>
+void RestoreSettledMetrics(RunState& state, ForEachName for_each_name) {
+  std::map<std::uint64_t, MetricCursor> cursors;
+  for (const RunState::SettledMetric& metric : state.settled_positions) {
+    cursors[metric.name_hash] = metric.cursor;
+  }
+  for_each_name([&](const std::string& name) {
+    auto found = cursors.find(MetricNameHash(name));
+    if (found != cursors.end()) state.metrics[name] = found->second;
+  });
+  state.settled_positions.clear();
+  state.settled = false;
+}
 
 // --- files ---------------------------------------------------------------------------------
 

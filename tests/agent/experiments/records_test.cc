@@ -195,10 +195,10 @@ TEST(Cursor, SavesLoadsAndSettlesToOnePositionPerMetric) {
   const RunState& settled = loaded->runs().at("mlflow-dir:0/b");
   EXPECT_TRUE(settled.settled);
   EXPECT_TRUE(settled.metrics.empty());
-  // acc, then loss: name order, 16 bytes each.
+  // acc, then loss: name order.
   EXPECT_EQ(settled.settled_positions,
-            (std::vector<std::pair<std::uint64_t, std::int64_t>>{{MetricNameHash("acc"), 80},
-                                                                 {MetricNameHash("loss"), 120}}));
+            (std::vector<RunState::SettledMetric>{{MetricNameHash("acc"), {80, 0}},
+                                                  {MetricNameHash("loss"), {120, 0}}}));
   EXPECT_FALSE(loaded->runs().at("mlflow-dir:0/a").settled);
   ASSERT_TRUE(loaded->Save(dir.File("cursor.json")).ok());
   EXPECT_EQ(Cursor::Load(dir.File("cursor.json"))->runs(), loaded->runs());
