@@ -210,6 +210,33 @@ TEST_F(ExperimentsEndToEnd, ATrackingServerIsScannedOverItsRestApiWithItsToken) 
   EXPECT_EQ(foo.as_array().size(), 3u);
 }
 
+TEST_F(ExperimentsEndToEnd, WandbRunsAreShippedAndItsScannerCanBeTurnedOff) {
+  const std::string wandb = d_.dir() + "/wandb";
+  fs::create_directories(wandb);
+  for (const char* repo : {"rdt-agilex", "cortex.t"}) {
+    for (const auto& entry :
+         fs::directory_iterator(std::string(UPLINK_FIXTURES_DIR) + "/wandb/" + repo)) {
+      fs::copy(entry.path(), wandb + "/" + entry.path().filename().string(),
+               fs::copy_options::recursive);
+    }
+  }
+  testing::CommandResult off = Scan({"--wandb-dir", wandb, "--enable-wandb=false"});
+  ASSERT_EQ(off.exit_code, 0) << off.err;
+  EXPECT_EQ(Runs("?limit=500").at("runs").as_array().size(), 53u);  // MLflow's only
+
+  testing::CommandResult on = Scan({"--wandb-dir", wandb});
+  ASSERT_EQ(on.exit_code, 0) << on.err;
+  EXPECT_EQ(Runs("?limit=500").at("runs").as_array().size(), 57u);
+  json::value offline = Run("ouesdqxz");
+  ASSERT_TRUE(offline.is_object());
+  EXPECT_EQ(offline.at("source"), "wandb");
+  EXPECT_EQ(offline.at("offline"), true);
+  EXPECT_EQ(offline.at("status"), "failed");
+  EXPECT_EQ(offline.at("exit_code").to_number<int>(), 255);
+  EXPECT_EQ(offline.at("history").at("loss").as_array().size(), 6u);
+  EXPECT_EQ(Runs("?experiment=surcyf2/openai_qa").at("runs").as_array().size(), 2u);
+}
+
 TEST_F(ExperimentsEndToEnd, TheCliListsAndShowsRuns) {
   ASSERT_EQ(Scan().exit_code, 0);
   const std::map<std::string, std::string> env = {{"UPLINK_API_KEY", d_.admin_key()}};

@@ -11,6 +11,7 @@
 #include "agent/experiments/mlflow_file_store.h"
 #include "agent/experiments/mlflow_rest.h"
 #include "agent/experiments/role.h"
+#include "agent/experiments/wandb_scanner.h"
 #include "agent/health.h"
 #include "agent/shipper.h"
 #include "common/flags.h"
@@ -30,6 +31,7 @@ struct ExperimentsFlags {
   std::string mlflow_dir;
   MlflowRestOptions mlflow_rest;
   std::string wandb_dir;
+  std::chrono::milliseconds wandb_stale_after = std::chrono::minutes(10);
   bool enable_mlflow = true;
   bool enable_wandb = true;
   std::string console_url;
@@ -62,6 +64,9 @@ void Register(FlagSet& flags, ExperimentsFlags& f) {
   flags.String("wandb-dir", &f.wandb_dir,
                "a Weights & Biases folder to scan (the wandb/ folder holding run-*/ and "
                "offline-run-*/)");
+  flags.Duration("wandb-stale-after", &f.wandb_stale_after,
+                 "a W&B run without an exit record whose log has not grown for this long "
+                 "crashed (1m-24h)");
   flags.Bool("enable-mlflow", &f.enable_mlflow,
              "scan MLflow; false turns the MLflow scanner off whatever else is set");
   flags.Bool("enable-wandb", &f.enable_wandb,
@@ -106,6 +111,9 @@ Status Check(const FlagSet& flags, ExperimentsFlags& f) {
   if (f.interval < std::chrono::seconds(10) || f.interval > std::chrono::hours(1)) {
     return InvalidArgumentError("--interval must be from 10s to 1h");
   }
+  if (f.wandb_stale_after < std::chrono::minutes(1) || f.wandb_stale_after > std::chrono::hours(24)) {
+    return InvalidArgumentError("--wandb-stale-after must be from 1m to 24h");
+  }
   if (f.max_runs_per_cycle < 1 || f.max_runs_per_cycle > 100'000) {
     return InvalidArgumentError("--max-runs-per-cycle must be from 1 to 100000");
   }
@@ -142,6 +150,11 @@ Result<std::vector<std::unique_ptr<Scanner>>> MakeScanners(const ExperimentsFlag
   if (f.enable_mlflow && !f.mlflow_rest.base_url.empty()) {
     UPLINK_ASSIGN_OR_RETURN(auto rest, MlflowRestScanner::Create(f.mlflow_rest));
     scanners.push_back(std::move(rest));
+  }
+  if (f.enable_wandb && !f.wandb_dir.empty()) {
+    scanners.push_back(std::make_unique<WandbScanner>(WandbScannerOptions{
+        .root = f.wandb_dir,
+        .stale_after = std::chrono::duration_cast<std::chrono::seconds>(f.wandb_stale_after)}));
   }
   return scanners;
 }

@@ -255,12 +255,7 @@ Status MlflowFileStoreScanner::ScanRun(ScanPass& pass, const Experiment& experim
       changed = changed || TagSignature(dir) != state.detail_signature;
     }
   }
-  if (!changed) return Status::Ok();
-  if (pass.Exhausted()) {
-    pass.more = true;
-    return Status::Ok();
-  }
-  ++pass.runs_read;
+  if (!changed || !TakeRun(pass)) return Status::Ok();
 
   auto meta = ReadMeta(dir + "/meta.yaml");
   if (!meta.ok()) {
@@ -315,15 +310,7 @@ Status MlflowFileStoreScanner::ScanRun(ScanPass& pass, const Experiment& experim
   NormalizeRun(run);
 
   RunState& state = runs[key];
-  state.run_id = run.run_id;
-  state.problem_reported = false;
-  std::string item = RunItem(run);
-  std::uint64_t fingerprint = Fingerprint(item);
-  if (fingerprint != state.sent_fingerprint) {
-    UPLINK_RETURN_IF_ERROR(pass.emitter.AddRun(run));
-    state.sent_fingerprint = fingerprint;
-    pass.touched.insert(key);
-  }
+  UPLINK_RETURN_IF_ERROR(UpsertIfChanged(pass, key, state, run).status());
   if (state.settled) {
     // A settled run changed: each metric file it had takes its position back (by the hash of
     // its name), so only what is new is read.

@@ -316,14 +316,7 @@ Status MlflowRestScanner::ScanRun(ScanPass& pass, const json::object& run,
       Fingerprint(latest, Fingerprint(json::serialize(info), Fingerprint(json::serialize(
                                                                      json::object{{"p", ArrayAt(data, "params")},
                                                                                   {"t", ArrayAt(data, "tags")}}))));
-  auto& runs = pass.cursor.runs();
-  auto existing = runs.find(key);
-  if (existing != runs.end() && existing->second.signature == signature) return Status::Ok();
-  if (pass.Exhausted()) {
-    pass.more = true;
-    return Status::Ok();
-  }
-  ++pass.runs_read;
+  if (Unchanged(pass, key, signature) || !TakeRun(pass)) return Status::Ok();
 
   RunRecord record;
   record.source = "mlflow";
@@ -352,15 +345,8 @@ Status MlflowRestScanner::ScanRun(ScanPass& pass, const json::object& run,
   record.location = "experiments/" + record.experiment_id + "/runs/" + run_id;
   NormalizeRun(record);
 
-  RunState& state = runs[key];
-  state.run_id = run_id;
-  state.problem_reported = false;
-  std::uint64_t fingerprint = Fingerprint(RunItem(record));
-  if (fingerprint != state.sent_fingerprint) {
-    UPLINK_RETURN_IF_ERROR(pass.emitter.AddRun(record));
-    state.sent_fingerprint = fingerprint;
-    pass.touched.insert(key);
-  }
+  RunState& state = pass.cursor.runs()[key];
+  UPLINK_RETURN_IF_ERROR(UpsertIfChanged(pass, key, state, record).status());
   if (state.settled) {
     RestoreSettledMetrics(state, [&](auto&& restore) {
       for (const json::value& item : ArrayAt(data, "metrics")) {

@@ -82,7 +82,7 @@ void FitBudget(StringMap& params, StringMap& tags, size_t& omitted) {
 
 void Redact(StringMap& entries, std::string_view prefix, std::vector<std::string>& redacted) {
   for (auto& [key, value] : entries) {
-    if (MustRedact(key, value)) {
+    if (value == kRedactedValue || MustRedact(key, value)) {
       value = std::string(kRedactedValue);
       redacted.push_back(std::string(prefix) + key);
     }
@@ -225,6 +225,44 @@ std::vector<std::string> SeriesItems(std::string_view run_id, std::string_view m
     items.push_back(std::move(current));
   }
   return items;
+}
+
+std::optional<RunRecord> RunFromItem(std::string_view item) {
+  auto parsed = ParseJson(item, JsonLimits{kMaxRunPayloadBytes * 2, 16});
+  if (!parsed.ok() || !parsed->is_object()) return std::nullopt;
+  const json::object& object = parsed->get_object();
+  RunRecord run;
+  run.source = StringAt(object, "source");
+  run.run_id = StringAt(object, "run_id");
+  run.experiment_id = StringAt(object, "experiment_id");
+  run.experiment = StringAt(object, "experiment");
+  run.name = StringAt(object, "name");
+  run.user = StringAt(object, "user");
+  run.status = StringAt(object, "status");
+  run.location = StringAt(object, "location");
+  if (const json::value* offline = object.if_contains("offline"); offline && offline->is_bool()) {
+    run.offline = offline->get_bool();
+  }
+  auto millis = [&](std::string_view key) -> std::optional<std::int64_t> {
+    auto time = ParseRfc3339(StringAt(object, key));
+    if (!time.ok()) return std::nullopt;
+    return std::chrono::duration_cast<std::chrono::milliseconds>(time->time_since_epoch()).count();
+  };
+  run.started_at_ms = millis("started_at");
+  run.ended_at_ms = millis("ended_at");
+  if (const json::value* code = object.if_contains("exit_code"); code && code->is_int64()) {
+    run.exit_code = code->get_int64();
+  }
+  for (auto [field, map] : {std::pair{"params", &run.params}, std::pair{"tags", &run.tags}}) {
+    for (const auto& entry : ObjectAt(object, field)) {
+      if (entry.value().is_string()) map->emplace_back(entry.key(), entry.value().get_string());
+    }
+  }
+  for (const auto& entry : ObjectAt(object, "summary")) {
+    if (entry.value().is_number()) run.summary.emplace_back(entry.key(), entry.value().to_number<double>());
+  }
+  if (run.run_id.empty()) return std::nullopt;
+  return run;
 }
 
 std::string ProblemItem(std::string_view source, std::string_view location,

@@ -74,6 +74,8 @@ std::string RunItem(const RunRecord& run);
 // `max_bytes` (a single point always goes).
 std::vector<std::string> SeriesItems(std::string_view run_id, std::string_view metric,
                                      const std::vector<MetricPoint>& points, size_t max_bytes);
+// A run item back as a record (what the cursor saved of a W&B run); nullopt when it is not one.
+std::optional<RunRecord> RunFromItem(std::string_view item);
 std::string ProblemItem(std::string_view source, std::string_view location,
                         std::string_view error);
 

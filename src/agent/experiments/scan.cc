@@ -83,6 +83,34 @@ Status WalkFiles(const std::string& dir, const std::string& prefix, size_t max_f
 
 }  // namespace
 
+bool TakeRun(ScanPass& pass) {
+  if (pass.Exhausted()) {
+    pass.more = true;
+    return false;
+  }
+  ++pass.runs_read;
+  return true;
+}
+
+bool Unchanged(const ScanPass& pass, std::string_view key, std::uint64_t signature) {
+  auto existing = pass.cursor.runs().find(key);
+  return existing != pass.cursor.runs().end() && existing->second.signature == signature;
+}
+
+Result<std::string> UpsertIfChanged(ScanPass& pass, const std::string& key, RunState& state,
+                                    const RunRecord& run) {
+  state.run_id = run.run_id;
+  state.problem_reported = false;
+  std::string item = RunItem(run);
+  const std::uint64_t fingerprint = Fingerprint(item);
+  if (fingerprint != state.sent_fingerprint) {
+    UPLINK_RETURN_IF_ERROR(pass.emitter.AddRun(run));
+    state.sent_fingerprint = fingerprint;
+    pass.touched.insert(key);
+  }
+  return item;
+}
+
 Status ForgetMissing(ScanPass& pass, std::string_view prefix, const std::set<std::string>& seen) {
   auto& runs = pass.cursor.runs();
   for (auto it = runs.lower_bound(prefix); it != runs.end() && it->first.starts_with(prefix);) {

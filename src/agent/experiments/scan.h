@@ -57,6 +57,17 @@ class Scanner {
   virtual Status Scan(ScanPass& pass) = 0;
 };
 
+// Takes one run's read out of the pass's budget; false (and `more` set) when none is left.
+bool TakeRun(ScanPass& pass);
+
+// True when the run under `key` was read before with this very signature: nothing to do.
+bool Unchanged(const ScanPass& pass, std::string_view key, std::uint64_t signature);
+
+// Spools `run`'s upsert when it differs from the last one sent for `state`, which becomes the
+// run's (run_id, sent_fingerprint, no problem). The run's item, as sent or as it stands.
+Result<std::string> UpsertIfChanged(ScanPass& pass, const std::string& key, RunState& state,
+                                    const RunRecord& run);
+
 // Reports the runs of `prefix` (a scanner's cursor keys) not in `seen` as deleted, and
 // forgets them.
 Status ForgetMissing(ScanPass& pass, std::string_view prefix, const std::set<std::string>& seen);

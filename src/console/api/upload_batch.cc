@@ -227,9 +227,6 @@ std::optional<std::string> ReadRecord(const json::object& record, size_t index,
       batch.payloads.resize(parsed.payload_offset);
       return problem;
     }
-    // Kept as runs and points: the serialized copy is not needed.
-    batch.payloads.resize(parsed.payload_offset);
-    parsed.payload_size = 0;
   }
   batch.records.push_back(parsed);
   return std::nullopt;
