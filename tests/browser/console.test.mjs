@@ -14,7 +14,7 @@ import { join } from 'node:path';
 import assert from 'node:assert/strict';
 import { chromium } from 'playwright-core';
 import {
-  Processes, call, expectStatus, freePort, option, runTest, waitUntil,
+  Processes, call, expectStatus, freePort, lowContrastText, option, runTest, waitUntil,
 } from './support.mjs';
 
 const consoleBinary = option('console');
@@ -41,40 +41,6 @@ function nodeJson(i) {
     gpu_product: 'NVIDIA-H100-80GB-HBM3',
     resources: { 'nvidia.com/gpu': { capacity: 8, allocatable: 8 } }, taints: [],
   };
-}
-
-// Every visible piece of text on the page whose contrast against its background (the first
-// opaque background up its ancestors) is under 4.5:1, as WCAG 2 computes it. Disabled controls
-// are exempt (WCAG 1.4.3); charts are canvases, checked by their own colours.
-function lowContrastText(page) {
-  return page.evaluate(() => {
-    const parse = (css) => css.match(/[\d.]+/g).map(Number);
-    const luminance = ([r, g, b]) => {
-      const linear = [r, g, b].map((v) => {
-        const c = v / 255;
-        return c <= 0.03928 ? c / 12.92 : ((c + 0.055) / 1.055) ** 2.4;
-      });
-      return 0.2126 * linear[0] + 0.7152 * linear[1] + 0.0722 * linear[2];
-    };
-    const background = (element) => {
-      for (let e = element; e; e = e.parentElement) {
-        const color = parse(getComputedStyle(e).backgroundColor);
-        if (color.length < 4 || color[3] === 1) return color;
-      }
-      return [255, 255, 255];
-    };
-    const failures = [];
-    const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
-    for (let node = walker.nextNode(); node; node = walker.nextNode()) {
-      const element = node.parentElement;
-      if (!node.textContent.trim() || !element.checkVisibility() || element.closest(':disabled')) continue;
-      const text = luminance(parse(getComputedStyle(element).color));
-      const back = luminance(background(element));
-      const ratio = (Math.max(text, back) + 0.05) / (Math.min(text, back) + 0.05);
-      if (ratio < 4.5) failures.push(node.textContent.trim().slice(0, 40) + ': ' + ratio.toFixed(2));
-    }
-    return failures;
-  });
 }
 
 async function main() {

@@ -1,5 +1,6 @@
 // Helpers shared by the browser tests: command-line options, the processes a test starts,
-// waiting, a free loopback port, calls to the console's JSON API, and running a test.
+// waiting, a free loopback port, calls to the console's JSON API, the contrast check, and
+// running a test.
 import { spawn } from 'node:child_process';
 import { rmSync } from 'node:fs';
 import { createServer } from 'node:net';
@@ -116,4 +117,38 @@ export async function runTest(main, { processes, browser, dir, reportBytes }) {
     rmSync(dir, { recursive: true, force: true });
   }
   process.exit(failed ? 1 : 0);
+}
+
+// Every visible piece of text on the page whose contrast against its background (the first
+// opaque background up its ancestors) is under 4.5:1, as WCAG 2 computes it. Disabled controls
+// are exempt (WCAG 1.4.3); charts are canvases, checked by their own colours.
+export function lowContrastText(page) {
+  return page.evaluate(() => {
+    const parse = (css) => css.match(/[\d.]+/g).map(Number);
+    const luminance = ([r, g, b]) => {
+      const linear = [r, g, b].map((v) => {
+        const c = v / 255;
+        return c <= 0.03928 ? c / 12.92 : ((c + 0.055) / 1.055) ** 2.4;
+      });
+      return 0.2126 * linear[0] + 0.7152 * linear[1] + 0.0722 * linear[2];
+    };
+    const background = (element) => {
+      for (let e = element; e; e = e.parentElement) {
+        const color = parse(getComputedStyle(e).backgroundColor);
+        if (color.length < 4 || color[3] === 1) return color;
+      }
+      return [255, 255, 255];
+    };
+    const failures = [];
+    const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+    for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+      const element = node.parentElement;
+      if (!node.textContent.trim() || !element.checkVisibility() || element.closest(':disabled')) continue;
+      const text = luminance(parse(getComputedStyle(element).color));
+      const back = luminance(background(element));
+      const ratio = (Math.max(text, back) + 0.05) / (Math.min(text, back) + 0.05);
+      if (ratio < 4.5) failures.push(node.textContent.trim().slice(0, 40) + ': ' + ratio.toFixed(2));
+    }
+    return failures;
+  });
 }

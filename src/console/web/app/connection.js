@@ -264,6 +264,7 @@ export function ConnectionPage({ id }) {
       <dt>GPUs ready / total</dt><dd>${connection.totals.gpus_ready} / ${connection.totals.gpu_capacity}</dd>
       <dt>Token</dt><dd><code>${connection.token_prefix}…</code>, expires ${connection.expires_at}</dd>
     </dl>
+    <p><a href=${'#/connections/' + encodeURIComponent(id) + '/runs'}>Experiment runs (MLflow, W&B) →</a></p>
     <${SecurityEvents} events=${connection.security_events || []} />
     <h2>Nodes</h2>
     ${connection.nodes.length === 0 ? html`<p>No nodes reported yet.</p>`

@@ -1,5 +1,5 @@
-// The uplink web console: sign-in, connections, a connection's nodes, charts, cluster view
-// and kubectl console, agent tokens, audit log and users. Everything from the cluster is
+// The uplink web console: sign-in, connections, a connection's nodes, charts, cluster view,
+// kubectl console and experiment runs, agent tokens, audit log and users. Everything from the cluster is
 // rendered as text (htm escapes it); nothing is ever set as HTML.
 import { h, render } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
@@ -8,6 +8,7 @@ import 'uplot/dist/uPlot.min.css';
 import './style.css';
 import { api, ApiError, setCsrfToken } from './api.js';
 import { ConnectionPage } from './connection.js';
+import { RunPage, RunsPage } from './runs.js';
 import { TokensPage } from './tokens.js';
 import { ApiKeysPage, AuditPage, UsersPage } from './admin.js';
 import { Badge, ErrorText, lastReport, useNow, usePoll } from './ui.js';
@@ -113,11 +114,13 @@ function App() {
     setSession(null);
   };
   const admin = session.user.role === 'admin';
-  const [page, id] = route;
+  const [page, id, sub, subId] = route;
   const nav = [['connections', 'Connections'], ['tokens', 'Agent tokens'], ['audit', 'Audit log'], ['api-keys', 'API keys']];
   if (admin) nav.push(['users', 'Users']);
   let content;
-  if (page === 'connections' && id) content = html`<${ConnectionPage} id=${id} />`;
+  if (page === 'connections' && id && sub === 'runs' && subId) content = html`<${RunPage} connectionId=${id} runId=${subId} />`;
+  else if (page === 'connections' && id && sub === 'runs') content = html`<${RunsPage} connectionId=${id} />`;
+  else if (page === 'connections' && id) content = html`<${ConnectionPage} id=${id} />`;
   else if (page === 'tokens') content = html`<${TokensPage} />`;
   else if (page === 'audit') content = html`<${AuditPage} />`;
   else if (page === 'api-keys') content = html`<${ApiKeysPage} />`;
