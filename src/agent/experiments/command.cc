@@ -37,7 +37,8 @@ struct ExperimentsFlags {
   std::string console_url;
   std::string token_file;
   std::string console_ca_file;
-  SpoolFlags spool;
+  std::string state_dir;
+  SpoolFlags spool;  // its directory is state_dir/spool
   std::string stream;
   std::string instance = DefaultInstanceName();
   std::chrono::milliseconds interval = std::chrono::seconds(30);
@@ -73,7 +74,11 @@ void Register(FlagSet& flags, ExperimentsFlags& f) {
              "scan W&B; false turns the W&B scanner off whatever else is set");
   RegisterConsoleFlags(flags, &f.console_url, &f.token_file, &f.console_ca_file,
                        "console URL, https://HOST[:PORT]; without it, --once prints the records");
-  f.spool.Register(flags);
+  flags.String("state-dir", &f.state_dir,
+               "directory for the cursor (the file cursor) and the upload spool (spool/); created "
+               "when missing");
+  flags.Int("max-bytes", &f.spool.max_bytes,
+            "the spool's size cap in bytes; at the cap the oldest records are dropped");
   RegisterStreamFlags(flags, &f.stream, &f.instance,
                       "the stream of the runs (default: experiments/INSTANCE)");
   flags.Duration("interval", &f.interval, "time between scans (10s-1h)");
@@ -127,7 +132,7 @@ Status Check(const FlagSet& flags, ExperimentsFlags& f) {
     if (!f.once) {
       return InvalidArgumentError("--console is required (or pass --once to print one scan)");
     }
-    for (const char* only_shipping : {"token-file", "state-dir", "stream"}) {
+    for (const char* only_shipping : {"token-file", "state-dir", "stream", "max-bytes"}) {
       if (flags.WasSet(only_shipping)) {
         return InvalidArgumentError(std::string("--") + only_shipping +
                                     " is for shipping to a console: pass --console too");
@@ -136,6 +141,11 @@ Status Check(const FlagSet& flags, ExperimentsFlags& f) {
     return Status::Ok();
   }
   UPLINK_RETURN_IF_ERROR(CheckConsoleFlags(f.console_url, f.token_file));
+  if (f.state_dir.empty()) {
+    return InvalidArgumentError("--state-dir is required: where the cursor and the spool are "
+                                "kept, e.g. --state-dir /var/lib/uplink/experiments");
+  }
+  f.spool.state_dir = f.state_dir + "/spool";
   UPLINK_RETURN_IF_ERROR(f.spool.Check());
   if (f.instance.empty()) return InvalidArgumentError("--instance is empty (or set POD_NAME)");
   return CheckStreamFlags(flags, f.stream, f.instance, "experiments/" + f.instance,
@@ -218,13 +228,12 @@ Status MakeDirectory(const std::string& dir) {
   return Status::Ok();
 }
 
-int Ship(ExperimentsFlags& f) {
+int Ship(const ExperimentsFlags& f) {
   StopSignal& stop = ProcessStopSignal();
   auto scanners = MakeScanners(f);
   if (!scanners.ok()) return Fail(scanners.status().message(), kExitUsage);
-  const std::string state_dir = f.spool.state_dir;
+  const std::string& state_dir = f.state_dir;
   if (Status made = MakeDirectory(state_dir); !made.ok()) return Fail(made.message());
-  f.spool.state_dir = state_dir + "/spool";
   auto opened = OpenSpool(f.spool);
   if (!opened.ok()) return Fail(opened.status().message());
   spool::Spool& spool = **opened;
@@ -238,7 +247,7 @@ int Ship(ExperimentsFlags& f) {
   DeclareShipperMetrics(registry);
   DeclareExperimentsMetrics(registry);
   SpoolSink sink(spool);
-  ExperimentsRole role(MakeRoleOptions(f, state_dir + "/cursor.json"), std::move(*scanners),
+  ExperimentsRole role(MakeRoleOptions(f, state_dir + "/cursor"), std::move(*scanners),
                        sink, &spool, SystemClock(), registry);
   role.LoadCursor();
   Shipper shipper(ShipperOptions{.stream = f.stream,

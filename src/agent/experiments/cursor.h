@@ -1,5 +1,5 @@
-// What the experiments role has already sent, per run, in one small file (`cursor.json` in
-// the state directory), written atomically after every cycle that changed it.
+// What the experiments role has already sent, per run, in one small file (`cursor` in the
+// state directory), written atomically (cursor.cc describes its lines).
 //
 // A run that is terminal and whose last record the console acknowledged (the spool consumed
 // it) is settled: its metric names and saved metadata are dropped and each metric kept as a

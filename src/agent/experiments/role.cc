@@ -5,6 +5,9 @@
 namespace uplink::agent::experiments {
 namespace {
 
+// While a backlog is worked off, the cursor is written at most this often.
+constexpr std::chrono::seconds kBacklogSaveInterval{10};
+
 constexpr const char* kCycles = "uplink_agent_experiments_cycles_total";
 constexpr const char* kCycleSeconds = "uplink_agent_experiments_cycle_seconds";
 constexpr const char* kRunsTracked = "uplink_agent_experiments_runs_tracked";
@@ -96,13 +99,19 @@ CycleResult ExperimentsRole::RunCycle() {
     if (it != working.runs().end()) it->second.last_sequence = emitter.last_sequence();
   }
   working.Settle(spool_ != nullptr ? spool_->Stats().consumed_through : emitter.last_sequence());
-  if (!options_.cursor_path.empty() && working.runs() != cursor_.runs()) {
-    if (Status saved = working.Save(options_.cursor_path); !saved.ok()) {
+  cursor_unsaved_ = cursor_unsaved_ || working.runs() != cursor_.runs();
+  cursor_ = std::move(working);
+  const bool due = !pass.more || !last_save_ ||
+                   clock_.SteadyNow() - *last_save_ >= kBacklogSaveInterval;
+  if (!options_.cursor_path.empty() && cursor_unsaved_ && due) {
+    if (Status saved = cursor_.Save(options_.cursor_path); !saved.ok()) {
       // The records are spooled; without the saved cursor a restart sends them again.
       log_.Warn("could not save the cursor", {{"error", saved}});
+    } else {
+      cursor_unsaved_ = false;
+      last_save_ = clock_.SteadyNow();
     }
   }
-  cursor_ = std::move(working);
 
   result.counts = emitter.counts();
   result.runs_read = pass.runs_read;

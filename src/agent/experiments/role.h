@@ -56,8 +56,10 @@ class ExperimentsRole {
   // sent again, and stored once); a cursor of another spool is dropped the same way.
   void LoadCursor();
 
-  // One pass of every scanner. Records go to the sink; the cursor moves (and is saved) only
-  // when all of them are durable.
+  // One pass of every scanner. Records go to the sink; the cursor moves only when all of
+  // them are durable. It is saved after a pass that left nothing to do, and at most every
+  // 10 s while a backlog is worked off (a crash then sends those records again, and the
+  // console stores them once).
   CycleResult RunCycle();
 
   // Cycles until `stop`: at once while work is left, else every interval.
@@ -78,6 +80,8 @@ class ExperimentsRole {
   metrics::Registry& metrics_;
   log::Logger log_{"agent.experiments"};
   Cursor cursor_;
+  bool cursor_unsaved_ = false;  // cursor_ moved since it was last written
+  std::optional<SteadyTime> last_save_;
   std::vector<std::string> last_source_errors_;  // logged when they change
 
   mutable std::mutex mutex_;  // guards the fields below

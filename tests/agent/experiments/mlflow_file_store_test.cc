@@ -41,7 +41,7 @@ class MlflowFileStore : public ::testing::Test {
     std::vector<std::unique_ptr<Scanner>> scanners;
     scanners.push_back(std::make_unique<MlflowFileStoreScanner>(root_));
     RoleOptions options;
-    options.cursor_path = dir_.File("cursor.json");
+    options.cursor_path = dir_.File("cursor");
     options.limits = limits;
     role_ = std::make_unique<ExperimentsRole>(options, std::move(scanners), sink_, nullptr,
                                               SystemClock(), *registry_);

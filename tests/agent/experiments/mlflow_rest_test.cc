@@ -34,7 +34,7 @@ class MlflowRest : public ::testing::Test {
     std::vector<std::unique_ptr<Scanner>> scanners;
     scanners.push_back(std::move(*scanner));
     RoleOptions role;
-    role.cursor_path = dir_.File("cursor.json");
+    role.cursor_path = dir_.File("cursor");
     role_ = std::make_unique<ExperimentsRole>(role, std::move(scanners), sink_, nullptr,
                                               SystemClock(), registry_);
     role_->LoadCursor();
@@ -125,7 +125,7 @@ TEST_F(MlflowRest, BearerAndBasicAuthFromFilesAndARefusalDeletesNothing) {
       << result.source_errors[0].ToString();
   EXPECT_EQ(result.source_errors[0].message().find("stale-token"), std::string::npos);
 
-  std::filesystem::remove(dir_.File("cursor.json"));  // a new deployment
+  std::filesystem::remove(dir_.File("cursor"));  // a new deployment
   MlflowFixtureServer basic({.basic_auth = "scanner:p4ss"});
   testing::WriteFileOrDie(dir_.File("basic"), "scanner:p4ss");
   Use(basic, MlflowRestOptions{.basic_auth_file = dir_.File("basic")});

@@ -178,13 +178,15 @@ TEST(Cursor, SavesLoadsAndSettlesToOnePositionPerMetric) {
   running.last_sequence = 7;
   running.metrics["loss"] = {120, 0};
   running.metrics["acc"] = {80, 0};
+  running.metrics["train/100% top 1"] = {7, 1700000000123};  // a key with a space and a %
+  running.saved_run = R"({"run_id":"a","params":{"x":"y z"}})";
   RunState& finished = cursor.runs()["mlflow-dir:0/b"];
   finished = running;
   finished.run_id = "b";
   finished.terminal = true;
   finished.last_sequence = 9;
-  ASSERT_TRUE(cursor.Save(dir.File("cursor.json")).ok());
-  auto loaded = Cursor::Load(dir.File("cursor.json"));
+  ASSERT_TRUE(cursor.Save(dir.File("cursor")).ok());
+  auto loaded = Cursor::Load(dir.File("cursor"));
   ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
   EXPECT_EQ(loaded->runs(), cursor.runs());
   EXPECT_EQ(loaded->spool_id(), cursor.spool_id());
@@ -198,23 +200,34 @@ TEST(Cursor, SavesLoadsAndSettlesToOnePositionPerMetric) {
   // acc, then loss: name order.
   EXPECT_EQ(settled.settled_positions,
             (std::vector<RunState::SettledMetric>{{MetricNameHash("acc"), {80, 0}},
-                                                  {MetricNameHash("loss"), {120, 0}}}));
+                                                  {MetricNameHash("loss"), {120, 0}},
+                                                  {MetricNameHash("train/100% top 1"), {7, 1700000000123}}}));
+  EXPECT_TRUE(settled.saved_run.empty());
   EXPECT_FALSE(loaded->runs().at("mlflow-dir:0/a").settled);
-  ASSERT_TRUE(loaded->Save(dir.File("cursor.json")).ok());
-  EXPECT_EQ(Cursor::Load(dir.File("cursor.json"))->runs(), loaded->runs());
+  ASSERT_TRUE(loaded->Save(dir.File("cursor")).ok());
+  EXPECT_EQ(Cursor::Load(dir.File("cursor"))->runs(), loaded->runs());
 }
 
 TEST(Cursor, AMissingFileIsAnEmptyCursorAndADamagedOneAnError) {
   testing::TempDir dir;
-  auto missing = Cursor::Load(dir.File("cursor.json"));
+  auto missing = Cursor::Load(dir.File("cursor"));
   ASSERT_TRUE(missing.ok());
   EXPECT_TRUE(missing->runs().empty());
-  testing::WriteFileOrDie(dir.File("cursor.json"), "{\"version\":1,\"runs\":{\"a\":");
-  auto damaged = Cursor::Load(dir.File("cursor.json"));
-  ASSERT_FALSE(damaged.ok());
-  EXPECT_NE(damaged.status().message().find("damaged"), std::string::npos);
-  testing::WriteFileOrDie(dir.File("cursor.json"), "{\"version\":9,\"runs\":{}}");
-  EXPECT_FALSE(Cursor::Load(dir.File("cursor.json")).ok());
+  // A file cut off mid-line (a write the rename never published, copied by hand), a bad
+  // number, a metric without its run, another file, another version.
+  for (const char* text : {"uplink-experiments-cursor 2 =ab\nR =k =a 1 2 3 4 0 0\nM =loss 12",
+                           "uplink-experiments-cursor 2 =ab\nR =k =a 1 2 3 four 0 0\n",
+                           "uplink-experiments-cursor 2 =ab\nM =loss 1 2\n",
+                           "{\"version\":1,\"runs\":{}}\n"}) {
+    testing::WriteFileOrDie(dir.File("cursor"), text);
+    auto damaged = Cursor::Load(dir.File("cursor"));
+    ASSERT_FALSE(damaged.ok()) << text;
+    EXPECT_NE(damaged.status().message().find("damaged"), std::string::npos) << text;
+  }
+  testing::WriteFileOrDie(dir.File("cursor"), "uplink-experiments-cursor 9 =ab\n");
+  auto newer = Cursor::Load(dir.File("cursor"));
+  ASSERT_FALSE(newer.ok());
+  EXPECT_NE(newer.status().message().find("unknown version"), std::string::npos);
 }
 
 }  // namespace

@@ -55,7 +55,7 @@ class Wandb : public ::testing::Test {
     scanners.push_back(std::make_unique<WandbScanner>(
         WandbScannerOptions{.root = root_, .stale_after = minutes(10)}));
     RoleOptions options;
-    options.cursor_path = dir_.File("cursor.json");
+    options.cursor_path = dir_.File("cursor");
     role_ = std::make_unique<ExperimentsRole>(options, std::move(scanners), sink_, nullptr,
                                               clock_, registry_);
     role_->LoadCursor();
