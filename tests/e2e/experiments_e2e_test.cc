@@ -183,6 +183,48 @@ TEST_F(ExperimentsEndToEnd, AScannerTurnedOffScansNothing) {
   EXPECT_GT(RecordsStored(), 0u);
 }
 
+TEST_F(ExperimentsEndToEnd, ALostSpoolStartsOverAndTheConsoleStoresEachPointOnce) {
+  ASSERT_EQ(Scan().exit_code, 0);
+  const json::value before = Run(kMlfixRun);
+  // The state volume came back without its spool (an emptyDir lost with the pod, say), but
+  // with its cursor: the cursor belongs to the old spool, so everything is sent again.
+  fs::remove_all(d_.dir() + "/experiments-state/spool");
+  testing::CommandResult again = Scan();
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_NE(again.err.find("starting over"), std::string::npos) << again.err;
+  EXPECT_NE(again.err.find("\"runs\":53"), std::string::npos) << again.err;
+  const json::value after = Run(kMlfixRun);
+  EXPECT_EQ(json::serialize(after.at("metrics")), json::serialize(before.at("metrics")));
+  EXPECT_EQ(Runs("?limit=500").at("runs").as_array().size(), 53u);
+}
+
+TEST_F(ExperimentsEndToEnd, TheRoleRunsShipsAndPicksUpChangesUntilStopped) {
+  const int health_port = testing::FreePort();
+  testing::ChildProcess agent(
+      {d_.bin("uplink-agent"), "experiments", "--mlflow-dir", mlruns_, "--console",
+       d_.console_url(), "--token-file", token_file_, "--state-dir", d_.dir() + "/running-state",
+       "--interval", "10s", "--listen", "127.0.0.1:" + std::to_string(health_port)},
+      d_.dir());
+  ASSERT_TRUE(testing::WaitFor([&] { return Runs("?limit=500").at("runs").as_array().size() == 53; },
+                               60s))
+      << agent.Stderr();
+  ASSERT_TRUE(testing::WaitFor([&] { return d_.AgentProbe(health_port, "/readyz") == 200; }, 60s))
+      << agent.Stderr();
+  {
+    std::ofstream metric(mlruns_ + "/0/" + kMlfixRun + "/metrics/mae", std::ios::app);
+    metric << "1597955700000 0.125 7\n";
+  }
+  auto latest_mae_step = [&] {
+    const json::value run = Run(kMlfixRun);
+    for (const json::value& metric : run.at("metrics").as_array()) {
+      if (metric.at("key") == "mae") return metric.at("step").to_number<std::int64_t>();
+    }
+    return std::int64_t{-1};
+  };
+  EXPECT_TRUE(testing::WaitFor([&] { return latest_mae_step() == 7; }, 60s)) << agent.Stderr();
+  EXPECT_EQ(agent.Stop(20s), 0) << agent.Stderr();
+}
+
 TEST_F(ExperimentsEndToEnd, ATrackingServerIsScannedOverItsRestApiWithItsToken) {
   testing::MlflowFixtureServer mlflow({.bearer_token = "mlflow-e2e-token"});
   testing::WriteFileOrDie(d_.dir() + "/mlflow-token", "mlflow-e2e-token\n");
