@@ -44,6 +44,7 @@ bench: build
 	@$(BUILD_DIR)/bin/bench_node
 	@$(BUILD_DIR)/bin/bench_gpu
 	@$(BUILD_DIR)/bin/bench_kubectl
+	@$(BUILD_DIR)/bin/bench_experiments
 
 clean:
 	@rm -rf $(BUILD_DIR)

@@ -1,7 +1,7 @@
 // Agents' upload bodies (POST /api/v1/agent/uploads), parsed as the console does. Whatever the
 // input, an accepted batch must satisfy what the store relies on: a valid stream and spool id,
-// a sane range, strictly increasing sequences inside it, and payloads that are JSON objects
-// within the limits.
+// a sane range, strictly increasing sequences inside it, payloads that are JSON objects
+// within the limits, and experiments records only on an experiments stream.
 #include <cstdint>
 #include <string_view>
 #include <variant>
@@ -41,6 +41,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     auto reparsed = ParseJson(payload, JsonLimits{console::kMaxPayloadBytes, 64});
     FUZZ_CHECK(reparsed.ok());
     FUZZ_CHECK(reparsed->is_object());
+    if (record.experiment_record) {
+      FUZZ_CHECK(*record.experiment_record < batch.experiment_records.size());
+      FUZZ_CHECK(batch.stream.starts_with("experiments/"));
+    }
   }
   return 0;
 }

@@ -2,7 +2,8 @@
 // GPU nodes to the console over outbound HTTPS; `uplink-agent node [flags]` collects the
 // node's figures (src/agent/node/command.cc); `uplink-agent cluster [flags]` runs the console's
 // read-only kubectl commands and collects its plan (src/agent/cluster/command.cc);
-// `uplink-agent spool COMMAND` inspects, fills and
+// `uplink-agent experiments [flags]` reports ML experiment runs from MLflow and W&B
+// (src/agent/experiments/command.cc); `uplink-agent spool COMMAND` inspects, fills and
 // ships a durable upload spool; `uplink-agent check-kubectl` says what the read-only kubectl
 // guard would do with each argv on stdin (src/agent/cluster/check_command.cc).
 #include <signal.h>
@@ -24,6 +25,7 @@
 #include "agent/cluster/command.h"
 #include "agent/command_support.h"
 #include "agent/console_client.h"
+#include "agent/experiments/command.h"
 #include "agent/health.h"
 #include "agent/inventory/role.h"
 #include "agent/node/command.h"
@@ -67,6 +69,8 @@ const char kUsage[] =
     "                one collection (--once)\n"
     "  cluster       run the read-only kubectl commands the console sends, and collect its\n"
     "                plan (nodes, pods, warning events, ...) for the console\n"
+    "  experiments   report ML experiment runs (MLflow, Weights & Biases) to the console:\n"
+    "                only what changed since the last scan\n"
     "\n"
     "spool commands (the durable upload spool in DIR; one process at a time):\n"
     "  spool stat    print the spool's counts as one JSON object\n"
@@ -453,6 +457,7 @@ int main(int argc, char** argv) {
   if (role == "inventory") return RunInventory(args);
   if (role == "node") return agent::node::RunNodeCommand(args);
   if (role == "cluster") return agent::cluster::RunClusterCommand(args);
+  if (role == "experiments") return agent::experiments::RunExperimentsCommand(args);
   if (role == "spool") return RunSpool(args);
   if (role == "check-kubectl") return agent::cluster::RunCheckKubectlCommand(args);
   (void)WriteStderr("uplink-agent: unknown role '" + OneLineExcerpt(role, 64) + "'\n" + kUsage);

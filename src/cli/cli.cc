@@ -79,6 +79,10 @@ Status Dispatch(Invocation& inv) {
       return RunApprovalsAddRule(inv);
     case CommandId::kApprovalsRemoveRule:
       return RunApprovalsRemoveRule(inv);
+    case CommandId::kRunsList:
+      return RunRunsList(inv);
+    case CommandId::kRunsShow:
+      return RunRunsShow(inv);
   }
   return InternalError("a command without a handler");
 }

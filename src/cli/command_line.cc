@@ -110,6 +110,7 @@ const std::vector<std::pair<std::string_view, std::string_view>>& Groups() {
       {"api-keys", "your API keys, for scripts"},
       {"two-factor", "two-factor sign-in: an authenticator app's codes beside your password"},
       {"approvals", "kubectl commands that wait for approval, and the rules that send them"},
+      {"runs", "ML experiment runs (MLflow, Weights & Biases) the experiments agent reported"},
   };
   return groups;
 }
@@ -459,6 +460,34 @@ const std::vector<CommandSpec>& Commands() {
        .min_operands = 2,
        .max_operands = 2,
        .summary = "remove an approval rule; commands already waiting still need a decision"},
+      {.id = CommandId::kRunsList,
+       .group = "runs",
+       .name = "list",
+       .operands = "ID_OR_NAME",
+       .min_operands = 1,
+       .max_operands = 1,
+       .summary = "list a connection's experiment runs, newest first",
+       .flags = {{"experiment", "E", "only runs of this experiment (name or id)"},
+                 {"status", "S",
+                  "only runs with this status: running, scheduled, finished, failed, killed, "
+                  "crashed, unknown"},
+                 {"user", "U", "only runs of this user"},
+                 {"since", "T", "only runs started at or after T (RFC 3339)"},
+                 {"limit", "N", "at most N runs, 1-500 [default: 50]"}},
+       .notes = "Problems the agent reported (a run or file it could not read) are listed "
+                "after the runs."},
+      {.id = CommandId::kRunsShow,
+       .group = "runs",
+       .name = "show",
+       .alias = "get",
+       .operands = "ID_OR_NAME RUN_ID",
+       .min_operands = 2,
+       .max_operands = 2,
+       .summary = "show one run: params, tags and latest metrics (--output json adds the "
+                  "history of each metric)",
+       .flags = {{"metric", "M,...", "with --output json, the history of these metrics only"},
+                 {"points", "N", "with --output json, at most N points per metric, 2-10000 "
+                                 "[default: 500]"}}},
   };
   return commands;
 }

@@ -55,6 +55,8 @@ enum class CommandId {
   kApprovalsRules,
   kApprovalsAddRule,
   kApprovalsRemoveRule,
+  kRunsList,
+  kRunsShow,
 };
 
 inline constexpr size_t kAnyOperands = std::numeric_limits<size_t>::max();

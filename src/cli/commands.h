@@ -112,5 +112,7 @@ Status RunApprovalsReject(Invocation& inv);
 Status RunApprovalsRules(Invocation& inv);
 Status RunApprovalsAddRule(Invocation& inv);
 Status RunApprovalsRemoveRule(Invocation& inv);
+Status RunRunsList(Invocation& inv);
+Status RunRunsShow(Invocation& inv);
 
 }  // namespace uplink::cli

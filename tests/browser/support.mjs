@@ -152,3 +152,4 @@ export async function runTest(main, { processes, browser, dir, reportBytes }) {
   }
   process.exit(failed ? 1 : 0);
 }
+

@@ -184,6 +184,7 @@ Result<net::Response> ConsoleApi::AcceptUpload(const net::Request& request,
   }
   CountNodeSamples(outcome, connection, batch.stream);
   if (outcome.snapshot_replaced) metrics_.Increment(kClusterSnapshotsStoredTotal);
+  CountRunItems(outcome);
   if (outcome.restarted) {
     metrics_.Increment(kStreamRestartsTotal);
     log_.Warn("stream restarted: the agent's spool was recreated",

@@ -147,6 +147,9 @@ ConsoleApi::ConsoleApi(Store& store, const Clock& clock, ConsoleOptions options)
   metrics_.DeclareGauge(kKubectlPollsWaiting, "Agent polls held until a command is queued.");
   metrics_.DeclareCounter(kClusterSnapshotsStoredTotal,
                           "Cluster snapshots that became their connection's latest.");
+  metrics_.DeclareCounter(kRunItemsTotal,
+                          "Experiment run items stored, by kind: upserts, points (new ones), "
+                          "duplicate_points (already stored), deleted, problems.");
   metrics_.DeclareGauge(kConnections, "Connections by token status, computed at scrape time.");
   metrics_.DeclareGauge(kConnectionsLiveness,
                         "Connections whose token works (neither revoked nor expired), by the "
@@ -330,6 +333,17 @@ void ConsoleApi::RegisterRoutes() {
             [this](const net::Request&, const net::PathParams& params,
                    const RequestContext& caller) {
               return ShowRightSizing(params.at("id"), caller);
+            });
+  // Experiment runs.
+  UserRoute("GET", "/api/v1/connections/{id}/runs", Access::kAnyUser,
+            [this](const net::Request& request, const net::PathParams& params,
+                   const RequestContext& caller) {
+              return ListRuns(params.at("id"), request, caller);
+            });
+  UserRoute("GET", "/api/v1/connections/{id}/runs/{run_id}", Access::kAnyUser,
+            [this](const net::Request& request, const net::PathParams& params,
+                   const RequestContext& caller) {
+              return ShowRun(params.at("id"), params.at("run_id"), request, caller);
             });
   UserRoute("GET", "/api/v1/connections/{id}/cluster", Access::kAnyUser,
             [this](const net::Request&, const net::PathParams& params,

@@ -4,8 +4,9 @@
 // The routes' handlers live by area: accounts_api.cc (sessions, users, API keys),
 // connections_api.cc (connections, handovers), nodes_api.cc (node metrics and the node plan),
 // kubectl_api.cc (kubectl commands, namespace scope, cluster snapshots), two_factor_api.cc
-// (two-factor sign-in and the console settings), agent_api.cc (the agent's calls), and this
-// class's own file (routing, authentication order, audit log, operations).
+// (two-factor sign-in and the console settings), runs_api.cc (experiment runs),
+// agent_api.cc (the agent's calls), and this class's own file (routing, authentication
+// order, audit log, operations).
 #pragma once
 
 #include <chrono>
@@ -155,6 +156,7 @@ class ConsoleApi {
   static constexpr const char* kClusterSnapshotsStoredTotal =
       "uplink_console_cluster_snapshots_stored_total";
   static constexpr const char* kKubectlApprovalsTotal = "uplink_console_kubectl_approvals_total";
+  static constexpr const char* kRunItemsTotal = "uplink_console_run_items_total";
 
   void RegisterRoutes();
   // Registers a route whose replies are counted by route and status.
@@ -357,6 +359,14 @@ class ConsoleApi {
   void ApprovalSweeperLoop();
   // Ends expired approvals; with `abandon_approved` (at start-up), approved commands too.
   void EndApprovals(bool abandon_approved);
+
+  // experiment runs (runs_api.cc)
+  Result<net::Response> ListRuns(const std::string& id, const net::Request& request,
+                                 const RequestContext& caller);
+  Result<net::Response> ShowRun(const std::string& id, const std::string& run_id,
+                                const net::Request& request, const RequestContext& caller);
+  // Counts what an accepted upload did with experiment runs.
+  void CountRunItems(const UploadOutcome& outcome);
 
   // the agent's calls (agent_api.cc)
   Result<net::Response> ReportInventory(const net::Request& request, const Connection& connection);

@@ -9,6 +9,7 @@
 #include "console/api/kubectl_results.h"
 #include "console/api/node_sample.h"
 #include "console/api/right_sizing.h"
+#include "console/api/run_records.h"
 
 namespace uplink::console {
 namespace {
@@ -150,6 +151,23 @@ std::optional<std::string> ReadClusterSnapshot(const json::object& payload,
   return std::nullopt;
 }
 
+// The problem with an experiments payload at `path`, or nullopt when it is fine and its items
+// are appended to `batch`. They belong on an experiments role's stream, experiments/<pod>.
+std::optional<std::string> ReadExperimentRecord(const json::object& payload,
+                                                const std::string& path, UploadBatch& batch,
+                                                UploadRecord& record) {
+  if (!batch.stream.starts_with(kExperimentsStreamPrefix)) {
+    return path + " is an experiments record, which belongs on an experiments role's stream "
+                  "(experiments/<pod>), not on \"" +
+           batch.stream + "\"";
+  }
+  auto items = ParseExperimentPayload(payload, path);
+  if (!items.ok()) return items.status().message();
+  batch.experiment_records.push_back(std::move(*items));
+  record.experiment_record = batch.experiment_records.size() - 1;
+  return std::nullopt;
+}
+
 // The problem with the contents of records[index] (whose sequence is known to be in range),
 // or nullopt when it is fine and appended to `batch`.
 std::optional<std::string> ReadRecord(const json::object& record, size_t index,
@@ -204,6 +222,12 @@ std::optional<std::string> ReadRecord(const json::object& record, size_t index,
     parsed.node_sample = batch.node_samples.size() - 1;
   } else if (IsClusterSnapshotPayload(payload->get_object())) {
     auto problem = ReadClusterSnapshot(payload->get_object(), path("payload"), batch, parsed);
+    if (problem) {
+      batch.payloads.resize(parsed.payload_offset);
+      return problem;
+    }
+  } else if (IsExperimentPayload(payload->get_object())) {
+    auto problem = ReadExperimentRecord(payload->get_object(), path("payload"), batch, parsed);
     if (problem) {
       batch.payloads.resize(parsed.payload_offset);
       return problem;

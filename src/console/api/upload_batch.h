@@ -46,7 +46,8 @@ bool IsStreamName(std::string_view name);
 // first record refused for its contents. A node sample (payload kind "node_sample") is also
 // read as docs/protocol.md, "Node samples", says, and refused when it is not valid or not on
 // its node's stream; likewise a cluster snapshot (payload kind "cluster_snapshot",
-// "Cluster snapshots"), which belongs on a cluster role's stream.
+// "Cluster snapshots"), which belongs on a cluster role's stream, and the experiments role's
+// records ("Experiment runs", run_records.h), which belong on an experiments stream.
 Result<ParsedUpload> ParseUploadBatch(const json::value& body);
 
 }  // namespace uplink::console

@@ -59,6 +59,15 @@ class SqliteStore::Statement {
     return *this;
   }
   Statement& Bind(bool value) { return Bind(static_cast<std::int64_t>(value)); }
+  // Named apart from Bind: an int argument must never silently become a double.
+  Statement& BindDouble(double value) {
+    sqlite3_bind_double(stmt_, ++index_, value);
+    return *this;
+  }
+  Statement& BindNull() {
+    sqlite3_bind_null(stmt_, ++index_);
+    return *this;
+  }
   Statement& Bind(WallTime value) { return Bind(ToUnixSeconds(value)); }
   template <typename T>
   Statement& Bind(const std::optional<T>& value) {
@@ -84,6 +93,7 @@ class SqliteStore::Statement {
                  : std::string_view();
   }
   std::int64_t Int(int column) const { return sqlite3_column_int64(stmt_, column); }
+  double Double(int column) const { return sqlite3_column_double(stmt_, column); }
   bool IsNull(int column) const { return sqlite3_column_type(stmt_, column) == SQLITE_NULL; }
   WallTime Time(int column) const { return FromUnixSeconds(Int(column)); }
   std::optional<WallTime> OptionalTime(int column) const {

@@ -416,6 +416,70 @@ CREATE TABLE pod_usage (
   PRIMARY KEY (connection_id, collected_at, namespace, pod)
 ) WITHOUT ROWID;
 )sql"},
+    {10, R"sql(
+-- Experiment runs (docs/api.md, "Experiment runs"), one row per run of a connection. The
+-- maps are the JSON objects the agent sent (already redacted there). Times are Unix
+-- milliseconds; started_at is 0 for a run that has not said when it started (it sorts last).
+CREATE TABLE runs (
+  id INTEGER PRIMARY KEY,
+  connection_id TEXT NOT NULL REFERENCES connections(id) ON DELETE CASCADE,
+  run_id TEXT NOT NULL,
+  source TEXT NOT NULL,
+  experiment_id TEXT NOT NULL,
+  experiment TEXT NOT NULL,
+  name TEXT NOT NULL,
+  user_name TEXT NOT NULL,
+  status TEXT NOT NULL,
+  offline INTEGER NOT NULL,
+  started_at INTEGER NOT NULL,
+  ended_at INTEGER,
+  exit_code INTEGER,
+  location TEXT NOT NULL,
+  params TEXT NOT NULL,
+  tags TEXT NOT NULL,
+  summary TEXT NOT NULL,
+  redacted TEXT NOT NULL,
+  omitted INTEGER NOT NULL,
+  stream TEXT NOT NULL,
+  first_seen_at INTEGER NOT NULL,
+  updated_at INTEGER NOT NULL,
+  UNIQUE (connection_id, run_id)
+);
+CREATE INDEX runs_by_start ON runs (connection_id, started_at DESC, run_id);
+-- One row per metric of a run, with its latest point (highest step, then newest), so a run's
+-- latest metrics are read without scanning its points.
+CREATE TABLE run_metrics (
+  id INTEGER PRIMARY KEY,
+  run INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  key TEXT NOT NULL,
+  latest_step INTEGER NOT NULL,
+  latest_value REAL,
+  latest_timestamp INTEGER NOT NULL,
+  points INTEGER NOT NULL,
+  UNIQUE (run, key)
+);
+-- Every point once: a point sent again (after a lost reply or a cursor reset) is ignored.
+-- value is NULL for NaN.
+CREATE TABLE run_metric_points (
+  metric INTEGER NOT NULL REFERENCES run_metrics(id) ON DELETE CASCADE,
+  step INTEGER NOT NULL,
+  timestamp INTEGER NOT NULL,
+  value REAL,
+  PRIMARY KEY (metric, step, timestamp)
+) WITHOUT ROWID;
+-- Runs or files an agent could not read, each reported once; the newest 1,000 per
+-- connection are kept.
+CREATE TABLE run_problems (
+  id INTEGER PRIMARY KEY,
+  connection_id TEXT NOT NULL REFERENCES connections(id) ON DELETE CASCADE,
+  source TEXT NOT NULL,
+  location TEXT NOT NULL,
+  error TEXT NOT NULL,
+  reported_at INTEGER NOT NULL,
+  UNIQUE (connection_id, source, location)
+);
+CREATE INDEX run_problems_by_time ON run_problems (connection_id, reported_at DESC);
+)sql"},
 };
 
 constexpr const char* kUserColumns =
@@ -1645,6 +1709,7 @@ Result<UploadOutcome> SqliteStore::AcceptUpload(const std::string& connection_id
     std::int64_t received_millis = ToUnixMillis(received_at);
     std::vector<const UploadRecord*> new_samples;
     std::vector<const UploadRecord*> new_snapshots;
+    std::vector<const UploadRecord*> new_experiments;
     for (const UploadRecord& record : batch.records) {
       if (record.sequence <= acked_through) {
         ++outcome.duplicates;
@@ -1659,6 +1724,10 @@ Result<UploadOutcome> SqliteStore::AcceptUpload(const std::string& connection_id
         new_snapshots.push_back(&record);
         continue;
       }
+      if (record.experiment_record) {
+        new_experiments.push_back(&record);
+        continue;
+      }
       Statement insert(insert_stmt);
       insert.Bind(stream_id).Bind(outcome.epoch).Bind(record.sequence);
       insert.Bind(ToUnixMillis(record.appended_at)).Bind(received_millis);
@@ -1671,6 +1740,8 @@ Result<UploadOutcome> SqliteStore::AcceptUpload(const std::string& connection_id
                                             retention.samples, outcome));
     UPLINK_RETURN_IF_ERROR(
         StoreClusterSnapshot(connection_id, batch, new_snapshots, received_at, outcome));
+    UPLINK_RETURN_IF_ERROR(
+        StoreExperimentRecords(connection_id, batch, new_experiments, received_at, outcome));
     // Every sequence after acked_through up to last_sequence either arrived now or never will.
     if (batch.last_sequence > acked_through) {
       outcome.lost = batch.last_sequence - acked_through - outcome.stored;

@@ -181,6 +181,19 @@ class SqliteStore : public Store {
   Result<ConsoleSettings> GetConsoleSettings() override;
   Status SetConsoleSettings(const ConsoleSettings& settings, const AuditEvent& audit) override;
 
+  // Experiment runs (sqlite_runs.cc).
+  Result<RunPage> ListRuns(const RunQuery& query) override;
+  Result<RunFacets> ListRunFacets(const std::string& connection_id) override;
+  Result<StoredRun> GetRun(const std::string& connection_id, const std::string& run_id) override;
+  Result<std::vector<RunMetric>> ListRunMetrics(const std::string& connection_id,
+                                                const std::string& run_id) override;
+  Result<std::vector<RunHistory>> ReadRunHistory(const std::string& connection_id,
+                                                 const std::string& run_id,
+                                                 const std::vector<std::string>& metrics,
+                                                 size_t max_points) override;
+  Result<std::vector<RunProblem>> ListRunProblems(const std::string& connection_id,
+                                                  int limit) override;
+
   Status AppendAudit(const AuditEvent& event) override;
   Result<std::vector<AuditEvent>> ListAudit(const AuditQuery& query) override;
 
@@ -261,6 +274,16 @@ class SqliteStore : public Store {
   // Under mutex_: the approvals `where` selects, with the connection's owner (sqlite_approvals.cc).
   Result<std::vector<CommandApproval>> QueryApprovals(const std::string& where,
                                                       const Binder& bind);
+
+  // Stores the experiments records of `batch` above acked_through, inside the upload's
+  // transaction (sqlite_runs.cc).
+  Status StoreExperimentRecords(const std::string& connection_id, const UploadBatch& batch,
+                                const std::vector<const UploadRecord*>& records, WallTime now,
+                                UploadOutcome& outcome);
+  // The id of the connection's run row, created as a placeholder when `create` and missing.
+  Result<std::optional<std::int64_t>> RunRowId(const std::string& connection_id,
+                                               const std::string& run_id, const std::string& stream,
+                                               WallTime now, bool create);
 
   // Node samples (sqlite_samples.cc); the caller holds mutex_ inside a write transaction
   // unless it says otherwise.

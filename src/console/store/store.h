@@ -19,6 +19,7 @@
 
 #include "common/status.h"
 #include "common/time.h"
+#include "console/store/runs.h"
 #include "console/store/sample_series.h"
 
 namespace uplink::console {
@@ -248,6 +249,9 @@ struct UploadRecord {
   // A cluster snapshot collected at this time: kept as the connection's latest snapshot
   // (when it is the latest), not as a record.
   std::optional<WallTime> cluster_snapshot_at;
+  // An experiments record (index into UploadBatch::experiment_records): kept as runs and
+  // points, not as a record.
+  std::optional<size_t> experiment_record;
 };
 
 // One upload from an agent's spool, validated: sequences strictly increase within
@@ -265,6 +269,7 @@ struct UploadBatch {
   std::string payloads;
   std::vector<NodeSampleFigures> node_samples;  // of the records that are node samples
   std::vector<PodUsage> pod_usage;  // of the records that are cluster snapshots
+  std::vector<ExperimentRecord> experiment_records;  // of the records that are experiments
 
   std::string_view Payload(const UploadRecord& record) const {
     return std::string_view(payloads).substr(record.payload_offset, record.payload_size);
@@ -298,6 +303,13 @@ struct UploadOutcome {
   std::int64_t samples_pruned = 0;
   std::int64_t rollups_written = 0;
   std::int64_t rollups_pruned = 0;
+  // Experiment runs: upserts stored, points new to the store (a point sent again is not
+  // stored twice), runs deleted, problems reported.
+  std::int64_t runs_upserted = 0;
+  std::int64_t run_points_stored = 0;
+  std::int64_t run_points_duplicate = 0;
+  std::int64_t runs_deleted = 0;
+  std::int64_t run_problems = 0;
 };
 
 // A stream of a connection: one agent spool, as the console has received it.
@@ -827,6 +839,25 @@ class Store {
   // Replaces the plan, writing `audit`. NotFound when the connection does not exist.
   virtual Status SetInstallPlan(const std::string& connection_id, const InstallPlan& plan,
                                 const AuditEvent& audit) = 0;
+
+  // Experiment runs (docs/api.md, "Experiment runs"). AcceptUpload stores the batch's
+  // experiments records (above acked_through) in its transaction: upserts, new points only,
+  // deletions and problems. Reads are per connection; NotFound for a run it does not have.
+  virtual Result<RunPage> ListRuns(const RunQuery& query) = 0;
+  virtual Result<RunFacets> ListRunFacets(const std::string& connection_id) = 0;
+  virtual Result<StoredRun> GetRun(const std::string& connection_id,
+                                   const std::string& run_id) = 0;
+  virtual Result<std::vector<RunMetric>> ListRunMetrics(const std::string& connection_id,
+                                                        const std::string& run_id) = 0;
+  // The history of `metrics` of the run (empty: every metric), each thinned to at most
+  // `max_points`.
+  virtual Result<std::vector<RunHistory>> ReadRunHistory(const std::string& connection_id,
+                                                         const std::string& run_id,
+                                                         const std::vector<std::string>& metrics,
+                                                         size_t max_points) = 0;
+  // The newest problems the connection's agents reported, newest first.
+  virtual Result<std::vector<RunProblem>> ListRunProblems(const std::string& connection_id,
+                                                          int limit) = 0;
 
   virtual Status AppendAudit(const AuditEvent& event) = 0;
   virtual Result<std::vector<AuditEvent>> ListAudit(const AuditQuery& query) = 0;

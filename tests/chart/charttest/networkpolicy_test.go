@@ -6,8 +6,9 @@ import (
 )
 
 // One NetworkPolicy per workload: no ingress (but /metrics from networkPolicy.metricsFrom),
-// egress only to DNS, the console's port (only to consoleCIDRs when set) and, for the roles
-// that use the API, the API server's ports (only to apiServerCIDRs when set).
+// egress only to DNS, the console's port (only to consoleCIDRs when set), for the roles that
+// use the API the API server's ports (only to apiServerCIDRs when set), and for the
+// experiments role the MLflow tracking server's port (only to mlflowCIDRs when set).
 func TestNetworkPoliciesAreExactlyAsDescribed(t *testing.T) {
 	chart := loadChart(t)
 	for _, c := range matrix {
@@ -53,7 +54,10 @@ func TestNetworkPoliciesAreExactlyAsDescribed(t *testing.T) {
 
 			egress := `[{"ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]}`
 			egress += fmt.Sprintf(`, {"ports": [{"protocol": "TCP", "port": %d}]%s}`, consolePort, ipBlocks(np["consoleCIDRs"]))
-			if component != "node" {
+			if component == "experiments" && c.name == "experiments-server" {
+				egress += `, {"ports": [{"protocol": "TCP", "port": 5443}], "to": [{"ipBlock": {"cidr": "10.20.0.0/16"}}]}`
+			}
+			if component != "node" && component != "experiments" {
 				var ports []string
 				for _, p := range apiPorts {
 					ports = append(ports, fmt.Sprintf(`{"protocol": "TCP", "port": %v}`, p))

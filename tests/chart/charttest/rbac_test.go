@@ -204,7 +204,8 @@ func TestServiceAccountsAndTokenMounts(t *testing.T) {
 			if spec["serviceAccountName"] != full+"-"+component {
 				t.Errorf("case %s: %s runs as %v", c.name, component, spec["serviceAccountName"])
 			}
-			wantMount := component != "node"
+			// The node and experiments roles have no use for the API.
+			wantMount := component != "node" && component != "experiments"
 			if spec["automountServiceAccountToken"] != wantMount {
 				t.Errorf("case %s: %s automountServiceAccountToken %v, want %v", c.name, component,
 					spec["automountServiceAccountToken"], wantMount)

@@ -150,7 +150,7 @@ func leafKeys(prefix string, values map[string]interface{}) []string {
 			full = prefix + "." + key
 		}
 		inner, isMap := value.(map[string]interface{})
-		if !isMap || len(inner) == 0 || full == "resources.inventory" || full == "resources.cluster" || full == "resources.node" {
+		if !isMap || len(inner) == 0 || strings.HasPrefix(full, "resources.") {
 			out = append(out, full)
 			continue
 		}

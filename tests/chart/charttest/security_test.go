@@ -36,6 +36,10 @@ func TestEveryPodIsLockedDown(t *testing.T) {
 				podSecurity = `{"runAsUser": 65532, "runAsGroup": 65532, "fsGroup": 65532,
 					"fsGroupChangePolicy": "OnRootMismatch", "seccompProfile": {"type": "RuntimeDefault"}}`
 			}
+			if component == "experiments" && c.name == "experiments-volumes" {
+				// Groups it joins to read the scanned files, as experiments.supplementalGroups says.
+				podSecurity = strings.Replace(podSecurity, `"fsGroup"`, `"supplementalGroups": [1000], "fsGroup"`, 1)
+			}
 			if !sameJSON(t, spec["securityContext"], podSecurity) {
 				t.Errorf("%s: pod securityContext %s", where, toJSON(spec["securityContext"]))
 			}
@@ -118,8 +122,9 @@ func checkResources(t *testing.T, where string, c renderCase, resources interfac
 	}
 }
 
-// Host paths only in the node DaemonSet, exactly /proc and / read-only and the spool;
-// every other mount read-only except the scratch directories.
+// Host paths only in the node DaemonSet (exactly /proc and / read-only and the spool) and,
+// read-only, the folders the experiments role is told to scan; every other mount read-only
+// except the scratch and state directories.
 func checkMounts(t *testing.T, where, component string, container map[string]interface{}) {
 	t.Helper()
 	writable := map[string]bool{}
@@ -136,6 +141,8 @@ func checkMounts(t *testing.T, where, component string, container map[string]int
 		"inventory": {},
 		"cluster":   {"spool": true, "tmp": true},
 		"node":      {"spool": true},
+		// Its cursor and spool; what it scans is read-only.
+		"experiments": {"state": true},
 	}[component]
 	if toJSON(writable) != toJSON(want) {
 		t.Errorf("%s: writable mounts %v, want %v", where, writable, want)
@@ -159,7 +166,7 @@ func checkMounts(t *testing.T, where, component string, container map[string]int
 	}
 }
 
-func TestHostPathsOnlyForTheNodeRoleAndTheSpools(t *testing.T) {
+func TestHostPathsOnlyForTheNodeRoleTheSpoolsAndScannedFolders(t *testing.T) {
 	chart := loadChart(t)
 	for _, c := range matrix {
 		result := render(t, chart, c)
@@ -192,10 +199,16 @@ func TestHostPathsOnlyForTheNodeRoleAndTheSpools(t *testing.T) {
 			if spoolOwnerPath(c, component) != "" && component == "cluster" {
 				want = "spool=" + spool + "/cluster(DirectoryOrCreate)"
 			}
+			if component == "experiments" && c.name == "experiments-volumes" {
+				want = "scan-wandb=/data/wandb(Directory)"
+			}
 			if got := strings.Join(hostPaths, " "); got != want {
 				t.Errorf("case %s: %s host paths %q, want %q", c.name, component, got, want)
 			}
-			wantEmpty := map[string]string{"cluster": "tmp"}[component]
+			wantEmpty := map[string]string{"cluster": "tmp", "experiments": "state"}[component]
+			if component == "experiments" && c.name == "experiments-server" {
+				wantEmpty = "" // its state is on a PVC
+			}
 			if got := strings.Join(emptyDirs, " "); got != wantEmpty {
 				t.Errorf("case %s: %s emptyDirs %q, want %q", c.name, component, got, wantEmpty)
 			}

@@ -203,6 +203,44 @@ kubernetes:
 config:
   baseUrl: "https://[2001:db8::10]:9443"
 `},
+	{name: "experiments-volumes", values: `
+experiments:
+  mlflow:
+    volume: {persistentVolumeClaim: training-runs, subPath: mlruns}
+  wandb:
+    volume: {hostPath: /data/wandb}
+  nodeSelector:
+    kubernetes.io/hostname: gpu-node-7
+  supplementalGroups: [1000]
+`},
+	{name: "experiments-server", values: `
+experiments:
+  mlflow:
+    trackingUri: https://mlflow.ml.svc:5443/tracking
+    credentialSecret: mlflow-credential
+    tokenKey: token
+    caBundle: |
+      -----BEGIN CERTIFICATE-----
+      MIIBszCCAVmgAwIBAgIUexample
+      -----END CERTIFICATE-----
+  wandb:
+    volume: {persistentVolumeClaim: wandb-runs}
+    staleAfter: 30m
+  interval: 1m
+  statePersistentVolumeClaim: experiments-state
+networkPolicy:
+  mlflowCIDRs: [10.20.0.0/16]
+`},
+	{name: "experiments-off", values: `
+config:
+  enableWandb: false
+  enableMlflow: false
+experiments:
+  mlflow:
+    trackingUri: http://mlflow.ml.svc:5000
+  wandb:
+    volume: {persistentVolumeClaim: wandb-runs}
+`},
 }
 
 // --- helpers over rendered objects ---

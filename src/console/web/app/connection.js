@@ -356,6 +356,7 @@ export function ConnectionPage({ id }) {
       <dt>GPU node selector</dt><dd><${SelectorFact} connection=${connection} /></dd>
     </dl>
     <${NewInstallationCode} connection=${connection} onIssued=${() => setVersion((v) => v + 1)} />
+    <p><a href=${'#/connections/' + encodeURIComponent(id) + '/runs'}>Experiment runs (MLflow, W&B) →</a></p>
     <${SecurityEvents} events=${connection.security_events || []} />
     <h2>Nodes</h2>
     ${connection.nodes.length === 0 ? html`<${NoNodes} connection=${connection} />`

@@ -1,6 +1,6 @@
-// The uplink web console: sign-in, connections, a connection's nodes, charts, cluster view
-// and kubectl console, approvals, agent tokens, audit log and users. Everything from the
-// cluster is rendered as text (htm escapes it); nothing is ever set as HTML.
+// The uplink web console: sign-in, connections, a connection's nodes, charts, cluster view,
+// kubectl console and experiment runs, approvals, agent tokens, audit log and users.
+// Everything from the cluster is rendered as text (htm escapes it); nothing is ever set as HTML.
 import { h, render } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
 import htm from 'htm';
@@ -9,6 +9,7 @@ import './style.css';
 import { api, ApiError, setCsrfToken } from './api.js';
 import { ApprovalsLabel, ApprovalsPage } from './approvals.js';
 import { ConnectionPage } from './connection.js';
+import { RunPage, RunsPage } from './runs.js';
 import { TokensPage } from './tokens.js';
 import { ApiKeysPage, AuditPage, UsersPage } from './admin.js';
 import { ago } from './format.js';
@@ -124,7 +125,7 @@ function App() {
     setSession(null);
   };
   const admin = session.user.role === 'admin';
-  const [page, id] = route;
+  const [page, id, sub, subId] = route;
   // A user the console requires two-factor sign-in of may do nothing else until it is set up.
   const enrolOnly = session.two_factor_enrollment_required;
   // Held to enrolment, the list of connections is shown only when asked for: the page opens
@@ -142,6 +143,10 @@ function App() {
     content = html`<${ConnectionsPage} linked=${false} />`;
   } else if (page === 'two-factor' || enrolOnly) {
     content = html`<${TwoFactorPage} user=${session.user} onChanged=${reloadSession} />`;
+  } else if (page === 'connections' && id && sub === 'runs' && subId) {
+    content = html`<${RunPage} connectionId=${id} runId=${subId} />`;
+  } else if (page === 'connections' && id && sub === 'runs') {
+    content = html`<${RunsPage} connectionId=${id} />`;
   } else if (page === 'connections' && id) content = html`<${ConnectionPage} id=${id} />`;
   else if (page === 'tokens') content = html`<${TokensPage} />`;
   else if (page === 'approvals') content = html`<${ApprovalsPage} />`;
