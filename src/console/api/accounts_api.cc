@@ -104,7 +104,7 @@ Result<net::Response> ConsoleApi::SignIn(const net::Request& request) {
   const auto& proved = std::get<std::optional<SecondFactorUse>>(second_factor);
   UPLINK_ASSIGN_OR_RETURN(bool enrollment_required, NeedsTwoFactorEnrollment(*user));
 
-  MintedCredential token = MintCredential(kSessionKind);
+  MintedCredential token = MintCredential(protocol::kSessionPrefix);
   Session session;
   session.id = NewId();
   session.user_id = user->id;
@@ -354,7 +354,7 @@ Result<net::Response> ConsoleApi::CreateApiKey(const net::Request& request,
   if (raw_expiry) {
     UPLINK_ASSIGN_OR_RETURN(key.expires_at, ParseFutureTime("expires_at", *raw_expiry, now));
   }
-  MintedCredential token = MintCredential(kApiKeyKind);
+  MintedCredential token = MintCredential(protocol::kApiKeyPrefix);
   key.id = NewId();
   key.user_id = caller.user.id;
   key.lookup_prefix = token.lookup_prefix;

@@ -1,15 +1,19 @@
 // The agent's calls (docs/protocol.md): the inventory report, spool uploads and whoami. The
 // connection token is checked by AgentRoute before these run.
 
-#include "common/cluster_identity.h"
 #include "common/files.h"
 #include "common/gzip.h"
 #include "common/text.h"
 #include "console/api/console_api.h"
 #include "console/api/errors.h"
-#include "console/api/inventory_report.h"
-#include "console/api/kubectl_results.h"
 #include "console/api/upload_batch.h"
+#include "protocol/agent_api.h"
+#include "protocol/cluster_snapshot.h"
+#include "protocol/commands.h"
+#include "protocol/inventory.h"
+#include "protocol/plans.h"
+#include "protocol/upload.h"
+#include "protocol/whoami.h"
 
 namespace uplink::console {
 namespace {
@@ -84,11 +88,13 @@ Result<net::Response> ConsoleApi::ReportInventory(const net::Request& request,
 Result<net::Response> ConsoleApi::AcceptInventory(const net::Request& request,
                                                   const Connection& connection) {
   std::string decompressed;
-  auto decoded = AgentJsonBody(request, kMaxReportBytes, decompressed);
+  auto decoded = AgentJsonBody(request, protocol::kMaxReportBytes, decompressed);
   if (auto* refusal = std::get_if<net::Response>(&decoded)) return std::move(*refusal);
   const std::string_view body = std::get<std::string_view>(decoded);
-  UPLINK_ASSIGN_OR_RETURN(json::value document, ParseJson(body, JsonLimits{kMaxReportBytes, 16}));
-  UPLINK_ASSIGN_OR_RETURN(InventoryReport report, ParseInventoryReport(document));
+  UPLINK_ASSIGN_OR_RETURN(
+      json::value document,
+      ParseJson(body, JsonLimits{protocol::kMaxReportBytes, protocol::kMaxReportDepth}));
+  UPLINK_ASSIGN_OR_RETURN(InventoryReport report, protocol::DecodeInventoryReport(document));
 
   // The store records connection.bind or connection.cluster_mismatch with its own detail;
   // who reported, from where, is known here.
@@ -98,15 +104,16 @@ Result<net::Response> ConsoleApi::AcceptInventory(const net::Request& request,
   UPLINK_RETURN_IF_ERROR(
       store_.AcceptReport(connection.id, connection.token_hash, report, now, audit));
   // A report that named its cluster in the header was bound (and logged) before this.
-  if (!connection.cluster_uid && !request.headers.Get(kClusterUidHeader)) {
+  if (!connection.cluster_uid && !request.headers.Get(protocol::kClusterUidHeader)) {
     log_.Info("connection bound to its cluster",
               {{"connection_id", connection.id}, {"cluster_uid", report.cluster_uid}});
   }
   log_.Debug("report accepted", {{"connection_id", connection.id}, {"nodes", report.nodes.size()}});
-  return JsonResponse(200, {{"accepted", true},
-                            {"connection_id", connection.id},
-                            {"report_interval_seconds", options_.report_interval.count()},
-                            {"expires_at", FormatRfc3339(connection.expires_at)}});
+  return JsonResponse(200, protocol::EncodeInventoryReply(protocol::InventoryReply{
+                               .accepted = true,
+                               .connection_id = connection.id,
+                               .report_interval_seconds = options_.report_interval.count(),
+                               .expires_at = connection.expires_at}));
 }
 
 Result<net::Response> ConsoleApi::ReceiveUpload(const net::Request& request,
@@ -154,15 +161,15 @@ Result<net::Response> ConsoleApi::AcceptUpload(const net::Request& request,
     const std::string_view body = std::get<std::string_view>(decoded);
     UPLINK_ASSIGN_OR_RETURN(
         json::value document,
-        ParseJson(body, JsonLimits{options_.max_upload_bytes, kMaxUploadDocumentDepth}));
-    UPLINK_ASSIGN_OR_RETURN(ParsedUpload parsed, ParseUploadBatch(document));
-    if (auto* invalid = std::get_if<InvalidRecord>(&parsed)) {
-      if (invalid->node_sample) {
+        ParseJson(body, JsonLimits{options_.max_upload_bytes, protocol::kMaxUploadDocumentDepth}));
+    UPLINK_ASSIGN_OR_RETURN(auto decoded_upload, protocol::DecodeUpload(document));
+    if (auto* invalid = std::get_if<protocol::InvalidRecord>(&decoded_upload)) {
+      if (invalid->kind == protocol::PayloadKind::kNodeSample) {
         metrics_.Increment(kNodeSamplesRefusedTotal, {{"reason", "invalid"}});
       }
       return InvalidRecordResponse(invalid->sequence, invalid->message);
     }
-    batch = std::move(std::get<UploadBatch>(parsed));
+    batch = StoreBatchOf(std::move(std::get<protocol::DecodedUpload>(decoded_upload)));
   }
 
   WallTime now = clock_.Now();
@@ -205,24 +212,24 @@ Result<net::Response> ConsoleApi::AcceptUpload(const net::Request& request,
                                    {"duplicates", outcome.duplicates}});
   }
   presence_.Seen(connection.id, UploadingAgent(batch), now);
-  json::object reply{{"stream", batch.stream},
-                     {"acked_through", outcome.acked_through},
-                     {"stored", outcome.stored},
-                     {"duplicates", outcome.duplicates},
-                     {"expires_at", FormatRfc3339(connection.expires_at)}};
-  if (batch.stream.starts_with(kNodeStreamPrefix)) {
+  json::object reply =
+      protocol::EncodeUploadReply(protocol::UploadReply{.stream = batch.stream,
+                                                        .acked_through = outcome.acked_through,
+                                                        .stored = outcome.stored,
+                                                        .duplicates = outcome.duplicates,
+                                                        .expires_at = connection.expires_at});
+  if (batch.stream.starts_with(protocol::kNodeStreamPrefix)) {
     // The upload is stored whatever happens here: without a plan the agent keeps its last.
     auto plan = store_.GetNodePlan(connection.id);
     if (plan.ok()) {
-      json::array collectors;
-      for (const std::string& name : plan->collectors) collectors.push_back(json::value(name));
-      reply["plan"] = json::object{{"interval_seconds", plan->interval_seconds},
-                                   {"collectors", std::move(collectors)}};
+      reply["plan"] = protocol::EncodeNodePlan(
+          protocol::NodePlan{.interval = std::chrono::seconds(plan->interval_seconds),
+                             .collectors = plan->collectors});
     } else {
       log_.Warn("reading the node plan for an upload reply failed",
                 {{"connection_id", connection.id}, {"error", plan.status()}});
     }
-  } else if (batch.stream.starts_with(kClusterStreamPrefix)) {
+  } else if (batch.stream.starts_with(protocol::kClusterStreamPrefix)) {
     if (auto plan = ClusterPlan(connection)) reply["plan"] = std::move(*plan);
   }
   return JsonResponse(200, reply);
@@ -262,12 +269,13 @@ Result<net::Response> ConsoleApi::WhoAmI(const Connection& connection) {
   // than with an allocation per field.
   unsigned char arena[1024];
   json::monotonic_resource resource(arena, sizeof arena);
-  const json::object reply({{"connection_id", connection.id},
-                            {"agent_name", connection.agent_name},
-                            {"cluster_name", connection.cluster_name},
-                            {"expires_at", FormatRfc3339(connection.expires_at)},
-                            {"report_interval_seconds", options_.report_interval.count()}},
-                           &resource);
+  const json::object reply = protocol::EncodeWhoAmIReply(
+      protocol::WhoAmIReply{.connection_id = connection.id,
+                            .agent_name = connection.agent_name,
+                            .cluster_name = connection.cluster_name,
+                            .expires_at = connection.expires_at,
+                            .report_interval_seconds = options_.report_interval.count()},
+      &resource);
   return JsonResponse(200, reply);
 }
 

@@ -13,6 +13,7 @@
 #include "console/api/console_api.h"
 #include "console/api/errors.h"
 #include "kubectl/guard.h"
+#include "protocol/agent_api.h"
 
 namespace uplink::console {
 namespace {
@@ -21,8 +22,6 @@ constexpr size_t kIdBytes = 8;
 constexpr std::chrono::seconds kSweepInterval{5};
 constexpr size_t kMaxReasonBytes = 500;
 constexpr std::int64_t kMaxApprovalPage = 500;
-
-std::string NewCommandId() { return "cmd_" + HexEncode(RandomBytes(kIdBytes)); }
 
 // Which credential asked, so that it can never approve its own request.
 std::string CredentialKey(const RequestContext& caller) {
@@ -76,7 +75,7 @@ net::Response ConsoleApi::RequestApproval(const Connection& connection,
                                           const ApprovalRule& rule) {
   const WallTime now = clock_.Now();
   CommandApproval approval;
-  approval.id = NewCommandId();
+  approval.id = protocol::NewCommandId();
   approval.connection_id = connection.id;
   approval.owner_id = connection.owner_id;
   approval.argv = argv;

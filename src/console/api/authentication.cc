@@ -198,7 +198,9 @@ UserAuthentication Authenticator::AuthenticateUser(const net::Request& request) 
                        "send your API key or session token as \"Authorization: Bearer uk_...\" "
                        "(or skt_...); \"uplink login\" signs in"});
   }
-  if (token->Reveal().starts_with(kSessionKind)) return AuthenticateSession(*token, address);
+  if (token->Reveal().starts_with(protocol::kSessionPrefix)) {
+    return AuthenticateSession(*token, address);
+  }
   return AuthenticateApiKey(*token, address);
 }
 
@@ -230,7 +232,7 @@ UserAuthentication Authenticator::AuthenticateApiKey(const Secret& token,
                    "the API key is not valid; use the key printed by \"uplink-console init\" or "
                    "create a new one"};
   };
-  std::optional<std::string> prefix = LookupPrefix(token, kApiKeyKind);
+  std::optional<std::string> prefix = LookupPrefix(token, protocol::kApiKeyPrefix);
   if (!prefix) return RefuseUser(kApiKeyKindName, address, "", invalid());
   auto candidates = store_.FindApiKeysByPrefix(*prefix);
   if (!candidates.ok()) return StoreFailure("looking up an API key failed", candidates.status());
@@ -259,7 +261,7 @@ UserAuthentication Authenticator::AuthenticateSession(const Secret& token,
     return Refusal{"invalid_token",
                    "the session token is not valid; sign in again with \"uplink login\""};
   };
-  std::optional<std::string> prefix = LookupPrefix(token, kSessionKind);
+  std::optional<std::string> prefix = LookupPrefix(token, protocol::kSessionPrefix);
   if (!prefix) return RefuseUser(kSessionKindName, address, "", invalid());
   auto candidates = store_.FindSessionsByPrefix(*prefix);
   if (!candidates.ok()) return StoreFailure("looking up a session failed", candidates.status());
@@ -343,7 +345,7 @@ AgentAuthentication Authenticator::AuthenticateAgent(const net::Request& request
                    "the token does not belong to any connection; copy the token of your "
                    "connection (or rotate it) into the agent's Secret"};
   };
-  std::optional<std::string> prefix = LookupPrefix(*token, kAgentTokenKind);
+  std::optional<std::string> prefix = LookupPrefix(*token, protocol::kAgentTokenPrefix);
   if (!prefix) return RefuseAgent(request, nullptr, "", invalid());
   auto candidates = store_.FindConnectionsByTokenPrefix(*prefix);
   if (!candidates.ok()) {

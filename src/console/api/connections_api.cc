@@ -6,6 +6,8 @@
 #include "console/api/console_api.h"
 #include "console/api/errors.h"
 #include "console/auth/credentials.h"
+#include "protocol/agent_api.h"
+#include "protocol/upload.h"
 
 namespace uplink::console {
 namespace {
@@ -14,7 +16,8 @@ constexpr size_t kIdBytes = 8;  // ids are 16 hex characters
 constexpr size_t kMaxRawNameBytes = 1024;
 constexpr size_t kMaxCodeBytes = 256;
 constexpr std::int64_t kDefaultRecordPage = 100;
-constexpr std::int64_t kMaxEpoch = 999'999'999'999'999'999;  // ParseQueryInt's 18 digits
+// 18 digits: the most a query has ever taken.
+constexpr std::int64_t kMaxEpoch = 999'999'999'999'999'999;
 
 // The token a connection gets: either minted and shown now, or, for a handover, a placeholder
 // nobody knows plus the code that will mint the real one.
@@ -30,7 +33,7 @@ NewToken MintNewToken(const std::string& connection_id, bool handover, WallTime 
                       std::chrono::minutes handover_lifetime) {
   // For a handover the placeholder's token is dropped here: its hash matches nothing anyone
   // can present.
-  MintedCredential minted = MintCredential(kAgentTokenKind);
+  MintedCredential minted = MintCredential(protocol::kAgentTokenPrefix);
   NewToken out;
   out.hash = std::move(minted.token_hash);
   if (!handover) {
@@ -38,7 +41,7 @@ NewToken MintNewToken(const std::string& connection_id, bool handover, WallTime 
     out.token = std::move(minted.token);
     return out;
   }
-  MintedCredential code = MintCredential(kHandoverKind);
+  MintedCredential code = MintCredential(protocol::kHandoverCodePrefix);
   out.prefix = PlaceholderTokenPrefix(code.lookup_prefix);
   Handover made;
   made.id = HexEncode(RandomBytes(kIdBytes));
@@ -285,7 +288,7 @@ Result<net::Response> ConsoleApi::RedeemHandover(const net::Request& request) {
                                 "the handover code is not valid; check that you copied all of "
                                 "it, or rotate the connection's token to get a new one");
   };
-  std::optional<std::string> prefix = LookupPrefix(code, kHandoverKind);
+  std::optional<std::string> prefix = LookupPrefix(code, protocol::kHandoverCodePrefix);
   if (!prefix) return refuse_unknown("");
   UPLINK_ASSIGN_OR_RETURN(std::vector<Handover> candidates, store_.FindHandoversByPrefix(*prefix));
   const Handover* handover = nullptr;
@@ -312,7 +315,7 @@ Result<net::Response> ConsoleApi::RedeemHandover(const net::Request& request) {
                                    {"remote_address", request.remote_address}});
   };
 
-  MintedCredential token = MintCredential(kAgentTokenKind);
+  MintedCredential token = MintCredential(protocol::kAgentTokenPrefix);
   event.action = "handover.redeem";
   event.outcome = "ok";
   event.detail = ToJson(json::object{{"token_prefix", token.lookup_prefix}});
@@ -353,7 +356,8 @@ Result<net::Response> ConsoleApi::ListStreamRecords(const std::string& id,
     if (key == "stream") {
       stream = value;
     } else if (key == "after") {
-      UPLINK_ASSIGN_OR_RETURN(query.after_sequence, ParseQueryInt("after", value, 0, kMaxSequence));
+      UPLINK_ASSIGN_OR_RETURN(query.after_sequence,
+                              ParseQueryInt("after", value, 0, protocol::kMaxSequence));
     } else if (key == "limit") {
       UPLINK_ASSIGN_OR_RETURN(limit, ParseQueryInt("limit", value, 1, kMaxRecordPage));
     } else if (key == "epoch") {
@@ -367,7 +371,7 @@ Result<net::Response> ConsoleApi::ListStreamRecords(const std::string& id,
     return InvalidArgumentError("stream is required: the name of one of the connection's "
                                 "streams, as GET /api/v1/connections/{id} lists them");
   }
-  if (!IsStreamName(*stream)) {
+  if (!protocol::IsStreamName(*stream)) {
     return InvalidArgumentError("stream must be 1-253 characters of A-Z, a-z, 0-9, '.', '_', "
                                 "'/' and '-', such as \"node/gpu-node-0001\"");
   }

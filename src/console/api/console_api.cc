@@ -2,12 +2,13 @@
 
 #include <map>
 
-#include "common/cluster_identity.h"
 #include "console/api/api_objects.h"
 #include "console/api/errors.h"
-#include "console/api/inventory_report.h"
-#include "console/api/kubectl_results.h"
 #include "console/web/web_assets.h"
+#include "protocol/agent_api.h"
+#include "protocol/cluster_snapshot.h"
+#include "protocol/commands.h"
+#include "protocol/inventory.h"
 
 namespace uplink::console {
 namespace {
@@ -23,7 +24,8 @@ constexpr std::string_view kCommandResultSuffix = "/result";
 
 constexpr std::int64_t kDefaultAuditLimit = 100;
 constexpr std::int64_t kMaxAuditLimit = 500;
-constexpr std::int64_t kMaxQueryInt = 999'999'999'999'999'999;  // 18 digits: no overflow
+// 18 digits: the most a query has ever taken.
+constexpr std::int64_t kMaxQueryInt = 999'999'999'999'999'999;
 
 // Every action the audit log records (docs/api.md, "Audit log").
 constexpr std::string_view kAuditActions[] = {"user.create",
@@ -82,17 +84,17 @@ std::optional<net::Response> CheckUserBody(const net::Request& request) {
 }  // namespace
 
 size_t RequestBodyLimit(const net::Request& head) {
-  return RouteBodyLimit(head, kDefaultMaxUploadBytes);
+  return RouteBodyLimit(head, protocol::kDefaultMaxUploadBytes);
 }
 
 size_t RouteBodyLimit(const net::Request& head, size_t max_upload_bytes) {
   if (head.method == "GET" || head.method == "HEAD") return 0;
   if (head.method == "POST") {
     std::string path = head.Path();
-    if (path == kInventoryPath) return kMaxReportBytes;
+    if (path == kInventoryPath) return protocol::kMaxReportBytes;
     if (path == kUploadsPath) return max_upload_bytes;
     if (path.starts_with(kCommandsPathPrefix) && path.ends_with(kCommandResultSuffix)) {
-      return kMaxCommandResultBytes;
+      return protocol::kMaxCommandResultBytes;
     }
   }
   return kMaxUserBodyBytes;
@@ -563,11 +565,11 @@ std::optional<net::Response> ConsoleApi::CheckClusterIdentity(const net::Request
                                                               std::string_view route) {
   // Without the header (the node role before it knows its cluster, agents older than the
   // header) the call is taken on the token alone (docs/security.md, "Cluster binding").
-  std::optional<std::string_view> uid = request.headers.Get(kClusterUidHeader);
+  std::optional<std::string_view> uid = request.headers.Get(protocol::kClusterUidHeader);
   if (!uid) return std::nullopt;
-  if (!IsClusterUid(*uid)) {
+  if (!protocol::IsClusterUid(*uid)) {
     return ErrorResponse(400, "invalid_request",
-                         std::string(kClusterUidHeader) +
+                         std::string(protocol::kClusterUidHeader) +
                              " must be the kube-system namespace's metadata.uid: 1-128 "
                              "printable ASCII characters without spaces");
   }

@@ -49,7 +49,7 @@ struct ConsoleOptions {
   std::chrono::minutes confirmation_window{5};
   std::chrono::minutes handover_lifetime{10};
   // The largest spool upload, compressed and decompressed.
-  size_t max_upload_bytes = kDefaultMaxUploadBytes;
+  size_t max_upload_bytes = protocol::kDefaultMaxUploadBytes;
   // Uploaded records are deleted this long after the console received them.
   std::chrono::seconds record_retention{7 * 24 * 3600};
   // Node samples are kept raw this long after they were collected, then as 5-minute rollups
@@ -78,8 +78,8 @@ struct ConsoleOptions {
 
 // The body limit for a request, from its method, path and headers alone (net::ServerOptions::
 // body_limit_for): only the agent's inventory report (kMaxReportBytes), spool uploads
-// (`max_upload_bytes`) and command results (kMaxCommandResultBytes) may be large; every other
-// route takes at most kMaxUserBodyBytes, and GET and HEAD take no body. Applied before the
+// (`max_upload_bytes`) and command results (protocol::kMaxCommandResultBytes) may be large; every
+// other route takes at most kMaxUserBodyBytes, and GET and HEAD take no body. Applied before the
 // body is read, so an unauthenticated client cannot make the console buffer a large one.
 size_t RouteBodyLimit(const net::Request& head, size_t max_upload_bytes);
 // RouteBodyLimit with the default upload limit.

@@ -1,20 +1,15 @@
 #include "console/api/errors.h"
 
-#include <strings.h>
-
 #include <string>
 
 #include "common/files.h"
 #include "common/gzip.h"
+#include "common/text.h"
 #include "console/api/json_fields.h"
+#include "protocol/errors.h"
 
 namespace uplink::console {
 namespace {
-
-// Content codings are case-insensitive (RFC 9110 section 8.4.1): "GZIP" is gzip.
-bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
-  return a.size() == b.size() && ::strncasecmp(a.data(), b.data(), a.size()) == 0;
-}
 
 std::string_view ErrorCodeFor(StatusCode code) {
   switch (code) {
@@ -75,8 +70,8 @@ net::Response NoStore(net::Response response) {
 }
 
 net::Response ErrorResponse(int status, std::string_view code, std::string_view message) {
-  json::object error{{"code", code}, {"message", message}};
-  return JsonResponse(status, json::object{{"error", std::move(error)}});
+  return JsonResponse(status, protocol::EncodeErrorBody(protocol::ErrorBody{
+                                  std::string(code), std::string(message), std::nullopt}));
 }
 
 net::Response ErrorResponse(const Status& status) {
@@ -98,8 +93,8 @@ net::Response UnauthorizedResponse(std::string_view code, std::string_view messa
 }
 
 net::Response InvalidRecordResponse(std::int64_t sequence, std::string_view message) {
-  json::object error{{"code", "invalid_record"}, {"message", message}, {"sequence", sequence}};
-  return JsonResponse(422, json::object{{"error", std::move(error)}});
+  return JsonResponse(422, protocol::EncodeErrorBody(protocol::ErrorBody{
+                               "invalid_record", std::string(message), sequence}));
 }
 
 net::Response RateLimitedResponse(std::chrono::seconds retry_after, std::string_view message) {
@@ -117,7 +112,8 @@ std::variant<std::string_view, net::Response> AgentJsonBody(const net::Request& 
   }
   const std::string_view encoding =
       TrimWhitespace(request.headers.Get("Content-Encoding").value_or(""));
-  if (EqualsIgnoreCase(encoding, "gzip")) {
+  // Content codings are case-insensitive (RFC 9110 section 8.4.1): "GZIP" is gzip.
+  if (EqualsIgnoringAsciiCase(encoding, "gzip")) {
     auto inflated = GzipDecompress(request.body, max_bytes);
     if (!inflated.ok()) {
       return ErrorResponse(inflated.status().WithContext("decompressing the gzip body"));
@@ -125,7 +121,7 @@ std::variant<std::string_view, net::Response> AgentJsonBody(const net::Request& 
     storage = std::move(inflated).value();
     return std::string_view(storage);
   }
-  if (!encoding.empty() && !EqualsIgnoreCase(encoding, "identity")) {
+  if (!encoding.empty() && !EqualsIgnoringAsciiCase(encoding, "identity")) {
     return ErrorResponse(415, "unsupported_media_type", "Content-Encoding must be gzip or absent");
   }
   if (request.body.size() > max_bytes) {

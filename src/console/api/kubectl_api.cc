@@ -13,24 +13,17 @@
 #include "console/api/cluster_plan.h"
 #include "console/api/console_api.h"
 #include "console/api/errors.h"
-#include "console/api/kubectl_results.h"
 #include "console/api/right_sizing.h"
 #include "kubectl/guard.h"
+#include "protocol/agent_api.h"
+#include "protocol/commands.h"
+#include "protocol/plans.h"
 
 namespace uplink::console {
 namespace {
 
 constexpr size_t kMaxArgs = 256;
 constexpr size_t kMaxArgBytes = 4096;
-constexpr std::int64_t kDefaultPollWaitSeconds = 50;
-constexpr std::int64_t kMaxPollWaitSeconds = 55;
-constexpr std::int64_t kDefaultPollCommands = 4;
-constexpr std::int64_t kMaxPollCommands = 16;
-constexpr size_t kMaxInstanceBytes = 253;
-constexpr std::int64_t kCommandTimeoutSeconds = 30;
-constexpr size_t kCommandIdHexDigits = 16;
-// A result body is flat: the object, the error object inside it.
-constexpr size_t kMaxResultDepth = 4;
 
 // kubectl's own verbs: the only argv word of a refused command the audit log keeps, since
 // anything else a user typed may be anything.
@@ -44,15 +37,6 @@ constexpr std::string_view kKubectlVerbs[] = {
     "scale",     "set",           "taint",        "top",        "uncordon", "version",
     "wait"};
 
-bool IsCommandId(std::string_view id) {
-  constexpr std::string_view kPrefix = "cmd_";
-  if (id.size() != kPrefix.size() + kCommandIdHexDigits || !id.starts_with(kPrefix)) return false;
-  for (char c : id.substr(kPrefix.size())) {
-    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
-  }
-  return true;
-}
-
 // The first word after "kubectl" that is not a flag, when it is one of kubectl's verbs.
 std::string_view AuditVerb(const std::vector<std::string>& argv) {
   if (argv.front() != "kubectl") return "";
@@ -64,22 +48,6 @@ std::string_view AuditVerb(const std::vector<std::string>& argv) {
     return "";
   }
   return "";
-}
-
-// "0.1.0" from "uplink-agent/0.1.0 (cluster)", as the agent sends it; empty for anything
-// else, so that a header shown to users holds only what a version can.
-std::string_view AgentVersionFromUserAgent(std::optional<std::string_view> user_agent) {
-  constexpr std::string_view kProduct = "uplink-agent/";
-  constexpr size_t kMaxVersionBytes = 64;
-  if (!user_agent || !user_agent->starts_with(kProduct)) return "";
-  std::string_view version = user_agent->substr(kProduct.size());
-  version = version.substr(0, version.find(' '));
-  bool plain = !version.empty() && version.size() <= kMaxVersionBytes &&
-               std::all_of(version.begin(), version.end(), [](char c) {
-                 return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') ||
-                        (c >= 'A' && c <= 'Z') || c == '.' || c == '-' || c == '+' || c == '_';
-               });
-  return plain ? version : "";
 }
 
 Result<std::vector<std::string>> ReadArgv(std::string_view body) {
@@ -396,64 +364,46 @@ void ConsoleApi::PollCommands(const net::Request& request, const Connection& con
     return reply(ErrorResponse(415, "unsupported_media_type",
                                "send the body as JSON with Content-Type: application/json"));
   }
-  std::string agent_instance;
-  auto read = [&]() -> Result<std::pair<std::int64_t, std::int64_t>> {
-    UPLINK_ASSIGN_OR_RETURN(json::object body, ReadJsonObject(request.body));
-    FieldReader fields(body, "");
-    UPLINK_RETURN_IF_ERROR(fields.OnlyFields({"agent_instance", "wait_seconds", "max_commands"}));
-    UPLINK_ASSIGN_OR_RETURN(std::optional<std::string> instance,
-                            fields.String("agent_instance", kMaxInstanceBytes));
-    agent_instance = instance.value_or("");
-    std::int64_t wait = kDefaultPollWaitSeconds;
-    std::int64_t max_commands = kDefaultPollCommands;
-    if (fields.Find("wait_seconds")) {
-      UPLINK_ASSIGN_OR_RETURN(wait, fields.RequiredInt("wait_seconds", 0, kMaxPollWaitSeconds));
-    }
-    if (fields.Find("max_commands")) {
-      UPLINK_ASSIGN_OR_RETURN(max_commands,
-                              fields.RequiredInt("max_commands", 1, kMaxPollCommands));
-    }
-    return std::pair{wait, max_commands};
-  };
-  auto parsed = read();
-  if (!parsed.ok()) return reply(Reply(parsed.status()));
-  auto [wait, max_commands] = *parsed;
+  auto body = ReadJsonObject(request.body);
+  if (!body.ok()) return reply(Reply(body.status()));
+  auto poll = protocol::DecodeCommandPoll(*body);
+  if (!poll.ok()) return reply(Reply(poll.status()));
   // Accepted when it arrives: an idle agent is held up to `wait` and polls again at once.
-  presence_.Seen(connection.id,
-                 AgentIdentity{"cluster", agent_instance,
-                               AgentVersionFromUserAgent(request.headers.Get("User-Agent"))},
-                 clock_.Now());
-  commands_.Poll(connection.id, agent_instance, static_cast<size_t>(max_commands),
-                 std::chrono::seconds(wait),
-                 [reply, expires_at = FormatRfc3339(connection.expires_at)](
-                     std::vector<PendingCommand> taken) {
-                   json::array list;
-                   for (PendingCommand& command : taken) {
-                     list.push_back(json::object{{"id", std::move(command.id)},
-                                                 {"argv", ArgvJson(command.argv)},
-                                                 {"timeout_seconds", kCommandTimeoutSeconds}});
-                   }
-                   reply(JsonResponse(200, {{"commands", std::move(list)},
-                                            {"expires_at", expires_at}}));
-                 });
+  presence_.Seen(
+      connection.id,
+      AgentIdentity{"cluster", poll->agent_instance,
+                    protocol::AgentVersionFromUserAgent(request.headers.Get("User-Agent"))},
+      clock_.Now());
+  commands_.Poll(
+      connection.id, poll->agent_instance, static_cast<size_t>(poll->max_commands),
+      std::chrono::seconds(poll->wait_seconds),
+      [reply, expires_at = connection.expires_at](std::vector<PendingCommand> taken) {
+        protocol::PollReply answer{.commands = {}, .expires_at = expires_at};
+        for (PendingCommand& command : taken) {
+          answer.commands.push_back(protocol::PolledCommand{
+              std::move(command.id), std::move(command.argv), protocol::kCommandTimeoutSeconds});
+        }
+        reply(JsonResponse(200, protocol::EncodePollReply(answer)));
+      });
 }
 
 Result<net::Response> ConsoleApi::ReceiveCommandResult(const std::string& command_id,
                                                        const net::Request& request,
                                                        const Connection& connection) {
-  if (!IsCommandId(command_id)) {
+  if (!protocol::IsCommandId(command_id)) {
     return ErrorResponse(404, "unknown_command",
                          "there is no command with this id; drop the result");
   }
   CommandResult result;
   {
     std::string decompressed;
-    auto decoded = AgentJsonBody(request, kMaxCommandResultBytes, decompressed);
+    auto decoded = AgentJsonBody(request, protocol::kMaxCommandResultBytes, decompressed);
     if (auto* refusal = std::get_if<net::Response>(&decoded)) return std::move(*refusal);
     const std::string_view body = std::get<std::string_view>(decoded);
     UPLINK_ASSIGN_OR_RETURN(json::value document,
-                            ParseJson(body, JsonLimits{kMaxCommandResultBytes, kMaxResultDepth}));
-    UPLINK_ASSIGN_OR_RETURN(result, ParseCommandResult(document));
+                            ParseJson(body, JsonLimits{protocol::kMaxCommandResultBytes,
+                                                       protocol::kMaxCommandResultDepth}));
+    UPLINK_ASSIGN_OR_RETURN(result, protocol::DecodeCommandResult(document));
   }
   auto delivered = commands_.Deliver(connection.id, command_id, std::move(result));
   if (!delivered.ok()) {
@@ -479,7 +429,7 @@ std::optional<json::object> ConsoleApi::ClusterPlan(const Connection& connection
               {{"connection_id", connection.id}, {"error", scope.status()}});
     return std::nullopt;
   }
-  return ClusterPlanJson(*scope);
+  return protocol::EncodeClusterPlan(ClusterPlanFor(*scope));
 }
 
 }  // namespace uplink::console

@@ -7,7 +7,7 @@
 #include "common/text.h"
 #include "console/api/console_api.h"
 #include "console/api/errors.h"
-#include "console/api/run_records.h"
+#include "protocol/experiments.h"
 
 namespace uplink::console {
 namespace {
@@ -124,7 +124,7 @@ Result<net::Response> ConsoleApi::ListRuns(const std::string& id, const net::Req
     if (key == "experiment") {
       query.experiment = value;
     } else if (key == "status") {
-      if (!IsRunStatus(value)) {
+      if (!protocol::IsRunStatus(value)) {
         return InvalidArgumentError("status must be one of running, scheduled, finished, failed, "
                                     "killed, crashed, unknown");
       }
@@ -195,7 +195,7 @@ Result<net::Response> ConsoleApi::ShowRun(const std::string& id, const std::stri
                                   "\"; a run takes history, metrics and points");
     }
   }
-  if (run_id.empty() || run_id.size() > kMaxRunIdBytes) {
+  if (run_id.empty() || run_id.size() > protocol::kMaxRunIdBytes) {
     return NotFoundError("this connection has no such run");
   }
   auto run = store_.GetRun(connection.id, run_id);
