@@ -486,6 +486,10 @@ async function main() {
   await page.getByRole('heading', { name: 'Connection not found' }).waitFor();
   assert.ok(!(await main.innerText()).includes('gpu-east'));
   assert.equal(await page.title(), 'Connection not found · uplink');
+  // The console's advice for API and CLI users is not what the page says.
+  await page.evaluate(() => { location.hash = '#/connections/0123456789abcdef/runs'; });
+  await page.getByRole('alert').filter({ hasText: 'Not found' }).waitFor();
+  assert.ok(!(await main.innerText()).includes('/api/v1'), await main.innerText());
   // An address that names nothing.
   await page.evaluate(() => { location.hash = '#/nowhere/at/all'; });
   await page.getByRole('heading', { name: 'Page not found' }).waitFor();

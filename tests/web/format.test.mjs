@@ -1,7 +1,9 @@
 // Times and command lines as the pages write and read them (src/console/web/app/format.js).
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { absoluteTime, plural, relativeTime, splitArgv, timeZoneLabel } from '../../src/console/web/app/format.js';
+import {
+  absoluteTime, forPeople, plural, relativeTime, splitArgv, timeZoneLabel,
+} from '../../src/console/web/app/format.js';
 
 const now = Date.parse('2026-03-01T12:00:00Z');
 
@@ -35,4 +37,19 @@ test('command lines split like a shell, hostile ones included', () => {
   assert.deepEqual(splitArgv('a  \t b'), ['a', 'b']);
   assert.deepEqual(splitArgv("''"), ['']);
   assert.equal(splitArgv('x'.repeat(100000))[0].length, 100000);
+});
+
+test('messages lose the CLI and API advice the page has its own controls for', () => {
+  assert.equal(forPeople('you have no connection with this id; list yours with GET /api/v1/connections'),
+               'you have no connection with this id');
+  assert.equal(forPeople('this session expired at 2026-03-01T12:00:00Z; sign in again with "uplink login"'),
+               'this session expired at 2026-03-01T12:00:00Z');
+  assert.equal(forPeople("no namespaces have been chosen; its owner chooses namespaces with 'uplink connections namespaces'"),
+               'no namespaces have been chosen');
+  assert.equal(forPeople('namespaces are not chosen yet (uplink connections namespaces), or the agent is old'),
+               'namespaces are not chosen yet, or the agent is old');
+  // Nothing to drop, or nothing but advice: kept as it is.
+  assert.equal(forPeople('a plain message; with two clauses'), 'a plain message; with two clauses');
+  assert.equal(forPeople('GET /api/v1/users'), 'GET /api/v1/users');
+  assert.equal(forPeople(undefined), '');
 });

@@ -71,6 +71,18 @@ export function plural(count, noun, nouns = noun + 's') {
   return count + ' ' + (count === 1 ? noun : nouns);
 }
 
+// A console message as someone in the web page should read it. The console writes its
+// messages for every client, and many end with what to do from the CLI or the API ("…; list
+// yours with GET /api/v1/connections", "…; sign in again with "uplink login""): the page has
+// those controls itself, so such clauses are left out. What is left is never empty.
+export function forPeople(message) {
+  const text = String(message ?? '');
+  const clauses = text.split(/;\s+/);
+  const kept = clauses.filter((c) => !/\/api\/v1\/|['"]uplink [a-z]|\(uplink [a-z][^)]*\)/.test(c));
+  if (kept.length === 0) return text.replace(/\s*\(uplink [a-z][^)]*\)/g, '');
+  return kept.join('; ').replace(/\s*\(uplink [a-z][^)]*\)/g, '');
+}
+
 // "kubectl get pods -n 'my ns'" → ['kubectl', 'get', 'pods', '-n', 'my ns']: blanks separate
 // words, single or double quotes group them. Returns null for an unclosed quote.
 export function splitArgv(line) {

@@ -91,7 +91,8 @@ export function KubectlConsole({ connection, now }) {
     } catch (e) {
       entry = e.code === 'aborted'
         ? { line: typed, ok: false, status: 'stopped waiting',
-            output: 'The page stopped waiting. The agent may still run it (it is read-only); the Audit log has how it ended.' }
+            output: 'The page stopped waiting. The agent may still run it (it is read-only); the Audit log has how it ended.',
+            wrap: true }
         : { line: typed, ok: false, status: failureLabel[e.code] || e.code, output: describeError(e), wrap: true };
     }
     setHistory((h) => [entry, ...h].slice(0, historyLength));

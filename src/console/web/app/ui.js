@@ -3,7 +3,7 @@
 import { h } from 'preact';
 import { useEffect, useRef, useState } from 'preact/hooks';
 import htm from 'htm';
-import { absoluteTime, relativeTime } from './format.js';
+import { absoluteTime, forPeople, relativeTime } from './format.js';
 import { clusterHealth, connectionState, tokenNote } from './health.js';
 
 const html = htm.bind(h);
@@ -67,8 +67,10 @@ export function describeError(error) {
           'discarded. The cluster agent\u2019s log says why.';
     case 'confirmation_required':
       return 'This needs your password again.';
+    case 'not_found':
+      return 'Not found: it does not exist, or it is not yours to see.';
     default:
-      return error.message;
+      return forPeople(error.message);
   }
 }
 
