@@ -77,6 +77,8 @@ async function main() {
   const tokenFile = join(dir, 'agent-token');
   writeFileSync(tokenFile, token + '\n', { mode: 0o600 });
   await page.getByRole('button', { name: 'I stored the token' }).click();
+  // The card closes once the install choice is kept; the row was there before it.
+  await page.locator('pre[data-token]').waitFor({ state: 'detached' });
   await page.locator('tr[data-connection="live-gpu"]').waitFor();
   assert.equal((await page.content()).includes(token), false);
   const listed = await expectStatus(call(base, 'GET', '/api/v1/connections', apiKey), 200);

@@ -115,6 +115,7 @@ export function ApprovalsPage() {
   const [version, setVersion] = useState(0);
   const { data, error } = usePoll(() => api('GET', '/api/v1/approvals'), 5000, [version], []);
   const { data: connections } = usePoll(() => api('GET', '/api/v1/connections'), 0, []);
+  // The list waits for the connections too, so that it names clusters, never flashes their ids.
   const clusters = {};
   for (const c of connections ? connections.connections : []) clusters[c.id] = c.cluster_name;
   return html`<section>
@@ -123,7 +124,7 @@ export function ApprovalsPage() {
       (they run at once) or reject them. Nothing is approved automatically; a command expires
       15 minutes after it was asked.</p>
     <${ErrorText} error=${error} />
-    ${data && html`<${ApprovalList} approvals=${data.approvals} clusters=${clusters}
+    ${data && connections && html`<${ApprovalList} approvals=${data.approvals} clusters=${clusters}
       onDecided=${() => setVersion((v) => v + 1)} />`}
   </section>`;
 }
