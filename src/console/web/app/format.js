@@ -14,10 +14,6 @@ export function span(seconds) {
   return Math.round(seconds / 86400) + ' d';
 }
 
-export function ago(iso, now) {
-  return iso ? since(iso, now) + ' ago' : 'never';
-}
-
 // The one way the pages write a time: relative ("3 min ago", "in 89 d"), the absolute time
 // being the hover text (`absoluteTime`).
 export function relativeTime(iso, now) {

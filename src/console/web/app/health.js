@@ -133,7 +133,7 @@ export function sortConnections(connections, column, ascending, now) {
 
 // The connection's agents by role, in the order people read them, with the roles that never
 // called but the console's features need: [{role, agents}].
-export const expectedRoles = ['inventory', 'cluster', 'node'];
+const expectedRoles = ['inventory', 'cluster', 'node'];
 export function agentsByRole(agents) {
   const order = [...expectedRoles, 'experiments'];
   const roles = new Map(expectedRoles.map((role) => [role, []]));
