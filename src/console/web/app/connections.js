@@ -42,7 +42,7 @@ function Figure({ connection, ready, total, now }) {
 }
 
 const columns = [
-  ['cluster', 'Cluster'], ['health', 'Health'], [null, 'Agents'], ['seen', 'Last seen'],
+  ['cluster', 'Cluster'], ['health', 'Health'], [null, 'Agents'], ['seen', 'Last seen', 'wide-only'],
   ['nodes', 'Nodes ready'], ['gpus', 'GPUs ready'], [null, 'GPU model'], [null, 'Agent version', 'wide-only'],
 ];
 
@@ -90,7 +90,7 @@ export function ConnectionsPage({ linked = true }) {
             <div class="muted">${c.agent_name}</div></th>
           <td><${HealthBadge} connection=${c} now=${now} reasons /></td>
           <td><${Badge} connection=${c} now=${now} /><${AgentRefusedNotice} connection=${c} brief /></td>
-          <td><${Time} iso=${c.last_seen_at} now=${now} none="never" /></td>
+          <td class="wide-only"><${Time} iso=${c.last_seen_at} now=${now} none="never" /></td>
           <${Figure} connection=${c} ready=${c.totals.nodes_ready} total=${c.totals.nodes} now=${now} />
           <${Figure} connection=${c} ready=${c.totals.gpus_ready} total=${c.totals.gpu_capacity} now=${now} />
           <td data-gpu-model>${gpuModels(c).map((m) => html`<div key=${m.product}>${m.gpus}× ${m.product}</div>`)}
