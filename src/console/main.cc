@@ -13,7 +13,7 @@
 #include "common/flags.h"
 #include "common/log.h"
 #include "console/api/console_api.h"
-#include "console/api/errors.h"
+#include "console/replies.h"
 #include "console/setup.h"
 #include "net/server.h"
 #include "protocol/cluster_snapshot.h"

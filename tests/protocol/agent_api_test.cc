@@ -6,7 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "common/json.h"
-#include "console/api/errors.h"
+#include "console/replies.h"
 #include "protocol/credentials.h"
 #include "protocol/errors.h"
 #include "protocol/whoami.h"
@@ -75,7 +75,9 @@ TEST(CredentialPrefixes, AreDistinctAndNonePrefixesAnother) {
                                        kHandoverCodePrefix};
   for (std::string_view a : prefixes) {
     for (std::string_view b : prefixes) {
-      if (a != b) EXPECT_FALSE(a.starts_with(b)) << a << " " << b;
+      if (a != b) {
+        EXPECT_FALSE(a.starts_with(b)) << a << " " << b;
+      }
     }
   }
 }

@@ -1,22 +1,27 @@
-// The agent's calls (docs/protocol.md): the inventory report, spool uploads and whoami. The
-// connection token is checked by AgentRoute before these run.
+#include "console/api/agent_api.h"
 
 #include "common/files.h"
 #include "common/gzip.h"
 #include "common/text.h"
-#include "console/api/console_api.h"
-#include "console/api/errors.h"
 #include "console/api/upload_batch.h"
+#include "console/replies.h"
 #include "protocol/agent_api.h"
-#include "protocol/cluster_snapshot.h"
-#include "protocol/commands.h"
 #include "protocol/inventory.h"
-#include "protocol/plans.h"
 #include "protocol/upload.h"
 #include "protocol/whoami.h"
 
 namespace uplink::console {
 namespace {
+
+constexpr const char* kReportsAcceptedTotal = "uplink_console_reports_accepted_total";
+constexpr const char* kReportsRefusedTotal = "uplink_console_reports_refused_total";
+constexpr const char* kUploadsAcceptedTotal = "uplink_console_uploads_accepted_total";
+constexpr const char* kUploadsRefusedTotal = "uplink_console_uploads_refused_total";
+constexpr const char* kUploadRecordsStoredTotal = "uplink_console_upload_records_stored_total";
+constexpr const char* kUploadDuplicatesTotal = "uplink_console_upload_duplicates_total";
+constexpr const char* kUploadRecordsLostTotal = "uplink_console_upload_records_lost_total";
+constexpr const char* kStreamRestartsTotal = "uplink_console_stream_restarts_total";
+constexpr const char* kRecordsPrunedTotal = "uplink_console_records_pruned_total";
 
 // The metric label of a refused upload: its reply's error code.
 std::string_view UploadRefusalReason(int http_status) {
@@ -46,8 +51,44 @@ AgentIdentity UploadingAgent(const UploadBatch& batch) {
 
 }  // namespace
 
-Result<net::Response> ConsoleApi::ReportInventory(const net::Request& request,
-                                                  const Connection& connection) {
+AgentApi::AgentApi(const ApiContext& context, NodesApi& nodes, KubectlApi& kubectl, RunsApi& runs)
+    : ApiArea(context), nodes_(nodes), kubectl_(kubectl), runs_(runs) {
+  metrics_.DeclareCounter(kReportsAcceptedTotal, "Inventory reports stored.");
+  metrics_.DeclareCounter(kReportsRefusedTotal,
+                          "Inventory reports refused after authentication, by reason.");
+  metrics_.DeclareCounter(kUploadsAcceptedTotal, "Spool uploads accepted.");
+  metrics_.DeclareCounter(kUploadsRefusedTotal,
+                          "Spool uploads refused after authentication, by error code.");
+  metrics_.DeclareCounter(kUploadRecordsStoredTotal, "Uploaded records stored.");
+  metrics_.DeclareCounter(kUploadDuplicatesTotal,
+                          "Uploaded records already acknowledged, so not stored again.");
+  metrics_.DeclareCounter(kUploadRecordsLostTotal,
+                          "Record sequences that never arrived, counted when a later one is "
+                          "acknowledged.");
+  metrics_.DeclareCounter(kStreamRestartsTotal, "Streams whose agent spool was recreated.");
+  metrics_.DeclareCounter(kRecordsPrunedTotal, "Uploaded records deleted by retention.");
+}
+
+void AgentApi::Register(Routes& routes) {
+  routes.AgentRoute(
+      "POST", std::string(protocol::kInventoryPath),
+      [this](const net::Request& request, const Connection& connection) {
+        return ReportInventory(request, connection);
+      },
+      kReportsRefusedTotal);
+  routes.AgentRoute(
+      "POST", std::string(protocol::kUploadsPath),
+      [this](const net::Request& request, const Connection& connection) {
+        return ReceiveUpload(request, connection);
+      },
+      kUploadsRefusedTotal);
+  routes.AgentRoute(
+      "GET", std::string(protocol::kWhoAmIPath),
+      [this](const net::Request&, const Connection& connection) { return WhoAmI(connection); });
+}
+
+Result<net::Response> AgentApi::ReportInventory(const net::Request& request,
+                                                const Connection& connection) {
   auto accepted = AcceptInventory(request, connection);
   if (accepted.ok()) {
     if (accepted->status != 200) {
@@ -85,8 +126,8 @@ Result<net::Response> ConsoleApi::ReportInventory(const net::Request& request,
   return status;
 }
 
-Result<net::Response> ConsoleApi::AcceptInventory(const net::Request& request,
-                                                  const Connection& connection) {
+Result<net::Response> AgentApi::AcceptInventory(const net::Request& request,
+                                                const Connection& connection) {
   std::string decompressed;
   auto decoded = AgentJsonBody(request, protocol::kMaxReportBytes, decompressed);
   if (auto* refusal = std::get_if<net::Response>(&decoded)) return std::move(*refusal);
@@ -116,8 +157,8 @@ Result<net::Response> ConsoleApi::AcceptInventory(const net::Request& request,
                                .expires_at = connection.expires_at}));
 }
 
-Result<net::Response> ConsoleApi::ReceiveUpload(const net::Request& request,
-                                                const Connection& connection) {
+Result<net::Response> AgentApi::ReceiveUpload(const net::Request& request,
+                                              const Connection& connection) {
   auto reply = AcceptUpload(request, connection);
   int http_status = reply.ok() ? reply->status : HttpStatusFor(reply.status().code());
   if (http_status == 200) {
@@ -142,8 +183,8 @@ Result<net::Response> ConsoleApi::ReceiveUpload(const net::Request& request,
   return reply;
 }
 
-Result<net::Response> ConsoleApi::AcceptUpload(const net::Request& request,
-                                               const Connection& connection) {
+Result<net::Response> AgentApi::AcceptUpload(const net::Request& request,
+                                             const Connection& connection) {
   // The server refuses larger bodies before reading them; this covers a router used without it.
   if (request.body.size() > options_.max_upload_bytes) {
     return ResourceExhaustedError("the upload is " + std::to_string(request.body.size()) +
@@ -164,9 +205,7 @@ Result<net::Response> ConsoleApi::AcceptUpload(const net::Request& request,
         ParseJson(body, JsonLimits{options_.max_upload_bytes, protocol::kMaxUploadDocumentDepth}));
     UPLINK_ASSIGN_OR_RETURN(auto decoded_upload, protocol::DecodeUpload(document));
     if (auto* invalid = std::get_if<protocol::InvalidRecord>(&decoded_upload)) {
-      if (invalid->kind == protocol::PayloadKind::kNodeSample) {
-        metrics_.Increment(kNodeSamplesRefusedTotal, {{"reason", "invalid"}});
-      }
+      if (invalid->kind == protocol::PayloadKind::kNodeSample) nodes_.CountInvalidSample();
       return InvalidRecordResponse(invalid->sequence, invalid->message);
     }
     batch = StoreBatchOf(std::move(std::get<protocol::DecodedUpload>(decoded_upload)));
@@ -189,9 +228,9 @@ Result<net::Response> ConsoleApi::AcceptUpload(const net::Request& request,
   if (outcome.records_pruned > 0) {
     metrics_.Increment(kRecordsPrunedTotal, {}, static_cast<double>(outcome.records_pruned));
   }
-  CountNodeSamples(outcome, connection, batch.stream);
-  if (outcome.snapshot_replaced) metrics_.Increment(kClusterSnapshotsStoredTotal);
-  CountRunItems(outcome);
+  nodes_.CountNodeSamples(outcome, connection, batch.stream);
+  kubectl_.CountSnapshots(outcome);
+  runs_.CountRunItems(outcome);
   if (outcome.restarted) {
     metrics_.Increment(kStreamRestartsTotal);
     log_.Warn("stream restarted: the agent's spool was recreated",
@@ -220,51 +259,14 @@ Result<net::Response> ConsoleApi::AcceptUpload(const net::Request& request,
                                                         .expires_at = connection.expires_at});
   if (batch.stream.starts_with(protocol::kNodeStreamPrefix)) {
     // The upload is stored whatever happens here: without a plan the agent keeps its last.
-    auto plan = store_.GetNodePlan(connection.id);
-    if (plan.ok()) {
-      reply["plan"] = protocol::EncodeNodePlan(
-          protocol::NodePlan{.interval = std::chrono::seconds(plan->interval_seconds),
-                             .collectors = plan->collectors});
-    } else {
-      log_.Warn("reading the node plan for an upload reply failed",
-                {{"connection_id", connection.id}, {"error", plan.status()}});
-    }
+    if (auto plan = nodes_.UploadPlan(connection)) reply["plan"] = std::move(*plan);
   } else if (batch.stream.starts_with(protocol::kClusterStreamPrefix)) {
-    if (auto plan = ClusterPlan(connection)) reply["plan"] = std::move(*plan);
+    if (auto plan = kubectl_.UploadPlan(connection)) reply["plan"] = std::move(*plan);
   }
   return JsonResponse(200, reply);
 }
 
-void ConsoleApi::CountNodeSamples(const UploadOutcome& outcome, const Connection& connection,
-                                  const std::string& stream) {
-  auto add = [&](const char* name, std::int64_t count, const metrics::Labels& labels = {}) {
-    if (count > 0) metrics_.Increment(name, labels, static_cast<double>(count));
-  };
-  add(kNodeSamplesStoredTotal, outcome.samples_stored);
-  add(kNodeSamplesRefusedTotal, outcome.samples_too_old, {{"reason", "too_old"}});
-  add(kNodeSamplesRefusedTotal, outcome.samples_in_future, {{"reason", "in_future"}});
-  add(kNodeSamplesRefusedTotal, outcome.samples_same_time, {{"reason", "same_time"}});
-  add(kNodeSampleValuesDroppedTotal, outcome.sample_values_dropped);
-  add(kNodeSamplesPrunedTotal, outcome.samples_pruned);
-  add(kNodeRollupsWrittenTotal, outcome.rollups_written);
-  add(kNodeRollupsPrunedTotal, outcome.rollups_pruned);
-  if (outcome.samples_too_old > 0 || outcome.samples_in_future > 0) {
-    // Acknowledged, so the agent does not send them again, but their figures are not kept.
-    log_.Warn("node samples outside the kept time range were not stored",
-              {{"connection_id", connection.id},
-               {"stream", stream},
-               {"too_old", outcome.samples_too_old},
-               {"in_future", outcome.samples_in_future}});
-  }
-  if (outcome.sample_values_dropped > 0) {
-    log_.Warn("node sample values dropped: the node has too many series",
-              {{"connection_id", connection.id},
-               {"stream", stream},
-               {"dropped", outcome.sample_values_dropped}});
-  }
-}
-
-Result<net::Response> ConsoleApi::WhoAmI(const Connection& connection) {
+Result<net::Response> AgentApi::WhoAmI(const Connection& connection) {
   // The authenticated no-op every agent can call: the reply is built in a stack arena rather
   // than with an allocation per field.
   unsigned char arena[1024];

@@ -25,12 +25,6 @@ Result<std::int64_t> ParseQueryInt(std::string_view name, const std::string& tex
   return *value;
 }
 
-bool IsJsonContentType(std::optional<std::string_view> content_type) {
-  if (!content_type) return false;
-  std::string_view media = TrimWhitespace(content_type->substr(0, content_type->find(';')));
-  return EqualsIgnoringAsciiCase(media, "application/json");
-}
-
 Result<json::object> ReadJsonObject(std::string_view body) {
   if (body.empty()) return json::object();
   UPLINK_ASSIGN_OR_RETURN(json::value parsed,

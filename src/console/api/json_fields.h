@@ -24,9 +24,6 @@ using protocol::FieldReader;
 Result<std::int64_t> ParseQueryInt(std::string_view name, const std::string& text, std::int64_t min,
                                    std::int64_t max);
 
-// True for "application/json", in any case, with or without parameters.
-bool IsJsonContentType(std::optional<std::string_view> content_type);
-
 // A user API body as a JSON object; an empty body reads as {} so that "required" errors name
 // the missing fields. Nesting deeper than any request needs is refused.
 Result<json::object> ReadJsonObject(std::string_view body);

@@ -22,6 +22,7 @@
 #include "console/store/runs.h"
 #include "console/store/sample_series.h"
 #include "protocol/inventory.h"
+#include "protocol/plans.h"
 #include "protocol/upload.h"
 
 namespace uplink::console {
@@ -356,9 +357,9 @@ struct NodePlan {
   std::optional<WallTime> updated_at;  // none: the default plan, never set
 };
 
-inline constexpr std::string_view kNodeCollectors[] = {
-    "cpu", "memory", "load", "uptime", "pressure", "network", "disk", "filesystem", "gpu"};
-inline constexpr std::int64_t kDefaultSampleInterval = 30;
+// The node role's collectors (protocol/plans.h), and the interval of the default plan.
+using protocol::kNodeCollectors;
+inline constexpr std::int64_t kDefaultSampleInterval = protocol::kDefaultPlanInterval.count();
 
 // The plan a connection has until its owner sets one: every collector, every 30 s.
 NodePlan DefaultNodePlan();

@@ -1,11 +1,10 @@
-#include "console/api/errors.h"
+#include "console/replies.h"
 
 #include <string>
 
 #include "common/files.h"
 #include "common/gzip.h"
 #include "common/text.h"
-#include "console/api/json_fields.h"
 #include "protocol/errors.h"
 
 namespace uplink::console {
@@ -49,6 +48,12 @@ int HttpStatusFor(StatusCode code) {
   return 500;
 }
 
+bool IsJsonContentType(std::optional<std::string_view> content_type) {
+  if (!content_type) return false;
+  std::string_view media = TrimWhitespace(content_type->substr(0, content_type->find(';')));
+  return EqualsIgnoringAsciiCase(media, "application/json");
+}
+
 net::Response JsonResponse(int status, const json::object& body) {
   return net::Response::Json(status, ToJson(body));
 }
@@ -57,10 +62,8 @@ net::Response ServerRefusalResponse(int status) {
   switch (status) {
     case 413:
       return ErrorResponse(413, "too_large", "the request body is over this endpoint's limit");
-    case 431:
-      return ErrorResponse(431, "header_too_large", "the request header is over 16 KiB");
-    default:
-      return ErrorResponse(status, "invalid_request", "the request is not valid HTTP/1.1");
+    case 431: return ErrorResponse(431, "header_too_large", "the request header is over 16 KiB");
+    default: return ErrorResponse(status, "invalid_request", "the request is not valid HTTP/1.1");
   }
 }
 
@@ -125,10 +128,9 @@ std::variant<std::string_view, net::Response> AgentJsonBody(const net::Request& 
     return ErrorResponse(415, "unsupported_media_type", "Content-Encoding must be gzip or absent");
   }
   if (request.body.size() > max_bytes) {
-    return ErrorResponse(ResourceExhaustedError("the body is " +
-                                                std::to_string(request.body.size()) +
-                                                " bytes; the limit is " +
-                                                std::to_string(max_bytes)));
+    return ErrorResponse(
+        ResourceExhaustedError("the body is " + std::to_string(request.body.size()) +
+                               " bytes; the limit is " + std::to_string(max_bytes)));
   }
   return std::string_view(request.body);
 }
