@@ -13,10 +13,10 @@ namespace uplink::console {
 namespace {
 
 using namespace std::chrono_literals;
+using testing::AgentUploadJson;
 using testing::Body;
 using testing::DecodedSeries;
 using testing::Find;
-using testing::AgentUploadJson;
 using testing::SampleJson;
 using testing::SampleSpec;
 using testing::Text;

@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <thread>
 
+#include "api_fixture.h"
 #include "common/crypto.h"
 #include "common/json.h"
 #include "console/api/upload_batch.h"
@@ -19,7 +20,6 @@
 #include "console/remote_write/node_series.h"
 #include "console/remote_write/queue_record.h"
 #include "console/remote_write/write_request.h"
-#include "api_fixture.h"
 #include "node_sample_util.h"
 #include "remote_write_tsdb.h"
 #include "support/process.h"
@@ -27,8 +27,8 @@
 namespace uplink::console::remote_write {
 namespace {
 
-using console::testing::DecodeWriteRequest;
 using console::testing::DecodedSeries;
+using console::testing::DecodeWriteRequest;
 using console::testing::FakeTsdb;
 using console::testing::Find;
 using console::testing::SampleJson;
@@ -45,7 +45,8 @@ std::int64_t Millis(WallTime t) {
 
 TEST(WriteRequestTest, ProtocDecodesItAgainstPrometheusSchema) {
   WriteRequestBuilder builder;
-  const Label labels[] = {{"zone", "b"}, {"instance", "gpu-node-1"}, {"empty", ""}, {"UUID", "GPU-1"}};
+  const Label labels[] = {
+      {"zone", "b"}, {"instance", "gpu-node-1"}, {"empty", ""}, {"UUID", "GPU-1"}};
   builder.Add("node_load1", labels, 0.52, 1'800'000'000'125);
   builder.Add("up", {}, -1.5e300, 1);
   EXPECT_EQ(builder.series(), 2u);
@@ -148,10 +149,10 @@ TEST(NodeSeriesTest, NodeExporterAndDcgmNamesWithTheSamplesFigures) {
   EXPECT_EQ(ValueOf(all, "node_uname_info", {{"nodename", spec.node}}), 1);
 
   const std::map<std::string, std::string> gpu1 = {{"gpu", "1"},
-                                                    {"UUID", "GPU-1"},
-                                                    {"device", "nvidia1"},
-                                                    {"modelName", "NVIDIA H100 80GB HBM3"},
-                                                    {"Hostname", spec.node}};
+                                                   {"UUID", "GPU-1"},
+                                                   {"device", "nvidia1"},
+                                                   {"modelName", "NVIDIA H100 80GB HBM3"},
+                                                   {"Hostname", spec.node}};
   EXPECT_EQ(ValueOf(all, "DCGM_FI_DEV_GPU_UTIL", gpu1), 97);
   EXPECT_EQ(ValueOf(all, "DCGM_FI_DEV_GPU_TEMP", gpu1), 61);
   EXPECT_EQ(ValueOf(all, "DCGM_FI_DEV_POWER_USAGE", gpu1), 512.5);
@@ -219,18 +220,19 @@ TEST(QueueRecordTest, RoundTrips) {
 TEST(QueueRecordTest, HostileRecordsAreRefusedWhole) {
   const std::string good = EncodeQueueRecord(std::vector<QueuedSample>{{"c1", "a", "{}"}});
   const std::vector<std::string> hostile = {
-      "",                                          // no version
-      std::string(1, '\x02') + good.substr(1),     // unknown version
-      good.substr(0, good.size() - 1),             // ends inside the payload
-      good.substr(0, 3),                           // ends inside a field
-      good + "\x05",                               // a length past the end
+      "",                                             // no version
+      std::string(1, '\x02') + good.substr(1),        // unknown version
+      good.substr(0, good.size() - 1),                // ends inside the payload
+      good.substr(0, 3),                              // ends inside a field
+      good + "\x05",                                  // a length past the end
       std::string("\x01") + std::string(11, '\xff'),  // a varint longer than ten bytes
       std::string("\x01\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01", 11),  // a length of 2^64-1
-      std::string("\x01\x80", 2),                  // a varint cut short
+      std::string("\x01\x80", 2),                                       // a varint cut short
   };
   for (const std::string& record : hostile) {
     auto decoded = DecodeQueueRecord(record);
-    EXPECT_EQ(decoded.status().code(), StatusCode::kInvalidArgument) << ::testing::PrintToString(record);
+    EXPECT_EQ(decoded.status().code(), StatusCode::kInvalidArgument)
+        << ::testing::PrintToString(record);
   }
 }
 
@@ -297,7 +299,8 @@ class ForwarderTest : public ::testing::Test {
     std::string text;
     forwarder.RenderMetrics(text);
     const size_t at = text.find("\n" + sample + " ");
-    return at == std::string::npos ? -1 : std::strtod(text.c_str() + at + sample.size() + 2, nullptr);
+    return at == std::string::npos ? -1
+                                   : std::strtod(text.c_str() + at + sample.size() + 2, nullptr);
   }
 
   uplink::testing::TempDir dir_;
@@ -365,9 +368,8 @@ TEST_F(ForwarderTest, ARefusedRequestIsSplitAndOnlyTheBadSampleDropped) {
   });
   auto forwarder = Start(Options(tsdb.url()));
   // Four node samples in one request: all of one upload.
-  UploadBatch batch = NodeBatch({Sample(0, "n1", 1), Sample(1, "n1", 2), Sample(2, "n1", 3),
-                                 Sample(3, "n1", 4)},
-                                1, "n1");
+  UploadBatch batch = NodeBatch(
+      {Sample(0, "n1", 1), Sample(1, "n1", 2), Sample(2, "n1", 3), Sample(3, "n1", 4)}, 1, "n1");
   // The third is another node's (the parser would refuse that on a real stream, so it is
   // swapped in afterwards): the TSDB refuses every request that holds it.
   const std::string stale = ToJson(Sample(2, "stale-node", 3));
@@ -441,8 +443,8 @@ TEST_F(ForwarderTest, TheQueueOutlivesARestartWhileTheTsdbIsDown) {
     const UploadBatch batch = NodeBatch({Sample(0, "n", 11), Sample(30, "n", 12)}, 1, "n");
     forwarder->UploadStored(TheConnection(), batch, Stored(batch));
     ASSERT_TRUE(uplink::testing::WaitFor([&] {
-      return Metric(*forwarder,
-                    "uplink_console_remote_write_requests_total{result=\"network\"}") >= 2;
+      return Metric(*forwarder, "uplink_console_remote_write_requests_total{result=\"network\"}") >=
+             2;
     }));
     // Stopped with both samples unsent: they are on disk.
   }
@@ -554,17 +556,17 @@ TEST(RemoteWriteOptionsTest, WhatCannotWorkIsRefusedWithoutQuotingTheUrl) {
     EXPECT_EQ(status.message().find("hunter2"), std::string::npos) << status.message();
   }
   // Credentials over http on loopback, and none over http anywhere, are fine.
-  EXPECT_TRUE(ValidateRemoteWriteOptions(with("http://127.0.0.1:9090/api/v1/write",
-                                              [&](RemoteWriteOptions& o) {
-                                                o.bearer_token_file = token;
-                                              }))
-                  .ok());
-  EXPECT_TRUE(ValidateRemoteWriteOptions(with("http://victoria.internal:8428/api/v1/write", none))
-                  .ok());
+  EXPECT_TRUE(
+      ValidateRemoteWriteOptions(with("http://127.0.0.1:9090/api/v1/write",
+                                      [&](RemoteWriteOptions& o) { o.bearer_token_file = token; }))
+          .ok());
+  EXPECT_TRUE(
+      ValidateRemoteWriteOptions(with("http://victoria.internal:8428/api/v1/write", none)).ok());
   uplink::testing::WriteFileOrDie(token, "two\nlines");
-  EXPECT_FALSE(ValidateRemoteWriteOptions(with("https://tsdb.example/w", [&](RemoteWriteOptions& o) {
-                 o.bearer_token_file = token;
-               })).ok());
+  EXPECT_FALSE(
+      ValidateRemoteWriteOptions(with("https://tsdb.example/w", [&](RemoteWriteOptions& o) {
+        o.bearer_token_file = token;
+      })).ok());
 }
 
 }  // namespace

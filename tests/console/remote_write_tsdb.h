@@ -167,7 +167,8 @@ class FakeTsdb {
   }
   bool WaitForCalls(size_t count) {
     std::unique_lock lock(mutex_);
-    return changed_.wait_for(lock, std::chrono::seconds(60), [&] { return calls_.size() >= count; });
+    return changed_.wait_for(lock, std::chrono::seconds(60),
+                             [&] { return calls_.size() >= count; });
   }
 
  private:

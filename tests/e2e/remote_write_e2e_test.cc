@@ -4,7 +4,6 @@
 // match; samples uploaded while Prometheus is down arrive after a console restart; and a real
 // `uplink-agent node` reading this machine's /proc shows up as node_exporter would.
 #include <gtest/gtest.h>
-
 #include <unistd.h>
 
 #include <cmath>
@@ -71,7 +70,8 @@ class Prometheus {
         [&] {
           json::array result = Query(promql);
           if (result.size() != 1) return false;
-          value = std::strtod(std::string(result[0].at("value").at(1).as_string()).c_str(), nullptr);
+          value =
+              std::strtod(std::string(result[0].at("value").at(1).as_string()).c_str(), nullptr);
           return ready(value);
         },
         30s);
@@ -110,18 +110,25 @@ json::object Sample(const std::string& node, WallTime at, double scale) {
       {"node", node},
       {"collected_at", FormatRfc3339Millis(at)},
       {"boot_time", 1'764'400'000},
-      {"cpu", {{"count", 64},
-               {"seconds", {{"user", 81234.5 * scale}, {"nice", 0.25}, {"system", 9120.5},
-                            {"idle", 7712345.75 * scale}, {"iowait", 120.5}, {"irq", 0},
-                            {"softirq", 310.75}, {"steal", 0}}}}},
+      {"cpu",
+       {{"count", 64},
+        {"seconds",
+         {{"user", 81234.5 * scale},
+          {"nice", 0.25},
+          {"system", 9120.5},
+          {"idle", 7712345.75 * scale},
+          {"iowait", 120.5},
+          {"irq", 0},
+          {"softirq", 310.75},
+          {"steal", 0}}}}},
       {"memory", {{"total_bytes", 540'000'000'000}, {"available_bytes", Bytes(250e9 * scale)}}},
       {"load", {{"load1", 0.5 * scale}, {"load5", 0.41}, {"load15", 0.33}}},
       {"network", json::array{{{"device", "eth0"},
                                {"receive_bytes", Bytes(123e6 * scale)},
                                {"transmit_bytes", 456'000}}}},
-      {"disks", json::array{{{"device", "nvme0n1"},
-                             {"read_bytes", Bytes(1024 * scale)},
-                             {"written_bytes", 2048}}}},
+      {"disks",
+       json::array{
+           {{"device", "nvme0n1"}, {"read_bytes", Bytes(1024 * scale)}, {"written_bytes", 2048}}}},
       {"filesystems", json::array{{{"mountpoint", "/"},
                                    {"device", "/dev/nvme0n1p1"},
                                    {"fstype", "ext4"},
@@ -243,8 +250,8 @@ TEST_F(RemoteWriteEndToEnd, ARealNodeRoleShowsUpAsNodeExporterWould) {
   const std::string token_file = d_.WriteToken(connection.token);
   testing::ChildProcess agent(
       {d_.bin("uplink-agent"), "node", "--console", d_.console_url(), "--token-file", token_file,
-       "--state-dir", d_.dir() + "/node-spool", "--node-name", "e2e-real-node",
-       "--listen", "127.0.0.1:" + std::to_string(testing::FreePort()), "--nvml-library",
+       "--state-dir", d_.dir() + "/node-spool", "--node-name", "e2e-real-node", "--listen",
+       "127.0.0.1:" + std::to_string(testing::FreePort()), "--nvml-library",
        "/nonexistent/libnvidia-ml.so.1", "--nvidia-smi", ""},
       d_.dir());
   const std::string meminfo = testing::ReadFileOrEmpty("/proc/meminfo");
@@ -260,13 +267,12 @@ TEST_F(RemoteWriteEndToEnd, ARealNodeRoleShowsUpAsNodeExporterWould) {
 
 TEST_F(RemoteWriteEndToEnd, ServeRefusesCredentialsInArgvAndExplains) {
   const std::string data_dir = d_.dir() + "/refusing";
-  ASSERT_EQ(testing::RunCommand({d_.bin("uplink-console"), "init", "--data-dir", data_dir})
-                .exit_code,
-            0);
+  ASSERT_EQ(
+      testing::RunCommand({d_.bin("uplink-console"), "init", "--data-dir", data_dir}).exit_code, 0);
   const std::string listen = "127.0.0.1:" + std::to_string(testing::FreePort());
   auto serve = [&](std::vector<std::string> flags) {
-    std::vector<std::string> argv{d_.bin("uplink-console"), "serve", "--data-dir", data_dir,
-                                  "--listen", listen};
+    std::vector<std::string> argv{
+        d_.bin("uplink-console"), "serve", "--data-dir", data_dir, "--listen", listen};
     argv.insert(argv.end(), flags.begin(), flags.end());
     return testing::RunCommand(argv, 30s);
   };

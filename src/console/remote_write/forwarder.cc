@@ -135,8 +135,9 @@ Status ValidateRemoteWriteOptions(const RemoteWriteOptions& options) {
         "authentication)");
   }
   if (options.username.find(':') != std::string::npos) {
-    return InvalidArgumentError("--remote-write-username cannot contain ':' (HTTP basic "
-                                "authentication separates the user from the password with it)");
+    return InvalidArgumentError(
+        "--remote-write-username cannot contain ':' (HTTP basic "
+        "authentication separates the user from the password with it)");
   }
   if ((has_token || has_user) && url->scheme == "http" && !net::IsLoopbackHost(url->host)) {
     return InvalidArgumentError("--remote-write-url " + Origin(*url) +
@@ -508,8 +509,7 @@ void RemoteWriteForwarder::UploadStored(const Connection& connection, const Uplo
   for (size_t i = first_new; i < batch.records.size(); ++i) {
     const UploadRecord& record = batch.records[i];
     if (!record.node_sample) continue;
-    samples.push_back(
-        {connection.id, connection.cluster_name, std::string(batch.Payload(record))});
+    samples.push_back({connection.id, connection.cluster_name, std::string(batch.Payload(record))});
   }
   if (!samples.empty()) impl_->Hand(std::move(samples));
 }
@@ -521,9 +521,8 @@ void RemoteWriteForwarder::RenderMetrics(std::string& out) const {
   metrics.Set(kQueueRecords, static_cast<double>(stats.waiting_records));
   double oldest = 0;
   if (stats.oldest_appended_at) {
-    oldest = std::max(0.0, std::chrono::duration<double>(impl_->clock.Now() -
-                                                         *stats.oldest_appended_at)
-                               .count());
+    oldest = std::max(
+        0.0, std::chrono::duration<double>(impl_->clock.Now() - *stats.oldest_appended_at).count());
   }
   metrics.Set(kQueueOldest, oldest);
   // The spool's own cumulative counts (persisted across restarts).
