@@ -37,6 +37,8 @@ if [[ "$profile" == all ]]; then
     # remote write: Prometheus receives what the console forwards and is queried back with
     # PromQL; protoc decodes the console's protobuf against Prometheus's schema
     prometheus protobuf-compiler
+    # bench_load's HTTP floor: nginx answering 204 to the same requests as the console
+    nginx-light
     # make images and its test: podman with runc (crun refuses hybrid cgroups), uidmap for
     # rootless podman, mmdebstrap for base images from Debian's archive, and Debian's
     # docker-registry for the test's registry on loopback
