@@ -37,6 +37,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <map>
+#include <numeric>
 #include <optional>
 #include <string>
 #include <thread>
@@ -98,21 +99,18 @@ int UsableCpus() {
 struct ProcessFigures {
   double rss_bytes = 0;
   double cpu_seconds = 0;
-  int sockets = 0;
+  int sockets = -1;  // counted only when asked: it reads a link per descriptor
 };
 
-std::optional<ProcessFigures> ReadProcess(pid_t pid) {
+std::optional<ProcessFigures> ReadProcess(pid_t pid, bool count_sockets = false) {
   if (pid <= 0) return std::nullopt;
   const std::string base = "/proc/" + std::to_string(pid);
   const std::string status = testing::ReadFileOrEmpty(base + "/status");
   if (status.empty()) return std::nullopt;
   ProcessFigures figures;
-  auto kib = [&](std::string_view key) {
-    const size_t at = status.find(key);
-    return at == std::string::npos ? 0.0
-                                   : std::strtod(status.c_str() + at + key.size(), nullptr) * 1024;
-  };
-  figures.rss_bytes = kib("VmRSS:");
+  const size_t rss = status.find("VmRSS:");
+  if (rss != std::string::npos)
+    figures.rss_bytes = std::strtod(status.c_str() + rss + 6, nullptr) * 1024;
   const std::string stat = testing::ReadFileOrEmpty(base + "/stat");
   const size_t close = stat.rfind(')');
   if (close != std::string::npos) {
@@ -131,11 +129,14 @@ std::optional<ProcessFigures> ReadProcess(pid_t pid) {
       figures.cpu_seconds = ticks / static_cast<double>(sysconf(_SC_CLK_TCK));
     }
   }
-  std::error_code ec;
-  for (const auto& entry : std::filesystem::directory_iterator(base + "/fd", ec)) {
-    std::error_code link_ec;
-    if (std::filesystem::read_symlink(entry.path(), link_ec).string().starts_with("socket:")) {
-      ++figures.sockets;
+  if (count_sockets) {
+    figures.sockets = 0;
+    std::error_code ec;
+    for (const auto& entry : std::filesystem::directory_iterator(base + "/fd", ec)) {
+      std::error_code link_ec;
+      if (std::filesystem::read_symlink(entry.path(), link_ec).string().starts_with("socket:")) {
+        ++figures.sockets;
+      }
     }
   }
   return figures;
@@ -397,6 +398,8 @@ int Run(const Options& options) {
   std::vector<int> poll_connection(static_cast<size_t>(agents_count), -1);
   std::vector<char> poll_held(static_cast<size_t>(agents_count), 0);
   Tally creates, reports, uploads, polls;
+  LoadClock::time_point sustain_start;
+  std::vector<float> slowest;  // ms, by second of the sustained phase
   std::int64_t polls_answered = 0;
   std::string metrics_body;
   bool metrics_arrived = false;
@@ -416,11 +419,19 @@ int Run(const Options& options) {
         }
         break;
       case kInventory:
-        reports.Add(reply);
+      case kUpload: {
+        (request.kind == kUpload ? uploads : reports).Add(reply);
+        // The slowest answer to what fell due in each second of the sustained phase, to tell
+        // a stall (something holding the store) from a slow path.
+        const auto second =
+            std::chrono::duration_cast<std::chrono::seconds>(request.due - sustain_start).count();
+        if (second >= 0) {
+          if (slowest.size() <= static_cast<size_t>(second)) slowest.resize(second + 1);
+          slowest[second] = std::max(
+              slowest[second], std::chrono::duration<float, std::milli>(reply.latency).count());
+        }
         break;
-      case kUpload:
-        uploads.Add(reply);
-        break;
+      }
       case kPoll: {
         polls.Add(reply);
         poll_held[static_cast<size_t>(request.agent)] = 0;
@@ -457,7 +468,7 @@ int Run(const Options& options) {
               std::chrono::duration<double>(LoadClock::now() - setup_start).count());
 
   // 2. Every agent's long poll, opened at --ramp-per-second and held.
-  const auto before_polls = ReadProcess(console->pid());
+  const auto before_polls = ReadProcess(console->pid(), true);
   int opened_polls = 0;
   const auto ramp_start = LoadClock::now();
   auto open_polls = [&](LoadClock::time_point now) {
@@ -484,7 +495,7 @@ int Run(const Options& options) {
         return held >= agents_count;
       },
       120s);
-  const auto with_polls = ReadProcess(console->pid());
+  const auto with_polls = ReadProcess(console->pid(), true);
   std::printf("  long polls: %.0f of %d held by the console (opened in %.1f s)", held, agents_count,
               std::chrono::duration<double>(LoadClock::now() - ramp_start).count());
   if (before_polls && with_polls) {
@@ -497,7 +508,7 @@ int Run(const Options& options) {
 
   // 3. The schedule: agent i uploads at (i / N) of each upload interval, and reports at a
   // scrambled position of each report interval, so reports and uploads do not line up.
-  const auto sustain_start = LoadClock::now();
+  sustain_start = LoadClock::now();
   const WallTime wall_start = SystemClock().Now();
   const int stride = agents_count % 7919 == 0 ? 1 : 7919;
   std::int64_t uploads_due = 0;
@@ -530,7 +541,6 @@ int Run(const Options& options) {
       last_sample = now;
       if (auto figures = ReadProcess(console->pid())) {
         peak.rss_bytes = std::max(peak.rss_bytes, figures->rss_bytes);
-        peak.sockets = std::max(peak.sockets, figures->sockets);
       }
     }
   };
@@ -538,6 +548,8 @@ int Run(const Options& options) {
   const auto console_after = ReadProcess(console->pid());
   const double sustain_seconds =
       std::chrono::duration<double>(LoadClock::now() - sustain_start).count();
+  // Counted once the schedule is over: reading 10,000 links would stall the loop meanwhile.
+  if (auto figures = ReadProcess(console->pid(), true)) peak.sockets = figures->sockets;
   const double own_sustain = (OwnCpuSeconds() - own_before) / sustain_seconds;
   RunUntilDone(
       load,
@@ -564,8 +576,17 @@ int Run(const Options& options) {
   std::printf("    reports: p50 %.2f ms, p99 %.2f ms; failed: %s\n", reports.QuantileMs(0.5),
               reports.QuantileMs(0.99), reports.Failures().c_str());
   std::printf("    polls failed: %s\n", polls.Failures().c_str());
+  std::vector<size_t> seconds(slowest.size());
+  std::iota(seconds.begin(), seconds.end(), 0);
+  std::sort(seconds.begin(), seconds.end(),
+            [&](size_t a, size_t b) { return slowest[a] > slowest[b]; });
+  std::printf("    slowest seconds (when due, from the start):");
+  for (size_t i = 0; i < std::min<size_t>(6, seconds.size()); ++i) {
+    std::printf(" %zus %.0f ms%s", seconds[i], slowest[seconds[i]], i < 5 ? "," : "");
+  }
+  std::printf("\n");
   std::printf(
-      "    console: RSS up to %s, up to %d open sockets; it counted %.0f uploads accepted "
+      "    console: RSS up to %s, %d open sockets at the end; it counted %.0f uploads accepted "
       "and %.0f node samples stored\n",
       Mib(peak.rss_bytes).c_str(), peak.sockets, accepted, stored);
 
@@ -629,7 +650,8 @@ int Run(const Options& options) {
       ">= 0.5x); upload p50 %.1f ms p99 %.1f ms at %.0f/s (aim p99 < 50 ms); %.0f long "
       "polls held in %s of console RSS (aim < 1 GiB), %d open connections\n",
       agents_count, console_per_core, ratio.c_str(), upload_p50, upload_p99,
-      static_cast<double>(uploads.ok) / sustain_seconds, held, Mib(memory).c_str(), peak.sockets);
+      static_cast<double>(uploads.ok) / sustain_seconds, held, Mib(memory).c_str(),
+      std::max(peak.sockets, with_polls ? with_polls->sockets : -1));
 
   if (options.smoke) {
     // Checks, not aims: every request answered as the protocol says, and counted by the console.
