@@ -714,5 +714,6 @@ int main(int argc, char** argv) {
   }
   (void)log::SetMinLevel("error");
   ::signal(SIGPIPE, SIG_IGN);
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // each phase's figures as they come, piped or not
   return bench::Run(options);
 }

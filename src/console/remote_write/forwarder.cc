@@ -32,6 +32,8 @@ constexpr size_t kMaxCredentialBytes = 64 << 10;
 // at a time (node samples run about 2 KB, so some hundreds of them).
 constexpr size_t kMaxRecordBytes = 256 << 10;
 constexpr size_t kReadBytes = 1 << 20;
+// How long the writer lets the hand-off fill before appending it.
+constexpr std::chrono::milliseconds kHandoffLinger{100};
 constexpr size_t kReadRecords = 64;
 constexpr size_t kMaxReplyExcerpt = 256;
 // A failing TSDB is logged when the failure starts or changes, and at most this often while
@@ -261,6 +263,10 @@ struct RemoteWriteForwarder::Impl {
     for (;;) {
       handoff_ready.wait(lock, [&] { return !handoff.empty() || stopping; });
       if (handoff.empty()) return;  // stopping, nothing left
+      // Let the samples of the next moment join, so that one fdatasync covers the uploads of
+      // many agents rather than one each.
+      handoff_ready.wait_for(lock, kHandoffLinger,
+                             [&] { return stopping || handoff_bytes >= kMaxRecordBytes; });
       std::deque<QueuedSample> taken = std::exchange(handoff, {});
       handoff_bytes = 0;
       const bool last = stopping;

@@ -20,7 +20,8 @@
 //   408, 429, 5xx, no reply  backed off (exponential, full jitter, Retry-After honoured) and
 //                            sent again.
 //
-// A sample is in the queue's files within a moment of its upload's reply: a console killed in
+// A sample is in the queue's files about 0.1 s after its upload's reply (the writer lets the
+// hand-off fill that long, so that one fdatasync covers many uploads): a console killed in
 // that moment (not stopped) forwards none of what the hand-off held, which the console's own
 // store still has. Stop() writes the hand-off to the queue first.
 #pragma once
