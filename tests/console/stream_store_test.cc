@@ -12,7 +12,6 @@
 
 #include "common/json.h"
 #include "console/store/sqlite_store.h"
-#include "support/process.h"
 #include "test_util.h"
 
 namespace uplink::console {
@@ -22,6 +21,7 @@ using std::chrono::hours;
 using std::chrono::milliseconds;
 using std::chrono::minutes;
 using std::chrono::seconds;
+using testing::CommittedTransactions;
 using testing::RawCount;
 using testing::ScratchDir;
 
@@ -533,27 +533,6 @@ TEST_F(StreamStoreTest, ALargeBatchIsStoredInOneTransaction) {
   EXPECT_EQ(RecordRows(), 10'000);
   EXPECT_EQ(UploadOk(MakeBatch(1, 10'000, Range(1, 10'000))).duplicates, 10'000);
   EXPECT_EQ(RecordRows(), 10'000);
-}
-
-// Transactions committed to the database's write-ahead log so far: its frames that end a
-// commit (a non-zero database size), up to the first frame of an older generation (other
-// salts), as SQLite's WAL format documents it. 0 without a log.
-std::int64_t CommittedTransactions(const std::string& wal_path) {
-  const std::string wal = uplink::testing::ReadFileOrEmpty(wal_path);
-  auto u32 = [&](size_t at) {
-    return (static_cast<std::uint32_t>(static_cast<unsigned char>(wal[at])) << 24) |
-           (static_cast<std::uint32_t>(static_cast<unsigned char>(wal[at + 1])) << 16) |
-           (static_cast<std::uint32_t>(static_cast<unsigned char>(wal[at + 2])) << 8) |
-           static_cast<std::uint32_t>(static_cast<unsigned char>(wal[at + 3]));
-  };
-  if (wal.size() < 32) return 0;
-  const size_t frame_size = 24 + u32(8);
-  std::int64_t commits = 0;
-  for (size_t at = 32; at + frame_size <= wal.size(); at += frame_size) {
-    if (u32(at + 8) != u32(16) || u32(at + 12) != u32(20)) break;
-    if (u32(at + 4) != 0) ++commits;
-  }
-  return commits;
 }
 
 TEST_F(StreamStoreTest, ConcurrentUploadsShareCommitsAndAFailingOneTakesNothingWithIt) {
