@@ -1,8 +1,8 @@
-// Times and command lines as the pages write and read them (src/console/web/app/format.js).
+// Times, sizes and command lines as the pages write and read them (src/console/web/app/format.js).
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import {
-  absoluteTime, forPeople, plural, relativeTime, splitArgv, timeZoneLabel,
+  bytes, absoluteTime, forPeople, plural, relativeTime, splitArgv, timeZoneLabel,
 } from '../../src/console/web/app/format.js';
 
 const now = Date.parse('2026-03-01T12:00:00Z');
@@ -52,4 +52,12 @@ test('messages lose the CLI and API advice the page has its own controls for', (
   assert.equal(forPeople('a plain message; with two clauses'), 'a plain message; with two clauses');
   assert.equal(forPeople('GET /api/v1/users'), 'GET /api/v1/users');
   assert.equal(forPeople(undefined), '');
+});
+
+test('sizes and rates in whole bytes below a KiB, one decimal above', () => {
+  assert.equal(bytes(985.9666666666667), '986 B');
+  assert.equal(bytes(0), '0 B');
+  assert.equal(bytes(1536), '1.5 KiB');
+  assert.equal(bytes(5 * 1024 ** 3), '5.0 GiB');
+  assert.equal(bytes(null), '–');
 });

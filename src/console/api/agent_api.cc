@@ -228,6 +228,10 @@ Result<net::Response> AgentApi::AcceptUpload(const net::Request& request,
   if (outcome.records_pruned > 0) {
     metrics_.Increment(kRecordsPrunedTotal, {}, static_cast<double>(outcome.records_pruned));
   }
+  // Committed: what forwards it may drop what it cannot take, never the upload.
+  if (options_.upload_sink != nullptr) {
+    options_.upload_sink->UploadStored(connection, batch, outcome);
+  }
   nodes_.CountNodeSamples(outcome, connection, batch.stream);
   kubectl_.CountSnapshots(outcome);
   runs_.CountRunItems(outcome);

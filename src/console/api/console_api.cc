@@ -36,6 +36,13 @@ ConsoleApi::ConsoleApi(Store& store, const Clock& clock, ConsoleOptions options)
   routes_.SetFallbacks();
   operations_.AddToScrape([this] { return connections_.Scrape(); });
   operations_.AddToScrape([this] { return kubectl_.Scrape(); });
+  if (options_.upload_sink != nullptr) {
+    operations_.AddToScrape([this] {
+      std::string text;
+      options_.upload_sink->RenderMetrics(text);
+      return text;
+    });
+  }
   commands_.StartReaper();
   presence_.StartFlusher(store, options_.presence_flush_interval);
   approvals_.Start();

@@ -8,6 +8,7 @@
 #include "common/secret.h"
 #include "console/api/connection_view.h"
 #include "console/api/install_plan.h"
+#include "console/api/upload_sink.h"
 #include "console/auth/failure_guard.h"
 #include "console/auth/password.h"
 #include "protocol/upload.h"
@@ -51,6 +52,9 @@ struct ConsoleOptions {
   Secret two_factor_key;
   // The agent images install commands pin by digest (serve --agent-image ...).
   AgentImages agent_images;
+  // Told of every stored upload (serve --remote-write-url forwards node samples); not owned,
+  // outlives the ConsoleApi. Null: nothing beyond the store.
+  UploadSink* upload_sink = nullptr;
 };
 
 }  // namespace uplink::console

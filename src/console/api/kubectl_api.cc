@@ -1,6 +1,7 @@
 #include "console/api/kubectl_api.h"
 
 #include <algorithm>
+#include <random>
 
 #include "common/files.h"
 #include "common/gzip.h"
@@ -28,6 +29,17 @@ constexpr const char* kClusterSnapshotsStoredTotal =
 
 constexpr size_t kMaxArgs = 256;
 constexpr size_t kMaxArgBytes = 4096;
+
+// How long an idle poll is held: a whole number of seconds drawn evenly from the last fifth of
+// the agent's `wait` (40-50 s for the default 50). Agents that polled together (every cluster
+// reconnecting after a console restart) would otherwise be answered together and poll again
+// together every `wait`, a burst of thousands of requests at once; drawn anew each time, their
+// polls spread over the whole interval within a few rounds.
+std::chrono::seconds PollHold(std::int64_t wait) {
+  thread_local std::minstd_rand random{std::random_device{}()};
+  std::uniform_int_distribution<std::int64_t> early(0, wait / 5);
+  return std::chrono::seconds(wait - early(random));
+}
 
 // kubectl's own verbs: the only argv word of a refused command the audit log keeps, since
 // anything else a user typed may be anything.
@@ -375,7 +387,7 @@ void KubectlApi::PollCommands(const net::Request& request, const Connection& con
       clock_.Now());
   commands_.Poll(
       connection.id, poll->agent_instance, static_cast<size_t>(poll->max_commands),
-      std::chrono::seconds(poll->wait_seconds),
+      PollHold(poll->wait_seconds),
       [reply, expires_at = connection.expires_at](std::vector<PendingCommand> taken) {
         protocol::PollReply answer{.commands = {}, .expires_at = expires_at};
         for (PendingCommand& command : taken) {

@@ -55,7 +55,8 @@ export function bytes(value) {
     v /= 1024;
     i += 1;
   }
-  return (i === 0 ? v : v.toFixed(1)) + ' ' + units[i];
+  // Whole bytes: a rate (985.97 B/s) is no more precise than the byte counts it comes from.
+  return (i === 0 ? Math.round(v) : v.toFixed(1)) + ' ' + units[i];
 }
 
 export function number(value, digits = 1) {
