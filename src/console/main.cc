@@ -15,12 +15,13 @@
 #include "common/flags.h"
 #include "common/log.h"
 #include "console/api/console_api.h"
-#include "console/api/errors.h"
-#include "console/api/inventory_report.h"
-#include "console/api/kubectl_results.h"
 #include "console/remote_write/forwarder.h"
+#include "console/replies.h"
 #include "console/setup.h"
 #include "net/server.h"
+#include "protocol/cluster_snapshot.h"
+#include "protocol/commands.h"
+#include "protocol/inventory.h"
 
 namespace uplink::console {
 namespace {
@@ -252,8 +253,8 @@ int Serve(const std::vector<std::string>& args) {
   server_options.listen = listen;
   // The upper bound, for the agent's report, uploads or command results; every other route
   // gets far less before its body is read.
-  server_options.max_body_bytes =
-      std::max({kMaxReportBytes, options.max_upload_bytes, kMaxCommandResultBytes});
+  server_options.max_body_bytes = std::max(
+      {protocol::kMaxReportBytes, options.max_upload_bytes, protocol::kMaxCommandResultBytes});
   server_options.body_limit_for = [max_upload = options.max_upload_bytes](
                                       const net::Request& head) {
     return RouteBodyLimit(head, max_upload);

@@ -5,6 +5,7 @@
 #include <variant>
 
 #include "common/files.h"
+#include "common/text.h"
 #include "kubesim/cluster.h"
 #include "kubesim/embedded_data.h"
 #include "kubesim/logs.h"
@@ -53,10 +54,7 @@ std::string MediaType(const net::Request& request) {
   std::string_view type = request.headers.Get("Content-Type").value_or("application/json");
   type = type.substr(0, type.find(';'));
   while (!type.empty() && type.back() == ' ') type.remove_suffix(1);
-  std::string lower(type);
-  std::transform(lower.begin(), lower.end(), lower.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return lower;
+  return AsciiLower(type);
 }
 
 // The first strategic-merge directive key in a patch ("$patch", "$setElementOrder/..."), if any.
@@ -348,9 +346,7 @@ std::optional<net::Response> ApiServer::Impersonate(const net::Request& request,
   std::optional<std::string> impersonated_user;
   std::vector<std::string> impersonated_groups;
   for (const auto& [name, value] : request.headers.all()) {
-    std::string lower = name;
-    std::transform(lower.begin(), lower.end(), lower.begin(),
-                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    std::string lower = AsciiLower(name);
     if (lower == "impersonate-user") {
       impersonated_user = value;
     } else if (lower == "impersonate-group") {

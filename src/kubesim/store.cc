@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "common/crypto.h"
+#include "common/kubernetes_names.h"
 #include "common/labels.h"
 #include "kubesim/rbac.h"
 #include "kubesim/secrets.h"
@@ -50,26 +51,6 @@ labels::LabelMap LabelsFor(const json::object& object, const labels::Selector& s
 }
 
 }  // namespace
-
-bool IsDnsLabel(std::string_view text) {
-  if (text.empty() || text.size() > 63) return false;
-  auto ok = [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); };
-  if (!ok(text.front()) || !ok(text.back())) return false;
-  return std::all_of(text.begin(), text.end(), [&](char c) { return ok(c) || c == '-'; });
-}
-
-bool IsDnsSubdomainName(std::string_view text) {
-  if (text.empty() || text.size() > 253) return false;
-  size_t start = 0;
-  while (true) {
-    size_t dot = text.find('.', start);
-    if (!IsDnsLabel(text.substr(start, dot == std::string_view::npos ? dot : dot - start))) {
-      return false;
-    }
-    if (dot == std::string_view::npos) return true;
-    start = dot + 1;
-  }
-}
 
 std::optional<std::string> PathSegmentNameProblem(std::string_view name) {
   if (name == ".") return "may not be '.'";
@@ -126,7 +107,7 @@ std::optional<FieldError> NameError(const ResourceType& type, const std::string&
     masked = std::string(checked.substr(0, checked.size() - 1)) + "a";
     checked = masked;
   }
-  if (label ? IsDnsLabel(checked) : IsDnsSubdomainName(checked)) return std::nullopt;
+  if (label ? IsDnsLabel(checked) : IsDnsSubdomain(checked)) return std::nullopt;
   return FieldError{field, "FieldValueInvalid",
                     "Invalid value: " + GoQuoted(value) + ": " + DnsNameProblem(label, checked)};
 }

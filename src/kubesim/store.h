@@ -106,11 +106,6 @@ Result<ContinuePosition> DecodeContinueToken(std::string_view token);
 inline constexpr std::string_view kResourceVersionSetOnCreate =
     "resourceVersion should not be set on objects to be created";
 
-
-// RFC 1123 names as apimachinery validates them: a label ("gpu-node-0001", at most 63
-// characters) and a subdomain (dot-separated labels, at most 253).
-bool IsDnsLabel(std::string_view text);
-bool IsDnsSubdomainName(std::string_view text);
 // apimachinery's message for a name that is not a DNS label (`label`) or subdomain.
 std::string DnsNameProblem(bool label, std::string_view name);
 // path.IsValidPathSegmentName, the rule for RBAC object names: why `name` is not one

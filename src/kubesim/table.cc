@@ -7,6 +7,7 @@
 
 #include "common/files.h"
 #include "common/labels.h"
+#include "common/text.h"
 
 namespace uplink::kubesim {
 namespace {
@@ -424,9 +425,7 @@ json::array EventCells(const json::object& event, WallTime now) {
     count = 1;  // singleton events of the events.k8s.io API carry no count
   }
   const json::object& involved = Field(event, "involvedObject");
-  std::string kind = Text(involved, "kind");
-  std::transform(kind.begin(), kind.end(), kind.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  std::string kind = AsciiLower(Text(involved, "kind"));
   std::string target = Text(involved, "name").empty() ? kind : kind + "/" + Text(involved, "name");
   const json::object& source = Field(event, "source");
   std::string component = Text(source, "component");

@@ -19,11 +19,11 @@
 #include <boost/url/parse.hpp>
 #include <boost/url/url_view.hpp>
 #include <atomic>
-#include <cctype>
 #include <memory>
 #include <optional>
 #include <vector>
 
+#include "common/text.h"
 #include "net/stream_impl.h"
 #include "net/tls_library.h"
 
@@ -388,7 +388,7 @@ Result<ParsedUrl> ParseBaseUrl(std::string_view text) {
   const urls::url_view& url = *parsed;
   ParsedUrl out;
   out.scheme = std::string(url.scheme());
-  for (char& c : out.scheme) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  out.scheme = AsciiLower(out.scheme);
   if (out.scheme != "http" && out.scheme != "https") {
     return InvalidArgumentError("the URL's scheme must be http or https");
   }
@@ -434,8 +434,7 @@ Result<ParsedUrl> ParseBaseUrl(std::string_view text) {
                                     "://(invalid host): the host may hold only letters, digits, "
                                     "'-' and '.' (or be an IP address)");
       }
-      out.host = std::string(host);
-      for (char& c : out.host) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      out.host = AsciiLower(host);
       break;
     }
     default:
@@ -444,12 +443,9 @@ Result<ParsedUrl> ParseBaseUrl(std::string_view text) {
   if (out.host.empty()) return InvalidArgumentError(origin() + ": the URL has no host");
   if (url.has_port()) {
     std::string_view port = url.port();
-    if (port.empty() || port.size() > 5 ||
-        port.find_first_not_of("0123456789") != std::string_view::npos ||
-        std::stoul(std::string(port)) == 0 || std::stoul(std::string(port)) > 65535) {
-      return InvalidArgumentError(origin() + ": port must be 1-65535");
-    }
-    out.port = static_cast<std::uint16_t>(std::stoul(std::string(port)));
+    std::optional<std::uint64_t> port_number = ParseDecimal(port, 1, 65535);
+    if (!port_number) return InvalidArgumentError(origin() + ": port must be 1-65535");
+    out.port = static_cast<std::uint16_t>(*port_number);
   } else {
     out.port = out.scheme == "https" ? 443 : 80;
   }

@@ -2,7 +2,6 @@
 #include "net/server.h"
 
 #include <openssl/ssl.h>
-#include <strings.h>
 
 #include <atomic>
 #include <boost/asio/as_tuple.hpp>
@@ -28,6 +27,7 @@
 
 #include "common/files.h"
 #include "common/log.h"
+#include "common/text.h"
 #include "net/stream_impl.h"
 #include "net/tls_library.h"
 
@@ -147,7 +147,7 @@ Request RequestHead(const http::request<http::string_body>& message, std::string
 
 bool HasConnectionClose(const Headers& headers) {
   auto value = headers.Get("Connection");
-  return value && value->size() == 5 && ::strncasecmp(value->data(), "close", 5) == 0;
+  return value && EqualsIgnoringAsciiCase(*value, "close");
 }
 
 bool StatusForbidsBody(int status) {
@@ -533,13 +533,12 @@ Status SplitHostPort(std::string_view listen, std::string& host, std::uint16_t& 
     }
   }
   if (host_part.empty()) return InvalidArgumentError("\"" + std::string(listen) + "\" has no host");
-  if (port_part.empty() || port_part.size() > 5 ||
-      port_part.find_first_not_of("0123456789") != std::string_view::npos ||
-      std::stoul(std::string(port_part)) > 65535) {
+  std::optional<std::uint64_t> port_number = ParseDecimal(port_part, 0, 65535);
+  if (!port_number) {
     return InvalidArgumentError("\"" + std::string(listen) + "\": port must be 0-65535");
   }
   host = std::string(host_part);
-  port = static_cast<std::uint16_t>(std::stoul(std::string(port_part)));
+  port = static_cast<std::uint16_t>(*port_number);
   return Status::Ok();
 }
 
@@ -548,7 +547,7 @@ bool IsLoopbackHost(std::string_view host) {
     host = host.substr(1, host.size() - 2);
   }
   if (host.ends_with('.')) host.remove_suffix(1);
-  if (host.size() == 9 && ::strncasecmp(host.data(), "localhost", 9) == 0) return true;
+  if (EqualsIgnoringAsciiCase(host, "localhost")) return true;
   boost::system::error_code ec;
   auto address = asio::ip::make_address(std::string(host), ec);
   if (ec) return false;

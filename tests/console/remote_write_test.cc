@@ -241,11 +241,13 @@ TEST(QueueRecordTest, HostileRecordsAreRefusedWhole) {
 // A node-stream upload of `payloads`, parsed as the API parses it, sequences from `first`.
 UploadBatch NodeBatch(const std::vector<json::object>& payloads, std::int64_t first = 1,
                       const std::string& node = console::testing::kSampleNode) {
-  auto parsed = ParseUploadBatch(
+  auto parsed = protocol::DecodeUpload(
       json::value(console::testing::AgentUploadJson(first, payloads, "node/" + node)));
   EXPECT_TRUE(parsed.ok()) << parsed.status().ToString();
-  EXPECT_TRUE(parsed.ok() && std::holds_alternative<UploadBatch>(*parsed));
-  return parsed.ok() ? std::get<UploadBatch>(*parsed) : UploadBatch{};
+  EXPECT_TRUE(parsed.ok() && std::holds_alternative<protocol::DecodedUpload>(*parsed));
+  return parsed.ok() && std::holds_alternative<protocol::DecodedUpload>(*parsed)
+             ? StoreBatchOf(std::get<protocol::DecodedUpload>(std::move(*parsed)))
+             : UploadBatch{};
 }
 
 json::object Sample(int second, const std::string& node = console::testing::kSampleNode,

@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "api_fixture.h"
-#include "common/cluster_identity.h"
 #include "common/gzip.h"
+#include "protocol/agent_api.h"
 
 namespace uplink::console {
 namespace {
@@ -52,7 +52,7 @@ class StatesApiTest : public testing::ApiTest {
     request.target = target;
     request.headers.Set("Authorization", "Bearer " + (token.empty() ? token_ : token));
     request.headers.Set("User-Agent", "uplink-agent/0.2.0 (cluster)");
-    if (!cluster_uid.empty()) request.headers.Set(kClusterUidHeader, cluster_uid);
+    if (!cluster_uid.empty()) request.headers.Set(protocol::kClusterUidHeader, cluster_uid);
     if (target == "/api/v1/agent/uploads" || target.ends_with("/result")) {
       request.headers.Set("Content-Encoding", "gzip");
       request.body = GzipCompress(body).value();
@@ -414,7 +414,7 @@ TEST_F(StatesApiTest, AMalformedClusterHeaderIsRefusedWith400) {
     net::Response refused = WhoAmI(bad);
     EXPECT_EQ(refused.status, 400) << testing::ErrorMessage(refused);
     EXPECT_EQ(ErrorCode(refused), "invalid_request");
-    EXPECT_NE(testing::ErrorMessage(refused).find(std::string(kClusterUidHeader)),
+    EXPECT_NE(testing::ErrorMessage(refused).find(std::string(protocol::kClusterUidHeader)),
               std::string::npos);
   }
   EXPECT_TRUE(Shown().at("cluster_uid").is_null());

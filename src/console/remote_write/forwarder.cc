@@ -20,6 +20,8 @@
 #include "console/remote_write/node_series.h"
 #include "console/remote_write/queue_record.h"
 #include "console/remote_write/write_request.h"
+#include "protocol/agent_api.h"
+#include "protocol/upload.h"
 #include "net/client.h"
 #include "net/server.h"
 #include "spool/spool.h"
@@ -295,7 +297,8 @@ struct RemoteWriteForwarder::Impl {
   // The series of one queued node sample; nullopt (counted, logged) for one that cannot be
   // read, which the console accepted and so should never happen.
   std::optional<Piece> Build(const QueuedSample& sample) {
-    auto document = ParseJson(sample.payload, JsonLimits{kMaxPayloadBytes, kMaxPayloadDepth});
+    auto document = ParseJson(sample.payload,
+                              JsonLimits{protocol::kMaxPayloadBytes, protocol::kMaxPayloadDepth});
     WriteRequestBuilder builder;
     Result<size_t> series = InvalidArgumentError("the payload is not a JSON object");
     if (document.ok() && document->is_object()) {
@@ -509,7 +512,7 @@ Result<std::unique_ptr<RemoteWriteForwarder>> RemoteWriteForwarder::Start(
 
 void RemoteWriteForwarder::UploadStored(const Connection& connection, const UploadBatch& batch,
                                         const UploadOutcome& outcome) {
-  if (!batch.stream.starts_with(kNodeStreamPrefix)) return;
+  if (!batch.stream.starts_with(protocol::kNodeStreamPrefix)) return;
   std::vector<QueuedSample> samples;
   const auto first_new = static_cast<size_t>(std::max<std::int64_t>(outcome.duplicates, 0));
   for (size_t i = first_new; i < batch.records.size(); ++i) {

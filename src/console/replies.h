@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string_view>
 #include <variant>
 
@@ -43,11 +44,13 @@ net::Response InvalidRecordResponse(std::int64_t sequence, std::string_view mess
 // 429 rate_limited with Retry-After in whole seconds.
 net::Response RateLimitedResponse(std::chrono::seconds retry_after, std::string_view message);
 
+// True for "application/json", in any case, with or without parameters.
+bool IsJsonContentType(std::optional<std::string_view> content_type);
+
 // An agent's JSON body: Content-Type JSON, Content-Encoding gzip (inflated into `storage`)
 // or none, at most `max_bytes` either way. The body, or the reply refusing it: 415 for
 // another type or encoding, 400 or 413 for gzip that does not inflate within the limit.
 std::variant<std::string_view, net::Response> AgentJsonBody(const net::Request& request,
-                                                            size_t max_bytes,
-                                                            std::string& storage);
+                                                            size_t max_bytes, std::string& storage);
 
 }  // namespace uplink::console

@@ -1,25 +1,25 @@
-#include "console/api/run_records.h"
+#include "protocol/experiments.h"
 
 #include <array>
 #include <cmath>
 #include <limits>
 
+#include "common/json.h"
 #include "common/text.h"
 #include "common/time.h"
-#include "console/api/json_fields.h"
+#include "protocol/agent_api.h"
 
-namespace uplink::console {
+namespace uplink::protocol {
 namespace {
 
-constexpr std::array<std::string_view, 4> kKinds = {"experiment_run", "metric_points",
-                                                    "run_deleted", "scan_problem"};
+constexpr std::array<std::string_view, 4> kKinds = {kExperimentRunKind, kMetricPointsKind,
+                                                    kRunDeletedKind, kScanProblemKind};
 constexpr std::array<std::string_view, 7> kStatuses = {
-    "running", "scheduled", "finished", "failed", "killed", "crashed", "unknown"};
+    kRunRunning, kRunScheduled, kRunFinished, kRunFailed, kRunKilled, kRunCrashed, kRunUnknown};
 constexpr size_t kMaxSourceBytes = 32;
 constexpr size_t kMaxLocationBytes = 4096;
 constexpr size_t kMaxErrorBytes = 1024;
 constexpr size_t kMaxNameBytes = 1024;
-constexpr size_t kMaxTimeBytes = 64;
 constexpr size_t kMaxRedacted = 2 * kMaxRunMapEntries + 8;
 
 std::string At(const std::string& path, std::string_view field) {
@@ -43,7 +43,8 @@ Result<std::int64_t> Integer(const json::value& value, const std::string& path,
   if (value.is_int64()) {
     number = value.get_int64();
   } else if (value.is_uint64() &&
-             value.get_uint64() <= static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) {
+             value.get_uint64() <=
+                 static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) {
     number = static_cast<std::int64_t>(value.get_uint64());
   } else {
     return InvalidArgumentError(path + " must be an integer");
@@ -63,7 +64,8 @@ Result<double> MetricValue(const json::value& value, const std::string& path) {
     if (text == "Infinity") return std::numeric_limits<double>::infinity();
     if (text == "-Infinity") return -std::numeric_limits<double>::infinity();
   }
-  return InvalidArgumentError(path + " must be a number, or \"NaN\", \"Infinity\" or \"-Infinity\"");
+  return InvalidArgumentError(path +
+                              " must be a number, or \"NaN\", \"Infinity\" or \"-Infinity\"");
 }
 
 Result<std::string> Text(const json::object& object, std::string_view key, const std::string& path,
@@ -134,7 +136,7 @@ Result<ExperimentRun> ParseRun(const json::value& value, const std::string& path
   UPLINK_ASSIGN_OR_RETURN(run.run_id, RunId(*id, At(path, "run_id")));
   UPLINK_ASSIGN_OR_RETURN(run.source, Text(object, "source", path, kMaxSourceBytes, true));
   UPLINK_ASSIGN_OR_RETURN(run.status, Text(object, "status", path, 16, true));
-  if (!IsRunStatus(run.status) || run.status == "unknown") {
+  if (!IsRunStatus(run.status) || run.status == kRunUnknown) {
     return InvalidArgumentError(At(path, "status") +
                                 " must be running, scheduled, finished, failed, killed or crashed");
   }
@@ -145,11 +147,12 @@ Result<ExperimentRun> ParseRun(const json::value& value, const std::string& path
   UPLINK_ASSIGN_OR_RETURN(run.user, Text(object, "user", path, kMaxRunIdBytes, false));
   UPLINK_ASSIGN_OR_RETURN(run.location, Text(object, "location", path, kMaxLocationBytes, false));
   if (const json::value* offline = object.if_contains("offline")) {
-    if (!offline->is_bool()) return InvalidArgumentError(At(path, "offline") + " must be a boolean");
+    if (!offline->is_bool())
+      return InvalidArgumentError(At(path, "offline") + " must be a boolean");
     run.offline = offline->get_bool();
   }
-  for (auto [key, target] : {std::pair{"started_at", &run.started_at},
-                             std::pair{"ended_at", &run.ended_at}}) {
+  for (auto [key, target] :
+       {std::pair{"started_at", &run.started_at}, std::pair{"ended_at", &run.ended_at}}) {
     const json::value* time = object.if_contains(key);
     if (!time) continue;
     *target = Time(*time);
@@ -244,8 +247,8 @@ Result<const json::array*> Items(const json::object& payload, std::string_view f
     return InvalidArgumentError(At(path, field) + " must be an array");
   }
   if (value->get_array().size() > kMaxRunItems) {
-    return InvalidArgumentError(At(path, field) + " has more than " +
-                                std::to_string(kMaxRunItems) + " items");
+    return InvalidArgumentError(At(path, field) + " has more than " + std::to_string(kMaxRunItems) +
+                                " items");
   }
   return &value->get_array();
 }
@@ -263,22 +266,22 @@ bool IsExperimentPayload(const json::object& payload) {
          kKinds.end();
 }
 
-Result<ExperimentRecord> ParseExperimentPayload(const json::object& payload,
-                                                const std::string& path) {
+Result<ExperimentRecord> DecodeExperimentPayload(const json::object& payload,
+                                                 const std::string& path) {
   const std::string_view kind = payload.at("kind").get_string();
   const json::value* version = payload.if_contains("version");
-  if (!version || !version->is_int64() || version->get_int64() != 1) {
+  if (!version || !version->is_int64() || version->get_int64() != kExperimentRecordVersion) {
     return InvalidArgumentError(At(path, "version") + " must be 1 (this console reads " +
                                 std::string(kind) + " version 1)");
   }
   ExperimentRecord record;
-  if (kind == "experiment_run") {
+  if (kind == kExperimentRunKind) {
     UPLINK_ASSIGN_OR_RETURN(const json::array* runs, Items(payload, "runs", path));
     for (size_t i = 0; i < runs->size(); ++i) {
       UPLINK_ASSIGN_OR_RETURN(ExperimentRun run, ParseRun((*runs)[i], Index(At(path, "runs"), i)));
       record.runs.push_back(std::move(run));
     }
-  } else if (kind == "metric_points") {
+  } else if (kind == kMetricPointsKind) {
     UPLINK_ASSIGN_OR_RETURN(const json::array* series, Items(payload, "series", path));
     size_t points_left = kMaxPointsPerRecord;
     for (size_t i = 0; i < series->size(); ++i) {
@@ -286,7 +289,7 @@ Result<ExperimentRecord> ParseExperimentPayload(const json::object& payload,
                               ParseSeries((*series)[i], Index(At(path, "series"), i), points_left));
       record.series.push_back(std::move(one));
     }
-  } else if (kind == "run_deleted") {
+  } else if (kind == kRunDeletedKind) {
     UPLINK_ASSIGN_OR_RETURN(const json::array* ids, Items(payload, "run_ids", path));
     for (size_t i = 0; i < ids->size(); ++i) {
       UPLINK_ASSIGN_OR_RETURN(std::string id, RunId((*ids)[i], Index(At(path, "run_ids"), i)));
@@ -303,4 +306,4 @@ Result<ExperimentRecord> ParseExperimentPayload(const json::object& payload,
   return record;
 }
 
-}  // namespace uplink::console
+}  // namespace uplink::protocol

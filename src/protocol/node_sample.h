@@ -1,4 +1,5 @@
-// The payload of a node sample record (docs/protocol.md, "Node samples"), read strictly: a
+// The payload of a node sample record (docs/protocol.md, "Node samples"): the node role renders
+// it (agent/node/format/payload.h) within the bounds below, the console reads it strictly: a
 // known field of the wrong type or out of its bounds refuses the sample (the upload answers
 // 422 invalid_record naming its sequence); unknown fields are ignored, so that a newer agent
 // can add figures before the console charts them.
@@ -10,12 +11,11 @@
 #include <string_view>
 #include <vector>
 
-#include "common/json.h"
+#include "common/json_fwd.h"
 #include "common/status.h"
 #include "common/time.h"
-#include "console/store/store.h"
 
-namespace uplink::console {
+namespace uplink::protocol {
 
 inline constexpr std::string_view kNodeSampleKind = "node_sample";
 inline constexpr std::int64_t kNodeSampleVersion = 1;
@@ -83,14 +83,11 @@ bool IsNodeSamplePayload(const json::object& payload);
 
 // Reads a node sample payload. Errors are InvalidArgument and name the field by its path
 // under `path` ("records[3].payload.cpu.seconds.user must be a number, 0 or more").
-Result<NodeSample> ParseNodeSample(const json::object& payload, std::string_view path);
+Result<NodeSample> DecodeNodeSample(const json::object& payload, std::string_view path);
 
 // False for loopback and the virtual interfaces of containers and overlays (veth, bridges,
 // tunnels): their traffic is the physical interfaces' traffic again, and they come and go
 // with pods, which would make the sum step back.
 bool IsHostInterface(std::string_view device);
 
-// The figures the store keeps as series.
-NodeSampleFigures FiguresOf(const NodeSample& sample);
-
-}  // namespace uplink::console
+}  // namespace uplink::protocol

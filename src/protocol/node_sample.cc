@@ -1,12 +1,14 @@
-#include "console/api/node_sample.h"
+#include "protocol/node_sample.h"
 
 #include <cmath>
 #include <set>
 #include <span>
 
+#include "common/json.h"
 #include "common/text.h"
+#include "protocol/agent_api.h"
 
-namespace uplink::console {
+namespace uplink::protocol {
 namespace {
 
 // Larger than any real figure (a petabyte is 10^15 bytes; ten years of 1,024 CPUs are
@@ -16,26 +18,24 @@ constexpr std::int64_t kMaxCpuCount = 1 << 20;
 constexpr std::int64_t kMaxGpuIndex = 1 << 16;
 constexpr std::int64_t kMaxBootTime = 253402300799;  // 9999-12-31T23:59:59Z
 constexpr std::int64_t kMaxErrno = 4095;
-constexpr size_t kMaxTimeBytes = 64;
 
 constexpr std::string_view kCpuModes[] = {"user",   "nice", "system",  "idle",
                                           "iowait", "irq",  "softirq", "steal"};
-constexpr std::string_view kInterfaceCounters[] = {
-    "receive_packets", "transmit_packets", "receive_errs",
-    "transmit_errs",   "receive_drop",     "transmit_drop"};
+constexpr std::string_view kInterfaceCounters[] = {"receive_packets", "transmit_packets",
+                                                   "receive_errs",    "transmit_errs",
+                                                   "receive_drop",    "transmit_drop"};
 constexpr std::string_view kDiskCounters[] = {"reads_completed", "writes_completed"};
 constexpr std::string_view kFilesystemCounts[] = {"free_bytes", "files", "files_free"};
-constexpr std::string_view kGpuIntegers[] = {"sm_clock_mhz",      "memory_clock_mhz",
-                                             "ecc_corrected",     "ecc_uncorrected",
-                                             "throttle_reasons",  "pcie_generation",
-                                             "pcie_width",        "mig_instances",
-                                             "processes"};
+constexpr std::string_view kGpuIntegers[] = {
+    "sm_clock_mhz",    "memory_clock_mhz", "ecc_corrected", "ecc_uncorrected", "throttle_reasons",
+    "pcie_generation", "pcie_width",       "mig_instances", "processes"};
 constexpr std::string_view kGpuSources[] = {"nvml", "nvidia-smi", "none"};
 // Loopback, and the interfaces of containers, bridges and overlays: their traffic is the
 // physical interfaces' traffic again.
 constexpr std::string_view kVirtualInterfacePrefixes[] = {
-    "veth", "cali", "cilium", "lxc", "cni", "flannel", "docker", "br-", "virbr", "vxlan",
-    "genev", "tunl", "weave", "datapath", "kube-", "nodelocaldns", "ovs-system"};
+    "veth",   "cali",     "cilium", "lxc",          "cni",       "flannel",
+    "docker", "br-",      "virbr",  "vxlan",        "genev",     "tunl",
+    "weave",  "datapath", "kube-",  "nodelocaldns", "ovs-system"};
 
 // One JSON object of the sample, with its path for messages.
 class Fields {
@@ -87,8 +87,8 @@ class Fields {
     if (!value) return std::optional<std::int64_t>();
     bool in_range = value->is_int64() && value->get_int64() >= min && value->get_int64() <= max;
     if (!in_range) {
-      return Invalid(key, "must be a whole number from " + std::to_string(min) + " to " +
-                              std::to_string(max));
+      return Invalid(
+          key, "must be a whole number from " + std::to_string(min) + " to " + std::to_string(max));
     }
     return std::optional(value->get_int64());
   }
@@ -221,8 +221,7 @@ Status ReadNetworkAndDisks(const Fields& sample, NodeSample& out) {
     double transmitted = 0;
     for (size_t i = 0; i < network->size(); ++i) {
       UPLINK_ASSIGN_OR_RETURN(Fields entry, Entry(*network, i, sample.Path("network")));
-      UPLINK_ASSIGN_OR_RETURN(std::string device,
-                              entry.RequiredString("device", kMaxSampleString));
+      UPLINK_ASSIGN_OR_RETURN(std::string device, entry.RequiredString("device", kMaxSampleString));
       UPLINK_ASSIGN_OR_RETURN(double receive_bytes, entry.RequiredCount("receive_bytes"));
       UPLINK_ASSIGN_OR_RETURN(double transmit_bytes, entry.RequiredCount("transmit_bytes"));
       UPLINK_RETURN_IF_ERROR(entry.Counts(kInterfaceCounters));
@@ -350,7 +349,7 @@ bool IsNodeSamplePayload(const json::object& payload) {
   return kind && kind->is_string() && kind->get_string() == kNodeSampleKind;
 }
 
-Result<NodeSample> ParseNodeSample(const json::object& payload, std::string_view path) {
+Result<NodeSample> DecodeNodeSample(const json::object& payload, std::string_view path) {
   Fields sample(payload, std::string(path));
   const json::value* version = payload.if_contains("version");
   if (!version) return sample.Invalid("version", "is required");
@@ -389,45 +388,4 @@ bool IsHostInterface(std::string_view device) {
   return true;
 }
 
-NodeSampleFigures FiguresOf(const NodeSample& sample) {
-  NodeSampleFigures figures;
-  figures.node = sample.node;
-  figures.collected_at = sample.collected_at;
-  figures.boot_time = sample.boot_time;
-  auto add = [&](SampleMetric metric, const std::optional<double>& value,
-                 std::string label = "") {
-    if (value) figures.values.push_back({metric, std::move(label), *value});
-  };
-  add(SampleMetric::kCpuSeconds, sample.cpu_seconds);
-  add(SampleMetric::kCpuIdleSeconds, sample.cpu_idle_seconds);
-  if (sample.cpu_count) {
-    add(SampleMetric::kCpuCount, static_cast<double>(*sample.cpu_count));
-  }
-  add(SampleMetric::kMemoryTotalBytes, sample.memory_total_bytes);
-  add(SampleMetric::kMemoryAvailableBytes, sample.memory_available_bytes);
-  add(SampleMetric::kLoad1, sample.load1);
-  add(SampleMetric::kLoad5, sample.load5);
-  add(SampleMetric::kLoad15, sample.load15);
-  add(SampleMetric::kNetworkReceiveBytes, sample.network_receive_bytes);
-  add(SampleMetric::kNetworkTransmitBytes, sample.network_transmit_bytes);
-  add(SampleMetric::kDiskReadBytes, sample.disk_read_bytes);
-  add(SampleMetric::kDiskWrittenBytes, sample.disk_written_bytes);
-  // A mount point listed twice (stacked mounts) keeps its first entry.
-  std::set<std::string_view> mountpoints;
-  for (const SampleFilesystem& fs : sample.filesystems) {
-    if (!fs.error.empty() || !mountpoints.insert(fs.mountpoint).second) continue;
-    add(SampleMetric::kFilesystemSizeBytes, fs.size_bytes, fs.mountpoint);
-    add(SampleMetric::kFilesystemAvailBytes, fs.avail_bytes, fs.mountpoint);
-  }
-  for (const SampleGpu& gpu : sample.gpus) {
-    std::string label = std::to_string(gpu.index);
-    add(SampleMetric::kGpuUtilizationPercent, gpu.utilization_percent, label);
-    add(SampleMetric::kGpuMemoryUsedBytes, gpu.memory_used_bytes, label);
-    add(SampleMetric::kGpuMemoryTotalBytes, gpu.memory_total_bytes, label);
-    add(SampleMetric::kGpuTemperatureCelsius, gpu.temperature_celsius, label);
-    add(SampleMetric::kGpuPowerWatts, gpu.power_watts, label);
-  }
-  return figures;
-}
-
-}  // namespace uplink::console
+}  // namespace uplink::protocol

@@ -1,20 +1,14 @@
-#include "console/api/errors.h"
-
-#include <strings.h>
+#include "console/replies.h"
 
 #include <string>
 
 #include "common/files.h"
 #include "common/gzip.h"
-#include "console/api/json_fields.h"
+#include "common/text.h"
+#include "protocol/errors.h"
 
 namespace uplink::console {
 namespace {
-
-// Content codings are case-insensitive (RFC 9110 section 8.4.1): "GZIP" is gzip.
-bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
-  return a.size() == b.size() && ::strncasecmp(a.data(), b.data(), a.size()) == 0;
-}
 
 std::string_view ErrorCodeFor(StatusCode code) {
   switch (code) {
@@ -54,6 +48,12 @@ int HttpStatusFor(StatusCode code) {
   return 500;
 }
 
+bool IsJsonContentType(std::optional<std::string_view> content_type) {
+  if (!content_type) return false;
+  std::string_view media = TrimWhitespace(content_type->substr(0, content_type->find(';')));
+  return EqualsIgnoringAsciiCase(media, "application/json");
+}
+
 net::Response JsonResponse(int status, const json::object& body) {
   return net::Response::Json(status, ToJson(body));
 }
@@ -62,10 +62,8 @@ net::Response ServerRefusalResponse(int status) {
   switch (status) {
     case 413:
       return ErrorResponse(413, "too_large", "the request body is over this endpoint's limit");
-    case 431:
-      return ErrorResponse(431, "header_too_large", "the request header is over 16 KiB");
-    default:
-      return ErrorResponse(status, "invalid_request", "the request is not valid HTTP/1.1");
+    case 431: return ErrorResponse(431, "header_too_large", "the request header is over 16 KiB");
+    default: return ErrorResponse(status, "invalid_request", "the request is not valid HTTP/1.1");
   }
 }
 
@@ -75,8 +73,8 @@ net::Response NoStore(net::Response response) {
 }
 
 net::Response ErrorResponse(int status, std::string_view code, std::string_view message) {
-  json::object error{{"code", code}, {"message", message}};
-  return JsonResponse(status, json::object{{"error", std::move(error)}});
+  return JsonResponse(status, protocol::EncodeErrorBody(protocol::ErrorBody{
+                                  std::string(code), std::string(message), std::nullopt}));
 }
 
 net::Response ErrorResponse(const Status& status) {
@@ -98,8 +96,8 @@ net::Response UnauthorizedResponse(std::string_view code, std::string_view messa
 }
 
 net::Response InvalidRecordResponse(std::int64_t sequence, std::string_view message) {
-  json::object error{{"code", "invalid_record"}, {"message", message}, {"sequence", sequence}};
-  return JsonResponse(422, json::object{{"error", std::move(error)}});
+  return JsonResponse(422, protocol::EncodeErrorBody(protocol::ErrorBody{
+                               "invalid_record", std::string(message), sequence}));
 }
 
 net::Response RateLimitedResponse(std::chrono::seconds retry_after, std::string_view message) {
@@ -117,7 +115,8 @@ std::variant<std::string_view, net::Response> AgentJsonBody(const net::Request& 
   }
   const std::string_view encoding =
       TrimWhitespace(request.headers.Get("Content-Encoding").value_or(""));
-  if (EqualsIgnoreCase(encoding, "gzip")) {
+  // Content codings are case-insensitive (RFC 9110 section 8.4.1): "GZIP" is gzip.
+  if (EqualsIgnoringAsciiCase(encoding, "gzip")) {
     auto inflated = GzipDecompress(request.body, max_bytes);
     if (!inflated.ok()) {
       return ErrorResponse(inflated.status().WithContext("decompressing the gzip body"));
@@ -125,14 +124,13 @@ std::variant<std::string_view, net::Response> AgentJsonBody(const net::Request& 
     storage = std::move(inflated).value();
     return std::string_view(storage);
   }
-  if (!encoding.empty() && !EqualsIgnoreCase(encoding, "identity")) {
+  if (!encoding.empty() && !EqualsIgnoringAsciiCase(encoding, "identity")) {
     return ErrorResponse(415, "unsupported_media_type", "Content-Encoding must be gzip or absent");
   }
   if (request.body.size() > max_bytes) {
-    return ErrorResponse(ResourceExhaustedError("the body is " +
-                                                std::to_string(request.body.size()) +
-                                                " bytes; the limit is " +
-                                                std::to_string(max_bytes)));
+    return ErrorResponse(
+        ResourceExhaustedError("the body is " + std::to_string(request.body.size()) +
+                               " bytes; the limit is " + std::to_string(max_bytes)));
   }
   return std::string_view(request.body);
 }
