@@ -3,6 +3,7 @@
 #pragma once
 
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -12,6 +13,8 @@
 #include "common/status.h"
 
 namespace uplink::net {
+
+struct WebSocketAccept;  // net/websocket.h
 
 // Header fields with case-insensitive names, in insertion order.
 class Headers {
@@ -47,6 +50,9 @@ struct Response {
   int status = 200;
   Headers headers;
   std::string body;
+  // Set by AcceptWebSocket (net/websocket.h): the server upgrades the connection instead of
+  // writing this response.
+  std::shared_ptr<const WebSocketAccept> websocket;
 
   static Response Json(int status, std::string body);
   static Response Text(int status, std::string body);

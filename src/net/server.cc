@@ -30,6 +30,7 @@
 #include "common/log.h"
 #include "net/stream_impl.h"
 #include "net/tls_library.h"
+#include "net/websocket_impl.h"
 
 namespace uplink::net {
 namespace {
@@ -66,16 +67,10 @@ std::string HttpDate() {
   return out;
 }
 
-// Once closed (by Stop), late Reply calls no longer touch the io_context.
-struct ReplyGate {
-  std::mutex mutex;
-  bool open = true;
-};
-
 // One request's answer, shared by the waiting session and the handler's Reply.
 class Exchange : public std::enable_shared_from_this<Exchange> {
  public:
-  Exchange(std::shared_ptr<ReplyGate> gate, asio::any_io_executor strand, asio::steady_timer* wake)
+  Exchange(std::shared_ptr<IoGate> gate, asio::any_io_executor strand, asio::steady_timer* wake)
       : gate_(std::move(gate)), strand_(std::move(strand)), wake_(wake) {}
 
   // Any thread. The first answer wins; returns whether this call was it.
@@ -109,7 +104,7 @@ class Exchange : public std::enable_shared_from_this<Exchange> {
     if (wake_) wake_->cancel();
   }
 
-  std::shared_ptr<ReplyGate> gate_;
+  std::shared_ptr<IoGate> gate_;
   std::mutex mutex_;
   bool answered_ = false;
   std::optional<Response> response_;
@@ -290,14 +285,15 @@ class ServerImpl final : public HttpServer {
           co_return;
         }
       }
-      StreamAdapter<Stream> erased(std::move(stream));
-      co_await Serve(erased, std::move(remote));
+      co_await Serve(std::make_unique<StreamAdapter<Stream>>(std::move(stream)), std::move(remote));
     } catch (const std::exception& e) {
       Log().Error("connection failed", {{"error", e.what()}});
     }
   }
 
-  asio::awaitable<void> Serve(AnyStream& stream, std::string remote) {
+  // `owned` moves on to the WebSocket layer when a handler accepts an upgrade.
+  asio::awaitable<void> Serve(std::unique_ptr<AnyStream> owned, std::string remote) {
+    AnyStream& stream = *owned;
     auto& tcp_stream = stream.tcp();
     beast::flat_buffer buffer;
     for (bool first = true;; first = false) {
@@ -368,6 +364,7 @@ class ServerImpl final : public HttpServer {
       auto message = parser.release();
       const bool head = message.method() == http::verb::head;
       const bool client_keep_alive = message.keep_alive();
+      const bool upgrade_requested = IsWebSocketUpgrade(request);
       request.body = std::move(message.body());
       // The request moves into the handler; the debug line's fields are kept only when written.
       const bool log_request = log::Enabled(log::Level::kDebug);
@@ -392,6 +389,15 @@ class ServerImpl final : public HttpServer {
                                 {"path", path},
                                 {"status", response->status},
                                 {"remote", remote}});
+      }
+      if (response->websocket) {
+        if (upgrade_requested) {
+          co_await ServeWebSocket(std::move(owned), beast::buffers_to_string(buffer.data()),
+                                  message, *response->websocket, gate_, options_.server_header);
+          co_return;
+        }
+        Log().Error("handler accepted a WebSocket for a request that is not an upgrade");
+        response = Response::Text(500, "internal error\n");
       }
       const bool keep_alive = client_keep_alive && !HasConnectionClose(response->headers);
       if (!co_await Write(stream, std::move(*response), head, keep_alive) || !keep_alive) {
@@ -473,7 +479,7 @@ class ServerImpl final : public HttpServer {
   std::unique_ptr<asio::io_context> io_;
   std::unique_ptr<tcp::acceptor> acceptor_;
   std::vector<std::thread> threads_;
-  std::shared_ptr<ReplyGate> gate_ = std::make_shared<ReplyGate>();
+  std::shared_ptr<IoGate> gate_ = std::make_shared<IoGate>();
   std::atomic<size_t> connections_{0};
   std::uint16_t port_ = 0;
   std::mutex stop_mutex_;
