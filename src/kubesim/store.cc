@@ -311,7 +311,7 @@ const std::vector<ResourceType>& ResourceTypes() {
        .field_paths = {"spec.nodeName", "spec.restartPolicy", "spec.schedulerName",
                        "spec.serviceAccountName", "spec.hostNetwork", "status.phase",
                        "status.podIP", "status.nominatedNodeName"},
-       .categories = kAll, .subresources = {"log"}},
+       .categories = kAll, .subresources = {"log", "exec"}},
       {.group = "", .version = "v1", .plural = "events", .singular = "event", .kind = "Event",
        .namespaced = true, .short_names = {"ev"}, .verbs = kAllVerbs,
        .field_paths = {"involvedObject.kind", "involvedObject.namespace", "involvedObject.name",
@@ -323,6 +323,11 @@ const std::vector<ResourceType>& ResourceTypes() {
        .categories = kAll},
       {.group = "", .version = "v1", .plural = "serviceaccounts", .singular = "serviceaccount",
        .kind = "ServiceAccount", .namespaced = true, .short_names = {"sa"}, .verbs = kAllVerbs},
+      {.group = "", .version = "v1", .plural = "resourcequotas", .singular = "resourcequota",
+       .kind = "ResourceQuota", .namespaced = true, .short_names = {"quota"},
+       .verbs = kAllVerbs},
+      {.group = "", .version = "v1", .plural = "limitranges", .singular = "limitrange",
+       .kind = "LimitRange", .namespaced = true, .short_names = {"limits"}, .verbs = kAllVerbs},
       {.group = "apps", .version = "v1", .plural = "deployments", .singular = "deployment",
        .kind = "Deployment", .namespaced = true, .short_names = {"deploy"}, .verbs = kAllVerbs,
        .categories = kAll},
@@ -334,6 +339,19 @@ const std::vector<ResourceType>& ResourceTypes() {
        .categories = kAll},
       {.group = "coordination.k8s.io", .version = "v1", .plural = "leases", .singular = "lease",
        .kind = "Lease", .namespaced = true, .verbs = kAllVerbs},
+      {.group = "networking.k8s.io", .version = "v1", .plural = "networkpolicies",
+       .singular = "networkpolicy", .kind = "NetworkPolicy", .namespaced = true,
+       .short_names = {"netpol"}, .verbs = kAllVerbs},
+      {.group = "scheduling.k8s.io", .version = "v1", .plural = "priorityclasses",
+       .singular = "priorityclass", .kind = "PriorityClass", .namespaced = false,
+       .short_names = {"pc"}, .verbs = kAllVerbs},
+      {.group = "admissionregistration.k8s.io", .version = "v1",
+       .plural = "validatingadmissionpolicies", .singular = "validatingadmissionpolicy",
+       .kind = "ValidatingAdmissionPolicy", .namespaced = false, .verbs = kAllVerbs},
+      {.group = "admissionregistration.k8s.io", .version = "v1",
+       .plural = "validatingadmissionpolicybindings",
+       .singular = "validatingadmissionpolicybinding", .kind = "ValidatingAdmissionPolicyBinding",
+       .namespaced = false, .verbs = kAllVerbs},
       {.group = "rbac.authorization.k8s.io", .version = "v1", .plural = "clusterroles",
        .singular = "clusterrole", .kind = "ClusterRole", .namespaced = false, .verbs = kAllVerbs},
       {.group = "rbac.authorization.k8s.io", .version = "v1", .plural = "clusterrolebindings",
@@ -436,6 +454,22 @@ std::string GoQuoted(std::string_view text) {
   return out + "\"";
 }
 
+std::string Join(const std::vector<std::string>& parts, std::string_view separator) {
+  std::string joined;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    if (i > 0) joined += separator;
+    joined += parts[i];
+  }
+  return joined;
+}
+
+std::string GeneratedName(std::string_view prefix) {
+  static constexpr char kAlphabet[] = "bcdfghjklmnpqrstvwxz2456789";
+  std::string name(prefix);
+  for (unsigned char c : RandomBytes(5)) name += kAlphabet[c % (sizeof(kAlphabet) - 1)];
+  return name;
+}
+
 std::string NewUuid() {
   std::string bytes = RandomBytes(16);
   bytes[6] = static_cast<char>((bytes[6] & 0x0f) | 0x40);
@@ -479,6 +513,7 @@ void ObjectStore::Stamp(json::object& object, bool keep_identity) {
     metadata["creationTimestamp"] = FormatRfc3339(clock_.Now());
   }
   metadata["resourceVersion"] = std::to_string(++resource_version_);
+  changed_.notify_all();
   if (StringAt(object, "kind") == "Namespace") {
     // The API server labels every namespace with its own name (since 1.21).
     json::value& labels = metadata["labels"];
@@ -528,11 +563,7 @@ Result<json::object> ObjectStore::Create(const ResourceType& type,
       name_error = NameError(type, "metadata.generateName", generate_name);
     }
     if (!name_error) {
-      static constexpr char kAlphabet[] = "bcdfghjklmnpqrstvwxz2456789";
-      for (unsigned char c : RandomBytes(5)) {
-        generate_name += kAlphabet[c % (sizeof(kAlphabet) - 1)];
-      }
-      name = generate_name;
+      name = GeneratedName(generate_name);
       metadata["name"] = name;
     }
   } else {
@@ -749,6 +780,7 @@ Result<json::object> ObjectStore::Delete(const ResourceType& type,
   json::object removed = std::move(it->second);
   objects.erase(it);
   ++resource_version_;
+  changed_.notify_all();
   if (is_namespace) {
     for (const ResourceType& contained : ResourceTypes()) {
       if (!contained.namespaced) continue;
@@ -765,6 +797,61 @@ Result<json::object> ObjectStore::Delete(const ResourceType& type,
     removed["status"] = json::object{{"phase", "Terminating"}};
   }
   return removed;
+}
+
+Result<json::object> ObjectStore::ReplaceStatus(const ResourceType& type,
+                                                const std::string& namespace_name,
+                                                const std::string& name, json::value status,
+                                                const std::string& uid) {
+  std::lock_guard lock(mutex_);
+  auto& objects = objects_[type.GroupResource()];
+  auto it = objects.find(Key(type, namespace_name, name));
+  if (it == objects.end() || (!uid.empty() && StringAt(MetadataOf(it->second), "uid") != uid)) {
+    return NotFoundError(type.GroupResource() + " \"" + name + "\" not found");
+  }
+  it->second["status"] = std::move(status);
+  Stamp(it->second, true);
+  return it->second;
+}
+
+Result<json::object> ObjectStore::MarkDeleting(const ResourceType& type,
+                                               const std::string& namespace_name,
+                                               const std::string& name,
+                                               std::int64_t grace_seconds) {
+  std::lock_guard lock(mutex_);
+  auto& objects = objects_[type.GroupResource()];
+  auto it = objects.find(Key(type, namespace_name, name));
+  if (it == objects.end()) {
+    return NotFoundError(type.GroupResource() + " \"" + name + "\" not found");
+  }
+  json::object& metadata = MetadataOf(it->second);
+  // A second delete may only shorten the grace period, as on a real server.
+  const json::value* earlier = metadata.if_contains("deletionGracePeriodSeconds");
+  if (!metadata.contains("deletionTimestamp") ||
+      (earlier && earlier->is_int64() && grace_seconds < earlier->get_int64())) {
+    metadata["deletionTimestamp"] = FormatRfc3339(clock_.Now());
+    metadata["deletionGracePeriodSeconds"] = grace_seconds;
+    Stamp(it->second, true);
+  }
+  return it->second;
+}
+
+bool ObjectStore::RemoveIfUid(const ResourceType& type, const std::string& namespace_name,
+                              const std::string& name, const std::string& uid) {
+  std::lock_guard lock(mutex_);
+  auto& objects = objects_[type.GroupResource()];
+  auto it = objects.find(Key(type, namespace_name, name));
+  if (it == objects.end() || StringAt(MetadataOf(it->second), "uid") != uid) return false;
+  objects.erase(it);
+  ++resource_version_;
+  changed_.notify_all();
+  return true;
+}
+
+std::int64_t ObjectStore::WaitForChange(std::int64_t seen, std::chrono::milliseconds timeout) const {
+  std::unique_lock lock(mutex_);
+  changed_.wait_for(lock, timeout, [&] { return resource_version_ != seen; });
+  return resource_version_;
 }
 
 std::int64_t ObjectStore::resource_version() const {

@@ -2,6 +2,8 @@
 // global resourceVersion counter as kube-apiserver has.
 #pragma once
 
+#include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <map>
 #include <mutex>
@@ -117,6 +119,9 @@ std::string DnsNameProblem(bool label, std::string_view name);
 // ("may not contain '/'"), or nothing when it is.
 std::optional<std::string> PathSegmentNameProblem(std::string_view name);
 
+// `prefix` and five random characters, as generateName names objects ("train-x7k2p").
+std::string GeneratedName(std::string_view prefix);
+
 // A random RFC 4122 version 4 UUID.
 std::string NewUuid();
 
@@ -153,6 +158,23 @@ class ObjectStore {
   Result<json::object> Delete(const ResourceType& type, const std::string& namespace_name,
                               const std::string& name);
 
+  // Replaces an object's whole status, as a kubelet or controller writes it through the
+  // status subresource. With `uid`, an object of that name but another uid (deleted and made
+  // again) is NotFound, so a late write never lands on its successor.
+  Result<json::object> ReplaceStatus(const ResourceType& type, const std::string& namespace_name,
+                                     const std::string& name, json::value status,
+                                     const std::string& uid = "");
+  // A graceful delete's first step: the object stays, with metadata.deletionTimestamp (now)
+  // and deletionGracePeriodSeconds, until RemoveIfUid takes it away.
+  Result<json::object> MarkDeleting(const ResourceType& type, const std::string& namespace_name,
+                                    const std::string& name, std::int64_t grace_seconds);
+  // Removes the object if it is still the one with `uid`; false when it is already gone.
+  bool RemoveIfUid(const ResourceType& type, const std::string& namespace_name,
+                   const std::string& name, const std::string& uid);
+
+  // Waits until the resourceVersion passes `seen` or `timeout` passes; the current one.
+  std::int64_t WaitForChange(std::int64_t seen, std::chrono::milliseconds timeout) const;
+
   std::int64_t resource_version() const;
   const LogStore& logs() const { return logs_; }
 
@@ -165,6 +187,7 @@ class ObjectStore {
   Clock& clock_;
   LogStore logs_;
   mutable std::mutex mutex_;
+  mutable std::condition_variable changed_;  // notified whenever resource_version_ moves
   std::int64_t resource_version_ = 0;
   // group resource ("pods", "deployments.apps") -> "namespace/name" (or "name") -> object,
   // ordered like etcd keys.
