@@ -737,6 +737,19 @@ net::Response ApiServer::Delete(const net::Request& request, const ResourceType&
 
 net::Response ApiServer::Exec(const net::Request& request, const std::string& namespace_name,
                               const std::string& name) const {
+  // As kube-apiserver: the options and the pod first, then the upgrade.
+  Result<ExecRequest> exec = ParseExecRequest(request);
+  if (!exec.ok()) return StatusResponse(400, "BadRequest", exec.status().message());
+  if (!options_.kubelet) {
+    return StatusResponse(400, "BadRequest",
+                          "this uplink-kubesim runs no pods, so there is nothing to exec into");
+  }
+  Result<std::string> container =
+      options_.kubelet->ExecContainer(namespace_name, name, exec->container);
+  if (!container.ok()) {
+    if (container.status().code() == StatusCode::kNotFound) return ErrorResponse(container.status());
+    return StatusResponse(400, "BadRequest", container.status().message());
+  }
   if (!net::IsWebSocketUpgrade(request)) {
     std::string_view upgrade = request.headers.Get("Upgrade").value_or("");
     if (!upgrade.empty()) {
@@ -748,18 +761,6 @@ net::Response ApiServer::Exec(const net::Request& request, const std::string& na
   }
   if (request.method != "GET") {
     return StatusResponse(400, "BadRequest", "a WebSocket upgrade must be a GET request");
-  }
-  if (!options_.kubelet) {
-    return StatusResponse(400, "BadRequest",
-                          "this uplink-kubesim runs no pods, so there is nothing to exec into");
-  }
-  Result<ExecRequest> exec = ParseExecRequest(request);
-  if (!exec.ok()) return StatusResponse(400, "BadRequest", exec.status().message());
-  Result<std::string> container =
-      options_.kubelet->ExecContainer(namespace_name, name, exec->container);
-  if (!container.ok()) {
-    if (container.status().code() == StatusCode::kNotFound) return ErrorResponse(container.status());
-    return StatusResponse(400, "BadRequest", container.status().message());
   }
   std::string protocol;
   std::vector<std::string> offered = net::OfferedSubprotocols(request);

@@ -368,11 +368,14 @@ TEST_F(AdmissionTest, DiscoveryServesTheNewKindsAndPodsExec) {
             std::string::npos);
 }
 
-TEST_F(AdmissionTest, ExecWithoutAWebSocketUpgradeIsABadRequest) {
+TEST_F(AdmissionTest, ExecOptionsAreCheckedFirst) {
   CreateOk("/api/v1/namespaces/default/pods", Pod("p"));
-  EXPECT_EQ(ExpectStatus(Call("GET", "/api/v1/namespaces/default/pods/p/exec?command=id&stdout=1"),
-                         400, "BadRequest"),
-            "Upgrade request required");
+  EXPECT_EQ(ExpectStatus(Call("GET", "/api/v1/namespaces/default/pods/p/exec?stdout=1"), 400,
+                         "BadRequest"),
+            "you must specify at least one command for the container");
+  EXPECT_EQ(ExpectStatus(Call("GET", "/api/v1/namespaces/default/pods/p/exec?command=id"), 400,
+                         "BadRequest"),
+            "you must specify at least 1 of stdin, stdout, stderr");
 }
 
 }  // namespace

@@ -552,7 +552,7 @@ TEST_F(WorkloadApiTest, PodLogsAreTextWithTheRealErrorsForBadRequests) {
                404, "NotFound");
   EXPECT_EQ(ExpectStatus(Call("GET", "/api/v1/namespaces/inference/pods/vllm-llama3-8b-6d9f7c5b8d-q9w4t/exec"),
                          400, "BadRequest"),
-            "Upgrade request required");
+            "you must specify at least one command for the container");
   ExpectStatus(Call("GET", "/api/v1/namespaces/inference/configmaps/x/log"), 404, "NotFound");
   ExpectStatus(Call("POST", pod), 405, "MethodNotAllowed");
 }
