@@ -83,7 +83,7 @@ class PodmanRuntime final : public PodRuntime {
     // Nothing this simulator started outlives it.
     Result<ProcessResult> removed =
         Podman({"rm", "--force", "--time", "0", "--filter",
-                std::string(kInstanceLabel) + "=" + instance_});
+                "label=" + std::string(kInstanceLabel) + "=" + instance_});
     if (!removed.ok()) kLog.Warn("removing containers", {{"error", removed.status()}});
     std::lock_guard lock(mutex_);
     for (auto& [id, container] : containers_) {
@@ -111,9 +111,10 @@ class PodmanRuntime final : public PodRuntime {
     }
 
     std::vector<std::string> args = {"run", "--detach", "--pull", "never"};
+    // Unique per start: a restarted container is a new one beside the exited one.
     args.push_back("--name=kubesim-" + StringAtPath(pod, "metadata.namespace") + "-" +
                    StringAtPath(pod, "metadata.name") + "-" + container_name + "-" +
-                   pod_uid.substr(0, 8));
+                   pod_uid.substr(0, 8) + "-" + HexEncode(RandomBytes(3)));
     args.push_back("--label=" + std::string(kPodLabel) + "=" + pod_uid);
     args.push_back("--label=" + std::string(kInstanceLabel) + "=" + instance_);
     args.push_back("--hostname=" + StringAtPath(pod, "metadata.name"));
@@ -175,7 +176,7 @@ class PodmanRuntime final : public PodRuntime {
   void RemovePod(const std::string& pod_uid) override {
     Result<ProcessResult> removed =
         Podman({"rm", "--force", "--time", "0", "--volumes", "--filter",
-                std::string(kPodLabel) + "=" + pod_uid});
+                "label=" + std::string(kPodLabel) + "=" + pod_uid});
     if (!removed.ok() || removed->exit_code != 0) {
       kLog.Warn("removing a pod's containers",
                 {{"pod_uid", pod_uid},
