@@ -41,22 +41,8 @@ done
 agent="$build_dir/bin/uplink-agent"
 [[ -x "$agent" ]] || { echo "images: $agent is missing: run make build" >&2; exit 1; }
 
-# What works on Debian 12 and on machines with hybrid cgroups and no systemd: runc (crun
-# refuses hybrid cgroups), the cgroupfs manager, and limits within this process's own hard
-# limits (podman's defaults may exceed them, and then no container starts).
-podman=(podman --runtime /usr/sbin/runc --cgroup-manager cgroupfs)
-if [[ -n "${UPLINK_IMAGES_STORAGE:-}" ]]; then
-  podman+=(--root "$UPLINK_IMAGES_STORAGE/root" --runroot "$UPLINK_IMAGES_STORAGE/run")
-fi
-bounded() {  # LIMIT_FLAG CAP: the hard limit, at most CAP
-  local hard
-  hard=$(ulimit "-H$1")
-  [[ "$hard" == unlimited || "$hard" -gt "$2" ]] && hard=$2
-  echo "$hard"
-}
-files=$(bounded n 65536)
-processes=$(bounded u 8192)
-limits=(--ulimit "nofile=$files:$files" --ulimit "nproc=$processes:$processes")
+# shellcheck source=podman-setup.sh
+. "$root/deploy/docker/podman-setup.sh"
 tls=()
 case "${registry%%/*}" in
   localhost|localhost:*|127.*|\[::1\]*) tls=(--tls-verify=false) ;;

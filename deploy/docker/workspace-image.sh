@@ -14,20 +14,8 @@ shopt -s inherit_errexit
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
 command -v podman >/dev/null || { echo "workspace-image: podman is missing: run make deps" >&2; exit 1; }
-# runc (crun refuses hybrid cgroups) and the cgroupfs manager (there may be no systemd), as
-# images.sh runs podman.
-podman=(podman --runtime /usr/sbin/runc --cgroup-manager cgroupfs)
-if [[ -n "${UPLINK_IMAGES_STORAGE:-}" ]]; then
-  podman+=(--root "$UPLINK_IMAGES_STORAGE/root" --runroot "$UPLINK_IMAGES_STORAGE/run")
-fi
-bounded() {  # LIMIT_FLAG CAP: the hard limit, at most CAP
-  local hard
-  hard=$(ulimit "-H$1")
-  [[ "$hard" == unlimited || "$hard" -gt "$2" ]] && hard=$2
-  echo "$hard"
-}
-files=$(bounded n 65536)
-processes=$(bounded u 8192)
+# shellcheck source=podman-setup.sh
+. "$root/deploy/docker/podman-setup.sh"
 
 base_built=$("$root/deploy/docker/debian-base.sh" python3)
 read -r tarball base_key <<< "$base_built"
@@ -45,8 +33,7 @@ if ! "${podman[@]}" image exists "$image"; then
   context=$(mktemp -d)
   trap 'rm -rf "$context"' EXIT
   printf '%s' "$containerfile" > "$context/Containerfile"
-  "${podman[@]}" build --quiet --pull=never --network=none \
-    --ulimit "nofile=$files:$files" --ulimit "nproc=$processes:$processes" \
+  "${podman[@]}" build --quiet --pull=never --network=none "${limits[@]}" \
     -f "$context/Containerfile" -t "$image" "$context" >/dev/null
 fi
 digest=$("${podman[@]}" image inspect --format '{{.Digest}}' "$image")
