@@ -218,7 +218,8 @@ ApiServer::ApiServer(ApiOptions options, ObjectStore& store, Clock& clock)
       authenticator_(options_.token, std::move(options_.users)),
       openapi_(OpenApiDocuments::Load(EmbeddedDataFile("openapi-schemas.yaml"),
                                       options_.server_version)),
-      admission_(store, clock) {
+      admission_(store, clock),
+      watches_(store) {
   metrics_.DeclareCounter(std::string(kRequestsMetric),
                           "API requests by verb, resource and HTTP status code.");
   AddRoutes();
@@ -549,7 +550,12 @@ net::Response ApiServer::ResourceRequest(const net::Request& request, std::strin
                           "the server does not allow this method on the requested resource");
   }
   if (auto watch = request.Query("watch"); watch && (*watch == "true" || *watch == "1")) {
-    return StatusResponse(405, "MethodNotAllowed", "watch is not supported by uplink-kubesim");
+    if (verb != "list" || !type->stored) {
+      return StatusResponse(405, "MethodNotAllowed",
+                            "uplink-kubesim watches collections of stored objects only");
+    }
+    return Watch(request, *type,
+                 namespaced_path ? std::optional<std::string>(namespace_name) : std::nullopt);
   }
   if (request.Query("dryRun")) {
     return StatusResponse(400, "BadRequest", "dryRun is not supported by uplink-kubesim");
@@ -602,6 +608,22 @@ net::Response ApiServer::List(const net::Request& request, const ResourceType& t
                                         {"apiVersion", type.ApiVersion()},
                                         {"metadata", ListMetadata(*page)},
                                         {"items", std::move(items)}});
+}
+
+net::Response ApiServer::Watch(const net::Request& request, const ResourceType& type,
+                               const std::optional<std::string>& namespace_name) const {
+  WatchHub::Render render = [](const json::object& object, bool) { return json::value(object); };
+  if (AcceptsTable(request.headers.Get("Accept").value_or(""))) {
+    Result<IncludeObject> include = ParseIncludeObject(request.Query("includeObject").value_or(""));
+    if (!include.ok()) return ErrorResponse(include.status());
+    render = [this, &type, include = *include](const json::object& object, bool first) {
+      json::object table = BuildTable(type, {object}, json::object(), include, clock_.Now());
+      // Only the first event says what the columns are.
+      if (!first) table.erase("columnDefinitions");
+      return json::value(std::move(table));
+    };
+  }
+  return watches_.Watch(request, type, namespace_name, std::move(render));
 }
 
 net::Response ApiServer::GetOne(const net::Request& request, const ResourceType& type,

@@ -32,6 +32,7 @@
 #include "kubesim/openapi.h"
 #include "kubesim/rbac.h"
 #include "kubesim/store.h"
+#include "kubesim/watch.h"
 #include "net/router.h"
 
 namespace uplink::kubesim {
@@ -85,6 +86,8 @@ class ApiServer {
                                 std::string_view version, const net::PathParams& params) const;
   net::Response List(const net::Request& request, const ResourceType& type,
                      const std::optional<std::string>& namespace_name) const;
+  net::Response Watch(const net::Request& request, const ResourceType& type,
+                      const std::optional<std::string>& namespace_name) const;
   net::Response GetOne(const net::Request& request, const ResourceType& type,
                        const std::string& namespace_name, const std::string& name) const;
   net::Response Create(const net::Request& request, const ResourceType& type,
@@ -120,6 +123,7 @@ class ApiServer {
   TokenAuthenticator authenticator_;
   Result<OpenApiDocuments> openapi_;
   mutable Admission admission_;
+  mutable WatchHub watches_;
   net::Router router_;
   mutable metrics::Registry metrics_;
 };

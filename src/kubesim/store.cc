@@ -10,7 +10,7 @@
 namespace uplink::kubesim {
 namespace {
 
-const std::vector<std::string> kAllVerbs = {"create", "delete", "get", "list", "patch"};
+const std::vector<std::string> kAllVerbs = {"create", "delete", "get", "list", "patch", "watch"};
 
 json::object& MetadataOf(json::object& object) {
   json::value& metadata = object["metadata"];
@@ -605,6 +605,7 @@ Result<json::object> ObjectStore::Create(const ResourceType& type,
   }
   Stamp(object, false);
   objects[key] = object;
+  Record("ADDED", type.GroupResource(), object);
   return object;
 }
 
@@ -644,7 +645,9 @@ Result<json::object> ObjectStore::Put(json::object object) {
   std::lock_guard lock(mutex_);
   if (type->namespaced) UPLINK_RETURN_IF_ERROR(CheckNamespaceExists(namespace_name));
   Stamp(object, true);
-  objects_[type->GroupResource()][Key(*type, namespace_name, name)] = object;
+  json::object& stored = objects_[type->GroupResource()][Key(*type, namespace_name, name)];
+  Record(stored.empty() ? "ADDED" : "MODIFIED", type->GroupResource(), object);
+  stored = object;
   return object;
 }
 
@@ -760,6 +763,7 @@ Result<json::object> ObjectStore::MergePatch(const ResourceType& type,
   result["apiVersion"] = type.ApiVersion();
   Stamp(result, true);
   it->second = result;
+  Record("MODIFIED", type.GroupResource(), result);
   return result;
 }
 
@@ -780,6 +784,8 @@ Result<json::object> ObjectStore::Delete(const ResourceType& type,
   json::object removed = std::move(it->second);
   objects.erase(it);
   ++resource_version_;
+  MetadataOf(removed)["resourceVersion"] = std::to_string(resource_version_);
+  Record("DELETED", type.GroupResource(), removed);
   changed_.notify_all();
   if (is_namespace) {
     for (const ResourceType& contained : ResourceTypes()) {
@@ -789,7 +795,12 @@ Result<json::object> ObjectStore::Delete(const ResourceType& type,
       std::string prefix = name + "/";
       auto first = stored->second.lower_bound(prefix);
       auto last = first;
-      while (last != stored->second.end() && last->first.starts_with(prefix)) ++last;
+      while (last != stored->second.end() && last->first.starts_with(prefix)) {
+        json::object& gone = last->second;
+        MetadataOf(gone)["resourceVersion"] = std::to_string(++resource_version_);
+        Record("DELETED", contained.GroupResource(), gone);
+        ++last;
+      }
       stored->second.erase(first, last);
     }
     MetadataOf(removed)["deletionTimestamp"] = FormatRfc3339(clock_.Now());
@@ -811,6 +822,7 @@ Result<json::object> ObjectStore::ReplaceStatus(const ResourceType& type,
   }
   it->second["status"] = std::move(status);
   Stamp(it->second, true);
+  Record("MODIFIED", type.GroupResource(), it->second);
   return it->second;
 }
 
@@ -832,6 +844,7 @@ Result<json::object> ObjectStore::MarkDeleting(const ResourceType& type,
     metadata["deletionTimestamp"] = FormatRfc3339(clock_.Now());
     metadata["deletionGracePeriodSeconds"] = grace_seconds;
     Stamp(it->second, true);
+    Record("MODIFIED", type.GroupResource(), it->second);
   }
   return it->second;
 }
@@ -842,10 +855,46 @@ bool ObjectStore::RemoveIfUid(const ResourceType& type, const std::string& names
   auto& objects = objects_[type.GroupResource()];
   auto it = objects.find(Key(type, namespace_name, name));
   if (it == objects.end() || StringAt(MetadataOf(it->second), "uid") != uid) return false;
+  json::object removed = std::move(it->second);
   objects.erase(it);
-  ++resource_version_;
+  MetadataOf(removed)["resourceVersion"] = std::to_string(++resource_version_);
+  Record("DELETED", type.GroupResource(), removed);
   changed_.notify_all();
   return true;
+}
+
+void ObjectStore::Record(std::string_view event, const std::string& group_resource,
+                         const json::object& object) {
+  // Enough for watches to catch up after a pause; older ones list again (410 Gone).
+  constexpr size_t kMaxEvents = 4096;
+  if (events_.size() >= kMaxEvents) {
+    events_dropped_up_to_ = events_.front().resource_version;
+    events_.pop_front();
+  }
+  events_.push_back(WatchEvent{std::string(event), group_resource, NamespaceOf(object), object,
+                               resource_version_});
+}
+
+Result<std::vector<WatchEvent>> ObjectStore::EventsSince(
+    const ResourceType& type, const std::optional<std::string>& namespace_name,
+    std::int64_t since) const {
+  std::lock_guard lock(mutex_);
+  if (since < events_dropped_up_to_) {
+    return FailedPreconditionError("too old resource version: " + std::to_string(since) + " (" +
+                                   std::to_string(events_dropped_up_to_ + 1) + ")");
+  }
+  std::vector<WatchEvent> found;
+  const std::string group_resource = type.GroupResource();
+  auto first = std::upper_bound(events_.begin(), events_.end(), since,
+                                [](std::int64_t rv, const WatchEvent& event) {
+                                  return rv < event.resource_version;
+                                });
+  for (auto it = first; it != events_.end(); ++it) {
+    if (it->group_resource != group_resource) continue;
+    if (namespace_name && it->namespace_name != *namespace_name) continue;
+    found.push_back(*it);
+  }
+  return found;
 }
 
 std::int64_t ObjectStore::WaitForChange(std::int64_t seen, std::chrono::milliseconds timeout) const {

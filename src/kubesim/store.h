@@ -5,6 +5,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -125,6 +126,15 @@ std::string GeneratedName(std::string_view prefix);
 // A random RFC 4122 version 4 UUID.
 std::string NewUuid();
 
+// One change as a watch reports it.
+struct WatchEvent {
+  std::string type;  // ADDED, MODIFIED or DELETED
+  std::string group_resource;
+  std::string namespace_name;
+  json::object object;  // as it was after the change (for DELETED, as it was last)
+  std::int64_t resource_version = 0;
+};
+
 class ObjectStore {
  public:
   explicit ObjectStore(Clock& clock) : clock_(clock) {}
@@ -172,6 +182,13 @@ class ObjectStore {
   bool RemoveIfUid(const ResourceType& type, const std::string& namespace_name,
                    const std::string& name, const std::string& uid);
 
+  // The changes to objects of `type` (in `namespace_name` when given) after resourceVersion
+  // `since`, oldest first. FailedPrecondition when `since` is older than the changes kept (a
+  // watch then answers 410 Gone, and its client lists again).
+  Result<std::vector<WatchEvent>> EventsSince(const ResourceType& type,
+                                              const std::optional<std::string>& namespace_name,
+                                              std::int64_t since) const;
+
   // Waits until the resourceVersion passes `seen` or `timeout` passes; the current one.
   std::int64_t WaitForChange(std::int64_t seen, std::chrono::milliseconds timeout) const;
 
@@ -183,6 +200,8 @@ class ObjectStore {
                           const std::string& name);
   Status CheckNamespaceExists(const std::string& namespace_name) const;
   void Stamp(json::object& object, bool keep_identity);
+  // Keeps a change for watches (under mutex_), dropping the oldest past kMaxEvents.
+  void Record(std::string_view event, const std::string& group_resource, const json::object& object);
 
   Clock& clock_;
   LogStore logs_;
@@ -192,6 +211,8 @@ class ObjectStore {
   // group resource ("pods", "deployments.apps") -> "namespace/name" (or "name") -> object,
   // ordered like etcd keys.
   std::map<std::string, std::map<std::string, json::object>> objects_;
+  std::deque<WatchEvent> events_;
+  std::int64_t events_dropped_up_to_ = 0;  // watches from before this are too old
 };
 
 // RFC 7386: objects merge recursively, null deletes, anything else replaces.

@@ -182,6 +182,14 @@ TEST_F(KubectlExecTest, TheReadOnlyRoleMayNotExecAndAGetOnlyRoleMayBefore135) {
   EXPECT_EQ(getter.out, "allowed\n");
 }
 
+TEST_F(KubectlExecTest, ZzDeleteWaitsForThePodToGoWithAWatch) {
+  CommandResult deleted = Kubectl({"delete", "pod", "shell"});
+  EXPECT_EQ(deleted.exit_code, 0) << deleted.err;
+  EXPECT_EQ(deleted.out, "pod \"shell\" deleted\n");
+  EXPECT_EQ(deleted.err, "");
+  EXPECT_TRUE(Contains(Kubectl({"get", "pod", "shell"}).err, "NotFound"));
+}
+
 TEST(KubectlExec135, AWebSocketExecNeedsCreateFromKubernetes135) {
   ExecCluster cluster("1.35.2");
   ASSERT_TRUE(cluster.running);

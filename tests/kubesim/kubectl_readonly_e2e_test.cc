@@ -254,7 +254,7 @@ TEST_F(ReadOnlyKubectlTest, ApiResourcesAndVersionsListEverythingServed) {
   std::string wide = Out({"api-resources", "--api-group=apps", "-o", "wide"});
   EXPECT_EQ(RowStartingWith(wide, {"statefulsets"}),
             (std::vector<std::string>{"statefulsets", "sts", "apps/v1", "true", "StatefulSet",
-                                      "create,delete,get,list,patch", "all"}));
+                                      "create,delete,get,list,patch,watch", "all"}));
   EXPECT_EQ(Out({"api-resources", "--namespaced=false", "--api-group=", "-o", "name"}),
             "namespaces\nnodes\n");
   EXPECT_EQ(Out({"api-versions"}),
