@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -101,6 +102,35 @@ TEST_F(KubectlApiTest, APollWithNothingQueuedIsAnsweredEmptyWhenItsWaitPasses) {
   PendingReply immediate = Poll(R"({"wait_seconds":0})");
   ASSERT_TRUE(immediate.ready());
   EXPECT_TRUE(PolledCommands(immediate).empty());
+}
+
+TEST_F(KubectlApiTest, IdlePollsThatCameTogetherAreAnsweredSpreadOverTheLastFifthOfTheWait) {
+  // Every cluster polling again at once, as after a console restart: 25 connections, four
+  // agents each.
+  std::vector<PendingReply> polls;
+  for (int c = 0; c < 25; ++c) {
+    const std::string token =
+        Text(CreateConnection(admin_key_, "herd-" + std::to_string(c)), "token");
+    for (int agent = 0; agent < 4; ++agent) {
+      polls.push_back(Poll(R"({"wait_seconds":50,"agent_instance":"a)" + std::to_string(agent) +
+                               "\"}",
+                           token));
+    }
+  }
+  std::map<int, int> answered_at;  // second -> polls answered then
+  size_t answered = 0;
+  for (int second = 1; second <= 50; ++second) {
+    clock_.Advance(seconds(1));
+    api_->commands().ExpireDue();
+    size_t now_answered = 0;
+    for (const PendingReply& poll : polls) now_answered += poll.ready() ? 1 : 0;
+    if (now_answered > answered) answered_at[second] = static_cast<int>(now_answered - answered);
+    answered = now_answered;
+  }
+  ASSERT_EQ(answered, polls.size()) << "every poll is answered by its wait";
+  EXPECT_GE(answered_at.begin()->first, 40) << "none before the last fifth of its wait";
+  EXPECT_GT(answered_at.size(), 1u) << "not all in the same second";
+  for (const PendingReply& poll : polls) EXPECT_TRUE(PolledCommands(poll).empty());
 }
 
 TEST_F(KubectlApiTest, TheAgentsErrorIsA502NamingIt) {

@@ -186,6 +186,36 @@ TEST_F(StatesApiTest, CallsAreWrittenToTheStoreOnlyWhenFlushedAndSurviveARestart
   EXPECT_EQ(Text(Shown(), "last_seen_at"), FormatRfc3339(last));
 }
 
+TEST_F(StatesApiTest, AFlushOfThousandsOfCallsIsWrittenInSmallTransactions) {
+  std::vector<std::string> ids;
+  for (int i = 0; i < 600; ++i) {
+    ids.push_back(Text(CreateConnection(admin_key_, "fleet-" + std::to_string(i)), "id"));
+  }
+  const WallTime at = clock_.Now();
+  for (const std::string& id : ids) {
+    api_->presence().Seen(id, AgentIdentity{"node", "gpu-node-" + id, "0.2.0"}, at);
+  }
+  const std::string wal = dir_.File("console.db-wal");
+  const std::int64_t before = testing::CommittedTransactions(wal);
+  ASSERT_TRUE(api_->presence().Flush(*store_).ok());
+  // 1,200 rows (a connection and an agent each) in transactions of at most 256 rows, so that
+  // an upload never waits behind the whole flush.
+  EXPECT_GE(testing::CommittedTransactions(wal) - before, 5);
+  auto connections = store_->ListAllConnections();
+  ASSERT_TRUE(connections.ok());
+  for (const Connection& connection : *connections) {
+    if (connection.cluster_name.starts_with("fleet-")) {
+      EXPECT_EQ(connection.last_seen_at, at) << connection.cluster_name;
+    }
+  }
+  for (const std::string& id : {ids.front(), ids.back()}) {
+    auto agents = store_->ListAgents(id, 10);
+    ASSERT_TRUE(agents.ok());
+    ASSERT_EQ(agents->size(), 1u);
+    EXPECT_EQ((*agents)[0].instance, "gpu-node-" + id);
+  }
+}
+
 TEST_F(StatesApiTest, UploadsAndPollsRecordTheirAgentsRoles) {
   ASSERT_EQ(Upload("", "node/gpu-node-0001").status, 200);
   ASSERT_EQ(Upload("", "node/gpu-node-0002").status, 200);
@@ -212,6 +242,27 @@ TEST_F(StatesApiTest, UploadsAndPollsRecordTheirAgentsRoles) {
   ASSERT_EQ(stored->size(), 3u);
   EXPECT_EQ((*stored)[0].role, "cluster");  // the most recent first
   EXPECT_EQ((*stored)[0].last_seen_at, clock_.Now());
+}
+
+TEST_F(StatesApiTest, EachAgentHasItsOwnLiveness) {
+  // A node agent that stopped while the cluster role goes on polling: the connection is
+  // connected, the node agent is not.
+  ASSERT_EQ(Upload("", "node/gpu-node-0001").status, 200);
+  clock_.Advance(seconds(100));
+  ASSERT_EQ(Poll().status, 200);
+  auto liveness_of = [&](std::string_view role) {
+    json::object shown = Shown();
+    for (const json::value& agent : shown.at("agents").as_array()) {
+      if (Text(agent.as_object(), "role") == role) return Text(agent.as_object(), "liveness");
+    }
+    return std::string("none");
+  };
+  EXPECT_EQ(Text(Shown(), "liveness"), "connected");
+  EXPECT_EQ(liveness_of("cluster"), "connected");
+  EXPECT_EQ(liveness_of("node"), "stale");
+  clock_.Advance(seconds(50));
+  EXPECT_EQ(liveness_of("node"), "offline");
+  EXPECT_EQ(liveness_of("cluster"), "connected");
 }
 
 TEST_F(StatesApiTest, TheLivenessMetricCountsWaitingConnections) {

@@ -182,6 +182,10 @@ Result<net::Response> ConsoleApi::AcceptUpload(const net::Request& request,
   if (outcome.records_pruned > 0) {
     metrics_.Increment(kRecordsPrunedTotal, {}, static_cast<double>(outcome.records_pruned));
   }
+  // Committed: what forwards it may drop what it cannot take, never the upload.
+  if (options_.upload_sink != nullptr) {
+    options_.upload_sink->UploadStored(connection, batch, outcome);
+  }
   CountNodeSamples(outcome, connection, batch.stream);
   if (outcome.snapshot_replaced) metrics_.Increment(kClusterSnapshotsStoredTotal);
   CountRunItems(outcome);

@@ -666,11 +666,12 @@ net::Response ConsoleApi::Metrics() {
   CommandBroker::Stats commands = commands_.stats();
   metrics_.Set(kKubectlCommandsWaiting, static_cast<double>(commands.waiting_commands));
   metrics_.Set(kKubectlPollsWaiting, static_cast<double>(commands.waiting_polls));
-  net::Response response = net::Response::Text(
-      200, metrics_.RenderText() +
-               commands_.pickup_latency().RenderText(
-                   kKubectlPickupSeconds,
-                   "Seconds from a kubectl command being queued to an agent taking it."));
+  std::string text = metrics_.RenderText() +
+                     commands_.pickup_latency().RenderText(
+                         kKubectlPickupSeconds,
+                         "Seconds from a kubectl command being queued to an agent taking it.");
+  if (options_.upload_sink != nullptr) options_.upload_sink->RenderMetrics(text);
+  net::Response response = net::Response::Text(200, std::move(text));
   response.headers.Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8");
   return response;
 }

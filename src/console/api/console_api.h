@@ -29,6 +29,7 @@
 #include "console/api/install_plan.h"
 #include "console/api/json_fields.h"
 #include "console/api/upload_batch.h"
+#include "console/api/upload_sink.h"
 #include "console/auth/password.h"
 #include "console/auth/secret_box.h"
 #include "console/commands/command_broker.h"
@@ -74,6 +75,9 @@ struct ConsoleOptions {
   Secret two_factor_key;
   // The agent images install commands pin by digest (serve --agent-image ...).
   AgentImages agent_images;
+  // Told of every stored upload (serve --remote-write-url forwards node samples); not owned,
+  // outlives the ConsoleApi. Null: nothing beyond the store.
+  UploadSink* upload_sink = nullptr;
 };
 
 // The body limit for a request, from its method, path and headers alone (net::ServerOptions::

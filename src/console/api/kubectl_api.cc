@@ -4,6 +4,7 @@
 // them and posts their results; the namespace scope; the latest cluster snapshot.
 
 #include <algorithm>
+#include <random>
 
 #include "common/files.h"
 #include "common/gzip.h"
@@ -31,6 +32,17 @@ constexpr std::int64_t kCommandTimeoutSeconds = 30;
 constexpr size_t kCommandIdHexDigits = 16;
 // A result body is flat: the object, the error object inside it.
 constexpr size_t kMaxResultDepth = 4;
+
+// How long an idle poll is held: a whole number of seconds drawn evenly from the last fifth of
+// the agent's `wait` (40-50 s for the default 50). Agents that polled together (every cluster
+// reconnecting after a console restart) would otherwise be answered together and poll again
+// together every `wait`, a burst of thousands of requests at once; drawn anew each time, their
+// polls spread over the whole interval within a few rounds.
+std::chrono::seconds PollHold(std::int64_t wait) {
+  thread_local std::minstd_rand random{std::random_device{}()};
+  std::uniform_int_distribution<std::int64_t> early(0, wait / 5);
+  return std::chrono::seconds(wait - early(random));
+}
 
 // kubectl's own verbs: the only argv word of a refused command the audit log keeps, since
 // anything else a user typed may be anything.
@@ -423,8 +435,7 @@ void ConsoleApi::PollCommands(const net::Request& request, const Connection& con
                  AgentIdentity{"cluster", agent_instance,
                                AgentVersionFromUserAgent(request.headers.Get("User-Agent"))},
                  clock_.Now());
-  commands_.Poll(connection.id, agent_instance, static_cast<size_t>(max_commands),
-                 std::chrono::seconds(wait),
+  commands_.Poll(connection.id, agent_instance, static_cast<size_t>(max_commands), PollHold(wait),
                  [reply, expires_at = FormatRfc3339(connection.expires_at)](
                      std::vector<PendingCommand> taken) {
                    json::array list;
