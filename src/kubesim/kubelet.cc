@@ -227,6 +227,9 @@ void Kubelet::Sync(PodRecord& record, json::object& pod, std::vector<json::objec
     if (StringAt(spec, "schedulerName") != "default-scheduler") return;
     SchedulingResult result = Schedule(pod, nodes, pods);
     if (result.node.empty()) {
+      if (record.unschedulable != result.message) {
+        Emit(record, false, "Warning", "FailedScheduling", result.message);
+      }
       record.unschedulable = result.message;
       WriteStatus(record, BuildStatus(record, pod));
       return;
@@ -236,6 +239,9 @@ void Kubelet::Sync(PodRecord& record, json::object& pod, std::vector<json::objec
     if (!bound.ok()) return;
     record.node = result.node;
     record.unschedulable.clear();
+    Emit(record, false, "Normal", "Scheduled",
+         "Successfully assigned " + record.namespace_name + "/" + record.name + " to " +
+             result.node);
     pod = std::move(*bound);  // later pods of this pass see the node taken
     return;
   }
@@ -261,6 +267,7 @@ void Kubelet::SyncBound(PodRecord& record, const json::object& pod,
       record.rejected = true;
       record.failed_reason = rejected->reason;
       record.failed_message = rejected->message;
+      Emit(record, true, "Warning", rejected->reason, rejected->message);
     } else {
       record.ready_at = steady + options_.pod_start_delay;
       record.pod_ip = AllocatePodIp(*node);
@@ -272,6 +279,7 @@ void Kubelet::SyncBound(PodRecord& record, const json::object& pod,
     record.terminal = true;
     record.failed_reason = "DeadlineExceeded";
     record.failed_message = "Pod was active on the node longer than the specified deadline";
+    Emit(record, true, "Warning", record.failed_reason, record.failed_message);
     StopContainers(record, std::chrono::seconds(IntAt(spec, "terminationGracePeriodSeconds", 30)));
   }
   ObserveExits(record, pod);
@@ -306,6 +314,10 @@ void Kubelet::ObserveExits(PodRecord& record, const json::object& pod) {
     container.next_start = clock_.SteadyNow() + container.backoff;
     container.state = State::kBackOff;
     container.waiting_reason = "CrashLoopBackOff";
+    Emit(record, true, "Warning", "BackOff",
+         "Back-off restarting failed container " + container.name + " in pod " + record.name +
+             "_" + record.namespace_name + "(" + record.uid + ")",
+         container.name);
     container.waiting_message = "back-off " + GoDuration(container.backoff) +
                                 " restarting failed container=" + container.name + " pod=" +
                                 record.name + "_" + record.namespace_name + "(" + record.uid + ")";
@@ -361,12 +373,20 @@ void Kubelet::StartContainers(PodRecord& record, const json::object& pod) {
         container.started_at = clock_.Now();
         container.waiting_reason.clear();
         container.waiting_message.clear();
+        Emit(it->second, true, "Normal", "Pulled",
+             "Container image \"" + container.image + "\" already present on machine",
+             container.name);
+        Emit(it->second, true, "Normal", "Created", "Created container: " + container.name,
+             container.name);
+        Emit(it->second, true, "Normal", "Started", "Started container " + container.name,
+             container.name);
         return;
       }
       const Status& error = started.status();
       kLog.Info("container did not start", {{"pod", it->second.namespace_name + "/" + it->second.name},
                                             {"container", container.name},
                                             {"error", error.message()}});
+      Emit(it->second, true, "Warning", "Failed", "Error: " + error.message(), container.name);
       container.backoff = container.backoff.count() == 0
                               ? options_.crash_loop_backoff
                               : std::min(container.backoff * 2, kMaxBackoff);
@@ -394,6 +414,8 @@ void Kubelet::StartContainers(PodRecord& record, const json::object& pod) {
 void Kubelet::StopContainers(PodRecord& record, std::chrono::seconds grace) {
   for (ContainerRecord& container : record.containers) {
     if (container.state != ContainerRecord::State::kRunning || container.id.empty()) continue;
+    Emit(record, true, "Normal", "Killing", "Stopping container " + container.name,
+         container.name);
     std::string id = container.id;
     Enqueue([this, id, grace] { runtime_.Stop(id, grace); });
   }
@@ -578,6 +600,41 @@ void Kubelet::WriteStatus(PodRecord& record, json::object status) {
   Result<json::object> written = store_.ReplaceStatus(Pods(), record.namespace_name, record.name,
                                                       std::move(status), record.uid);
   if (written.ok()) record.written = std::move(text);
+}
+
+void Kubelet::Emit(const PodRecord& record, bool kubelet, const std::string& type,
+                   const std::string& reason, const std::string& message,
+                   const std::string& container) {
+  const std::string now = FormatRfc3339(clock_.Now());
+  json::object involved{{"apiVersion", "v1"}, {"kind", "Pod"}, {"name", record.name},
+                        {"namespace", record.namespace_name}, {"uid", record.uid}};
+  if (!container.empty()) involved["fieldPath"] = "spec.containers{" + container + "}";
+  json::object event{{"apiVersion", "v1"},
+                     {"kind", "Event"},
+                     {"metadata", json::object{{"name", GeneratedName(record.name + ".")}}},
+                     {"involvedObject", std::move(involved)},
+                     {"reason", reason},
+                     {"message", message},
+                     {"type", type}};
+  if (kubelet) {
+    // The kubelet's events: a source and counted timestamps.
+    event["source"] = json::object{{"component", "kubelet"}, {"host", record.node}};
+    event["firstTimestamp"] = now;
+    event["lastTimestamp"] = now;
+    event["count"] = 1;
+    event["reportingComponent"] = "kubelet";
+    event["reportingInstance"] = record.node;
+  } else {
+    // The scheduler's: events.k8s.io style, an eventTime and an action.
+    event["eventTime"] = FormatRfc3339Micro(clock_.Now());
+    event["firstTimestamp"] = nullptr;
+    event["lastTimestamp"] = nullptr;
+    event["source"] = json::object();
+    event["reportingComponent"] = "default-scheduler";
+    event["reportingInstance"] = "default-scheduler";
+    event["action"] = reason == "Scheduled" ? "Binding" : "Scheduling";
+  }
+  (void)store_.Create(*FindResource("", "v1", "events"), record.namespace_name, std::move(event));
 }
 
 bool Kubelet::EgressDenied(const json::object& pod) const {

@@ -88,6 +88,11 @@ class Kubelet {
   std::string PodPhase(const PodRecord& record, const json::object& pod) const;
   void WriteStatus(PodRecord& record, json::object status);
   bool EgressDenied(const json::object& pod) const;
+  // Records an Event about the pod, as the scheduler (`kubelet` false) or the node's kubelet
+  // does; `container` names the container it is about, if any.
+  void Emit(const PodRecord& record, bool kubelet, const std::string& type,
+            const std::string& reason, const std::string& message,
+            const std::string& container = "");
   std::string AllocatePodIp(const json::object& node);
   void Enqueue(std::function<void()> task);
   void Work();

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <thread>
 
@@ -48,6 +49,23 @@ class KubeletTest : public testing::ApiFixture {
 
   json::object GetPod(const std::string& name, const std::string& ns = "default") {
     return Body(Call("GET", "/api/v1/namespaces/" + ns + "/pods/" + name));
+  }
+
+  // The reasons of the pod's events, oldest first.
+  std::vector<std::string> EventReasons(const std::string& pod) {
+    json::object list = Body(Call("GET", "/api/v1/namespaces/default/events?fieldSelector="
+                                         "involvedObject.name%3D" + pod));
+    std::vector<std::pair<std::string, std::string>> events;
+    for (const json::value& event : list["items"].as_array()) {
+      events.emplace_back(event.at("metadata").at("resourceVersion").as_string(),
+                          event.at("reason").as_string());
+    }
+    std::sort(events.begin(), events.end(), [](const auto& a, const auto& b) {
+      return std::stoll(a.first) < std::stoll(b.first);
+    });
+    std::vector<std::string> reasons;
+    for (auto& [version, reason] : events) reasons.push_back(reason);
+    return reasons;
   }
 
   static std::string Phase(const json::object& pod) {
@@ -112,6 +130,8 @@ TEST_F(KubeletTest, APodIsScheduledStartsAfterTheDelayAndRunsWithAKubeletsStatus
   EXPECT_TRUE(std::string(container.at("containerID").as_string()).starts_with("containerd://"));
   EXPECT_TRUE(std::string(status.at("podIP").as_string()).starts_with("10.244."));
   EXPECT_TRUE(status.contains("hostIP"));
+  EXPECT_EQ(EventReasons("runner"),
+            (std::vector<std::string>{"Scheduled", "Pulled", "Created", "Started"}));
 }
 
 TEST_F(KubeletTest, ActiveDeadlineSecondsFailsThePodWithDeadlineExceeded) {
@@ -138,6 +158,9 @@ TEST_F(KubeletTest, ActiveDeadlineSecondsFailsThePodWithDeadlineExceeded) {
       EXPECT_EQ(condition.at("reason"), "PodFailed");
     }
   }
+  EXPECT_EQ(EventReasons("bounded"),
+            (std::vector<std::string>{"Scheduled", "Pulled", "Created", "Started",
+                                      "DeadlineExceeded", "Killing"}));
   // A finished pod takes no exec.
   EXPECT_EQ(kubelet_->ExecContainer("default", "bounded", "").status().message(),
             "cannot exec into a container in a completed pod; current phase is Failed");
@@ -180,6 +203,7 @@ TEST_F(KubeletTest, APodThatFitsNowhereSaysWhyAndIsScheduledOnceRoomIsFree) {
             "{node-role.kubernetes.io/control-plane: }, 3 Insufficient nvidia.com/gpu. "
             "preemption: 0/4 nodes are available: 1 Preemption is not helpful for scheduling, 3 "
             "No preemption victims found for incoming pod.");
+  EXPECT_EQ(EventReasons("d"), std::vector<std::string>{"FailedScheduling"});
   ASSERT_EQ(Call("DELETE", "/api/v1/namespaces/default/pods/a?gracePeriodSeconds=0").status, 200);
   ASSERT_TRUE(SyncUntil([&] { return GetPod("d")["spec"].as_object().contains("nodeName"); }));
 }
