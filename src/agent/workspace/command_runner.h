@@ -19,17 +19,11 @@
 
 #include "common/status.h"
 #include "kube/client.h"
+#include "protocol/workspace.h"
 
 namespace uplink::agent::workspace {
 
-struct WorkspaceCommand {
-  std::string id;              // wsc_ + 16 hex
-  std::string reservation_id;
-  std::string kind;            // shell or python
-  std::string code;
-  std::int64_t timeout_seconds = 60;
-  std::int64_t output_cap_bytes = 1 << 20;
-};
+using protocol::WorkspaceCommand;
 
 struct CommandOutcome {
   std::string state;  // exited, timeout or failed

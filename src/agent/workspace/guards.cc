@@ -63,7 +63,7 @@ bool AnyQuotaLimitsTo(const std::vector<json::object>& quotas,
 
 void CheckQuotas(const ExecutionConfig& config, const std::vector<json::object>& quotas,
                  std::vector<std::string>& missing) {
-  const std::string where = "ResourceQuota in namespace " + config.ns;
+  const std::string where = "ResourceQuota in namespace " + config.namespace_name;
   if (quotas.empty()) {
     missing.push_back(where + ": none (it must limit GPUs to the capacity limit, CPU, memory, "
                       "ephemeral storage and pods, and allow zero Services, PVCs and "
@@ -190,12 +190,12 @@ Status CheckKubernetesVersion(const json::value& version) {
 std::vector<std::string> MissingGuards(const ExecutionConfig& config, const GuardObjects& guards) {
   std::vector<std::string> missing;
   if (!guards.ns) {
-    missing.push_back("Namespace " + config.ns + ": not found");
+    missing.push_back("Namespace " + config.namespace_name + ": not found");
     return missing;
   }
   const json::object& labels = ObjectAt(ObjectAt(*guards.ns, "metadata"), "labels");
   if (StringAt(labels, "pod-security.kubernetes.io/enforce") != "restricted") {
-    missing.push_back("Namespace " + config.ns +
+    missing.push_back("Namespace " + config.namespace_name +
                       ": label pod-security.kubernetes.io/enforce=restricted (Pod Security)");
   }
   CheckQuotas(config, guards.resource_quotas, missing);
@@ -204,13 +204,13 @@ std::vector<std::string> MissingGuards(const ExecutionConfig& config, const Guar
     limits_containers = limits_containers || !ArrayAt(ObjectAt(range, "spec"), "limits").empty();
   }
   if (!limits_containers) {
-    missing.push_back("LimitRange in namespace " + config.ns + ": none with limits");
+    missing.push_back("LimitRange in namespace " + config.namespace_name + ": none with limits");
   }
   for (std::string_view type : {"Ingress", "Egress"}) {
     bool denied = std::any_of(guards.network_policies.begin(), guards.network_policies.end(),
                               [&](const json::object& policy) { return DeniesAll(policy, type); });
     if (!denied) {
-      missing.push_back("NetworkPolicy in namespace " + config.ns + ": none denies all " +
+      missing.push_back("NetworkPolicy in namespace " + config.namespace_name + ": none denies all " +
                         (type == "Ingress" ? "ingress" : "egress") +
                         " (podSelector {}, policyTypes [" + std::string(type) + "], no rules)");
     }
@@ -254,7 +254,7 @@ Result<std::vector<json::object>> ListAll(kube::KubeClient& kube, const std::str
 
 Result<GuardObjects> ReadGuards(kube::KubeClient& kube, const ExecutionConfig& config) {
   GuardObjects guards;
-  const std::string ns = net::PercentEncode(config.ns);
+  const std::string ns = net::PercentEncode(config.namespace_name);
   UPLINK_ASSIGN_OR_RETURN(guards.ns, GetIfExists(kube, "/api/v1/namespaces/" + ns));
   if (!guards.ns) return guards;
   const std::string core = "/api/v1/namespaces/" + ns;
@@ -289,7 +289,7 @@ Status VerifyCluster(kube::KubeClient& kube, const ExecutionConfig& config) {
   if (!guards.ok()) return guards.status().WithContext("reading the namespace guards");
   std::vector<std::string> missing = MissingGuards(config, *guards);
   if (missing.empty()) return Status::Ok();
-  std::string message = "the workspace namespace " + config.ns + " lacks " +
+  std::string message = "the workspace namespace " + config.namespace_name + " lacks " +
                         std::to_string(missing.size()) +
                         (missing.size() == 1 ? " guard" : " guards") +
                         " that the uplink-agent chart makes (install it with execution.enabled=true, "

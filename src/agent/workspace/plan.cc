@@ -148,7 +148,7 @@ ReconcilePlan PlanReconcile(const ExecutionConfig& config, const PlanInput& inpu
     }
     auto wanted = desired.find(pod.reservation_id);
     if (wanted != desired.end()) {
-      if (!wanted->second->running) {
+      if (wanted->second->desired != protocol::kDesiredRunning) {
         remove({pod.name, pod.reservation_id, DeleteReason::kStopped, "the reservation was stopped"});
       }
       continue;
@@ -164,7 +164,7 @@ ReconcilePlan PlanReconcile(const ExecutionConfig& config, const PlanInput& inpu
 
   for (const DesiredReservation& reservation : input.desired) {
     if (pod_of.contains(reservation.id)) continue;
-    if (!reservation.running) {
+    if (reservation.desired != protocol::kDesiredRunning) {
       plan.events.push_back(MakeEvent(reservation.id, "completed",
                                       "stopped; no workspace pod is left", input.now));
       continue;

@@ -34,17 +34,9 @@ struct ObservedPod {
 // Reads the fields above from a Pod object.
 ObservedPod ObservePod(const json::object& pod);
 
-// A transition the controller reports (protocol: the sync request's events). The key makes a
-// re-sent event harmless: "<reservation>/<state>/1".
-struct WorkspaceEvent {
-  std::string key;
-  std::string reservation_id;
-  std::string state;  // provisioning, running, completed, failed, expired
-  std::string reason;
-  WallTime at;
-  std::string pod;
-  std::string node;
-};
+// A transition the controller reports (the sync request's events). Its key makes a re-sent
+// event harmless: "<reservation>/<state>/1".
+using protocol::WorkspaceEvent;
 WorkspaceEvent MakeEvent(std::string_view reservation_id, std::string_view state,
                          std::string reason, WallTime at, std::string_view pod = {},
                          std::string_view node = {});

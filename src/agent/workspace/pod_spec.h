@@ -11,6 +11,7 @@
 #include "agent/workspace/config.h"
 #include "common/json.h"
 #include "common/time.h"
+#include "protocol/workspace.h"
 
 namespace uplink::agent::workspace {
 
@@ -28,19 +29,8 @@ inline constexpr std::string_view kScratchPath = "/scratch";
 // Seconds a stopped workspace gets between SIGTERM and SIGKILL.
 inline constexpr std::int64_t kTerminationGraceSeconds = 5;
 
-// What the console wants running (protocol: the sync reply's reservations).
-struct DesiredReservation {
-  std::string id;  // res_ + 16 hex
-  std::int64_t gpus = 0;
-  std::string node;
-  std::int64_t cpu_millis = 0;
-  std::int64_t memory_bytes = 0;
-  std::int64_t ephemeral_storage_bytes = 0;
-  WallTime expires_at;
-  bool running = true;  // false: desired "stopped"
-
-  bool operator==(const DesiredReservation&) const = default;
-};
+// What the console wants of a reservation's workspace (the sync reply's reservations).
+using DesiredReservation = protocol::WorkspaceReservation;
 
 // "ws-res-0123456789abcdef" for "res_0123456789abcdef": a valid pod name from an id.
 std::string PodNameFor(std::string_view reservation_id);

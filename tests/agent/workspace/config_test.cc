@@ -22,7 +22,7 @@ TEST(ExecutionConfigTest, ReadsTheConsolesValues) {
           "runtimeClassName": "nvidia", "hostUsers": false, "tmpSize": "2Gi")"));
   ASSERT_TRUE(config.ok()) << config.status().ToString();
   EXPECT_TRUE(config->enabled);
-  EXPECT_EQ(config->ns, "uplink-workspaces");
+  EXPECT_EQ(config->namespace_name, "uplink-workspaces");
   EXPECT_EQ(config->capacity_gpus, 8);
   EXPECT_EQ(config->max_lifetime_seconds, 86400);
   EXPECT_EQ(config->nodes, (std::vector<std::string>{"gpu-node-0001", "gpu-node-0002"}));
@@ -33,34 +33,31 @@ TEST(ExecutionConfigTest, ReadsTheConsolesValues) {
   EXPECT_EQ(config->tmp_size_bytes, 2ll << 30);
   EXPECT_EQ(config->priority_class_name, "uplink-workspace");
   // The chart's and the console's other keys are kept aside, not refused.
-  EXPECT_EQ(config->ignored_keys, (std::vector<std::string>{"cluster", "kubernetesApi"}));
+  EXPECT_EQ(config->kubernetes_api_port, 6443);
+  EXPECT_EQ(config->cluster_name, "prod-a");
+  EXPECT_TRUE(config->ignored_keys.empty());
+  auto newer = ParseExecutionConfig(Values(R"(, "gpuSharing": "mig")"));
+  ASSERT_TRUE(newer.ok()) << newer.status().ToString();
+  EXPECT_EQ(newer->ignored_keys, std::vector<std::string>{"gpuSharing"});
 }
 
 TEST(ExecutionConfigTest, RefusesWhatItCannotUseNamingTheField) {
-  struct Case {
-    std::string text;
-    std::string message;
-  };
-  const Case cases[] = {
-      {"[]", "not a JSON object"},
-      {"{}", "execution is required"},
-      {R"({"execution": 1})", "execution is required"},
-      {R"({"execution": {}, "other": 1})", "unknown field \"other\""},
+  // The console's values are checked by protocol::DecodeExecutionValues (its own tests); these
+  // show that the controller goes through it and says which field is wrong.
+  const std::pair<std::string, std::string> cases[] = {
+      {"[]", "no \"execution\" object"},
+      {R"({"execution": 1})", "execution"},
       {R"({"execution": {"namespace": "x"}})", "execution.enabled is required"},
       {Values(R"(, "enabled": "yes")"), "execution.enabled must be true or false"},
-      {R"({"execution": {"enabled": true, "namespace": "Not_A_Namespace"}})",
-       "execution.namespace is not a valid namespace name"},
-      {R"({"execution": {"enabled": true, "namespace": "ws", "workspaceImage": "debian:12"}})",
-       "must name the image by digest"},
-      {R"({"execution": {"enabled": true, "namespace": "ws", "workspaceImage": "x@sha256:ABC"}})",
-       "must name the image by digest"},
+      {R"({"execution": {"enabled": true, "workspaceImage": "debian:12"}})",
+       "must be pinned by digest"},
   };
-  for (const Case& c : cases) {
-    auto config = ParseExecutionConfig(c.text);
-    ASSERT_FALSE(config.ok()) << c.text;
+  for (const auto& [text, message] : cases) {
+    auto config = ParseExecutionConfig(text);
+    ASSERT_FALSE(config.ok()) << text;
     EXPECT_EQ(config.status().code(), StatusCode::kInvalidArgument);
-    EXPECT_NE(config.status().message().find(c.message), std::string::npos)
-        << c.text << " -> " << config.status().message();
+    EXPECT_NE(config.status().message().find(message), std::string::npos)
+        << text << " -> " << config.status().message();
   }
 }
 
@@ -72,13 +69,9 @@ TEST(ExecutionConfigTest, RefusesBadNumbersNodesAndNames) {
   const std::pair<std::string, std::string> cases[] = {
       {replace(Values(), "\"capacityGpus\": 8", "\"capacityGpus\": 0"), "capacityGpus must be between 1"},
       {replace(Values(), "\"capacityGpus\": 8", "\"capacityGpus\": 8.5"), "capacityGpus must be an integer"},
-      {replace(Values(), "\"capacityGpus\": 8", "\"capacityGpus\": 18446744073709551615"),
-       "capacityGpus must be between"},
       {replace(Values(), "86400", "59"), "maxLifetimeSeconds must be between 60"},
-      {replace(Values(), "[\"gpu-node-0001\", \"gpu-node-0002\"]", "[]"), "nodes must list"},
-      {replace(Values(), "[\"gpu-node-0001\", \"gpu-node-0002\"]", "\"gpu-node-0001\""), "nodes must list"},
-      {replace(Values(), "\"gpu-node-0002\"", "\"../etc\""), "nodes[1] is not a valid node name"},
-      {replace(Values(), "\"gpu-node-0002\"", "7"), "nodes[1] is not a valid node name"},
+      {replace(Values(), "[\"gpu-node-0001\", \"gpu-node-0002\"]", "[]"), "nodes"},
+      {replace(Values(), "\"gpu-node-0002\"", "\"../etc\""), "nodes[1]"},
       {Values(R"(, "runtimeClassName": "NVIDIA RUNTIME")"), "runtimeClassName is not a valid"},
       {Values(R"(, "tmpSize": "lots")"), "tmpSize must be a quantity"},
       {Values(R"(, "tmpSize": "1k")"), "tmpSize must be a quantity"},
@@ -99,17 +92,6 @@ TEST(ExecutionConfigTest, HostileDocumentsAreRefusedNotParsedWhole) {
   EXPECT_FALSE(ParseExecutionConfig("").ok());
   EXPECT_FALSE(ParseExecutionConfig(std::string("{\"execution\"\0:{}}", 17)).ok());
   EXPECT_FALSE(LoadExecutionConfig("/nonexistent/execution.json").ok());
-}
-
-TEST(ExecutionConfigTest, PinnedImagesOnly) {
-  EXPECT_TRUE(IsPinnedImage("localhost/uplink-workspace@sha256:" + kDigest));
-  EXPECT_TRUE(IsPinnedImage("r.example:5000/a/b@sha256:" + kDigest));
-  EXPECT_FALSE(IsPinnedImage("@sha256:" + kDigest));
-  EXPECT_FALSE(IsPinnedImage("debian:12"));
-  EXPECT_FALSE(IsPinnedImage("debian:12@sha256:" + kDigest.substr(1)));
-  EXPECT_FALSE(IsPinnedImage("debian@sha256:" + kDigest + "0"));
-  EXPECT_FALSE(IsPinnedImage("Debian@sha256:" + kDigest));
-  EXPECT_FALSE(IsPinnedImage("debian@sha512:" + kDigest));
 }
 
 }  // namespace

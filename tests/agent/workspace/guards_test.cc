@@ -11,7 +11,7 @@ const std::string kDigest = "sha256:" + std::string(64, 'd');
 
 ExecutionConfig Config() {
   ExecutionConfig config;
-  config.ns = "uplink-workspaces";
+  config.namespace_name = "uplink-workspaces";
   config.workspace_image = "localhost/uplink-workspace@" + kDigest;
   config.capacity_gpus = 8;
   config.max_lifetime_seconds = 3600;

@@ -15,7 +15,7 @@ const WallTime kNow = FromUnixSeconds(1'800'000'000);
 
 ExecutionConfig Config() {
   ExecutionConfig config;
-  config.ns = "ws";
+  config.namespace_name = "ws";
   config.workspace_image = "localhost/w@sha256:" + std::string(64, 'c');
   config.capacity_gpus = 4;
   config.max_lifetime_seconds = 3600;
@@ -28,7 +28,7 @@ DesiredReservation Wanted(std::string id, std::int64_t gpus = 1, bool running = 
   return DesiredReservation{.id = std::move(id), .gpus = gpus, .node = "gpu-1",
                             .cpu_millis = 1000, .memory_bytes = 1 << 30,
                             .ephemeral_storage_bytes = 4ll << 30, .expires_at = expires_at,
-                            .running = running};
+                            .desired = running ? "running" : "stopped"};
 }
 
 ObservedPod Pod(const std::string& reservation, std::string phase = "Running",

@@ -11,7 +11,7 @@ using namespace std::chrono_literals;
 ExecutionConfig Config() {
   ExecutionConfig config;
   config.enabled = true;
-  config.ns = "uplink-workspaces";
+  config.namespace_name = "uplink-workspaces";
   config.workspace_image = "localhost/uplink-workspace@sha256:" + std::string(64, 'b');
   config.capacity_gpus = 8;
   config.max_lifetime_seconds = 3600;
