@@ -202,7 +202,10 @@ ConsoleReply ConsoleClient::PostJson(std::string_view path, const json::value& b
   }
   // An error reply: {"error": {"code": "...", "message": "..."}}; never echo anything else.
   std::string detail = " (the reply carried no protocol error body)";
-  if (std::optional<protocol::ErrorBody> error = protocol::DecodeErrorBody(response->body)) {
+  auto error_json =
+      ParseJson(response->body, JsonLimits{.max_bytes = protocol::kMaxReplyBytes, .max_depth = 16});
+  if (error_json.ok()) reply.error_json = std::move(error_json).value();
+  if (std::optional<protocol::ErrorBody> error = protocol::DecodeErrorBody(reply.error_json)) {
     reply.error = *error;
     reply.error_code = OneLineExcerpt(error->code);
     detail = reply.error_code.empty() ? "" : " " + reply.error_code;

@@ -29,7 +29,7 @@ const std::set<std::string_view>& KnownKeys() {
 Result<std::string> KubernetesName(const FieldReader& fields, std::string_view key,
                                    std::string fallback) {
   UPLINK_ASSIGN_OR_RETURN(std::optional<std::string> value, fields.String(key, kMaxNameBytes));
-  if (!value) return fallback;
+  if (!value || value->empty()) return fallback;
   if (!IsDnsSubdomain(*value)) {
     return InvalidArgumentError(fields.FieldPath(key) +
                                 " is not a valid Kubernetes name (an RFC 1123 subdomain)");
