@@ -11,7 +11,9 @@ constexpr std::string_view kResultPrefix = "uplink-result: ";
 constexpr size_t kMaxStderrBytes = 64 * 1024;
 
 // $1 id, $2 kind, $3 timeout in seconds, $4 bytes of output kept, $5 bytes of code on stdin.
-// POSIX sh and coreutils only (the workspace image is Debian minbase). The marker directory
+// POSIX sh and coreutils only (the workspace image is Debian minbase); the output is capped by
+// dd, which writes what each read returns (head -c holds it until its count is reached). The
+// marker directory
 // lives in the working directory, the scratch volume: it outlasts the controller, not the pod.
 constexpr std::string_view kWrapper = R"SH(set -u
 id=$1 kind=$2 limit=$3 keep=$4 size=$5
@@ -23,7 +25,7 @@ if mkdir "$d" 2>/dev/null; then
   (
     exec </dev/null >/dev/null 2>&1
     HOME=$PWD; export HOME
-    setsid sh -c '{ "$2" "$1/code" </dev/null 2>&1; echo $? > "$1/status"; } | { head -c "$3"; cat >/dev/null; } > "$1/out"' \
+    setsid sh -c '{ "$2" "$1/code" </dev/null 2>&1; echo $? > "$1/status"; } | { dd bs=65536 count="$3" iflag=count_bytes 2>/dev/null; cat >/dev/null; } > "$1/out"' \
       uplink-command "$d" "$run" "$keep" &
     child=$!
     ticks=0

@@ -17,6 +17,7 @@ constexpr std::chrono::milliseconds kOutputInterval{250};
 // Attempts at an exec session before the command is reported failed; a later attempt
 // re-attaches to the same run (the marker), so retrying never runs it twice.
 constexpr int kExecAttempts = 3;
+constexpr size_t kRememberDoneCommands = 4096;
 // The console may hold a sync for sync_wait; the request may take that long and more.
 constexpr std::chrono::seconds kSyncSlack{15};
 
@@ -455,7 +456,7 @@ void WorkspaceController::DispatchCommands(const std::vector<WorkspaceCommand>& 
   for (const WorkspaceCommand& command : commands) {
     {
       std::lock_guard lock(commands_mutex_);
-      if (commands_in_flight_.contains(command.id) ||
+      if (commands_in_flight_.contains(command.id) || commands_done_.contains(command.id) ||
           commands_in_flight_.size() >= options_.max_commands) {
         continue;
       }
@@ -482,10 +483,17 @@ void WorkspaceController::DispatchCommands(const std::vector<WorkspaceCommand>& 
     commands_in_flight_.insert(command.id);
     registry_.Set("uplink_workspace_commands_running", static_cast<double>(commands_in_flight_.size()));
     command_threads_.emplace_back(finished, std::thread([this, task, finished] {
-      RunCommand(task);
+      const bool delivered = RunCommand(task);
       {
         std::lock_guard lock(commands_mutex_);
         commands_in_flight_.erase(task->command.id);
+        if (delivered && commands_done_.insert(task->command.id).second) {
+          commands_done_order_.push_back(task->command.id);
+          if (commands_done_order_.size() > kRememberDoneCommands) {
+            commands_done_.erase(commands_done_order_.front());
+            commands_done_order_.pop_front();
+          }
+        }
         registry_.Set("uplink_workspace_commands_running",
                       static_cast<double>(commands_in_flight_.size()));
       }
@@ -536,7 +544,7 @@ bool WorkspaceController::PostOutput(CommandTask& task, const CommandOutcome* ou
   return true;
 }
 
-void WorkspaceController::RunCommand(std::shared_ptr<CommandTask> task) {
+bool WorkspaceController::RunCommand(std::shared_ptr<CommandTask> task) {
   const std::shared_ptr<const ExecutionConfig> config = this->config();
   const WorkspaceCommand& command = task->command;
   CommandOutcome outcome{.state = "failed", .message = command.problem};
@@ -560,7 +568,7 @@ void WorkspaceController::RunCommand(std::shared_ptr<CommandTask> task) {
     Status last_error;
     bool finished = false;
     for (int attempt = 0; attempt < kExecAttempts && !finished; ++attempt) {
-      if (attempt > 0 && !stop_->WaitFor(std::chrono::seconds(attempt))) return;
+      if (attempt > 0 && !stop_->WaitFor(std::chrono::seconds(attempt))) return false;
       // A re-attached session replays the output from its start.
       task->output.clear();
       task->truncated = false;
@@ -571,7 +579,7 @@ void WorkspaceController::RunCommand(std::shared_ptr<CommandTask> task) {
         finished = true;
       } else {
         last_error = ran.status();
-        if (stop_->stopped()) return;  // handed out again after the restart
+        if (stop_->stopped()) return false;  // handed out again after the restart
         log_.Warn("exec session failed; attaching again", {{"command", command.id},
                                                            {"attempt", attempt + 1},
                                                            {"error", last_error}});
@@ -593,8 +601,9 @@ void WorkspaceController::RunCommand(std::shared_ptr<CommandTask> task) {
   while (!PostOutput(*task, &outcome)) {
     // The console is away: the result waits here (and, were the controller to restart, in
     // the workspace, from which a re-delivery reads it back).
-    if (!stop_->WaitFor(backoff.NextDelay())) return;
+    if (!stop_->WaitFor(backoff.NextDelay())) return false;
   }
+  return true;
 }
 
 void WorkspaceController::ReapCommandThreads(bool all) {

@@ -157,7 +157,8 @@ class WorkspaceController {
   Status CreatePod(const ExecutionConfig& config, const DesiredReservation& reservation);
   Status DeletePod(const ExecutionConfig& config, const PodDeletion& deletion);
   void DispatchCommands(const std::vector<WorkspaceCommand>& commands);
-  void RunCommand(std::shared_ptr<CommandTask> task);
+  // Runs (or re-attaches to) the command and delivers its end; true once the console has it.
+  bool RunCommand(std::shared_ptr<CommandTask> task);
   // Posts what `task` has not sent yet (and, when `outcome`, its end); false when the console
   // could not take it now.
   bool PostOutput(CommandTask& task, const CommandOutcome* outcome);
@@ -193,6 +194,10 @@ class WorkspaceController {
 
   std::mutex commands_mutex_;
   std::set<std::string> commands_in_flight_;
+  // Commands whose final output the console took: a reply written before it did hands them
+  // out once more, and they need not even be re-attached.
+  std::set<std::string> commands_done_;
+  std::deque<std::string> commands_done_order_;
   std::vector<std::pair<std::shared_ptr<std::atomic<bool>>, std::thread>> command_threads_;
   ExecSessions sessions_;
   StopSignal* stop_ = nullptr;

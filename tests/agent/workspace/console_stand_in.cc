@@ -4,6 +4,7 @@
 
 #include "common/gzip.h"
 #include "common/json.h"
+#include "protocol/agent_api.h"
 #include "protocol/errors.h"
 
 namespace uplink::agent::workspace::testing {

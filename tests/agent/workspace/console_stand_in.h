@@ -72,11 +72,11 @@ class ConsoleStandIn {
   std::map<std::string, std::string> states_;
   std::map<std::string, int> sends_;
   std::vector<std::string> keys_;
-  struct Command {
+  struct CommandEntry {
     protocol::WorkspaceCommand command;
     CommandView view;
   };
-  std::map<std::string, Command> commands_;
+  std::map<std::string, CommandEntry> commands_;
   int next_command_ = 1;
 };
 
