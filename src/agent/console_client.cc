@@ -51,7 +51,8 @@ Result<Secret> ReadConsoleToken(const std::string& path) {
   std::string_view token = TrimWhitespace(*content);
   if (token.empty()) {
     return FailedPreconditionError("the console token file " + path +
-                                   " is empty; it should hold the connection token (agt_...)");
+                                   " is empty; it should hold the connection token (agt_...), "
+                                   "or for the workspace role the execution credential (exe_...)");
   }
   for (char c : token) {
     // The token goes into a header; a stray newline would split it.
