@@ -153,12 +153,16 @@ int RunDrain(const std::vector<std::string>& args) {
     left = std::move(pods).value();
     if (left.empty()) break;
     for (const json::value& pod : left) {
-      std::string name = StringAt(ObjectAt(pod.get_object(), "metadata"), "name");
-      if (asked.contains(name)) continue;
+      const json::object& metadata = ObjectAt(pod.get_object(), "metadata");
+      std::string name = StringAt(metadata, "name");
+      // By UID: a controller that had not yet seen the marker may have made the pod again
+      // under the same name, and that one must go too.
+      std::string uid = StringAt(metadata, "uid");
+      if (asked.contains(uid)) continue;
       Status removed = (*kube)->DeleteObject(PodsPath(*config) + "/" + net::PercentEncode(name),
                                              kTerminationGraceSeconds);
       if (removed.ok()) {
-        asked.insert(name);
+        asked.insert(uid);
         ++deleted;
       } else if (removed.code() != StatusCode::kNotFound) {
         (void)WriteStderr("uplink-agent: deleting pod " + name + ": " + removed.message() + "\n");
