@@ -3,25 +3,10 @@
 #include <algorithm>
 
 #include "common/crc32c.h"
+#include "spool/coding.h"
 #include "spool/log_format.h"
 
 namespace uplink::spool::framing {
-namespace {
-
-void PutFixed16(char* out, std::uint16_t value) {
-  out[0] = static_cast<char>(value & 0xff);
-  out[1] = static_cast<char>(value >> 8);
-}
-
-void PutFixed32(char* out, std::uint32_t value) {
-  for (int i = 0; i < 4; ++i) out[i] = static_cast<char>((value >> (8 * i)) & 0xff);
-}
-
-void PutFixed64(char* out, std::uint64_t value) {
-  for (int i = 0; i < 8; ++i) out[i] = static_cast<char>((value >> (8 * i)) & 0xff);
-}
-
-}  // namespace
 
 void Writer::AddRecord(std::uint64_t sequence, std::string_view record, std::string* out) {
   bool first = true;
