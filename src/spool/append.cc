@@ -1,5 +1,5 @@
-// Append: group commit, the write pipeline, rolling segments, the cap and failed groups
-// (docs/spool.md, "Appending: group commit" and "The cap"; spool_impl.h has the threads).
+// Append: reserving, writing and syncing records side by side, rolling segments, the cap and
+// failed appends (docs/spool.md, "Appending" and "The cap"; spool_impl.h has the threads).
 #include <algorithm>
 
 #include "spool/log_writer.h"
@@ -14,161 +14,140 @@ Result<std::uint64_t> Spool::Impl::Append(std::string_view payload) {
         "a spool record of " + std::to_string(payload.size()) + " bytes is over the " +
         std::to_string(limits.max_record_bytes) + "-byte limit for one record");
   }
-  PendingAppend me;
-  me.payload = payload;
   MutexLock lock(&mu);
-  queue.push_back(&me);
-  if (queue.size() > 1) queue_grew.Signal();
-  while (!me.done && queue.front() != &me) me.wakeup.Wait(mu);
-  if (me.done) {
-    if (!me.status.ok()) return me.status;
-    return me.sequence;
+  UPLINK_RETURN_IF_ERROR(ReadyToReserve());
+  PendingWrite me;
+  me.sequence = next_sequence++;
+  me.start = reserved_end;
+  me.end = framing::Writer::EncodedEnd(me.start, kAppendTimeBytes + payload.size());
+  me.appended_at = clock.Now();
+  reserved_end = me.end;
+  writing.push_back(&me);
+  awaiting.push_back(&me);
+  ++appends_in_flight;
+  std::string buffer;
+  if (!spare_buffers.empty()) {
+    buffer = std::move(spare_buffers.back());
+    spare_buffers.pop_back();
   }
-  // The leader. The members of the last group were released together and are coming
-  // back: waiting a moment for them to queue (PostgreSQL's commit_delay) makes one sync
-  // serve them all, where taking the queue at once would split them over two.
-  if (queue.size() < last_group_size) {
-    const auto deadline = std::chrono::steady_clock::now() + kGroupGather;
-    while (queue.size() < last_group_size) {
-      const auto now = std::chrono::steady_clock::now();
-      if (now >= deadline) break;
-      queue_grew.WaitFor(mu, deadline - now);
+  mu.Unlock();
+
+  buffer.clear();
+  char appended_at[kAppendTimeBytes];
+  EncodeAppendTime(me.appended_at, appended_at);
+  framing::Writer(me.start).AddRecord(me.sequence, std::string_view(appended_at, kAppendTimeBytes),
+                                      payload, &buffer);
+  Status status = MakeRoom(me.start, me.end);
+  if (status.ok()) {
+    InPlaceFile* file = nullptr;
+    bool overwrites = false;
+    {
+      MutexLock guard(&mu);
+      file = active.get();
+      overwrites = me.end <= segments.back().overwritable;
+      segments.back().allocated = std::max(segments.back().allocated, me.end);
     }
+    status = file->WriteAt(me.start, buffer);
+    // Over a recycled file's blocks, the disk can take the record now, while it waits for
+    // a sync; in new blocks that would allocate them a record at a time.
+    if (status.ok() && overwrites) file->StartWriteback(me.start, me.end - me.start);
   }
-  // Everything queued behind it, up to the group limit, goes in one write.
-  // Framing counts too: a queue of empty records must not make a group larger than the cap.
-  std::vector<PendingAppend*> group;
-  std::uint64_t group_bytes = 0;
-  for (PendingAppend* waiting : queue) {
-    const std::uint64_t bytes = waiting->payload.size() + kRecordOverhead;
-    if (!group.empty() && group_bytes + bytes > limits.group_bytes) break;
-    group.push_back(waiting);
-    group_bytes += bytes;
+
+  mu.Lock();
+  if (spare_buffers.size() < kMaxSpareBuffers && buffer.capacity() <= kMaxSpareBufferBytes) {
+    spare_buffers.push_back(std::move(buffer));
   }
-  last_group_size = group.size();
-  Status status = WriteGroup(group);
-  for (PendingAppend* member : group) {
-    if (member == &me) continue;
-    member->status = status;
-    member->done = true;
-    member->wakeup.Signal();
-  }
-  if (!status.ok()) return status;
+  WriteReturned(me, status.ok());
+  UPLINK_RETURN_IF_ERROR(AwaitDurable(me, status));
   return me.sequence;
 }
 
-void Spool::Impl::EncodeGroup(const std::vector<PendingAppend*>& group, std::uint64_t first,
-                              WallTime now, std::uint64_t offset) {
-  group_buffer.clear();
-  framing::Writer writer(offset);
-  char time[kAppendTimeBytes];
-  EncodeAppendTime(now, time);
-  for (size_t i = 0; i < group.size(); ++i) {
-    record_buffer.assign(time, sizeof time);
-    record_buffer.append(group[i]->payload);
-    writer.AddRecord(first + i, record_buffer, &group_buffer);
-  }
-}
-
-void Spool::Impl::PassLeadership(size_t members) {
-  for (size_t i = 0; i < members; ++i) queue.pop_front();
-  if (!queue.empty()) queue.front()->wakeup.Signal();
-}
-
-bool Spool::Impl::MustRoll() const {
-  return !active || roll_before_next_group || written_end >= limits.segment_bytes;
-}
-
-// Writing and syncing overlap: the leader writes its group and hands the queue on, then
-// waits until a sync covers its bytes. When no sync is under way, a waiting group starts one
-// that covers everything written so far, so one sync makes several groups durable at once,
-// while the next groups are encoded and written behind it (PostgreSQL flushes its WAL "up
-// to" a position the same way). When a write or a sync fails, every group not yet durable
-// fails; the first failed group cuts the segment back to the durable end once the others are
-// out (spool_impl.h). Passes the leadership on before it returns.
-Status Spool::Impl::WriteGroup(const std::vector<PendingAppend*>& group) {
-  // A new segment, or recovering from a failure, waits for the groups still in flight.
-  while (pipeline_failure || (groups_in_flight != 0 && MustRoll())) pipeline_changed.Wait(mu);
-  const WallTime now = clock.Now();
-  if (MustRoll()) {
+Status Spool::Impl::ReadyToReserve() {
+  while (true) {
+    if (pipeline_failure || write_failed || rolling) {
+      pipeline_changed.Wait(mu);
+      continue;
+    }
+    if (!MustRoll()) return Status::Ok();
+    // The file being synced never changes under a sync: a new segment waits for the
+    // appends still in flight.
+    if (appends_in_flight != 0) {
+      pipeline_changed.Wait(mu);
+      continue;
+    }
+    rolling = true;
     const std::uint64_t first = next_sequence;
     mu.Unlock();
     Status rolled = Roll(first);
     mu.Lock();
-    if (!rolled.ok()) {
-      PassLeadership(group.size());
-      return rolled.WithContext("appending to the spool");
-    }
+    rolling = false;
+    pipeline_changed.SignalAll();
+    if (!rolled.ok()) return rolled.WithContext("appending to the spool");
   }
-  // Reserved now, so that a failure of a group before this one sees it in flight.
-  const std::uint64_t first = next_sequence;
-  const std::uint64_t start = written_end;
-  ++groups_in_flight;
-  next_sequence = first + group.size();
-  mu.Unlock();
+}
 
-  EncodeGroup(group, first, now, start);
-  const std::uint64_t end = start + group_buffer.size();
-  Status status = MakeRoom(start);
-  if (status.ok()) {
-    InPlaceFile* file = nullptr;
-    {
-      MutexLock guard(&mu);
-      file = active.get();
-      written_end = end;
-      segments.back().allocated = std::max(segments.back().allocated, end);
-    }
-    status = file->WriteAt(start, group_buffer);
+bool Spool::Impl::MustRoll() const {
+  return !active || roll_before_next_record || reserved_end >= limits.segment_bytes;
+}
+
+void Spool::Impl::WriteReturned(PendingWrite& write, bool succeeded) {
+  if (!succeeded) {
+    // It stays in `writing`: nothing after it becomes durable, and nothing more is reserved
+    // until it is repaired, so that no record is written behind it for nothing.
+    write_failed = true;
+    writes_returned.SignalAll();
+    return;
   }
-  if (group_buffer.capacity() > 2 * kMaxGroupBytes) {
-    // A record near the limit (16 MiB by default) must not pin that much memory for good.
-    std::string().swap(group_buffer);
-    std::string().swap(record_buffer);
+  write.written = true;
+  while (!writing.empty() && writing.front()->written) {
+    const PendingWrite& done = *writing.front();
+    written_end = done.end;
+    unsynced.push_back(UnsyncedRecord{done.sequence, done.end, done.appended_at});
+    writing.pop_front();
   }
-  mu.Lock();
-  // A group that failed to write keeps the queue until it is repaired, so that no group
-  // is written behind it for nothing.
-  const bool leading = !status.ok();
-  if (status.ok()) {
-    unsynced.push_back(UnsyncedGroup{first, first + group.size() - 1, end, now});
-    PassLeadership(group.size());
-  }
+  writes_returned.SignalAll();
+}
+
+Status Spool::Impl::AwaitDurable(PendingWrite& write, Status written) {
+  Status status = std::move(written);
   while (true) {
     const std::uint64_t durable_end = segments.back().size;
-    // Durable first: a sync that covered this group counts even when a later group failed.
-    if (status.ok() && durable_end >= end) break;
+    // Durable first: a sync that covered this record counts even when a later one failed.
+    if (status.ok() && durable_end >= write.end) break;
     if (pipeline_failure) {
       Status failure = *pipeline_failure;
-      --groups_in_flight;
-      pipeline_changed.SignalAll();
-      if (leading) PassLeadership(group.size());
-      return failure.WithContext("appending to the spool (a group before it failed)");
+      LeaveFailed(write);
+      return failure.WithContext("appending to the spool (a record before it failed)");
     }
-    if (!status.ok() && durable_end >= start && !syncing) {
-      RepairFailedGroups(status, first, start);  // everything before it is durable
-      PassLeadership(group.size());
+    if (!status.ok() && durable_end >= write.start && !syncing) {
+      RepairFailure(status, write.sequence, write.start);  // everything before it is durable
       return status.WithContext("appending to the spool");
     }
-    if (status.ok() && !syncing) {
-      status = SyncWrittenGroups();
+    if (status.ok() && written_end >= write.end && !syncing) {
+      status = SyncWritten();
       if (!status.ok()) {
-        RepairFailedGroups(status, unsynced.front().first, segments.back().size);
+        RepairFailure(status, unsynced.front().sequence, segments.back().size);
         return status.WithContext("appending to the spool");
       }
       continue;
     }
-    pipeline_changed.Wait(mu);
+    write.changed.Wait(mu);
   }
-  for (size_t i = 0; i < group.size(); ++i) group[i]->sequence = first + i;
-  --groups_in_flight;
-  pipeline_changed.SignalAll();  // a roll or a repair may be waiting for the count
+  std::erase(awaiting, &write);
+  --appends_in_flight;
+  if (appends_in_flight <= 1) pipeline_changed.SignalAll();  // a roll or a repair may wait
   return Status::Ok();
 }
 
-Status Spool::Impl::SyncWrittenGroups() {
-  const std::uint64_t target = unsynced.back().end;
-  InPlaceFile* file = active.get();
+Status Spool::Impl::SyncWritten() {
   syncing = true;
+  // Records reserved before this sync started are being encoded and written: they are
+  // waited for (a write's time, not a sync's), so that the sync covers them instead of
+  // leaving them to wait for the whole next one.
+  const std::uint64_t reserved = reserved_end;
+  while (written_end < reserved && !write_failed) writes_returned.Wait(mu);
+  const std::uint64_t target = written_end;
+  InPlaceFile* file = active.get();
   mu.Unlock();
   Status status = file->Sync();
   mu.Lock();
@@ -178,21 +157,37 @@ Status Spool::Impl::SyncWrittenGroups() {
   segment.size = segment.readable_end = target;
   while (!unsynced.empty() && unsynced.front().end <= target) {
     if (last_durable <= state.consumed_through) oldest = unsynced.front().appended_at;
-    last_durable = unsynced.front().last;
+    last_durable = unsynced.front().sequence;
     unsynced.pop_front();
   }
-  pipeline_changed.SignalAll();
+  WakeAwaiting();
   return Status::Ok();
 }
 
-// The first failed group, or the group whose sync failed: once every other group in flight
-// has failed out, cuts the segment back to `start` (the durable end) and decides whether
-// the failed sequences, from `first`, may be used again.
-void Spool::Impl::RepairFailedGroups(const Status& status, std::uint64_t first,
-                                     std::uint64_t start) {
-  pipeline_failure = status;
+void Spool::Impl::WakeAwaiting() {
+  const std::uint64_t durable_end = segments.back().size;
+  for (PendingWrite* write : awaiting) {
+    write->changed.Signal();
+    if (write->end > durable_end) break;
+  }
+}
+
+void Spool::Impl::WakeAllAwaiting() {
+  for (PendingWrite* write : awaiting) write->changed.Signal();
+}
+
+void Spool::Impl::LeaveFailed(PendingWrite& write) {
+  std::erase(writing, &write);
+  std::erase(awaiting, &write);
+  --appends_in_flight;
   pipeline_changed.SignalAll();
-  while (groups_in_flight != 1) pipeline_changed.Wait(mu);
+}
+
+void Spool::Impl::RepairFailure(const Status& status, std::uint64_t first, std::uint64_t start) {
+  pipeline_failure = status;
+  WakeAllAwaiting();
+  pipeline_changed.SignalAll();
+  while (appends_in_flight != 1) pipeline_changed.Wait(mu);
   const std::uint64_t last_reserved = next_sequence - 1;
   const std::string path = SegmentPath(segments.back());
   InPlaceFile* file = active.get();
@@ -207,19 +202,23 @@ void Spool::Impl::RepairFailedGroups(const Status& status, std::uint64_t first,
         {{"dir", dir}, {"file", path}, {"error", cut}});
   }
   mu.Lock();
+  writing.clear();
+  awaiting.clear();
   unsynced.clear();
   if (cut.ok()) {
     next_sequence = first;
-    written_end = start;
+    reserved_end = written_end = start;
     segments.back().allocated = start;  // the cut shortened the file
+    segments.back().overwritable = std::min(segments.back().overwritable, start);
     // Start afresh after a failure, so that the records before it can be freed (disk full).
-    roll_before_next_group = start > 0;
+    roll_before_next_record = start > 0;
   } else {
     if (first <= last_reserved) abandoned.emplace_back(first, last_reserved);
-    roll_before_next_group = true;
+    roll_before_next_record = true;
   }
   pipeline_failure.reset();
-  --groups_in_flight;
+  write_failed = false;
+  --appends_in_flight;
   pipeline_changed.SignalAll();
 }
 
@@ -232,12 +231,12 @@ Status Spool::Impl::Roll(std::uint64_t first) {
       free_segments.pop_front();
     }
   }
-  Segment segment{first, 0, 0, 0, false};
+  Segment segment{.first = first};
   if (reused) {
     segment.recycled = true;
     Status renamed = fs.Rename(PathOf(FreeFileName(reused->name)), SegmentPath(segment));
     if (renamed.ok()) {
-      segment.allocated = reused->bytes;
+      segment.allocated = segment.overwritable = reused->bytes;
     } else {
       segment.recycled = false;
       SpoolLog().Warn("could not reuse a spool file; starting a new one",
@@ -261,12 +260,24 @@ Status Spool::Impl::Roll(std::uint64_t first) {
     }
     return status.WithContext("starting a spool segment");
   }
+  if (!segment.recycled) Preallocate(**file, segment);
   MutexLock guard(&mu);
   segments.push_back(segment);
   active = std::move(*file);
-  written_end = 0;
-  roll_before_next_group = false;
+  reserved_end = written_end = 0;
+  roll_before_next_record = false;
   return Status::Ok();
+}
+
+void Spool::Impl::Preallocate(InPlaceFile& file, Segment& segment) {
+  std::uint64_t room = 0;
+  {
+    MutexLock guard(&mu);
+    room = limits.max_bytes - std::min(limits.max_bytes, TotalBytes());
+  }
+  const std::uint64_t bytes = std::min(limits.segment_bytes, room);
+  // Not every file system can; appending then allocates as it goes.
+  if (bytes > 0 && file.Preallocate(bytes).ok()) segment.allocated = bytes;
 }
 
 Status Spool::Impl::DiscardFreeSegments() {
@@ -290,28 +301,28 @@ Status Spool::Impl::DiscardFreeSegments() {
   return result.WithContext("removing spool files kept for reuse");
 }
 
-std::uint64_t Spool::Impl::BytesAfterGroup(std::uint64_t start) const {
+std::uint64_t Spool::Impl::BytesAfterWrite(std::uint64_t start, std::uint64_t end) const {
   const Segment& newest = segments.back();
   const std::uint64_t footprint = std::max(newest.size, newest.allocated);
-  return TotalBytes() - footprint + std::max(footprint, start + group_buffer.size());
+  return TotalBytes() - footprint + std::max(footprint, end);
 }
 
-// Enforces the cap before the encoded group is written at `start` of the active segment:
+// Enforces the cap before bytes [start, end) of the active segment are written:
 // drops whole oldest segments, counting the waiting records they held, persists the cursor
 // past them, then removes them. The active segment never needs to go: it is below
-// segment_bytes (at most half the cap) or a new one was started, and a group is at most a
+// segment_bytes (at most half the cap) or a new one was started, and a record is at most a
 // quarter of the cap.
-Status Spool::Impl::MakeRoom(std::uint64_t start) {
+Status Spool::Impl::MakeRoom(std::uint64_t start, std::uint64_t end) {
   {
     MutexLock guard(&mu);
-    if (BytesAfterGroup(start) <= limits.max_bytes) return Status::Ok();
+    if (BytesAfterWrite(start, end) <= limits.max_bytes) return Status::Ok();
   }
   MutexLock io(&io_mu);
   while (true) {
     bool has_free = false;
     {
       MutexLock guard(&mu);
-      if (BytesAfterGroup(start) <= limits.max_bytes) return Status::Ok();
+      if (BytesAfterWrite(start, end) <= limits.max_bytes) return Status::Ok();
       has_free = !free_segments.empty();
     }
     // Files kept for reuse go before any waiting record does (if they can be removed).
@@ -326,7 +337,7 @@ Status Spool::Impl::MakeRoom(std::uint64_t start) {
     std::uint64_t consumed_before = 0;
     {
       MutexLock guard(&mu);
-      const std::uint64_t total = BytesAfterGroup(start);
+      const std::uint64_t total = BytesAfterWrite(start, end);
       if (total <= limits.max_bytes) return Status::Ok();
       next = state;
       consumed_before = state.consumed_through;
@@ -347,7 +358,7 @@ Status Spool::Impl::MakeRoom(std::uint64_t start) {
       }
     }
     if (doomed.empty()) {
-      return InternalError("a group of " + std::to_string(group_buffer.size()) +
+      return InternalError("a record of " + std::to_string(end - start) +
                            " bytes does not fit under the spool's cap of " +
                            std::to_string(limits.max_bytes) + " bytes");
     }

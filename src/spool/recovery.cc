@@ -52,7 +52,7 @@ Status Spool::Impl::Recover() {
             [](const SegmentFile& a, const SegmentFile& b) { return a.first < b.first; });
   std::deque<Segment> found;
   for (const SegmentFile& file : files) {
-    Segment segment{file.first, 0, 0, 0, file.recycled};
+    Segment segment{.first = file.first, .recycled = file.recycled};
     Result<std::uint64_t> size = fs.FileSize(SegmentPath(segment));
     if (!size.ok()) return size.status().WithContext("opening the spool");
     segment.size = segment.readable_end = segment.allocated = *size;
@@ -82,7 +82,7 @@ Status Spool::Impl::Recover() {
   UPLINK_RETURN_IF_ERROR(RecoverNewestSegment());
   {
     MutexLock guard(&mu);
-    written_end = segments.empty() ? 0 : segments.back().size;
+    reserved_end = written_end = segments.empty() ? 0 : segments.back().size;
     last_durable = next_sequence - 1;
     expected = state.consumed_through + 1;
   }
@@ -181,6 +181,12 @@ Status Spool::Impl::RecoverNewestSegment() {
     consumed = state.consumed_through;
   }
   const std::string path = SegmentPath(newest);
+  // Blocks preallocated past its end (a process stopped before it filled the segment) are
+  // released: the cap counts what Open finds, the files' sizes. Needs no free space.
+  if (Status released = fs.Truncate(path, newest.size); !released.ok()) {
+    SpoolLog().Warn("could not release blocks preallocated past the newest spool segment",
+                    {{"dir", dir}, {"segment", newest.name()}, {"error", released}});
+  }
   Result<std::unique_ptr<ReadableFile>> file = fs.OpenReadable(path);
   if (!file.ok()) return file.status().WithContext("opening the spool");
   CountingReporter damage;
@@ -224,12 +230,12 @@ Status Spool::Impl::RecoverNewestSegment() {
   }
   if (!holds_waiting && consumed + 1 >= newest.first) {
     // Nothing in it or before it waits: the next append starts a segment of its own. A file
-    // with anything after its last intact record is not reused: blocks of a torn group may
+    // with anything after its last intact record is not reused: blocks of a torn write may
     // lie there, past older data, with the sequences the next appends will take.
     if (RetireSegments({newest.first}, /*recycle=*/tail == 0).ok()) return Status::Ok();
   }
   if (tail > 0) {
-    // Also after a clean stop in a recycled file: a torn group's later blocks may lie
+    // Also after a clean stop in a recycled file: a torn write's later blocks may lie
     // beyond the earlier records, and must not outlive the reuse of their sequences.
     SpoolLog().Write(stale_tail ? ::uplink::log::Level::kInfo : ::uplink::log::Level::kWarn,
                      stale_tail ? "cutting a recycled file's earlier records off the newest "
@@ -240,7 +246,7 @@ Status Spool::Impl::RecoverNewestSegment() {
     MutexLock guard(&mu);
     Segment& segment = segments.back();
     if (!cut.ok()) {
-      // What stays may hold a torn group's records: their sequences are never reused, and
+      // What stays may hold a torn write's records: their sequences are never reused, and
       // the file never is either.
       next_sequence = std::max(next_sequence, past_tail);
       SpoolLog().Error("could not cut the torn write off; appends go to a new segment and skip "
@@ -282,7 +288,7 @@ bool Spool::Impl::AllZero(const ReadableFile& file, std::uint64_t from, std::uin
 }
 
 void Spool::Impl::AbandonNewestSegment() {
-  roll_before_next_group = true;
+  roll_before_next_record = true;
   if (next_sequence == segments.back().first) {
     abandoned.emplace_back(next_sequence, next_sequence);
     ++next_sequence;

@@ -34,9 +34,6 @@ Result<Limits> ResolveLimits(const SpoolOptions& options) {
         std::min(std::clamp<std::uint64_t>(options.max_bytes / 64, 64 << 10, 8 << 20),
                  options.max_bytes / 2);
   }
-  // With the record limit at a quarter of the cap, a group (and its framing) always fits once
-  // every older segment is dropped.
-  limits.group_bytes = std::min(kMaxGroupBytes, options.max_bytes / 4);
   return limits;
 }
 

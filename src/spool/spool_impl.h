@@ -1,26 +1,28 @@
 // The spool's private parts, shared by the files that implement it (LevelDB's db_impl.h):
 //   recovery.cc  Open: the directory, STATE, the files kept for reuse, the newest segment
-//   append.cc    Append: group commit, rolling segments, the cap, failed groups
+//   append.cc    Append: reserving, writing and syncing, rolling segments, the cap, failures
 //   read.cc      Read and Rewind: the reader's cursor and the damage it meets
 //   spool.cc     Consume, Stats, retiring segments, the oldest record's time, the interface
 //
-// Threads. Appends queue up as in LevelDB's DBImpl::Write: the caller at the front of the
-// queue (the leader) takes the queued records as one group and writes them without holding
-// `mu`, then hands the queue on and waits until a sync covers them (WriteGroup), and hands
-// every member of the group its sequence number or the shared error. Everything that
-// rewrites STATE or removes segments (Consume, Open, and the leader when the cap forces a
-// drop) holds `io_mu`, taken before `mu`, so that STATE is written in the order the cursor
-// moves and a removal never races another. Which mutex guards what is written on each
-// member below and checked by clang (mutex.h); what only one thread touches says so.
+// Threads. Appends run side by side, as PostgreSQL inserts WAL records: each caller reserves
+// its record's sequence number and place in the active segment under `mu`, then encodes and
+// writes it without holding `mu`, and waits until a sync covers it. A sync covers every
+// record written before it started, up to the first one still being written; while one runs,
+// the next records are written behind it, and the next sync covers them all (group commit
+// without a leader to hand over to). Everything that rewrites STATE or removes segments
+// (Consume, Open, and an Append when the cap forces a drop) holds `io_mu`, taken before
+// `mu`, so that STATE is written in the order the cursor moves and a removal never races
+// another. Which mutex guards what is written on each member below and checked by clang
+// (mutex.h); what only one thread touches says so.
 //
-// A failed group. When the write or the sync of a group fails, it and the groups written
-// behind it fail; the segment is truncated back to where the first of them began and the cut
-// synced. Sequence numbers are reused only when both succeed: no reader can have seen those
-// records (readers stop at the durable end), and a power loss cannot bring back records whose
-// Append failed. If either fails, the group's sequences are abandoned (never reused, and not
-// counted as corrupt when found missing) and the next group starts a new segment, away from
-// the unknown bytes. Either way, a failure after which the segment holds records also makes
-// the next group start a new segment, so that consuming can free the old one on a full disk.
+// A failed append. When the write of a record or a sync fails, every record not yet durable
+// fails with it; the segment is truncated back to the durable end and the cut synced.
+// Sequence numbers are reused only when both succeed: no reader can have seen those records
+// (readers stop at the durable end), and a power loss cannot bring back records whose Append
+// failed. If either fails, the sequences are abandoned (never reused, and not counted as
+// corrupt when found missing) and the next record starts a new segment, away from the
+// unknown bytes. Either way, a failure after which the segment holds records also makes the
+// next record start a new segment, so that consuming can free the old one on a full disk.
 #pragma once
 
 #include <chrono>
@@ -49,14 +51,12 @@ struct Limits {
   std::uint64_t max_bytes = 0;
   std::uint64_t max_record_bytes = 0;
   std::uint64_t segment_bytes = 0;
-  std::uint64_t group_bytes = 0;  // a group's payload and framing stop growing here
 };
 
-// How long a leader waits for the last group's members to queue again. A fraction of one
-// sync (about a millisecond here), and spent only while appends come from several threads.
-constexpr std::chrono::microseconds kGroupGather{200};
-// A group's payload stops growing here (LevelDB's figure), unless its first record is larger.
-constexpr std::uint64_t kMaxGroupBytes = 1 << 20;
+// Encoding buffers kept for the next appends, and the size above which one is let go of (a
+// record near the limit, 16 MiB by default, must not pin that much memory for good).
+constexpr size_t kMaxSpareBuffers = 16;
+constexpr size_t kMaxSpareBufferBytes = 2 << 20;
 // Records a reader has returned and that wait to be consumed, remembered so that the append
 // time of the oldest waiting record is known without I/O (a shipper's batch fits easily).
 constexpr size_t kMaxRememberedReads = 16384;
@@ -75,11 +75,14 @@ struct Spool::Impl {
     std::uint64_t first = 0;         // its first sequence (its name)
     std::uint64_t size = 0;          // bytes written, as far as this process knows
     std::uint64_t readable_end = 0;  // readers stop here: everything before is durable
-    // The file's size: larger than `size` while a recycled file is being overwritten (its
-    // previous records follow the new ones; readers stop at them: their sequences are lower).
+    // The disk the file takes: larger than `size` while a recycled file is being overwritten
+    // (its previous records follow the new ones; readers stop at them: their sequences are
+    // lower), or while a new one has blocks preallocated past its end.
     std::uint64_t allocated = 0;
+    // Bytes of a recycled file that it already had: writing there allocates no blocks.
+    std::uint64_t overwritable = 0;
     bool recycled = false;
-    // False when the file may hold a torn group's records past what was cut: never reused.
+    // False when the file may hold a torn write's records past what was cut: never reused.
     bool reusable = true;
     std::string name() const { return SegmentFileName(first, recycled); }
   };
@@ -89,19 +92,20 @@ struct Spool::Impl {
     std::uint64_t bytes = 0;
   };
 
-  // An Append waiting in the queue. Its fields are guarded by `mu`.
-  struct PendingAppend {
-    std::string_view payload;
-    bool done = false;
-    Status status;
+  // An Append from reserving its place in the active segment until its write returns. On
+  // its caller's stack; guarded by `mu`.
+  struct PendingWrite {
     std::uint64_t sequence = 0;
-    CondVar wakeup;
+    std::uint64_t start = 0, end = 0;  // its bytes in the active segment
+    WallTime appended_at;
+    bool written = false;  // its write returned, and succeeded
+    CondVar changed;       // it became durable, may start a sync, or failed
   };
 
-  // A group written to the active segment and not yet durable; they sync in order.
-  struct UnsyncedGroup {
-    std::uint64_t first = 0, last = 0;  // its sequences
-    std::uint64_t end = 0;              // where its bytes end in the active segment
+  // A record written to the active segment and not yet durable; they sync in order.
+  struct UnsyncedRecord {
+    std::uint64_t sequence = 0;
+    std::uint64_t end = 0;  // where its bytes end in the active segment
     WallTime appended_at;
   };
 
@@ -172,7 +176,7 @@ struct Spool::Impl {
   void RecoverFreeSegments(const std::vector<std::uint64_t>& numbers) EXCLUDES(mu);
   Status RecoverNewestSegment() REQUIRES(io_mu) EXCLUDES(mu);
   static bool AllZero(const ReadableFile& file, std::uint64_t from, std::uint64_t to);
-  // The newest segment takes no more appends: the next group starts a new one, whose name
+  // The newest segment takes no more appends: the next record starts a new one, whose name
   // (its first sequence) must differ from this one's.
   void AbandonNewestSegment() REQUIRES(mu);
 
@@ -199,28 +203,43 @@ struct Spool::Impl {
 
   // ---- Append (append.cc) ----------------------------------------------------------------
   Result<std::uint64_t> Append(std::string_view payload) EXCLUDES(io_mu, mu);
-  void EncodeGroup(const std::vector<PendingAppend*>& group, std::uint64_t first, WallTime now,
-                   std::uint64_t offset);
-  // Hands the front of the queue to the next leader.
-  void PassLeadership(size_t members) REQUIRES(mu);
-  // Whether the next group starts a new segment (which waits for the groups in flight).
+  // Waits until a record may be reserved in the active segment, starting a new segment when
+  // the active one is full (once the appends in flight are out).
+  Status ReadyToReserve() REQUIRES(mu) EXCLUDES(io_mu);
+  // Whether the next record starts a new segment.
   bool MustRoll() const REQUIRES(mu);
-  // Writes one group and returns once it is durable, releasing `mu` for the I/O.
-  Status WriteGroup(const std::vector<PendingAppend*>& group) REQUIRES(mu) EXCLUDES(io_mu);
-  // Syncs the active segment, making every group written so far durable; releases `mu` for
+  // Notes that `write` returned; records written without a gap before them become unsynced.
+  void WriteReturned(PendingWrite& write, bool succeeded) REQUIRES(mu);
+  // Waits until `write`'s record is durable, syncing when no sync covers it.
+  Status AwaitDurable(PendingWrite& write, Status written) REQUIRES(mu);
+  // Syncs the active segment, making every record written so far durable; releases `mu` for
   // the sync.
-  Status SyncWrittenGroups() REQUIRES(mu);
-  void RepairFailedGroups(const Status& status, std::uint64_t first, std::uint64_t start)
+  Status SyncWritten() REQUIRES(mu);
+  // Fails every record not yet durable, and once their appends are out cuts the segment back
+  // to `start` (the durable end) and decides whether the sequences from `first` may be used
+  // again.
+  void RepairFailure(const Status& status, std::uint64_t first, std::uint64_t start)
       REQUIRES(mu);
+  // An append leaves the pipeline, failed.
+  void LeaveFailed(PendingWrite& write) REQUIRES(mu);
+  // Wakes the appends whose records are now durable, and the first one that is not, which
+  // may start the next sync or repair a failure.
+  void WakeAwaiting() REQUIRES(mu);
+  // Wakes every append in flight (a failure is being repaired).
+  void WakeAllAwaiting() REQUIRES(mu);
   // Starts segment `first`, in a file kept for reuse when there is one, and makes its
   // directory entry durable before anything is written to it.
   Status Roll(std::uint64_t first) EXCLUDES(mu);
+  // Allocates a new segment file's blocks up front, as far as the cap leaves room (so that
+  // it never drops a record): appending to them needs no block allocation to be made
+  // durable with every sync, and no free space. A torn segment releases them at Open.
+  void Preallocate(InPlaceFile& file, Segment& segment) EXCLUDES(mu);
   // Gives the files kept for reuse back to the disk (the cap counts them).
   Status DiscardFreeSegments() REQUIRES(io_mu) EXCLUDES(mu);
-  // The disk the spool will hold once the encoded group is written at `start` of the active
-  // segment: in a recycled file the group overwrites bytes already counted.
-  std::uint64_t BytesAfterGroup(std::uint64_t start) const REQUIRES(mu);
-  Status MakeRoom(std::uint64_t start) EXCLUDES(io_mu, mu);
+  // The disk the spool will hold once bytes [start, end) of the active segment are written:
+  // in a recycled file a record overwrites bytes already counted.
+  std::uint64_t BytesAfterWrite(std::uint64_t start, std::uint64_t end) const REQUIRES(mu);
+  Status MakeRoom(std::uint64_t start, std::uint64_t end) EXCLUDES(io_mu, mu);
 
   // ---- Read (read.cc) --------------------------------------------------------------------
   Result<std::vector<SpoolRecord>> Read(size_t max_bytes, size_t max_records) EXCLUDES(mu);
@@ -248,33 +267,33 @@ struct Spool::Impl {
   // segments.back(), when appends may go there.
   std::unique_ptr<InPlaceFile> active GUARDED_BY(mu);
   std::deque<FreeSegment> free_segments GUARDED_BY(mu);  // consumed files kept for reuse
-  bool roll_before_next_group GUARDED_BY(mu) = false;
-  std::uint64_t next_sequence GUARDED_BY(mu) = 1;  // the next group's first
+  bool roll_before_next_record GUARDED_BY(mu) = false;
+  std::uint64_t next_sequence GUARDED_BY(mu) = 1;
   std::uint64_t last_durable GUARDED_BY(mu) = 0;
   // Sequences skipped after failures, as inclusive ranges.
   std::vector<std::pair<std::uint64_t, std::uint64_t>> abandoned GUARDED_BY(mu);
-  std::deque<PendingAppend*> queue GUARDED_BY(mu);
-  CondVar queue_grew;  // an Append queued behind the front
-  size_t last_group_size GUARDED_BY(mu) = 1;
-  // The write pipeline (WriteGroup): where the next group goes in the active segment, and
-  // the groups written but not yet synced.
+  // The write pipeline (Append). In the active segment: where the next record goes, the
+  // records reserved and not yet written without a gap before them (in order), the end of
+  // those that are (all before it is written), and the written ones not yet durable.
+  std::uint64_t reserved_end GUARDED_BY(mu) = 0;
+  std::deque<PendingWrite*> writing GUARDED_BY(mu);
+  std::deque<PendingWrite*> awaiting GUARDED_BY(mu);  // all appends in flight, in order
   std::uint64_t written_end GUARDED_BY(mu) = 0;
-  std::deque<UnsyncedGroup> unsynced GUARDED_BY(mu);  // in order
+  std::deque<UnsyncedRecord> unsynced GUARDED_BY(mu);
+  CondVar writes_returned;  // written_end moved, or a write failed
   bool syncing GUARDED_BY(mu) = false;
-  int groups_in_flight GUARDED_BY(mu) = 0;  // from reserving sequences until durable or failed
-  std::optional<Status> pipeline_failure GUARDED_BY(mu);  // set while the first failed group
-                                                          // repairs
-  CondVar pipeline_changed;
+  bool rolling GUARDED_BY(mu) = false;
+  bool write_failed GUARDED_BY(mu) = false;  // a failed write waits to be repaired
+  int appends_in_flight GUARDED_BY(mu) = 0;  // from reserving until durable or failed
+  std::optional<Status> pipeline_failure GUARDED_BY(mu);  // set while a failure is repaired
+  CondVar pipeline_changed;  // a roll or a repair ended, or an append left the pipeline
+  std::vector<std::string> spare_buffers GUARDED_BY(mu);
   std::optional<WallTime> oldest GUARDED_BY(mu);
   std::deque<PendingCorruption> pending_corruption GUARDED_BY(mu);  // in sequence order
   std::uint64_t unattributed_damage_bytes GUARDED_BY(mu) = 0;
   std::deque<ReadMark> returned GUARDED_BY(mu);      // returned by Read and waiting, in order
   std::uint64_t trimmed_through GUARDED_BY(mu) = 0;  // marks let go of for room, up to here
   std::optional<ReadMark> anchor GUARDED_BY(mu);     // where the record consumed_through ends
-
-  // The leader's buffers: used by the Append at the front of the queue only.
-  std::string group_buffer;
-  std::string record_buffer;
 
   // The reader's position: used by the reading thread only (Read and Rewind).
   ReaderReporter reporter;
