@@ -1,5 +1,7 @@
 // Append: reserving, writing and syncing records side by side, rolling segments, the cap and
 // failed appends (docs/spool.md, "Appending" and "The cap"; spool_impl.h has the threads).
+#include <unistd.h>
+
 #include <algorithm>
 
 #include "spool/log_writer.h"
@@ -7,6 +9,14 @@
 #include "spool/spool_impl.h"
 
 namespace uplink::spool {
+namespace {
+
+std::uint64_t PageSize() {
+  const long size = ::sysconf(_SC_PAGESIZE);
+  return size > 0 ? static_cast<std::uint64_t>(size) : 4096;
+}
+
+}  // namespace
 
 Result<std::uint64_t> Spool::Impl::Append(std::string_view payload) {
   if (payload.size() > limits.max_record_bytes) {
@@ -49,8 +59,11 @@ Result<std::uint64_t> Spool::Impl::Append(std::string_view payload) {
     }
     status = file->WriteAt(me.start, buffer);
     // Over a recycled file's blocks, the disk can take the record now, while it waits for
-    // a sync; in new blocks that would allocate them a record at a time.
-    if (status.ok() && overwrites) file->StartWriteback(me.start, me.end - me.start);
+    // a sync; in new blocks that would allocate them a record at a time. Its last page is
+    // left to the sync: the next record fills it, and writing it now would write it twice.
+    static const std::uint64_t page = PageSize();
+    const std::uint64_t from = me.start / page * page, to = me.end / page * page;
+    if (status.ok() && overwrites && to > from) file->StartWriteback(from, to - from);
   }
 
   mu.Lock();

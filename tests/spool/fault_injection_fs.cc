@@ -49,6 +49,7 @@ class MemoryFileSystem::File final : public ReadableFile, public InPlaceFile {
   void StartWriteback(std::uint64_t offset, std::uint64_t n) override {
     std::lock_guard lock(fs_.mutex_);
     ++fs_.calls_[FsOp::kStartWriteback];
+    fs_.writeback_ranges_.emplace_back(offset, offset + n);
   }
 
   Status Preallocate(std::uint64_t bytes) override {
@@ -333,6 +334,11 @@ std::uint64_t MemoryFileSystem::UsedBytesLocked() const {
     for (const auto& [name, node] : dir.entries) used += node->Allocated();
   }
   return used;
+}
+
+std::vector<std::pair<std::uint64_t, std::uint64_t>> MemoryFileSystem::WritebackRanges() const {
+  std::lock_guard lock(mutex_);
+  return writeback_ranges_;
 }
 
 int MemoryFileSystem::Calls(FsOp op) const {

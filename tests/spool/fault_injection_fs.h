@@ -73,6 +73,8 @@ class MemoryFileSystem final : public FileSystem {
   std::optional<std::uint64_t> AllocatedBytes(const std::string& path) const;
   // How many times `op` was called (failed calls included).
   int Calls(FsOp op) const;
+  // The ranges StartWriteback was asked for, as [offset, offset + n).
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> WritebackRanges() const;
   // Runs before every file Sync, outside the file system's lock (a test can hold a sync).
   void SetBeforeFileSync(std::function<void()> hook);
   // Runs before every WriteAt, outside the file system's lock (a test can hold a write).
@@ -133,6 +135,7 @@ class MemoryFileSystem final : public FileSystem {
   mutable std::mutex mutex_;
   std::map<std::string, Dir> dirs_;
   std::map<FsOp, int> calls_;
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> writeback_ranges_;
   std::multimap<FsOp, Fault> faults_;
   std::optional<std::uint64_t> capacity_;
   bool preallocation_ = false;
