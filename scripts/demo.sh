@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# `make demo`: a simulated GPU cluster (uplink-kubesim), the console and the inventory agent,
-# all on loopback. Prints the console URL and an admin API key; Ctrl-C stops everything and
-# removes the demo's files.
+# `make demo`: a simulated GPU cluster (uplink-kubesim), the console, and the inventory agent,
+# the cluster agent and a node agent per GPU node, all on loopback. Prints the console URL and
+# an admin API key; Ctrl-C stops everything and removes the demo's files.
 set -euo pipefail
 umask 077  # the demo directory holds the admin key and the agent token
 
@@ -76,18 +76,27 @@ echo "==> starting the inventory agent"
   --status-configmap uplink-agent-status --health-listen 127.0.0.1:0 >"$dir/agent.log" 2>&1 &
 pids+=($!)
 
-echo "==> starting the cluster agent (the console's read-only kubectl) and a node agent"
+echo "==> starting the cluster agent (the console's read-only kubectl)"
 UPLINK_API_KEY=$admin_key "$bin/uplink" --console "$url" connections namespaces demo-gpu-cluster \
   --all >/dev/null || fail "setting the connection's namespace scope failed"
 "$bin/uplink-agent" cluster --console "$url" --token-file "$dir/agent-token" \
   --state-dir "$dir/cluster-spool" --listen 127.0.0.1:0 --kubectl "$(command -v kubectl)" \
   --kubeconfig "$dir/kubeconfig" --cache-dir "$dir/kubectl-cache" >"$dir/cluster-agent.log" 2>&1 &
 pids+=($!)
-# This machine's own /proc stands in for a GPU node's (no GPU here: the GPU collector says so).
-"$bin/uplink-agent" node --console "$url" --token-file "$dir/agent-token" \
-  --state-dir "$dir/node-spool" --node-name demo-node --listen 127.0.0.1:0 \
-  >"$dir/node-agent.log" 2>&1 &
-pids+=($!)
+
+# One node agent per GPU node, as the chart's DaemonSet runs them, each under its node's name
+# so that every node of the inventory has its charts. This machine's own /proc stands in for
+# each node's (the same figures on every node; no GPU here: the GPU collector says so).
+gpu_nodes=$(kubectl --kubeconfig "$dir/kubeconfig" --cache-dir "$dir/kube-cache" get nodes \
+  -l nvidia.com/gpu.present=true -o 'jsonpath={.items[*].metadata.name}' 2>>"$dir/kubectl.log") ||
+  fail "kubectl could not list the cluster's GPU nodes" "$dir/kubectl.log"
+echo "==> starting a node agent on each GPU node: $gpu_nodes"
+for node in $gpu_nodes; do
+  "$bin/uplink-agent" node --console "$url" --token-file "$dir/agent-token" \
+    --state-dir "$dir/node-spool-$node" --node-name "$node" --listen 127.0.0.1:0 \
+    >"$dir/node-agent-$node.log" 2>&1 &
+  pids+=($!)
+done
 
 reported() {
   curl -sf -H @"$dir/auth-header" "$url/api/v1/connections" | grep -q '"liveness":"connected"'

@@ -8,27 +8,16 @@
 //
 //   node approvals.test.mjs --console BUILD/bin/uplink-console [--chromium /usr/bin/chromium]
 //                           [--screenshots DIR]
-import { execFileSync } from 'node:child_process';
-import { mkdtempSync, mkdirSync } from 'node:fs';
+import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import assert from 'node:assert/strict';
-import { chromium } from 'playwright-core';
 import {
-  Processes, call, expectStatus, freePort, lowContrastText, option, runTest, waitUntil,
+  Processes, adminEmail as email, adminPassword as password, call, expectStatus, launchChromium, newPage,
+  runTest, screenshots, signIn, startConsole, testOptions,
 } from './support.mjs';
 
-const consoleBinary = option('console');
-const chromiumPath = option('chromium', '/usr/bin/chromium');
-const screenshots = option('screenshots', join(tmpdir(), 'uplink-browser-screenshots'));
-if (!consoleBinary) {
-  console.error('usage: node approvals.test.mjs --console PATH [--chromium PATH] [--screenshots DIR]');
-  process.exit(2);
-}
-mkdirSync(screenshots, { recursive: true });
-
-const password = 'correct horse battery staple';
-const email = 'admin@example.com';
+const options = testOptions(['console']);
 const dataDir = mkdtempSync(join(tmpdir(), 'uplink-browser-approvals-'));
 const processes = new Processes();
 let browser = null;
@@ -62,14 +51,7 @@ function snapshots() {
 }
 
 async function main() {
-  const apiKey = execFileSync(consoleBinary, ['init', '--data-dir', dataDir, '--admin-email', email],
-                              { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
-  const port = await freePort();
-  const base = 'http://127.0.0.1:' + port;
-  processes.start('uplink-console', [consoleBinary, 'serve', '--data-dir', dataDir, '--listen', '127.0.0.1:' + port]);
-  await waitUntil('uplink-console to answer /healthz', async () => (await fetch(base + '/healthz')).ok, 30);
-  const me = await expectStatus(call(base, 'GET', '/api/v1/me', apiKey), 200);
-  await expectStatus(call(base, 'POST', '/api/v1/users/' + me.user.id + '/password', apiKey, { password }), 200);
+  const { apiKey, base } = await startConsole(processes, options.console, dataDir);
   // The scope chosen with the connection.
   const east = await expectStatus(call(base, 'POST', '/api/v1/connections', apiKey,
                                        { agent_name: 'cluster', cluster_name: 'gpu-east', namespaces: ['ml'] }), 201);
@@ -90,29 +72,19 @@ async function main() {
     return poll.commands[0].argv;
   };
 
-  browser = await chromium.launch({ executablePath: chromiumPath, headless: true, args: ['--no-sandbox'] });
-  const context = await browser.newContext({ viewport: { width: 1400, height: 900 } });
-  const page = await context.newPage();
-  const pageErrors = [];
-  page.on('pageerror', (error) => pageErrors.push(error.message));
-  page.on('dialog', (dialog) => dialog.accept());
-  const shots = async (name) => {
-    for (const width of [1400, 800]) {
-      await page.setViewportSize({ width, height: 900 });
-      await page.screenshot({ path: join(screenshots, name + '-' + width + '.png'), fullPage: true });
-      assert.deepEqual(await lowContrastText(page), [], name + ' at ' + width + ' px');
-    }
-    await page.setViewportSize({ width: 1400, height: 900 });
-  };
+  // The cluster role has asked for commands: kubectl can run from the page.
+  await expectStatus(call(base, 'POST', '/api/v1/agent/commands/poll', east.token,
+                          { agent_instance: 'cluster-0', wait_seconds: 0 }), 200);
 
-  await page.goto(base + '/');
-  await page.getByLabel('Email').fill(email);
-  await page.getByLabel('Password', { exact: true }).fill(password);
-  await page.getByRole('button', { name: 'Sign in' }).click();
+  browser = await launchChromium(options.chromium);
+  const page = await newPage(browser);
+  const shots = (name) => screenshots(page, options.screenshots, name);
+  await signIn(page, base);
   await page.locator('tr[data-connection="gpu-east"]').getByRole('link', { name: 'gpu-east' }).click();
+  await page.locator('nav.tabs').getByRole('link', { name: 'Settings' }).click();
 
   // A rule, added in the page: kubectl logs in ml waits for approval.
-  const rules = page.locator('section[aria-labelledby="approvals-title"]');
+  const rules = page.locator('section[aria-labelledby="rules-title"]');
   await rules.getByText('No rules: every allowed command runs at once.').waitFor();
   await rules.getByLabel('Verb').selectOption('logs');
   await rules.getByLabel('Namespace').fill('ml');
@@ -151,12 +123,12 @@ async function main() {
 
   // Typed in the page's kubectl console: it says it waits, and shows the output once approved
   // (here by the API key: another credential than the page's session).
-  await page.goto(base + '/#/connections/' + east.id);
+  await page.goto(base + '/#/connections/' + east.id + '/kubectl');
   await page.getByLabel('Command').fill('kubectl logs -n ml trainer-1');
   await page.getByRole('button', { name: 'Run' }).click();
   const entry = page.locator('.history li').first();
   await entry.locator('.status').filter({ hasText: 'waiting for approval' }).waitFor();
-  assert.match(await entry.innerText(), /uplink approvals approve cmd_/);
+  assert.match(await entry.innerText(), /approves or rejects it on the Approvals page/);
   const pending = page.locator('section[aria-labelledby="approvals-title"] li.approval');
   await pending.waitFor();
   await shots('connection-approvals');
@@ -181,6 +153,7 @@ async function main() {
   assert.equal(rejected.reason, 'not during the incident');
 
   // Pod right-sizing: each pod's requests and limits beside its hour of usage, flagged.
+  await page.locator('nav.tabs').getByRole('link', { name: /^Workloads/ }).click();
   const sizing = page.locator('section[aria-labelledby="rightsizing-title"]');
   const trainer = sizing.locator('tbody[data-pod="ml/trainer-0"]');
   await trainer.waitFor();
@@ -207,7 +180,7 @@ async function main() {
   const scope = await expectStatus(call(base, 'GET', '/api/v1/connections/' + west.id + '/namespaces', apiKey), 200);
   assert.deepEqual(scope.namespaces, ['dev', 'ml']);
 
-  assert.deepEqual(pageErrors, []);
+  assert.deepEqual(page.errors, []);
 }
 
 await runTest(main, { processes, browser: () => browser, dir: dataDir, reportBytes: 4000 });

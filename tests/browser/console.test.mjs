@@ -8,27 +8,17 @@
 //
 //   node console.test.mjs --console BUILD/bin/uplink-console [--chromium /usr/bin/chromium]
 //                         [--screenshots DIR]
-import { execFileSync } from 'node:child_process';
-import { mkdtempSync, mkdirSync } from 'node:fs';
+import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import assert from 'node:assert/strict';
-import { chromium } from 'playwright-core';
 import {
-  Processes, call, expectStatus, freePort, lowContrastText, option, runTest, waitUntil,
+  Processes, adminEmail as email, adminPassword as password, call, chartPixels, expectStatus, launchChromium,
+  lowContrastText, newPage, runTest, startConsole, testOptions,
 } from './support.mjs';
 
-const consoleBinary = option('console');
-const chromiumPath = option('chromium', '/usr/bin/chromium');
-const screenshots = option('screenshots', join(tmpdir(), 'uplink-browser-screenshots'));
-if (!consoleBinary) {
-  console.error('usage: node console.test.mjs --console PATH [--chromium PATH] [--screenshots DIR]');
-  process.exit(2);
-}
-mkdirSync(screenshots, { recursive: true });
-
-const password = 'correct horse battery staple';
-const email = 'admin@example.com';
+const options = testOptions(['console']);
+const screenshots = options.screenshots;
 const markup = '<script>window.__xss = 1</script><b>bold</b><img src=x onerror="window.__xss=2">';
 
 const dataDir = mkdtempSync(join(tmpdir(), 'uplink-browser-'));
@@ -45,18 +35,10 @@ function nodeJson(i) {
 }
 
 async function main() {
-  const apiKey = execFileSync(consoleBinary, ['init', '--data-dir', dataDir, '--admin-email', email],
-                              { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
-  assert.match(apiKey, /^uk_/);
-  const port = await freePort();
-  const base = 'http://127.0.0.1:' + port;
-  processes.start('uplink-console', [consoleBinary, 'serve', '--data-dir', dataDir, '--listen', '127.0.0.1:' + port]);
-  await waitUntil('uplink-console to answer /healthz', async () => (await fetch(base + '/healthz')).ok, 30);
+  const { apiKey, base } = await startConsole(processes, options.console, dataDir);
 
-  // Data through the API: a password for the admin, a connection that reported, one that
-  // never did, a namespace scope and a cluster snapshot with markup in its output.
-  const me = await expectStatus(call(base, 'GET', '/api/v1/me', apiKey), 200);
-  await expectStatus(call(base, 'POST', '/api/v1/users/' + me.user.id + '/password', apiKey, { password }), 200);
+  // Data through the API: a connection that reported, one that never did, a namespace scope
+  // and a cluster snapshot with markup in its output.
   const east = await expectStatus(call(base, 'POST', '/api/v1/connections', apiKey,
                                        { agent_name: 'inventory', cluster_name: 'gpu-east' }), 201);
   await expectStatus(call(base, 'POST', '/api/v1/connections', apiKey,
@@ -104,13 +86,14 @@ async function main() {
     } })),
   }, { 'Content-Encoding': 'gzip' }), 200);
 
-  browser = await chromium.launch({ executablePath: chromiumPath, headless: true,
-                                    args: ['--no-sandbox'] });
-  const context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
-  const page = await context.newPage();
-  const pageErrors = [];
-  page.on('pageerror', (error) => pageErrors.push(error.message));
-  page.on('dialog', (dialog) => dialog.accept());
+  // The cluster role has asked for commands: kubectl can run from the page.
+  await expectStatus(call(base, 'POST', '/api/v1/agent/commands/poll', east.token,
+                          { agent_instance: 'cluster-0', wait_seconds: 0 }), 200);
+
+  browser = await launchChromium(options.chromium);
+  const page = await newPage(browser, { viewport: { width: 1280, height: 800 } });
+  const context = page.context();
+  const pageErrors = page.errors;
   const shot = (name) => page.screenshot({ path: join(screenshots, name + '.png'), fullPage: true });
 
   // Sign in.
@@ -137,12 +120,12 @@ async function main() {
   // Connections: badges with colour class and text; the never-reported one waits.
   const eastRow = page.locator('tr[data-connection="gpu-east"]');
   await eastRow.waitFor();
-  assert.equal(await eastRow.locator('.badge').getAttribute('data-status'), 'connected');
-  assert.equal((await eastRow.locator('.badge').innerText()).trim(), 'connected');
+  assert.equal(await eastRow.locator('.badge[data-status]').getAttribute('data-status'), 'connected');
+  assert.equal((await eastRow.locator('.badge[data-status]').innerText()).trim(), 'connected');
   assert.match(await eastRow.innerText(), /\d+ s ago/);
   assert.match(await eastRow.innerText(), /16 \/ 16|8 \/ 16/);
   const westRow = page.locator('tr[data-connection="pending-west"]');
-  assert.equal((await westRow.locator('.badge').innerText()).trim(), 'Waiting for agent');
+  assert.equal((await westRow.locator('.badge[data-status]').innerText()).trim(), 'Waiting for agent');
   await shot('connections');
   assert.deepEqual(await lowContrastText(page), [], 'connections');
 
@@ -185,11 +168,11 @@ async function main() {
     console_url: 'https://console.example.com', selector: 'nvidia.com/gpu.present=true,pool=a',
   }), 200);
 
-  // A connection's page: nodes, and the cluster view's markup as text.
+  // A connection's page: its overview, its nodes, and the cluster view's markup as text.
   await eastRow.getByRole('link', { name: 'gpu-east' }).click();
-  await page.getByRole('heading', { name: 'Nodes' }).waitFor();
+  await page.getByRole('heading', { name: 'Agents' }).waitFor();
   // The selector asked for beside the one the agent reports, and that they differ.
-  const selectorFact = await page.locator('[data-selector]').innerText();
+  const selectorFact = await page.locator('dl.facts [data-selector]').innerText();
   assert.ok(selectorFact.includes('install: nvidia.com/gpu.present=true,pool=a'), selectorFact);
   assert.ok(selectorFact.includes('agent reports: nvidia.com/gpu.present=true'), selectorFact);
   assert.ok(selectorFact.includes('they differ'), selectorFact);
@@ -197,40 +180,37 @@ async function main() {
   assert.equal(await mismatch.count(), 1);
   assert.match(await mismatch.innerText(), /cluster_mismatch/);
   assert.match(await mismatch.innerText(), /127\.0\.0\.1/);
+  await page.locator('nav.tabs').getByRole('link', { name: /^Nodes/ }).click();
+  await page.locator('table.nodes tbody tr').first().waitFor();
   assert.equal(await page.locator('table.nodes tbody tr').count(), 2);
   await page.getByLabel('Filter nodes').fill('node-1');
   assert.equal(await page.locator('table.nodes tbody tr').count(), 1);
   await page.getByLabel('Filter nodes').fill('');
 
   // A node's charts: drawn from the series API, with the series' own colour on the canvas.
-  await page.locator('table.nodes tbody tr', { hasText: 'gpu-node-0' }).getByRole('button', { name: 'Show' }).click();
+  await page.getByRole('link', { name: 'Show the charts of gpu-node-0' }).click();
   // Memory total beside memory used: 540000000000 bytes is 502.9 GiB.
   const nodeRow = page.locator('table.nodes tbody tr', { hasText: 'gpu-node-0' });
   const headers = await page.locator('table.nodes thead th').allInnerTexts();
   const totalColumn = headers.map((t) => t.trim()).indexOf('Memory total');
   assert.equal(totalColumn, headers.map((t) => t.trim()).indexOf('Memory used') + 1, JSON.stringify(headers));
-  assert.equal((await nodeRow.locator('td').nth(totalColumn).innerText()).trim(), '502.9 GiB');
+  assert.equal((await nodeRow.locator(':scope > *').nth(totalColumn).innerText()).trim(), '502.9 GiB');
   for (const metric of ['cpu_percent', 'memory_used_bytes', 'gpu_utilization_percent',
                         'network_receive_bytes_per_second', 'network_transmit_bytes_per_second',
                         'disk_read_bytes_per_second', 'disk_written_bytes_per_second']) {
     const chart = page.locator('figure.chart[data-metric="' + metric + '"]');
     await chart.locator('canvas').waitFor();
     assert.equal((await chart.locator('figcaption').innerText()).includes('no data'), false, metric);
-    const seriesPixels = await chart.locator('canvas').evaluate((canvas) => {
-      const { data } = canvas.getContext('2d').getImageData(0, 0, canvas.width, canvas.height);
-      let count = 0;
-      for (let i = 0; i < data.length; i += 4) {
-        // The first series' stroke, #2563eb, give or take anti-aliasing.
-        if (Math.abs(data[i] - 37) < 40 && Math.abs(data[i + 1] - 99) < 40 && data[i + 2] > 190) count++;
-      }
-      return count;
-    });
+    // The first series' stroke, #2563eb.
+    const seriesPixels = (await chartPixels(chart)).count;
     assert.ok(seriesPixels > 20, metric + ': ' + seriesPixels + ' pixels of the series colour');
   }
   await page.getByLabel('Range').selectOption('6h');
   await page.locator('figure.chart[data-metric="cpu_percent"] canvas').waitFor();
   await shot('node-charts');
   assert.deepEqual(await lowContrastText(page), [], 'node-charts');
+  await page.locator('nav.tabs').getByRole('link', { name: /^Workloads/ }).click();
+  await page.locator('details.raw > summary').click();
   const output = page.locator('details.result pre.output').first();
   await output.waitFor();
   assert.ok((await output.textContent()).includes(markup));
@@ -238,6 +218,7 @@ async function main() {
 
   // The kubectl console: a refusal shows its reason; an allowed command's output with markup
   // shows as text. A poll made here plays the cluster role's agent.
+  await page.locator('nav.tabs').getByRole('link', { name: 'kubectl' }).click();
   await page.getByLabel('Command').fill('kubectl get secrets -n ml');
   await page.getByRole('button', { name: 'Run' }).click();
   const refused = page.locator('.history li').first();

@@ -10,26 +10,20 @@
 //   node live_cluster.test.mjs --bin BUILD/bin [--kubectl /usr/bin/kubectl]
 //                              [--chromium /usr/bin/chromium] [--screenshots DIR]
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import assert from 'node:assert/strict';
-import { chromium } from 'playwright-core';
 import {
-  Processes, call, expectStatus, freePort, option, runTest, waitUntil,
+  Processes, adminPassword as password, call, expectStatus, launchChromium, newPage, runTest, signIn, startConsole,
+  testOptions, waitUntil,
 } from './support.mjs';
-const binDir = option('bin') && resolve(option('bin'));
-const kubectlPath = option('kubectl', '/usr/bin/kubectl');
-const chromiumPath = option('chromium', '/usr/bin/chromium');
-const screenshots = option('screenshots', join(tmpdir(), 'uplink-browser-screenshots'));
-if (!binDir) {
-  console.error('usage: node live_cluster.test.mjs --bin DIR [--kubectl PATH] [--chromium PATH] [--screenshots DIR]');
-  process.exit(2);
-}
-mkdirSync(screenshots, { recursive: true });
 
-const password = 'correct horse battery staple';
-const email = 'admin@example.com';
+const options = testOptions(['bin'], ['kubectl']);
+const binDir = resolve(options.bin);
+const kubectlPath = options.kubectl || '/usr/bin/kubectl';
+const screenshots = options.screenshots;
+
 const dir = mkdtempSync(join(tmpdir(), 'uplink-live-'));
 // Children and kubectl see a private HOME and no inherited KUBECONFIG.
 const childEnv = { ...process.env, HOME: dir, KUBECONFIG: '' };
@@ -51,33 +45,19 @@ async function main() {
   await waitUntil('uplink-kubesim to write its kubeconfig', () => readFileSync(kubeconfig, 'utf8').length > 0, 30);
 
   // The console and its admin's password, set through the API.
-  const apiKey = execFileSync(bin('uplink-console'), ['init', '--data-dir', join(dir, 'console'),
-                                                      '--admin-email', email],
-                              { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
-  assert.match(apiKey, /^uk_/);
-  const port = await freePort();
-  const base = 'http://127.0.0.1:' + port;
-  processes.start('uplink-console', [bin('uplink-console'), 'serve', '--data-dir', join(dir, 'console'),
-                                     '--listen', '127.0.0.1:' + port, '--report-interval', '10s']);
-  await waitUntil('uplink-console to answer /healthz', async () => (await fetch(base + '/healthz')).ok, 30);
-  const me = await expectStatus(call(base, 'GET', '/api/v1/me', apiKey), 200);
-  await expectStatus(call(base, 'POST', '/api/v1/users/' + me.user.id + '/password', apiKey, { password }), 200);
+  const { apiKey, base } = await startConsole(processes, bin('uplink-console'), join(dir, 'console'),
+                                              ['--report-interval', '10s']);
 
   // The status ConfigMap the inventory agent patches, made with real kubectl.
   kubectl(kubeconfig, ['-n', 'uplink-system', 'create', 'configmap', 'uplink-agent-status']);
 
-  browser = await chromium.launch({ executablePath: chromiumPath, headless: true, args: ['--no-sandbox'] });
-  const context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
-  const page = await context.newPage();
-  const pageErrors = [];
-  page.on('pageerror', (error) => pageErrors.push(error.message));
-  page.on('dialog', (dialog) => dialog.accept());
+  browser = await launchChromium(options.chromium);
+  const page = await newPage(browser, { viewport: { width: 1280, height: 800 } });
+  const context = page.context();
+  const pageErrors = page.errors;
   page.setDefaultTimeout(60000);
   const shot = (name) => page.screenshot({ path: join(screenshots, name + '.png'), fullPage: true });
-  await page.goto(base + '/');
-  await page.getByLabel('Email').fill(email);
-  await page.getByLabel('Password', { exact: true }).fill(password);
-  await page.getByRole('button', { name: 'Sign in' }).click();
+  await signIn(page, base);
 
   // The connection, created in the Tokens page (the password confirmed first); its token,
   // shown once, taken with the Copy button and written where the agents read it.
@@ -97,6 +77,8 @@ async function main() {
   const tokenFile = join(dir, 'agent-token');
   writeFileSync(tokenFile, token + '\n', { mode: 0o600 });
   await page.getByRole('button', { name: 'I stored the token' }).click();
+  // The card closes once the install choice is kept; the row was there before it.
+  await page.locator('pre[data-token]').waitFor({ state: 'detached' });
   await page.locator('tr[data-connection="live-gpu"]').waitFor();
   assert.equal((await page.content()).includes(token), false);
   const listed = await expectStatus(call(base, 'GET', '/api/v1/connections', apiKey), 200);
@@ -108,7 +90,7 @@ async function main() {
   await page.getByRole('link', { name: 'Connections' }).click();
   const row = page.locator('tr[data-connection="live-gpu"]');
   await row.waitFor();
-  assert.equal((await row.locator('.badge').innerText()).trim(), 'Waiting for agent');
+  assert.equal((await row.locator('.badge[data-status]').innerText()).trim(), 'Waiting for agent');
   await shot('live-waiting');
 
   // The inventory agent's first report turns the badge connected without a reload.
@@ -116,7 +98,7 @@ async function main() {
     bin('uplink-agent'), 'inventory', '--console', base, '--token-file', tokenFile, '--kubeconfig', kubeconfig,
     '--namespace', 'uplink-system', '--status-configmap', 'uplink-agent-status', '--health-listen', '127.0.0.1:0']);
   await row.locator('.badge[data-status="connected"]').waitFor();
-  assert.equal((await row.locator('.badge').innerText()).trim(), 'connected');
+  assert.equal((await row.locator('.badge[data-status]').innerText()).trim(), 'connected');
   assert.match(await row.innerText(), /16 \/ 16/);
   await shot('live-active');
 
@@ -127,13 +109,17 @@ async function main() {
 
   // The namespace scope, set in the page; then `get pods -A` shows the crash-looping pod.
   await row.getByRole('link', { name: 'live-gpu' }).click();
-  await page.getByRole('heading', { name: 'Nodes' }).waitFor();
+  await page.locator('nav.tabs').getByRole('link', { name: /^Nodes/ }).click();
+  await page.locator('table.nodes tbody tr').first().waitFor();
   assert.equal(await page.locator('table.nodes tbody tr').count(), 2);
+  await page.locator('nav.tabs').getByRole('link', { name: 'Settings' }).click();
   await page.getByLabel(/^Namespaces/).fill('*');
   await page.getByRole('button', { name: 'Save scope' }).click();
   await page.getByText('Allowed: *').waitFor();
   const scope = await expectStatus(call(base, 'GET', '/api/v1/connections/' + connection.id + '/namespaces', apiKey), 200);
   assert.deepEqual(scope.namespaces, ['*']);
+  // Run waits until the cluster agent is connected (it is disabled until then).
+  await page.locator('nav.tabs').getByRole('link', { name: 'kubectl' }).click();
   await page.getByLabel('Command').fill('kubectl get pods -A');
   await page.getByRole('button', { name: 'Run' }).click();
   const ran = page.locator('.history li').first();
@@ -165,7 +151,7 @@ async function main() {
   // Revoke in the page: the badge says so, and the new token is refused too.
   await rotatedRow.getByRole('button', { name: 'Revoke' }).click();
   await rotatedRow.locator('.badge[data-status="revoked"]').waitFor();
-  assert.equal((await rotatedRow.locator('.badge').innerText()).trim(), 'revoked');
+  assert.equal((await rotatedRow.locator('.badge[data-status]').innerText()).trim(), 'revoked');
   await expectStatus(call(base, 'GET', '/api/v1/agent/whoami', newToken), 401);
   await shot('live-revoked');
   assert.deepEqual(pageErrors, []);

@@ -5,27 +5,17 @@
 // 800 px wide go to --screenshots.
 //
 //   node runs.test.mjs --console BUILD/bin/uplink-console [--chromium PATH] [--screenshots DIR]
-import { execFileSync } from 'node:child_process';
-import { mkdtempSync, mkdirSync } from 'node:fs';
+import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import assert from 'node:assert/strict';
-import { chromium } from 'playwright-core';
 import {
-  Processes, call, expectStatus, freePort, lowContrastText, option, runTest, waitUntil,
+  Processes, call, chartPixels, expectStatus, launchChromium, lowContrastText, newPage, runTest, signIn, startConsole,
+  testOptions, waitUntil,
 } from './support.mjs';
 
-const consoleBinary = option('console');
-const chromiumPath = option('chromium', '/usr/bin/chromium');
-const screenshots = option('screenshots', join(tmpdir(), 'uplink-browser-screenshots'));
-if (!consoleBinary) {
-  console.error('usage: node runs.test.mjs --console PATH [--chromium PATH] [--screenshots DIR]');
-  process.exit(2);
-}
-mkdirSync(screenshots, { recursive: true });
-
-const password = 'correct horse battery staple';
-const email = 'admin@example.com';
+const options = testOptions(['console']);
+const screenshots = options.screenshots;
 const markup = '<img src=x onerror="window.__xss=1">';
 const dataDir = mkdtempSync(join(tmpdir(), 'uplink-browser-runs-'));
 const processes = new Processes();
@@ -79,46 +69,22 @@ function runsUpload() {
   };
 }
 
-// Pixels of `colour` ([r, g, b]) on a chart's canvas, give or take anti-aliasing.
-async function pixelsOf(chart, colour) {
-  return chart.locator('canvas').evaluate((canvas, [r, g, b]) => {
-    const { data } = canvas.getContext('2d').getImageData(0, 0, canvas.width, canvas.height);
-    let count = 0;
-    for (let i = 0; i < data.length; i += 4) {
-      if (Math.abs(data[i] - r) < 40 && Math.abs(data[i + 1] - g) < 40 && Math.abs(data[i + 2] - b) < 40) count++;
-    }
-    return count;
-  }, colour);
-}
-
 async function main() {
-  const apiKey = execFileSync(consoleBinary, ['init', '--data-dir', dataDir, '--admin-email', email],
-                              { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
-  const port = await freePort();
-  const base = 'http://127.0.0.1:' + port;
-  processes.start('uplink-console', [consoleBinary, 'serve', '--data-dir', dataDir, '--listen', '127.0.0.1:' + port]);
-  await waitUntil('uplink-console to answer /healthz', async () => (await fetch(base + '/healthz')).ok, 30);
-  const me = await expectStatus(call(base, 'GET', '/api/v1/me', apiKey), 200);
-  await expectStatus(call(base, 'POST', '/api/v1/users/' + me.user.id + '/password', apiKey, { password }), 200);
+  const { apiKey, base } = await startConsole(processes, options.console, dataDir);
   const lab = await expectStatus(call(base, 'POST', '/api/v1/connections', apiKey,
                                       { agent_name: 'experiments', cluster_name: 'ml-lab' }), 201);
   await expectStatus(call(base, 'POST', '/api/v1/agent/uploads', lab.token, runsUpload(),
                           { 'Content-Encoding': 'gzip' }), 200);
 
-  browser = await chromium.launch({ executablePath: chromiumPath, headless: true, args: ['--no-sandbox'] });
-  const context = await browser.newContext({ viewport: { width: 1400, height: 900 } });
-  const page = await context.newPage();
-  const pageErrors = [];
-  page.on('pageerror', (error) => pageErrors.push(error.message));
+  browser = await launchChromium(options.chromium);
+  const page = await newPage(browser);
+  const pageErrors = page.errors;
   const shot = (name) => page.screenshot({ path: join(screenshots, name + '.png'), fullPage: true });
-  await page.goto(base + '/');
-  await page.getByLabel('Email').fill(email);
-  await page.getByLabel('Password', { exact: true }).fill(password);
-  await page.getByRole('button', { name: 'Sign in' }).click();
+  await signIn(page, base);
 
   // From the connection to its runs.
   await page.locator('tr[data-connection="ml-lab"]').getByRole('link', { name: 'ml-lab' }).click();
-  await page.getByRole('link', { name: /Experiment runs/ }).click();
+  await page.locator('nav.tabs').getByRole('link', { name: 'Experiment runs' }).click();
   const rows = page.locator('table.runs tbody tr');
   await rows.first().waitFor();
   assert.equal(await rows.count(), 5);
@@ -153,8 +119,8 @@ async function main() {
   await page.getByLabel('Metric').selectOption('loss');
   await page.locator('figure.chart[data-metric="compare-loss"] canvas').waitFor();
   const lossChart = page.locator('figure.chart[data-metric="compare-loss"]');
-  assert.ok(await pixelsOf(lossChart, [37, 99, 235]) > 20, 'first run drawn');
-  assert.ok(await pixelsOf(lossChart, [217, 119, 6]) > 20, 'second run drawn');
+  assert.ok((await chartPixels(lossChart, [37, 99, 235])).count > 20, 'first run drawn');
+  assert.ok((await chartPixels(lossChart, [217, 119, 6])).count > 20, 'second run drawn');
   await shot('runs-compare-1400');
   assert.deepEqual(await lowContrastText(page), [], 'runs compare');
 
@@ -179,7 +145,7 @@ async function main() {
   assert.match(await metrics.nth(1).innerText(), /loss\s+0\.1\d+\s+49\s+50/);
   const loss = page.locator('figure.chart[data-metric="loss"]');
   await loss.locator('canvas').waitFor();
-  assert.ok(await pixelsOf(loss, [37, 99, 235]) > 20, 'history drawn');
+  assert.ok((await chartPixels(loss, [37, 99, 235])).count > 20, 'history drawn');
   await shot('run-1400');
   assert.deepEqual(await lowContrastText(page), [], 'run');
   await page.setViewportSize({ width: 800, height: 900 });

@@ -13,26 +13,16 @@
 //   node states.test.mjs --console BUILD/bin/uplink-console [--chromium /usr/bin/chromium]
 //                        [--screenshots DIR]
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, mkdirSync } from 'node:fs';
+import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import assert from 'node:assert/strict';
-import { chromium } from 'playwright-core';
 import {
-  Processes, call, expectStatus, freePort, lowContrastText, option, runTest, waitUntil,
+  Processes, adminPassword as password, call, expectStatus, launchChromium, newPage, runTest, screenshots,
+  signIn, startConsole, testOptions, waitUntil,
 } from './support.mjs';
 
-const consoleBinary = option('console');
-const chromiumPath = option('chromium', '/usr/bin/chromium');
-const screenshots = option('screenshots', join(tmpdir(), 'uplink-browser-screenshots'));
-if (!consoleBinary) {
-  console.error('usage: node states.test.mjs --console PATH [--chromium PATH] [--screenshots DIR]');
-  process.exit(2);
-}
-mkdirSync(screenshots, { recursive: true });
-
-const password = 'correct horse battery staple';
-const email = 'admin@example.com';
+const options = testOptions(['console']);
 const dir = mkdtempSync(join(tmpdir(), 'uplink-states-'));
 const dataDir = join(dir, 'console');
 const processes = new Processes({ cwd: dir });
@@ -51,19 +41,10 @@ function node(i) {
 const rfc3339 = (ms) => new Date(ms).toISOString().replace(/\.\d+Z$/, 'Z');
 
 async function main() {
-  const apiKey = execFileSync(consoleBinary, ['init', '--data-dir', dataDir, '--admin-email', email],
-                              { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
-  const port = await freePort();
-  const base = 'http://127.0.0.1:' + port;
   // Offline after 10 minutes rather than 150 s, so that the stale connection is still stale
   // however long Chromium takes to start; the rule under test does not depend on the figure.
-  const serve = () => processes.start('uplink-console', [consoleBinary, 'serve', '--data-dir', dataDir,
-                                                         '--listen', '127.0.0.1:' + port,
-                                                         '--offline-after', '10m']);
-  let server = serve();
-  await waitUntil('uplink-console to answer /healthz', async () => (await fetch(base + '/healthz')).ok, 30);
-  const me = await expectStatus(call(base, 'GET', '/api/v1/me', apiKey), 200);
-  await expectStatus(call(base, 'POST', '/api/v1/users/' + me.user.id + '/password', apiKey, { password }), 200);
+  const consoleUp = await startConsole(processes, options.console, dataDir, ['--offline-after', '10m']);
+  const { apiKey, base } = consoleUp;
 
   // One connection per state; each that has an agent reports once (empty: no node matches).
   const make = async (cluster, nodes, extra = {}) => {
@@ -89,8 +70,7 @@ async function main() {
 
   // Days of silence, as a console finds them after a restart: stop it (a clean stop writes
   // the calls it noted), set the last calls back, start it again.
-  server.process.kill('SIGTERM');
-  await server.exited;
+  await consoleUp.stop();
   const now = Math.floor(Date.now() / 1000);
   const setBack = (cluster, seconds) =>
     "UPDATE connections SET last_seen_at = " + (now - seconds) + ", last_report_at = " +
@@ -98,8 +78,7 @@ async function main() {
   execFileSync('sqlite3', [join(dataDir, 'console.db'),
                            setBack('stale-north', 100) + setBack('offline-south', 3 * day) +
                            setBack('revoked-old', 2 * day)]);
-  server = serve();
-  await waitUntil('uplink-console to answer /healthz again', async () => (await fetch(base + '/healthz')).ok, 30);
+  await consoleUp.restart();
 
   // What the API says of each, the fields the pages read.
   const listed = await expectStatus(call(base, 'GET', '/api/v1/connections', apiKey), 200);
@@ -112,24 +91,10 @@ async function main() {
   assert.equal(byName['offline-south'].status, 'stale');
   assert.equal(byName['expiring-central'].expires_in_days, 3);
 
-  browser = await chromium.launch({ executablePath: chromiumPath, headless: true, args: ['--no-sandbox'] });
-  const context = await browser.newContext({ viewport: { width: 1400, height: 900 } });
-  const page = await context.newPage();
-  const pageErrors = [];
-  page.on('pageerror', (error) => pageErrors.push(error.message));
-  page.on('dialog', (dialog) => dialog.accept());
-  const shot = async (name) => {
-    await page.setViewportSize({ width: 1400, height: 900 });
-    await page.screenshot({ path: join(screenshots, name + '-1400.png'), fullPage: true });
-    await page.setViewportSize({ width: 800, height: 900 });
-    await page.screenshot({ path: join(screenshots, name + '-800.png'), fullPage: true });
-    assert.deepEqual(await lowContrastText(page), [], name);
-    await page.setViewportSize({ width: 1400, height: 900 });
-  };
-  await page.goto(base + '/');
-  await page.getByLabel('Email').fill(email);
-  await page.getByLabel('Password', { exact: true }).fill(password);
-  await page.getByRole('button', { name: 'Sign in' }).click();
+  browser = await launchChromium(options.chromium);
+  const page = await newPage(browser);
+  const shot = (name) => screenshots(page, options.screenshots, name);
+  await signIn(page, base);
 
   // The connections page: one state badge each, severity growing with silence, and offline
   // whatever the token's status says.
@@ -179,12 +144,13 @@ async function main() {
   assert.match(await page.locator('h1').innerText(), /offline 3 d/);
   await shot('states-offline');
 
-  // The expiring token: said on its page, and a new installation code gives 90 days and
-  // turns the old token off at once.
+  // The expiring token: said on its page, and a new installation code (in its Settings) gives
+  // 90 days and turns the old token off at once.
   await page.goto(base + '/#/connections/' + expiring.id);
   await page.locator('h1 .badge[data-token="expiring"]').waitFor();
   assert.match(await page.locator('dl.facts').innerText(), /\(in 3 days\)/);
   await shot('states-expiring');
+  await page.locator('nav.tabs').getByRole('link', { name: 'Settings' }).click();
   await expectStatus(call(base, 'GET', '/api/v1/agent/whoami', expiring.token), 200);
   await page.getByRole('button', { name: 'Generate a new installation code' }).click();
   await page.getByLabel('Password', { exact: true }).fill(password);
@@ -201,7 +167,7 @@ async function main() {
     (await page.locator('h1 .badge[data-token="expiring"]').count()) === 0, 30);
   const audit = await expectStatus(call(base, 'GET', '/api/v1/audit?action=connection.rotate', apiKey), 200);
   assert.equal(audit.events[0].detail.renew, true);
-  assert.deepEqual(pageErrors, []);
+  assert.deepEqual(page.errors, []);
 }
 
 runTest(main, { processes, browser: () => browser, dir });

@@ -9,27 +9,17 @@
 //                            [--screenshots DIR] [--zbarimg /usr/bin/zbarimg]
 import { execFileSync } from 'node:child_process';
 import { createHmac } from 'node:crypto';
-import { mkdtempSync, mkdirSync } from 'node:fs';
+import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import assert from 'node:assert/strict';
-import { chromium } from 'playwright-core';
 import {
-  Processes, call, expectStatus, freePort, option, runTest, waitUntil,
+  Processes, adminEmail, adminPassword as password, call, expectStatus, launchChromium, newPage, runTest,
+  screenshots, startConsole, testOptions, waitUntil,
 } from './support.mjs';
 
-const consoleBinary = option('console');
-const chromiumPath = option('chromium', '/usr/bin/chromium');
-const zbarimg = option('zbarimg', '/usr/bin/zbarimg');
-const screenshots = option('screenshots', join(tmpdir(), 'uplink-browser-screenshots'));
-if (!consoleBinary) {
-  console.error('usage: node two_factor.test.mjs --console PATH [--chromium PATH] [--screenshots DIR]');
-  process.exit(2);
-}
-mkdirSync(screenshots, { recursive: true });
-
-const password = 'correct horse battery staple';
-const adminEmail = 'admin@example.com';
+const options = testOptions(['console'], ['zbarimg']);
+const zbarimg = options.zbarimg || '/usr/bin/zbarimg';
 const memberEmail = 'bob@example.com';
 const dataDir = mkdtempSync(join(tmpdir(), 'uplink-browser-2fa-'));
 const processes = new Processes();
@@ -54,16 +44,8 @@ async function main() {
   // The RFC 6238 vector checks this test's own TOTP before it is trusted with the page's.
   assert.equal(totp('GEZDGNBVGY3TQOJQGEZDGNBVGY3TQOJQ', 59000), '287082');
 
-  const apiKey = execFileSync(consoleBinary, ['init', '--data-dir', dataDir, '--admin-email', adminEmail],
-                              { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
-  const port = await freePort();
-  const base = 'http://127.0.0.1:' + port;
-  processes.start('uplink-console', [consoleBinary, 'serve', '--data-dir', dataDir, '--listen', '127.0.0.1:' + port]);
-  await waitUntil('uplink-console to answer /healthz', async () => (await fetch(base + '/healthz')).ok, 30);
-
-  // A password for the admin; a member with a connection whose agent reports.
-  const me = await expectStatus(call(base, 'GET', '/api/v1/me', apiKey), 200);
-  await expectStatus(call(base, 'POST', '/api/v1/users/' + me.user.id + '/password', apiKey, { password }), 200);
+  // The admin has a password; a member has a connection whose agent reports.
+  const { apiKey, base } = await startConsole(processes, options.console, dataDir);
   await expectStatus(call(base, 'POST', '/api/v1/users', apiKey, { email: memberEmail, role: 'member', password }), 201);
   const memberSession = await expectStatus(call(base, 'POST', '/api/v1/sessions', null, { email: memberEmail, password }), 201);
   await expectStatus(call(base, 'POST', '/api/v1/session/confirm', memberSession.token, { password }), 200);
@@ -76,20 +58,11 @@ async function main() {
   });
   await expectStatus(report(), 200);
 
-  browser = await chromium.launch({ executablePath: chromiumPath, headless: true, args: ['--no-sandbox'] });
-  const context = await browser.newContext({ viewport: { width: 1400, height: 900 } });
-  const page = await context.newPage();
-  const pageErrors = [];
-  page.on('pageerror', (error) => pageErrors.push(error.message));
-  page.on('dialog', (dialog) => dialog.accept());
+  browser = await launchChromium(options.chromium);
+  const page = await newPage(browser);
+  const pageErrors = page.errors;
   // Each page at both widths.
-  const shots = async (name) => {
-    for (const width of [1400, 800]) {
-      await page.setViewportSize({ width, height: 900 });
-      await page.screenshot({ path: join(screenshots, name + '-' + width + '.png'), fullPage: true });
-    }
-    await page.setViewportSize({ width: 1400, height: 900 });
-  };
+  const shots = (name) => screenshots(page, options.screenshots, name);
   const signIn = async (email) => {
     await page.goto(base + '/');
     await page.getByLabel('Email').fill(email);
@@ -214,7 +187,7 @@ async function mainWithFailureShot() {
   } catch (error) {
     const pages = browser ? browser.contexts().flatMap((c) => c.pages()) : [];
     for (const page of pages) {
-      await page.screenshot({ path: join(screenshots, 'two-factor-failure.png'), fullPage: true }).catch(() => {});
+      await page.screenshot({ path: join(options.screenshots, 'two-factor-failure.png'), fullPage: true }).catch(() => {});
     }
     throw error;
   }

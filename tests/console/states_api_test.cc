@@ -214,6 +214,27 @@ TEST_F(StatesApiTest, UploadsAndPollsRecordTheirAgentsRoles) {
   EXPECT_EQ((*stored)[0].last_seen_at, clock_.Now());
 }
 
+TEST_F(StatesApiTest, EachAgentHasItsOwnLiveness) {
+  // A node agent that stopped while the cluster role goes on polling: the connection is
+  // connected, the node agent is not.
+  ASSERT_EQ(Upload("", "node/gpu-node-0001").status, 200);
+  clock_.Advance(seconds(100));
+  ASSERT_EQ(Poll().status, 200);
+  auto liveness_of = [&](std::string_view role) {
+    json::object shown = Shown();
+    for (const json::value& agent : shown.at("agents").as_array()) {
+      if (Text(agent.as_object(), "role") == role) return Text(agent.as_object(), "liveness");
+    }
+    return std::string("none");
+  };
+  EXPECT_EQ(Text(Shown(), "liveness"), "connected");
+  EXPECT_EQ(liveness_of("cluster"), "connected");
+  EXPECT_EQ(liveness_of("node"), "stale");
+  clock_.Advance(seconds(50));
+  EXPECT_EQ(liveness_of("node"), "offline");
+  EXPECT_EQ(liveness_of("cluster"), "connected");
+}
+
 TEST_F(StatesApiTest, TheLivenessMetricCountsWaitingConnections) {
   CreateConnection(admin_key_, "other");
   ASSERT_EQ(WhoAmI().status, 200);

@@ -331,8 +331,9 @@ TEST_F(WebPagesTest, TheRootAndClientRoutesAreIndexNeverCached) {
 }
 
 TEST_F(WebPagesTest, HashedAssetsAreCachedForAYear) {
+  // The script, the style sheet and the icon.
   std::vector<std::string> assets = AssetPaths(Get("/").body);
-  ASSERT_EQ(assets.size(), 2u);
+  ASSERT_EQ(assets.size(), 3u);
   for (const std::string& path : assets) {
     net::Response response = Get(path);
     ASSERT_EQ(response.status, 200) << path;
@@ -340,7 +341,9 @@ TEST_F(WebPagesTest, HashedAssetsAreCachedForAYear) {
     ExpectSecurityHeaders(response);
     EXPECT_FALSE(response.body.empty());
     EXPECT_EQ(response.headers.Get("Content-Type"),
-              path.ends_with(".js") ? "text/javascript; charset=utf-8" : "text/css; charset=utf-8");
+              path.ends_with(".js")    ? "text/javascript; charset=utf-8"
+              : path.ends_with(".svg") ? "image/svg+xml"
+                                       : "text/css; charset=utf-8");
   }
 }
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `make demo` end to end: the demo starts the simulated cluster, the console and the agents,
-# prints the URL, the admin password and key; the connection it made is connected, the
-# console's pages and chart repository answer; stopping it stops every process and removes
+# prints the URL, the admin password and key; the connection it made is connected, each of
+# the inventory's nodes sends node samples under its name, the console's pages and chart
+# repository answer; stopping it stops every process and removes
 # the demo's files. The test stops it with SIGTERM, which the demo handles as it does Ctrl-C:
 # a background job of a script starts with SIGINT ignored, and bash cannot trap it then.
 set -euo pipefail
@@ -41,6 +42,22 @@ grep -q '"liveness":"connected"' <<<"$connections" || fail "the demo's connectio
 curl -sf "$url/" | grep -qi '<html' || fail "the web console does not answer"
 curl -sf "$url/charts/index.yaml" | grep -q 'uplink-agent' || fail "the chart repository does not answer"
 curl -sf "$url/readyz" >/dev/null || fail "the console is not ready"
+
+# Every GPU node of the inventory sends node samples under its own name, and no sample comes
+# from a name the inventory does not have: every node row of the web console has charts.
+id=$(node -e 'const c = JSON.parse(process.argv[1]).connections; console.log(c[0].id)' "$connections")
+telemetry_matches() {
+  local shown samples
+  shown=$(curl -sf -H @"$work/header" "$url/api/v1/connections/$id") || return 1
+  samples=$(curl -sf -H @"$work/header" "$url/api/v1/connections/$id/nodes?limit=500") || return 1
+  node -e '
+    const inventory = JSON.parse(process.argv[1]).nodes.map((n) => n.name).sort();
+    const sampled = JSON.parse(process.argv[2]).nodes.map((n) => n.node).sort();
+    process.exit(inventory.length > 0 && JSON.stringify(inventory) === JSON.stringify(sampled) ? 0 : 1);
+  ' "$shown" "$samples"
+}
+for _ in $(seq 1 300); do telemetry_matches && break; sleep 0.2; done
+telemetry_matches || fail "node samples do not come from the inventory's nodes: $(curl -sf -H @"$work/header" "$url/api/v1/connections/$id/nodes")"
 
 demo_dir=$(sed -n 's/^Logs are in \(.*\)\. Press Ctrl-C to stop\./\1/p' "$work/out")
 [[ -d "$demo_dir" ]] || fail "no demo directory printed"

@@ -115,8 +115,13 @@ ConnectionStatus ComputeStatus(const Connection& connection, WallTime now,
 
 Liveness ComputeLiveness(const Connection& connection, WallTime now,
                          const StatusThresholds& thresholds) {
-  if (!connection.last_seen_at) return Liveness::kWaiting;
-  auto silence = now - *connection.last_seen_at;
+  return ComputeLiveness(connection.last_seen_at, now, thresholds);
+}
+
+Liveness ComputeLiveness(std::optional<WallTime> last_seen_at, WallTime now,
+                         const StatusThresholds& thresholds) {
+  if (!last_seen_at) return Liveness::kWaiting;
+  auto silence = now - *last_seen_at;
   if (silence >= thresholds.offline_after) return Liveness::kOffline;
   if (silence >= thresholds.stale_after) return Liveness::kStale;
   return Liveness::kConnected;
@@ -166,7 +171,9 @@ json::object ConnectionToJson(const Connection& connection, const ConnectionDeta
     agents.push_back(json::object{{"role", agent.role},
                                   {"instance", agent.instance},
                                   {"version", agent.version},
-                                  {"last_seen_at", FormatRfc3339(agent.last_seen_at)}});
+                                  {"last_seen_at", FormatRfc3339(agent.last_seen_at)},
+                                  {"liveness", LivenessName(ComputeLiveness(
+                                                   agent.last_seen_at, now, options.thresholds))}});
   }
   json::array security_events;
   for (const AuditEvent& event : details.security_events) {

@@ -46,6 +46,9 @@ ConnectionStatus ComputeStatus(const Connection& connection, WallTime now,
 
 Liveness ComputeLiveness(const Connection& connection, WallTime now,
                          const StatusThresholds& thresholds);
+// The same rule for one agent (or anything else) last seen at `last_seen_at`.
+Liveness ComputeLiveness(std::optional<WallTime> last_seen_at, WallTime now,
+                         const StatusThresholds& thresholds);
 
 // The token's expiry is shown as "expires in N days" from this long before it.
 inline constexpr std::chrono::hours kExpiryWarning{14 * 24};

@@ -14,7 +14,8 @@ export class ApiError extends Error {
   }
 }
 
-export async function api(method, path, body) {
+// `options.signal` stops waiting for the reply (an ApiError with code "aborted").
+export async function api(method, path, body, options = {}) {
   const headers = { Accept: 'application/json' };
   if (method !== 'GET' && method !== 'HEAD') headers['X-CSRF-Token'] = csrfToken;
   if (body !== undefined) headers['Content-Type'] = 'application/json';
@@ -26,8 +27,10 @@ export async function api(method, path, body) {
       body: body === undefined ? undefined : JSON.stringify(body),
       credentials: 'same-origin',
       cache: 'no-store',
+      signal: options.signal,
     });
   } catch (error) {
+    if (error.name === 'AbortError') throw new ApiError(0, 'aborted', 'stopped waiting');
     throw new ApiError(0, 'network', 'the console did not answer: ' + error.message);
   }
   const text = await response.text();
@@ -43,7 +46,7 @@ export async function api(method, path, body) {
     // A wrong password or two-factor code (sign-in, confirmation) is the form's own error.
     const formErrors = ['invalid_credentials', 'two_factor_required', 'invalid_two_factor_code'];
     if (response.status === 401 && !formErrors.includes(error.code)) {
-      dispatchEvent(new CustomEvent('uplink:signed-out'));
+      dispatchEvent(new CustomEvent('uplink:signed-out', { detail: { code: error.code } }));
     }
     throw new ApiError(response.status, error.code || 'http_' + response.status,
                        error.message || text || response.statusText);

@@ -5,8 +5,7 @@ import { h } from 'preact';
 import { useState } from 'preact/hooks';
 import htm from 'htm';
 import { api } from './api.js';
-import { ago, dateTime } from './format.js';
-import { ErrorText, useNow, usePoll } from './ui.js';
+import { ErrorText, Time, useNow, usePageTitle, usePoll } from './ui.js';
 
 const html = htm.bind(h);
 
@@ -25,13 +24,6 @@ const statusText = {
 export function ApprovalBadge({ status }) {
   return html`<span class=${'badge approval-' + status} data-approval=${status}>
     ${statusText[status] || status}</span>`;
-}
-
-// "expires in 14 min", "expires in 40 s".
-function expiresIn(iso, now) {
-  const seconds = Math.max(0, Math.round((Date.parse(iso) - now) / 1000));
-  const left = seconds < 90 ? seconds + ' s' : Math.round(seconds / 60) + ' min';
-  return 'expires in ' + left + ' (' + dateTime(iso) + ')';
 }
 
 export function ruleText(rule) {
@@ -101,8 +93,8 @@ function ApprovalList({ approvals, clusters, onDecided }) {
       <${ApprovalBadge} status=${a.status} />
       ${clusters && html`<a href=${'#/connections/' + encodeURIComponent(a.connection_id)}>
         ${clusters[a.connection_id] || a.connection_id}</a>`}
-      <span class="muted">${'asked by ' + (a.requested_by ? a.requested_by.email : '–') + ', ' +
-        ago(a.requested_at, now) + '; ' + expiresIn(a.expires_at, now)}</span>
+      <span class="muted">asked by ${a.requested_by ? a.requested_by.email : '–'} <${Time} iso=${a.requested_at} now=${now} />;
+        expires <${Time} iso=${a.expires_at} now=${now} /></span>
     </div>
     <pre class="output command">${a.argv.join(' ')}</pre>
     <p class="muted">Rule <code>${a.rule.id}</code>: ${ruleText(a.rule)}</p>
@@ -119,9 +111,11 @@ export function ApprovalsLabel() {
 
 // Every command waiting for the signed-in user's decision, across connections.
 export function ApprovalsPage() {
+  usePageTitle('Approvals');
   const [version, setVersion] = useState(0);
-  const { data, error } = usePoll(() => api('GET', '/api/v1/approvals'), 5000, [version]);
+  const { data, error } = usePoll(() => api('GET', '/api/v1/approvals'), 5000, [version], []);
   const { data: connections } = usePoll(() => api('GET', '/api/v1/connections'), 0, []);
+  // The list waits for the connections too, so that it names clusters, never flashes their ids.
   const clusters = {};
   for (const c of connections ? connections.connections : []) clusters[c.id] = c.cluster_name;
   return html`<section>
@@ -130,21 +124,33 @@ export function ApprovalsPage() {
       (they run at once) or reject them. Nothing is approved automatically; a command expires
       15 minutes after it was asked.</p>
     <${ErrorText} error=${error} />
-    ${data && html`<${ApprovalList} approvals=${data.approvals} clusters=${clusters}
+    ${data && connections && html`<${ApprovalList} approvals=${data.approvals} clusters=${clusters}
       onDecided=${() => setVersion((v) => v + 1)} />`}
   </section>`;
 }
 
-// A connection's waiting commands and its rules, on the connection's page.
-export function ConnectionApprovals({ connectionId }) {
+// A connection's commands waiting for a decision, on its kubectl tab; asked again at once
+// when `changed` does (a command of the page's sent to approval, or cancelled).
+export function ConnectionWaiting({ connectionId, changed }) {
+  const [version, setVersion] = useState(0);
+  const { data: waiting, error } = usePoll(
+    () => api('GET', '/api/v1/approvals?connection_id=' + encodeURIComponent(connectionId)),
+    5000, [connectionId, version, changed], [connectionId]);
+  return html`<section aria-labelledby="approvals-title">
+    <h2 id="approvals-title">Waiting for approval</h2>
+    <${ErrorText} error=${error} />
+    ${waiting && html`<${ApprovalList} approvals=${waiting.approvals}
+      onDecided=${() => setVersion((v) => v + 1)} />`}
+  </section>`;
+}
+
+// A connection's approval rules (add, remove), in its Settings.
+export function ApprovalRules({ connectionId }) {
   const base = '/api/v1/connections/' + encodeURIComponent(connectionId);
   const [version, setVersion] = useState(0);
   const refresh = () => setVersion((v) => v + 1);
-  const { data: waiting, error: waitingError } = usePoll(
-    () => api('GET', '/api/v1/approvals?connection_id=' + encodeURIComponent(connectionId)),
-    5000, [connectionId, version]);
   const { data: rules, error: rulesError } = usePoll(() => api('GET', base + '/approval-rules'),
-    0, [connectionId, version]);
+    0, [connectionId, version], [connectionId]);
   const [form, setForm] = useState({ verb: '*', resource: '*', namespace: '*' });
   const [error, setError] = useState(null);
   const field = (key) => (e) => setForm({ ...form, [key]: e.target.value });
@@ -169,11 +175,8 @@ export function ConnectionApprovals({ connectionId }) {
       setError(e);
     }
   };
-  return html`<section aria-labelledby="approvals-title">
-    <h2 id="approvals-title">Approvals</h2>
-    <${ErrorText} error=${waitingError} />
-    ${waiting && html`<${ApprovalList} approvals=${waiting.approvals} onDecided=${refresh} />`}
-    <h3>Approval rules</h3>
+  return html`<section aria-labelledby="rules-title">
+    <h2 id="rules-title">Approval rules</h2>
     <p class="muted">${'A kubectl command waits for approval when a rule matches its verb, a ' +
       'resource it reads and a namespace it reads (-n, default without it, every namespace with ' +
       '-A); * matches anything.'}</p>
@@ -185,7 +188,7 @@ export function ConnectionApprovals({ connectionId }) {
             <th scope="col">Matches</th><th scope="col">Created</th><th scope="col">Actions</th></tr></thead>
           <tbody>${rules.rules.map((r) => html`<tr key=${r.id} data-rule=${r.id}>
             <td><code>${r.verb}</code></td><td><code>${r.resource}</code></td><td><code>${r.namespace}</code></td>
-            <td>${ruleText(r)}</td><td>${dateTime(r.created_at)}</td>
+            <td>${ruleText(r)}</td><td><${Time} iso=${r.created_at} /></td>
             <td class="actions"><button type="button" class="danger" onClick=${() => remove(r)}>Remove</button></td>
           </tr>`)}</tbody></table></div>`)}
     <form class="row rule-form" onSubmit=${add} aria-label="New approval rule">

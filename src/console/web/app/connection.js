@@ -1,160 +1,178 @@
-// A connection's page: its nodes (sortable, filterable), a node's charts, the cluster view
-// as text, pod right-sizing, the namespace scope, the kubectl console and its approvals.
+// A connection's page, in tabs that follow triage: Overview (health and why, the agents by
+// role, facts, security events), Nodes (the inventory and each node's charts), Workloads
+// (problem pods first, Warning events, right-sizing, the snapshot as text), kubectl, and
+// Settings (namespace scope, approval rules, the token: a new installation code, rotate,
+// revoke). Each tab is its own address: #/connections/{id}/{tab}.
 import { h } from 'preact';
-import { useEffect, useRef, useState } from 'preact/hooks';
+import { useEffect, useState } from 'preact/hooks';
 import htm from 'htm';
-import uPlot from 'uplot';
 import { api } from './api.js';
-import { ago, bytes, dateTime, number, splitArgv } from './format.js';
-import { PasswordPrompt, TokenReveal, usePasswordPrompt, withConfirmation } from './tokens.js';
+import { ApprovalRules } from './approvals.js';
+import { plural, since } from './format.js';
+import { agentsByRole, clusterHealth, inventorySummary } from './health.js';
+import { KubectlConsole } from './kubectl.js';
+import { NodeCharts, NodesTable, UnknownNodes } from './nodes.js';
+import {
+  PasswordPrompt, TokenReveal, revokeToken, rotateToken, usePasswordPrompt, useTokenCalls, withConfirmation,
+} from './tokens.js';
 import { AgentRefusedNotice } from './two_factor.js';
-import { Badge, ErrorText, useNow, usePoll } from './ui.js';
-import { ConnectionApprovals, followCommand } from './approvals.js';
-import { RightSizing } from './rightsizing.js';
+import { Badge, ErrorText, HealthBadge, Time, useNow, usePageTitle, usePoll } from './ui.js';
+import { WorkloadsTab, workloadCounts } from './workloads.js';
 
 const html = htm.bind(h);
 
-const nodeColumns = [
-  ['name', 'Name', (n) => n.name],
-  ['ready', 'Ready', (n) => (n.ready ? 'yes' : 'no')],
-  ['cordoned', 'Cordoned', (n) => (n.unschedulable ? 'yes' : 'no')],
-  ['gpu_product', 'GPU product', (n) => n.gpu_product || '–'],
-  ['gpus', 'GPUs alloc / cap', (n) => (n.gpu_allocatable ?? 0) + ' / ' + (n.gpu_capacity ?? 0)],
-  ['cpu', 'CPU %', (n) => number(n.sample?.cpu_percent)],
-  ['memory', 'Memory used', (n) => bytes(n.sample ? n.sample.memory_total_bytes - n.sample.memory_available_bytes : null)],
-  ['memory_total', 'Memory total', (n) => bytes(n.sample?.memory_total_bytes ?? null)],
-  ['load', 'Load (1 min)', (n) => number(n.sample?.load1, 2)],
+export const connectionTabs = [
+  ['overview', 'Overview'], ['nodes', 'Nodes'], ['workloads', 'Workloads'], ['kubectl', 'kubectl'],
+  ['settings', 'Settings'],
 ];
 
-function sortKey(node, column) {
-  switch (column) {
-    case 'cpu': return node.sample?.cpu_percent ?? -1;
-    case 'memory': return node.sample?.memory_used_percent ?? -1;
-    case 'memory_total': return node.sample?.memory_total_bytes ?? -1;
-    case 'load': return node.sample?.load1 ?? -1;
-    case 'gpus': return node.gpu_capacity ?? 0;
-    case 'ready': return node.ready ? 1 : 0;
-    case 'cordoned': return node.unschedulable ? 1 : 0;
-    case 'gpu_product': return node.gpu_product || '';
-    default: return node.name;
-  }
+const href = (id, ...parts) => '#/connections/' + [id, ...parts].map(encodeURIComponent).join('/');
+
+// Said above what an offline or stale cluster's page shows: it is the past.
+function AsOf({ connection, now }) {
+  if (connection.liveness !== 'offline' && connection.liveness !== 'stale') return null;
+  return html`<p class="notice danger" role="status" data-as-of>
+    ${connection.liveness === 'offline' ? 'Offline' : 'Stale'}: no agent has called for
+    ${' ' + since(connection.last_seen_at, now)}. What follows is as of the last reports
+    ${connection.last_report_at && html` (inventory <${Time} iso=${connection.last_report_at} now=${now} />)`}.</p>`;
 }
 
-function NodesTable({ nodes, samples, selected, onSelect }) {
-  const [filter, setFilter] = useState('');
-  const [sort, setSort] = useState({ column: 'name', ascending: true });
-  const bySample = new Map((samples || []).map((s) => [s.node, s]));
-  const rows = nodes
-    .map((n) => ({ ...n, sample: bySample.get(n.name) }))
-    .filter((n) => n.name.toLowerCase().includes(filter.toLowerCase()) ||
-                   (n.gpu_product || '').toLowerCase().includes(filter.toLowerCase()));
-  rows.sort((a, b) => {
-    const x = sortKey(a, sort.column);
-    const y = sortKey(b, sort.column);
-    const order = x < y ? -1 : x > y ? 1 : 0;
-    return sort.ascending ? order : -order;
-  });
-  const sortBy = (column) =>
-    setSort((s) => ({ column, ascending: s.column === column ? !s.ascending : true }));
-  return html`<div>
-    <label class="inline">Filter nodes <input type="search" value=${filter}
-      onInput=${(e) => setFilter(e.target.value)} placeholder="name or GPU product" /></label>
-    <div class="table-wrap"><table class="nodes">
-      <thead><tr>${nodeColumns.map(([key, label]) => html`<th key=${key} scope="col"
-        aria-sort=${sort.column === key ? (sort.ascending ? 'ascending' : 'descending') : 'none'}>
-        <button type="button" class="link" onClick=${() => sortBy(key)}>${label}</button></th>`)}
-        <th scope="col">Charts</th></tr></thead>
-      <tbody>${rows.map((n) => html`<tr key=${n.name} class=${selected === n.name ? 'selected' : ''}>
-        ${nodeColumns.map(([key, , cell]) => html`<td key=${key}>${cell(n)}</td>`)}
-        <td>${n.sample ? html`<button type="button" class="secondary" onClick=${() => onSelect(n.name)}>Show</button>` : '–'}</td>
-      </tr>`)}</tbody>
-    </table></div>
-  </div>`;
-}
+// The connection's agents, by role, each with its own state and last call; the roles that
+// never called are listed too, with what needs them.
+const roleNeeds = {
+  inventory: 'the nodes and GPUs',
+  cluster: 'kubectl, the workloads and right-sizing',
+  node: 'the node charts',
+};
 
-const ranges = [['1h', 'Last hour'], ['6h', '6 hours'], ['24h', '24 hours'], ['7d', '7 days']];
-
-function Chart({ connectionId, node, metric, title, since, format }) {
-  const target = useRef(null);
-  const [error, setError] = useState(null);
-  const [empty, setEmpty] = useState(false);
-  useEffect(() => {
-    let plot = null;
-    let live = true;
-    const path = '/api/v1/connections/' + encodeURIComponent(connectionId) + '/nodes/' +
-      encodeURIComponent(node) + '/series?metric=' + metric + '&since=' + since;
-    api('GET', path).then((reply) => {
-      if (!live) return;
-      const series = reply.series || [];
-      const times = series.length ? series[0].points.map((p) => p[0]) : [];
-      setEmpty(times.length === 0 || series.every((s) => s.points.every((p) => p[1] === null)));
-      const data = [times, ...series.map((s) => s.points.map((p) => p[1]))];
-      const palette = ['#2563eb', '#d97706', '#059669', '#dc2626', '#7c3aed', '#0891b2', '#be185d', '#4d7c0f'];
-      const width = Math.max(280, Math.min(640, target.current.clientWidth || 640));
-      plot = new uPlot({
-        width,
-        height: 200,
-        series: [{}, ...series.map((s, i) => ({
-          label: s.labels && s.labels.gpu !== undefined ? 'GPU ' + s.labels.gpu : title,
-          stroke: palette[i % palette.length],
-          width: 2,
-          value: (u, v) => (v === null ? '–' : format(v)),
-        }))],
-        axes: [{}, { values: (u, values) => values.map(format), size: 84 }],
-      }, data, target.current);
-    }, (e) => live && setError(e));
-    return () => {
-      live = false;
-      if (plot) plot.destroy();
-    };
-  }, [connectionId, node, metric, since]);
-  return html`<figure class="chart" data-metric=${metric}>
-    <figcaption>${title}${empty ? ' (no data in this range)' : ''}</figcaption>
-    <${ErrorText} error=${error} />
-    <div ref=${target}></div>
-  </figure>`;
-}
-
-function NodeCharts({ connectionId, node }) {
-  const [since, setSince] = useState('1h');
-  const percent = (v) => number(v, 0) + ' %';
-  const perSecond = (v) => bytes(v) + '/s';
-  return html`<section aria-labelledby="charts-title">
-    <h2 id="charts-title">Node ${node}</h2>
-    <label class="inline">Range <select value=${since} onChange=${(e) => setSince(e.target.value)}>
-      ${ranges.map(([value, label]) => html`<option key=${value} value=${value}>${label}</option>`)}
-    </select></label>
-    <div class="charts">
-      <${Chart} connectionId=${connectionId} node=${node} metric="cpu_percent" title="CPU busy" since=${since} format=${percent} />
-      <${Chart} connectionId=${connectionId} node=${node} metric="memory_used_bytes" title="Memory used" since=${since} format=${bytes} />
-      <${Chart} connectionId=${connectionId} node=${node} metric="network_receive_bytes_per_second" title="Network receive" since=${since} format=${perSecond} />
-      <${Chart} connectionId=${connectionId} node=${node} metric="network_transmit_bytes_per_second" title="Network transmit" since=${since} format=${perSecond} />
-      <${Chart} connectionId=${connectionId} node=${node} metric="disk_read_bytes_per_second" title="Disk read" since=${since} format=${perSecond} />
-      <${Chart} connectionId=${connectionId} node=${node} metric="disk_written_bytes_per_second" title="Disk write" since=${since} format=${perSecond} />
-      <${Chart} connectionId=${connectionId} node=${node} metric="gpu_utilization_percent" title="GPU utilisation" since=${since} format=${percent} />
-      <${Chart} connectionId=${connectionId} node=${node} metric="gpu_memory_used_bytes" title="GPU memory used" since=${since} format=${bytes} />
-      <${Chart} connectionId=${connectionId} node=${node} metric="gpu_temperature_celsius" title="GPU temperature" since=${since} format=${(v) => number(v, 0) + ' °C'} />
-      <${Chart} connectionId=${connectionId} node=${node} metric="gpu_power_watts" title="GPU power" since=${since} format=${(v) => number(v, 0) + ' W'} />
-    </div>
+function Agents({ connection, now }) {
+  const roles = agentsByRole(connection.agents);
+  return html`<section aria-labelledby="agents-title">
+    <h2 id="agents-title">Agents</h2>
+    <div class="table-wrap"><table class="agents">
+      <thead><tr><th scope="col">Role</th><th scope="col">Instance</th><th scope="col">State</th>
+        <th scope="col">Last call</th><th scope="col">Version</th></tr></thead>
+      <tbody>${roles.map(({ role, agents }) => agents.length === 0
+        ? html`<tr key=${role} data-role=${role} data-agent-state="never">
+            <th scope="row">${role}</th><td colspan="4"><span class="badge badge-never">never called</span>
+              <span class="muted"> ${roleNeeds[role] ? roleNeeds[role] + ' need it' : ''}</span></td></tr>`
+        : agents.map((a, i) => html`<tr key=${role + a.instance} data-role=${role} data-agent-state=${a.liveness}>
+            <th scope="row">${i === 0 ? role + (agents.length > 1 ? ' × ' + agents.length : '') : ''}</th>
+            <td>${a.instance || '–'}</td>
+            <td><span class=${'badge badge-' + (a.liveness || 'connected')}>${a.liveness === 'connected' ? 'connected'
+              : a.liveness === 'waiting' ? 'waiting' : a.liveness + ' ' + since(a.last_seen_at, now)}</span>
+              ${role === 'experiments' && a.liveness !== 'connected' && html`<div class="muted">calls when runs change</div>`}</td>
+            <td><${Time} iso=${a.last_seen_at} now=${now} /></td>
+            <td>${a.version || '–'}</td></tr>`))}</tbody></table></div>
   </section>`;
 }
 
-// The latest cluster snapshot, each command's output as text in a monospace block.
-function ClusterView({ connectionId }) {
-  const { data, error } = usePoll(
-    () => api('GET', '/api/v1/connections/' + encodeURIComponent(connectionId) + '/cluster'),
-    30000, [connectionId]);
-  return html`<section aria-labelledby="cluster-title">
-    <h2 id="cluster-title">Cluster view</h2>
-    ${error && error.code === 'no_snapshot'
-      ? html`<p>No cluster snapshot yet: the cluster role sends one every 30 s once it runs.</p>`
-      : html`<${ErrorText} error=${error} />`}
-    ${data && html`<p class="muted">Collected ${data.collected_at}</p>
-      ${data.results.map((r, i) => html`<details key=${i} class="result" open=${i < 3}>
-        <summary>${r.name} <code>${(r.argv || []).join(' ')}</code>
-          ${r.error ? ' – ' + r.error.code : r.exit_code ? ' – exit ' + r.exit_code : ''}</summary>
-        <pre class="output">${r.error ? r.error.message : (r.stdout || '') + (r.stderr ? '\n' + r.stderr : '')}</pre>
-      </details>`)}`}
+// The connection's security events (a report from another cluster with this token), newest
+// first, each detail as text.
+function SecurityEvents({ events, now }) {
+  if (events.length === 0) return null;
+  return html`<section class="security" aria-labelledby="security-title">
+    <h2 id="security-title">Security events</h2>
+    <p class="error" role="alert">This connection's token was used in a way it should not be: see below.</p>
+    <div class="table-wrap"><table class="security-events">
+      <thead><tr><th scope="col">When</th><th scope="col">What</th><th scope="col">From</th>
+        <th scope="col">Detail</th></tr></thead>
+      <tbody>${events.map((e, i) => html`<tr key=${i}>
+        <td><${Time} iso=${e.at} now=${now} /></td><td><code>${e.action}</code></td><td>${e.source_address}</td>
+        <td><code class="detail">${e.detail ? JSON.stringify(e.detail) : ''}</code></td>
+      </tr>`)}</tbody></table></div>
+  </section>`;
+}
+
+// Why the nodes table is empty: the agent never reported, or it reported that no node
+// matches its selector, which says nothing about the GPUs' fitness.
+function NoNodes({ connection }) {
+  if (!connection.last_report_at) return html`<p>None reported yet.</p>`;
+  return html`<div class="notice" role="status">
+    <p><strong>0 nodes match selector ${connection.selector
+      ? html`<code>${connection.selector}</code>` : "the agent's selector"}.</strong></p>
+    <p>Detection is not qualification: an empty inventory means no matching nodes were found;
+      it is not a successful GPU qualification. Check the selector and the nodes' labels.</p>
+  </div>`;
+}
+
+// The GPU node selector the install commands asked for beside the one the agent reports, and
+// whether they differ (an agent installed from other commands).
+function SelectorFact({ connection }) {
+  const chosen = connection.install ? connection.install.selector : '';
+  const reported = connection.selector;
+  return html`<span data-selector>
+    install: ${chosen ? html`<code>${chosen}</code>` : 'not recorded'}
+    ${' · agent reports: '}${reported ? html`<code>${reported}</code>` : 'nothing yet'}
+    ${chosen && reported && chosen !== reported &&
+      html`<span class="error"> (they differ: the agent was installed with another selector)</span>`}
+  </span>`;
+}
+
+// A figure card: `bad` true (red), false (green), or null when there is nothing to judge (grey).
+function Stat({ label, value, detail, bad, href: link, name }) {
+  const state = bad === null || bad === undefined ? 'unknown' : bad ? 'bad' : 'ok';
+  const body = html`<span class="stat-label">${label}</span><span class="stat-value">${value}</span>
+    ${detail && html`<span class="stat-detail">${detail}</span>`}`;
+  return link ? html`<a class=${'stat ' + state} href=${link} data-stat=${name}>${body}</a>`
+    : html`<div class=${'stat ' + state} data-stat=${name}>${body}</div>`;
+}
+
+function Overview({ connection, snapshot, now }) {
+  const health = clusterHealth(connection, now);
+  const t = connection.totals;
+  const reported = Boolean(connection.last_report_at);
+  const cordoned = connection.nodes.filter((n) => n.unschedulable).length;
+  const workloads = workloadCounts(snapshot);
+  return html`<div>
+    <section class=${'health-card health-card-' + health.key} aria-labelledby="health-title" data-health-card=${health.key}>
+      <h2 id="health-title">${health.text}</h2>
+      ${health.reasons.length > 0 ? html`<ul data-reasons>${health.reasons.map((r) => html`<li key=${r}>${r}</li>`)}</ul>`
+        : html`<p>Every node is ready and every GPU allocatable; the agents are calling.</p>`}
+    </section>
+    <div class="fleet">
+      <${Stat} name="nodes" label="Nodes ready" value=${reported ? t.nodes_ready + ' / ' + t.nodes : '–'}
+        bad=${reported ? t.nodes_ready < t.nodes : null} href=${href(connection.id, 'nodes')}
+        detail=${cordoned ? plural(cordoned, 'node') + ' cordoned' : ''} />
+      <${Stat} name="gpus" label="GPUs ready" value=${reported ? t.gpus_ready + ' / ' + t.gpu_capacity : '–'}
+        bad=${reported ? t.gpus_ready < t.gpu_capacity : null} href=${href(connection.id, 'nodes')} />
+      <${Stat} name="pods" label="Pods with problems" value=${workloads ? workloads.problems : '–'}
+        bad=${workloads ? workloads.problems > 0 : null} href=${href(connection.id, 'workloads')}
+        detail=${workloads ? plural(workloads.pods, 'pod') + ', ' + plural(workloads.events, 'Warning event') : 'no snapshot yet'} />
+    </div>
+    <${AgentRefusedNotice} connection=${connection} />
+    ${connection.nodes.length === 0 && html`<${NoNodes} connection=${connection} />`}
+    <${Agents} connection=${connection} now=${now} />
+    <h2>Facts</h2>
+    <dl class="facts">
+      <dt>Agent</dt><dd>${connection.agent_name} ${connection.agent_version || ''}</dd>
+      <dt>Last seen</dt><dd><${Time} iso=${connection.last_seen_at} now=${now} none="never" /></dd>
+      <dt>Last inventory report</dt><dd>${reported ? html`<${Time} iso=${connection.last_report_at} now=${now} />` : 'none yet'}</dd>
+      <dt>Nodes ready</dt><dd>${t.nodes_ready} / ${t.nodes}</dd>
+      <dt>GPUs ready / total</dt><dd>${t.gpus_ready} / ${t.gpu_capacity}</dd>
+      <dt>Token</dt><dd><code>${connection.token_prefix}…</code>, expires <${Time} iso=${connection.expires_at} now=${now} />${
+        connection.expires_in_days ? html` <strong class="warn">(in ${plural(connection.expires_in_days, 'day')})</strong>` : ''}</dd>
+      <dt>GPU node selector</dt><dd><${SelectorFact} connection=${connection} /></dd>
+    </dl>
+    <${SecurityEvents} events=${connection.security_events || []} now=${now} />
+  </div>`;
+}
+
+function NodesTab({ connection, node, now }) {
+  const { data: samples } = usePoll(() => api('GET', '/api/v1/connections/' + encodeURIComponent(connection.id) +
+    '/nodes?limit=500'), 30000, [connection.id]);
+  const list = samples ? samples.nodes : [];
+  const chartsHref = (name) => href(connection.id, 'nodes', name);
+  return html`<section aria-labelledby="nodes-title">
+    <h2 id="nodes-title">Nodes <span class="muted">${inventorySummary(connection)}${
+      (connection.liveness === 'offline' || connection.liveness === 'stale') && connection.last_report_at
+        ? html`, as of <${Time} iso=${connection.last_report_at} now=${now} />` : ''}</span></h2>
+    ${connection.nodes.length === 0 ? html`<${NoNodes} connection=${connection} />`
+      : html`<${NodesTable} nodes=${connection.nodes} samples=${list} selected=${node}
+          chartsHref=${chartsHref} now=${now} />`}
+    <${UnknownNodes} nodes=${connection.nodes} samples=${list} chartsHref=${chartsHref} now=${now} />
+    ${node && html`<${NodeCharts} connectionId=${connection.id} node=${node}
+      sample=${list.find((s) => s.node === node)} closeHref=${href(connection.id, 'nodes')} />`}
   </section>`;
 }
 
@@ -198,107 +216,6 @@ function NamespaceScope({ connectionId }) {
   </section>`;
 }
 
-// A history entry for a command that waited for approval, as it is now.
-function approvalEntry(line, command) {
-  if (command.status === 'completed') {
-    return { line, id: command.id, ok: command.exit_code === 0,
-             status: 'approved, exit ' + command.exit_code,
-             output: (command.stdout || '') + (command.stderr ? '\n' + command.stderr : '') };
-  }
-  const waiting = command.status === 'waiting_for_approval' || command.status === 'approved';
-  return { line, id: command.id, ok: waiting, waiting,
-           status: command.status.replace(/_/g, ' '), output: command.message || '' };
-}
-
-function KubectlConsole({ connectionId }) {
-  const [line, setLine] = useState('kubectl get nodes');
-  const [history, setHistory] = useState([]);
-  const [busy, setBusy] = useState(false);
-  const following = useRef([]);
-  useEffect(() => () => following.current.forEach((stop) => stop()), [connectionId]);
-  const run = async (event) => {
-    event.preventDefault();
-    const argv = splitArgv(line.trim());
-    if (!argv || argv.length === 0) return;
-    setBusy(true);
-    let entry;
-    try {
-      const reply = await api('POST', '/api/v1/connections/' + encodeURIComponent(connectionId) +
-        '/kubectl', { argv });
-      if (reply.status === 'waiting_for_approval') {
-        // It runs once the owner or an admin approves it: follow it until its result.
-        const typed = line;
-        entry = approvalEntry(typed, reply);
-        following.current.push(followCommand(connectionId, reply.id, (command) =>
-          setHistory((h) => h.map((e) => (e.id === command.id ? approvalEntry(typed, command) : e)))));
-      } else {
-        entry = { line, ok: reply.exit_code === 0, status: 'exit ' + reply.exit_code,
-                  output: reply.stdout + (reply.stderr ? '\n' + reply.stderr : '') };
-      }
-    } catch (e) {
-      entry = { line, ok: false, status: 'refused: ' + e.code, output: e.message };
-    }
-    setHistory((h) => [entry, ...h].slice(0, 50));
-    setBusy(false);
-  };
-  return html`<section aria-labelledby="kubectl-title">
-    <h2 id="kubectl-title">kubectl (read-only)</h2>
-    <form class="row" onSubmit=${run}>
-      <label>Command<input type="text" name="argv" class="mono" value=${line}
-        onInput=${(e) => setLine(e.target.value)} list="kubectl-history" /></label>
-      <button type="submit" disabled=${busy}>${busy ? 'Running…' : 'Run'}</button>
-    </form>
-    <datalist id="kubectl-history">${history.map((e, i) => html`<option key=${i} value=${e.line} />`)}</datalist>
-    <ol class="history">${history.map((e, i) => html`<li key=${history.length - i}
-      class=${e.waiting ? 'waiting' : e.ok ? 'ok' : 'failed'} data-command=${e.id}>
-      <div><code>${e.line}</code> <span class="status">${e.status}</span></div>
-      <pre class=${e.waiting ? 'output wrap' : 'output'}>${e.output}</pre>
-    </li>`)}</ol>
-  </section>`;
-}
-
-// The GPU node selector the install commands asked for beside the one the agent reports, and
-// whether they differ (an agent installed from other commands).
-function SelectorFact({ connection }) {
-  const chosen = connection.install ? connection.install.selector : '';
-  const reported = connection.selector;
-  return html`<span data-selector>
-    install: ${chosen ? html`<code>${chosen}</code>` : 'not recorded'}
-    ${' · agent reports: '}${reported ? html`<code>${reported}</code>` : 'nothing yet'}
-    ${chosen && reported && chosen !== reported &&
-      html`<span class="error"> (they differ: the agent was installed with another selector)</span>`}
-  </span>`;
-}
-
-// The connection's security events (a report from another cluster with this token), newest
-// first, each detail as text.
-function SecurityEvents({ events }) {
-  if (events.length === 0) return null;
-  return html`<section class="security" aria-labelledby="security-title">
-    <h2 id="security-title">Security events</h2>
-    <p class="error" role="alert">This connection's token was used in a way it should not be: see below.</p>
-    <div class="table-wrap"><table class="security-events">
-      <thead><tr><th scope="col">When</th><th scope="col">What</th><th scope="col">From</th>
-        <th scope="col">Detail</th></tr></thead>
-      <tbody>${events.map((e, i) => html`<tr key=${i}>
-        <td>${dateTime(e.at)}</td><td><code>${e.action}</code></td><td>${e.source_address}</td>
-        <td><code class="detail">${e.detail ? JSON.stringify(e.detail) : ''}</code></td>
-      </tr>`)}</tbody></table></div>
-  </section>`;
-}
-
-// Why the nodes table is empty: the agent never reported, or it reported that no node
-// matches its selector, which says nothing about the GPUs' fitness.
-function NoNodes({ connection }) {
-  if (!connection.last_report_at) return html`<p>None reported yet.</p>`;
-  return html`<div class="notice" role="status">
-    <p><strong>0 nodes match selector ${connection.selector
-      ? html`<code>${connection.selector}</code>` : "the agent's selector"}.</strong></p>
-    <p>Detection is not qualification: an empty inventory means no matching nodes were found;
-      it is not a successful GPU qualification. Check the selector and the nodes' labels.</p>
-  </div>`;
-}
-
 // "Generate a new installation code": a new token, valid for the console's default lifetime
 // (90 days) from now, shown once; the current token stops working at once. `onIssued` lets
 // the page show the new expiry at once.
@@ -332,41 +249,73 @@ function NewInstallationCode({ connection, onIssued }) {
   </div>`;
 }
 
-export function ConnectionPage({ id }) {
+// The token: what it is, a new installation code, rotate and revoke (as on the tokens page).
+function TokenSettings({ connection, onChanged, now }) {
+  const { act, reveal, setReveal, prompt, error } = useTokenCalls(onChanged);
+  return html`<section aria-labelledby="token-title">
+    <h2 id="token-title">Agent token</h2>
+    <p><code>${connection.token_prefix}…</code> <${Badge} connection=${connection} now=${now} />,
+      expires <${Time} iso=${connection.expires_at} now=${now} /></p>
+    <p class="muted">Both stop the current token at once. A new installation code is valid for 90 days from now;
+      a rotated token keeps the current expiry.</p>
+    <${NewInstallationCode} connection=${connection} onIssued=${onChanged} />
+    ${prompt && html`<${PasswordPrompt} onAnswer=${prompt} />`}
+    ${reveal && html`<${TokenReveal} reveal=${reveal} onDone=${() => setReveal(null)} />`}
+    ${connection.status !== 'revoked' && html`<div class="row">
+      <button type="button" class="secondary" onClick=${() => rotateToken(connection, act)}>Rotate token</button>
+      <button type="button" class="danger" onClick=${() => revokeToken(connection, act)}>Revoke token</button>
+    </div>`}
+    <${ErrorText} error=${error} />
+  </section>`;
+}
+
+function SettingsTab({ connection, onChanged, now }) {
+  return html`<div>
+    <${NamespaceScope} connectionId=${connection.id} />
+    <${ApprovalRules} connectionId=${connection.id} />
+    <${TokenSettings} connection=${connection} onChanged=${onChanged} now=${now} />
+    <h2>GPU node selector</h2>
+    <p><${SelectorFact} connection=${connection} /></p>
+  </div>`;
+}
+
+function NotFound({ id }) {
+  return html`<section>
+    <h1>Connection not found</h1>
+    <p>There is no connection <code>${id}</code> that you can see: it may have been mistyped, or it belongs to someone else.</p>
+    <p><a href="#/connections">All connections</a></p>
+  </section>`;
+}
+
+export function ConnectionPage({ id, tab = 'overview', node }) {
   const now = useNow();
   const base = '/api/v1/connections/' + encodeURIComponent(id);
   const [version, setVersion] = useState(0);
-  const { data: connection, error } = usePoll(() => api('GET', base), 5000, [id, version]);
-  const { data: samples } = usePoll(() => api('GET', base + '/nodes?limit=500'), 30000, [id]);
-  const [selected, setSelected] = useState(null);
-  if (!connection) return html`<section><h1>Connection</h1><${ErrorText} error=${error} /></section>`;
-  return html`<section>
-    <h1>${connection.cluster_name} <${Badge} connection=${connection} now=${now} /></h1>
+  const { data: connection, error } = usePoll(() => api('GET', base), 5000, [id, version], [id]);
+  const { data: snapshot, error: snapshotError } = usePoll(() => api('GET', base + '/cluster'), 30000, [id]);
+  const tabName = (connectionTabs.find(([key]) => key === tab) || [])[1];
+  const notFound = !connection && error && error.status === 404;
+  usePageTitle(...(notFound ? ['Connection not found'] : [connection && connection.cluster_name, tabName]));
+  if (!connection) {
+    if (notFound) return html`<${NotFound} id=${id} />`;
+    return html`<section><h1>Connection</h1><${ErrorText} error=${error} /></section>`;
+  }
+  const workloads = workloadCounts(snapshot);
+  const count = { nodes: connection.nodes.length, workloads: workloads && workloads.problems };
+  return html`<section class="connection">
+    <p class="crumbs"><a href="#/connections">Connections</a> ›</p>
+    <h1>${connection.cluster_name} <${HealthBadge} connection=${connection} now=${now} /> <${Badge} connection=${connection} now=${now} /></h1>
+    <p class="summary">${inventorySummary(connection)} · last seen <${Time} iso=${connection.last_seen_at} now=${now} none="never" /></p>
     <${ErrorText} error=${error} />
-    <${AgentRefusedNotice} connection=${connection} />
-    <dl class="facts">
-      <dt>Agent</dt><dd>${connection.agent_name} ${connection.agent_version || ''}</dd>
-      <dt>Last seen</dt><dd>${ago(connection.last_seen_at, now)}</dd>
-      <dt>Last inventory report</dt><dd>${connection.last_report_at ? ago(connection.last_report_at, now) : 'none yet'}</dd>
-      <dt>Nodes ready</dt><dd>${connection.totals.nodes_ready} / ${connection.totals.nodes}</dd>
-      <dt>GPUs ready / total</dt><dd>${connection.totals.gpus_ready} / ${connection.totals.gpu_capacity}</dd>
-      <dt>Token</dt><dd><code>${connection.token_prefix}…</code>, expires ${dateTime(connection.expires_at)}${
-        connection.expires_in_days ? html` <strong class="warn">(in ${connection.expires_in_days} ${
-          connection.expires_in_days === 1 ? 'day' : 'days'})</strong>` : ''}</dd>
-      <dt>GPU node selector</dt><dd><${SelectorFact} connection=${connection} /></dd>
-    </dl>
-    <${NewInstallationCode} connection=${connection} onIssued=${() => setVersion((v) => v + 1)} />
-    <p><a href=${'#/connections/' + encodeURIComponent(id) + '/runs'}>Experiment runs (MLflow, W&B) →</a></p>
-    <${SecurityEvents} events=${connection.security_events || []} />
-    <h2>Nodes</h2>
-    ${connection.nodes.length === 0 ? html`<${NoNodes} connection=${connection} />`
-      : html`<${NodesTable} nodes=${connection.nodes} samples=${samples ? samples.nodes : []}
-          selected=${selected} onSelect=${setSelected} />`}
-    ${selected && html`<${NodeCharts} connectionId=${id} node=${selected} />`}
-    <${NamespaceScope} connectionId=${id} />
-    <${KubectlConsole} connectionId=${id} />
-    <${ConnectionApprovals} connectionId=${id} />
-    <${RightSizing} connectionId=${id} />
-    <${ClusterView} connectionId=${id} />
+    <nav class="tabs" aria-label="Connection">${connectionTabs.map(([key, label]) => html`<a key=${key}
+      href=${href(id, key)} aria-current=${key === tab ? 'page' : undefined}>${label}${
+        count[key] ? html` <span class=${key === 'workloads' ? 'count bad' : 'count'}>${count[key]}</span>` : ''}</a>`)}
+      <a href=${href(id, 'runs')}>Experiment runs</a></nav>
+    <${AsOf} connection=${connection} now=${now} />
+    ${tab === 'overview' && html`<${Overview} connection=${connection} snapshot=${snapshot} now=${now} />`}
+    ${tab === 'nodes' && html`<${NodesTab} connection=${connection} node=${node} now=${now} />`}
+    ${tab === 'workloads' && html`<${WorkloadsTab} connectionId=${id} snapshot=${snapshot} snapshotError=${snapshotError} now=${now} />`}
+    ${tab === 'kubectl' && html`<${KubectlConsole} connection=${connection} now=${now} />`}
+    ${tab === 'settings' && html`<${SettingsTab} connection=${connection} onChanged=${() => setVersion((v) => v + 1)} now=${now} />`}
   </section>`;
 }

@@ -1,20 +1,21 @@
-// The uplink web console: sign-in, connections, a connection's nodes, charts, cluster view,
-// kubectl console and experiment runs, approvals, agent tokens, audit log and users.
-// Everything from the cluster is rendered as text (htm escapes it); nothing is ever set as HTML.
+// The uplink web console: sign-in, the connections (the fleet's health), a connection's tabs,
+// experiment runs, approvals, agent tokens, audit log, API keys and users; a not-found view
+// for any other address. Everything from the cluster is rendered as text (htm escapes it);
+// nothing is ever set as HTML.
 import { h, render } from 'preact';
-import { useEffect, useState } from 'preact/hooks';
+import { useEffect, useRef, useState } from 'preact/hooks';
 import htm from 'htm';
 import 'uplot/dist/uPlot.min.css';
 import './style.css';
 import { api, ApiError, setCsrfToken } from './api.js';
 import { ApprovalsLabel, ApprovalsPage } from './approvals.js';
-import { ConnectionPage } from './connection.js';
+import { ConnectionPage, connectionTabs } from './connection.js';
+import { ConnectionsPage } from './connections.js';
 import { RunPage, RunsPage } from './runs.js';
 import { TokensPage } from './tokens.js';
 import { ApiKeysPage, AuditPage, UsersPage } from './admin.js';
-import { ago } from './format.js';
-import { AgentRefusedNotice, CodeInput, TwoFactorPage, secondFactor } from './two_factor.js';
-import { Badge, ErrorText, useNow, usePoll } from './ui.js';
+import { CodeInput, TwoFactorPage, secondFactor } from './two_factor.js';
+import { ErrorText, usePageTitle } from './ui.js';
 
 const html = htm.bind(h);
 
@@ -26,35 +27,25 @@ function useHashRoute() {
     addEventListener('hashchange', onChange);
     return () => removeEventListener('hashchange', onChange);
   }, []);
-  return (hash || '#/connections').slice(1).split('/').filter(Boolean).map(decodeURIComponent);
+  // A part that is not valid percent-encoding stays as typed (and names nothing).
+  const decode = (part) => {
+    try {
+      return decodeURIComponent(part);
+    } catch {
+      return part;
+    }
+  };
+  return (hash || '#/connections').slice(1).split('/').filter(Boolean).map(decode);
 }
 
-// `linked`: names open the connection's page (not for a user held to two-factor enrolment).
-function ConnectionsPage({ linked = true }) {
-  const now = useNow();
-  const { data, error } = usePoll(() => api('GET', '/api/v1/connections'), 5000, []);
-  const connections = data ? data.connections : null;
-  return html`<section>
-    <h1>Connections</h1>
-    <${ErrorText} error=${error} />
-    ${connections && connections.length === 0 &&
-    html`<p>No connections yet. <a href="#/tokens">Create an agent token</a> to connect a cluster.</p>`}
-    ${connections && connections.length > 0 && html`<div class="table-wrap"><table class="connections">
-      <thead><tr><th scope="col">Cluster</th><th scope="col">State</th><th scope="col">Last seen</th>
-        <th scope="col">Agent version</th><th scope="col">Nodes</th><th scope="col">GPUs ready / total</th></tr></thead>
-      <tbody>${connections.map((c) => html`<tr key=${c.id} data-connection=${c.cluster_name}>
-        <td>${linked ? html`<a href=${'#/connections/' + encodeURIComponent(c.id)}>${c.cluster_name}</a>` : c.cluster_name}
-          <div class="muted">${c.agent_name}</div></td>
-        <td><${Badge} connection=${c} now=${now} /><${AgentRefusedNotice} connection=${c} brief /></td>
-        <td>${ago(c.last_seen_at, now)}</td>
-        <td>${c.agent_version || '–'}</td>
-        <td>${c.last_report_at ? c.totals.nodes : '–'}</td>
-        <td>${c.last_report_at ? c.totals.gpus_ready + ' / ' + c.totals.gpu_capacity : '–'}</td>
-      </tr>`)}</tbody></table></div>`}
-  </section>`;
-}
+// Why the sign-in form is back: the session ended behind the page's back (the API said 401).
+const endedText = {
+  expired: 'Your session expired. Sign in again to go on where you were.',
+  revoked: 'Your session was ended (signed out elsewhere, a password change or a deactivation). Sign in again.',
+};
 
-function SignIn({ onSignedIn }) {
+function SignIn({ onSignedIn, ended }) {
+  usePageTitle('Sign in');
   const [email, setEmail] = useState('');
   const [password, setPassword] = useState('');
   // Asked once the console answers that the account has two-factor sign-in.
@@ -81,7 +72,9 @@ function SignIn({ onSignedIn }) {
   return html`<main class="sign-in">
     <form onSubmit=${submit} aria-labelledby="sign-in-title">
       <h1 id="sign-in-title">Sign in to uplink</h1>
-      <label>Email<input type="email" name="email" autocomplete="username" required
+      ${ended && html`<p class="notice" role="status" data-session-ended>${endedText[ended] ||
+        'You were signed out. Sign in again.'}</p>`}
+      <label>Email<input type="email" name="email" autocomplete="username" required autofocus
         value=${email} onInput=${(e) => setEmail(e.target.value)} /></label>
       <label>Password<input type="password" name="password" autocomplete="current-password" required
         value=${password} onInput=${(e) => setPassword(e.target.value)} /></label>
@@ -93,12 +86,26 @@ function SignIn({ onSignedIn }) {
   </main>`;
 }
 
+function NotFoundPage() {
+  usePageTitle('Page not found');
+  return html`<section>
+    <h1>Page not found</h1>
+    <p>Nothing lives at <code>${location.hash || '/'}</code> in the uplink console.</p>
+    <p><a href="#/connections">Go to the connections</a></p>
+  </section>`;
+}
+
 function App() {
   const [session, setSession] = useState(undefined);
+  // Why the session ended while the page was open ('expired', 'revoked', ...), for the form.
+  const [ended, setEnded] = useState(null);
   const route = useHashRoute();
+  const signedIn = useRef(false);
+  signedIn.current = Boolean(session);
   useEffect(() => {
-    const signedOut = () => {
+    const signedOut = (event) => {
       setCsrfToken('');
+      if (signedIn.current) setEnded((event.detail && event.detail.code) || 'signed_out');
       setSession(null);
     };
     addEventListener('uplink:signed-out', signedOut);
@@ -110,11 +117,18 @@ function App() {
         setCsrfToken(s.csrf_token);
         setSession(s);
       },
-      () => setSession(null),
+      // A cookie whose session expired or was ended: said on the form, as when it happens
+      // while the page is open.
+      (e) => {
+        if (e.code === 'expired' || e.code === 'revoked') setEnded(e.code);
+        setSession(null);
+      },
     );
   }, []);
   if (session === undefined) return html`<p class="loading">Loading…</p>`;
-  if (!session) return html`<${SignIn} onSignedIn=${setSession} />`;
+  if (!session) {
+    return html`<${SignIn} ended=${ended} onSignedIn=${(s) => { setEnded(null); setSession(s); }} />`;
+  }
   const signOut = async () => {
     try {
       await api('POST', '/api/v1/web/sign-out');
@@ -138,22 +152,26 @@ function App() {
   if (admin && !enrolOnly) nav.push(['users', 'Users']);
   if (!enrolOnly) nav.push(['two-factor', 'Two-factor']);
   let content;
+  const tabs = connectionTabs.map(([key]) => key);
   if (enrolOnlyConnections) {
     // Their connections' list (where refused agents show) and nothing else of them.
     content = html`<${ConnectionsPage} linked=${false} />`;
   } else if (page === 'two-factor' || enrolOnly) {
     content = html`<${TwoFactorPage} user=${session.user} onChanged=${reloadSession} />`;
-  } else if (page === 'connections' && id && sub === 'runs' && subId) {
+  } else if (page === 'connections' && id && sub === 'runs' && subId && route.length === 4) {
     content = html`<${RunPage} connectionId=${id} runId=${subId} />`;
-  } else if (page === 'connections' && id && sub === 'runs') {
+  } else if (page === 'connections' && id && sub === 'runs' && route.length === 3) {
     content = html`<${RunsPage} connectionId=${id} />`;
-  } else if (page === 'connections' && id) content = html`<${ConnectionPage} id=${id} />`;
-  else if (page === 'tokens') content = html`<${TokensPage} />`;
-  else if (page === 'approvals') content = html`<${ApprovalsPage} />`;
-  else if (page === 'audit') content = html`<${AuditPage} />`;
-  else if (page === 'api-keys') content = html`<${ApiKeysPage} />`;
-  else if (page === 'users' && admin) content = html`<${UsersPage} me=${session.user.id} />`;
-  else content = html`<${ConnectionsPage} />`;
+  } else if (page === 'connections' && id && (!sub || tabs.includes(sub)) &&
+             (route.length <= 3 || (sub === 'nodes' && route.length === 4))) {
+    content = html`<${ConnectionPage} id=${id} tab=${sub || 'overview'} node=${sub === 'nodes' ? subId : undefined} />`;
+  } else if (!page || (page === 'connections' && route.length === 1)) content = html`<${ConnectionsPage} />`;
+  else if (page === 'tokens' && route.length === 1) content = html`<${TokensPage} />`;
+  else if (page === 'approvals' && route.length === 1) content = html`<${ApprovalsPage} />`;
+  else if (page === 'audit' && route.length === 1) content = html`<${AuditPage} />`;
+  else if (page === 'api-keys' && route.length === 1) content = html`<${ApiKeysPage} />`;
+  else if (page === 'users' && admin && route.length === 1) content = html`<${UsersPage} me=${session.user.id} />`;
+  else content = html`<${NotFoundPage} />`;
   return html`<div class="shell">
     <header>
       <a class="brand" href="#/connections">uplink</a>

@@ -56,8 +56,11 @@ export function RightSizing({ connectionId }) {
         ' of the request. Under-provisioned: no request, a peak above the request, or a peak at ' +
         share(data.thresholds.near_limit_share) + ' of the limit. Pods with fewer than ' +
         data.thresholds.min_samples + ' samples are not judged.'}</p>
-      ${data.note && html`<p>${data.note}</p>`}
-      <p class="totals" data-totals>
+      ${data.note && html`<p class="notice" data-note>The latest snapshot has no pod requests and limits: either no
+        namespaces are chosen for this connection yet (Settings, Namespace scope), or its cluster agent is older than
+        pod right-sizing.</p>`}
+      ${data.pods.length === 0 && !data.note && html`<p>No running pods in the chosen namespaces.</p>`}
+      ${data.pods.length > 0 && html`<p class="totals" data-totals>
         <span class="badge verdict-under_provisioned">${data.totals.under_provisioned} under-provisioned</span>
         <span class="badge verdict-over_provisioned">${data.totals.over_provisioned} over-provisioned</span>
         <span class="badge verdict-ok">${data.totals.ok} OK</span>
@@ -82,6 +85,6 @@ export function RightSizing({ connectionId }) {
           ${p.findings.length > 0 && html`<tr class="findings"><td colspan="5"><ul class="findings">
             ${p.findings.map((f, i) => html`<li key=${i}>${findingText(p, f)}</li>`)}</ul></td></tr>`}
         </tbody>`)}
-      </table></div>`}
+      </table></div>`}`}
   </section>`;
 }

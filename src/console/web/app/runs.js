@@ -6,8 +6,7 @@ import { useEffect, useRef, useState } from 'preact/hooks';
 import htm from 'htm';
 import uPlot from 'uplot';
 import { api } from './api.js';
-import { dateTime } from './format.js';
-import { ErrorText, usePoll } from './ui.js';
+import { ErrorText, Time, usePageTitle, usePoll } from './ui.js';
 
 const html = htm.bind(h);
 
@@ -96,7 +95,7 @@ function Problems({ problems }) {
     <div class="table-wrap"><table class="problems">
       <thead><tr><th scope="col">Source</th><th scope="col">Where</th><th scope="col">Why</th><th scope="col">Reported</th></tr></thead>
       <tbody>${problems.map((p, i) => html`<tr key=${i}>
-        <td>${p.source}</td><td><code>${p.location}</code></td><td>${p.error}</td><td>${dateTime(p.reported_at)}</td>
+        <td>${p.source}</td><td><code>${p.location}</code></td><td>${p.error}</td><td><${Time} iso=${p.reported_at} /></td>
       </tr>`)}</tbody></table></div>
   </details>`;
 }
@@ -134,6 +133,7 @@ function Compare({ connectionId, runIds, onClear }) {
 }
 
 export function RunsPage({ connectionId }) {
+  usePageTitle('Experiment runs');
   const [filters, setFilters] = useState({ experiment: '', status: '', user: '' });
   const [text, setText] = useState('');
   const [selected, setSelected] = useState([]);
@@ -200,7 +200,7 @@ export function RunsPage({ connectionId }) {
         <td>${r.experiment || '–'}</td>
         <td><${RunStatus} run=${r} /></td>
         <td>${r.user || '–'}</td>
-        <td>${dateTime(r.started_at)}</td>
+        <td><${Time} iso=${r.started_at} /></td>
         <td>${duration(r)}</td>
         <td>${r.metric_count}</td>
         <td><${Source} run=${r} /></td>
@@ -223,6 +223,7 @@ function KeyValues({ title, values, redacted, prefix }) {
 }
 
 export function RunPage({ connectionId, runId }) {
+  usePageTitle('Run ' + runId);
   const { data: run, error } = usePoll(
     () => api('GET', runsPath(connectionId) + '/' + encodeURIComponent(runId) + '?points=1000'), 15000,
     [connectionId, runId]);
@@ -239,11 +240,11 @@ export function RunPage({ connectionId, runId }) {
       <dt>Run</dt><dd><code>${run.run_id}</code></dd>
       <dt>Experiment</dt><dd>${run.experiment || '–'}</dd>
       <dt>User</dt><dd>${run.user || '–'}</dd>
-      <dt>Started</dt><dd>${dateTime(run.started_at)}</dd>
-      <dt>Ended</dt><dd>${dateTime(run.ended_at)}</dd>
+      <dt>Started</dt><dd><${Time} iso=${run.started_at} /></dd>
+      <dt>Ended</dt><dd><${Time} iso=${run.ended_at} /></dd>
       <dt>Duration</dt><dd>${duration(run)}</dd>
       <dt>Source</dt><dd><${Source} run=${run} /> <code>${run.location}</code></dd>
-      <dt>Last update</dt><dd>${dateTime(run.updated_at)}</dd>
+      <dt>Last update</dt><dd><${Time} iso=${run.updated_at} /></dd>
     </dl>
     ${redacted.length > 0 && html`<p class="notice">${redacted.length} value${redacted.length === 1 ? ' was' : 's were'} removed
       by the agent before ${redacted.length === 1 ? 'it' : 'they'} left the cluster, because ${redacted.length === 1 ? 'it looks' : 'they look'} like

@@ -4,9 +4,8 @@ import { h } from 'preact';
 import { useRef, useState } from 'preact/hooks';
 import htm from 'htm';
 import { api } from './api.js';
-import { ago, dateTime } from './format.js';
 import { InstallSection } from './install.js';
-import { Badge, ErrorText, useNow, usePoll } from './ui.js';
+import { Badge, ErrorText, Modal, Time, useNow, usePageTitle, usePoll } from './ui.js';
 
 const html = htm.bind(h);
 
@@ -35,19 +34,54 @@ export function usePasswordPrompt() {
   return [prompt, ask];
 }
 
+// The password prompt of a sensitive call, as a modal dialog: focus on the password field,
+// Escape or Cancel answers null.
 export function PasswordPrompt({ onAnswer, reason }) {
   const [password, setPassword] = useState('');
-  return html`<form class="dialog" role="dialog" aria-labelledby="confirm-title"
-      onSubmit=${(e) => { e.preventDefault(); onAnswer(password); }}>
-    <h2 id="confirm-title">Confirm your password</h2>
-    <p>${reason || 'Creating or rotating an agent token needs your password again.'}</p>
-    <label>Password<input type="password" name="confirm-password" autocomplete="current-password"
-      required autofocus value=${password} onInput=${(e) => setPassword(e.target.value)} /></label>
-    <div class="row">
-      <button type="submit">Confirm</button>
-      <button type="button" class="secondary" onClick=${() => onAnswer(null)}>Cancel</button>
-    </div>
-  </form>`;
+  return html`<${Modal} title="Confirm your password" labelledBy="confirm-title" onCancel=${() => onAnswer(null)}>
+    <form onSubmit=${(e) => { e.preventDefault(); onAnswer(password); }}>
+      <p>${reason || 'Creating or rotating an agent token needs your password again.'}</p>
+      <label>Password<input type="password" name="confirm-password" autocomplete="current-password"
+        required autofocus value=${password} onInput=${(e) => setPassword(e.target.value)} /></label>
+      <div class="row">
+        <button type="submit">Confirm</button>
+        <button type="button" class="secondary" onClick=${() => onAnswer(null)}>Cancel</button>
+      </div>
+    </form>
+  </${Modal}>`;
+}
+
+// Rotating and revoking a connection's token, each after a confirmation: the calls the
+// tokens page and a connection's Settings make. `act` runs a call (with the password prompt
+// when the session needs it).
+export function rotateToken(connection, act) {
+  if (confirm('Rotate the token of ' + connection.cluster_name + '? The agent using the old token is refused at once.')) {
+    act(() => api('POST', '/api/v1/connections/' + encodeURIComponent(connection.id) + '/rotate'));
+  }
+}
+
+export function revokeToken(connection, act) {
+  if (confirm('Revoke the token of ' + connection.cluster_name + '? The agent is refused on its next request, and this cannot be undone.')) {
+    act(() => api('POST', '/api/v1/connections/' + encodeURIComponent(connection.id) + '/revoke'));
+  }
+}
+
+// Runs token calls for a page: the password prompt when needed, the token shown once, errors.
+export function useTokenCalls(onChanged) {
+  const [reveal, setReveal] = useState(null);
+  const [prompt, ask] = usePasswordPrompt();
+  const [error, setError] = useState(null);
+  const act = async (call) => {
+    setError(null);
+    try {
+      const reply = await withConfirmation(call, ask);
+      if (reply && reply.token) setReveal(reply);
+      onChanged();
+    } catch (e) {
+      setError(e);
+    }
+  };
+  return { act, reveal, setReveal, prompt, error };
 }
 
 export function TokenReveal({ reveal, onDone }) {
@@ -83,27 +117,12 @@ export function TokenReveal({ reveal, onDone }) {
 }
 
 export function TokensPage() {
+  usePageTitle('Agent tokens');
   const now = useNow();
   const [version, setVersion] = useState(0);
-  const { data, error } = usePoll(() => api('GET', '/api/v1/connections'), 5000, [version]);
+  const { data, error } = usePoll(() => api('GET', '/api/v1/connections'), 5000, [version], []);
   const [form, setForm] = useState({ agent_name: 'uplink-agent', cluster_name: '', expires: '', namespaces: '' });
-  const [reveal, setReveal] = useState(null);
-  const [prompt, setPrompt] = useState(null);
-  const [actionError, setActionError] = useState(null);
-  const ask = () => new Promise((resolve) => setPrompt(() => (answer) => {
-    setPrompt(null);
-    resolve(answer);
-  }));
-  const act = async (call) => {
-    setActionError(null);
-    try {
-      const reply = await withConfirmation(call, ask);
-      if (reply && reply.token) setReveal(reply);
-      setVersion((v) => v + 1);
-    } catch (e) {
-      setActionError(e);
-    }
-  };
+  const { act, reveal, setReveal, prompt, error: actionError } = useTokenCalls(() => setVersion((v) => v + 1));
   const create = (event) => {
     event.preventDefault();
     const body = { agent_name: form.agent_name, cluster_name: form.cluster_name };
@@ -112,16 +131,6 @@ export function TokensPage() {
     const scope = form.namespaces.trim();
     if (scope) body.namespaces = scope === 'none' ? [] : scope.split(/[\s,]+/).filter(Boolean);
     act(() => api('POST', '/api/v1/connections', body));
-  };
-  const rotate = (c) => {
-    if (confirm('Rotate the token of ' + c.cluster_name + '? The agent using the old token is refused at once.')) {
-      act(() => api('POST', '/api/v1/connections/' + encodeURIComponent(c.id) + '/rotate'));
-    }
-  };
-  const revoke = (c) => {
-    if (confirm('Revoke the token of ' + c.cluster_name + '? The agent is refused on its next request, and this cannot be undone.')) {
-      act(() => api('POST', '/api/v1/connections/' + encodeURIComponent(c.id) + '/revoke'));
-    }
   };
   const field = (key) => (e) => setForm({ ...form, [key]: e.target.value });
   return html`<section>
@@ -139,20 +148,19 @@ export function TokensPage() {
     </form>`}
     <${ErrorText} error=${actionError || error} />
     ${data && html`<div class="table-wrap"><table class="tokens">
-      <thead><tr><th scope="col">Cluster</th><th scope="col">Status</th><th scope="col">Token</th>
-        <th scope="col">Agent version</th><th scope="col">Last report</th><th scope="col">Created</th>
-        <th scope="col">Expires</th><th scope="col">Actions</th></tr></thead>
+      <thead><tr><th scope="col">Cluster and token</th><th scope="col">Status</th>
+        <th scope="col">Last report</th><th scope="col" class="wide-only">Created</th><th scope="col">Expires</th>
+        <th scope="col">Actions</th><th scope="col" class="wide-only">Agent version</th></tr></thead>
       <tbody>${data.connections.map((c) => html`<tr key=${c.id} data-connection=${c.cluster_name}>
-        <td>${c.cluster_name}<div class="muted">${c.agent_name}</div></td>
+        <td>${c.cluster_name}<div class="muted">${c.agent_name} · <code>${c.token_prefix}…</code></div></td>
         <td><${Badge} connection=${c} now=${now} /></td>
-        <td><code>${c.token_prefix}…</code></td>
-        <td>${c.agent_version || '–'}</td>
-        <td>${c.last_report_at ? ago(c.last_report_at, now) : 'never'}</td>
-        <td>${dateTime(c.created_at)}</td>
-        <td>${dateTime(c.expires_at)}</td>
+        <td><${Time} iso=${c.last_report_at} now=${now} none="never" /></td>
+        <td class="wide-only"><${Time} iso=${c.created_at} now=${now} /></td>
+        <td><${Time} iso=${c.expires_at} now=${now} /></td>
         <td class="actions">${c.status !== 'revoked' && html`
-          <button type="button" class="secondary" onClick=${() => rotate(c)}>Rotate</button>
-          <button type="button" class="danger" onClick=${() => revoke(c)}>Revoke</button>`}</td>
+          <button type="button" class="secondary" onClick=${() => rotateToken(c, act)}>Rotate</button>
+          <button type="button" class="danger" onClick=${() => revokeToken(c, act)}>Revoke</button>`}</td>
+        <td class="wide-only">${c.agent_version || '–'}</td>
       </tr>`)}</tbody></table></div>`}
   </section>`;
 }

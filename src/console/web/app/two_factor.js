@@ -5,9 +5,8 @@ import { h } from 'preact';
 import { useState } from 'preact/hooks';
 import htm from 'htm';
 import { api } from './api.js';
-import { dateTime } from './format.js';
 import { PasswordPrompt, usePasswordPrompt, withConfirmation } from './tokens.js';
-import { ErrorText, usePoll } from './ui.js';
+import { ErrorText, Time, usePageTitle, usePoll } from './ui.js';
 
 const html = htm.bind(h);
 const quietZone = 4;
@@ -158,9 +157,10 @@ function ProofForm({ title, action, danger, hasPassword, onProved, note }) {
 }
 
 export function TwoFactorPage({ user, onChanged }) {
+  usePageTitle('Two-factor sign-in');
   const [version, setVersion] = useState(0);
   const [codes, setCodes] = useState(null);
-  const { data: status, error } = usePoll(() => api('GET', '/api/v1/two-factor'), 0, [version]);
+  const { data: status, error } = usePoll(() => api('GET', '/api/v1/two-factor'), 0, [version], []);
   const changed = () => {
     setVersion((v) => v + 1);
     onChanged();
@@ -182,7 +182,7 @@ export function TwoFactorPage({ user, onChanged }) {
     ${status && html`<dl class="facts">
       <dt>Status</dt><dd class=${status.enabled ? 'ok' : status.required ? 'error' : ''}
         data-two-factor-status=${status.enabled ? 'on' : 'off'}>${status.enabled
-        ? 'on since ' + dateTime(status.enabled_at) : 'off'}</dd>
+        ? html`on since <${Time} iso=${status.enabled_at} />` : 'off'}</dd>
       ${status.enabled && html`<dt>Recovery codes</dt><dd>${status.recovery_codes_left} left</dd>`}
       <dt>Required by this console</dt><dd>${status.required ? 'yes' : 'no'}</dd>
     </dl>`}
@@ -202,7 +202,7 @@ export function TwoFactorPage({ user, onChanged }) {
 // and whom that shuts out.
 export function RequireTwoFactorSetting() {
   const [version, setVersion] = useState(0);
-  const { data: settings, error } = usePoll(() => api('GET', '/api/v1/settings'), 0, [version]);
+  const { data: settings, error } = usePoll(() => api('GET', '/api/v1/settings'), 0, [version], []);
   const [actionError, setActionError] = useState(null);
   const [prompt, ask] = usePasswordPrompt();
   if (!settings) return html`<${ErrorText} error=${error} />`;
