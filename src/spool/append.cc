@@ -34,6 +34,7 @@ Result<std::uint64_t> Spool::Impl::Append(std::string_view payload) {
   reserved_end = me.end;
   writing.push_back(&me);
   awaiting.push_back(&me);
+  writes_returned.SignalAll();  // a sync may be waiting for the appends to come back
   ++appends_in_flight;
   std::string buffer;
   if (!spare_buffers.empty()) {
@@ -61,9 +62,12 @@ Result<std::uint64_t> Spool::Impl::Append(std::string_view payload) {
     // Over a recycled file's blocks, the disk can take the record now, while it waits for
     // a sync; in new blocks that would allocate them a record at a time. Its last page is
     // left to the sync: the next record fills it, and writing it now would write it twice.
+    // So is a small record: the sync sends it with its neighbours in one request.
     static const std::uint64_t page = PageSize();
     const std::uint64_t from = me.start / page * page, to = me.end / page * page;
-    if (status.ok() && overwrites && to > from) file->StartWriteback(from, to - from);
+    if (status.ok() && overwrites && to >= from + kMinWriteOut) {
+      file->StartWriteback(from, to - from);
+    }
   }
 
   mu.Lock();
@@ -154,17 +158,31 @@ Status Spool::Impl::AwaitDurable(PendingWrite& write, Status written) {
 
 Status Spool::Impl::SyncWritten() {
   syncing = true;
-  // Records reserved before this sync started are being encoded and written: they are
-  // waited for (a write's time, not a sync's), so that the sync covers them instead of
-  // leaving them to wait for the whole next one.
+  // The appends in flight when the last sync ended were released by it together and are
+  // coming back: waiting for them, at most half as long as that sync took, makes one sync
+  // serve them all, where starting at once would leave them to the next (PostgreSQL's
+  // commit_delay, scaled to the disk). A lone writer never waits.
+  const auto deadline = std::chrono::steady_clock::now() + last_sync_time / 2;
+  while (AppendsNotDurable() < last_sync_appends && !write_failed) {
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= deadline) break;
+    writes_returned.WaitFor(mu, deadline - now);
+  }
+  // Records reserved by now are being encoded and written: they are waited for (a write's
+  // time, not a sync's), so that the sync covers them instead of leaving them to wait for
+  // the whole next one.
   const std::uint64_t reserved = reserved_end;
   while (written_end < reserved && !write_failed) writes_returned.Wait(mu);
   const std::uint64_t target = written_end;
   InPlaceFile* file = active.get();
   mu.Unlock();
+  const auto started = std::chrono::steady_clock::now();
   Status status = file->Sync();
+  const auto ended = std::chrono::steady_clock::now();
   mu.Lock();
   syncing = false;
+  last_sync_time = ended - started;
+  last_sync_appends = awaiting.size();
   if (!status.ok()) return status;
   Segment& segment = segments.back();
   segment.size = segment.readable_end = target;
@@ -175,6 +193,14 @@ Status Spool::Impl::SyncWritten() {
   }
   WakeAwaiting();
   return Status::Ok();
+}
+
+size_t Spool::Impl::AppendsNotDurable() const {
+  const std::uint64_t durable_end = segments.back().size;
+  return static_cast<size_t>(std::count_if(awaiting.begin(), awaiting.end(),
+                                           [&](const PendingWrite* write) {
+                                             return write->end > durable_end;
+                                           }));
 }
 
 void Spool::Impl::WakeAwaiting() {

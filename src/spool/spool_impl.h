@@ -53,6 +53,10 @@ struct Limits {
   std::uint64_t segment_bytes = 0;
 };
 
+// A record's early write-out (StartWriteback) below this size is left to the sync, which
+// sends it with its neighbours in one request: a small request costs the disk about as much
+// as a large one.
+constexpr std::uint64_t kMinWriteOut = 32 << 10;
 // Encoding buffers kept for the next appends, and the size above which one is let go of (a
 // record near the limit, 16 MiB by default, must not pin that much memory for good).
 constexpr size_t kMaxSpareBuffers = 16;
@@ -227,6 +231,7 @@ struct Spool::Impl {
   void WakeAwaiting() REQUIRES(mu);
   // Wakes every append in flight (a failure is being repaired).
   void WakeAllAwaiting() REQUIRES(mu);
+  size_t AppendsNotDurable() const REQUIRES(mu);
   // Starts segment `first`, in a file kept for reuse when there is one, and makes its
   // directory entry durable before anything is written to it.
   Status Roll(std::uint64_t first) EXCLUDES(mu);
@@ -280,8 +285,11 @@ struct Spool::Impl {
   std::deque<PendingWrite*> awaiting GUARDED_BY(mu);  // all appends in flight, in order
   std::uint64_t written_end GUARDED_BY(mu) = 0;
   std::deque<UnsyncedRecord> unsynced GUARDED_BY(mu);
-  CondVar writes_returned;  // written_end moved, or a write failed
+  CondVar writes_returned;  // a record was reserved or written, or a write failed
   bool syncing GUARDED_BY(mu) = false;
+  // The last sync: how long it took, and how many appends were in flight when it ended.
+  std::chrono::steady_clock::duration last_sync_time GUARDED_BY(mu){};
+  size_t last_sync_appends GUARDED_BY(mu) = 0;
   bool rolling GUARDED_BY(mu) = false;
   bool write_failed GUARDED_BY(mu) = false;  // a failed write waits to be repaired
   int appends_in_flight GUARDED_BY(mu) = 0;  // from reserving until durable or failed

@@ -26,6 +26,7 @@ using testing::FsOp;
 using testing::MemoryFileSystem;
 
 constexpr char kDir[] = "/spool";
+constexpr size_t kRecordOverheadForTests = 64;  // framing and append time, with room
 
 std::string Payload(std::uint64_t i, size_t size = 100) {
   std::string payload = "record-" + std::to_string(i) + "-";
@@ -784,6 +785,32 @@ TEST_F(SpoolTest, AppendsQueuedBehindASyncAreWrittenMeanwhileAndShareTheNextSync
   EXPECT_EQ(Sequences(ReadAll(*spool)), Range(1, 1 + kFollowers));
 }
 
+// The appends a sync releases come back together: the next sync waits for them (at most half
+// as long as that sync took) instead of starting with the first one back.
+TEST_F(SpoolTest, TheNextSyncWaitsForTheAppendsTheLastOneReleased) {
+  auto spool = Open();
+  ASSERT_NE(spool, nullptr);
+  ASSERT_EQ(spool->Append("first").value_or(0), 1u);
+  const int syncs_before = fs.Calls(FsOp::kSync);
+  const int writes_before = fs.Calls(FsOp::kWriteAt);
+  FirstSyncGate gate(fs);
+  std::thread a([&] {
+    EXPECT_TRUE(spool->Append("a1").ok());
+    EXPECT_TRUE(spool->Append("a2").ok());  // back at once, as a writer in a loop is
+  });
+  gate.WaitUntilHeld();
+  std::thread b([&] { EXPECT_TRUE(spool->Append("b1").ok()); });
+  while (fs.Calls(FsOp::kWriteAt) - writes_before < 2) std::this_thread::yield();
+  // b1 waits behind the sync, which takes long enough that the next one may wait 50 ms.
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  gate.Release();
+  a.join();
+  b.join();
+  // The held sync (a1), then one for b1 and a2 together.
+  EXPECT_EQ(fs.Calls(FsOp::kSync) - syncs_before, 2);
+  EXPECT_EQ(Sequences(ReadAll(*spool)), Range(1, 4));
+}
+
 // Counts the file writes that start, and lets a test hold them: `hold(n, lock)` runs before
 // the nth write goes on, with the gate's lock held.
 class WriteGate {
@@ -869,25 +896,35 @@ TEST_F(SpoolTest, ASyncCoversTheRecordsBeingWrittenWhenItStarts) {
 
 // Over a recycled file's blocks each record's write-out starts at once; in a new file it
 // waits for the sync (starting it there would allocate blocks a record at a time). A
-// record's last page is left to the sync: the next record fills it.
-TEST_F(SpoolTest, WriteOutStartsEarlyOnlyOverARecycledFilesBlocks) {
+// record's last page is left to the sync, which the next record fills, and so is a small
+// record, which the sync sends with its neighbours.
+TEST_F(SpoolTest, WriteOutStartsEarlyOnlyForLargeRecordsOverARecycledFilesBlocks) {
   auto spool = Open();
   ASSERT_NE(spool, nullptr);
-  AppendRange(*spool, 1, 100, 500);
+  constexpr size_t kLarge = 40 << 10;  // over segment_bytes: a segment each
+  AppendRange(*spool, 1, 10, kLarge);
   EXPECT_EQ(fs.Calls(FsOp::kStartWriteback), 0);
-  ASSERT_TRUE(spool->Consume(100).ok());
+  ASSERT_TRUE(spool->Consume(10).ok());
   ASSERT_EQ(FreeFiles().size(), 2u);
-  AppendRange(*spool, 101, 200, 500);
-  ASSERT_FALSE(FilesEndingIn(".rseg").empty());
-  EXPECT_GT(fs.Calls(FsOp::kStartWriteback), 0);
-  EXPECT_LT(fs.Calls(FsOp::kStartWriteback), 100);  // not past the recycled files' size
+  AppendRange(*spool, 11, 12, kLarge);
+  ASSERT_EQ(FilesEndingIn(".rseg").size(), 2u);
+  EXPECT_EQ(fs.Calls(FsOp::kStartWriteback), 2);
   const std::uint64_t page = static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
   for (const auto& [from, to] : fs.WritebackRanges()) {
     EXPECT_EQ(from % page, 0u);
     EXPECT_EQ(to % page, 0u);
-    EXPECT_LT(from, to);
+    EXPECT_GE(to - from, kLarge - page);
+    EXPECT_LT(to, kLarge + kRecordOverheadForTests);
   }
-  EXPECT_EQ(Sequences(ReadAll(*spool)), Range(101, 200));
+  // Small records over recycled blocks: left to the sync.
+  AppendRange(*spool, 13, 14, kLarge);
+  ASSERT_TRUE(spool->Consume(14).ok());
+  ASSERT_EQ(FreeFiles().size(), 2u);
+  const int before = fs.Calls(FsOp::kStartWriteback);
+  AppendRange(*spool, 15, 40, 500);
+  ASSERT_FALSE(FilesEndingIn(".rseg").empty());
+  EXPECT_EQ(fs.Calls(FsOp::kStartWriteback), before);
+  EXPECT_EQ(Sequences(ReadAll(*spool)), Range(15, 40));
 }
 
 // ---- preallocation ------------------------------------------------------------------------
