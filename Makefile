@@ -45,6 +45,7 @@ bench: build
 	@$(BUILD_DIR)/bin/bench_gpu
 	@$(BUILD_DIR)/bin/bench_kubectl
 	@$(BUILD_DIR)/bin/bench_experiments
+	@$(BUILD_DIR)/bin/bench_load
 
 clean:
 	@rm -rf $(BUILD_DIR)

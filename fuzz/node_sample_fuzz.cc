@@ -7,17 +7,19 @@
 #include <string_view>
 
 #include "common/json.h"
-#include "console/api/node_sample.h"
-#include "console/api/upload_batch.h"
+#include "console/api/node_sample_figures.h"
 #include "fuzz_check.h"
+#include "protocol/node_sample.h"
+#include "protocol/upload.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace uplink;
   using namespace uplink::console;
+  using namespace uplink::protocol;
   std::string_view text(reinterpret_cast<const char*>(data), size);
   auto document = ParseJson(text, JsonLimits{kMaxPayloadBytes, kMaxPayloadDepth});
   if (!document.ok() || !document->is_object()) return 0;
-  auto sample = ParseNodeSample(document->get_object(), "payload");
+  auto sample = DecodeNodeSample(document->get_object(), "payload");
   if (!sample.ok()) {
     FUZZ_CHECK(sample.status().code() == StatusCode::kInvalidArgument);
     FUZZ_CHECK(sample.status().message().starts_with("payload."));

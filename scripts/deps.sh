@@ -19,6 +19,7 @@ packages=(
   # libraries (Boost 1.81: Asio, Beast, JSON, URL are header-only)
   libboost1.81-dev libssl-dev libsqlite3-dev zlib1g-dev libyaml-dev libsodium-dev
   libqrencode-dev  # the console's two-factor set-up: the otpauth:// URI as a QR code
+  libsnappy-dev  # the console's remote write bodies (serve --remote-write-url)
   libgtest-dev libgmock-dev libbenchmark-dev
 )
 if [[ "$profile" == all ]]; then
@@ -33,6 +34,11 @@ if [[ "$profile" == all ]]; then
     # node_exporter: the node role's metric names and values are checked against it, and
     # its CPU and memory are the baseline of bench_node
     prometheus-node-exporter
+    # remote write: Prometheus receives what the console forwards and is queried back with
+    # PromQL; protoc decodes the console's protobuf against Prometheus's schema
+    prometheus protobuf-compiler
+    # bench_load's HTTP floor: nginx answering 204 to the same requests as the console
+    nginx-light
     # make images and its test: podman with runc (crun refuses hybrid cgroups), uidmap for
     # rootless podman, mmdebstrap for base images from Debian's archive, and Debian's
     # docker-registry for the test's registry on loopback

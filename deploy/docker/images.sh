@@ -8,7 +8,7 @@
 # The agent is the one the project's own build made on this machine (make images builds it
 # first): a Debian 12 build, so it runs on a Debian 12 base, and nothing but Debian's archive
 # is needed. The base is BASE_IMAGE when set (REPOSITORY@sha256:..., e.g. the Dockerfile's
-# distroless default), else one made from Debian's archive with mmdebstrap (cached under
+# distroless default), else one made from Debian's archive by debian-base.sh (cached under
 # ${XDG_CACHE_HOME:-~/.cache}/uplink/images, keyed by its package list), pushed to REGISTRY
 # first so that the build names it by digest. kubectl for the cluster image is KUBECTL when
 # set, else the kubectl on PATH.
@@ -41,22 +41,8 @@ done
 agent="$build_dir/bin/uplink-agent"
 [[ -x "$agent" ]] || { echo "images: $agent is missing: run make build" >&2; exit 1; }
 
-# What works on Debian 12 and on machines with hybrid cgroups and no systemd: runc (crun
-# refuses hybrid cgroups), the cgroupfs manager, and limits within this process's own hard
-# limits (podman's defaults may exceed them, and then no container starts).
-podman=(podman --runtime /usr/sbin/runc --cgroup-manager cgroupfs)
-if [[ -n "${UPLINK_IMAGES_STORAGE:-}" ]]; then
-  podman+=(--root "$UPLINK_IMAGES_STORAGE/root" --runroot "$UPLINK_IMAGES_STORAGE/run")
-fi
-bounded() {  # LIMIT_FLAG CAP: the hard limit, at most CAP
-  local hard
-  hard=$(ulimit "-H$1")
-  [[ "$hard" == unlimited || "$hard" -gt "$2" ]] && hard=$2
-  echo "$hard"
-}
-files=$(bounded n 65536)
-processes=$(bounded u 8192)
-limits=(--ulimit "nofile=$files:$files" --ulimit "nproc=$processes:$processes")
+# shellcheck source=podman-setup.sh
+. "$root/deploy/docker/podman-setup.sh"
 tls=()
 case "${registry%%/*}" in
   localhost|localhost:*|127.*|\[::1\]*) tls=(--tls-verify=false) ;;
@@ -76,19 +62,8 @@ if [[ -z "$base" ]]; then
   # "nonroot", 65532, as in the distroless base and the chart's runAsUser (above useradd's
   # usual range, which -K widens).
   user_hook='chroot "$1" useradd -K UID_MAX=65533 -K GID_MAX=65533 --uid 65532 --user-group --create-home --home-dir /home/nonroot --shell /usr/sbin/nologin nonroot'
-  key=$(printf '%s\n' bookworm minbase "$packages" "$user_hook" | sha256sum | cut -c1-16)
-  home=${HOME:-$(getent passwd "$(id -u)" | cut -d: -f6)}
-  cache="${XDG_CACHE_HOME:-$home/.cache}/uplink/images"
-  tarball="$cache/debian-base-$key.tar"
-  if [[ ! -f "$tarball" ]]; then
-    echo "images: making the Debian 12 base ($packages) with mmdebstrap, once" >&2
-    mkdir -p "$cache"
-    mmdebstrap --quiet --format=tar --variant=minbase --include="$packages" \
-      --dpkgopt='path-exclude=/usr/share/doc/*' --dpkgopt='path-exclude=/usr/share/man/*' \
-      --dpkgopt='path-exclude=/usr/share/locale/*' --customize-hook="$user_hook" \
-      bookworm "$tarball.partial"
-    mv "$tarball.partial" "$tarball"
-  fi
+  base_built=$("$root/deploy/docker/debian-base.sh" "$packages" "$user_hook")
+  read -r tarball key <<< "$base_built"
   local_base="localhost/uplink-agent-base:$key"
   "${podman[@]}" image exists "$local_base" ||
     "${podman[@]}" import --quiet "$tarball" "$local_base" >/dev/null

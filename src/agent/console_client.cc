@@ -3,12 +3,14 @@
 #include <algorithm>
 
 #include "common/backoff.h"
-#include "common/cluster_identity.h"
 #include "common/files.h"
 #include "common/gzip.h"
 #include "common/text.h"
 #include "net/http.h"
 #include "net/server.h"
+#include "protocol/agent_api.h"
+#include "protocol/errors.h"
+#include "protocol/whoami.h"
 
 namespace uplink::agent {
 namespace {
@@ -91,8 +93,8 @@ Result<std::unique_ptr<ConsoleClient>> ConsoleClient::Create(ConsoleClientOption
   http.ca_file = options.ca_file;
   http.connect_timeout = options.connect_timeout;
   http.request_timeout = options.request_timeout;
-  http.max_response_bytes = kMaxReplyBytes;
-  http.user_agent = "uplink-agent/" UPLINK_VERSION " (" + options.role + ")";
+  http.max_response_bytes = protocol::kMaxReplyBytes;
+  http.user_agent = protocol::AgentUserAgent(UPLINK_VERSION, options.role);
   if (!options.token_expiry) options.token_expiry = std::make_shared<TokenExpiry>();
   net::ClientOptions large_http = http;
   large_http.request_timeout = options.large_request_timeout;
@@ -129,7 +131,7 @@ std::optional<std::string> ConsoleClient::ClusterUid() const {
   auto content = ReadFileBounded(options_.cluster_uid_file, kMaxClusterUidFileBytes);
   if (!content.ok()) return std::nullopt;
   std::string_view uid = TrimWhitespace(*content);
-  if (!IsClusterUid(uid)) return std::nullopt;
+  if (!protocol::IsClusterUid(uid)) return std::nullopt;
   return std::string(uid);
 }
 
@@ -150,11 +152,11 @@ ConsoleReply ConsoleClient::PostJson(std::string_view path, const json::value& b
   request.headers.Set("Content-Type", "application/json");
   request.headers.Set("Accept", "application/json");
   if (std::optional<std::string> uid = ClusterUid()) {
-    request.headers.Set(std::string(kClusterUidHeader), *uid);
+    request.headers.Set(std::string(protocol::kClusterUidHeader), *uid);
   }
   std::string text = ToJson(body);
   size_t plain_size = text.size();
-  if (compression == Compression::kAlways || plain_size > kGzipThreshold) {
+  if (compression == Compression::kAlways || plain_size > protocol::kGzipThreshold) {
     auto compressed = GzipCompress(text);
     if (!compressed.ok()) {
       reply.status = compressed.status().WithContext(what + ": compressing the body");
@@ -185,37 +187,26 @@ ConsoleReply ConsoleClient::PostJson(std::string_view path, const json::value& b
     return reply;
   }
   if (response->status >= 200 && response->status <= 299) {
-    auto parsed = ParseJson(response->body, JsonLimits{.max_bytes = kMaxReplyBytes, .max_depth = 16});
+    auto parsed = ParseJson(response->body,
+                            JsonLimits{.max_bytes = protocol::kMaxReplyBytes, .max_depth = 16});
     if (!parsed.ok() || !parsed->is_object()) {
       reply.status = UnavailableError(what + ": the console answered " + status_text +
                                       " with a body that is not a JSON object");
       return reply;
     }
     reply.body = std::move(parsed).value();
-    if (const json::value* expires = reply.body.get_object().if_contains("expires_at");
-        expires != nullptr && expires->is_string()) {
-      if (auto at = ParseRfc3339(expires->get_string()); at.ok()) {
-        options_.token_expiry->Update(*at, clock_.Now());
-      }
+    if (std::optional<WallTime> at = protocol::DecodeExpiresAt(reply.body)) {
+      options_.token_expiry->Update(*at, clock_.Now());
     }
     return reply;
   }
   // An error reply: {"error": {"code": "...", "message": "..."}}; never echo anything else.
   std::string detail = " (the reply carried no protocol error body)";
-  auto parsed = ParseJson(response->body, JsonLimits{.max_bytes = kMaxReplyBytes, .max_depth = 16});
-  if (parsed.ok() && parsed->is_object()) {
-    const json::value* error = parsed->get_object().if_contains("error");
-    if (error != nullptr && error->is_object()) {
-      reply.error = *error;
-      const json::object& object = error->get_object();
-      const json::value* code = object.if_contains("code");
-      const json::value* message = object.if_contains("message");
-      if (code != nullptr && code->is_string()) reply.error_code = OneLineExcerpt(code->get_string());
-      detail = reply.error_code.empty() ? "" : " " + reply.error_code;
-      if (message != nullptr && message->is_string()) {
-        detail += ": " + OneLineExcerpt(message->get_string());
-      }
-    }
+  if (std::optional<protocol::ErrorBody> error = protocol::DecodeErrorBody(response->body)) {
+    reply.error = *error;
+    reply.error_code = OneLineExcerpt(error->code);
+    detail = reply.error_code.empty() ? "" : " " + reply.error_code;
+    if (!error->message.empty()) detail += ": " + OneLineExcerpt(error->message);
   }
   reply.status = Status(net::StatusCodeForHttpStatus(response->status),
                         what + ": the console answered " + status_text + detail);

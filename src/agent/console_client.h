@@ -16,6 +16,7 @@
 #include "common/status.h"
 #include "common/time.h"
 #include "net/client.h"
+#include "protocol/errors.h"
 
 namespace uplink::agent {
 
@@ -62,22 +63,19 @@ struct ConsoleReply {
   std::string error_code;  // error.code of an error reply ("revoked"), if any
   std::optional<std::chrono::milliseconds> retry_after;
   json::value body;        // the parsed 2xx body
-  // The `error` object of an error reply as sent (an upload's 422 names the refused record in
-  // error.sequence); null when the reply carried none. Never quoted whole into messages.
-  json::value error;
+  // The error body of an error reply (an upload's 422 names the refused record in its
+  // sequence); none when the reply carried none. Never quoted whole into messages.
+  std::optional<protocol::ErrorBody> error;
 };
 
 // When a request body is gzip-compressed.
 enum class Compression {
-  kAboveThreshold,  // only bodies over ConsoleClient::kGzipThreshold (reports)
+  kAboveThreshold,  // only bodies over protocol::kGzipThreshold (reports)
   kAlways,          // every body (uploads: docs/protocol.md requires it)
 };
 
 class ConsoleClient {
  public:
-  static constexpr size_t kGzipThreshold = 64 * 1024;
-  static constexpr size_t kMaxReplyBytes = 1 << 20;
-
   static Result<std::unique_ptr<ConsoleClient>> Create(ConsoleClientOptions options,
                                                        Clock& clock = SystemClock());
 

@@ -1,6 +1,6 @@
 #include "agent/kube_system_uid.h"
 
-#include "common/cluster_identity.h"
+#include "protocol/agent_api.h"
 
 namespace uplink::agent {
 
@@ -15,7 +15,7 @@ Result<std::string> ReadKubeSystemUid(kube::KubeClient& kube) {
   if (uid == nullptr || !uid->is_string() || uid->get_string().empty()) {
     return InvalidArgumentError("the kube-system namespace has no metadata.uid");
   }
-  if (!IsClusterUid(uid->get_string())) {
+  if (!protocol::IsClusterUid(uid->get_string())) {
     return InvalidArgumentError("the kube-system namespace's metadata.uid is not 1-128 printable "
                                 "characters without spaces");
   }

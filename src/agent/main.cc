@@ -38,6 +38,7 @@
 #include "common/text.h"
 #include "kube/client.h"
 #include "kube/credentials.h"
+#include "protocol/agent_api.h"
 #include "spool/spool.h"
 
 namespace {
@@ -149,7 +150,7 @@ int RunInventory(const std::vector<std::string>& args) {
   agent::StopSignal& stop = ProcessStopSignal();
   HandleStopSignals(stop, once ? 1 : 0);
 
-  std::string user_agent = "uplink-agent/" UPLINK_VERSION " (inventory)";
+  std::string user_agent = protocol::AgentUserAgent(UPLINK_VERSION, "inventory");
   auto kube = kube::KubeClient::Create(std::move(credentials).value(),
                                        kube::KubeClientOptions{.user_agent = user_agent});
   if (!kube.ok()) return Fail(kube.status().ToString());

@@ -2,14 +2,16 @@
 
 #include <algorithm>
 
+#include "protocol/agent_api.h"
+#include "protocol/upload.h"
+
 namespace uplink::agent {
 namespace {
 
-constexpr size_t kMaxStreamBytes = 253;
-// docs/protocol.md: a payload is at most 1 MiB serialized. A larger one could not be sent
+// A payload is at most protocol::kMaxPayloadBytes serialized. A larger one could not be sent
 // even alone (its body may exceed the console's limit, which refuses it before reading it),
 // so it is given up here, counted, without a request.
-constexpr size_t kMaxPayloadBytes = 1 << 20;
+using protocol::kMaxPayloadBytes;
 
 constexpr char kSpoolBytes[] = "uplink_agent_spool_bytes";
 constexpr char kSpoolRecords[] = "uplink_agent_spool_records";
@@ -24,8 +26,9 @@ constexpr char kUploads[] = "uplink_agent_ship_uploads_total";
 constexpr char kRecordsShipped[] = "uplink_agent_ship_records_total";
 constexpr char kFailures[] = "uplink_agent_ship_failures_total";
 
-json::object LossJson(const spool::LossCount& loss) {
-  return json::object{{"records", loss.records}, {"bytes", loss.bytes}};
+protocol::LossCount LossOf(const spool::LossCount& loss) {
+  return protocol::LossCount{static_cast<std::int64_t>(loss.records),
+                             static_cast<std::int64_t>(loss.bytes)};
 }
 
 // The failure label of a reply: its status class, or "network" when none came.
@@ -37,31 +40,14 @@ std::string_view FailureReason(int http_status) {
   return "5xx";
 }
 
-std::optional<std::uint64_t> UnsignedField(const json::value& object, std::string_view key) {
-  if (!object.is_object()) return std::nullopt;
-  const json::value* value = object.get_object().if_contains(key);
-  if (value == nullptr) return std::nullopt;
-  if (value->is_uint64()) return value->get_uint64();
-  if (value->is_int64() && value->get_int64() >= 0) {
-    return static_cast<std::uint64_t>(value->get_int64());
-  }
-  return std::nullopt;
-}
-
 }  // namespace
 
 Status ValidateStreamName(std::string_view stream) {
-  if (stream.empty() || stream.size() > kMaxStreamBytes) {
+  if (protocol::IsStreamName(stream)) return Status::Ok();
+  if (stream.empty() || stream.size() > protocol::kMaxStreamBytes) {
     return InvalidArgumentError("a stream name must be 1-253 characters");
   }
-  for (char c : stream) {
-    bool allowed = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-                   c == '.' || c == '_' || c == '/' || c == '-';
-    if (!allowed) {
-      return InvalidArgumentError("a stream name may hold only letters, digits and . _ / -");
-    }
-  }
-  return Status::Ok();
+  return InvalidArgumentError("a stream name may hold only letters, digits and . _ / -");
 }
 
 void DeclareShipperMetrics(metrics::Registry& registry) {
@@ -136,7 +122,7 @@ StepResult Shipper::Step() {
   }
 
   ConsoleReply reply =
-      console_.PostJson(kUploadsPath, UploadBody(batch, stats), Compression::kAlways);
+      console_.PostJson(protocol::kUploadsPath, UploadBody(batch, stats), Compression::kAlways);
   if (reply.status.ok()) return Acknowledged(reply);
   const int http = reply.http_status;
   // Records are given up only on the console's own verdict (its error body), never on a
@@ -147,9 +133,10 @@ StepResult Shipper::Step() {
       (http == 413 && reply.error_code == "too_large") ||
       (http == 422 && reply.error_code == "invalid_record");
   if (http == 422 && console_verdict) {
-    std::optional<std::uint64_t> refused = UnsignedField(reply.error, "sequence");
-    auto record = std::find_if(batch.records.begin(), batch.records.end(),
-                               [&](const Record& r) { return refused && r.sequence == *refused; });
+    std::optional<std::int64_t> refused = reply.error ? reply.error->sequence : std::nullopt;
+    auto record = std::find_if(batch.records.begin(), batch.records.end(), [&](const Record& r) {
+      return refused && r.sequence == static_cast<std::uint64_t>(*refused);
+    });
     if (record != batch.records.end()) {
       metrics_.Increment(kFailures, {{"reason", "4xx"}});
       Reject(record->sequence, record->bytes, reply.status.message());
@@ -255,21 +242,19 @@ json::value Shipper::UploadBody(const Batch& batch, const spool::SpoolStats& sta
   json::array records;
   records.reserve(batch.records.size());
   for (const Record& record : batch.records) {
-    records.push_back(json::object{{"sequence", record.sequence},
-                                   {"appended_at", FormatRfc3339Millis(record.appended_at)},
-                                   {"payload", record.payload}});
+    records.push_back(protocol::EncodeUploadRecord(static_cast<std::int64_t>(record.sequence),
+                                                   record.appended_at, record.payload));
   }
-  json::object body{{"agent_version", UPLINK_VERSION},
-                    {"stream", options_.stream},
-                    {"spool_id", stats.spool_id},
-                    {"first_sequence", batch.first_sequence},
-                    {"last_sequence", batch.last_sequence},
-                    {"losses", json::object{{"dropped", LossJson(stats.losses.dropped)},
-                                            {"corrupt", LossJson(stats.losses.corrupt)},
-                                            {"rejected", LossJson(rejected)}}},
-                    {"records", std::move(records)}};
-  if (!options_.instance.empty()) body["agent_instance"] = options_.instance;
-  return body;
+  protocol::UploadEnvelope envelope;
+  envelope.agent_version = UPLINK_VERSION;
+  envelope.agent_instance = options_.instance;
+  envelope.stream = options_.stream;
+  envelope.spool_id = stats.spool_id;
+  envelope.first_sequence = static_cast<std::int64_t>(batch.first_sequence);
+  envelope.last_sequence = static_cast<std::int64_t>(batch.last_sequence);
+  envelope.losses = protocol::AgentLosses{LossOf(stats.losses.dropped),
+                                          LossOf(stats.losses.corrupt), LossOf(rejected)};
+  return protocol::EncodeUpload(envelope, std::move(records));
 }
 
 Status Shipper::ConsumeThrough(std::uint64_t through) {
@@ -300,8 +285,8 @@ void Shipper::Reject(std::uint64_t sequence, std::uint64_t bytes, std::string_vi
 
 StepResult Shipper::Acknowledged(const ConsoleReply& reply) {
   Batch& batch = pending_.front();
-  std::optional<std::uint64_t> acked = UnsignedField(reply.body, "acked_through");
-  if (!acked || *acked < batch.last_sequence) {
+  std::optional<std::int64_t> acked = protocol::DecodeAckedThrough(reply.body);
+  if (!acked || static_cast<std::uint64_t>(*acked) < batch.last_sequence) {
     // Consuming on a wrong acknowledgement could lose records; keep them and try later.
     std::string got = acked ? "acked_through " + std::to_string(*acked) : "no acked_through";
     return BackOff(StepOutcome::kFailed,
@@ -315,7 +300,7 @@ StepResult Shipper::Acknowledged(const ConsoleReply& reply) {
   const std::uint64_t last = batch.last_sequence;
   // The console never lowers acked_through; past this batch it already holds the records
   // (Prune drops them from the batches still in flight).
-  Status consumed = ConsumeThrough(*acked);
+  Status consumed = ConsumeThrough(static_cast<std::uint64_t>(*acked));
   if (!consumed.ok()) return BackOff(StepOutcome::kSpoolError, consumed, "spool", nullptr);
   pending_.pop_front();
   metrics_.Increment(kUploads);

@@ -30,8 +30,6 @@
 
 namespace uplink::agent {
 
-inline constexpr std::string_view kUploadsPath = "/api/v1/agent/uploads";
-
 struct ShipperOptions {
   std::string stream;    // which spool of the connection, e.g. "node/gpu-node-0001"
   std::string instance;  // agent_instance; empty: not sent
@@ -47,7 +45,8 @@ struct ShipperOptions {
   std::function<void(const json::value& reply)> on_acknowledged;
 };
 
-// A stream name as docs/protocol.md bounds it: 1-253 bytes of [A-Za-z0-9._/-].
+// A stream name as the protocol bounds it (protocol::IsStreamName), or the error that says
+// what is wrong with it.
 Status ValidateStreamName(std::string_view stream);
 
 // Declares the spool and shipping metric families in `registry`.

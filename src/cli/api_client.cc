@@ -5,14 +5,10 @@
 
 #include "common/text.h"
 #include "net/server.h"
+#include "protocol/errors.h"
 
 namespace uplink::cli {
 namespace {
-
-std::string ErrorField(const json::object& error, std::string_view key) {
-  const json::value* v = error.if_contains(key);
-  return v != nullptr && v->is_string() ? std::string(v->get_string()) : std::string();
-}
 
 // "30" stays "30 seconds"; anything else (an HTTP date, garbage) is shown as sent, shortened.
 std::string RetryAfterText(const net::Response& response) {
@@ -109,14 +105,10 @@ Status ApiClient::ErrorFor(const net::Response& response) {
   }
   std::string code;
   std::string message;
-  auto parsed = ParseJson(response.body);
-  if (parsed.ok() && parsed->is_object()) {
-    if (const json::value* error = parsed->get_object().if_contains("error");
-        error != nullptr && error->is_object()) {
-      code = OneLineExcerpt(ErrorField(error->get_object(), "code"), 64);
-      last_error_message_ = ErrorField(error->get_object(), "message");
-      message = OneLineExcerpt(last_error_message_, 500);
-    }
+  if (std::optional<protocol::ErrorBody> error = protocol::DecodeErrorBody(response.body)) {
+    code = OneLineExcerpt(error->code, 64);
+    last_error_message_ = std::move(error->message);
+    message = OneLineExcerpt(last_error_message_, 500);
   }
   last_error_code_ = code;
   std::string what = "the console answered " + std::to_string(http) +

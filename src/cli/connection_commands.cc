@@ -393,10 +393,7 @@ Result<json::array> ListConnections(ApiClient& api) {
 
 Result<std::string> ResolveConnection(ApiClient& api, std::string_view id_or_name) {
   if (IsConnectionId(id_or_name)) {
-    std::string id(id_or_name);
-    std::transform(id.begin(), id.end(), id.begin(),
-                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-    return id;
+    return AsciiLower(id_or_name);
   }
   if (id_or_name.empty()) return InvalidArgumentError("an empty connection id or name");
   UPLINK_ASSIGN_OR_RETURN(json::array connections, ListConnections(api));

@@ -11,14 +11,15 @@
 #include "common/json.h"
 #include "common/secret.h"
 #include "common/status.h"
+#include "protocol/credentials.h"
 
 namespace uplink::cli {
 
 struct Invocation;
 
 inline constexpr char kAgentTokenPurpose[] = "create/rotate agent tokens";
-inline constexpr char kAgentTokenPrefix[] = "agt_";
-inline constexpr char kHandoverCodePrefix[] = "hoc_";
+using protocol::kAgentTokenPrefix;
+using protocol::kHandoverCodePrefix;
 
 // GET /api/v1/connections: the "connections" array of the reply.
 Result<json::array> ListConnections(ApiClient& api);

@@ -14,11 +14,12 @@
 #include "common/secret.h"
 #include "common/status.h"
 #include "common/time.h"
+#include "protocol/credentials.h"
 
 namespace uplink::cli {
 
-inline constexpr char kApiKeyPrefix[] = "uk_";
-inline constexpr char kSessionPrefix[] = "skt_";
+using protocol::kApiKeyPrefix;
+using protocol::kSessionPrefix;
 
 enum class CredentialKind { kApiKey, kSession };
 std::string_view CredentialKindName(CredentialKind kind);  // "api_key", "session"

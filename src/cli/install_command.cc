@@ -9,7 +9,6 @@
 // used: the token of a connection whose agent has reported is rotated only after a yes,
 // since rotating cuts that agent off.
 #include <algorithm>
-#include <cctype>
 #include <chrono>
 
 #include "cli/commands.h"
@@ -17,6 +16,7 @@
 #include "cli/render.h"
 #include "common/crypto.h"
 #include "common/files.h"
+#include "common/kubernetes_names.h"
 #include "common/labels.h"
 #include "common/subprocess.h"
 #include "common/text.h"
@@ -28,26 +28,6 @@ namespace {
 
 constexpr auto kKubectlTimeout = std::chrono::seconds(60);
 constexpr char kTokenKey[] = "UPLINK_AGENT_TOKEN";
-
-// RFC 1123 label (namespaces): 1-63 of [a-z0-9-], alphanumeric at both ends.
-bool IsDnsLabel(std::string_view s, size_t max = 63) {
-  if (s.empty() || s.size() > max) return false;
-  auto alnum = [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); };
-  if (!alnum(s.front()) || !alnum(s.back())) return false;
-  return std::all_of(s.begin(), s.end(), [&](char c) { return alnum(c) || c == '-'; });
-}
-
-// RFC 1123 subdomain (Secret names): dot-separated labels, 253 characters at most.
-bool IsDnsSubdomain(std::string_view s) {
-  if (s.empty() || s.size() > 253) return false;
-  for (size_t start = 0;;) {
-    size_t dot = s.find('.', start);
-    if (!IsDnsLabel(s.substr(start, dot == std::string_view::npos ? dot : dot - start)))
-      return false;
-    if (dot == std::string_view::npos) return true;
-    start = dot + 1;
-  }
-}
 
 bool Contains(std::string_view haystack, std::string_view needle) {
   return haystack.find(needle) != std::string_view::npos;
@@ -227,9 +207,7 @@ std::optional<std::string> Ask(Invocation& inv, const std::string& question) {
 
 bool AskToProceed(Invocation& inv, const std::string& question) {
   if (inv.line.Has("yes")) return true;
-  std::string text = Ask(inv, question).value_or("");  // no answer is no
-  std::transform(text.begin(), text.end(), text.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  std::string text = AsciiLower(Ask(inv, question).value_or(""));  // no answer is no
   return text == "y" || text == "yes";
 }
 
@@ -257,7 +235,7 @@ Result<bool> ParseWorkloadsFlag(std::string_view text) {
 }
 
 Status CheckRuntimeClass(std::string_view name) {
-  if (name.empty() || labels::IsDnsSubdomain(name)) return Status::Ok();
+  if (name.empty() || IsDnsSubdomain(name)) return Status::Ok();
   return InvalidArgumentError(
       "the GPU runtime class must be a RuntimeClass name (lower-case letters, digits, '-' and "
       "'.'; see kubectl get runtimeclass), or empty for a cluster without GPUs");

@@ -7,19 +7,15 @@
 #include "cli/commands.h"
 #include "cli/connections.h"
 #include "cli/render.h"
+#include "common/text.h"
 #include "net/http.h"
 
 namespace uplink::cli {
 namespace {
 
-bool AllDigits(std::string_view text) {
-  return !text.empty() && text.size() <= 5 &&
-         std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
-}
-
 Result<std::string> NumberFlag(const Invocation& inv, std::string_view flag, int min, int max) {
   std::string value = inv.line.Get(flag);
-  if (!AllDigits(value) || std::stoi(value) < min || std::stoi(value) > max) {
+  if (!ParseDecimalInt(value, min, max)) {
     return InvalidArgumentError("--" + std::string(flag) + " takes a number from " +
                                 std::to_string(min) + " to " + std::to_string(max));
   }

@@ -22,13 +22,6 @@ bool IsPlainId(std::string_view id) {
   });
 }
 
-std::string Lower(std::string_view text) {
-  std::string out(text);
-  std::transform(out.begin(), out.end(), out.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return out;
-}
-
 std::string UserPath(std::string_view id) { return "/api/v1/users/" + net::PercentEncode(id); }
 
 // A user id, "me", or an email (looked up in the user list, case-insensitively).
@@ -54,7 +47,7 @@ Result<std::string> ResolveUser(ApiClient& api, std::string_view who) {
       if (!v.is_object()) continue;
       auto email = StringField(v.get_object(), "email");
       auto id = StringField(v.get_object(), "id");
-      if (email && id && Lower(*email) == Lower(who) && IsPlainId(*id)) return *id;
+      if (email && id && EqualsIgnoringAsciiCase(*email, who) && IsPlainId(*id)) return *id;
     }
   }
   return NotFoundError("no user has the email " + OneLineExcerpt(who, 254) +
@@ -325,9 +318,7 @@ Status RunAudit(Invocation& inv) {
   };
   if (inv.line.Has("limit")) {
     std::string limit = inv.line.Get("limit");
-    if (limit.empty() || limit.size() > 3 ||
-        !std::all_of(limit.begin(), limit.end(), [](char c) { return c >= '0' && c <= '9'; }) ||
-        std::stoi(limit) < 1 || std::stoi(limit) > 500) {
+    if (!ParseDecimal(limit, 1, 500)) {
       return InvalidArgumentError("--limit takes a number from 1 to 500");
     }
     add("limit", limit);

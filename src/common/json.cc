@@ -76,4 +76,16 @@ const json::array& ArrayAt(const json::object& object, std::string_view key) {
   return value != nullptr && value->is_array() ? value->get_array() : kEmpty;
 }
 
+json::object& EnsureObjectAt(json::object& object, std::string_view key) {
+  json::value& value = object[key];
+  if (!value.is_object()) value = json::object();
+  return value.get_object();
+}
+
+json::array& EnsureArrayAt(json::object& object, std::string_view key) {
+  json::value& value = object[key];
+  if (!value.is_array()) value = json::array();
+  return value.get_array();
+}
+
 }  // namespace uplink

@@ -28,5 +28,9 @@ std::string ToJson(const json::value& value);
 std::string StringAt(const json::object& object, std::string_view key);
 const json::object& ObjectAt(const json::object& object, std::string_view key);
 const json::array& ArrayAt(const json::object& object, std::string_view key);
+// The field as an object (or array) to fill in, made empty first when it is absent or of
+// another type.
+json::object& EnsureObjectAt(json::object& object, std::string_view key);
+json::array& EnsureArrayAt(json::object& object, std::string_view key);
 
 }  // namespace uplink

@@ -4,16 +4,16 @@
 #include <charconv>
 #include <optional>
 
+#include "common/kubernetes_names.h"
+
 namespace uplink::labels {
 namespace {
 
 constexpr size_t kMaxNameLength = 63;
-constexpr size_t kMaxPrefixLength = 253;
 
 bool IsAlnum(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
 }
-bool IsLowerAlnum(char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); }
 
 // Quotes user text for an error message, cutting it short and escaping control bytes so a
 // hostile selector cannot flood or garble a log line.
@@ -260,23 +260,6 @@ std::optional<std::int64_t> ParseInteger(std::string_view text) {
 }
 
 }  // namespace
-
-bool IsDnsSubdomain(std::string_view text) {
-  if (text.empty() || text.size() > kMaxPrefixLength) return false;
-  size_t start = 0;
-  while (start <= text.size()) {
-    size_t dot = text.find('.', start);
-    if (dot == std::string_view::npos) dot = text.size();
-    std::string_view label = text.substr(start, dot - start);
-    if (label.empty() || !IsLowerAlnum(label.front()) || !IsLowerAlnum(label.back())) return false;
-    if (!std::all_of(label.begin(), label.end(),
-                     [](char c) { return IsLowerAlnum(c) || c == '-'; })) {
-      return false;
-    }
-    start = dot + 1;
-  }
-  return true;
-}
 
 Status ValidateLabelKey(std::string_view key) {
   std::string_view name = key;

@@ -73,10 +73,6 @@ Result<std::string> CanonicalNodeSelector(std::string_view text);
 // "[prefix/]name": prefix a DNS-1123 subdomain of at most 253 characters, name at most 63
 // alphanumerics, '-', '_' or '.', starting and ending alphanumeric.
 Status ValidateLabelKey(std::string_view key);
-// A DNS-1123 subdomain (a key's prefix, and the name of most Kubernetes objects): dot-separated
-// labels of lower-case alphanumerics and '-', each starting and ending alphanumeric, at most
-// 253 characters.
-bool IsDnsSubdomain(std::string_view text);
 // Empty, or at most 63 characters following the same rule as a key's name part.
 Status ValidateLabelValue(std::string_view value);
 

@@ -74,11 +74,21 @@ class SigpipeBlockedInThisThread {
   bool was_pending_ = false;
 };
 
+// The child leads a process group of its own, with no signal blocked and SIGPIPE at its
+// default action whatever this process does with it.
 class SpawnSetup {
  public:
   SpawnSetup() {
     posix_spawn_file_actions_init(&actions);
     posix_spawnattr_init(&attributes);
+    posix_spawnattr_setflags(&attributes,
+                             POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+    posix_spawnattr_setpgroup(&attributes, 0);
+    sigset_t signals;
+    sigemptyset(&signals);
+    posix_spawnattr_setsigmask(&attributes, &signals);
+    sigaddset(&signals, SIGPIPE);
+    posix_spawnattr_setsigdefault(&attributes, &signals);
   }
   ~SpawnSetup() {
     posix_spawn_file_actions_destroy(&actions);
@@ -91,13 +101,34 @@ class SpawnSetup {
   posix_spawnattr_t attributes;
 };
 
-std::vector<char*> Pointers(std::vector<std::string>& strings) {
-  std::vector<char*> pointers;
-  pointers.reserve(strings.size() + 1);
-  for (std::string& s : strings) pointers.push_back(s.data());
-  pointers.push_back(nullptr);
-  return pointers;
-}
+// argv and the environment as the arrays posix_spawn takes, owning their strings.
+class SpawnArguments {
+ public:
+  SpawnArguments(const std::vector<std::string>& argv,
+                 const std::optional<std::vector<std::string>>& environment)
+      : argv_(argv), inherit_(!environment) {
+    if (environment) environment_ = *environment;
+    argv_pointers_ = Pointers(argv_);
+    environment_pointers_ = Pointers(environment_);
+  }
+  char* const* argv() { return argv_pointers_.data(); }
+  char* const* environment() { return inherit_ ? environ : environment_pointers_.data(); }
+
+ private:
+  static std::vector<char*> Pointers(std::vector<std::string>& strings) {
+    std::vector<char*> pointers;
+    pointers.reserve(strings.size() + 1);
+    for (std::string& s : strings) pointers.push_back(s.data());
+    pointers.push_back(nullptr);
+    return pointers;
+  }
+
+  std::vector<std::string> argv_;
+  std::vector<std::string> environment_;
+  bool inherit_;
+  std::vector<char*> argv_pointers_;
+  std::vector<char*> environment_pointers_;
+};
 
 }  // namespace
 
@@ -112,15 +143,7 @@ Result<ProcessResult> RunProcess(const ProcessOptions& options) {
     in.Close(1);
   }
 
-  std::vector<std::string> argv_copy = options.argv;
-  std::vector<char*> args = Pointers(argv_copy);
-  std::vector<std::string> env_copy;
-  std::vector<char*> envp;
-  if (options.environment) {
-    env_copy = *options.environment;
-    envp = Pointers(env_copy);
-  }
-
+  SpawnArguments arguments(options.argv, options.environment);
   SpawnSetup setup;
   if (has_input) {
     posix_spawn_file_actions_adddup2(&setup.actions, in.read_end(), 0);
@@ -129,19 +152,11 @@ Result<ProcessResult> RunProcess(const ProcessOptions& options) {
   }
   posix_spawn_file_actions_adddup2(&setup.actions, out.write_end(), 1);
   posix_spawn_file_actions_adddup2(&setup.actions, err.write_end(), 2);
-  posix_spawnattr_setflags(&setup.attributes,
-                           POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-  posix_spawnattr_setpgroup(&setup.attributes, 0);
-  sigset_t signals;
-  sigemptyset(&signals);
-  posix_spawnattr_setsigmask(&setup.attributes, &signals);
-  sigaddset(&signals, SIGPIPE);
-  posix_spawnattr_setsigdefault(&setup.attributes, &signals);
 
   SigpipeBlockedInThisThread sigpipe_blocked;
   pid_t pid = -1;
   int spawned = ::posix_spawn(&pid, program.c_str(), &setup.actions, &setup.attributes,
-                              args.data(), options.environment ? envp.data() : environ);
+                              arguments.argv(), arguments.environment());
   in.Close(0);
   out.Close(1);
   err.Close(1);
@@ -235,6 +250,55 @@ Result<ProcessResult> RunProcess(const ProcessOptions& options) {
   }
   result.exit_code = DecodeWaitStatus(status);
   return result;
+}
+
+Result<SpawnedProcess> SpawnProcess(const SpawnOptions& options) {
+  if (options.argv.empty()) return InternalError("SpawnProcess without a program");
+  const std::string& program = options.argv.front();
+  Pipe in, out, err;
+  if (!in.ok() || !out.ok() || !err.ok()) return ErrnoError("creating pipes", errno);
+  SpawnArguments arguments(options.argv, options.environment);
+  SpawnSetup setup;
+  if (options.pipe_stdin) {
+    posix_spawn_file_actions_adddup2(&setup.actions, in.read_end(), 0);
+  } else {
+    posix_spawn_file_actions_addopen(&setup.actions, 0, "/dev/null", O_RDONLY, 0);
+  }
+  const char* sink = options.output_file.empty() ? "/dev/null" : options.output_file.c_str();
+  const int sink_flags = O_WRONLY | O_CREAT | O_APPEND;
+  if (options.pipe_stdout) {
+    posix_spawn_file_actions_adddup2(&setup.actions, out.write_end(), 1);
+  } else {
+    posix_spawn_file_actions_addopen(&setup.actions, 1, sink, sink_flags, 0600);
+  }
+  if (options.pipe_stderr) {
+    posix_spawn_file_actions_adddup2(&setup.actions, err.write_end(), 2);
+  } else {
+    posix_spawn_file_actions_addopen(&setup.actions, 2, sink, sink_flags, 0600);
+  }
+  if (!options.working_directory.empty()) {
+    posix_spawn_file_actions_addchdir_np(&setup.actions, options.working_directory.c_str());
+  }
+  SpawnedProcess child;
+  int spawned = ::posix_spawn(&child.pid, program.c_str(), &setup.actions, &setup.attributes,
+                              arguments.argv(), arguments.environment());
+  if (spawned != 0) return NotFoundError("cannot run " + program + ": " + std::strerror(spawned));
+  // Keep our ends; the child's ends close with the Pipes.
+  auto keep = [](Pipe& pipe, int end) {
+    int fd = ::dup(end == 0 ? pipe.read_end() : pipe.write_end());
+    if (fd >= 0) ::fcntl(fd, F_SETFD, FD_CLOEXEC);
+    return fd;
+  };
+  if (options.pipe_stdin) child.stdin_fd = keep(in, 1);
+  if (options.pipe_stdout) child.stdout_fd = keep(out, 0);
+  if (options.pipe_stderr) child.stderr_fd = keep(err, 0);
+  return child;
+}
+
+int ExitCodeOf(int wait_status) {
+  if (WIFEXITED(wait_status)) return WEXITSTATUS(wait_status);
+  if (WIFSIGNALED(wait_status)) return 128 + WTERMSIG(wait_status);
+  return -1;
 }
 
 std::optional<std::string> FindProgram(std::string_view name, std::string_view path_list) {

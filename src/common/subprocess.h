@@ -11,6 +11,8 @@
 #include <string_view>
 #include <vector>
 
+#include <sys/types.h>
+
 #include "common/status.h"
 
 namespace uplink {
@@ -45,6 +47,37 @@ struct ProcessResult {
 // stdout passes `max_output_bytes`, Unavailable on cancel. NotFound when argv[0] cannot be
 // executed. A program that exits without reading all of its input is not an error.
 Result<ProcessResult> RunProcess(const ProcessOptions& options);
+
+// A program left running with its standard streams as the caller asked: for long-lived
+// children whose input and output flow while they run (a simulated container, an exec
+// session). The child leads a process group of its own; the caller reaps it.
+struct SpawnOptions {
+  std::vector<std::string> argv;  // argv[0] is the program's path
+  // As ProcessOptions::environment: exactly these NAME=VALUE entries when set.
+  std::optional<std::vector<std::string>> environment;
+  std::string working_directory;  // empty: this process's
+  // A pipe for each stream asked for; otherwise stdin is /dev/null and stdout and stderr go
+  // to `output_file` (appended) when it is set, else to /dev/null.
+  bool pipe_stdin = false;
+  bool pipe_stdout = false;
+  bool pipe_stderr = false;
+  std::string output_file;
+};
+
+struct SpawnedProcess {
+  pid_t pid = -1;
+  // Our ends of the pipes asked for (close-on-exec), -1 for the others. The caller closes them.
+  int stdin_fd = -1;
+  int stdout_fd = -1;
+  int stderr_fd = -1;
+};
+
+// NotFound when argv[0] cannot be executed (the working directory missing included).
+Result<SpawnedProcess> SpawnProcess(const SpawnOptions& options);
+
+// The exit code of a waitpid status: the code, or 128 + N when signal N ended the process (as
+// shells and container runtimes report it).
+int ExitCodeOf(int wait_status);
 
 // `name` when it holds a '/' and is an executable file, else the first executable file
 // `name` in the colon-separated absolute directories of `path_list` ($PATH). Relative and

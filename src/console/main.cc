@@ -1,11 +1,13 @@
 // uplink-console: `init` creates a data directory and prints the first API key; `serve`
 // runs the HTTPS API until SIGINT or SIGTERM.
 #include <pthread.h>
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <iostream>
+#include <memory>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -13,11 +15,13 @@
 #include "common/flags.h"
 #include "common/log.h"
 #include "console/api/console_api.h"
-#include "console/api/errors.h"
-#include "console/api/inventory_report.h"
-#include "console/api/kubectl_results.h"
+#include "console/remote_write/forwarder.h"
+#include "console/replies.h"
 #include "console/setup.h"
 #include "net/server.h"
+#include "protocol/cluster_snapshot.h"
+#include "protocol/commands.h"
+#include "protocol/inventory.h"
 
 namespace uplink::console {
 namespace {
@@ -63,6 +67,24 @@ Status CheckFailureBudget(std::string_view flag, std::int64_t value) {
   return Status::Ok();
 }
 
+// Descriptors kept for what is not a connection: the store, the remote write queue, logs.
+constexpr std::int64_t kReservedDescriptors = 256;
+
+// Raises the soft limit on open files to the hard limit (sockets are files: a console with
+// thousands of agents each holding a long poll needs one per agent) and returns the soft limit
+// then in force.
+std::int64_t RaiseOpenFileLimit() {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0) return 1024;
+  if (limit.rlim_cur < limit.rlim_max) {
+    rlimit raised = limit;
+    raised.rlim_cur = limit.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &raised) == 0) limit = raised;
+  }
+  if (limit.rlim_cur == RLIM_INFINITY) return 1 << 20;
+  return static_cast<std::int64_t>(limit.rlim_cur);
+}
+
 int Serve(const std::vector<std::string>& args) {
   std::string data_dir;
   std::string listen = "127.0.0.1:8443";
@@ -85,6 +107,9 @@ int Serve(const std::vector<std::string>& args) {
   std::chrono::milliseconds command_timeout = options.command_timeout;
   std::string agent_image;
   std::string agent_cluster_image;
+  std::int64_t max_connections = 0;
+  remote_write::RemoteWriteOptions remote_write;
+  auto remote_write_queue_bytes = static_cast<std::int64_t>(remote_write.queue_max_bytes);
   FlagSet flags("uplink-console serve");
   flags.String("data-dir", &data_dir, "directory made by \"uplink-console init\"");
   flags.String("listen", &listen, "HOST:PORT to serve on");
@@ -116,6 +141,23 @@ int Serve(const std::vector<std::string>& args) {
                "prints it)");
   flags.String("agent-cluster-image", &agent_cluster_image,
                "the cluster role's image install commands pin, REPOSITORY@sha256:DIGEST");
+  flags.Int("max-connections", &max_connections,
+            "connections served at once, each agent's long poll one (default: the open-file "
+            "limit, raised to its hard limit, less 256)");
+  flags.String("remote-write-url", &remote_write.url,
+               "forward node and GPU samples with Prometheus remote write to this URL, "
+               "http(s)://HOST[:PORT]/PATH");
+  flags.String("remote-write-ca-file", &remote_write.ca_file,
+               "PEM CA bundle to trust for an https remote write URL (default: the system's)");
+  flags.String("remote-write-bearer-token-file", &remote_write.bearer_token_file,
+               "file holding the remote write bearer token, read before every request");
+  flags.String("remote-write-username", &remote_write.username,
+               "remote write user for HTTP basic authentication");
+  flags.String("remote-write-password-file", &remote_write.password_file,
+               "file holding the remote write password, read before every request");
+  flags.Int("remote-write-queue-bytes", &remote_write_queue_bytes,
+            "size cap of the remote write queue on disk (DATA_DIR/remote-write); the oldest "
+            "samples are dropped beyond it");
   flags.String("log-level", &log_level, "debug, info, warn or error");
   if (Status parsed = flags.Parse(args); !parsed.ok()) return Fail(parsed);
   for (auto [flag, text, image] :
@@ -180,6 +222,28 @@ int Serve(const std::vector<std::string>& args) {
   options.rate_limits.per_email =
       FailureBudget(login_failures_per_email, std::chrono::minutes(15));
 
+  const std::int64_t open_files = RaiseOpenFileLimit();
+  const std::int64_t most_connections =
+      std::max<std::int64_t>(open_files - kReservedDescriptors, 1);
+  if (max_connections == 0) max_connections = most_connections;
+  if (max_connections < 1 || max_connections > most_connections) {
+    return Fail(InvalidArgumentError(
+        "--max-connections must be from 1 to " + std::to_string(most_connections) +
+        " (the open-file limit, " + std::to_string(open_files) +
+        ", less 256); raise the limit (ulimit -n, LimitNOFILE=) for more"));
+  }
+  if (flags.WasSet("remote-write-url") && remote_write.url.empty()) {
+    return Fail(InvalidArgumentError("--remote-write-url is empty"));
+  }
+  if (remote_write.url.empty() &&
+      (!remote_write.ca_file.empty() || !remote_write.bearer_token_file.empty() ||
+       !remote_write.username.empty() || !remote_write.password_file.empty())) {
+    return Fail(InvalidArgumentError(
+        "the --remote-write-* options need --remote-write-url, the TSDB to write to"));
+  }
+  remote_write.queue_max_bytes = static_cast<std::uint64_t>(std::max<std::int64_t>(
+      remote_write_queue_bytes, 0));
+
   std::string host;
   std::uint16_t port = 0;
   if (Status split = net::SplitHostPort(listen, host, port); !split.ok()) {
@@ -189,13 +253,14 @@ int Serve(const std::vector<std::string>& args) {
   server_options.listen = listen;
   // The upper bound, for the agent's report, uploads or command results; every other route
   // gets far less before its body is read.
-  server_options.max_body_bytes =
-      std::max({kMaxReportBytes, options.max_upload_bytes, kMaxCommandResultBytes});
+  server_options.max_body_bytes = std::max(
+      {protocol::kMaxReportBytes, options.max_upload_bytes, protocol::kMaxCommandResultBytes});
   server_options.body_limit_for = [max_upload = options.max_upload_bytes](
                                       const net::Request& head) {
     return RouteBodyLimit(head, max_upload);
   };
   server_options.refusal = ServerRefusalResponse;
+  server_options.max_connections = static_cast<size_t>(max_connections);
   // Password hashing holds a thread for ~0.1 s; leave threads beyond those for everyone else.
   server_options.threads = options.password_hashing.max_concurrent + 2;
   if (tls_cert.empty() != tls_key.empty()) {
@@ -221,6 +286,14 @@ int Serve(const std::vector<std::string>& args) {
   auto two_factor_key = LoadOrCreateKeyFile(TwoFactorKeyPath(data_dir));
   if (!two_factor_key.ok()) return Fail(two_factor_key.status());
   options.two_factor_key = std::move(two_factor_key).value();
+  std::unique_ptr<remote_write::RemoteWriteForwarder> forwarder;
+  if (!remote_write.url.empty()) {
+    remote_write.queue_dir = data_dir + "/remote-write";
+    auto started = remote_write::RemoteWriteForwarder::Start(remote_write, SystemClock());
+    if (!started.ok()) return Fail(started.status());
+    forwarder = std::move(started).value();
+    options.upload_sink = forwarder.get();
+  }
   ConsoleApi api(**store, SystemClock(), options);
 
   // Block the stop signals before the server starts its threads, so that only sigwait below
@@ -242,6 +315,8 @@ int Serve(const std::vector<std::string>& args) {
   sigwait(&stop_signals, &signal_number);
   Log().Info("shutting down", {{"signal", signal_number == SIGINT ? "SIGINT" : "SIGTERM"}});
   (*server)->Stop();
+  // What waits in memory goes to the queue's files, sent after the next start.
+  if (forwarder) forwarder->Stop();
   return 0;
 }
 
@@ -254,6 +329,10 @@ constexpr const char* kUsage =
     "                            [--max-upload-bytes 8388608] [--record-retention 168h]\n"
     "                            [--sample-raw-retention 48h] [--sample-retention 168h]\n"
     "                            [--agent-image REPO@sha256:D] [--agent-cluster-image REPO@sha256:D]\n"
+    "                            [--max-connections N] [--remote-write-url URL\n"
+    "                             [--remote-write-bearer-token-file F | --remote-write-username U\n"
+    "                              --remote-write-password-file F] [--remote-write-ca-file F]\n"
+    "                             [--remote-write-queue-bytes 268435456]]\n"
     "                            [--log-level info]\n";
 
 }  // namespace

@@ -51,7 +51,7 @@ Result<Secret> InitializeConsole(const std::string& data_dir, const std::string&
   admin.role = Role::kAdmin;
   admin.created_at = now;  // no password: `uplink login` needs one set through the API
 
-  MintedCredential minted = MintCredential(kApiKeyKind);
+  MintedCredential minted = MintCredential(protocol::kApiKeyPrefix);
   ApiKey key;
   key.id = HexEncode(RandomBytes(8));
   key.user_id = admin.id;

@@ -4,6 +4,7 @@
 #include <array>
 #include <span>
 
+#include "common/kubernetes_names.h"
 #include "common/text.h"
 
 namespace uplink::kubectl {
@@ -18,27 +19,12 @@ Status Refuse(std::string reason) { return PermissionDeniedError(std::move(reaso
 // to show; it is kept short so a reason stays one line.
 std::string Quoted(std::string_view text) { return "'" + OneLineExcerpt(text, 60) + "'"; }
 
-std::string Lower(std::string_view text) {
-  std::string lower(text);
-  for (char& c : lower) {
-    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
-  }
-  return lower;
-}
-
 bool IsLowerAlnum(char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); }
 bool IsDigit(char c) { return c >= '0' && c <= '9'; }
 bool IsAlnum(char c) { return IsLowerAlnum(c) || (c >= 'A' && c <= 'Z'); }
 
 bool AllOf(std::string_view text, bool (*allowed)(char)) {
   return std::all_of(text.begin(), text.end(), allowed);
-}
-
-// RFC 1123 label: namespaces and container names.
-bool IsDnsLabel(std::string_view text) {
-  return !text.empty() && text.size() <= 63 && IsLowerAlnum(text.front()) &&
-         IsLowerAlnum(text.back()) &&
-         AllOf(text, [](char c) { return IsLowerAlnum(c) || c == '-'; });
 }
 
 // An object name as it may appear in an API path; it starts with a letter or digit, so it
@@ -54,7 +40,7 @@ bool IsObjectName(std::string_view text) {
 // the secrets type in any case. Applied to every argument that is not a flag or a flag's
 // value: types and names alike.
 bool SpellsSecrets(std::string_view text) {
-  std::string head = Lower(text.substr(0, text.find('.')));
+  std::string head = AsciiLower(text.substr(0, text.find('.')));
   return head == "secret" || head == "secrets";
 }
 
@@ -196,7 +182,7 @@ Result<ResolvedType> ResolveType(std::string_view spelling) {
     return Refuse(Quoted(spelling) + " is not a resource type");
   }
   size_t dot = spelling.find('.');
-  std::string name = Lower(spelling.substr(0, dot));
+  std::string name = AsciiLower(spelling.substr(0, dot));
   for (const ExcludedType& excluded : kExcludedTypes) {
     if (std::find(excluded.spellings.begin(), excluded.spellings.end(), name) !=
         excluded.spellings.end()) {
@@ -537,8 +523,8 @@ Status CheckValue(const Flag& flag, std::string_view spelled, std::string_view v
     case ValueKind::kNamespace:
       return IsDnsLabel(value) ? Status::Ok() : bad("a namespace name");
     case ValueKind::kVerbosity:
-      if (value.empty() || value.size() > 3 || !AllOf(value, IsDigit)) return bad("a log level");
-      if (std::stoi(std::string(value)) > kMaxVerbosity) {
+      if (value.size() > 3 || !ParseDecimal(value)) return bad("a log level");
+      if (!ParseDecimal(value, 0, kMaxVerbosity)) {
         return Refuse("log levels above " + std::to_string(kMaxVerbosity) +
                       " print request headers and bodies; use -v=" +
                       std::to_string(kMaxVerbosity) + " or less");

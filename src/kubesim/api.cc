@@ -5,12 +5,16 @@
 #include <variant>
 
 #include "common/files.h"
+#include "common/text.h"
 #include "kubesim/cluster.h"
 #include "kubesim/embedded_data.h"
+#include "kubesim/exec.h"
+#include "kubesim/kubelet.h"
 #include "kubesim/logs.h"
 #include "kubesim/protobuf.h"
 #include "kubesim/resource_metrics.h"
 #include "kubesim/table.h"
+#include "net/websocket.h"
 
 namespace uplink::kubesim {
 namespace {
@@ -53,10 +57,7 @@ std::string MediaType(const net::Request& request) {
   std::string_view type = request.headers.Get("Content-Type").value_or("application/json");
   type = type.substr(0, type.find(';'));
   while (!type.empty() && type.back() == ' ') type.remove_suffix(1);
-  std::string lower(type);
-  std::transform(lower.begin(), lower.end(), lower.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return lower;
+  return AsciiLower(type);
 }
 
 // The first strategic-merge directive key in a patch ("$patch", "$setElementOrder/..."), if any.
@@ -107,11 +108,13 @@ json::object ApiResourceList(std::string_view group, std::string_view version) {
     resources.push_back(ApiResource(type));
     // Subresources follow their resource, as kube-apiserver lists them ("pods/log").
     for (const std::string& subresource : type.subresources) {
+      // Exec is created (SPDY's POST) or got (a WebSocket's GET); logs are read.
+      json::array verbs = subresource == "exec" ? json::array{"create", "get"} : json::array{"get"};
       resources.push_back(json::object{{"name", type.plural + "/" + subresource},
                                        {"singularName", ""},
                                        {"namespaced", type.namespaced},
-                                       {"kind", type.kind},
-                                       {"verbs", json::array{"get"}}});
+                                       {"kind", subresource == "exec" ? "PodExecOptions" : type.kind},
+                                       {"verbs", std::move(verbs)}});
     }
   }
   std::string group_version = group.empty() ? std::string(version)
@@ -212,7 +215,9 @@ ApiServer::ApiServer(ApiOptions options, ObjectStore& store, Clock& clock)
       clock_(clock),
       authenticator_(options_.token, std::move(options_.users)),
       openapi_(OpenApiDocuments::Load(EmbeddedDataFile("openapi-schemas.yaml"),
-                                      options_.server_version)) {
+                                      options_.server_version)),
+      admission_(store, clock),
+      watches_(store) {
   metrics_.DeclareCounter(std::string(kRequestsMetric),
                           "API requests by verb, resource and HTTP status code.");
   AddRoutes();
@@ -254,7 +259,9 @@ void ApiServer::AddRoutes() {
     router_.Add(method, "/apis/{group}/{version}/namespaces/{namespace}/{resource}/{name}",
                 grouped);
   }
-  router_.Add("GET", "/api/v1/namespaces/{namespace}/{resource}/{name}/{subresource}", core);
+  for (const char* method : {"GET", "POST"}) {
+    router_.Add(method, "/api/v1/namespaces/{namespace}/{resource}/{name}/{subresource}", core);
+  }
   router_.SetNotFound([](const net::Request&) {
     return StatusResponse(404, "NotFound", "the server could not find the requested resource");
   });
@@ -348,9 +355,7 @@ std::optional<net::Response> ApiServer::Impersonate(const net::Request& request,
   std::optional<std::string> impersonated_user;
   std::vector<std::string> impersonated_groups;
   for (const auto& [name, value] : request.headers.all()) {
-    std::string lower = name;
-    std::transform(lower.begin(), lower.end(), lower.begin(),
-                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    std::string lower = AsciiLower(name);
     if (lower == "impersonate-user") {
       impersonated_user = value;
     } else if (lower == "impersonate-group") {
@@ -440,6 +445,16 @@ void ApiServer::Handle(net::Request request, net::Reply reply) const {
     counted(std::move(*denied));
     return;
   }
+  // From 1.35 a WebSocket GET of pods/exec needs create too, as the POST of SPDY always did.
+  if (attributes.verb == "get" && attributes.resource == "pods" &&
+      attributes.subresource == "exec" && net::IsWebSocketUpgrade(request) && ExecNeedsCreate()) {
+    RequestAttributes create = attributes;
+    create.verb = "create";
+    if (std::optional<net::Response> denied = Authorize(*user, create)) {
+      counted(std::move(*denied));
+      return;
+    }
+  }
   // Self reviews answer for the requester, whom only this point knows.
   if (attributes.resource_request && attributes.verb == "create" &&
       attributes.api_group == "authorization.k8s.io" && attributes.api_version == "v1" &&
@@ -514,6 +529,11 @@ net::Response ApiServer::ResourceRequest(const net::Request& request, std::strin
         type->subresources.end()) {
       return StatusResponse(404, "NotFound", "the server could not find the requested resource");
     }
+    if (subresource->second == "exec") return Exec(request, namespace_name, name);
+    if (request.method != "GET") {
+      return StatusResponse(405, "MethodNotAllowed",
+                            "the server does not allow this method on the requested resource");
+    }
     return PodLog(request, namespace_name, name);
   }
   std::string verb = request.method == "POST"     ? "create"
@@ -526,7 +546,12 @@ net::Response ApiServer::ResourceRequest(const net::Request& request, std::strin
                           "the server does not allow this method on the requested resource");
   }
   if (auto watch = request.Query("watch"); watch && (*watch == "true" || *watch == "1")) {
-    return StatusResponse(405, "MethodNotAllowed", "watch is not supported by uplink-kubesim");
+    if (verb != "list" || !type->stored) {
+      return StatusResponse(405, "MethodNotAllowed",
+                            "uplink-kubesim watches collections of stored objects only");
+    }
+    return Watch(request, *type,
+                 namespaced_path ? std::optional<std::string>(namespace_name) : std::nullopt);
   }
   if (request.Query("dryRun")) {
     return StatusResponse(400, "BadRequest", "dryRun is not supported by uplink-kubesim");
@@ -581,6 +606,22 @@ net::Response ApiServer::List(const net::Request& request, const ResourceType& t
                                         {"items", std::move(items)}});
 }
 
+net::Response ApiServer::Watch(const net::Request& request, const ResourceType& type,
+                               const std::optional<std::string>& namespace_name) const {
+  WatchHub::Render render = [](const json::object& object, bool) { return json::value(object); };
+  if (AcceptsTable(request.headers.Get("Accept").value_or(""))) {
+    Result<IncludeObject> include = ParseIncludeObject(request.Query("includeObject").value_or(""));
+    if (!include.ok()) return ErrorResponse(include.status());
+    render = [this, &type, include = *include](const json::object& object, bool first) {
+      json::object table = BuildTable(type, {object}, json::object(), include, clock_.Now());
+      // Only the first event says what the columns are.
+      if (!first) table.erase("columnDefinitions");
+      return json::value(std::move(table));
+    };
+  }
+  return watches_.Watch(request, type, namespace_name, std::move(render));
+}
+
 net::Response ApiServer::GetOne(const net::Request& request, const ResourceType& type,
                                 const std::string& namespace_name, const std::string& name) const {
   Result<json::object> object = store_.Get(type, namespace_name, name);
@@ -619,9 +660,20 @@ net::Response ApiServer::Create(const net::Request& request, const ResourceType&
                                 const std::string& namespace_name) const {
   std::variant<json::object, net::Response> body = ObjectBody(request);
   if (auto* error = std::get_if<net::Response>(&body)) return std::move(*error);
+  json::object object = std::get<json::object>(std::move(body));
   InvalidObject invalid;
-  Result<json::object> created =
-      store_.Create(type, namespace_name, std::get<json::object>(std::move(body)), &invalid);
+  std::vector<std::string> warnings;
+  // Admission and storage together, so that quota sees every create before this one.
+  std::lock_guard admitting(admission_.lock());
+  if (type.namespaced && namespace_name.empty()) {
+    return StatusResponse(404, "NotFound", "the server could not find the requested resource");
+  }
+  Status admitted = admission_.AdmitCreate(type, namespace_name, object, warnings, &invalid);
+  if (!admitted.ok()) {
+    if (!invalid.causes.empty()) return InvalidResponse(invalid);
+    return ErrorResponse(admitted);
+  }
+  Result<json::object> created = store_.Create(type, namespace_name, std::move(object), &invalid);
   if (!created.ok()) {
     if (!invalid.causes.empty()) return InvalidResponse(invalid);
     // Storage errors that are not API statuses (a resourceVersion set on create) reach clients
@@ -631,7 +683,17 @@ net::Response ApiServer::Create(const net::Request& request, const ResourceType&
     }
     return ErrorResponse(created.status());
   }
-  return JsonResponse(201, *created);
+  net::Response response = JsonResponse(201, *created);
+  for (const std::string& warning : warnings) {
+    // RFC 7234 warn-code 299 with the text quoted, as kube-apiserver writes Warning headers.
+    std::string quoted;
+    for (char c : warning) {
+      if (c == '"' || c == '\\') quoted += '\\';
+      quoted += c;
+    }
+    response.headers.Add("Warning", "299 - \"" + quoted + "\"");
+  }
+  return response;
 }
 
 net::Response ApiServer::Patch(const net::Request& request, const ResourceType& type,
@@ -669,9 +731,82 @@ net::Response ApiServer::Delete(const net::Request& request, const ResourceType&
     Result<json::value> options = ParseBody(request);
     if (!options.ok()) return ErrorResponse(options.status());
   }
+  std::optional<std::int64_t> grace;
+  if (!TrimWhitespace(request.body).empty()) {
+    Result<json::value> options = ParseBody(request);
+    const json::value* seconds = options.ok() ? options->as_object().if_contains("gracePeriodSeconds")
+                                              : nullptr;
+    if (seconds && seconds->is_int64()) grace = seconds->get_int64();
+  }
+  if (const std::optional<std::string> query = request.Query("gracePeriodSeconds")) {
+    grace = std::atoll(query->c_str());
+  }
+  // A pod on a node is stopped first and removed by its kubelet, as on a real cluster.
+  if (options_.kubelet && type.group.empty() && type.plural == "pods") {
+    if (auto graceful = options_.kubelet->DeletePod(namespace_name, name, grace)) {
+      if (!graceful->ok()) return ErrorResponse(graceful->status());
+      return JsonResponse(200, **graceful);
+    }
+  }
   Result<json::object> deleted = store_.Delete(type, namespace_name, name);
   if (!deleted.ok()) return ErrorResponse(deleted.status());
   return JsonResponse(200, *deleted);
+}
+
+net::Response ApiServer::Exec(const net::Request& request, const std::string& namespace_name,
+                              const std::string& name) const {
+  // As kube-apiserver: the options and the pod first, then the upgrade.
+  Result<ExecRequest> exec = ParseExecRequest(request);
+  if (!exec.ok()) return StatusResponse(400, "BadRequest", exec.status().message());
+  if (!options_.kubelet) {
+    return StatusResponse(400, "BadRequest",
+                          "this uplink-kubesim runs no pods, so there is nothing to exec into");
+  }
+  Result<std::string> container =
+      options_.kubelet->ExecContainer(namespace_name, name, exec->container);
+  if (!container.ok()) {
+    if (container.status().code() == StatusCode::kNotFound) return ErrorResponse(container.status());
+    return StatusResponse(400, "BadRequest", container.status().message());
+  }
+  if (!net::IsWebSocketUpgrade(request)) {
+    std::string_view upgrade = request.headers.Get("Upgrade").value_or("");
+    if (!upgrade.empty()) {
+      return StatusResponse(400, "BadRequest",
+                            "uplink-kubesim serves exec over WebSocket only (v5.channel.k8s.io or "
+                            "v4.channel.k8s.io), not " + std::string(upgrade.substr(0, 32)));
+    }
+    return StatusResponse(400, "BadRequest", "Upgrade request required");
+  }
+  if (request.method != "GET") {
+    return StatusResponse(400, "BadRequest", "a WebSocket upgrade must be a GET request");
+  }
+  std::string protocol;
+  std::vector<std::string> offered = net::OfferedSubprotocols(request);
+  for (std::string_view supported : {kExecProtocolV5, kExecProtocolV4}) {
+    if (std::find(offered.begin(), offered.end(), supported) != offered.end()) {
+      protocol = std::string(supported);
+      break;
+    }
+  }
+  if (protocol.empty()) {
+    std::string asked;
+    for (const std::string& name : offered) asked += (asked.empty() ? "" : " ") + name.substr(0, 64);
+    return StatusResponse(400, "BadRequest",
+                          "requested protocol(s) are not supported: [" + asked + "]; supports [" +
+                              std::string(kExecProtocolV5) + " " + std::string(kExecProtocolV4) +
+                              "]");
+  }
+  Result<ExecCommand> command =
+      options_.kubelet->runtime().Exec(*container, exec->command, exec->stdin);
+  return net::AcceptWebSocket(protocol, [exec = *exec, command](std::unique_ptr<net::WebSocket> socket) {
+    ServeExec(std::move(socket), exec, command);
+  });
+}
+
+bool ApiServer::ExecNeedsCreate() const {
+  Result<VersionParts> parts = ParseServerVersion(options_.server_version);
+  if (!parts.ok()) return false;
+  return parts->major != "1" || std::atoi(parts->minor.c_str()) >= 35;
 }
 
 net::Response ApiServer::PodLog(const net::Request& request, const std::string& namespace_name,

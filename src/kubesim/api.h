@@ -27,13 +27,17 @@
 #include "common/metrics.h"
 #include "common/secret.h"
 #include "common/time.h"
+#include "kubesim/admission.h"
 #include "kubesim/authn.h"
 #include "kubesim/openapi.h"
 #include "kubesim/rbac.h"
 #include "kubesim/store.h"
+#include "kubesim/watch.h"
 #include "net/router.h"
 
 namespace uplink::kubesim {
+
+class Kubelet;  // kubesim/kubelet.h
 
 struct ApiOptions {
   Secret token;  // the admin bearer token; anonymous clients get only /version and health
@@ -42,6 +46,8 @@ struct ApiOptions {
   size_t max_body_bytes = 3 << 20;
   std::vector<TokenUser> users;  // further identities (--token-auth-file)
   bool rbac = false;             // --authorization-mode=RBAC
+  // Runs created pods and serves pods/exec; without one, pods are only stored.
+  Kubelet* kubelet = nullptr;
 };
 
 // {"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure",...} as JSON text.
@@ -80,6 +86,8 @@ class ApiServer {
                                 std::string_view version, const net::PathParams& params) const;
   net::Response List(const net::Request& request, const ResourceType& type,
                      const std::optional<std::string>& namespace_name) const;
+  net::Response Watch(const net::Request& request, const ResourceType& type,
+                      const std::optional<std::string>& namespace_name) const;
   net::Response GetOne(const net::Request& request, const ResourceType& type,
                        const std::string& namespace_name, const std::string& name) const;
   net::Response Create(const net::Request& request, const ResourceType& type,
@@ -90,6 +98,12 @@ class ApiServer {
                        const std::string& namespace_name, const std::string& name) const;
   net::Response PodLog(const net::Request& request, const std::string& namespace_name,
                        const std::string& name) const;
+  // pods/exec: a WebSocket session in v5.channel.k8s.io or v4.channel.k8s.io.
+  net::Response Exec(const net::Request& request, const std::string& namespace_name,
+                     const std::string& name) const;
+  // Whether this server version also asks for `create` on a WebSocket GET of pods/exec
+  // (AuthorizePodWebsocketUpgradeCreatePermission, on from Kubernetes 1.35).
+  bool ExecNeedsCreate() const;
   // metrics.k8s.io: computed rather than stored.
   net::Response MetricsRequest(const net::Request& request, const ResourceType& type,
                                const std::optional<std::string>& namespace_name,
@@ -108,6 +122,8 @@ class ApiServer {
   Clock& clock_;
   TokenAuthenticator authenticator_;
   Result<OpenApiDocuments> openapi_;
+  mutable Admission admission_;
+  mutable WatchHub watches_;
   net::Router router_;
   mutable metrics::Registry metrics_;
 };

@@ -226,6 +226,24 @@ json::object NodeLease(const json::object& node, WallTime now) {
                             {"renewTime", renewed}}}};
 }
 
+std::vector<json::object> BuiltInPriorityClasses() {
+  auto priority_class = [](std::string name, std::int64_t value, std::string description) {
+    return json::object{{"apiVersion", "scheduling.k8s.io/v1"},
+                        {"kind", "PriorityClass"},
+                        {"metadata", json::object{{"name", std::move(name)}}},
+                        {"value", value},
+                        {"globalDefault", false},
+                        {"preemptionPolicy", "PreemptLowerPriority"},
+                        {"description", std::move(description)}};
+  };
+  return {priority_class("system-cluster-critical", 2000000000,
+                         "Used for system critical pods that must run in the cluster, but can be "
+                         "moved to another node if necessary."),
+          priority_class("system-node-critical", 2000001000,
+                         "Used for system critical pods that must not be moved from their "
+                         "current node.")};
+}
+
 Result<std::vector<json::object>> BootstrapRbacObjects() {
   return ParseObjects(EmbeddedDataFile("bootstrap-rbac.yaml"));
 }

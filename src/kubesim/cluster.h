@@ -38,6 +38,10 @@ json::object NodeLease(const json::object& node, WallTime now);
 // system:monitoring.
 Result<std::vector<json::object>> BootstrapRbacObjects();
 
+// The PriorityClasses every cluster has: system-cluster-critical (2000000000) and
+// system-node-critical (2000001000).
+std::vector<json::object> BuiltInPriorityClasses();
+
 // The instant the workloads' times are written relative to: a time T in data/workloads.yaml
 // is loaded as T + (now - kWorkloadsEpoch), so ages read the same whenever the simulator
 // starts.

@@ -3,10 +3,13 @@
 //   uplink-kubesim --listen 127.0.0.1:0 --nodes 4 --gpus-per-node 8 --workloads
 //                  --objects extra.yaml --kubeconfig-out /tmp/kubeconfig
 //                  [--token-auth-file tokens.csv --authorization-mode RBAC]
+//                  [--runtime simulated|process|podman --pod-start-delay 1s]
 //
 // Writes a kubeconfig (CA data, server URL with the bound port, the admin bearer token), logs
 // one "ready" line with the URL, and serves until SIGINT or SIGTERM.
 #include <csignal>
+#include <cstdlib>
+#include <filesystem>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -19,6 +22,8 @@
 #include "kubesim/authn.h"
 #include "kubesim/cluster.h"
 #include "kubesim/kubeconfig.h"
+#include "kubesim/kubelet.h"
+#include "kubesim/runtime.h"
 #include "kubesim/store.h"
 #include "net/certs.h"
 #include "net/server.h"
@@ -40,6 +45,10 @@ struct Options {
   std::string token_auth_file;
   std::string authorization_mode = "AlwaysAllow";
   bool workloads = false;
+  std::string runtime = "simulated";
+  std::chrono::milliseconds pod_start_delay{1000};
+  std::string state_dir;
+  std::string podman_storage;
   std::string log_level = "info";
   std::string help;  // set when --help asked for it: print it and exit
 };
@@ -48,8 +57,10 @@ constexpr std::string_view kAbout =
     "uplink-kubesim serves a simulated Kubernetes API over TLS for real kubectl and the uplink\n"
     "agent: generated GPU nodes, optionally a GPU cluster's workloads, discovery, OpenAPI v3,\n"
     "server-side tables, pods/log, metrics.k8s.io and, with --authorization-mode RBAC, real\n"
-    "RBAC for the identities of --token-auth-file. It writes a kubeconfig for the admin\n"
-    "(system:masters) and serves until SIGINT or SIGTERM.\n\n";
+    "RBAC for the identities of --token-auth-file. Pods created through the API are scheduled\n"
+    "and run by --runtime (simulated, local processes, or podman containers), and pods/exec\n"
+    "serves kubectl exec over WebSocket. It writes a kubeconfig for the admin (system:masters)\n"
+    "and serves until SIGINT or SIGTERM.\n\n";
 
 // FlagSet keeps the last value of a flag; --objects may be given several times, so its
 // occurrences are taken out before the rest is parsed.
@@ -97,7 +108,9 @@ Result<Options> ParseOptions(int argc, char** argv) {
                "kubesim.uplink.dev/v1 ContainerLog documents give containers their logs); may "
                "be repeated");
   flags.String("kubeconfig-out", &options.kubeconfig_out, "where to write the kubeconfig (0600)");
-  flags.String("server-version", &options.server_version, "version /version reports, e.g. v1.32.4");
+  flags.String("server-version", &options.server_version,
+               "version /version and the nodes report, e.g. v1.32.4 or 1.35.2 (kubectl picks its "
+               "build by it; from 1.35 a WebSocket exec needs create on pods/exec too)");
   flags.String("token-file", &options.token_file,
                "file holding the admin bearer token, a member of system:masters (default: a "
                "random token)");
@@ -111,6 +124,19 @@ Result<Options> ParseOptions(int argc, char** argv) {
              "load the simulated GPU cluster's workloads: namespaces, pods (one crash-looping "
              "with logs), a Deployment, a StatefulSet, CoreDNS, events; needs --nodes 2 or more "
              "and --cpu-nodes 1 or more");
+  flags.String("runtime", &options.runtime,
+               "where created pods run: simulated (nothing runs; containers run until stopped), "
+               "process (each container a local process in a directory per pod) or podman (each "
+               "container a real OCI container through podman and runc)");
+  flags.Duration("pod-start-delay", &options.pod_start_delay,
+                 "from a pod's binding to its containers starting, as an image pull and sandbox "
+                 "take on a real node");
+  flags.String("state-dir", &options.state_dir,
+               "--runtime process: where pod directories go (default: a temporary directory "
+               "removed on exit)");
+  flags.String("podman-storage", &options.podman_storage,
+               "--runtime podman: a podman storage of its own (DIR/root and DIR/run) instead of "
+               "the machine's");
   flags.String("log-level", &options.log_level, "debug, info, warn or error");
   for (const std::string& arg : args) {
     if (arg == "--") break;
@@ -133,6 +159,10 @@ Result<Options> ParseOptions(int argc, char** argv) {
   if (options.kubeconfig_out.empty()) {
     return InvalidArgumentError("--kubeconfig-out is required: where to write the kubeconfig");
   }
+  if (!options.server_version.empty() && options.server_version.front() != 'v') {
+    options.server_version = "v" + options.server_version;
+  }
+  UPLINK_RETURN_IF_ERROR(ParseServerVersion(options.server_version).status());
   if (options.authorization_mode != "AlwaysAllow" && options.authorization_mode != "RBAC") {
     return InvalidArgumentError("--authorization-mode must be AlwaysAllow or RBAC, not \"" +
                                 options.authorization_mode.substr(0, 64) + "\"");
@@ -242,6 +272,9 @@ Status Run(int argc, char** argv) {
     UPLINK_RETURN_IF_ERROR(store.Put(NodeLease(stored, now)).status());
   }
   UPLINK_ASSIGN_OR_RETURN(std::vector<json::object> initial, BootstrapRbacObjects());
+  for (json::object& priority_class : BuiltInPriorityClasses()) {
+    initial.push_back(std::move(priority_class));
+  }
   if (options.workloads) {
     UPLINK_ASSIGN_OR_RETURN(std::vector<json::object> workloads, WorkloadObjects(now));
     UPLINK_RETURN_IF_ERROR(CheckWorkloadNodes(workloads, nodes));
@@ -266,9 +299,35 @@ Status Run(int argc, char** argv) {
   sigaddset(&stop_signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
+  // A temporary state directory lives as long as this process.
+  struct RemoveOnExit {
+    ~RemoveOnExit() {
+      std::error_code ignored;
+      if (!path.empty()) std::filesystem::remove_all(path, ignored);
+    }
+    std::string path;
+  } temporary_state;
+  if (options.runtime == "process" && options.state_dir.empty()) {
+    std::string pattern = std::filesystem::temp_directory_path().string() + "/uplink-kubesim-XXXXXX";
+    if (::mkdtemp(pattern.data()) == nullptr) {
+      return InternalError("creating a state directory under " +
+                           std::filesystem::temp_directory_path().string());
+    }
+    options.state_dir = temporary_state.path = pattern;
+  }
+  RuntimeOptions runtime_options;
+  runtime_options.kind = options.runtime;
+  runtime_options.state_directory = options.state_dir;
+  runtime_options.podman_storage = options.podman_storage;
+  UPLINK_ASSIGN_OR_RETURN(std::unique_ptr<PodRuntime> runtime, MakeRuntime(runtime_options));
+  KubeletOptions kubelet_options;
+  kubelet_options.pod_start_delay = options.pod_start_delay;
+  Kubelet kubelet(store, SystemClock(), *runtime, kubelet_options);
+
   ApiOptions api_options{token, options.server_version};
   api_options.users = std::move(users);
   api_options.rbac = options.authorization_mode == "RBAC";
+  api_options.kubelet = &kubelet;
   ApiServer api(api_options, store, SystemClock());
   net::ServerOptions server_options;
   server_options.listen = options.listen;
@@ -287,17 +346,20 @@ Status Run(int argc, char** argv) {
     server->Stop();
     return written.WithContext("writing --kubeconfig-out");
   }
+  kubelet.Start();
   kLog.Info("ready", {{"url", url},
                       {"kubeconfig", options.kubeconfig_out},
                       {"gpu_nodes", options.nodes},
                       {"cpu_nodes", options.cpu_nodes},
                       {"server_version", options.server_version},
                       {"authorization_mode", options.authorization_mode},
+                      {"runtime", options.runtime},
                       {"workloads", options.workloads}});
   int signal_number = 0;
   sigwait(&stop_signals, &signal_number);
   kLog.Info("stopping", {{"signal", signal_number}});
   server->Stop();
+  kubelet.Stop();  // every container it started goes with it
   return Status::Ok();
 }
 

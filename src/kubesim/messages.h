@@ -12,6 +12,9 @@ namespace uplink::kubesim {
 // first 300 bytes are quoted so that a hostile name cannot grow a message without bound.
 std::string GoQuoted(std::string_view text);
 
+// `parts` with `separator` between them, as Go's strings.Join.
+std::string Join(const std::vector<std::string>& parts, std::string_view separator);
+
 // One field the real API server's validation refuses, as one cause of a 422 Invalid Status.
 struct FieldError {
   std::string field;    // "metadata.name"

@@ -2,6 +2,9 @@
 
 #include <algorithm>
 
+#include "common/kubernetes_names.h"
+#include "common/text.h"
+
 namespace uplink::kubesim {
 namespace {
 
@@ -347,7 +350,7 @@ void ValidateBinding(const json::object& object, bool namespaced,
     std::string subject_group = StringAt(subject, "apiGroup");
     if (subject_name.empty()) causes.push_back(Required(path + ".name"));
     if (subject_kind == "ServiceAccount") {
-      if (!subject_name.empty() && !IsDnsSubdomainName(subject_name)) {
+      if (!subject_name.empty() && !IsDnsSubdomain(subject_name)) {
         causes.push_back(FieldError{path + ".name", "FieldValueInvalid",
                                     "Invalid value: " + GoQuoted(subject_name) + ": " +
                                         DnsNameProblem(false, subject_name)});
@@ -402,10 +405,7 @@ RequestAttributes RequestAttributesFor(std::string_view method, std::string_view
   // is a non-resource request, authorized by its path.
   bool grouped = !parts.empty() && parts[0] == "apis";
   if (parts.size() < 3 || (parts[0] != "api" && !grouped) || (grouped && parts.size() < 4)) {
-    std::string verb(method);
-    std::transform(verb.begin(), verb.end(), verb.begin(),
-                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-    attributes.verb = verb;
+    attributes.verb = AsciiLower(method);
     return attributes;
   }
   attributes.resource_request = true;

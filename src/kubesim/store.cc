@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "common/crypto.h"
+#include "common/kubernetes_names.h"
 #include "common/labels.h"
 #include "kubesim/rbac.h"
 #include "kubesim/secrets.h"
@@ -10,7 +11,7 @@
 namespace uplink::kubesim {
 namespace {
 
-const std::vector<std::string> kAllVerbs = {"create", "delete", "get", "list", "patch"};
+const std::vector<std::string> kAllVerbs = {"create", "delete", "get", "list", "patch", "watch"};
 
 json::object& MetadataOf(json::object& object) {
   json::value& metadata = object["metadata"];
@@ -50,26 +51,6 @@ labels::LabelMap LabelsFor(const json::object& object, const labels::Selector& s
 }
 
 }  // namespace
-
-bool IsDnsLabel(std::string_view text) {
-  if (text.empty() || text.size() > 63) return false;
-  auto ok = [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); };
-  if (!ok(text.front()) || !ok(text.back())) return false;
-  return std::all_of(text.begin(), text.end(), [&](char c) { return ok(c) || c == '-'; });
-}
-
-bool IsDnsSubdomainName(std::string_view text) {
-  if (text.empty() || text.size() > 253) return false;
-  size_t start = 0;
-  while (true) {
-    size_t dot = text.find('.', start);
-    if (!IsDnsLabel(text.substr(start, dot == std::string_view::npos ? dot : dot - start))) {
-      return false;
-    }
-    if (dot == std::string_view::npos) return true;
-    start = dot + 1;
-  }
-}
 
 std::optional<std::string> PathSegmentNameProblem(std::string_view name) {
   if (name == ".") return "may not be '.'";
@@ -126,7 +107,7 @@ std::optional<FieldError> NameError(const ResourceType& type, const std::string&
     masked = std::string(checked.substr(0, checked.size() - 1)) + "a";
     checked = masked;
   }
-  if (label ? IsDnsLabel(checked) : IsDnsSubdomainName(checked)) return std::nullopt;
+  if (label ? IsDnsLabel(checked) : IsDnsSubdomain(checked)) return std::nullopt;
   return FieldError{field, "FieldValueInvalid",
                     "Invalid value: " + GoQuoted(value) + ": " + DnsNameProblem(label, checked)};
 }
@@ -311,7 +292,7 @@ const std::vector<ResourceType>& ResourceTypes() {
        .field_paths = {"spec.nodeName", "spec.restartPolicy", "spec.schedulerName",
                        "spec.serviceAccountName", "spec.hostNetwork", "status.phase",
                        "status.podIP", "status.nominatedNodeName"},
-       .categories = kAll, .subresources = {"log"}},
+       .categories = kAll, .subresources = {"log", "exec"}},
       {.group = "", .version = "v1", .plural = "events", .singular = "event", .kind = "Event",
        .namespaced = true, .short_names = {"ev"}, .verbs = kAllVerbs,
        .field_paths = {"involvedObject.kind", "involvedObject.namespace", "involvedObject.name",
@@ -323,6 +304,11 @@ const std::vector<ResourceType>& ResourceTypes() {
        .categories = kAll},
       {.group = "", .version = "v1", .plural = "serviceaccounts", .singular = "serviceaccount",
        .kind = "ServiceAccount", .namespaced = true, .short_names = {"sa"}, .verbs = kAllVerbs},
+      {.group = "", .version = "v1", .plural = "resourcequotas", .singular = "resourcequota",
+       .kind = "ResourceQuota", .namespaced = true, .short_names = {"quota"},
+       .verbs = kAllVerbs},
+      {.group = "", .version = "v1", .plural = "limitranges", .singular = "limitrange",
+       .kind = "LimitRange", .namespaced = true, .short_names = {"limits"}, .verbs = kAllVerbs},
       {.group = "apps", .version = "v1", .plural = "deployments", .singular = "deployment",
        .kind = "Deployment", .namespaced = true, .short_names = {"deploy"}, .verbs = kAllVerbs,
        .categories = kAll},
@@ -334,6 +320,19 @@ const std::vector<ResourceType>& ResourceTypes() {
        .categories = kAll},
       {.group = "coordination.k8s.io", .version = "v1", .plural = "leases", .singular = "lease",
        .kind = "Lease", .namespaced = true, .verbs = kAllVerbs},
+      {.group = "networking.k8s.io", .version = "v1", .plural = "networkpolicies",
+       .singular = "networkpolicy", .kind = "NetworkPolicy", .namespaced = true,
+       .short_names = {"netpol"}, .verbs = kAllVerbs},
+      {.group = "scheduling.k8s.io", .version = "v1", .plural = "priorityclasses",
+       .singular = "priorityclass", .kind = "PriorityClass", .namespaced = false,
+       .short_names = {"pc"}, .verbs = kAllVerbs},
+      {.group = "admissionregistration.k8s.io", .version = "v1",
+       .plural = "validatingadmissionpolicies", .singular = "validatingadmissionpolicy",
+       .kind = "ValidatingAdmissionPolicy", .namespaced = false, .verbs = kAllVerbs},
+      {.group = "admissionregistration.k8s.io", .version = "v1",
+       .plural = "validatingadmissionpolicybindings",
+       .singular = "validatingadmissionpolicybinding", .kind = "ValidatingAdmissionPolicyBinding",
+       .namespaced = false, .verbs = kAllVerbs},
       {.group = "rbac.authorization.k8s.io", .version = "v1", .plural = "clusterroles",
        .singular = "clusterrole", .kind = "ClusterRole", .namespaced = false, .verbs = kAllVerbs},
       {.group = "rbac.authorization.k8s.io", .version = "v1", .plural = "clusterrolebindings",
@@ -436,6 +435,22 @@ std::string GoQuoted(std::string_view text) {
   return out + "\"";
 }
 
+std::string Join(const std::vector<std::string>& parts, std::string_view separator) {
+  std::string joined;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    if (i > 0) joined += separator;
+    joined += parts[i];
+  }
+  return joined;
+}
+
+std::string GeneratedName(std::string_view prefix) {
+  static constexpr char kAlphabet[] = "bcdfghjklmnpqrstvwxz2456789";
+  std::string name(prefix);
+  for (unsigned char c : RandomBytes(5)) name += kAlphabet[c % (sizeof(kAlphabet) - 1)];
+  return name;
+}
+
 std::string NewUuid() {
   std::string bytes = RandomBytes(16);
   bytes[6] = static_cast<char>((bytes[6] & 0x0f) | 0x40);
@@ -479,6 +494,7 @@ void ObjectStore::Stamp(json::object& object, bool keep_identity) {
     metadata["creationTimestamp"] = FormatRfc3339(clock_.Now());
   }
   metadata["resourceVersion"] = std::to_string(++resource_version_);
+  changed_.notify_all();
   if (StringAt(object, "kind") == "Namespace") {
     // The API server labels every namespace with its own name (since 1.21).
     json::value& labels = metadata["labels"];
@@ -528,11 +544,7 @@ Result<json::object> ObjectStore::Create(const ResourceType& type,
       name_error = NameError(type, "metadata.generateName", generate_name);
     }
     if (!name_error) {
-      static constexpr char kAlphabet[] = "bcdfghjklmnpqrstvwxz2456789";
-      for (unsigned char c : RandomBytes(5)) {
-        generate_name += kAlphabet[c % (sizeof(kAlphabet) - 1)];
-      }
-      name = generate_name;
+      name = GeneratedName(generate_name);
       metadata["name"] = name;
     }
   } else {
@@ -574,6 +586,7 @@ Result<json::object> ObjectStore::Create(const ResourceType& type,
   }
   Stamp(object, false);
   objects[key] = object;
+  Record("ADDED", type.GroupResource(), object);
   return object;
 }
 
@@ -613,7 +626,9 @@ Result<json::object> ObjectStore::Put(json::object object) {
   std::lock_guard lock(mutex_);
   if (type->namespaced) UPLINK_RETURN_IF_ERROR(CheckNamespaceExists(namespace_name));
   Stamp(object, true);
-  objects_[type->GroupResource()][Key(*type, namespace_name, name)] = object;
+  json::object& stored = objects_[type->GroupResource()][Key(*type, namespace_name, name)];
+  Record(stored.empty() ? "ADDED" : "MODIFIED", type->GroupResource(), object);
+  stored = object;
   return object;
 }
 
@@ -729,6 +744,7 @@ Result<json::object> ObjectStore::MergePatch(const ResourceType& type,
   result["apiVersion"] = type.ApiVersion();
   Stamp(result, true);
   it->second = result;
+  Record("MODIFIED", type.GroupResource(), result);
   return result;
 }
 
@@ -749,6 +765,9 @@ Result<json::object> ObjectStore::Delete(const ResourceType& type,
   json::object removed = std::move(it->second);
   objects.erase(it);
   ++resource_version_;
+  MetadataOf(removed)["resourceVersion"] = std::to_string(resource_version_);
+  Record("DELETED", type.GroupResource(), removed);
+  changed_.notify_all();
   if (is_namespace) {
     for (const ResourceType& contained : ResourceTypes()) {
       if (!contained.namespaced) continue;
@@ -757,7 +776,12 @@ Result<json::object> ObjectStore::Delete(const ResourceType& type,
       std::string prefix = name + "/";
       auto first = stored->second.lower_bound(prefix);
       auto last = first;
-      while (last != stored->second.end() && last->first.starts_with(prefix)) ++last;
+      while (last != stored->second.end() && last->first.starts_with(prefix)) {
+        json::object& gone = last->second;
+        MetadataOf(gone)["resourceVersion"] = std::to_string(++resource_version_);
+        Record("DELETED", contained.GroupResource(), gone);
+        ++last;
+      }
       stored->second.erase(first, last);
     }
     MetadataOf(removed)["deletionTimestamp"] = FormatRfc3339(clock_.Now());
@@ -765,6 +789,99 @@ Result<json::object> ObjectStore::Delete(const ResourceType& type,
     removed["status"] = json::object{{"phase", "Terminating"}};
   }
   return removed;
+}
+
+Result<json::object> ObjectStore::ReplaceStatus(const ResourceType& type,
+                                                const std::string& namespace_name,
+                                                const std::string& name, json::value status,
+                                                const std::string& uid) {
+  std::lock_guard lock(mutex_);
+  auto& objects = objects_[type.GroupResource()];
+  auto it = objects.find(Key(type, namespace_name, name));
+  if (it == objects.end() || (!uid.empty() && StringAt(MetadataOf(it->second), "uid") != uid)) {
+    return NotFoundError(type.GroupResource() + " \"" + name + "\" not found");
+  }
+  it->second["status"] = std::move(status);
+  Stamp(it->second, true);
+  Record("MODIFIED", type.GroupResource(), it->second);
+  return it->second;
+}
+
+Result<json::object> ObjectStore::MarkDeleting(const ResourceType& type,
+                                               const std::string& namespace_name,
+                                               const std::string& name,
+                                               std::int64_t grace_seconds) {
+  std::lock_guard lock(mutex_);
+  auto& objects = objects_[type.GroupResource()];
+  auto it = objects.find(Key(type, namespace_name, name));
+  if (it == objects.end()) {
+    return NotFoundError(type.GroupResource() + " \"" + name + "\" not found");
+  }
+  json::object& metadata = MetadataOf(it->second);
+  // A second delete may only shorten the grace period, as on a real server.
+  const json::value* earlier = metadata.if_contains("deletionGracePeriodSeconds");
+  if (!metadata.contains("deletionTimestamp") ||
+      (earlier && earlier->is_int64() && grace_seconds < earlier->get_int64())) {
+    metadata["deletionTimestamp"] = FormatRfc3339(clock_.Now());
+    metadata["deletionGracePeriodSeconds"] = grace_seconds;
+    Stamp(it->second, true);
+    Record("MODIFIED", type.GroupResource(), it->second);
+  }
+  return it->second;
+}
+
+bool ObjectStore::RemoveIfUid(const ResourceType& type, const std::string& namespace_name,
+                              const std::string& name, const std::string& uid) {
+  std::lock_guard lock(mutex_);
+  auto& objects = objects_[type.GroupResource()];
+  auto it = objects.find(Key(type, namespace_name, name));
+  if (it == objects.end() || StringAt(MetadataOf(it->second), "uid") != uid) return false;
+  json::object removed = std::move(it->second);
+  objects.erase(it);
+  MetadataOf(removed)["resourceVersion"] = std::to_string(++resource_version_);
+  Record("DELETED", type.GroupResource(), removed);
+  changed_.notify_all();
+  return true;
+}
+
+void ObjectStore::Record(std::string_view event, const std::string& group_resource,
+                         const json::object& object) {
+  // Enough for watches to catch up after a pause; older ones list again (410 Gone).
+  constexpr size_t kMaxEvents = 4096;
+  if (events_.size() >= kMaxEvents) {
+    events_dropped_up_to_ = events_.front().resource_version;
+    events_.pop_front();
+  }
+  events_.push_back(WatchEvent{std::string(event), group_resource, NamespaceOf(object), object,
+                               resource_version_});
+}
+
+Result<std::vector<WatchEvent>> ObjectStore::EventsSince(
+    const ResourceType& type, const std::optional<std::string>& namespace_name,
+    std::int64_t since) const {
+  std::lock_guard lock(mutex_);
+  if (since < events_dropped_up_to_) {
+    return FailedPreconditionError("too old resource version: " + std::to_string(since) + " (" +
+                                   std::to_string(events_dropped_up_to_ + 1) + ")");
+  }
+  std::vector<WatchEvent> found;
+  const std::string group_resource = type.GroupResource();
+  auto first = std::upper_bound(events_.begin(), events_.end(), since,
+                                [](std::int64_t rv, const WatchEvent& event) {
+                                  return rv < event.resource_version;
+                                });
+  for (auto it = first; it != events_.end(); ++it) {
+    if (it->group_resource != group_resource) continue;
+    if (namespace_name && it->namespace_name != *namespace_name) continue;
+    found.push_back(*it);
+  }
+  return found;
+}
+
+std::int64_t ObjectStore::WaitForChange(std::int64_t seen, std::chrono::milliseconds timeout) const {
+  std::unique_lock lock(mutex_);
+  changed_.wait_for(lock, timeout, [&] { return resource_version_ != seen; });
+  return resource_version_;
 }
 
 std::int64_t ObjectStore::resource_version() const {

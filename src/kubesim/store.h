@@ -2,7 +2,10 @@
 // global resourceVersion counter as kube-apiserver has.
 #pragma once
 
+#include <chrono>
+#include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -106,19 +109,26 @@ Result<ContinuePosition> DecodeContinueToken(std::string_view token);
 inline constexpr std::string_view kResourceVersionSetOnCreate =
     "resourceVersion should not be set on objects to be created";
 
-
-// RFC 1123 names as apimachinery validates them: a label ("gpu-node-0001", at most 63
-// characters) and a subdomain (dot-separated labels, at most 253).
-bool IsDnsLabel(std::string_view text);
-bool IsDnsSubdomainName(std::string_view text);
 // apimachinery's message for a name that is not a DNS label (`label`) or subdomain.
 std::string DnsNameProblem(bool label, std::string_view name);
 // path.IsValidPathSegmentName, the rule for RBAC object names: why `name` is not one
 // ("may not contain '/'"), or nothing when it is.
 std::optional<std::string> PathSegmentNameProblem(std::string_view name);
 
+// `prefix` and five random characters, as generateName names objects ("train-x7k2p").
+std::string GeneratedName(std::string_view prefix);
+
 // A random RFC 4122 version 4 UUID.
 std::string NewUuid();
+
+// One change as a watch reports it.
+struct WatchEvent {
+  std::string type;  // ADDED, MODIFIED or DELETED
+  std::string group_resource;
+  std::string namespace_name;
+  json::object object;  // as it was after the change (for DELETED, as it was last)
+  std::int64_t resource_version = 0;
+};
 
 class ObjectStore {
  public:
@@ -153,6 +163,30 @@ class ObjectStore {
   Result<json::object> Delete(const ResourceType& type, const std::string& namespace_name,
                               const std::string& name);
 
+  // Replaces an object's whole status, as a kubelet or controller writes it through the
+  // status subresource. With `uid`, an object of that name but another uid (deleted and made
+  // again) is NotFound, so a late write never lands on its successor.
+  Result<json::object> ReplaceStatus(const ResourceType& type, const std::string& namespace_name,
+                                     const std::string& name, json::value status,
+                                     const std::string& uid = "");
+  // A graceful delete's first step: the object stays, with metadata.deletionTimestamp (now)
+  // and deletionGracePeriodSeconds, until RemoveIfUid takes it away.
+  Result<json::object> MarkDeleting(const ResourceType& type, const std::string& namespace_name,
+                                    const std::string& name, std::int64_t grace_seconds);
+  // Removes the object if it is still the one with `uid`; false when it is already gone.
+  bool RemoveIfUid(const ResourceType& type, const std::string& namespace_name,
+                   const std::string& name, const std::string& uid);
+
+  // The changes to objects of `type` (in `namespace_name` when given) after resourceVersion
+  // `since`, oldest first. FailedPrecondition when `since` is older than the changes kept (a
+  // watch then answers 410 Gone, and its client lists again).
+  Result<std::vector<WatchEvent>> EventsSince(const ResourceType& type,
+                                              const std::optional<std::string>& namespace_name,
+                                              std::int64_t since) const;
+
+  // Waits until the resourceVersion passes `seen` or `timeout` passes; the current one.
+  std::int64_t WaitForChange(std::int64_t seen, std::chrono::milliseconds timeout) const;
+
   std::int64_t resource_version() const;
   const LogStore& logs() const { return logs_; }
 
@@ -161,14 +195,19 @@ class ObjectStore {
                           const std::string& name);
   Status CheckNamespaceExists(const std::string& namespace_name) const;
   void Stamp(json::object& object, bool keep_identity);
+  // Keeps a change for watches (under mutex_), dropping the oldest past kMaxEvents.
+  void Record(std::string_view event, const std::string& group_resource, const json::object& object);
 
   Clock& clock_;
   LogStore logs_;
   mutable std::mutex mutex_;
+  mutable std::condition_variable changed_;  // notified whenever resource_version_ moves
   std::int64_t resource_version_ = 0;
   // group resource ("pods", "deployments.apps") -> "namespace/name" (or "name") -> object,
   // ordered like etcd keys.
   std::map<std::string, std::map<std::string, json::object>> objects_;
+  std::deque<WatchEvent> events_;
+  std::int64_t events_dropped_up_to_ = 0;  // watches from before this are too old
 };
 
 // RFC 7386: objects merge recursively, null deletes, anything else replaces.

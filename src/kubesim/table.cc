@@ -7,6 +7,7 @@
 
 #include "common/files.h"
 #include "common/labels.h"
+#include "common/text.h"
 
 namespace uplink::kubesim {
 namespace {
@@ -164,6 +165,44 @@ const std::vector<Column>& ColumnsFor(const ResourceType& type) {
         {"Users", "string", "", 1, "Users in the clusterRoleBinding"},
         {"Groups", "string", "", 1, "Groups in the clusterRoleBinding"},
         {"ServiceAccounts", "string", "", 1, "ServiceAccounts in the clusterRoleBinding"}}},
+      {"ResourceQuota",
+       {{"Name", "string", "name", 0, kNameDoc},
+        {"Age", "string", "", 0, kAgeDoc},
+        {"Request", "string", "", 0, "Request represents a minimum amount of cpu/memory that a "
+                                     "container may consume."},
+        {"Limit", "string", "", 0, "Limits control the maximum amount of cpu/memory that a "
+                                   "container may use independent of contention on the node."}}},
+      {"LimitRange",
+       {{"Name", "string", "name", 0, kNameDoc},
+        {"Created At", "date", "", 0, kAgeDoc}}},
+      {"NetworkPolicy",
+       {{"Name", "string", "name", 0, kNameDoc},
+        {"Pod-Selector", "string", "", 0,
+         "podSelector selects the pods to which this NetworkPolicy object applies."},
+        {"Age", "string", "", 0, kAgeDoc}}},
+      {"PriorityClass",
+       {{"Name", "string", "name", 0, kNameDoc},
+        {"Value", "integer", "", 0,
+         "value represents the integer value of this priority class."},
+        {"Global-Default", "boolean", "", 0,
+         "globalDefault specifies whether this PriorityClass should be considered as the "
+         "default priority for pods that do not have any priority class."},
+        {"Age", "string", "", 0, kAgeDoc},
+        {"PreemptionPolicy", "string", "", 0,
+         "preemptionPolicy is the Policy for preempting pods with lower priority."}}},
+      {"ValidatingAdmissionPolicy",
+       {{"Name", "string", "name", 0, kNameDoc},
+        {"Validations", "integer", "", 0, "Validations indicates the number of validation rules"},
+        {"ParamKind", "string", "", 0, "ParamKind specifies the kind of resources used to "
+                                       "parameterize this policy"},
+        {"Age", "string", "", 0, kAgeDoc}}},
+      {"ValidatingAdmissionPolicyBinding",
+       {{"Name", "string", "name", 0, kNameDoc},
+        {"PolicyName", "string", "", 0, "PolicyName indicates the policy definition which the "
+                                        "policy binding binded to"},
+        {"ParamRef", "string", "", 0, "ParamRef indicates the param resource which sets the "
+                                      "configration param"},
+        {"Age", "string", "", 0, kAgeDoc}}},
   };
   static const std::vector<Column> kDefault = {
       {"Name", "string", "name", 0, kNameDoc},
@@ -208,15 +247,6 @@ std::string Since(const std::string& timestamp, WallTime now) {
 
 std::string Age(const json::object& metadata, WallTime now) {
   return Since(Text(metadata, "creationTimestamp"), now);
-}
-
-std::string Join(const std::vector<std::string>& parts, std::string_view separator) {
-  std::string joined;
-  for (const std::string& part : parts) {
-    if (!joined.empty()) joined += separator;
-    joined += part;
-  }
-  return joined;
 }
 
 // As printNode: the Ready condition, then SchedulingDisabled when cordoned.
@@ -424,9 +454,7 @@ json::array EventCells(const json::object& event, WallTime now) {
     count = 1;  // singleton events of the events.k8s.io API carry no count
   }
   const json::object& involved = Field(event, "involvedObject");
-  std::string kind = Text(involved, "kind");
-  std::transform(kind.begin(), kind.end(), kind.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  std::string kind = AsciiLower(Text(involved, "kind"));
   std::string target = Text(involved, "name").empty() ? kind : kind + "/" + Text(involved, "name");
   const json::object& source = Field(event, "source");
   std::string component = Text(source, "component");
@@ -536,6 +564,26 @@ std::string StringMapText(const json::object& map) {
   return pairs.empty() ? "<none>" : Join(pairs, ",");
 }
 
+// printResourceQuota: "resource: used/hard" pairs, limits.* in the Limit column.
+json::array QuotaCells(const json::object& quota, WallTime now) {
+  const json::object& status = Field(quota, "status");
+  const json::object& hard = Field(status, "hard");
+  const json::object& used = Field(status, "used");
+  std::vector<std::string> names;
+  for (const auto& [resource, value] : hard) names.emplace_back(resource);
+  std::sort(names.begin(), names.end());
+  std::vector<std::string> requests, limits;
+  for (const std::string& resource : names) {
+    std::string used_text = Text(used, resource);
+    std::string entry = resource + ": " + (used_text.empty() ? "0" : used_text) + "/" +
+                        Text(hard, resource);
+    (resource.starts_with("limits.") ? limits : requests).push_back(entry);
+  }
+  const json::object& metadata = Field(quota, "metadata");
+  return json::array{Text(metadata, "name"), Age(metadata, now), Join(requests, ", "),
+                     Join(limits, ", ")};
+}
+
 json::array BindingCells(const json::object& binding, WallTime now) {
   const json::object& role_ref = Field(binding, "roleRef");
   std::vector<std::string> users, groups, service_accounts;
@@ -637,6 +685,32 @@ json::array Cells(const ResourceType& type, const json::object& object, WallTime
     return json::array{name, Text(metadata, "creationTimestamp")};
   }
   if (kind == "RoleBinding" || kind == "ClusterRoleBinding") return BindingCells(object, now);
+  if (kind == "ResourceQuota") return QuotaCells(object, now);
+  if (kind == "LimitRange") return json::array{name, Text(metadata, "creationTimestamp")};
+  if (kind == "NetworkPolicy") {
+    std::string selector = SelectorText(Field(spec, "podSelector"));
+    return json::array{name, selector.empty() ? "<none>" : selector, Age(metadata, now)};
+  }
+  if (kind == "PriorityClass") {
+    return json::array{name, Integer(object, "value"), Boolean(object, "globalDefault"),
+                       Age(metadata, now), Text(object, "preemptionPolicy")};
+  }
+  if (kind == "ValidatingAdmissionPolicy") {
+    const json::object& param = Field(spec, "paramKind");
+    std::string param_kind = param.empty() ? "<unset>"
+                                           : Text(param, "apiVersion") + "/" + Text(param, "kind");
+    return json::array{name, static_cast<std::int64_t>(Items(spec, "validations").size()),
+                       param_kind, Age(metadata, now)};
+  }
+  if (kind == "ValidatingAdmissionPolicyBinding") {
+    const json::object& param = Field(spec, "paramRef");
+    std::string param_ref = "<unset>";
+    if (!param.empty()) {
+      std::string ns = Text(param, "namespace");
+      param_ref = ns.empty() ? Text(param, "name") : ns + "/" + Text(param, "name");
+    }
+    return json::array{name, Text(spec, "policyName"), param_ref, Age(metadata, now)};
+  }
   return json::array{name, Age(metadata, now)};
 }
 

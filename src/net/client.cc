@@ -1,8 +1,6 @@
 // HttpClient over Beast: each Send runs a private io_context until its exchange is done.
 #include "net/client.h"
 
-#include <openssl/ssl.h>
-#include <openssl/x509_vfy.h>
 #include <poll.h>
 
 #include <boost/asio/as_tuple.hpp>
@@ -19,13 +17,13 @@
 #include <boost/url/parse.hpp>
 #include <boost/url/url_view.hpp>
 #include <atomic>
-#include <cctype>
 #include <memory>
 #include <optional>
 #include <vector>
 
+#include "common/text.h"
+#include "net/dial_impl.h"
 #include "net/stream_impl.h"
-#include "net/tls_library.h"
 
 namespace uplink::net {
 namespace {
@@ -36,8 +34,6 @@ namespace http = beast::http;
 namespace ssl = asio::ssl;
 using tcp = asio::ip::tcp;
 using Clock = std::chrono::steady_clock;
-using PlainStream = beast::tcp_stream;
-using TlsStream = beast::ssl_stream<beast::tcp_stream>;
 
 constexpr auto kUseAwaitable = asio::as_tuple(asio::use_awaitable);
 constexpr std::uint32_t kMaxResponseHeaderBytes = 64 * 1024;
@@ -47,42 +43,6 @@ constexpr int kMaxInterimResponses = 16;
 bool IsPlainHostName(std::string_view host) {
   return host.find_first_not_of("abcdefghijklmnopqrstuvwxyz"
                                 "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-.") == std::string_view::npos;
-}
-
-bool IsIpLiteral(const std::string& host) {
-  boost::system::error_code ec;
-  asio::ip::make_address(host, ec);
-  return !ec;
-}
-
-// The reason OpenSSL gave, including why certificate verification failed.
-std::string TlsFailureReason(TlsStream& stream, const boost::system::error_code& ec) {
-  long verify = SSL_get_verify_result(stream.native_handle());
-  if (verify != X509_V_OK) {
-    return std::string("certificate verification failed: ") + X509_verify_cert_error_string(verify);
-  }
-  return ec.message();
-}
-
-// Refuses what would corrupt the request on the wire (e.g. a CR LF smuggled into a header).
-Status Validate(const Request& request) {
-  if (request.method.empty() ||
-      request.method.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZ") != std::string::npos) {
-    return InvalidArgumentError("invalid HTTP method \"" + request.method + "\"");
-  }
-  if (!request.target.empty() && (request.target.front() != '/' ||
-                                  request.target.find_first_of(" \r\n") != std::string::npos)) {
-    // The target is not quoted: its query may carry a credential.
-    return InvalidArgumentError("the request target must start with / and hold no spaces or "
-                                "line breaks");
-  }
-  for (const auto& [name, value] : request.headers.all()) {
-    if (name.empty() || name.find_first_of(" :\r\n") != std::string::npos ||
-        value.find_first_of("\r\n") != std::string::npos) {
-      return InvalidArgumentError("invalid header field \"" + name + "\"");
-    }
-  }
-  return Status::Ok();
 }
 
 // A peer that closed, or sent anything, while the connection sat idle cannot carry a request.
@@ -96,39 +56,10 @@ class ClientImpl final : public HttpClient {
   ClientImpl(ClientOptions options, ParsedUrl url)
       : HttpClient(std::move(options)), url_(std::move(url)), authority_(Authority()) {}
 
-  Status SetUpTls() {
-    if (url_.scheme != "https") return Status::Ok();
-    UPLINK_RETURN_IF_ERROR(LoadTlsLibrary());
-    tls_.emplace(ssl::context::tls_client);
-    tls_->set_options(ssl::context::default_workarounds | ssl::context::no_sslv2 |
-                      ssl::context::no_sslv3 | ssl::context::no_tlsv1 | ssl::context::no_tlsv1_1);
-    SSL_CTX_set_min_proto_version(tls_->native_handle(), TLS1_2_VERSION);
-    tls_->set_verify_mode(ssl::verify_peer);
-    boost::system::error_code ec;
-    if (!options_.ca_pem.empty()) {
-      tls_->add_certificate_authority(asio::buffer(options_.ca_pem), ec);
-      if (ec) return InvalidArgumentError("loading CA certificates from ca_pem: " + ec.message());
-    } else if (!options_.ca_file.empty()) {
-      tls_->load_verify_file(options_.ca_file, ec);
-      if (ec) {
-        return InvalidArgumentError("loading CA file " + options_.ca_file + ": " + ec.message());
-      }
-    } else {
-      tls_->set_default_verify_paths(ec);
-      if (ec) return InvalidArgumentError("loading the system CA store: " + ec.message());
-    }
-    if (options_.client_cert_pem.empty() != options_.client_key_pem.empty()) {
-      return InvalidArgumentError("a client certificate needs both a certificate and a key");
-    }
-    if (!options_.client_cert_pem.empty()) {
-      return LoadCertificateAndKey(*tls_, options_.client_cert_pem, options_.client_key_pem,
-                                   "client certificate");
-    }
-    return Status::Ok();
-  }
+  Status SetUpTls() { return MakeClientTlsContext(url_, options_, tls_); }
 
   Result<Response> Send(Request request) override {
-    UPLINK_RETURN_IF_ERROR(Validate(request));
+    UPLINK_RETURN_IF_ERROR(ValidateRequest(request));
     std::lock_guard lock(mutex_);
     if (aborted_) return UnavailableError("the HTTP client to " + Where() + " was stopped");
     const auto deadline = Clock::now() + options_.request_timeout;
@@ -167,10 +98,7 @@ class ClientImpl final : public HttpClient {
   }
 
   // "127.0.0.1:8443" for messages, whatever the port.
-  std::string Where() const {
-    std::string host = url_.host.find(':') != std::string::npos ? "[" + url_.host + "]" : url_.host;
-    return host + ":" + std::to_string(url_.port);
-  }
+  std::string Where() const { return HostAndPort(url_); }
 
   asio::awaitable<Status> Exchange(const Request& request, Clock::time_point deadline,
                                    Response& response) {
@@ -223,74 +151,9 @@ class ClientImpl final : public HttpClient {
 
   asio::awaitable<Status> Connect(Clock::time_point deadline) {
     const auto connect_deadline = std::min(deadline, Clock::now() + options_.connect_timeout);
-    std::vector<tcp::endpoint> endpoints;
-    if (IsIpLiteral(url_.host)) {
-      endpoints.emplace_back(asio::ip::make_address(url_.host), url_.port);
-    } else {
-      auto resolver = std::make_shared<tcp::resolver>(io_);
-      // Name resolution has no deadline of its own: cancel it when the connect deadline passes.
-      // The timer may fire after the resolver is gone, hence the weak reference.
-      asio::steady_timer limit(io_, connect_deadline);
-      limit.async_wait([weak = std::weak_ptr(resolver)](boost::system::error_code ec) {
-        if (auto live = weak.lock(); live && !ec) live->cancel();
-      });
-      auto [ec, results] =
-          co_await resolver->async_resolve(url_.host, std::to_string(url_.port), kUseAwaitable);
-      limit.cancel();
-      if (ec == asio::error::operation_aborted) {
-        co_return DeadlineExceededError("resolving " + url_.host + " timed out");
-      }
-      if (ec) co_return UnavailableError("resolving " + url_.host + ": " + ec.message());
-      for (const auto& entry : results) endpoints.push_back(entry.endpoint());
-    }
-
-    PlainStream socket_stream(io_);
-    socket_stream.expires_at(connect_deadline);
-    auto [connect_ec, endpoint] = co_await socket_stream.async_connect(endpoints, kUseAwaitable);
-    if (connect_ec == beast::error::timeout) {
-      co_return DeadlineExceededError("connecting to " + Where() + " timed out");
-    }
-    if (connect_ec)
-      co_return UnavailableError("connecting to " + Where() + ": " + connect_ec.message());
-    socket_stream.socket().set_option(tcp::no_delay(true));
-
     buffer_.clear();  // nothing read on an earlier connection belongs to this one
-    if (!tls_) {
-      connection_ = std::make_unique<StreamAdapter<PlainStream>>(std::move(socket_stream));
-      co_return Status::Ok();
-    }
-    TlsStream stream(std::move(socket_stream), *tls_);
-    {
-      SSL* ssl = stream.native_handle();
-      X509_VERIFY_PARAM* param = SSL_get0_param(ssl);
-      X509_VERIFY_PARAM_set_hostflags(param, X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
-      // Never proceed without hostname verification: any certificate from the CA would do.
-      bool verification_set = false;
-      if (IsIpLiteral(url_.host)) {
-        // An IP literal is checked against IP subjectAltNames and is not sent as SNI.
-        verification_set = X509_VERIFY_PARAM_set1_ip_asc(param, url_.host.c_str()) == 1;
-      } else {
-        verification_set =
-            X509_VERIFY_PARAM_set1_host(param, url_.host.c_str(), url_.host.size()) == 1 &&
-            SSL_set_tlsext_host_name(ssl, url_.host.c_str()) == 1;
-      }
-      if (!verification_set) {
-        co_return InternalError("could not set up certificate name verification for " + Where() +
-                                "; refusing to connect");
-      }
-      beast::get_lowest_layer(stream).expires_at(deadline);
-      auto [handshake_ec] =
-          co_await stream.async_handshake(ssl::stream_base::client, kUseAwaitable);
-      if (handshake_ec == beast::error::timeout) {
-        co_return DeadlineExceededError("TLS handshake with " + Where() + " timed out");
-      }
-      if (handshake_ec) {
-        co_return UnavailableError("TLS handshake with " + Where() +
-                                   " failed: " + TlsFailureReason(stream, handshake_ec));
-      }
-    }
-    connection_ = std::make_unique<StreamAdapter<TlsStream>>(std::move(stream));
-    co_return Status::Ok();
+    co_return co_await DialStream(io_, url_, tls_ ? &*tls_ : nullptr, connect_deadline, deadline,
+                                  connection_);
   }
 
   asio::awaitable<Status> RoundTrip(http::request<http::string_body>& message,
@@ -388,7 +251,7 @@ Result<ParsedUrl> ParseBaseUrl(std::string_view text) {
   const urls::url_view& url = *parsed;
   ParsedUrl out;
   out.scheme = std::string(url.scheme());
-  for (char& c : out.scheme) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  out.scheme = AsciiLower(out.scheme);
   if (out.scheme != "http" && out.scheme != "https") {
     return InvalidArgumentError("the URL's scheme must be http or https");
   }
@@ -434,8 +297,7 @@ Result<ParsedUrl> ParseBaseUrl(std::string_view text) {
                                     "://(invalid host): the host may hold only letters, digits, "
                                     "'-' and '.' (or be an IP address)");
       }
-      out.host = std::string(host);
-      for (char& c : out.host) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      out.host = AsciiLower(host);
       break;
     }
     default:
@@ -444,12 +306,9 @@ Result<ParsedUrl> ParseBaseUrl(std::string_view text) {
   if (out.host.empty()) return InvalidArgumentError(origin() + ": the URL has no host");
   if (url.has_port()) {
     std::string_view port = url.port();
-    if (port.empty() || port.size() > 5 ||
-        port.find_first_not_of("0123456789") != std::string_view::npos ||
-        std::stoul(std::string(port)) == 0 || std::stoul(std::string(port)) > 65535) {
-      return InvalidArgumentError(origin() + ": port must be 1-65535");
-    }
-    out.port = static_cast<std::uint16_t>(std::stoul(std::string(port)));
+    std::optional<std::uint64_t> port_number = ParseDecimal(port, 1, 65535);
+    if (!port_number) return InvalidArgumentError(origin() + ": port must be 1-65535");
+    out.port = static_cast<std::uint16_t>(*port_number);
   } else {
     out.port = out.scheme == "https" ? 443 : 80;
   }

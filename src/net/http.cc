@@ -1,15 +1,11 @@
 #include "net/http.h"
 
-#include <strings.h>
-
 #include <algorithm>
+
+#include "common/text.h"
 
 namespace uplink::net {
 namespace {
-
-bool NameEquals(std::string_view a, std::string_view b) {
-  return a.size() == b.size() && ::strncasecmp(a.data(), b.data(), a.size()) == 0;
-}
 
 int HexValue(char c) {
   if (c >= '0' && c <= '9') return c - '0';
@@ -22,7 +18,7 @@ int HexValue(char c) {
 
 std::optional<std::string_view> Headers::Get(std::string_view name) const {
   for (const auto& [key, value] : fields_) {
-    if (NameEquals(key, name)) return std::string_view(value);
+    if (EqualsIgnoringAsciiCase(key, name)) return std::string_view(value);
   }
   return std::nullopt;
 }
@@ -37,7 +33,8 @@ void Headers::Add(std::string_view name, std::string_view value) {
 }
 
 void Headers::Remove(std::string_view name) {
-  std::erase_if(fields_, [&](const auto& field) { return NameEquals(field.first, name); });
+  std::erase_if(fields_,
+                [&](const auto& field) { return EqualsIgnoringAsciiCase(field.first, name); });
 }
 
 std::optional<std::string> PercentDecode(std::string_view text, bool plus_as_space) {

@@ -2,7 +2,9 @@
 // speaks HTTP through these types, and only net/*.cc touches the heavy libraries.
 #pragma once
 
+#include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -12,6 +14,8 @@
 #include "common/status.h"
 
 namespace uplink::net {
+
+struct WebSocketAccept;  // net/websocket.h
 
 // Header fields with case-insensitive names, in insertion order.
 class Headers {
@@ -43,10 +47,27 @@ struct Request {
   std::vector<std::pair<std::string, std::string>> QueryParams() const;
 };
 
+// A body produced over time (a Kubernetes watch): the server sends the response chunked, one
+// chunk per piece, until the stream ends.
+class BodyStream {
+ public:
+  virtual ~BodyStream() = default;
+  // Asks for the next piece; `deliver` is called once, from any thread, with it or with
+  // nothing (or an empty piece) when the body has ended.
+  virtual void Next(std::function<void(std::optional<std::string>)> deliver) = 0;
+  // The response is over (ended, the client gone, the server stopping): no more Next calls.
+  virtual void Cancel() = 0;
+};
+
 struct Response {
   int status = 200;
   Headers headers;
   std::string body;
+  // Set by AcceptWebSocket (net/websocket.h): the server upgrades the connection instead of
+  // writing this response.
+  std::shared_ptr<const WebSocketAccept> websocket;
+  // When set, the body is what the stream produces, not `body`.
+  std::shared_ptr<BodyStream> stream;
 
   static Response Json(int status, std::string body);
   static Response Text(int status, std::string body);

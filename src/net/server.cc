@@ -2,7 +2,6 @@
 #include "net/server.h"
 
 #include <openssl/ssl.h>
-#include <strings.h>
 
 #include <atomic>
 #include <boost/asio/as_tuple.hpp>
@@ -28,8 +27,10 @@
 
 #include "common/files.h"
 #include "common/log.h"
+#include "common/text.h"
 #include "net/stream_impl.h"
 #include "net/tls_library.h"
+#include "net/websocket_impl.h"
 
 namespace uplink::net {
 namespace {
@@ -66,33 +67,30 @@ std::string HttpDate() {
   return out;
 }
 
-// Once closed (by Stop), late Reply calls no longer touch the io_context.
-struct ReplyGate {
-  std::mutex mutex;
-  bool open = true;
-};
-
-// One request's answer, shared by the waiting session and the handler's Reply.
-class Exchange : public std::enable_shared_from_this<Exchange> {
+// One answer handed from any thread to the session waiting for it on its strand: a request's
+// Response, or the next piece of a streamed body.
+template <typename Answer>
+class BasicExchange : public std::enable_shared_from_this<BasicExchange<Answer>> {
  public:
-  Exchange(std::shared_ptr<ReplyGate> gate, asio::any_io_executor strand, asio::steady_timer* wake)
+  BasicExchange(std::shared_ptr<IoGate> gate, asio::any_io_executor strand,
+                asio::steady_timer* wake)
       : gate_(std::move(gate)), strand_(std::move(strand)), wake_(wake) {}
 
   // Any thread. The first answer wins; returns whether this call was it.
-  bool Deliver(Response response) {
+  bool Deliver(Answer answer) {
     std::lock_guard gate_lock(gate_->mutex);
     std::lock_guard lock(mutex_);
     if (answered_ || !gate_->open) return false;
     answered_ = true;
-    response_ = std::move(response);
-    if (strand_) asio::post(*strand_, [self = shared_from_this()] { self->Wake(); });
+    answer_ = std::move(answer);
+    if (strand_) asio::post(*strand_, [self = this->shared_from_this()] { self->Wake(); });
     return true;
   }
 
   // On the session's strand.
-  std::optional<Response> Take() {
+  std::optional<Answer> Take() {
     std::lock_guard lock(mutex_);
-    return std::exchange(response_, std::nullopt);
+    return std::exchange(answer_, std::nullopt);
   }
 
   // The session is done with this request (or gone): drop its timer and executor, which must
@@ -109,13 +107,17 @@ class Exchange : public std::enable_shared_from_this<Exchange> {
     if (wake_) wake_->cancel();
   }
 
-  std::shared_ptr<ReplyGate> gate_;
+  std::shared_ptr<IoGate> gate_;
   std::mutex mutex_;
   bool answered_ = false;
-  std::optional<Response> response_;
+  std::optional<Answer> answer_;
   std::optional<asio::any_io_executor> strand_;  // the connection's strand
   asio::steady_timer* wake_;
 };
+
+using Exchange = BasicExchange<Response>;
+// The next piece of a streamed body, or nothing at its end.
+using ChunkExchange = BasicExchange<std::optional<std::string>>;
 
 // Held by every copy of a Reply; if the handler drops them all unanswered, the client gets 500.
 struct ReplyHolder {
@@ -128,10 +130,21 @@ struct ReplyHolder {
   std::shared_ptr<Exchange> exchange;
 };
 
+template <typename Answer>
 struct DetachOnExit {
   ~DetachOnExit() { exchange->Detach(); }
-  std::shared_ptr<Exchange> exchange;
+  std::shared_ptr<BasicExchange<Answer>> exchange;
 };
+
+// "1a\r\n...\r\n": one chunk of a chunked body (RFC 9112 section 7.1).
+std::string Chunk(std::string_view data) {
+  char size[20];
+  std::snprintf(size, sizeof(size), "%zx\r\n", data.size());
+  std::string chunk = size;
+  chunk.append(data);
+  chunk.append("\r\n");
+  return chunk;
+}
 
 // The request line and header fields; the body is moved in once it has been read.
 Request RequestHead(const http::request<http::string_body>& message, std::string remote_address) {
@@ -147,7 +160,7 @@ Request RequestHead(const http::request<http::string_body>& message, std::string
 
 bool HasConnectionClose(const Headers& headers) {
   auto value = headers.Get("Connection");
-  return value && value->size() == 5 && ::strncasecmp(value->data(), "close", 5) == 0;
+  return value && EqualsIgnoringAsciiCase(*value, "close");
 }
 
 bool StatusForbidsBody(int status) {
@@ -290,14 +303,15 @@ class ServerImpl final : public HttpServer {
           co_return;
         }
       }
-      StreamAdapter<Stream> erased(std::move(stream));
-      co_await Serve(erased, std::move(remote));
+      co_await Serve(std::make_unique<StreamAdapter<Stream>>(std::move(stream)), std::move(remote));
     } catch (const std::exception& e) {
       Log().Error("connection failed", {{"error", e.what()}});
     }
   }
 
-  asio::awaitable<void> Serve(AnyStream& stream, std::string remote) {
+  // `owned` moves on to the WebSocket layer when a handler accepts an upgrade.
+  asio::awaitable<void> Serve(std::unique_ptr<AnyStream> owned, std::string remote) {
+    AnyStream& stream = *owned;
     auto& tcp_stream = stream.tcp();
     beast::flat_buffer buffer;
     for (bool first = true;; first = false) {
@@ -368,6 +382,7 @@ class ServerImpl final : public HttpServer {
       auto message = parser.release();
       const bool head = message.method() == http::verb::head;
       const bool client_keep_alive = message.keep_alive();
+      const bool upgrade_requested = IsWebSocketUpgrade(request);
       request.body = std::move(message.body());
       // The request moves into the handler; the debug line's fields are kept only when written.
       const bool log_request = log::Enabled(log::Level::kDebug);
@@ -381,7 +396,7 @@ class ServerImpl final : public HttpServer {
       asio::steady_timer wake(co_await asio::this_coro::executor,
                               std::chrono::steady_clock::time_point::max());
       auto exchange = std::make_shared<Exchange>(gate_, wake.get_executor(), &wake);
-      DetachOnExit detach{exchange};
+      DetachOnExit<Response> detach{exchange};
       Invoke(std::move(request), exchange);
       std::optional<Response> response;
       while (!(response = exchange->Take())) {
@@ -392,6 +407,19 @@ class ServerImpl final : public HttpServer {
                                 {"path", path},
                                 {"status", response->status},
                                 {"remote", remote}});
+      }
+      if (response->websocket) {
+        if (upgrade_requested) {
+          co_await ServeWebSocket(std::move(owned), beast::buffers_to_string(buffer.data()),
+                                  message, *response->websocket, gate_, options_.server_header);
+          co_return;
+        }
+        Log().Error("handler accepted a WebSocket for a request that is not an upgrade");
+        response = Response::Text(500, "internal error\n");
+      }
+      if (response->stream && !head) {
+        co_await WriteStream(stream, std::move(*response));
+        co_return;
       }
       const bool keep_alive = client_keep_alive && !HasConnectionClose(response->headers);
       if (!co_await Write(stream, std::move(*response), head, keep_alive) || !keep_alive) {
@@ -451,6 +479,51 @@ class ServerImpl final : public HttpServer {
     co_return !ec;
   }
 
+  // A streamed body: the header, then each piece the stream produces as one chunk, until it
+  // ends or the client is gone. The connection closes after it.
+  asio::awaitable<void> WriteStream(AnyStream& stream, Response response) {
+    struct CancelOnExit {
+      ~CancelOnExit() { body->Cancel(); }
+      std::shared_ptr<BodyStream> body;
+    } cancel{response.stream};
+    http::response<http::empty_body> message;
+    message.version(11);
+    message.result(static_cast<unsigned>(response.status));
+    if (auto reason = ReasonPhrase(response.status); !reason.empty()) message.reason(reason);
+    for (const auto& [name, value] : response.headers.all()) message.insert(name, value);
+    message.erase(http::field::content_length);
+    message.set(http::field::date, HttpDate());
+    message.set(http::field::server, options_.server_header);
+    message.chunked(true);
+    message.keep_alive(false);
+    http::response_serializer<http::empty_body> serializer(message);
+    stream.tcp().expires_after(options_.write_timeout);
+    auto [header_ec, header_bytes] =
+        co_await http::async_write_header(stream, serializer, kUseAwaitable);
+    if (header_ec) co_return;
+    asio::steady_timer wake(co_await asio::this_coro::executor,
+                            std::chrono::steady_clock::time_point::max());
+    for (;;) {
+      auto exchange = std::make_shared<ChunkExchange>(gate_, wake.get_executor(), &wake);
+      DetachOnExit<std::optional<std::string>> detach{exchange};
+      response.stream->Next([exchange](std::optional<std::string> piece) {
+        exchange->Deliver(std::move(piece));
+      });
+      // The next piece may be long in coming (a quiet watch): no deadline while it is.
+      stream.tcp().expires_never();
+      std::optional<std::optional<std::string>> piece;
+      while (!(piece = exchange->Take())) {
+        wake.expires_at(std::chrono::steady_clock::time_point::max());
+        co_await wake.async_wait(kUseAwaitable);
+      }
+      bool more = piece->has_value() && !(*piece)->empty();
+      std::string bytes = more ? Chunk(**piece) : "0\r\n\r\n";
+      stream.tcp().expires_after(options_.write_timeout);
+      auto [ec, written] = co_await asio::async_write(stream, asio::buffer(bytes), kUseAwaitable);
+      if (ec || !more) co_return;
+    }
+  }
+
   // Half-closes and discards what the client still sends, briefly, so its pending writes do
   // not turn our close into a reset that would destroy the error reply before it is read.
   asio::awaitable<void> Linger(AnyStream& stream) {
@@ -473,7 +546,7 @@ class ServerImpl final : public HttpServer {
   std::unique_ptr<asio::io_context> io_;
   std::unique_ptr<tcp::acceptor> acceptor_;
   std::vector<std::thread> threads_;
-  std::shared_ptr<ReplyGate> gate_ = std::make_shared<ReplyGate>();
+  std::shared_ptr<IoGate> gate_ = std::make_shared<IoGate>();
   std::atomic<size_t> connections_{0};
   std::uint16_t port_ = 0;
   std::mutex stop_mutex_;
@@ -533,13 +606,12 @@ Status SplitHostPort(std::string_view listen, std::string& host, std::uint16_t& 
     }
   }
   if (host_part.empty()) return InvalidArgumentError("\"" + std::string(listen) + "\" has no host");
-  if (port_part.empty() || port_part.size() > 5 ||
-      port_part.find_first_not_of("0123456789") != std::string_view::npos ||
-      std::stoul(std::string(port_part)) > 65535) {
+  std::optional<std::uint64_t> port_number = ParseDecimal(port_part, 0, 65535);
+  if (!port_number) {
     return InvalidArgumentError("\"" + std::string(listen) + "\": port must be 0-65535");
   }
   host = std::string(host_part);
-  port = static_cast<std::uint16_t>(std::stoul(std::string(port_part)));
+  port = static_cast<std::uint16_t>(*port_number);
   return Status::Ok();
 }
 
@@ -548,7 +620,7 @@ bool IsLoopbackHost(std::string_view host) {
     host = host.substr(1, host.size() - 2);
   }
   if (host.ends_with('.')) host.remove_suffix(1);
-  if (host.size() == 9 && ::strncasecmp(host.data(), "localhost", 9) == 0) return true;
+  if (EqualsIgnoringAsciiCase(host, "localhost")) return true;
   boost::system::error_code ec;
   auto address = asio::ip::make_address(std::string(host), ec);
   if (ec) return false;

@@ -237,13 +237,13 @@ TEST_F(ConsoleClientTest, TheErrorObjectOfAnErrorReplyIsKeptForItsExtraFields) {
   ConsoleReply reply = ClientFor(console)->PostJson("/p", json::object{});
   EXPECT_EQ(reply.http_status, 422);
   EXPECT_EQ(reply.error_code, "invalid_record");
-  ASSERT_TRUE(reply.error.is_object());
-  EXPECT_EQ(reply.error.at("sequence"), 104);
+  ASSERT_TRUE(reply.error.has_value());
+  EXPECT_EQ(reply.error->sequence, 104);
   EXPECT_TRUE(reply.body.is_null());
 
   // A reply without the protocol's error object leaves it null.
   console.SetHandler([](const net::Request&) { return net::Response::Json(422, R"({"error":"x"})"); });
-  EXPECT_TRUE(ClientFor(console)->PostJson("/p", json::object{}).error.is_null());
+  EXPECT_FALSE(ClientFor(console)->PostJson("/p", json::object{}).error.has_value());
 }
 
 TEST_F(ConsoleClientTest, ARedirectIsRefusedAndTheTargetNeverSeesTheToken) {

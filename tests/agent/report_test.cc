@@ -4,12 +4,19 @@
 
 #include <limits>
 
+#include "common/json.h"
 #include "kube/fake_http.h"
 
 namespace uplink::agent::inventory {
 namespace {
 
 using testing::Fixture;
+
+// A node's entry and a report as the agent sends them.
+json::object Entry(const json::value& node) {
+  return protocol::EncodeInventoryNode(DescribeNode(node));
+}
+json::object Body(const Report& report) { return protocol::EncodeInventoryReport(report.message); }
 
 json::value FixtureJson(const std::string& path) {
   auto parsed = ParseJson(Fixture(path), JsonLimits{.max_bytes = 8 << 20});
@@ -34,12 +41,13 @@ TEST(Report, TheRealA16VgpuNodeIsReportedWithItsProductAndCounts) {
                                  list.at("items").as_array().end());
   Report report = BuildReport("cluster-uid", "nvidia.com/gpu.present=true",
                               FromUnixSeconds(1'800'000'000), nodes);
-  EXPECT_EQ(report.body.at("cluster_uid"), "cluster-uid");
-  EXPECT_EQ(report.body.at("selector"), "nvidia.com/gpu.present=true");
-  EXPECT_EQ(report.body.at("agent_version"), UPLINK_VERSION);
-  EXPECT_EQ(report.body.at("collected_at"), "2027-01-15T08:00:00Z");
-  ASSERT_EQ(report.body.at("nodes").as_array().size(), 1u);
-  const json::value& node = report.body.at("nodes").as_array()[0];
+  const json::object body = Body(report);
+  EXPECT_EQ(body.at("cluster_uid"), "cluster-uid");
+  EXPECT_EQ(body.at("selector"), "nvidia.com/gpu.present=true");
+  EXPECT_EQ(body.at("agent_version"), UPLINK_VERSION);
+  EXPECT_EQ(body.at("collected_at"), "2027-01-15T08:00:00Z");
+  ASSERT_EQ(body.at("nodes").as_array().size(), 1u);
+  const json::value& node = body.at("nodes").as_array()[0];
   EXPECT_EQ(node.at("name"), "nori");
   EXPECT_FALSE(node.at("uid").as_string().empty());
   EXPECT_EQ(node.at("ready"), true);
@@ -58,7 +66,7 @@ TEST(Report, TheRealA16VgpuNodeIsReportedWithItsProductAndCounts) {
 
 TEST(Report, NodesWithoutGpusAreListedWithEmptyGpuFields) {
   json::value list = FixtureJson("sonobuoy-kind-v1.20/core_v1_nodes.json");
-  json::object entry = DescribeNode(list.at("items").as_array()[0]);
+  json::object entry = Entry(list.at("items").as_array()[0]);
   EXPECT_EQ(entry.at("name"), "kind-control-plane");
   EXPECT_EQ(entry.at("gpu_resource"), "");
   EXPECT_EQ(entry.at("gpu_capacity"), 0);
@@ -70,7 +78,7 @@ TEST(Report, NodesWithoutGpusAreListedWithEmptyGpuFields) {
 
 TEST(Report, AnH100InSingleMigStrategyReportsWholeGpusAndTheProductLabel) {
   json::value labels = FixtureJson("nvidia-cloud-native-docs/mig-node-labels.json");
-  json::object entry = DescribeNode(NodeWithLabels(labels, {{"nvidia.com/gpu", "1"}}));
+  json::object entry = Entry(NodeWithLabels(labels, {{"nvidia.com/gpu", "1"}}));
   EXPECT_EQ(entry.at("gpu_resource"), "nvidia.com/gpu");
   EXPECT_EQ(entry.at("gpu_capacity"), 1);
   EXPECT_EQ(entry.at("gpu_product"), "NVIDIA-H100-80GB-HBM3");
@@ -79,11 +87,11 @@ TEST(Report, AnH100InSingleMigStrategyReportsWholeGpusAndTheProductLabel) {
 TEST(Report, AnH100InMixedMigStrategyReportsEveryMigProfile) {
   json::value labels = FixtureJson("nvidia-cloud-native-docs/mig-mixed-node-labels.json");
   // The counts the device plugin advertises match the labels: 2x 1g.10gb, 1x 2g.20gb, 1x 3g.40gb.
-  json::object entry = DescribeNode(NodeWithLabels(labels, {{"nvidia.com/gpu", "0"},
-                                                            {"nvidia.com/mig-1g.10gb", "2"},
-                                                            {"nvidia.com/mig-2g.20gb", "1"},
-                                                            {"nvidia.com/mig-3g.40gb", "1"},
-                                                            {"cpu", "64"}}));
+  json::object entry = Entry(NodeWithLabels(labels, {{"nvidia.com/gpu", "0"},
+                                                     {"nvidia.com/mig-1g.10gb", "2"},
+                                                     {"nvidia.com/mig-2g.20gb", "1"},
+                                                     {"nvidia.com/mig-3g.40gb", "1"},
+                                                     {"cpu", "64"}}));
   EXPECT_FALSE(entry.contains("error")) << entry;
   EXPECT_EQ(entry.at("gpu_resource"), "nvidia.com/mig-1g.10gb");
   EXPECT_EQ(entry.at("gpu_capacity"), 2);
@@ -96,12 +104,13 @@ TEST(Report, AnH100InMixedMigStrategyReportsEveryMigProfile) {
 }
 
 TEST(Report, AnAmdNodeUsesTheProductNameOrElseNamesTheDeviceId) {
-  json::object named = DescribeNode(NodeWithLabels(
-      json::object{{"amd.com/gpu.product-name", "AMD_Instinct_MI300X_OAM"}}, {{"amd.com/gpu", "8"}}));
+  json::object named =
+      Entry(NodeWithLabels(json::object{{"amd.com/gpu.product-name", "AMD_Instinct_MI300X_OAM"}},
+                           {{"amd.com/gpu", "8"}}));
   EXPECT_EQ(named.at("gpu_resource"), "amd.com/gpu");
   EXPECT_EQ(named.at("gpu_capacity"), 8);
   EXPECT_EQ(named.at("gpu_product"), "AMD_Instinct_MI300X_OAM");
-  json::object by_id = DescribeNode(
+  json::object by_id = Entry(
       NodeWithLabels(json::object{{"amd.com/gpu.device-id", "74a1"}}, {{"amd.com/gpu", "8"}}));
   EXPECT_EQ(by_id.at("gpu_product"), "amd.com/gpu.device-id=74a1");
 }
@@ -115,7 +124,7 @@ TEST(Report, CordonedTaintedAndNotReadyNodesSayWhatTheyAre) {
     "status": {"capacity": {"nvidia.com/gpu": "8"}, "allocatable": {"nvidia.com/gpu": "7"},
                "conditions": [{"type": "MemoryPressure", "status": "False"}, {"type": "Ready", "status": "Unknown"}]}
   })");
-  json::object entry = DescribeNode(node);
+  json::object entry = Entry(node);
   EXPECT_EQ(entry.at("unschedulable"), true);
   EXPECT_EQ(entry.at("ready"), false);
   EXPECT_EQ(entry.at("gpu_capacity"), 8);
@@ -137,7 +146,8 @@ TEST(Report, OneMalformedNodeCarriesAnErrorWhileTheOthersAreReportedNormally) {
 
   Report report = BuildReport("uid", "sel", FromUnixSeconds(0),
                               {good, bad, fractional, json::value("not a node")});
-  const json::array& nodes = report.body.at("nodes").as_array();
+  const json::object body = Body(report);
+  const json::array& nodes = body.at("nodes").as_array();
   ASSERT_EQ(nodes.size(), 4u);
   EXPECT_FALSE(nodes[0].as_object().contains("error"));
   EXPECT_EQ(nodes[0].at("gpu_capacity"), 1);
@@ -177,7 +187,7 @@ TEST(Report, StructurallyOddNodesGetAnErrorInsteadOfACrash) {
        "negative"},
   };
   for (const auto& [text, expected] : cases) {
-    json::object entry = DescribeNode(json::parse(text));
+    json::object entry = Entry(json::parse(text));
     ASSERT_TRUE(entry.contains("error")) << text;
     EXPECT_NE(std::string(entry.at("error").as_string()).find(expected), std::string::npos)
         << entry.at("error");
@@ -220,7 +230,7 @@ json::object NodeNamed(std::string name) {
 TEST(Report, GpuCountsAboveAMillionBecomeTheNodesErrorInsteadOfFailingTheReport) {
   json::object node = NodeNamed("big");
   node["status"].as_object()["capacity"] = json::object{{"nvidia.com/gpu", "2M"}};
-  json::object entry = DescribeNode(node);
+  json::object entry = Entry(node);
   ASSERT_TRUE(entry.contains("error")) << entry;
   EXPECT_NE(std::string(entry.at("error").as_string()).find("1000000"), std::string::npos)
       << entry.at("error");
@@ -236,18 +246,18 @@ TEST(Report, MoreThan64TaintsOrAnOverlongTaintBecomeTheNodesError) {
   }
   json::object node = NodeNamed("tainted");
   node["spec"].as_object()["taints"] = many;
-  json::object entry = DescribeNode(node);
+  json::object entry = Entry(node);
   ASSERT_TRUE(entry.contains("error")) << entry;
   EXPECT_NE(std::string(entry.at("error").as_string()).find("65 entries"), std::string::npos);
   ExpectWithinProtocolBounds(entry);
 
   many.resize(64);
   node["spec"].as_object()["taints"] = many;
-  EXPECT_FALSE(DescribeNode(node).contains("error")) << "64 taints are within the bounds";
+  EXPECT_FALSE(Entry(node).contains("error")) << "64 taints are within the bounds";
 
   node["spec"].as_object()["taints"] =
       json::array{json::object{{"key", "k"}, {"value", std::string(257, 'v')}, {"effect", "NoSchedule"}}};
-  entry = DescribeNode(node);
+  entry = Entry(node);
   ASSERT_TRUE(entry.contains("error")) << entry;
   EXPECT_EQ(entry.at("taints"), json::array());
   ExpectWithinProtocolBounds(entry);
@@ -259,7 +269,7 @@ TEST(Report, TooManyOrOverlongGpuResourceNamesBecomeTheNodesError) {
   for (int i = 0; i < 65; ++i) capacity["nvidia.com/mig-" + std::to_string(i) + "g.10gb"] = "1";
   node["status"].as_object()["capacity"] = capacity;
   node["status"].as_object()["allocatable"] = capacity;
-  json::object entry = DescribeNode(node);
+  json::object entry = Entry(node);
   ASSERT_TRUE(entry.contains("error")) << entry;
   EXPECT_NE(std::string(entry.at("error").as_string()).find("at most 64"), std::string::npos);
   ExpectWithinProtocolBounds(entry);
@@ -267,7 +277,7 @@ TEST(Report, TooManyOrOverlongGpuResourceNamesBecomeTheNodesError) {
   node["status"].as_object()["capacity"] =
       json::object{{"nvidia.com/mig-" + std::string(250, 'x'), "1"}};
   node["status"].as_object()["allocatable"] = json::object();
-  entry = DescribeNode(node);
+  entry = Entry(node);
   ASSERT_TRUE(entry.contains("error")) << entry;
   EXPECT_NE(std::string(entry.at("error").as_string()).find("longer than 253"), std::string::npos);
   ExpectWithinProtocolBounds(entry);
@@ -279,12 +289,12 @@ TEST(Report, OverlongNamesUidsProductsAndErrorsAreCutOrMarkedToStayWithinTheBoun
   std::string product = std::string(255, 'p') + "\u00e9\u00e9";  // 255 + 2 two-byte characters
   node["metadata"].as_object()["labels"] =
       json::object{{"nvidia.com/gpu.product", json::parse("\"" + product + "\"")}};
-  json::object entry = DescribeNode(node);
+  json::object entry = Entry(node);
   EXPECT_FALSE(entry.contains("error")) << entry;
   EXPECT_EQ(entry.at("gpu_product").as_string(), std::string(255, 'p'));
 
   // A name identifies the node: cut, and the node says so.
-  entry = DescribeNode(NodeNamed(std::string(300, 'n')));
+  entry = Entry(NodeNamed(std::string(300, 'n')));
   ASSERT_TRUE(entry.contains("error"));
   EXPECT_EQ(entry.at("name").as_string().size(), 253u);
   EXPECT_EQ(entry.at("gpu_capacity"), 0);
@@ -292,7 +302,7 @@ TEST(Report, OverlongNamesUidsProductsAndErrorsAreCutOrMarkedToStayWithinTheBoun
 
   node = NodeNamed("n2");
   node["metadata"].as_object()["uid"] = std::string(129, 'u');
-  entry = DescribeNode(node);
+  entry = Entry(node);
   ASSERT_TRUE(entry.contains("error"));
   ExpectWithinProtocolBounds(entry);
 
@@ -300,15 +310,15 @@ TEST(Report, OverlongNamesUidsProductsAndErrorsAreCutOrMarkedToStayWithinTheBoun
   node = NodeNamed("n3");
   node["status"].as_object()["capacity"] =
       json::object{{"nvidia.com/mig-" + std::string(200, 'x'), std::string(2000, '9') + "x"}};
-  entry = DescribeNode(node);
+  entry = Entry(node);
   ASSERT_TRUE(entry.contains("error"));
   ExpectWithinProtocolBounds(entry);
 
   // A node without a name is still listed under a placeholder (the console needs one).
-  entry = DescribeNode(json::parse(R"({"metadata": {}})"));
+  entry = Entry(json::parse(R"({"metadata": {}})"));
   EXPECT_EQ(entry.at("name"), "(no name)");
   ExpectWithinProtocolBounds(entry);
-  ExpectWithinProtocolBounds(DescribeNode(json::value("not a node")));
+  ExpectWithinProtocolBounds(Entry(json::value("not a node")));
 }
 
 TEST(Report, TheGpuTotalSaturatesInsteadOfOverflowing) {

@@ -12,7 +12,7 @@
 
 #include "common/gzip.h"
 #include "console/api/console_api.h"
-#include "console/api/errors.h"
+#include "console/replies.h"
 #include "console/setup.h"
 #include "net/client.h"
 #include "net/server.h"

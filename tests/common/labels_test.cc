@@ -29,18 +29,6 @@ const LabelMap kGpuNode = {{"nvidia.com/gpu.present", "true"},
 const LabelMap kCpuNode = {{"kubernetes.io/os", "linux"},
                            {"node-role.kubernetes.io/control-plane", ""}};
 
-TEST(DnsSubdomain, LowerCaseLabelsJoinedByDots) {
-  for (const std::string& good :
-       std::vector<std::string>{"nvidia", "nvidia.com", "a-b.c-d", "0", std::string(253, 'a')}) {
-    EXPECT_TRUE(IsDnsSubdomain(good)) << good;
-  }
-  for (const std::string& bad : std::vector<std::string>{"", "Nvidia", "nvidia_gpu", "-a", "a-",
-                                                        "a..b", ".a", "a.", "a b",
-                                                        std::string(254, 'a')}) {
-    EXPECT_FALSE(IsDnsSubdomain(bad)) << bad;
-  }
-}
-
 TEST(NodeSelector, CanonicalAndNeverEmpty) {
   EXPECT_EQ(*CanonicalNodeSelector("zone in (b, a),nvidia.com/gpu.present=true"),
             "nvidia.com/gpu.present=true,zone in (a,b)");

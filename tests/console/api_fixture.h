@@ -81,6 +81,31 @@ inline json::object ReportJson(const std::string& cluster_uid, int nodes) {
                       {"nodes", std::move(list)}};
 }
 
+// The body of POST /api/v1/agent/uploads: `payloads` on `stream`, sequences from `first`
+// (docs/protocol.md).
+inline json::object AgentUploadJson(
+    std::int64_t first, const std::vector<json::object>& payloads, const std::string& stream,
+    const std::string& spool_id = "9f2c4e0a5b7d41c3a8e6f0b1c2d3e4f5",
+    const std::string& agent_instance = "") {
+  json::array records;
+  std::int64_t sequence = first;
+  for (const json::object& payload : payloads) {
+    records.push_back(json::object{{"sequence", sequence++},
+                                   {"appended_at", "2026-11-30T03:20:00.125Z"},
+                                   {"payload", payload}});
+  }
+  const json::object none{{"records", 0}, {"bytes", 0}};
+  json::object body{{"agent_version", "0.1.0"},
+                    {"stream", stream},
+                    {"spool_id", spool_id},
+                    {"first_sequence", first},
+                    {"last_sequence", std::max(first, sequence - 1)},
+                    {"losses", {{"dropped", none}, {"corrupt", none}, {"rejected", none}}},
+                    {"records", std::move(records)}};
+  if (!agent_instance.empty()) body["agent_instance"] = agent_instance;
+  return body;
+}
+
 // A reply that may come later, from another thread.
 class PendingReply {
  public:

@@ -10,7 +10,7 @@
 
 #include "api_fixture.h"
 #include "common/gzip.h"
-#include "console/api/inventory_report.h"
+#include "protocol/inventory.h"
 
 namespace uplink::console {
 namespace {
@@ -524,7 +524,7 @@ TEST_F(HostileReportTest, MoreResourcesAndTaintsThanTheReportCapAreRefusedNaming
   }
   json::object report = ReportJson("uid-a", 2'000);
   for (auto& node : report["nodes"].as_array()) node.as_object()["taints"] = taints;
-  ASSERT_GT(2'000u * 64u, kMaxReportRows);
+  ASSERT_GT(2'000u * 64u, protocol::kMaxReportRows);
   ExpectRefused(ToJson(report), 400, "more than 100000 resources and taints");
 }
 
@@ -532,9 +532,9 @@ TEST(ConsoleBodyLimits, OnlyTheInventoryReportMayBeLargeAndGetTakesNoBody) {
   net::Request head;
   head.method = "POST";
   head.target = "/api/v1/agent/inventory";
-  EXPECT_EQ(RequestBodyLimit(head), kMaxReportBytes);
+  EXPECT_EQ(RequestBodyLimit(head), protocol::kMaxReportBytes);
   head.target = "/api/v1/agent/inventory?x=1";
-  EXPECT_EQ(RequestBodyLimit(head), kMaxReportBytes);
+  EXPECT_EQ(RequestBodyLimit(head), protocol::kMaxReportBytes);
   head.target = "/api/v1/connections";
   EXPECT_EQ(RequestBodyLimit(head), kMaxUserBodyBytes);
   head.target = "/api/v1/agent/inventory/";

@@ -14,13 +14,13 @@ namespace uplink::console {
 namespace {
 
 TEST(Credentials, MintedTokensCarry256RandomBitsAndAShortNonSecretPrefix) {
-  MintedCredential agent = MintCredential(kAgentTokenKind);
+  MintedCredential agent = MintCredential(protocol::kAgentTokenPrefix);
   EXPECT_TRUE(agent.token.Reveal().starts_with("agt_"));
   EXPECT_EQ(agent.token.Reveal().size(), 4u + 43u);
   EXPECT_EQ(agent.lookup_prefix, agent.token.Reveal().substr(0, 12));
   EXPECT_EQ(agent.token_hash, Sha256Hex(agent.token.Reveal()));
 
-  MintedCredential user = MintCredential(kApiKeyKind);
+  MintedCredential user = MintCredential(protocol::kApiKeyPrefix);
   EXPECT_TRUE(user.token.Reveal().starts_with("uk_"));
   EXPECT_EQ(user.token.Reveal().size(), 3u + 43u);
   EXPECT_EQ(user.lookup_prefix.size(), 11u);
@@ -28,23 +28,26 @@ TEST(Credentials, MintedTokensCarry256RandomBitsAndAShortNonSecretPrefix) {
 
 TEST(Credentials, MintedTokensDoNotRepeat) {
   std::set<std::string> seen;
-  for (int i = 0; i < 1000; ++i) seen.insert(MintCredential(kAgentTokenKind).token.Reveal());
+  for (int i = 0; i < 1000; ++i) {
+    seen.insert(MintCredential(protocol::kAgentTokenPrefix).token.Reveal());
+  }
   EXPECT_EQ(seen.size(), 1000u);
 }
 
 TEST(Credentials, LookupPrefixRefusesTheWrongKindLengthOrAlphabet) {
-  MintedCredential agent = MintCredential(kAgentTokenKind);
-  EXPECT_EQ(LookupPrefix(agent.token, kAgentTokenKind), agent.lookup_prefix);
-  EXPECT_FALSE(LookupPrefix(agent.token, kApiKeyKind).has_value());
-  EXPECT_FALSE(LookupPrefix(Secret(agent.token.Reveal() + "A"), kAgentTokenKind).has_value());
+  MintedCredential agent = MintCredential(protocol::kAgentTokenPrefix);
+  EXPECT_EQ(LookupPrefix(agent.token, protocol::kAgentTokenPrefix), agent.lookup_prefix);
+  EXPECT_FALSE(LookupPrefix(agent.token, protocol::kApiKeyPrefix).has_value());
+  EXPECT_FALSE(
+      LookupPrefix(Secret(agent.token.Reveal() + "A"), protocol::kAgentTokenPrefix).has_value());
   std::string bad = agent.token.Reveal();
   bad[20] = '+';
-  EXPECT_FALSE(LookupPrefix(Secret(bad), kAgentTokenKind).has_value());
-  EXPECT_FALSE(LookupPrefix(Secret(""), kAgentTokenKind).has_value());
+  EXPECT_FALSE(LookupPrefix(Secret(bad), protocol::kAgentTokenPrefix).has_value());
+  EXPECT_FALSE(LookupPrefix(Secret(""), protocol::kAgentTokenPrefix).has_value());
 }
 
 TEST(Credentials, OnlyTheExactTokenMatchesItsStoredHash) {
-  MintedCredential agent = MintCredential(kAgentTokenKind);
+  MintedCredential agent = MintCredential(protocol::kAgentTokenPrefix);
   EXPECT_TRUE(MatchesHash(agent.token, agent.token_hash));
   std::string altered = agent.token.Reveal();
   altered.back() = altered.back() == 'A' ? 'B' : 'A';
@@ -65,14 +68,14 @@ TEST(Credentials, BearerTokenReadsOnlyTheBearerScheme) {
 }
 
 TEST(Credentials, SessionTokensAndHandoverCodesHaveTheirOwnPrefixes) {
-  MintedCredential session = MintCredential(kSessionKind);
-  MintedCredential handover = MintCredential(kHandoverKind);
+  MintedCredential session = MintCredential(protocol::kSessionPrefix);
+  MintedCredential handover = MintCredential(protocol::kHandoverCodePrefix);
   EXPECT_TRUE(session.token.Reveal().starts_with("skt_"));
   EXPECT_TRUE(handover.token.Reveal().starts_with("hoc_"));
   EXPECT_EQ(session.token.Reveal().size(), 4u + 43u);
   EXPECT_EQ(handover.token.Reveal().size(), 4u + 43u);
-  EXPECT_EQ(LookupPrefix(session.token, kSessionKind), session.lookup_prefix);
-  EXPECT_EQ(LookupPrefix(handover.token, kHandoverKind), handover.lookup_prefix);
+  EXPECT_EQ(LookupPrefix(session.token, protocol::kSessionPrefix), session.lookup_prefix);
+  EXPECT_EQ(LookupPrefix(handover.token, protocol::kHandoverCodePrefix), handover.lookup_prefix);
   EXPECT_EQ(session.lookup_prefix.size(), 12u);
   EXPECT_EQ(handover.lookup_prefix, handover.token.Reveal().substr(0, 12));
   EXPECT_TRUE(MatchesHash(session.token, session.token_hash));
@@ -82,22 +85,26 @@ TEST(Credentials, SessionTokensAndHandoverCodesHaveTheirOwnPrefixes) {
 
 TEST(Credentials, LookupPrefixNeverTakesOneFourLetterKindForAnother) {
   // skt_, hoc_ and agt_ have the same length, so only the prefix itself tells them apart.
-  MintedCredential session = MintCredential(kSessionKind);
-  MintedCredential handover = MintCredential(kHandoverKind);
-  MintedCredential agent = MintCredential(kAgentTokenKind);
-  for (std::string_view kind : {kSessionKind, kHandoverKind, kAgentTokenKind, kApiKeyKind}) {
-    EXPECT_EQ(LookupPrefix(session.token, kind).has_value(), kind == kSessionKind) << kind;
-    EXPECT_EQ(LookupPrefix(handover.token, kind).has_value(), kind == kHandoverKind) << kind;
-    EXPECT_EQ(LookupPrefix(agent.token, kind).has_value(), kind == kAgentTokenKind) << kind;
+  MintedCredential session = MintCredential(protocol::kSessionPrefix);
+  MintedCredential handover = MintCredential(protocol::kHandoverCodePrefix);
+  MintedCredential agent = MintCredential(protocol::kAgentTokenPrefix);
+  for (std::string_view kind : {protocol::kSessionPrefix, protocol::kHandoverCodePrefix,
+                                protocol::kAgentTokenPrefix, protocol::kApiKeyPrefix}) {
+    EXPECT_EQ(LookupPrefix(session.token, kind).has_value(), kind == protocol::kSessionPrefix)
+        << kind;
+    EXPECT_EQ(LookupPrefix(handover.token, kind).has_value(), kind == protocol::kHandoverCodePrefix)
+        << kind;
+    EXPECT_EQ(LookupPrefix(agent.token, kind).has_value(), kind == protocol::kAgentTokenPrefix)
+        << kind;
   }
   std::string upper = session.token.Reveal();
   upper.replace(0, 4, "SKT_");
-  EXPECT_FALSE(LookupPrefix(Secret(upper), kSessionKind).has_value());
+  EXPECT_FALSE(LookupPrefix(Secret(upper), protocol::kSessionPrefix).has_value());
   std::string spaced = " " + handover.token.Reveal().substr(0, 46);
-  EXPECT_FALSE(LookupPrefix(Secret(spaced), kHandoverKind).has_value());
+  EXPECT_FALSE(LookupPrefix(Secret(spaced), protocol::kHandoverCodePrefix).has_value());
   std::string with_nul = handover.token.Reveal();
   with_nul[30] = '\0';
-  EXPECT_FALSE(LookupPrefix(Secret(with_nul), kHandoverKind).has_value());
+  EXPECT_FALSE(LookupPrefix(Secret(with_nul), protocol::kHandoverCodePrefix).has_value());
 }
 
 TEST(ConstantTimeEquals, StringsOfDifferentLengthsAreNeverEqual) {
@@ -175,7 +182,7 @@ TEST(ConstantTimeEquals, TakesAsLongForAnEarlyMismatchOfAStoredHash) {
 }
 
 TEST(Credentials, MatchesHashTakesAsLongForAnEarlyMismatchAsForALateOne) {
-  MintedCredential agent = MintCredential(kAgentTokenKind);
+  MintedCredential agent = MintCredential(protocol::kAgentTokenPrefix);
   const std::string differs_first = Altered(agent.token_hash, 0);
   const std::string differs_last = Altered(agent.token_hash, agent.token_hash.size() - 1);
   ASSERT_FALSE(MatchesHash(agent.token, differs_first));

@@ -5,14 +5,17 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "common/gzip.h"
+#include "common/kubernetes_names.h"
 #include "console/api/cluster_plan.h"
-#include "console/api/kubectl_results.h"
 #include "kubectl/guard.h"
 #include "kubectl_fixture.h"
+#include "protocol/cluster_snapshot.h"
+#include "protocol/commands.h"
 
 namespace uplink::console {
 namespace {
@@ -101,6 +104,35 @@ TEST_F(KubectlApiTest, APollWithNothingQueuedIsAnsweredEmptyWhenItsWaitPasses) {
   PendingReply immediate = Poll(R"({"wait_seconds":0})");
   ASSERT_TRUE(immediate.ready());
   EXPECT_TRUE(PolledCommands(immediate).empty());
+}
+
+TEST_F(KubectlApiTest, IdlePollsThatCameTogetherAreAnsweredSpreadOverTheLastFifthOfTheWait) {
+  // Every cluster polling again at once, as after a console restart: 25 connections, four
+  // agents each.
+  std::vector<PendingReply> polls;
+  for (int c = 0; c < 25; ++c) {
+    const std::string token =
+        Text(CreateConnection(admin_key_, "herd-" + std::to_string(c)), "token");
+    for (int agent = 0; agent < 4; ++agent) {
+      polls.push_back(Poll(R"({"wait_seconds":50,"agent_instance":"a)" + std::to_string(agent) +
+                               "\"}",
+                           token));
+    }
+  }
+  std::map<int, int> answered_at;  // second -> polls answered then
+  size_t answered = 0;
+  for (int second = 1; second <= 50; ++second) {
+    clock_.Advance(seconds(1));
+    api_->commands().ExpireDue();
+    size_t now_answered = 0;
+    for (const PendingReply& poll : polls) now_answered += poll.ready() ? 1 : 0;
+    if (now_answered > answered) answered_at[second] = static_cast<int>(now_answered - answered);
+    answered = now_answered;
+  }
+  ASSERT_EQ(answered, polls.size()) << "every poll is answered by its wait";
+  EXPECT_GE(answered_at.begin()->first, 40) << "none before the last fifth of its wait";
+  EXPECT_GT(answered_at.size(), 1u) << "not all in the same second";
+  for (const PendingReply& poll : polls) EXPECT_TRUE(PolledCommands(poll).empty());
 }
 
 TEST_F(KubectlApiTest, TheAgentsErrorIsA502NamingIt) {
@@ -393,7 +425,7 @@ TEST_F(KubectlApiTest, ResultBodiesAreReadStrictly) {
   ChooseNamespaces(R"(["*"])");
   PendingReply user = Kubectl({"get", "nodes"});
   std::string id(TakeOne().at("id").as_string());
-  const std::string huge_stdout(kMaxCommandStdoutBytes + 1, 'x');
+  const std::string huge_stdout(protocol::kMaxCommandStdoutBytes + 1, 'x');
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"", "JSON"},
       {"not json", "invalid"},
@@ -443,7 +475,7 @@ TEST_F(KubectlApiTest, ResultBodiesAreReadStrictly) {
   garbage.headers.Set("Content-Encoding", "gzip");
   EXPECT_EQ(testing::Call(api_->router(), std::move(garbage)).status, 400);
   std::string bomb_json = R"({"exit_code":0,"stdout":")" +
-                          std::string(kMaxCommandResultBytes, 'a') +
+                          std::string(protocol::kMaxCommandResultBytes, 'a') +
                           R"(","stderr":"","duration_ms":1})";
   net::Response bomb = PostResult(id, bomb_json);
   EXPECT_EQ(bomb.status, 413) << bomb.body;
@@ -486,11 +518,12 @@ TEST_F(KubectlApiTest, TheResultRouteAcceptsLargeBodiesAndThePollRouteDoesNot) {
   net::Request head;
   head.method = "POST";
   head.target = "/api/v1/agent/commands/cmd_0123456789abcdef/result";
-  EXPECT_EQ(RouteBodyLimit(head, kDefaultMaxUploadBytes), kMaxCommandResultBytes);
+  EXPECT_EQ(RouteBodyLimit(head, protocol::kDefaultMaxUploadBytes),
+            protocol::kMaxCommandResultBytes);
   head.target = "/api/v1/agent/commands/poll";
-  EXPECT_EQ(RouteBodyLimit(head, kDefaultMaxUploadBytes), kMaxUserBodyBytes);
+  EXPECT_EQ(RouteBodyLimit(head, protocol::kDefaultMaxUploadBytes), kMaxUserBodyBytes);
   head.target = Path("/kubectl");
-  EXPECT_EQ(RouteBodyLimit(head, kDefaultMaxUploadBytes), kMaxUserBodyBytes);
+  EXPECT_EQ(RouteBodyLimit(head, protocol::kDefaultMaxUploadBytes), kMaxUserBodyBytes);
 }
 
 TEST_F(KubectlApiTest, TheNamespaceScopeIsReadAndSetByTheOwnerOrAnAdmin) {
@@ -555,8 +588,8 @@ TEST_F(KubectlApiTest, NamespaceListsAreValidated) {
   json::array most;
   for (int i = 0; i < 256; ++i) most.emplace_back("ns-" + std::to_string(i));
   EXPECT_EQ(SetScope(ToJson(json::object{{"namespaces", most}})).status, 200);
-  EXPECT_TRUE(IsNamespaceName(std::string(63, 'a')));
-  EXPECT_TRUE(IsNamespaceName("0"));
+  EXPECT_TRUE(IsDnsLabel(std::string(63, 'a')));
+  EXPECT_TRUE(IsDnsLabel("0"));
 }
 
 TEST_F(KubectlApiTest, TheClusterPlanFollowsTheNamespaceScope) {
@@ -702,7 +735,9 @@ TEST_F(KubectlApiTest, HostileSnapshotsAreRefusedNamingTheRecord) {
     return SnapshotJson("2026-11-30T03:20:00Z", json::array{std::move(result)});
   };
   json::array too_many;
-  for (size_t i = 0; i <= kMaxSnapshotResults; ++i) too_many.push_back(SnapshotResult("n", argv));
+  for (size_t i = 0; i <= protocol::kMaxSnapshotResults; ++i) {
+    too_many.push_back(SnapshotResult("n", argv));
+  }
   json::object no_time{{"kind", "cluster_snapshot"}, {"results", json::array{}}};
   json::object no_results{{"kind", "cluster_snapshot"}, {"collected_at", "2026-11-30T03:20:00Z"}};
   json::object both = SnapshotResult("nodes", argv);
@@ -710,7 +745,7 @@ TEST_F(KubectlApiTest, HostileSnapshotsAreRefusedNamingTheRecord) {
   json::object neither = SnapshotResult("nodes", argv);
   neither.erase("exit_code");
   json::object long_output =
-      SnapshotResult("nodes", argv, std::string(kMaxSnapshotOutputBytes + 1, 'x'));
+      SnapshotResult("nodes", argv, std::string(protocol::kMaxSnapshotOutputBytes + 1, 'x'));
   json::object control_name = SnapshotResult("no\x1b[2Jdes", argv);
   json::object empty_name = SnapshotResult("", argv);
   json::object not_kubectl = SnapshotResult("nodes", json::array{"sh", "-c", "id"});
@@ -773,15 +808,15 @@ TEST_F(KubectlApiTest, HostileSnapshotsAreRefusedNamingTheRecord) {
 }
 
 TEST(CommandResultParsing, AnErrorResultMayCarryOutputAndAResultNeedsBothStreams) {
-  auto parsed = ParseCommandResult(ParseJson(R"({"error":{"code":"output_too_large",)"
-                                             R"("message":"stdout over 4 MiB"},)"
-                                             R"("stderr":"partial","duration_ms":12})")
-                                       .value());
+  auto parsed = protocol::DecodeCommandResult(ParseJson(R"({"error":{"code":"output_too_large",)"
+                                                        R"("message":"stdout over 4 MiB"},)"
+                                                        R"("stderr":"partial","duration_ms":12})")
+                                                  .value());
   ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
   EXPECT_EQ(parsed->error_code, "output_too_large");
   EXPECT_EQ(parsed->stderr_text, "partial");
-  auto missing =
-      ParseCommandResult(ParseJson(R"({"exit_code":0,"stdout":"","duration_ms":1})").value());
+  auto missing = protocol::DecodeCommandResult(
+      ParseJson(R"({"exit_code":0,"stdout":"","duration_ms":1})").value());
   EXPECT_EQ(missing.status().message(), "stderr is required");
 }
 

@@ -132,22 +132,8 @@ class KubectlApiTest : public testing::ApiTest {
 
   net::Response Upload(const std::vector<json::object>& payloads, std::int64_t first = 1,
                        const std::string& stream = kClusterStream) {
-    json::array records;
-    std::int64_t sequence = first;
-    for (const json::object& payload : payloads) {
-      records.push_back(json::object{{"sequence", sequence++},
-                                     {"appended_at", "2026-11-30T03:20:00.125Z"},
-                                     {"payload", payload}});
-    }
-    json::object losses{{"records", 0}, {"bytes", 0}};
-    json::object body{{"agent_version", "0.1.0"},
-                      {"agent_instance", "uplink-cluster-7d9f-x2"},
-                      {"stream", stream},
-                      {"spool_id", kSpool},
-                      {"first_sequence", first},
-                      {"last_sequence", std::max(first, sequence - 1)},
-                      {"losses", {{"dropped", losses}, {"corrupt", losses}, {"rejected", losses}}},
-                      {"records", std::move(records)}};
+    const json::object body =
+        testing::AgentUploadJson(first, payloads, stream, kSpool, "uplink-cluster-7d9f-x2");
     net::Request request =
         AgentRequest("/api/v1/agent/uploads", GzipCompress(ToJson(body)).value(), token_);
     request.headers.Set("Content-Encoding", "gzip");

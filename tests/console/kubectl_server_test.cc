@@ -10,10 +10,11 @@
 #include "api_fixture.h"
 #include "common/gzip.h"
 #include "console/api/console_api.h"
-#include "console/api/kubectl_results.h"
 #include "console/setup.h"
 #include "net/client.h"
 #include "net/server.h"
+#include "protocol/cluster_snapshot.h"
+#include "protocol/commands.h"
 
 namespace uplink::console {
 namespace {
@@ -30,7 +31,7 @@ class ConsoleServer {
     api_ = std::make_unique<ConsoleApi>(*store_, SystemClock(), testing::FastOptions());
     net::ServerOptions options;
     options.threads = 2;
-    options.max_body_bytes = kMaxCommandResultBytes;
+    options.max_body_bytes = protocol::kMaxCommandResultBytes;
     options.body_limit_for = RequestBodyLimit;
     auto server = net::HttpServer::Start(options, api_->router().AsHandler());
     EXPECT_TRUE(server.ok()) << server.status().ToString();

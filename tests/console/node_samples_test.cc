@@ -9,11 +9,15 @@
 #include <vector>
 
 #include "console/api/node_metrics.h"
-#include "console/api/node_sample.h"
+#include "console/api/node_sample_figures.h"
 #include "console/store/sample_series.h"
 #include "node_sample_util.h"
+#include "protocol/node_sample.h"
 
 namespace uplink::console {
+
+using protocol::NodeSample;
+
 namespace {
 
 using std::chrono::seconds;
@@ -21,7 +25,7 @@ using testing::SampleJson;
 using testing::SampleSpec;
 
 Result<NodeSample> Parse(const json::object& payload) {
-  return ParseNodeSample(payload, "records[0].payload");
+  return protocol::DecodeNodeSample(payload, "records[0].payload");
 }
 
 // The payload of `spec` changed by `edit`, parsed.
@@ -248,13 +252,13 @@ TEST(NodeSampleParse, CountersUpToTwoToTheSixtyFourAreKeptAsNumbers) {
 
 TEST(NodeSampleParse, HostInterfacesAreThePhysicalOnes) {
   for (const char* device : {"eth0", "ens5", "enp1s0f0", "bond0", "ib0", "wg0", "eno1"}) {
-    EXPECT_TRUE(IsHostInterface(device)) << device;
+    EXPECT_TRUE(protocol::IsHostInterface(device)) << device;
   }
   for (const char* device : {"lo", "veth12ab", "cali1234", "cilium_host", "lxc9f", "cni0",
                              "flannel.1", "docker0", "br-5e1d", "virbr0", "vxlan.calico",
                              "genev_sys_6081", "tunl0", "weave", "kube-ipvs0",
                              "nodelocaldns"}) {
-    EXPECT_FALSE(IsHostInterface(device)) << device;
+    EXPECT_FALSE(protocol::IsHostInterface(device)) << device;
   }
 }
 
@@ -462,7 +466,7 @@ SampleNodeState TwoSamples(const SampleSpec& before, const SampleSpec& latest) {
   state.latest_at = latest.at;
   state.latest_boot_time = latest.boot_time;
   state.latest_payload = ToJson(SampleJson(latest));
-  auto previous = ParseNodeSample(SampleJson(before), "payload");
+  auto previous = protocol::DecodeNodeSample(SampleJson(before), "payload");
   EXPECT_TRUE(previous.ok());
   state.previous_at = before.at;
   state.previous_boot_time = before.boot_time;

@@ -10,9 +10,10 @@
 #include <utility>
 #include <vector>
 
-#include "console/api/node_sample.h"
+#include "console/api/node_sample_figures.h"
 #include "console/store/sqlite_store.h"
 #include "node_sample_util.h"
+#include "protocol/node_sample.h"
 #include "test_util.h"
 
 namespace uplink::console {
@@ -69,7 +70,7 @@ UploadBatch SampleBatch(std::int64_t first, const std::vector<SampleSpec>& sampl
   std::int64_t sequence = first;
   for (const SampleSpec& spec : samples) {
     json::object payload = SampleJson(spec);
-    auto parsed = ParseNodeSample(payload, "payload");
+    auto parsed = protocol::DecodeNodeSample(payload, "payload");
     EXPECT_TRUE(parsed.ok()) << parsed.status().ToString();
     UploadRecord record;
     record.sequence = sequence++;
@@ -383,7 +384,7 @@ TEST_F(NodeStoreTest, ANodeKeepsAtMostItsSeriesCapAndCountsWhatItDrops) {
     batch.payloads += ToJson(payload);
     record.payload_size = batch.payloads.size() - record.payload_offset;
     record.node_sample = batch.node_samples.size();
-    batch.node_samples.push_back(FiguresOf(*ParseNodeSample(payload, "payload")));
+    batch.node_samples.push_back(FiguresOf(*protocol::DecodeNodeSample(payload, "payload")));
     batch.records.push_back(record);
   }
   UploadOutcome outcome = Accept(batch, kT0 + minutes(1));

@@ -61,23 +61,7 @@ class NodesApiTest : public testing::ApiTest {
   json::object UploadBody(std::int64_t first, const std::vector<json::object>& payloads,
                           const std::string& stream = kStream,
                           const std::string& spool = kSpoolA) {
-    json::array records;
-    std::int64_t sequence = first;
-    for (const json::object& payload : payloads) {
-      records.push_back(json::object{{"sequence", sequence++},
-                                     {"appended_at", "2026-11-30T03:20:00.125Z"},
-                                     {"payload", payload}});
-    }
-    json::object losses{{"records", 0}, {"bytes", 0}};
-    return json::object{
-        {"agent_version", "0.1.0"},
-        {"agent_instance", "gpu-node-0001"},
-        {"stream", stream},
-        {"spool_id", spool},
-        {"first_sequence", first},
-        {"last_sequence", std::max(first, sequence - 1)},
-        {"losses", {{"dropped", losses}, {"corrupt", losses}, {"rejected", losses}}},
-        {"records", std::move(records)}};
+    return testing::AgentUploadJson(first, payloads, stream, spool, "gpu-node-0001");
   }
 
   net::Response Upload(const json::object& body) {

@@ -73,7 +73,9 @@ TEST(TopPods, ASnapshotsUsageComesFromItsSuccessfulTopPodsResults) {
       {"name":"pods","argv":["kubectl","get","pods","-A"],"exit_code":0,
        "stdout":"NAMESPACE NAME CPU MEMORY\nns z 10m 20Mi\n","stderr":"","duration_ms":5}]})");
   ASSERT_TRUE(payload.ok());
-  std::vector<PodUsage> usage = PodUsageOfSnapshot(payload->as_object(), 7, WallTime{});
+  auto snapshot = protocol::DecodeClusterSnapshot(payload->as_object(), "payload");
+  ASSERT_TRUE(snapshot.ok()) << snapshot.status().ToString();
+  std::vector<PodUsage> usage = PodUsageOfSnapshot(*snapshot, 7);
   ASSERT_EQ(usage.size(), 1u);
   EXPECT_EQ(usage[0].namespace_name, "ml");
   EXPECT_EQ(usage[0].pod, "trainer-0");

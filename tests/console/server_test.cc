@@ -4,11 +4,11 @@
 #include "common/gzip.h"
 #include "common/json.h"
 #include "console/api/console_api.h"
-#include "console/api/inventory_report.h"
 #include "console/setup.h"
 #include "net/certs.h"
 #include "net/client.h"
 #include "net/server.h"
+#include "protocol/inventory.h"
 #include "api_fixture.h"
 #include "test_util.h"
 
@@ -30,7 +30,7 @@ TEST(ConsoleOverHttps, AnAgentReportTravelsGzippedOverTlsAndIsShownToTheUser) {
   net::ServerOptions options;
   options.listen = "127.0.0.1:0";
   options.tls = net::TlsServerConfig{cert->cert_pem, cert->key_pem};
-  options.max_body_bytes = kMaxReportBytes;
+  options.max_body_bytes = protocol::kMaxReportBytes;
   auto server = net::HttpServer::Start(options, api.router().AsHandler());
   ASSERT_TRUE(server.ok()) << server.status().ToString();
 
@@ -91,7 +91,7 @@ TEST(ConsoleOverHttp, BodiesAreLimitedPerRouteBeforeTheyAreReadOrTheKeyIsChecked
   ASSERT_TRUE(store.ok());
   ConsoleApi api(**store, SystemClock(), testing::FastOptions());
   net::ServerOptions options;  // as uplink-console serve sets them
-  options.max_body_bytes = kMaxReportBytes;
+  options.max_body_bytes = protocol::kMaxReportBytes;
   options.body_limit_for = RequestBodyLimit;
   auto server = net::HttpServer::Start(options, api.router().AsHandler());
   ASSERT_TRUE(server.ok()) << server.status().ToString();
@@ -139,7 +139,7 @@ TEST(ConsoleOverHttp, HostileBodiesAndLockedOutAddressesGetJsonRepliesAndTheServ
   console_options.rate_limits.per_address = RateLimit{2, 1.0 / 3600};
   ConsoleApi api(**store, SystemClock(), console_options);
   net::ServerOptions options;
-  options.max_body_bytes = kMaxReportBytes;
+  options.max_body_bytes = protocol::kMaxReportBytes;
   options.body_limit_for = RequestBodyLimit;
   auto server = net::HttpServer::Start(options, api.router().AsHandler());
   ASSERT_TRUE(server.ok()) << server.status().ToString();

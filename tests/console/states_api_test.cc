@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "api_fixture.h"
-#include "common/cluster_identity.h"
 #include "common/gzip.h"
+#include "protocol/agent_api.h"
 
 namespace uplink::console {
 namespace {
@@ -52,7 +52,7 @@ class StatesApiTest : public testing::ApiTest {
     request.target = target;
     request.headers.Set("Authorization", "Bearer " + (token.empty() ? token_ : token));
     request.headers.Set("User-Agent", "uplink-agent/0.2.0 (cluster)");
-    if (!cluster_uid.empty()) request.headers.Set(kClusterUidHeader, cluster_uid);
+    if (!cluster_uid.empty()) request.headers.Set(protocol::kClusterUidHeader, cluster_uid);
     if (target == "/api/v1/agent/uploads" || target.ends_with("/result")) {
       request.headers.Set("Content-Encoding", "gzip");
       request.body = GzipCompress(body).value();
@@ -184,6 +184,36 @@ TEST_F(StatesApiTest, CallsAreWrittenToTheStoreOnlyWhenFlushedAndSurviveARestart
   EXPECT_EQ(StoredLastSeen(), last);
   EXPECT_EQ(Text(Shown(), "liveness"), "connected");
   EXPECT_EQ(Text(Shown(), "last_seen_at"), FormatRfc3339(last));
+}
+
+TEST_F(StatesApiTest, AFlushOfThousandsOfCallsIsWrittenInSmallTransactions) {
+  std::vector<std::string> ids;
+  for (int i = 0; i < 600; ++i) {
+    ids.push_back(Text(CreateConnection(admin_key_, "fleet-" + std::to_string(i)), "id"));
+  }
+  const WallTime at = clock_.Now();
+  for (const std::string& id : ids) {
+    api_->presence().Seen(id, AgentIdentity{"node", "gpu-node-" + id, "0.2.0"}, at);
+  }
+  const std::string wal = dir_.File("console.db-wal");
+  const std::int64_t before = testing::CommittedTransactions(wal);
+  ASSERT_TRUE(api_->presence().Flush(*store_).ok());
+  // 1,200 rows (a connection and an agent each) in transactions of at most 256 rows, so that
+  // an upload never waits behind the whole flush.
+  EXPECT_GE(testing::CommittedTransactions(wal) - before, 5);
+  auto connections = store_->ListAllConnections();
+  ASSERT_TRUE(connections.ok());
+  for (const Connection& connection : *connections) {
+    if (connection.cluster_name.starts_with("fleet-")) {
+      EXPECT_EQ(connection.last_seen_at, at) << connection.cluster_name;
+    }
+  }
+  for (const std::string& id : {ids.front(), ids.back()}) {
+    auto agents = store_->ListAgents(id, 10);
+    ASSERT_TRUE(agents.ok());
+    ASSERT_EQ(agents->size(), 1u);
+    EXPECT_EQ((*agents)[0].instance, "gpu-node-" + id);
+  }
 }
 
 TEST_F(StatesApiTest, UploadsAndPollsRecordTheirAgentsRoles) {
@@ -384,7 +414,7 @@ TEST_F(StatesApiTest, AMalformedClusterHeaderIsRefusedWith400) {
     net::Response refused = WhoAmI(bad);
     EXPECT_EQ(refused.status, 400) << testing::ErrorMessage(refused);
     EXPECT_EQ(ErrorCode(refused), "invalid_request");
-    EXPECT_NE(testing::ErrorMessage(refused).find(std::string(kClusterUidHeader)),
+    EXPECT_NE(testing::ErrorMessage(refused).find(std::string(protocol::kClusterUidHeader)),
               std::string::npos);
   }
   EXPECT_TRUE(Shown().at("cluster_uid").is_null());

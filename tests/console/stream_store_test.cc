@@ -3,7 +3,9 @@
 #include <gtest/gtest.h>
 #include <sqlite3.h>
 
+#include <atomic>
 #include <chrono>
+#include <thread>
 #include <initializer_list>
 #include <string>
 #include <vector>
@@ -19,6 +21,7 @@ using std::chrono::hours;
 using std::chrono::milliseconds;
 using std::chrono::minutes;
 using std::chrono::seconds;
+using testing::CommittedTransactions;
 using testing::RawCount;
 using testing::ScratchDir;
 
@@ -530,6 +533,50 @@ TEST_F(StreamStoreTest, ALargeBatchIsStoredInOneTransaction) {
   EXPECT_EQ(RecordRows(), 10'000);
   EXPECT_EQ(UploadOk(MakeBatch(1, 10'000, Range(1, 10'000))).duplicates, 10'000);
   EXPECT_EQ(RecordRows(), 10'000);
+}
+
+TEST_F(StreamStoreTest, ConcurrentUploadsShareCommitsAndAFailingOneTakesNothingWithIt) {
+  constexpr int kThreads = 8;
+  constexpr int kUploads = 10;  // each; small enough that no checkpoint resets the log
+  const std::int64_t commits_before = CommittedTransactions(path_ + "-wal");
+  std::vector<std::vector<Status>> refusals(kThreads);
+  std::vector<std::vector<std::int64_t>> stored(kThreads);
+  std::atomic<int> ready{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      const std::string stream = "node/concurrent-" + std::to_string(t);
+      for (++ready; ready < kThreads;) std::this_thread::yield();
+      for (std::int64_t i = 1; i <= kUploads; ++i) {
+        auto outcome = Upload(MakeBatch(i, i, {i}, kSpoolA, stream));
+        stored[t].push_back(outcome.ok() ? outcome->stored : -1);
+        // In between, an upload whose token was rotated away: refused, nothing of it kept.
+        auto refused = Upload(MakeBatch(100 + i, 100 + i, {100 + i}, kSpoolB, stream), kT0,
+                              kConnectionId, std::string(64, 'b'));
+        refusals[t].push_back(refused.status());
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+
+  for (int t = 0; t < kThreads; ++t) {
+    EXPECT_EQ(stored[t], std::vector<std::int64_t>(kUploads, 1)) << "thread " << t;
+    for (const Status& status : refusals[t]) {
+      EXPECT_EQ(status.code(), StatusCode::kUnauthenticated) << status.ToString();
+    }
+    RecordQuery query{kConnectionId, "node/concurrent-" + std::to_string(t), std::nullopt, 0,
+                      kMaxRecordPage};
+    auto page = store_->ListStreamRecords(query);
+    ASSERT_TRUE(page.ok()) << page.status().ToString();
+    std::vector<std::int64_t> sequences;
+    for (const StoredRecord& record : page->records) sequences.push_back(record.sequence);
+    EXPECT_EQ(sequences, Range(1, kUploads)) << "thread " << t;
+  }
+  EXPECT_EQ(RecordRows(), kThreads * kUploads);
+  // Uploads that arrived while another group committed were committed together.
+  const std::int64_t commits = CommittedTransactions(path_ + "-wal") - commits_before;
+  EXPECT_GT(commits, 0);
+  EXPECT_LT(commits, kThreads * kUploads);
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "net/router.h"
+#include "support/process.h"
 
 namespace uplink::console::testing {
 
@@ -47,6 +48,27 @@ inline net::Response Call(const net::Router& router, net::Request request) {
   router.Dispatch(std::move(request), [&](net::Response r) { response = std::move(r); });
   EXPECT_TRUE(response.has_value()) << "the handler did not reply";
   return response.value_or(net::Response{});
+}
+
+// Transactions committed to the database's write-ahead log so far: its frames that end a
+// commit (a non-zero database size), up to the first frame of an older generation (other
+// salts), as SQLite's WAL format documents it. 0 without a log.
+inline std::int64_t CommittedTransactions(const std::string& wal_path) {
+  const std::string wal = uplink::testing::ReadFileOrEmpty(wal_path);
+  auto u32 = [&](size_t at) {
+    return (static_cast<std::uint32_t>(static_cast<unsigned char>(wal[at])) << 24) |
+           (static_cast<std::uint32_t>(static_cast<unsigned char>(wal[at + 1])) << 16) |
+           (static_cast<std::uint32_t>(static_cast<unsigned char>(wal[at + 2])) << 8) |
+           static_cast<std::uint32_t>(static_cast<unsigned char>(wal[at + 3]));
+  };
+  if (wal.size() < 32) return 0;
+  const size_t frame_size = 24 + u32(8);
+  std::int64_t commits = 0;
+  for (size_t at = 32; at + frame_size <= wal.size(); at += frame_size) {
+    if (u32(at + 8) != u32(16) || u32(at + 12) != u32(20)) break;
+    if (u32(at + 4) != 0) ++commits;
+  }
+  return commits;
 }
 
 }  // namespace uplink::console::testing

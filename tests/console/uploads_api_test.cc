@@ -11,9 +11,9 @@
 
 #include "api_fixture.h"
 #include "common/gzip.h"
-#include "console/api/inventory_report.h"
 #include "net/client.h"
 #include "net/server.h"
+#include "protocol/inventory.h"
 
 namespace uplink::console {
 namespace {
@@ -662,7 +662,7 @@ TEST(UploadBodyLimit, UploadsGetTheirOwnLimitFromTheRequestHead) {
   net::Request head;
   head.method = "POST";
   head.target = "/api/v1/agent/uploads";
-  EXPECT_EQ(RequestBodyLimit(head), kDefaultMaxUploadBytes);
+  EXPECT_EQ(RequestBodyLimit(head), protocol::kDefaultMaxUploadBytes);
   EXPECT_EQ(RouteBodyLimit(head, 3 << 20), size_t{3} << 20);
   head.target = "/api/v1/agent/uploads?x=1";
   EXPECT_EQ(RouteBodyLimit(head, 3 << 20), size_t{3} << 20);
@@ -675,7 +675,7 @@ TEST(UploadBodyLimit, UploadsGetTheirOwnLimitFromTheRequestHead) {
 
 TEST_F(SmallUploadLimitTest, OverHttpUploadsHaveTheirOwnLimitAppliedBeforeTheBodyIsRead) {
   net::ServerOptions options;  // as uplink-console serve sets them
-  options.max_body_bytes = std::max(kMaxReportBytes, kLimit);
+  options.max_body_bytes = std::max(protocol::kMaxReportBytes, kLimit);
   options.body_limit_for = [](const net::Request& head) { return RouteBodyLimit(head, kLimit); };
   auto server = net::HttpServer::Start(options, api_->router().AsHandler());
   ASSERT_TRUE(server.ok()) << server.status().ToString();

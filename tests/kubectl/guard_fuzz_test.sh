@@ -22,12 +22,14 @@ fi
 sources=(
   "$source_dir/fuzz/kubectl_guard_fuzz.cc"
   "$source_dir/src/kubectl/guard.cc"
+  "$source_dir/src/common/kubernetes_names.cc"
   "$source_dir/src/common/status.cc"
   "$source_dir/src/common/text.cc"
 )
 headers=(
   "$source_dir/fuzz/fuzz_check.h"
   "$source_dir/src/kubectl/guard.h"
+  "$source_dir/src/common/kubernetes_names.h"
   "$source_dir/src/common/status.h"
   "$source_dir/src/common/text.h"
 )

@@ -3,61 +3,17 @@
 
 #include <gtest/gtest.h>
 
+#include "api_fixture.h"
 #include "kubesim/authn.h"
 #include "kubesim/cluster.h"
 
 namespace uplink::kubesim {
 namespace {
 
-constexpr const char* kToken = "kubesim_test-token";
-constexpr const char* kTableAccept =
-    "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;"
-    "g=meta.k8s.io,application/json";
+using testing::kTableAccept;
+using testing::kToken;
 
-class ApiTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    for (json::object& ns : DefaultNamespaces()) ASSERT_TRUE(store_.Put(ns).ok());
-    for (json::object& node : GenerateNodes(ClusterShape{3, 8, 1}, clock_.Now())) {
-      ASSERT_TRUE(store_.Put(node).ok());
-    }
-  }
-
-  net::Response Call(std::string method, std::string target, std::string body = "",
-                     std::string content_type = "", std::string accept = "") {
-    net::Request request;
-    request.method = std::move(method);
-    request.target = std::move(target);
-    request.body = std::move(body);
-    request.headers.Set("Authorization", std::string("Bearer ") + kToken);
-    if (!content_type.empty()) request.headers.Set("Content-Type", content_type);
-    if (!accept.empty()) request.headers.Set("Accept", accept);
-    return api_.HandleForTesting(std::move(request));
-  }
-
-  static json::object Body(const net::Response& response) {
-    Result<json::value> parsed = ParseJson(response.body);
-    EXPECT_TRUE(parsed.ok() && parsed->is_object()) << response.body;
-    return parsed.ok() && parsed->is_object() ? parsed->get_object() : json::object();
-  }
-
-  // Checks the response is a real-looking Status and returns its message.
-  static std::string ExpectStatus(const net::Response& response, int code, std::string_view reason) {
-    EXPECT_EQ(response.status, code) << response.body;
-    json::object status = Body(response);
-    EXPECT_EQ(status["kind"], "Status");
-    EXPECT_EQ(status["apiVersion"], "v1");
-    EXPECT_EQ(status["status"], "Failure");
-    EXPECT_EQ(ToJson(status["reason"]), ToJson(json::value(reason))) << response.body;
-    EXPECT_EQ(status["code"], code);
-    EXPECT_TRUE(status["metadata"].is_object());
-    return status["message"].is_string() ? std::string(status["message"].get_string()) : "";
-  }
-
-  FakeClock clock_;
-  ObjectStore store_{clock_};
-  ApiServer api_{ApiOptions{Secret(kToken), "v1.33.1"}, store_, clock_};
-};
+class ApiTest : public testing::ApiFixture {};
 
 TEST_F(ApiTest, RequestsWithoutTheBearerTokenAreUnauthorized) {
   for (const std::string& authorization : std::vector<std::string>{"", "Bearer wrong", "Basic a2V5", "bearer kubesim_test-token",
@@ -65,7 +21,7 @@ TEST_F(ApiTest, RequestsWithoutTheBearerTokenAreUnauthorized) {
     net::Request request;
     request.target = "/api/v1/nodes";
     if (!authorization.empty()) request.headers.Set("Authorization", authorization);
-    ExpectStatus(api_.HandleForTesting(request), 401, "Unauthorized");
+    ExpectStatus(api_->HandleForTesting(request), 401, "Unauthorized");
   }
 }
 
@@ -105,7 +61,7 @@ TEST_F(ApiTest, DiscoveryListsResourcesWithVerbsAndShortNames) {
     EXPECT_EQ(resource.at("kind"), "Secret");
     EXPECT_TRUE(resource.at("namespaced").as_bool());
     EXPECT_FALSE(resource.as_object().contains("shortNames"));
-    EXPECT_EQ(ToJson(resource.at("verbs")), R"(["create","delete","get","list","patch"])");
+    EXPECT_EQ(ToJson(resource.at("verbs")), R"(["create","delete","get","list","patch","watch"])");
   }
   json::object apps = Body(Call("GET", "/apis/apps/v1"));
   std::vector<std::string> apps_resources;
@@ -125,6 +81,8 @@ TEST_F(ApiTest, DiscoveryListsEveryServedGroupAndThePodLogSubresource) {
     groups.emplace_back(group.at("preferredVersion").at("groupVersion").as_string());
   }
   EXPECT_EQ(groups, (std::vector<std::string>{"apps/v1", "coordination.k8s.io/v1",
+                                              "networking.k8s.io/v1", "scheduling.k8s.io/v1",
+                                              "admissionregistration.k8s.io/v1",
                                               "rbac.authorization.k8s.io/v1",
                                               "authorization.k8s.io/v1",
                                               "metrics.k8s.io/v1beta1"}));
@@ -257,7 +215,8 @@ TEST_F(ApiTest, UnknownPathsAndVerbsGetNotFoundAndMethodNotAllowed) {
   ExpectStatus(Call("GET", "/api/v1/configmaps/x"), 404, "NotFound");
   ExpectStatus(Call("PUT", "/api/v1/nodes/gpu-node-0001", "{}", "application/json"), 405,
                "MethodNotAllowed");
-  ExpectStatus(Call("GET", "/api/v1/nodes?watch=true"), 405, "MethodNotAllowed");
+  // Collections are watched; a single object is not (watch its collection by name instead).
+  ExpectStatus(Call("GET", "/api/v1/nodes/gpu-node-0001?watch=true"), 405, "MethodNotAllowed");
 }
 
 TEST_F(ApiTest, NamespacesCanBeCreatedAndCarryTheirNameLabel) {
@@ -277,7 +236,7 @@ TEST_F(ApiTest, AnonymousClientsMayReadVersionAndHealthButNothingElse) {
     net::Request request;
     request.method = std::move(method);
     request.target = std::move(target);
-    return api_.HandleForTesting(std::move(request));
+    return api_->HandleForTesting(std::move(request));
   };
   EXPECT_EQ(Body(anonymous("GET", "/version"))["gitVersion"], "v1.33.1");
   for (const char* path : {"/healthz", "/readyz", "/livez"}) {
@@ -293,7 +252,7 @@ TEST_F(ApiTest, AnonymousClientsMayReadVersionAndHealthButNothingElse) {
   net::Request wrong;
   wrong.target = "/version";
   wrong.headers.Set("Authorization", "Bearer wrong");
-  ExpectStatus(api_.HandleForTesting(wrong), 401, "Unauthorized");
+  ExpectStatus(api_->HandleForTesting(wrong), 401, "Unauthorized");
 }
 
 TEST_F(ApiTest, CreatingAnObjectWithAResourceVersionIsRefusedLikeTheRealServer) {
@@ -589,9 +548,12 @@ TEST_F(WorkloadApiTest, PodLogsAreTextWithTheRealErrorsForBadRequests) {
             "container sidecar is not valid for pod vllm-llama3-8b-6d9f7c5b8d-q9w4t");
   EXPECT_EQ(ExpectStatus(Call("GET", "/api/v1/namespaces/inference/pods/nope/log"), 404, "NotFound"),
             "pods \"nope\" not found");
-  // Only pods/log is a subresource here, and only for GET.
-  ExpectStatus(Call("GET", "/api/v1/namespaces/inference/pods/vllm-llama3-8b-6d9f7c5b8d-q9w4t/exec"),
+  // pods/log is read with GET; pods/exec takes only WebSocket upgrades; nothing else is served.
+  ExpectStatus(Call("GET", "/api/v1/namespaces/inference/pods/vllm-llama3-8b-6d9f7c5b8d-q9w4t/attach"),
                404, "NotFound");
+  EXPECT_EQ(ExpectStatus(Call("GET", "/api/v1/namespaces/inference/pods/vllm-llama3-8b-6d9f7c5b8d-q9w4t/exec"),
+                         400, "BadRequest"),
+            "you must specify at least one command for the container");
   ExpectStatus(Call("GET", "/api/v1/namespaces/inference/configmaps/x/log"), 404, "NotFound");
   ExpectStatus(Call("POST", pod), 405, "MethodNotAllowed");
 }

@@ -254,12 +254,13 @@ TEST_F(ReadOnlyKubectlTest, ApiResourcesAndVersionsListEverythingServed) {
   std::string wide = Out({"api-resources", "--api-group=apps", "-o", "wide"});
   EXPECT_EQ(RowStartingWith(wide, {"statefulsets"}),
             (std::vector<std::string>{"statefulsets", "sts", "apps/v1", "true", "StatefulSet",
-                                      "create,delete,get,list,patch", "all"}));
+                                      "create,delete,get,list,patch,watch", "all"}));
   EXPECT_EQ(Out({"api-resources", "--namespaced=false", "--api-group=", "-o", "name"}),
             "namespaces\nnodes\n");
   EXPECT_EQ(Out({"api-versions"}),
-            "apps/v1\nauthorization.k8s.io/v1\ncoordination.k8s.io/v1\nmetrics.k8s.io/v1beta1\n"
-            "rbac.authorization.k8s.io/v1\nv1\n");
+            "admissionregistration.k8s.io/v1\napps/v1\nauthorization.k8s.io/v1\n"
+            "coordination.k8s.io/v1\nmetrics.k8s.io/v1beta1\nnetworking.k8s.io/v1\n"
+            "rbac.authorization.k8s.io/v1\nscheduling.k8s.io/v1\nv1\n");
 }
 
 TEST_F(ReadOnlyKubectlTest, VersionAndClusterInfoNameTheServer) {

@@ -43,16 +43,24 @@ CommandResult KubesimProcess::Kubectl(const std::vector<std::string>& args,
   return KubectlWith(kubeconfig_, args, stdin_data);
 }
 
-Result<std::string> KubesimProcess::WriteKubeconfigFor(const std::string& token,
-                                                       const std::string& name) const {
+Result<KubesimProcess::Access> KubesimProcess::AdminAccess() const {
   UPLINK_ASSIGN_OR_RETURN(std::string text, ReadFileBounded(kubeconfig_, 1 << 20));
   UPLINK_ASSIGN_OR_RETURN(json::value config, ParseYaml(text));
   const json::value& cluster = config.at("clusters").at(0).at("cluster");
-  UPLINK_ASSIGN_OR_RETURN(std::string ca_pem,
+  Access access;
+  access.server_url = server_url_;
+  UPLINK_ASSIGN_OR_RETURN(access.ca_pem,
                           Base64Decode(cluster.at("certificate-authority-data").as_string()));
+  access.token = std::string(config.at("users").at(0).at("user").at("token").as_string());
+  return access;
+}
+
+Result<std::string> KubesimProcess::WriteKubeconfigFor(const std::string& token,
+                                                       const std::string& name) const {
+  UPLINK_ASSIGN_OR_RETURN(Access access, AdminAccess());
   std::string path = dir_.path() + "/" + name;
   UPLINK_RETURN_IF_ERROR(WriteFileAtomic(
-      path, RenderKubeconfig(server_url_, ca_pem, Secret(token)), 0600));
+      path, RenderKubeconfig(server_url_, access.ca_pem, Secret(token)), 0600));
   return path;
 }
 

@@ -42,6 +42,15 @@ class KubesimProcess {
   CommandResult Kubectl(const std::vector<std::string>& args,
                         const std::string& stdin_data = "") const;
 
+  // What a client of our own needs to call the API as the admin: the server URL, the CA that
+  // signed its certificate, and the admin token.
+  struct Access {
+    std::string server_url;
+    std::string ca_pem;
+    std::string token;
+  };
+  Result<Access> AdminAccess() const;
+
   // A kubeconfig like ours that presents `token` (an identity of --token-auth-file) instead
   // of the admin token, written to `name` in our directory; its path.
   Result<std::string> WriteKubeconfigFor(const std::string& token, const std::string& name) const;

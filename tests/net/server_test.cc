@@ -488,3 +488,46 @@ TEST(LoadTlsServerConfig, ReadsPemFilesAndNamesAMissingFile) {
 
 }  // namespace
 }  // namespace uplink::net
+
+namespace uplink::net {
+namespace {
+
+// A body of fixed pieces, each handed over from another thread as a watch's would be.
+class PiecesStream final : public BodyStream {
+ public:
+  explicit PiecesStream(std::vector<std::string> pieces) : pieces_(std::move(pieces)) {}
+  void Next(std::function<void(std::optional<std::string>)> deliver) override {
+    std::optional<std::string> piece;
+    if (next_ < pieces_.size()) piece = pieces_[next_++];
+    std::thread([deliver = std::move(deliver), piece] { deliver(piece); }).detach();
+  }
+  void Cancel() override { cancelled = true; }
+  std::atomic<bool> cancelled{false};
+
+ private:
+  std::vector<std::string> pieces_;
+  size_t next_ = 0;
+};
+
+TEST(HttpServer, AStreamedBodyIsSentChunkedPieceByPieceUntilItEnds) {
+  auto body = std::make_shared<PiecesStream>(std::vector<std::string>{"first\n", "second\n"});
+  auto server = HttpServer::Start({}, [body](Request, Reply reply) {
+    Response response;
+    response.headers.Set("Content-Type", "application/json");
+    response.stream = body;
+    reply(std::move(response));
+  });
+  ASSERT_TRUE(server.ok());
+  testing::RawConnection connection((*server)->port());
+  ASSERT_TRUE(connection.Send("GET /watch HTTP/1.1\r\nHost: x\r\n\r\n"));
+  bool closed = false;
+  std::string reply = connection.ReadUntilClosed(closed);
+  EXPECT_TRUE(closed);
+  EXPECT_NE(reply.find("Transfer-Encoding: chunked\r\n"), std::string::npos) << reply;
+  EXPECT_NE(reply.find("\r\n\r\n6\r\nfirst\n\r\n7\r\nsecond\n\r\n0\r\n\r\n"), std::string::npos)
+      << reply;
+  EXPECT_TRUE(body->cancelled);
+}
+
+}  // namespace
+}  // namespace uplink::net

@@ -14,11 +14,15 @@
 #include "agent/kube_system_uid.h"
 #include "agent/shipper.h"
 #include "common/flags.h"
+#include "common/json.h"
 #include "common/log.h"
 #include "common/metrics.h"
 #include "kube/client.h"
 #include "kube/credentials.h"
 #include "net/client.h"
+#include "protocol/agent_api.h"
+#include "protocol/cluster_snapshot.h"
+#include "protocol/plans.h"
 
 namespace uplink::agent::cluster {
 namespace {
@@ -102,7 +106,7 @@ class PlanHolder {
     return plan_;
   }
   void TakeFrom(const json::value& reply) {
-    Result<std::optional<ClusterPlan>> parsed = ClusterPlanFromReply(reply);
+    Result<std::optional<ClusterPlan>> parsed = protocol::DecodeClusterPlan(reply);
     if (!parsed.ok()) {
       log_.Warn("ignoring the console's plan; keeping the current one",
                 {{"error", parsed.status()}});
@@ -129,9 +133,10 @@ void CollectLoop(SnapshotCollector& collector, PlanHolder& plan, spool::Spool& s
   log::Logger log("cluster");
   while (!stop.stopped()) {
     const ClusterPlan current = plan.Get();
-    json::object snapshot = collector.Collect(current, &stopping);
+    const protocol::ClusterSnapshot snapshot = collector.Collect(current, &stopping);
     if (stopping) break;
-    Result<std::uint64_t> appended = spool.Append(json::serialize(snapshot));
+    Result<std::uint64_t> appended =
+        spool.Append(json::serialize(protocol::EncodeClusterSnapshot(snapshot)));
     if (!appended.ok()) {
       log.Warn("could not spool a cluster snapshot; the next cycle tries again",
                {{"error", appended.status()}});
@@ -149,7 +154,7 @@ bool NameTheCluster(const std::string& kubeconfig, const std::vector<ConsoleClie
                   ? kube::KubeClient::Create(
                         std::move(credentials).value(),
                         kube::KubeClientOptions{
-                            .user_agent = "uplink-agent/" UPLINK_VERSION " (cluster)",
+                            .user_agent = protocol::AgentUserAgent(UPLINK_VERSION, "cluster"),
                             .request_timeout = kIdentityReadTimeout})
                   : Result<std::unique_ptr<kube::KubeClient>>(credentials.status());
   Result<std::string> uid = kube.ok() ? ReadKubeSystemUid(**kube) : kube.status();

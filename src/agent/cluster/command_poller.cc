@@ -4,64 +4,26 @@
 #include <thread>
 
 #include "agent/cluster/snapshot.h"
-#include "kubectl/guard.h"
+#include "common/json.h"
+#include "protocol/agent_api.h"
 
 namespace uplink::agent::cluster {
 namespace {
 
-constexpr size_t kMaxIdBytes = 68;  // "cmd_" + 64
 constexpr size_t kRememberedIds = 1024;
-constexpr size_t kMaxCommandsPerPoll = 16;
 
 constexpr char kCommands[] = "uplink_agent_kubectl_commands_total";
 constexpr char kPolls[] = "uplink_agent_command_polls_total";
 constexpr char kRunning[] = "uplink_agent_kubectl_commands_running";
 constexpr char kResultsDropped[] = "uplink_agent_command_results_dropped_total";
 
-std::string Outcome(const json::object& result) {
-  if (const json::value* error = result.if_contains("error")) {
-    return std::string(error->at("code").as_string());
-  }
-  return result.at("exit_code").as_int64() == 0 ? "ok" : "exit_nonzero";
+// The metric label of how a command ended: its error code, or ok or exit_nonzero.
+std::string Outcome(const protocol::CommandResult& result) {
+  if (!result.error_code.empty()) return result.error_code;
+  return result.exit_code == 0 ? "ok" : "exit_nonzero";
 }
 
 }  // namespace
-
-bool IsCommandId(std::string_view id) {
-  if (id.size() <= 4 || id.size() > kMaxIdBytes || id.substr(0, 4) != "cmd_") return false;
-  return std::all_of(id.begin() + 4, id.end(), [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-           c == '_' || c == '-';
-  });
-}
-
-Result<std::vector<PolledCommand>> ParsePollReply(const json::value& body) {
-  const json::object* object = body.if_object();
-  const json::value* commands = object == nullptr ? nullptr : object->if_contains("commands");
-  const json::array* entries = commands == nullptr ? nullptr : commands->if_array();
-  if (entries == nullptr) return InvalidArgumentError("the poll reply has no commands array");
-  if (entries->size() > kMaxCommandsPerPoll) {
-    return InvalidArgumentError("the poll reply holds more than " +
-                                std::to_string(kMaxCommandsPerPoll) + " commands");
-  }
-  std::vector<PolledCommand> out;
-  for (const json::value& entry : *entries) {
-    const json::object* command = entry.if_object();
-    const json::value* id = command == nullptr ? nullptr : command->if_contains("id");
-    if (id == nullptr || !id->is_string() || !IsCommandId(id->get_string())) continue;
-    PolledCommand polled{std::string(id->get_string()), {}};
-    const json::value* argv = command->if_contains("argv");
-    const json::array* items = argv == nullptr ? nullptr : argv->if_array();
-    if (items != nullptr && !items->empty() && items->size() <= kubectl::kMaxArguments &&
-        std::all_of(items->begin(), items->end(), [](const json::value& item) {
-          return item.is_string() && item.get_string().size() <= kubectl::kMaxArgumentBytes;
-        })) {
-      for (const json::value& item : *items) polled.argv.emplace_back(item.get_string());
-    }
-    out.push_back(std::move(polled));
-  }
-  return out;
-}
 
 CommandPoller::CommandPoller(CommandPollerOptions options, ConsoleClient& poll_client,
                              ConsoleClient& result_client, KubectlRunner& runner,
@@ -115,10 +77,12 @@ std::chrono::milliseconds CommandPoller::PollOnce() {
     if (stopping_) return std::chrono::milliseconds(0);
     free_slots = options_.max_concurrent - running_;
   }
-  json::object body{{"agent_instance", options_.instance},
-                    {"wait_seconds", options_.wait.count()},
-                    {"max_commands", std::min(free_slots, kMaxCommandsPerPoll)}};
-  ConsoleReply reply = poll_client_.PostJson(kPollPath, body);
+  const protocol::CommandPoll poll{
+      options_.instance, options_.wait.count(),
+      static_cast<std::int64_t>(
+          std::min(free_slots, static_cast<size_t>(protocol::kMaxPollCommands)))};
+  ConsoleReply reply =
+      poll_client_.PostJson(protocol::kCommandPollPath, protocol::EncodeCommandPoll(poll));
   if (!reply.status.ok()) {
     const bool refused = reply.http_status >= 400 && reply.http_status < 500 &&
                          reply.http_status != 429;
@@ -140,14 +104,15 @@ std::chrono::milliseconds CommandPoller::PollOnce() {
     std::lock_guard lock(mutex_);
     refusal_.clear();
   }
-  Result<std::vector<PolledCommand>> commands = ParsePollReply(reply.body);
-  if (!commands.ok()) {
+  Result<protocol::PollReply> polled = protocol::DecodePollReply(reply.body);
+  if (!polled.ok()) {
     metrics_.Increment(kPolls, {{"result", "bad_reply"}});
-    log_.Warn("the console's poll reply is not usable", {{"error", commands.status()}});
+    log_.Warn("the console's poll reply is not usable", {{"error", polled.status()}});
     return backoff_.NextDelay();
   }
-  metrics_.Increment(kPolls, {{"result", commands->empty() ? "empty" : "commands"}});
-  for (PolledCommand& command : *commands) {
+  std::vector<PolledCommand>& commands = polled->commands;
+  metrics_.Increment(kPolls, {{"result", commands.empty() ? "empty" : "commands"}});
+  for (PolledCommand& command : commands) {
     if (!MarkSeen(command.id)) {
       log_.Warn("the console handed out a command again; not running it twice",
                 {{"id", command.id}});
@@ -175,7 +140,7 @@ void CommandPoller::Execute(PolledCommand command) {
   const auto elapsed = std::chrono::duration_cast<std::chrono::milliseconds>(
                            clock_.SteadyNow() - started)
                            .count();
-  json::object result = RunResultJson(run, elapsed);
+  const protocol::CommandResult result = RunResult(run, elapsed);
   const std::string outcome = Outcome(result);
   metrics_.Increment(kCommands, {{"outcome", outcome}});
   // The verb only: arguments are the user's input and may name anything.
@@ -192,15 +157,16 @@ void CommandPoller::Execute(PolledCommand command) {
   threads_changed_.notify_all();
 }
 
-void CommandPoller::PostResult(const std::string& id, const json::object& result) {
-  const std::string path = "/api/v1/agent/commands/" + id + "/result";
+void CommandPoller::PostResult(const std::string& id, const protocol::CommandResult& result) {
+  const std::string path = protocol::CommandResultPath(id);
+  const json::value body = protocol::EncodeCommandResult(result);
   const WallTime deadline = clock_.Now() + options_.result_retry_budget;
   Backoff backoff(options_.backoff);
   while (true) {
     ConsoleReply reply;
     {
       std::lock_guard lock(result_mutex_);
-      reply = result_client_.PostJson(path, result, Compression::kAlways);
+      reply = result_client_.PostJson(path, body, Compression::kAlways);
     }
     if (reply.status.ok()) return;
     const bool permanent = reply.http_status >= 400 && reply.http_status < 500 &&

@@ -23,30 +23,20 @@
 #include "common/log.h"
 #include "common/metrics.h"
 #include "common/time.h"
+#include "protocol/commands.h"
 
 namespace uplink::agent::cluster {
 
-inline constexpr char kPollPath[] = "/api/v1/agent/commands/poll";
-
 struct CommandPollerOptions {
   std::string instance;
-  std::chrono::seconds wait{50};  // how long the console may hold a poll (0-55)
+  // How long the console may hold a poll (0 to protocol::kMaxPollWaitSeconds).
+  std::chrono::seconds wait{protocol::kDefaultPollWaitSeconds};
   size_t max_concurrent = 4;
   std::chrono::milliseconds result_retry_budget{std::chrono::minutes(2)};
   BackoffOptions backoff;
 };
 
-struct PolledCommand {
-  std::string id;
-  std::vector<std::string> argv;
-};
-
-// The commands of a poll reply. An entry without a usable id is skipped; one with an id but
-// an unusable argv is returned with `argv` empty, so its refusal can be reported.
-Result<std::vector<PolledCommand>> ParsePollReply(const json::value& body);
-
-// "cmd_" and 1-64 characters of [A-Za-z0-9_-]: safe in a URL path.
-bool IsCommandId(std::string_view id);
+using protocol::PolledCommand;
 
 class CommandPoller {
  public:
@@ -73,7 +63,7 @@ class CommandPoller {
 
  private:
   void Execute(PolledCommand command);
-  void PostResult(const std::string& id, const json::object& result);
+  void PostResult(const std::string& id, const protocol::CommandResult& result);
   bool MarkSeen(const std::string& id);  // false when the id was run before
 
   const CommandPollerOptions options_;

@@ -3,15 +3,13 @@
 #include <algorithm>
 #include <set>
 
+#include "common/json.h"
 #include "common/text.h"
 #include "kubectl/guard.h"
+#include "protocol/upload.h"
 
 namespace uplink::agent::cluster {
 namespace {
-
-constexpr size_t kMaxNameBytes = 128;
-constexpr std::int64_t kMaxTailLines = 1000;
-constexpr std::int64_t kMaxFailingPods = 20;
 
 constexpr char kSnapshots[] = "uplink_agent_cluster_snapshots_total";
 constexpr char kSnapshotSeconds[] = "uplink_agent_cluster_snapshot_seconds";
@@ -21,46 +19,6 @@ constexpr char kPlanCommands[] = "uplink_agent_cluster_plan_commands";
 const std::set<std::string_view> kFailedWaitingReasons = {
     "CrashLoopBackOff", "Error", "RunContainerError", "CreateContainerError",
     "CreateContainerConfigError", "OOMKilled"};
-
-bool IsPlanName(std::string_view name) {
-  if (name.empty() || name.size() > kMaxNameBytes) return false;
-  return std::all_of(name.begin(), name.end(), [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-           c == '.' || c == '_' || c == '/' || c == '-';
-  });
-}
-
-Result<std::vector<std::string>> ArgvFromJson(const json::value& value, const std::string& where) {
-  const json::array* items = value.if_array();
-  if (items == nullptr || items->empty() || items->size() > kubectl::kMaxArguments) {
-    return InvalidArgumentError(where + " must be an array of 1-" +
-                                std::to_string(kubectl::kMaxArguments) + " strings");
-  }
-  std::vector<std::string> argv;
-  for (const json::value& item : *items) {
-    const json::string* text = item.if_string();
-    if (text == nullptr || text->size() > kubectl::kMaxArgumentBytes) {
-      return InvalidArgumentError(where + " must hold strings of at most " +
-                                  std::to_string(kubectl::kMaxArgumentBytes) + " bytes");
-    }
-    argv.emplace_back(*text);
-  }
-  if (argv.front() != "kubectl") return InvalidArgumentError(where + " must start with kubectl");
-  return argv;
-}
-
-Result<std::int64_t> BoundedInteger(const json::object& object, std::string_view key,
-                                    std::int64_t low, std::int64_t high, std::int64_t fallback,
-                                    const std::string& where) {
-  const json::value* value = object.if_contains(key);
-  if (value == nullptr) return fallback;
-  const std::int64_t* number = value->if_int64();
-  if (number == nullptr || *number < low || *number > high) {
-    return InvalidArgumentError(where + "." + std::string(key) + " must be an integer from " +
-                                std::to_string(low) + " to " + std::to_string(high));
-  }
-  return *number;
-}
 
 // At most `max_bytes` of valid UTF-8 `text`, cut after the last whole line that fits, or
 // between two characters when no line does.
@@ -106,27 +64,24 @@ std::optional<std::vector<std::optional<std::string>>> PodNamespaces(const Clust
   return namespaces;
 }
 
-// Halves the longest output, at a line, until the results fit in one spool record with room
-// for the envelope.
-void FitIntoRecord(json::array& results) {
-  constexpr size_t kEnvelopeBytes = 256;
-  while (json::serialize(results).size() + kEnvelopeBytes > kMaxSnapshotBytes) {
-    json::string* longest = nullptr;
-    json::object* holder = nullptr;
-    for (json::value& result : results) {
-      for (const char* stream : {"stdout", "stderr"}) {
-        json::value* text = result.as_object().if_contains(stream);
-        if (text != nullptr && text->is_string() &&
-            (longest == nullptr || text->get_string().size() > longest->size())) {
-          longest = &text->get_string();
-          holder = &result.as_object();
+// Halves the longest output, at a line, until the encoded snapshot fits in one spool record.
+void FitIntoRecord(protocol::ClusterSnapshot& snapshot) {
+  while (json::serialize(protocol::EncodeClusterSnapshot(snapshot)).size() >
+         protocol::kMaxPayloadBytes) {
+    std::string* longest = nullptr;
+    protocol::SnapshotResult* holder = nullptr;
+    for (protocol::SnapshotResult& result : snapshot.results) {
+      for (std::string* text : {&result.outcome.stdout_text, &result.outcome.stderr_text}) {
+        if (longest == nullptr || text->size() > longest->size()) {
+          longest = text;
+          holder = &result;
         }
       }
     }
     if (longest == nullptr || longest->empty()) return;
     bool cut = false;
-    *longest = json::string(CutAtLine(*longest, longest->size() / 2, &cut));
-    (*holder)["truncated"] = true;
+    *longest = std::string(CutAtLine(*longest, longest->size() / 2, &cut));
+    holder->truncated = true;
   }
 }
 
@@ -138,55 +93,6 @@ ClusterPlan DefaultClusterPlan() {
                    {"namespaces", {"kubectl", "get", "namespaces"}},
                    {"top_nodes", {"kubectl", "top", "nodes"}}};
   return plan;
-}
-
-Result<std::optional<ClusterPlan>> ClusterPlanFromReply(const json::value& reply) {
-  const json::object* body = reply.if_object();
-  if (body == nullptr) return std::optional<ClusterPlan>();
-  const json::value* plan_value = body->if_contains("plan");
-  if (plan_value == nullptr || plan_value->is_null()) return std::optional<ClusterPlan>();
-  const json::object* plan = plan_value->if_object();
-  if (plan == nullptr) return InvalidArgumentError("plan must be an object");
-  ClusterPlan out;
-  UPLINK_ASSIGN_OR_RETURN(
-      const std::int64_t interval,
-      BoundedInteger(*plan, "interval_seconds", kMinInterval.count(), kMaxInterval.count(),
-                     kDefaultInterval.count(), "plan"));
-  out.interval = std::chrono::seconds(interval);
-  const json::value* commands = plan->if_contains("commands");
-  const json::array* entries = commands == nullptr ? nullptr : commands->if_array();
-  if (entries == nullptr || entries->size() > kMaxPlanCommands) {
-    return InvalidArgumentError("plan.commands must be an array of at most " +
-                                std::to_string(kMaxPlanCommands) + " entries");
-  }
-  for (size_t i = 0; i < entries->size(); ++i) {
-    const std::string where = "plan.commands[" + std::to_string(i) + "]";
-    const json::object* entry = (*entries)[i].if_object();
-    if (entry == nullptr) return InvalidArgumentError(where + " must be an object");
-    const json::value* name = entry->if_contains("name");
-    const json::value* argv = entry->if_contains("argv");
-    if (name == nullptr || !name->is_string() || !IsPlanName(name->get_string())) {
-      return InvalidArgumentError(where + ".name must be 1-128 characters of [A-Za-z0-9._/-]");
-    }
-    if (argv == nullptr) return InvalidArgumentError(where + ".argv is missing");
-    UPLINK_ASSIGN_OR_RETURN(std::vector<std::string> args, ArgvFromJson(*argv, where + ".argv"));
-    out.commands.push_back(PlanCommand{std::string(name->get_string()), std::move(args)});
-  }
-  if (const json::value* logs = plan->if_contains("failing_pod_logs"); logs && !logs->is_null()) {
-    const json::object* object = logs->if_object();
-    if (object == nullptr) return InvalidArgumentError("plan.failing_pod_logs must be an object");
-    FailingPodLogs wanted;
-    UPLINK_ASSIGN_OR_RETURN(const std::int64_t tail,
-                            BoundedInteger(*object, "tail_lines", 1, kMaxTailLines,
-                                           wanted.tail_lines, "plan.failing_pod_logs"));
-    UPLINK_ASSIGN_OR_RETURN(const std::int64_t pods,
-                            BoundedInteger(*object, "max_pods", 0, kMaxFailingPods,
-                                           wanted.max_pods, "plan.failing_pod_logs"));
-    wanted.tail_lines = static_cast<int>(tail);
-    wanted.max_pods = static_cast<int>(pods);
-    out.failing_pod_logs = wanted;
-  }
-  return std::optional<ClusterPlan>(std::move(out));
 }
 
 std::vector<std::string> FailingPodQuery(const std::optional<std::string>& namespace_name) {
@@ -235,60 +141,59 @@ std::vector<FailingPod> ParseFailingPods(std::string_view output, size_t max_pod
 
 std::string_view RunErrorCode(const Status& status) {
   switch (status.code()) {
-    case StatusCode::kPermissionDenied: return "refused";
-    case StatusCode::kDeadlineExceeded: return "timeout";
-    case StatusCode::kResourceExhausted: return "output_too_large";
-    default: return "failed";
+    case StatusCode::kPermissionDenied: return protocol::kCommandRefused;
+    case StatusCode::kDeadlineExceeded: return protocol::kCommandTimedOut;
+    case StatusCode::kResourceExhausted: return protocol::kCommandOutputTooLarge;
+    default: return protocol::kCommandFailed;
   }
 }
 
-json::object RunResultJson(const Result<KubectlRun>& run, std::int64_t failed_after_ms) {
+protocol::CommandResult RunResult(const Result<KubectlRun>& run, std::int64_t failed_after_ms) {
+  protocol::CommandResult result;
   if (run.ok() && run->exit_code < 0) {
-    return json::object{
-        {"error", json::object{{"code", "failed"},
-                               {"message", "kubectl was killed by signal " +
-                                               std::to_string(-run->exit_code)}}},
-        {"duration_ms", run->duration_ms}};
+    result.error_code = protocol::kCommandFailed;
+    result.error_message = "kubectl was killed by signal " + std::to_string(-run->exit_code);
+    result.duration_ms = run->duration_ms;
+    return result;
   }
   if (run.ok()) {
+    result.duration_ms = std::max<std::int64_t>(run->duration_ms, 0);
     std::string out = ValidUtf8(run->stdout_text);
-    if (out.size() > kMaxResultOutputBytes) {
+    if (out.size() > protocol::kMaxCommandStdoutBytes) {
       // Invalid bytes grow into U+FFFD: the bound holds for what is sent.
-      return json::object{
-          {"error", json::object{{"code", "output_too_large"},
-                                 {"message", "kubectl's output is over " +
-                                                 std::to_string(kMaxResultOutputBytes >> 20) +
-                                                 " MiB as text; narrow the command"}}},
-          {"duration_ms", std::max<std::int64_t>(run->duration_ms, 0)}};
+      result.error_code = protocol::kCommandOutputTooLarge;
+      result.error_message = "kubectl's output is over " +
+                             std::to_string(protocol::kMaxCommandStdoutBytes >> 20) +
+                             " MiB as text; narrow the command";
+      return result;
     }
-    return json::object{{"exit_code", run->exit_code},
-                        {"stdout", std::move(out)},
-                        {"stderr", ValidUtf8(run->stderr_text)},
-                        {"duration_ms", std::max<std::int64_t>(run->duration_ms, 0)}};
+    result.exit_code = run->exit_code;
+    result.stdout_text = std::move(out);
+    result.stderr_text = ValidUtf8(run->stderr_text);
+    return result;
   }
-  {
-    const std::string message = run.status().code() == StatusCode::kPermissionDenied
-                                    ? kubectl::RefusalText(run.status().message())
-                                    : run.status().message();
-    return json::object{
-        {"error", json::object{{"code", RunErrorCode(run.status())},
-                               {"message", ValidUtf8(message)}}},
-        {"duration_ms", std::max<std::int64_t>(failed_after_ms, 0)}};
-  }
+  const std::string message = run.status().code() == StatusCode::kPermissionDenied
+                                  ? kubectl::RefusalText(run.status().message())
+                                  : run.status().message();
+  result.error_code = RunErrorCode(run.status());
+  result.error_message = ValidUtf8(message);
+  result.duration_ms = std::max<std::int64_t>(failed_after_ms, 0);
+  return result;
 }
 
 SnapshotCollector::SnapshotCollector(KubectlRunner& runner, const Clock& clock,
                                      metrics::Registry& registry)
     : runner_(runner), clock_(clock), metrics_(registry) {}
 
-json::object SnapshotCollector::RunOne(std::string_view name,
-                                       const std::vector<std::string>& argv,
-                                       const std::atomic<bool>* cancel) {
+protocol::SnapshotResult SnapshotCollector::RunOne(std::string_view name,
+                                                   const std::vector<std::string>& argv,
+                                                   const std::atomic<bool>* cancel) {
   const SteadyTime started = clock_.SteadyNow();
   Result<KubectlRun> run = runner_.Run(argv, cancel);
   const auto elapsed = std::chrono::duration_cast<std::chrono::milliseconds>(
                            clock_.SteadyNow() - started)
                            .count();
+  protocol::SnapshotResult result{std::string(name), argv, {}, false};
   if (run.ok()) {
     // A snapshot is a view: cut long output at a line, and say so. Made valid UTF-8 first,
     // so that the bound holds for what is sent.
@@ -297,22 +202,18 @@ json::object SnapshotCollector::RunOne(std::string_view name,
         CutAtLine(ValidUtf8(run->stdout_text), kMaxSnapshotStdoutBytes, &cut_out));
     run->stderr_text = std::string(
         CutAtLine(ValidUtf8(run->stderr_text), kMaxSnapshotStderrBytes, &cut_err));
-    json::object result = RunResultJson(run, elapsed);
-    if (cut_out || cut_err) result["truncated"] = true;
-    json::array args(argv.begin(), argv.end());
-    result.emplace("name", name);
-    result.emplace("argv", std::move(args));
+    result.outcome = RunResult(run, elapsed);
+    result.truncated = cut_out || cut_err;
     return result;
   }
   log_.Warn("a planned kubectl command failed",
             {{"name", name}, {"code", RunErrorCode(run.status())}, {"error", run.status()}});
-  json::object result = RunResultJson(run, elapsed);
-  result.emplace("name", name);
-  result.emplace("argv", json::array(argv.begin(), argv.end()));
+  result.outcome = RunResult(run, elapsed);
   return result;
 }
 
-void SnapshotCollector::AddFailingPodLogs(const ClusterPlan& plan, json::array& results,
+void SnapshotCollector::AddFailingPodLogs(const ClusterPlan& plan,
+                                          std::vector<protocol::SnapshotResult>& results,
                                           const std::atomic<bool>* cancel) {
   if (!plan.failing_pod_logs || plan.failing_pod_logs->max_pods == 0) return;
   // Only where the plan lists pods: the console builds that from the namespace scope.
@@ -323,8 +224,10 @@ void SnapshotCollector::AddFailingPodLogs(const ClusterPlan& plan, json::array& 
   } else {
     queries.push_back(std::nullopt);
   }
-  // The console takes at most kMaxSnapshotResults results.
-  const size_t room = kMaxSnapshotResults > results.size() ? kMaxSnapshotResults - results.size() : 0;
+  // The console takes at most protocol::kMaxSnapshotResults results.
+  const size_t room = protocol::kMaxSnapshotResults > results.size()
+                          ? protocol::kMaxSnapshotResults - results.size()
+                          : 0;
   const size_t max_pods = std::min(static_cast<size_t>(plan.failing_pod_logs->max_pods), room);
   if (max_pods == 0) return;
   std::vector<FailingPod> failing;
@@ -349,28 +252,27 @@ void SnapshotCollector::AddFailingPodLogs(const ClusterPlan& plan, json::array& 
     argv.push_back("--tail=" + std::to_string(plan.failing_pod_logs->tail_lines));
     if (pod.restarted) argv.push_back("--previous");
     std::string name = "logs/" + pod.namespace_name + "/" + pod.name;
-    name.resize(std::min(name.size(), kMaxResultNameBytes));
+    name.resize(std::min(name.size(), protocol::kMaxSnapshotNameBytes));
     results.push_back(RunOne(name, argv, cancel));
   }
 }
 
-json::object SnapshotCollector::Collect(const ClusterPlan& plan, const std::atomic<bool>* cancel) {
-  const WallTime started = clock_.Now();
-  json::array results;
+protocol::ClusterSnapshot SnapshotCollector::Collect(const ClusterPlan& plan,
+                                                     const std::atomic<bool>* cancel) {
+  protocol::ClusterSnapshot snapshot;
+  snapshot.collected_at = clock_.Now();
   for (const PlanCommand& command : plan.commands) {
     if (cancel != nullptr && *cancel) break;
-    results.push_back(RunOne(command.name, command.argv, cancel));
+    snapshot.results.push_back(RunOne(command.name, command.argv, cancel));
   }
-  AddFailingPodLogs(plan, results, cancel);
-  FitIntoRecord(results);
+  AddFailingPodLogs(plan, snapshot.results, cancel);
+  FitIntoRecord(snapshot);
   const double seconds =
-      std::chrono::duration<double>(clock_.Now() - started).count();
+      std::chrono::duration<double>(clock_.Now() - snapshot.collected_at).count();
   metrics_.Increment(kSnapshots);
   metrics_.Set(kSnapshotSeconds, seconds);
   metrics_.Set(kPlanCommands, static_cast<double>(plan.commands.size()));
-  return json::object{{"kind", "cluster_snapshot"},
-                      {"collected_at", FormatRfc3339(started)},
-                      {"results", std::move(results)}};
+  return snapshot;
 }
 
 void DeclareClusterMetrics(metrics::Registry& registry) {

@@ -13,57 +13,29 @@
 #include <vector>
 
 #include "agent/cluster/kubectl_runner.h"
-#include "common/json.h"
 #include "common/log.h"
 #include "common/metrics.h"
 #include "common/status.h"
 #include "common/time.h"
+#include "protocol/cluster_snapshot.h"
+#include "protocol/commands.h"
+#include "protocol/plans.h"
 
 namespace uplink::agent::cluster {
 
-inline constexpr std::chrono::seconds kDefaultInterval{30};
-inline constexpr std::chrono::seconds kMinInterval{10};
-inline constexpr std::chrono::seconds kMaxInterval{3600};
-inline constexpr size_t kMaxPlanCommands = 64;
-// A snapshot is a view, not a command's answer: each result's stdout is cut here, at a line.
-inline constexpr size_t kMaxSnapshotStdoutBytes = 256 << 10;
+// A snapshot is a view, not a command's answer: each result's stdout is cut here, at a line
+// (the protocol's bound, protocol::kMaxSnapshotOutputBytes), its stderr shorter.
+inline constexpr size_t kMaxSnapshotStdoutBytes = protocol::kMaxSnapshotOutputBytes;
 inline constexpr size_t kMaxSnapshotStderrBytes = 16 << 10;
-// The whole payload fits one spool record as the console takes it (docs/protocol.md).
-inline constexpr size_t kMaxSnapshotBytes = 1 << 20;
-inline constexpr size_t kMaxResultNameBytes = 253;
-inline constexpr size_t kMaxSnapshotResults = 64;
-// A command's stdout as the console takes it (docs/protocol.md).
-inline constexpr size_t kMaxResultOutputBytes = 4 << 20;
 
-struct PlanCommand {
-  std::string name;
-  std::vector<std::string> argv;
-  bool operator==(const PlanCommand&) const = default;
-};
-
-struct FailingPodLogs {
-  int tail_lines = 50;
-  int max_pods = 5;
-  bool operator==(const FailingPodLogs&) const = default;
-};
-
-struct ClusterPlan {
-  std::chrono::seconds interval = kDefaultInterval;
-  std::vector<PlanCommand> commands;
-  std::optional<FailingPodLogs> failing_pod_logs;
-  bool operator==(const ClusterPlan&) const = default;
-};
+// The plan (protocol/plans.h).
+using protocol::ClusterPlan;
+using protocol::FailingPodLogs;
+using protocol::PlanCommand;
 
 // What the role collects before the console's first reply: the cluster-scoped reads, which
 // need no namespace scope.
 ClusterPlan DefaultClusterPlan();
-
-// The plan in an upload reply: nullopt when the reply has none (the agent keeps its plan),
-// InvalidArgument naming the field when it is malformed (also kept). At most 64 commands,
-// names of 1-128 characters [A-Za-z0-9._/-], argv of 1-64 strings of at most 4 KiB each
-// starting with "kubectl"; tail_lines 1-1000, max_pods 0-20. Unknown fields are ignored, so
-// an older agent takes a newer console's plan.
-Result<std::optional<ClusterPlan>> ClusterPlanFromReply(const json::value& reply);
 
 // A pod whose logs the snapshot includes: phase Failed, or a container waiting for a reason
 // that means it failed (CrashLoopBackOff, Error, ...), or restarted and not ready.
@@ -81,19 +53,21 @@ std::vector<std::string> FailingPodQuery(const std::optional<std::string>& names
 std::vector<FailingPod> ParseFailingPods(std::string_view output, size_t max_pods);
 
 // Runs the plan through the runner (every argv passes the guard there) and builds the
-// payload. Thread-safe; one cycle at a time.
+// snapshot. Thread-safe; one cycle at a time.
 class SnapshotCollector {
  public:
   SnapshotCollector(KubectlRunner& runner, const Clock& clock, metrics::Registry& registry);
 
-  // One cycle: the payload `{"kind": "cluster_snapshot", "collected_at", "results"}`.
-  // Stops early (what ran so far is kept) when `*cancel` becomes true.
-  json::object Collect(const ClusterPlan& plan, const std::atomic<bool>* cancel = nullptr);
+  // One cycle, within one spool record (protocol::kMaxPayloadBytes) once encoded: longer
+  // outputs are cut at a line, and their results say so. Stops early (what ran so far is
+  // kept) when `*cancel` becomes true.
+  protocol::ClusterSnapshot Collect(const ClusterPlan& plan,
+                                    const std::atomic<bool>* cancel = nullptr);
 
  private:
-  json::object RunOne(std::string_view name, const std::vector<std::string>& argv,
-                      const std::atomic<bool>* cancel);
-  void AddFailingPodLogs(const ClusterPlan& plan, json::array& results,
+  protocol::SnapshotResult RunOne(std::string_view name, const std::vector<std::string>& argv,
+                                  const std::atomic<bool>* cancel);
+  void AddFailingPodLogs(const ClusterPlan& plan, std::vector<protocol::SnapshotResult>& results,
                          const std::atomic<bool>* cancel);
 
   KubectlRunner& runner_;
@@ -102,10 +76,10 @@ class SnapshotCollector {
   log::Logger log_{"cluster"};
 };
 
-// The JSON of one kubectl run or its failure, as results and command replies carry it:
-// {exit_code, stdout, stderr, duration_ms} or {error: {code, message}, duration_ms}, where
-// code is refused, timeout, output_too_large or failed.
-json::object RunResultJson(const Result<KubectlRun>& run, std::int64_t failed_after_ms);
+// One kubectl run or its failure, as snapshot results and command results carry it: an exit
+// code with the output, or an error (refused, timeout, output_too_large or failed); stdout
+// over protocol::kMaxCommandStdoutBytes as text is an output_too_large failure.
+protocol::CommandResult RunResult(const Result<KubectlRun>& run, std::int64_t failed_after_ms);
 // The error code for a runner failure.
 std::string_view RunErrorCode(const Status& status);
 

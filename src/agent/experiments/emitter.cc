@@ -28,7 +28,9 @@ Status Emitter::Add(Buffer& buffer, std::string_view item) {
 
 Status Emitter::Write(Buffer& buffer) {
   if (buffer.count == 0) return Status::Ok();
-  std::string record = "{\"kind\":\"" + buffer.kind + "\",\"version\":1,\"" + buffer.field + "\":[";
+  std::string record = "{\"kind\":\"" + buffer.kind +
+                       "\",\"version\":" + std::to_string(protocol::kExperimentRecordVersion) +
+                       ",\"" + buffer.field + "\":[";
   record += buffer.items;
   record += "]}";
   buffer.items.clear();

@@ -85,10 +85,10 @@ class Emitter {
 
   RecordSink& sink_;
   size_t max_record_bytes_;
-  Buffer runs_{"experiment_run", "runs", "", 0};
-  Buffer points_{"metric_points", "series", "", 0};
-  Buffer deleted_{"run_deleted", "run_ids", "", 0};
-  Buffer problems_{"scan_problem", "problems", "", 0};
+  Buffer runs_{std::string(protocol::kExperimentRunKind), "runs", "", 0};
+  Buffer points_{std::string(protocol::kMetricPointsKind), "series", "", 0};
+  Buffer deleted_{std::string(protocol::kRunDeletedKind), "run_ids", "", 0};
+  Buffer problems_{std::string(protocol::kScanProblemKind), "problems", "", 0};
   std::uint64_t last_sequence_ = 0;
   EmitterCounts counts_;
   Status status_;

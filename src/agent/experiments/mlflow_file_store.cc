@@ -122,11 +122,11 @@ bool ParseDouble(std::string_view text, double& out) {
 }  // namespace
 
 std::string MlflowStatus(std::string_view status) {
-  if (status == "1" || status == "RUNNING") return std::string(kStatusRunning);
-  if (status == "2" || status == "SCHEDULED") return std::string(kStatusScheduled);
-  if (status == "3" || status == "FINISHED") return std::string(kStatusFinished);
-  if (status == "4" || status == "FAILED") return std::string(kStatusFailed);
-  if (status == "5" || status == "KILLED") return std::string(kStatusKilled);
+  if (status == "1" || status == "RUNNING") return std::string(kRunRunning);
+  if (status == "2" || status == "SCHEDULED") return std::string(kRunScheduled);
+  if (status == "3" || status == "FINISHED") return std::string(kRunFinished);
+  if (status == "4" || status == "FAILED") return std::string(kRunFailed);
+  if (status == "5" || status == "KILLED") return std::string(kRunKilled);
   return "";
 }
 

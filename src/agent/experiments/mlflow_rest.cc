@@ -11,6 +11,7 @@
 #include "common/secret.h"
 #include "common/text.h"
 #include "net/server.h"
+#include "protocol/agent_api.h"
 
 namespace uplink::agent::experiments {
 namespace {
@@ -114,7 +115,7 @@ Result<std::unique_ptr<MlflowRestScanner>> MlflowRestScanner::Create(MlflowRestO
   client.ca_file = options.ca_file;
   client.request_timeout = options.request_timeout;
   client.max_response_bytes = options.max_response_bytes;
-  client.user_agent = "uplink-agent/" UPLINK_VERSION " (experiments)";
+  client.user_agent = protocol::AgentUserAgent(UPLINK_VERSION, "experiments");
   UPLINK_ASSIGN_OR_RETURN(auto http, net::HttpClient::Create(std::move(client)));
   return std::unique_ptr<MlflowRestScanner>(
       new MlflowRestScanner(std::move(options), std::move(http)));

@@ -5,10 +5,12 @@
 #include <cctype>
 #include <vector>
 
+#include "common/text.h"
+#include "protocol/credentials.h"
+
 namespace uplink::agent::experiments {
 namespace {
 
-char Lower(char c) { return static_cast<char>(std::tolower(static_cast<unsigned char>(c))); }
 bool IsAlnum(char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0; }
 bool IsUpper(char c) { return c >= 'A' && c <= 'Z'; }
 bool IsLowerOrDigit(char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); }
@@ -27,7 +29,7 @@ std::vector<std::string> Words(std::string_view key) {
     if (IsUpper(c) && !word.empty() && i > 0 && IsLowerOrDigit(key[i - 1])) {
       words.push_back(std::move(word)), word.clear();
     }
-    word.push_back(Lower(c));
+    word.push_back(AsciiLower(c));
   }
   if (!word.empty()) words.push_back(std::move(word));
   return words;
@@ -44,14 +46,6 @@ constexpr std::array<std::pair<std::string_view, std::string_view>, 6> kSecretPa
 
 bool StartsWith(std::string_view text, std::string_view prefix) {
   return text.size() >= prefix.size() && text.substr(0, prefix.size()) == prefix;
-}
-
-bool StartsWithNoCase(std::string_view text, std::string_view prefix) {
-  if (text.size() < prefix.size()) return false;
-  for (size_t i = 0; i < prefix.size(); ++i) {
-    if (Lower(text[i]) != Lower(prefix[i])) return false;
-  }
-  return true;
 }
 
 // Characters a token body is made of.
@@ -110,7 +104,7 @@ bool IsNumber(std::string_view value) {
 // Values that cannot hold a credential: empty, null, booleans, numbers.
 bool CannotBeSecret(std::string_view value) {
   std::string lower;
-  for (char c : value) lower.push_back(Lower(c));
+  for (char c : value) lower.push_back(AsciiLower(c));
   if (lower.empty() || lower == "null" || lower == "none" || lower == "\"\"" || lower == "true" ||
       lower == "false") {
     return true;
@@ -139,7 +133,8 @@ bool IsSecretKey(std::string_view key) {
 bool LooksLikeCredential(std::string_view value) {
   while (!value.empty() && (value.front() == ' ' || value.front() == '"')) value.remove_prefix(1);
   while (!value.empty() && (value.back() == ' ' || value.back() == '"')) value.remove_suffix(1);
-  if (StartsWithNoCase(value, "bearer ") || StartsWithNoCase(value, "basic ")) {
+  if (StartsWithIgnoringAsciiCase(value, "bearer ") ||
+      StartsWithIgnoringAsciiCase(value, "basic ")) {
     return value.size() > 12;
   }
   if (value.find("-----BEGIN") != std::string_view::npos &&
@@ -155,8 +150,10 @@ bool LooksLikeCredential(std::string_view value) {
       {"sk-", 20},       {"hf_", 30},     {"ghp_", 30},  {"gho_", 30},  {"ghu_", 30},
       {"ghs_", 30},      {"ghr_", 30},    {"github_pat_", 30},          {"glpat-", 20},
       {"xoxb-", 20},     {"xoxp-", 20},   {"xoxa-", 20}, {"AKIA", 16},  {"ASIA", 16},
-      {"AIza", 35},      {"agt_", 20},    {"uk_", 20},   {"skt_", 20},  {"hoc_", 20},
-      {"wandb_v1_", 20}, {"local-", 40},
+      {"AIza", 35},      {"wandb_v1_", 20}, {"local-", 40},
+      // uplink's own credentials.
+      {protocol::kAgentTokenPrefix, 20}, {protocol::kApiKeyPrefix, 20},
+      {protocol::kSessionPrefix, 20},    {protocol::kHandoverCodePrefix, 20},
   };
   for (const Prefix& prefix : kPrefixes) {
     if (PrefixedToken(value, prefix.text, prefix.min_body)) return true;

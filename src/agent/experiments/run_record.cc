@@ -122,8 +122,8 @@ json::object MapJson(const StringMap& entries) {
 }  // namespace
 
 bool IsTerminalStatus(std::string_view status) {
-  return status == kStatusFinished || status == kStatusFailed || status == kStatusKilled ||
-         status == kStatusCrashed;
+  return status == kRunFinished || status == kRunFailed || status == kRunKilled ||
+         status == kRunCrashed;
 }
 
 void NormalizeRun(RunRecord& run) {

@@ -12,26 +12,27 @@
 #include <vector>
 
 #include "common/json.h"
+#include "protocol/experiments.h"
 
 namespace uplink::agent::experiments {
 
-// Bounds that keep one run's upsert well under the spool's record limit (1 MiB).
-inline constexpr size_t kMaxKeyBytes = 250;        // MLflow's own limit for param and tag keys
-inline constexpr size_t kMaxValueBytes = 6000;     // MLflow's limit for param values
-inline constexpr size_t kMaxFieldsPerMap = 500;    // params, tags or summary entries per run
+// The protocol's bounds (protocol/experiments.h: MLflow's own limits for param and tag keys
+// and values, entries per map), which keep one run's upsert well under the spool's record
+// limit (1 MiB).
+inline constexpr size_t kMaxKeyBytes = protocol::kMaxRunKeyBytes;
+inline constexpr size_t kMaxValueBytes = protocol::kMaxRunValueBytes;
+inline constexpr size_t kMaxFieldsPerMap = protocol::kMaxRunMapEntries;
 inline constexpr size_t kMaxRunPayloadBytes = 512 << 10;
 // Records are cut at this size, so a long history goes in several records.
 inline constexpr size_t kDefaultMaxPointsRecordBytes = 512 << 10;
 
-// The statuses the console knows. MLflow's are mapped one to one; a W&B run is finished or
-// failed by its exit record, running while its log still grows, and crashed once it stopped
-// growing without an exit record.
-inline constexpr std::string_view kStatusRunning = "running";
-inline constexpr std::string_view kStatusScheduled = "scheduled";
-inline constexpr std::string_view kStatusFinished = "finished";
-inline constexpr std::string_view kStatusFailed = "failed";
-inline constexpr std::string_view kStatusKilled = "killed";
-inline constexpr std::string_view kStatusCrashed = "crashed";
+// The statuses the console knows (protocol/experiments.h).
+using protocol::kRunCrashed;
+using protocol::kRunFailed;
+using protocol::kRunFinished;
+using protocol::kRunKilled;
+using protocol::kRunRunning;
+using protocol::kRunScheduled;
 
 // True for a status a run never leaves by itself.
 bool IsTerminalStatus(std::string_view status);

@@ -290,20 +290,20 @@ Status WandbScanner::ScanRun(ScanPass& pass, const RunFolder& folder) {
   if (events->exit_code) run.exit_code = events->exit_code;
   const std::int64_t log_mtime_ms = log_stat->mtime_ns / 1'000'000;
   if (run.exit_code) {
-    run.status = std::string(*run.exit_code == 0 ? kStatusFinished : kStatusFailed);
+    run.status = std::string(*run.exit_code == 0 ? kRunFinished : kRunFailed);
     if (events->runtime_s && run.started_at_ms) {
       run.ended_at_ms = *run.started_at_ms + *events->runtime_s * 1000;
     } else if (!run.ended_at_ms) {
       run.ended_at_ms = log_mtime_ms;
     }
   } else if (events->ended) {
-    run.status = std::string(kStatusFinished);
+    run.status = std::string(kRunFinished);
     run.ended_at_ms = log_mtime_ms;
   } else if (stale) {
-    run.status = std::string(kStatusCrashed);
+    run.status = std::string(kRunCrashed);
     run.ended_at_ms = log_mtime_ms;  // the last sign of life
   } else {
-    run.status = std::string(kStatusRunning);
+    run.status = std::string(kRunRunning);
     run.ended_at_ms.reset();
   }
   NormalizeRun(run);

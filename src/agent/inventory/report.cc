@@ -4,6 +4,7 @@
 #include <map>
 #include <optional>
 
+#include "common/json.h"
 #include "common/quantity.h"
 
 namespace uplink::agent::inventory {
@@ -13,17 +14,15 @@ constexpr std::string_view kNvidiaGpu = "nvidia.com/gpu";
 constexpr std::string_view kAmdGpu = "amd.com/gpu";
 constexpr std::string_view kMigPrefix = "nvidia.com/mig-";
 
-// Per-node bounds of docs/protocol.md: the console refuses a whole report over any of them,
-// so a node that exceeds one is reported with an error instead.
-constexpr std::int64_t kMaxGpuCount = 1'000'000;
-constexpr size_t kMaxTaints = 64;
-constexpr size_t kMaxResources = 64;
-constexpr size_t kMaxResourceNameBytes = 253;
-constexpr size_t kMaxTaintStringBytes = 256;
-constexpr size_t kMaxProductBytes = 256;
-constexpr size_t kMaxNodeNameBytes = 253;
-constexpr size_t kMaxUidBytes = 128;
-constexpr size_t kMaxErrorBytes = 1024;
+// The per-node bounds of protocol/inventory.h: the console refuses a whole report over any of
+// them, so a node that exceeds one is reported with an error instead.
+using protocol::kMaxGpuCount;
+using protocol::kMaxInventoryTextBytes;
+using protocol::kMaxNodeErrorBytes;
+using protocol::kMaxNodeNameBytes;
+using protocol::kMaxNodeUidBytes;
+using protocol::kMaxResourcesPerNode;
+using protocol::kMaxTaintsPerNode;
 // Stands in for a missing name: the console requires a non-empty one.
 constexpr std::string_view kNoName = "(no name)";
 
@@ -64,9 +63,9 @@ void ReadResources(const json::object& status, std::string_view field,
   }
   for (const auto& [name, value] : list->get_object()) {
     if (!IsGpuResource(name)) continue;
-    if (name.size() > kMaxResourceNameBytes) {
+    if (name.size() > kMaxNodeNameBytes) {
       reader.Fail("status." + std::string(field) + " has a GPU resource name longer than " +
-                  std::to_string(kMaxResourceNameBytes) + " bytes");
+                  std::to_string(kMaxNodeNameBytes) + " bytes");
       continue;
     }
     std::string where = "status." + std::string(field) + "[" + std::string(name) + "]";
@@ -157,8 +156,8 @@ bool ReadReady(const json::object* status, NodeReader& reader) {
 }
 
 // The node's taints; none when they exceed the report's bounds (the node then has an error).
-json::array ReadTaints(const json::object* spec, NodeReader& reader) {
-  json::array taints;
+std::vector<protocol::Taint> ReadTaints(const json::object* spec, NodeReader& reader) {
+  std::vector<protocol::Taint> taints;
   if (spec == nullptr) return taints;
   const json::value* list = spec->if_contains("taints");
   if (list == nullptr || list->is_null()) return taints;
@@ -166,9 +165,9 @@ json::array ReadTaints(const json::object* spec, NodeReader& reader) {
     reader.Fail("spec.taints is not a list");
     return taints;
   }
-  if (list->get_array().size() > kMaxTaints) {
+  if (list->get_array().size() > kMaxTaintsPerNode) {
     reader.Fail("spec.taints has " + std::to_string(list->get_array().size()) +
-                " entries; a report carries at most " + std::to_string(kMaxTaints));
+                " entries; a report carries at most " + std::to_string(kMaxTaintsPerNode));
     return taints;
   }
   for (const json::value& taint : list->get_array()) {
@@ -177,15 +176,15 @@ json::array ReadTaints(const json::object* spec, NodeReader& reader) {
       continue;
     }
     const json::object& object = taint.get_object();
-    json::object entry;
-    for (std::string_view part : {"key", "value", "effect"}) {
-      std::string text = StringAt(object, part);
-      if (text.size() > kMaxTaintStringBytes) {
+    protocol::Taint entry;
+    for (auto [part, text] : {std::pair{"key", &entry.key}, std::pair{"value", &entry.value},
+                              std::pair{"effect", &entry.effect}}) {
+      *text = StringAt(object, part);
+      if (text->size() > kMaxInventoryTextBytes) {
         reader.Fail("spec.taints has a " + std::string(part) + " longer than " +
-                    std::to_string(kMaxTaintStringBytes) + " bytes");
-        return json::array();
+                    std::to_string(kMaxInventoryTextBytes) + " bytes");
+        return {};
       }
-      entry[part] = std::move(text);
     }
     taints.push_back(std::move(entry));
   }
@@ -206,20 +205,11 @@ std::int64_t SaturatingAdd(std::int64_t a, std::int64_t b) {
                : std::numeric_limits<std::int64_t>::min();
 }
 
-json::object DescribeNode(const json::value& node) {
-  json::object entry{{"name", ""},
-                     {"uid", ""},
-                     {"ready", false},
-                     {"unschedulable", false},
-                     {"gpu_resource", ""},
-                     {"gpu_capacity", 0},
-                     {"gpu_allocatable", 0},
-                     {"gpu_product", ""},
-                     {"resources", json::object()},
-                     {"taints", json::array()}};
+protocol::InventoryNode DescribeNode(const json::value& node) {
+  protocol::InventoryNode entry;
   if (!node.is_object()) {
-    entry["name"] = kNoName;
-    entry["error"] = "the node is not a JSON object";
+    entry.name = kNoName;
+    entry.error = "the node is not a JSON object";
     return entry;
   }
   NodeReader reader;
@@ -228,70 +218,66 @@ json::object DescribeNode(const json::value& node) {
   const json::object* spec = ObjectAt(object, "spec");
   const json::object* status = ObjectAt(object, "status");
   const json::object* labels = metadata != nullptr ? ObjectAt(*metadata, "labels") : nullptr;
-  std::string name = metadata != nullptr ? StringAt(*metadata, "name") : "";
-  std::string uid = metadata != nullptr ? StringAt(*metadata, "uid") : "";
-  if (name.empty()) {
+  entry.name = metadata != nullptr ? StringAt(*metadata, "name") : "";
+  entry.uid = metadata != nullptr ? StringAt(*metadata, "uid") : "";
+  if (entry.name.empty()) {
     reader.Fail("metadata.name is missing");
-    name = kNoName;
-  } else if (name.size() > kMaxNodeNameBytes) {
+    entry.name = kNoName;
+  } else if (entry.name.size() > kMaxNodeNameBytes) {
     // Cut so the entry is still accepted; the error says the name is not the whole one.
     reader.Fail("metadata.name is longer than " + std::to_string(kMaxNodeNameBytes) +
                 " bytes; the name shown is cut");
-    name = Utf8Prefix(name, kMaxNodeNameBytes);
+    entry.name = Utf8Prefix(entry.name, kMaxNodeNameBytes);
   }
-  if (uid.size() > kMaxUidBytes) {
-    reader.Fail("metadata.uid is longer than " + std::to_string(kMaxUidBytes) + " bytes");
-    uid.clear();
+  if (entry.uid.size() > kMaxNodeUidBytes) {
+    reader.Fail("metadata.uid is longer than " + std::to_string(kMaxNodeUidBytes) + " bytes");
+    entry.uid.clear();
   }
-  entry["name"] = std::move(name);
-  entry["uid"] = std::move(uid);
 
-  entry["ready"] = ReadReady(status, reader);
+  entry.ready = ReadReady(status, reader);
   if (spec != nullptr) {
     const json::value* unschedulable = spec->if_contains("unschedulable");
     if (unschedulable != nullptr && unschedulable->is_bool()) {
-      entry["unschedulable"] = unschedulable->get_bool();
+      entry.unschedulable = unschedulable->get_bool();
     } else if (unschedulable != nullptr && !unschedulable->is_null()) {
       reader.Fail("spec.unschedulable is not true or false");
     }
   }
-  entry["taints"] = ReadTaints(spec, reader);
+  entry.taints = ReadTaints(spec, reader);
 
   std::map<std::string, Counts, std::less<>> counts;
   if (status != nullptr) {
     ReadResources(*status, "capacity", counts, reader);
     ReadResources(*status, "allocatable", counts, reader);
   }
-  if (counts.size() > kMaxResources) {
+  if (counts.size() > kMaxResourcesPerNode) {
     reader.Fail("the node has " + std::to_string(counts.size()) +
-                " GPU resources; a report carries at most " + std::to_string(kMaxResources));
+                " GPU resources; a report carries at most " + std::to_string(kMaxResourcesPerNode));
   }
   if (reader.error) {
-    entry["error"] = Utf8Prefix(*reader.error, kMaxErrorBytes);
+    entry.error = Utf8Prefix(*reader.error, kMaxNodeErrorBytes);
     return entry;
   }
-  json::object resources;
   for (const auto& [name, count] : counts) {
-    resources[name] = json::object{{"capacity", count.capacity}, {"allocatable", count.allocatable}};
+    entry.resources.push_back(protocol::GpuResource{name, count.capacity, count.allocatable});
   }
   std::string main = MainResource(counts);
   if (!main.empty()) {
-    entry["gpu_capacity"] = counts[main].capacity;
-    entry["gpu_allocatable"] = counts[main].allocatable;
+    entry.gpu_capacity = counts[main].capacity;
+    entry.gpu_allocatable = counts[main].allocatable;
   }
-  entry["gpu_product"] = Utf8Prefix(Product(main, labels), kMaxProductBytes);
-  entry["gpu_resource"] = main;
-  entry["resources"] = std::move(resources);
+  entry.gpu_product = Utf8Prefix(Product(main, labels), kMaxInventoryTextBytes);
+  entry.gpu_resource = std::move(main);
   return entry;
 }
 
 void ReportBuilder::Add(const json::value& node) {
-  json::object entry = DescribeNode(node);
+  protocol::InventoryNode entry = DescribeNode(node);
   ++summary_.nodes;
-  if (entry.contains("error")) {
+  if (entry.error) {
     ++summary_.nodes_with_errors;
   } else {
-    summary_.gpus = SaturatingAdd(summary_.gpus, entry["gpu_capacity"].as_int64());
+    summary_.gpus = SaturatingAdd(summary_.gpus, entry.gpu_capacity);
   }
   entries_.push_back(std::move(entry));
 }
@@ -305,11 +291,11 @@ Report ReportBuilder::Finish(std::string_view cluster_uid, std::string_view sele
                              WallTime collected_at) && {
   Report report;
   report.summary = summary_;
-  report.body = json::object{{"agent_version", UPLINK_VERSION},
-                             {"cluster_uid", cluster_uid},
-                             {"selector", selector},
-                             {"collected_at", FormatRfc3339(collected_at)},
-                             {"nodes", std::move(entries_)}};
+  report.message.agent_version = UPLINK_VERSION;
+  report.message.cluster_uid = std::string(cluster_uid);
+  report.message.selector = std::string(selector);
+  report.message.collected_at = collected_at;
+  report.message.nodes = std::move(entries_);
   return report;
 }
 

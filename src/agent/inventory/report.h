@@ -8,19 +8,19 @@
 #include <string_view>
 #include <vector>
 
-#include "common/json.h"
+#include "common/json_fwd.h"
 #include "common/time.h"
+#include "protocol/inventory.h"
 
 namespace uplink::agent::inventory {
 
 // True for the resources the report carries: nvidia.com/gpu, amd.com/gpu, nvidia.com/mig-*.
 bool IsGpuResource(std::string_view name);
 
-// One node's entry: name, uid, ready, unschedulable, gpu_resource, gpu_capacity,
-// gpu_allocatable, gpu_product, resources, taints and, when something could not be read or is
-// outside docs/protocol.md's per-node bounds, error (with every GPU count zero). The entry
-// itself always stays within those bounds, so the console never refuses a report over it.
-json::object DescribeNode(const json::value& node);
+// One node's entry of the report; when something could not be read or is outside the
+// protocol's per-node bounds, with `error` (and every GPU count zero). The entry itself always
+// stays within those bounds, so the console never refuses a report over it.
+protocol::InventoryNode DescribeNode(const json::value& node);
 
 // a + b, held at the int64 limits instead of overflowing (for totals over many nodes).
 std::int64_t SaturatingAdd(std::int64_t a, std::int64_t b);
@@ -32,7 +32,7 @@ struct ReportSummary {
 };
 
 struct Report {
-  json::object body;
+  protocol::InventoryReport message;  // protocol::EncodeInventoryReport makes the body
   ReportSummary summary;
 };
 
@@ -45,7 +45,7 @@ class ReportBuilder {
   Report Finish(std::string_view cluster_uid, std::string_view selector, WallTime collected_at) &&;
 
  private:
-  json::array entries_;
+  std::vector<protocol::InventoryNode> entries_;
   ReportSummary summary_;
 };
 

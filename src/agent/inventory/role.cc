@@ -3,6 +3,9 @@
 #include <algorithm>
 
 #include "agent/kube_system_uid.h"
+#include "common/json.h"
+#include "protocol/agent_api.h"
+#include "protocol/inventory.h"
 
 namespace uplink::agent::inventory {
 namespace {
@@ -100,7 +103,7 @@ CycleResult InventoryRole::RunCycle() {
     return cycle;
   }
   Report report = std::move(builder).Finish(*uid, options_.selector, clock_.Now());
-  if (!options_.instance.empty()) report.body["agent_instance"] = options_.instance;
+  report.message.agent_instance = options_.instance;
   metrics_.Set(kNodes, static_cast<double>(report.summary.nodes));
   metrics_.Set(kNodeErrors, static_cast<double>(report.summary.nodes_with_errors));
   metrics_.Set(kGpus, static_cast<double>(report.summary.gpus));
@@ -109,14 +112,12 @@ CycleResult InventoryRole::RunCycle() {
               {{"nodes_with_errors", report.summary.nodes_with_errors}});
   }
 
-  ConsoleReply reply = console_.PostJson(kInventoryPath, json::value(std::move(report.body)));
-  if (reply.status.ok()) {
-    const json::object& body = reply.body.get_object();
-    const json::value* accepted = body.if_contains("accepted");
-    if (accepted == nullptr || !accepted->is_bool() || !accepted->get_bool()) {
-      reply.status = UnavailableError("the console answered " + std::to_string(reply.http_status) +
-                                      " without \"accepted\": true");
-    }
+  ConsoleReply reply =
+      console_.PostJson(protocol::kInventoryPath, protocol::EncodeInventoryReport(report.message));
+  protocol::InventoryReply accepted = protocol::DecodeInventoryReply(reply.body);
+  if (reply.status.ok() && !accepted.accepted) {
+    reply.status = UnavailableError("the console answered " + std::to_string(reply.http_status) +
+                                    " without \"accepted\": true");
   }
   if (!reply.status.ok()) {
     // 401/403/409 mean this credential or cluster binding is refused: not ready at once.
@@ -135,12 +136,9 @@ CycleResult InventoryRole::RunCycle() {
   std::chrono::seconds interval;
   {
     std::lock_guard lock(mutex_);
-    if (const json::value* seconds = reply.body.get_object().if_contains("report_interval_seconds");
-        seconds != nullptr && seconds->is_number()) {
-      auto asked = seconds->to_number<double>();
-      interval_ = std::chrono::seconds(static_cast<std::int64_t>(
-          std::clamp(asked, static_cast<double>(options_.min_interval.count()),
-                     static_cast<double>(options_.max_interval.count()))));
+    if (accepted.report_interval_seconds) {
+      interval_ = std::clamp(std::chrono::seconds(*accepted.report_interval_seconds),
+                             options_.min_interval, options_.max_interval);
     }
     interval = interval_;
     last_accepted_ = clock_.SteadyNow();

@@ -19,8 +19,6 @@
 
 namespace uplink::agent::inventory {
 
-inline constexpr std::string_view kInventoryPath = "/api/v1/agent/inventory";
-
 struct RoleOptions {
   std::string selector = "nvidia.com/gpu.present=true";
   // Which agent this is, so the console can show each one (the pod's name).

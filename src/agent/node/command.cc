@@ -31,7 +31,7 @@ struct NodeFlags {
   std::string host_proc = "/proc";
   std::string host_root = "/";
   std::string collectors = "cpu,memory,load,uptime,pressure,network,disk,filesystem,gpu";
-  std::chrono::milliseconds interval = kDefaultInterval;
+  std::chrono::milliseconds interval = protocol::kDefaultPlanInterval;
   bool once = false;
   std::string format = "prometheus";
   std::string listen = "0.0.0.0:8081";
@@ -98,7 +98,7 @@ Status Check(const FlagSet& flags, NodeFlags& f, CollectorSet& collectors) {
   auto parsed = ParseCollectorList(f.collectors);
   if (!parsed.ok()) return InvalidArgumentError("--collectors: " + parsed.status().message());
   collectors = *parsed;
-  if (f.interval < kMinInterval || f.interval > kMaxInterval) {
+  if (f.interval < protocol::kMinPlanInterval || f.interval > protocol::kMaxPlanInterval) {
     return InvalidArgumentError("--interval must be from 10s to 1h");
   }
   if (f.format != "prometheus" && f.format != "json") {

@@ -44,30 +44,14 @@ std::string GapText(const NodeSample& sample, std::string_view source) {
 }  // namespace
 
 Result<std::optional<NodePlan>> PlanFromReply(const json::value& reply) {
-  const json::object* body = reply.if_object();
-  if (body == nullptr) return std::optional<NodePlan>();
-  const json::value* plan_value = body->if_contains("plan");
-  if (plan_value == nullptr || plan_value->is_null()) return std::optional<NodePlan>();
-  const json::object* plan = plan_value->if_object();
-  if (plan == nullptr) return InvalidArgumentError("plan must be an object");
+  UPLINK_ASSIGN_OR_RETURN(std::optional<protocol::NodePlan> plan, protocol::DecodeNodePlan(reply));
+  if (!plan) return std::optional<NodePlan>();
   NodePlan out;
-  if (const json::value* interval = plan->if_contains("interval_seconds")) {
-    const std::int64_t* seconds = interval->if_int64();
-    if (seconds == nullptr || *seconds < kMinInterval.count() || *seconds > kMaxInterval.count()) {
-      return InvalidArgumentError("plan.interval_seconds must be an integer from " +
-                                  std::to_string(kMinInterval.count()) + " to " +
-                                  std::to_string(kMaxInterval.count()));
-    }
-    out.interval = std::chrono::seconds(*seconds);
-  }
-  if (const json::value* collectors = plan->if_contains("collectors")) {
-    const json::array* names = collectors->if_array();
-    if (names == nullptr) return InvalidArgumentError("plan.collectors must be an array");
+  if (plan->interval) out.interval = *plan->interval;
+  if (plan->collectors) {
     out.collectors = CollectorSet();
-    for (const json::value& name : *names) {
-      const json::string* text = name.if_string();
-      if (text == nullptr) return InvalidArgumentError("plan.collectors must hold strings");
-      if (auto collector = ParseCollectorName(*text); collector.ok()) out.collectors.Add(*collector);
+    for (const std::string& name : *plan->collectors) {
+      if (auto collector = ParseCollectorName(name); collector.ok()) out.collectors.Add(*collector);
     }
   }
   return std::optional<NodePlan>(out);

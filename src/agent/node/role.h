@@ -17,17 +17,15 @@
 #include "common/log.h"
 #include "common/metrics.h"
 #include "common/time.h"
+#include "protocol/plans.h"
 #include "spool/spool.h"
 
 namespace uplink::agent::node {
 
-inline constexpr std::chrono::seconds kDefaultInterval{30};
-inline constexpr std::chrono::seconds kMinInterval{10};
-inline constexpr std::chrono::seconds kMaxInterval{3600};
-
-// What to collect and how often; the console sends it in its upload replies.
+// What to collect and how often; the console sends it in its upload replies
+// (protocol/plans.h), within protocol::kMinPlanInterval..kMaxPlanInterval.
 struct NodePlan {
-  std::chrono::seconds interval = kDefaultInterval;
+  std::chrono::seconds interval = protocol::kDefaultPlanInterval;
   CollectorSet collectors = CollectorSet::All();
   friend bool operator==(const NodePlan&, const NodePlan&) = default;
 };

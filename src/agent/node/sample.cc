@@ -1,18 +1,20 @@
 #include "agent/node/sample.h"
 
+#include <bit>
+#include <iterator>
+
+#include "protocol/plans.h"
+
 namespace uplink::agent::node {
 
+static_assert(std::size(kAllCollectors) == std::size(protocol::kNodeCollectors));
+
 std::string_view CollectorName(Collector c) {
-  switch (c) {
-    case Collector::kCpu: return "cpu";
-    case Collector::kMemory: return "memory";
-    case Collector::kLoad: return "load";
-    case Collector::kUptime: return "uptime";
-    case Collector::kPressure: return "pressure";
-    case Collector::kNetwork: return "network";
-    case Collector::kDisk: return "disk";
-    case Collector::kFilesystem: return "filesystem";
-    case Collector::kGpu: return "gpu";
+  // Collector bit i is the i-th of the protocol's collector names.
+  const auto bit = static_cast<std::uint32_t>(c);
+  const int index = std::countr_zero(bit);
+  if (std::has_single_bit(bit) && index < static_cast<int>(std::size(protocol::kNodeCollectors))) {
+    return protocol::kNodeCollectors[index];
   }
   return "unknown";
 }
@@ -21,9 +23,11 @@ Result<Collector> ParseCollectorName(std::string_view name) {
   for (Collector c : kAllCollectors) {
     if (CollectorName(c) == name) return c;
   }
-  return InvalidArgumentError("unknown collector '" + std::string(name) +
-                              "'; known: cpu, memory, load, uptime, pressure, network, disk, "
-                              "filesystem, gpu");
+  std::string known;
+  for (std::string_view collector : protocol::kNodeCollectors) {
+    known += (known.empty() ? "" : ", ") + std::string(collector);
+  }
+  return InvalidArgumentError("unknown collector '" + std::string(name) + "'; known: " + known);
 }
 
 std::string_view GpuSourceName(GpuSource source) {

@@ -16,6 +16,7 @@
 namespace uplink::agent::node {
 
 // The sources one collection reads. The console's plan names them; all are on by default.
+// Bit i is the i-th of protocol::kNodeCollectors, the names the plan uses.
 enum class Collector : std::uint32_t {
   kCpu = 1u << 0,         // /proc/stat: CPU time by mode, context switches, forks, boot time
   kMemory = 1u << 1,      // /proc/meminfo

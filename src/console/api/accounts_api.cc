@@ -1,10 +1,11 @@
-// Sessions, users and API keys (docs/api.md): the routes by which people sign in and manage
-// who may call the console.
+#include "console/api/accounts_api.h"
+
 #include "common/crypto.h"
 #include "console/api/api_objects.h"
-#include "console/api/console_api.h"
-#include "console/api/errors.h"
+#include "console/api/json_fields.h"
 #include "console/auth/credentials.h"
+#include "console/replies.h"
+#include "protocol/credentials.h"
 
 namespace uplink::console {
 namespace {
@@ -17,12 +18,6 @@ constexpr std::string_view kWrongCredentials =
     "the email or password is wrong; check both, or ask an admin to set a new password";
 
 std::string NewId() { return HexEncode(RandomBytes(kIdBytes)); }
-
-Status UserNotFound() {
-  return NotFoundError(
-      "there is no user with this id that you may see; admins list users with "
-      "GET /api/v1/users");
-}
 
 // An event for something done with a password by someone not yet signed in.
 AuditEvent SignInEvent(const User& user, std::string_view email, const net::Request& request,
@@ -46,18 +41,73 @@ AuditEvent SignInEvent(const User& user, std::string_view email, const net::Requ
 
 }  // namespace
 
-// ---- sessions -------------------------------------------------------------------------------
+AccountsApi::AccountsApi(const ApiContext& context, TwoFactorApi& two_factor)
+    : ApiArea(context), two_factor_(two_factor) {}
 
-void ConsoleApi::RecordRefusal(const AuditEvent& event) {
-  // The refusal stands whether or not it could be recorded: a store error must not turn a
-  // 401 into a 500 that tells an email exists.
-  if (Status appended = store_.AppendAudit(event); !appended.ok()) {
-    log_.Error("recording a refusal in the audit log failed",
-               {{"action", event.action}, {"error", appended}});
-  }
+void AccountsApi::Register(Routes& routes) {
+  // Sessions and the caller.
+  routes.PublicRoute("POST", "/api/v1/sessions",
+                     [this](const net::Request& request) { return SignIn(request); });
+  routes.UserRoute("GET", "/api/v1/me", Access::kAnyUser,
+                   [this](const net::Request&, const net::PathParams&,
+                          const RequestContext& caller) { return Me(caller); });
+  routes.UserRoute(
+      "POST", "/api/v1/session/confirm", Access::kAnyUser,
+      [this](const net::Request& request, const net::PathParams&, const RequestContext& caller) {
+        return ConfirmSession(request, caller);
+      });
+  routes.UserRoute("POST", "/api/v1/session/logout", Access::kAnyUser,
+                   [this](const net::Request& request, const net::PathParams&,
+                          const RequestContext& caller) { return Logout(request, caller); });
+
+  // Users.
+  routes.UserRoute("GET", "/api/v1/users", Access::kAdmin,
+                   [this](const net::Request& request, const net::PathParams&,
+                          const RequestContext&) { return ListUsers(request); });
+  // Sensitive: a user made with a password is a lasting credential, which a stolen session
+  // must not be able to mint.
+  routes.UserRoute("POST", "/api/v1/users", Access::kSensitiveAdmin,
+                   [this](const net::Request& request, const net::PathParams&,
+                          const RequestContext& caller) { return CreateUser(request, caller); });
+  routes.UserRoute(
+      "GET", "/api/v1/users/{id}", Access::kAnyUser,
+      [this](const net::Request&, const net::PathParams& params, const RequestContext& caller) {
+        return ShowUser(params.at("id"), caller);
+      });
+  routes.UserRoute("POST", "/api/v1/users/{id}/deactivate", Access::kAdmin,
+                   [this](const net::Request& request, const net::PathParams& params,
+                          const RequestContext& caller) {
+                     return SetDeactivated(params.at("id"), request, caller, true);
+                   });
+  routes.UserRoute("POST", "/api/v1/users/{id}/reactivate", Access::kAdmin,
+                   [this](const net::Request& request, const net::PathParams& params,
+                          const RequestContext& caller) {
+                     return SetDeactivated(params.at("id"), request, caller, false);
+                   });
+  // Sensitive only for an admin setting another user's password: checked inside.
+  routes.UserRoute("POST", "/api/v1/users/{id}/password", Access::kAnyUser,
+                   [this](const net::Request& request, const net::PathParams& params,
+                          const RequestContext& caller) {
+                     return ChangePassword(params.at("id"), request, caller);
+                   });
+
+  // API keys.
+  routes.UserRoute("GET", "/api/v1/api-keys", Access::kAnyUser,
+                   [this](const net::Request&, const net::PathParams&,
+                          const RequestContext& caller) { return ListApiKeys(caller); });
+  routes.UserRoute("POST", "/api/v1/api-keys", Access::kSensitive,
+                   [this](const net::Request& request, const net::PathParams&,
+                          const RequestContext& caller) { return CreateApiKey(request, caller); });
+  routes.UserRoute("POST", "/api/v1/api-keys/{id}/revoke", Access::kAnyUser,
+                   [this](const net::Request& request, const net::PathParams& params,
+                          const RequestContext& caller) {
+                     return RevokeApiKey(params.at("id"), request, caller);
+                   });
 }
 
-Result<net::Response> ConsoleApi::SignIn(const net::Request& request) {
+// ---- sessions -------------------------------------------------------------------------------
+
+Result<net::Response> AccountsApi::SignIn(const net::Request& request) {
   if (auto limited = guard_.CheckAddress(request.remote_address)) return std::move(*limited);
   UPLINK_ASSIGN_OR_RETURN(json::object body, ReadJsonObject(request.body));
   FieldReader fields(body, "");
@@ -98,13 +148,13 @@ Result<net::Response> ConsoleApi::SignIn(const net::Request& request) {
                               {{"reason", "deactivated"}}));
     return refuse("deactivated", false);
   }
-  auto second_factor = SignInSecondFactor(
+  auto second_factor = two_factor_.SignInSecondFactor(
       *user, fields, request, SignInEvent(*user, email, request, now, "session.refused", "", {}));
   if (auto* refusal = std::get_if<net::Response>(&second_factor)) return std::move(*refusal);
   const auto& proved = std::get<std::optional<SecondFactorUse>>(second_factor);
   UPLINK_ASSIGN_OR_RETURN(bool enrollment_required, NeedsTwoFactorEnrollment(*user));
 
-  MintedCredential token = MintCredential(kSessionKind);
+  MintedCredential token = MintCredential(protocol::kSessionPrefix);
   Session session;
   session.id = NewId();
   session.user_id = user->id;
@@ -136,7 +186,7 @@ Result<net::Response> ConsoleApi::SignIn(const net::Request& request) {
                                     {"two_factor_enrollment_required", enrollment_required}}));
 }
 
-Result<net::Response> ConsoleApi::Me(const RequestContext& caller) {
+Result<net::Response> AccountsApi::Me(const RequestContext& caller) {
   json::value confirmed_until = nullptr;
   if (caller.session) confirmed_until = OptionalTimeJson(caller.session->confirmed_until);
   UPLINK_ASSIGN_OR_RETURN(bool enrollment_required, NeedsTwoFactorEnrollment(caller.user));
@@ -151,18 +201,8 @@ Result<net::Response> ConsoleApi::Me(const RequestContext& caller) {
                                    {"confirmed_until", confirmed_until}}}});
 }
 
-std::optional<net::Response> ConsoleApi::CheckOwnPassword(const User& user, const Secret& password,
-                                                          const std::string& remote_address) {
-  if (auto limited = guard_.CheckEmail(user.email)) return std::move(*limited);
-  if (hasher_.Verify(password, user.password_hash)) return std::nullopt;
-  guard_.Refused({"password", "invalid_credentials", remote_address, "", user.email, true});
-  return UnauthorizedResponse("invalid_credentials",
-                              "the password is wrong; try again, or ask an admin to set a new "
-                              "one");
-}
-
-Result<net::Response> ConsoleApi::ConfirmSession(const net::Request& request,
-                                                 const RequestContext& caller) {
+Result<net::Response> AccountsApi::ConfirmSession(const net::Request& request,
+                                                  const RequestContext& caller) {
   if (!caller.session) {
     return InvalidArgumentError(
         "only a session token needs confirming; an API key may make "
@@ -191,8 +231,8 @@ Result<net::Response> ConsoleApi::ConfirmSession(const net::Request& request,
   return JsonResponse(200, {{"session", SessionToJson(session)}});
 }
 
-Result<net::Response> ConsoleApi::Logout(const net::Request& request,
-                                         const RequestContext& caller) {
+Result<net::Response> AccountsApi::Logout(const net::Request& request,
+                                          const RequestContext& caller) {
   if (!caller.session) {
     return InvalidArgumentError(
         "only a session can be signed out; revoke an API key with "
@@ -209,22 +249,15 @@ Result<net::Response> ConsoleApi::Logout(const net::Request& request,
 
 // ---- users ----------------------------------------------------------------------------------
 
-Result<net::Response> ConsoleApi::ListUsers(const net::Request& request) {
+Result<net::Response> AccountsApi::ListUsers(const net::Request& request) {
   UPLINK_ASSIGN_OR_RETURN(std::vector<User> users, store_.ListUsers());
   json::array list;
   for (const User& user : users) list.push_back(UserToJson(user));
   return JsonResponse(200, {{"users", std::move(list)}});
 }
 
-Result<User> ConsoleApi::VisibleUser(const std::string& id, const RequestContext& caller) {
-  if (!IsPlausibleId(id) || (!caller.is_admin() && id != caller.user.id)) return UserNotFound();
-  auto user = store_.GetUser(id);
-  if (!user.ok() && user.status().code() == StatusCode::kNotFound) return UserNotFound();
-  return user;
-}
-
-Result<net::Response> ConsoleApi::CreateUser(const net::Request& request,
-                                             const RequestContext& caller) {
+Result<net::Response> AccountsApi::CreateUser(const net::Request& request,
+                                              const RequestContext& caller) {
   UPLINK_ASSIGN_OR_RETURN(json::object body, ReadJsonObject(request.body));
   FieldReader fields(body, "");
   UPLINK_RETURN_IF_ERROR(fields.OnlyFields({"email", "role", "password"}));
@@ -260,13 +293,14 @@ Result<net::Response> ConsoleApi::CreateUser(const net::Request& request,
   return JsonResponse(201, UserToJson(user));
 }
 
-Result<net::Response> ConsoleApi::ShowUser(const std::string& id, const RequestContext& caller) {
+Result<net::Response> AccountsApi::ShowUser(const std::string& id, const RequestContext& caller) {
   UPLINK_ASSIGN_OR_RETURN(User user, VisibleUser(id, caller));
   return JsonResponse(200, UserToJson(user));
 }
 
-Result<net::Response> ConsoleApi::SetDeactivated(const std::string& id, const net::Request& request,
-                                                 const RequestContext& caller, bool deactivate) {
+Result<net::Response> AccountsApi::SetDeactivated(const std::string& id,
+                                                  const net::Request& request,
+                                                  const RequestContext& caller, bool deactivate) {
   UPLINK_ASSIGN_OR_RETURN(User user, VisibleUser(id, caller));
   UPLINK_ASSIGN_OR_RETURN(json::object body, ReadJsonObject(request.body));
   UPLINK_RETURN_IF_ERROR(FieldReader(body, "").OnlyFields({}));
@@ -288,8 +322,9 @@ Result<net::Response> ConsoleApi::SetDeactivated(const std::string& id, const ne
   return JsonResponse(200, UserToJson(user));
 }
 
-Result<net::Response> ConsoleApi::ChangePassword(const std::string& id, const net::Request& request,
-                                                 const RequestContext& caller) {
+Result<net::Response> AccountsApi::ChangePassword(const std::string& id,
+                                                  const net::Request& request,
+                                                  const RequestContext& caller) {
   UPLINK_ASSIGN_OR_RETURN(User user, VisibleUser(id, caller));
   bool own = user.id == caller.user.id;
   if (!own) {
@@ -333,7 +368,7 @@ Result<net::Response> ConsoleApi::ChangePassword(const std::string& id, const ne
 
 // ---- API keys -------------------------------------------------------------------------------
 
-Result<net::Response> ConsoleApi::ListApiKeys(const RequestContext& caller) {
+Result<net::Response> AccountsApi::ListApiKeys(const RequestContext& caller) {
   UPLINK_ASSIGN_OR_RETURN(std::vector<ApiKey> keys, store_.ListApiKeys(caller.user.id));
   WallTime now = clock_.Now();
   json::array list;
@@ -341,8 +376,8 @@ Result<net::Response> ConsoleApi::ListApiKeys(const RequestContext& caller) {
   return JsonResponse(200, {{"api_keys", std::move(list)}});
 }
 
-Result<net::Response> ConsoleApi::CreateApiKey(const net::Request& request,
-                                               const RequestContext& caller) {
+Result<net::Response> AccountsApi::CreateApiKey(const net::Request& request,
+                                                const RequestContext& caller) {
   UPLINK_ASSIGN_OR_RETURN(json::object body, ReadJsonObject(request.body));
   FieldReader fields(body, "");
   UPLINK_RETURN_IF_ERROR(fields.OnlyFields({"name", "expires_at"}));
@@ -354,7 +389,7 @@ Result<net::Response> ConsoleApi::CreateApiKey(const net::Request& request,
   if (raw_expiry) {
     UPLINK_ASSIGN_OR_RETURN(key.expires_at, ParseFutureTime("expires_at", *raw_expiry, now));
   }
-  MintedCredential token = MintCredential(kApiKeyKind);
+  MintedCredential token = MintCredential(protocol::kApiKeyPrefix);
   key.id = NewId();
   key.user_id = caller.user.id;
   key.lookup_prefix = token.lookup_prefix;
@@ -371,8 +406,8 @@ Result<net::Response> ConsoleApi::CreateApiKey(const net::Request& request,
   return NoStore(JsonResponse(201, reply));
 }
 
-Result<net::Response> ConsoleApi::RevokeApiKey(const std::string& id, const net::Request& request,
-                                               const RequestContext& caller) {
+Result<net::Response> AccountsApi::RevokeApiKey(const std::string& id, const net::Request& request,
+                                                const RequestContext& caller) {
   Status not_found = NotFoundError(
       "you have no API key with this id; list yours with "
       "GET /api/v1/api-keys");

@@ -1,18 +1,27 @@
-// The agent's calls (docs/protocol.md): the inventory report, spool uploads and whoami. The
-// connection token is checked by AgentRoute before these run.
+#include "console/api/agent_api.h"
 
-#include "common/cluster_identity.h"
 #include "common/files.h"
 #include "common/gzip.h"
 #include "common/text.h"
-#include "console/api/console_api.h"
-#include "console/api/errors.h"
-#include "console/api/inventory_report.h"
-#include "console/api/kubectl_results.h"
 #include "console/api/upload_batch.h"
+#include "console/replies.h"
+#include "protocol/agent_api.h"
+#include "protocol/inventory.h"
+#include "protocol/upload.h"
+#include "protocol/whoami.h"
 
 namespace uplink::console {
 namespace {
+
+constexpr const char* kReportsAcceptedTotal = "uplink_console_reports_accepted_total";
+constexpr const char* kReportsRefusedTotal = "uplink_console_reports_refused_total";
+constexpr const char* kUploadsAcceptedTotal = "uplink_console_uploads_accepted_total";
+constexpr const char* kUploadsRefusedTotal = "uplink_console_uploads_refused_total";
+constexpr const char* kUploadRecordsStoredTotal = "uplink_console_upload_records_stored_total";
+constexpr const char* kUploadDuplicatesTotal = "uplink_console_upload_duplicates_total";
+constexpr const char* kUploadRecordsLostTotal = "uplink_console_upload_records_lost_total";
+constexpr const char* kStreamRestartsTotal = "uplink_console_stream_restarts_total";
+constexpr const char* kRecordsPrunedTotal = "uplink_console_records_pruned_total";
 
 // The metric label of a refused upload: its reply's error code.
 std::string_view UploadRefusalReason(int http_status) {
@@ -42,8 +51,44 @@ AgentIdentity UploadingAgent(const UploadBatch& batch) {
 
 }  // namespace
 
-Result<net::Response> ConsoleApi::ReportInventory(const net::Request& request,
-                                                  const Connection& connection) {
+AgentApi::AgentApi(const ApiContext& context, NodesApi& nodes, KubectlApi& kubectl, RunsApi& runs)
+    : ApiArea(context), nodes_(nodes), kubectl_(kubectl), runs_(runs) {
+  metrics_.DeclareCounter(kReportsAcceptedTotal, "Inventory reports stored.");
+  metrics_.DeclareCounter(kReportsRefusedTotal,
+                          "Inventory reports refused after authentication, by reason.");
+  metrics_.DeclareCounter(kUploadsAcceptedTotal, "Spool uploads accepted.");
+  metrics_.DeclareCounter(kUploadsRefusedTotal,
+                          "Spool uploads refused after authentication, by error code.");
+  metrics_.DeclareCounter(kUploadRecordsStoredTotal, "Uploaded records stored.");
+  metrics_.DeclareCounter(kUploadDuplicatesTotal,
+                          "Uploaded records already acknowledged, so not stored again.");
+  metrics_.DeclareCounter(kUploadRecordsLostTotal,
+                          "Record sequences that never arrived, counted when a later one is "
+                          "acknowledged.");
+  metrics_.DeclareCounter(kStreamRestartsTotal, "Streams whose agent spool was recreated.");
+  metrics_.DeclareCounter(kRecordsPrunedTotal, "Uploaded records deleted by retention.");
+}
+
+void AgentApi::Register(Routes& routes) {
+  routes.AgentRoute(
+      "POST", std::string(protocol::kInventoryPath),
+      [this](const net::Request& request, const Connection& connection) {
+        return ReportInventory(request, connection);
+      },
+      kReportsRefusedTotal);
+  routes.AgentRoute(
+      "POST", std::string(protocol::kUploadsPath),
+      [this](const net::Request& request, const Connection& connection) {
+        return ReceiveUpload(request, connection);
+      },
+      kUploadsRefusedTotal);
+  routes.AgentRoute(
+      "GET", std::string(protocol::kWhoAmIPath),
+      [this](const net::Request&, const Connection& connection) { return WhoAmI(connection); });
+}
+
+Result<net::Response> AgentApi::ReportInventory(const net::Request& request,
+                                                const Connection& connection) {
   auto accepted = AcceptInventory(request, connection);
   if (accepted.ok()) {
     if (accepted->status != 200) {
@@ -81,14 +126,16 @@ Result<net::Response> ConsoleApi::ReportInventory(const net::Request& request,
   return status;
 }
 
-Result<net::Response> ConsoleApi::AcceptInventory(const net::Request& request,
-                                                  const Connection& connection) {
+Result<net::Response> AgentApi::AcceptInventory(const net::Request& request,
+                                                const Connection& connection) {
   std::string decompressed;
-  auto decoded = AgentJsonBody(request, kMaxReportBytes, decompressed);
+  auto decoded = AgentJsonBody(request, protocol::kMaxReportBytes, decompressed);
   if (auto* refusal = std::get_if<net::Response>(&decoded)) return std::move(*refusal);
   const std::string_view body = std::get<std::string_view>(decoded);
-  UPLINK_ASSIGN_OR_RETURN(json::value document, ParseJson(body, JsonLimits{kMaxReportBytes, 16}));
-  UPLINK_ASSIGN_OR_RETURN(InventoryReport report, ParseInventoryReport(document));
+  UPLINK_ASSIGN_OR_RETURN(
+      json::value document,
+      ParseJson(body, JsonLimits{protocol::kMaxReportBytes, protocol::kMaxReportDepth}));
+  UPLINK_ASSIGN_OR_RETURN(InventoryReport report, protocol::DecodeInventoryReport(document));
 
   // The store records connection.bind or connection.cluster_mismatch with its own detail;
   // who reported, from where, is known here.
@@ -98,19 +145,20 @@ Result<net::Response> ConsoleApi::AcceptInventory(const net::Request& request,
   UPLINK_RETURN_IF_ERROR(
       store_.AcceptReport(connection.id, connection.token_hash, report, now, audit));
   // A report that named its cluster in the header was bound (and logged) before this.
-  if (!connection.cluster_uid && !request.headers.Get(kClusterUidHeader)) {
+  if (!connection.cluster_uid && !request.headers.Get(protocol::kClusterUidHeader)) {
     log_.Info("connection bound to its cluster",
               {{"connection_id", connection.id}, {"cluster_uid", report.cluster_uid}});
   }
   log_.Debug("report accepted", {{"connection_id", connection.id}, {"nodes", report.nodes.size()}});
-  return JsonResponse(200, {{"accepted", true},
-                            {"connection_id", connection.id},
-                            {"report_interval_seconds", options_.report_interval.count()},
-                            {"expires_at", FormatRfc3339(connection.expires_at)}});
+  return JsonResponse(200, protocol::EncodeInventoryReply(protocol::InventoryReply{
+                               .accepted = true,
+                               .connection_id = connection.id,
+                               .report_interval_seconds = options_.report_interval.count(),
+                               .expires_at = connection.expires_at}));
 }
 
-Result<net::Response> ConsoleApi::ReceiveUpload(const net::Request& request,
-                                                const Connection& connection) {
+Result<net::Response> AgentApi::ReceiveUpload(const net::Request& request,
+                                              const Connection& connection) {
   auto reply = AcceptUpload(request, connection);
   int http_status = reply.ok() ? reply->status : HttpStatusFor(reply.status().code());
   if (http_status == 200) {
@@ -135,8 +183,8 @@ Result<net::Response> ConsoleApi::ReceiveUpload(const net::Request& request,
   return reply;
 }
 
-Result<net::Response> ConsoleApi::AcceptUpload(const net::Request& request,
-                                               const Connection& connection) {
+Result<net::Response> AgentApi::AcceptUpload(const net::Request& request,
+                                             const Connection& connection) {
   // The server refuses larger bodies before reading them; this covers a router used without it.
   if (request.body.size() > options_.max_upload_bytes) {
     return ResourceExhaustedError("the upload is " + std::to_string(request.body.size()) +
@@ -154,15 +202,13 @@ Result<net::Response> ConsoleApi::AcceptUpload(const net::Request& request,
     const std::string_view body = std::get<std::string_view>(decoded);
     UPLINK_ASSIGN_OR_RETURN(
         json::value document,
-        ParseJson(body, JsonLimits{options_.max_upload_bytes, kMaxUploadDocumentDepth}));
-    UPLINK_ASSIGN_OR_RETURN(ParsedUpload parsed, ParseUploadBatch(document));
-    if (auto* invalid = std::get_if<InvalidRecord>(&parsed)) {
-      if (invalid->node_sample) {
-        metrics_.Increment(kNodeSamplesRefusedTotal, {{"reason", "invalid"}});
-      }
+        ParseJson(body, JsonLimits{options_.max_upload_bytes, protocol::kMaxUploadDocumentDepth}));
+    UPLINK_ASSIGN_OR_RETURN(auto decoded_upload, protocol::DecodeUpload(document));
+    if (auto* invalid = std::get_if<protocol::InvalidRecord>(&decoded_upload)) {
+      if (invalid->kind == protocol::PayloadKind::kNodeSample) nodes_.CountInvalidSample();
       return InvalidRecordResponse(invalid->sequence, invalid->message);
     }
-    batch = std::move(std::get<UploadBatch>(parsed));
+    batch = StoreBatchOf(std::move(std::get<protocol::DecodedUpload>(decoded_upload)));
   }
 
   WallTime now = clock_.Now();
@@ -182,9 +228,13 @@ Result<net::Response> ConsoleApi::AcceptUpload(const net::Request& request,
   if (outcome.records_pruned > 0) {
     metrics_.Increment(kRecordsPrunedTotal, {}, static_cast<double>(outcome.records_pruned));
   }
-  CountNodeSamples(outcome, connection, batch.stream);
-  if (outcome.snapshot_replaced) metrics_.Increment(kClusterSnapshotsStoredTotal);
-  CountRunItems(outcome);
+  // Committed: what forwards it may drop what it cannot take, never the upload.
+  if (options_.upload_sink != nullptr) {
+    options_.upload_sink->UploadStored(connection, batch, outcome);
+  }
+  nodes_.CountNodeSamples(outcome, connection, batch.stream);
+  kubectl_.CountSnapshots(outcome);
+  runs_.CountRunItems(outcome);
   if (outcome.restarted) {
     metrics_.Increment(kStreamRestartsTotal);
     log_.Warn("stream restarted: the agent's spool was recreated",
@@ -205,69 +255,33 @@ Result<net::Response> ConsoleApi::AcceptUpload(const net::Request& request,
                                    {"duplicates", outcome.duplicates}});
   }
   presence_.Seen(connection.id, UploadingAgent(batch), now);
-  json::object reply{{"stream", batch.stream},
-                     {"acked_through", outcome.acked_through},
-                     {"stored", outcome.stored},
-                     {"duplicates", outcome.duplicates},
-                     {"expires_at", FormatRfc3339(connection.expires_at)}};
-  if (batch.stream.starts_with(kNodeStreamPrefix)) {
+  json::object reply =
+      protocol::EncodeUploadReply(protocol::UploadReply{.stream = batch.stream,
+                                                        .acked_through = outcome.acked_through,
+                                                        .stored = outcome.stored,
+                                                        .duplicates = outcome.duplicates,
+                                                        .expires_at = connection.expires_at});
+  if (batch.stream.starts_with(protocol::kNodeStreamPrefix)) {
     // The upload is stored whatever happens here: without a plan the agent keeps its last.
-    auto plan = store_.GetNodePlan(connection.id);
-    if (plan.ok()) {
-      json::array collectors;
-      for (const std::string& name : plan->collectors) collectors.push_back(json::value(name));
-      reply["plan"] = json::object{{"interval_seconds", plan->interval_seconds},
-                                   {"collectors", std::move(collectors)}};
-    } else {
-      log_.Warn("reading the node plan for an upload reply failed",
-                {{"connection_id", connection.id}, {"error", plan.status()}});
-    }
-  } else if (batch.stream.starts_with(kClusterStreamPrefix)) {
-    if (auto plan = ClusterPlan(connection)) reply["plan"] = std::move(*plan);
+    if (auto plan = nodes_.UploadPlan(connection)) reply["plan"] = std::move(*plan);
+  } else if (batch.stream.starts_with(protocol::kClusterStreamPrefix)) {
+    if (auto plan = kubectl_.UploadPlan(connection)) reply["plan"] = std::move(*plan);
   }
   return JsonResponse(200, reply);
 }
 
-void ConsoleApi::CountNodeSamples(const UploadOutcome& outcome, const Connection& connection,
-                                  const std::string& stream) {
-  auto add = [&](const char* name, std::int64_t count, const metrics::Labels& labels = {}) {
-    if (count > 0) metrics_.Increment(name, labels, static_cast<double>(count));
-  };
-  add(kNodeSamplesStoredTotal, outcome.samples_stored);
-  add(kNodeSamplesRefusedTotal, outcome.samples_too_old, {{"reason", "too_old"}});
-  add(kNodeSamplesRefusedTotal, outcome.samples_in_future, {{"reason", "in_future"}});
-  add(kNodeSamplesRefusedTotal, outcome.samples_same_time, {{"reason", "same_time"}});
-  add(kNodeSampleValuesDroppedTotal, outcome.sample_values_dropped);
-  add(kNodeSamplesPrunedTotal, outcome.samples_pruned);
-  add(kNodeRollupsWrittenTotal, outcome.rollups_written);
-  add(kNodeRollupsPrunedTotal, outcome.rollups_pruned);
-  if (outcome.samples_too_old > 0 || outcome.samples_in_future > 0) {
-    // Acknowledged, so the agent does not send them again, but their figures are not kept.
-    log_.Warn("node samples outside the kept time range were not stored",
-              {{"connection_id", connection.id},
-               {"stream", stream},
-               {"too_old", outcome.samples_too_old},
-               {"in_future", outcome.samples_in_future}});
-  }
-  if (outcome.sample_values_dropped > 0) {
-    log_.Warn("node sample values dropped: the node has too many series",
-              {{"connection_id", connection.id},
-               {"stream", stream},
-               {"dropped", outcome.sample_values_dropped}});
-  }
-}
-
-Result<net::Response> ConsoleApi::WhoAmI(const Connection& connection) {
+Result<net::Response> AgentApi::WhoAmI(const Connection& connection) {
   // The authenticated no-op every agent can call: the reply is built in a stack arena rather
   // than with an allocation per field.
   unsigned char arena[1024];
   json::monotonic_resource resource(arena, sizeof arena);
-  const json::object reply({{"connection_id", connection.id},
-                            {"agent_name", connection.agent_name},
-                            {"cluster_name", connection.cluster_name},
-                            {"expires_at", FormatRfc3339(connection.expires_at)},
-                            {"report_interval_seconds", options_.report_interval.count()}},
-                           &resource);
+  const json::object reply = protocol::EncodeWhoAmIReply(
+      protocol::WhoAmIReply{.connection_id = connection.id,
+                            .agent_name = connection.agent_name,
+                            .cluster_name = connection.cluster_name,
+                            .expires_at = connection.expires_at,
+                            .report_interval_seconds = options_.report_interval.count()},
+      &resource);
   return JsonResponse(200, reply);
 }
 

@@ -104,14 +104,35 @@ Status AgentPresence::Flush(Store& store) {
     }
     pending_agents_ = 0;
   }
-  Status recorded = store.RecordPresence(update);
-  if (recorded.ok()) return recorded;
-  // Kept for the next flush: what was noted meanwhile is newer or the same.
-  for (const auto& [id, at] : update.connections) Seen(id, at);
-  for (const auto& [id, agent] : update.agents) {
-    Seen(id, AgentIdentity{agent.role, agent.instance, agent.version}, agent.last_seen_at);
+  // Written in transactions of kFlushRows rows, so that uploads wait for one of them at most:
+  // with 10,000 agents a flush is 40,000 rows, and as one transaction it held the store for
+  // a second or more every interval.
+  size_t connection_at = 0;
+  size_t agent_at = 0;
+  while (connection_at < update.connections.size() || agent_at < update.agents.size()) {
+    PresenceUpdate part;
+    const size_t connections = std::min(kFlushRows, update.connections.size() - connection_at);
+    const size_t agents = std::min(kFlushRows - connections, update.agents.size() - agent_at);
+    part.connections.assign(update.connections.begin() + connection_at,
+                            update.connections.begin() + connection_at + connections);
+    part.agents.assign(update.agents.begin() + agent_at,
+                       update.agents.begin() + agent_at + agents);
+    if (Status recorded = store.RecordPresence(part); !recorded.ok()) {
+      // This part and the rest are kept for the next flush: what was noted meanwhile is newer
+      // or the same.
+      for (size_t i = connection_at; i < update.connections.size(); ++i) {
+        Seen(update.connections[i].first, update.connections[i].second);
+      }
+      for (size_t i = agent_at; i < update.agents.size(); ++i) {
+        const auto& [id, agent] = update.agents[i];
+        Seen(id, AgentIdentity{agent.role, agent.instance, agent.version}, agent.last_seen_at);
+      }
+      return recorded;
+    }
+    connection_at += connections;
+    agent_at += agents;
   }
-  return recorded;
+  return Status::Ok();
 }
 
 void AgentPresence::StartFlusher(Store& store, std::chrono::milliseconds interval) {

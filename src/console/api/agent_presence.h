@@ -1,8 +1,9 @@
 // When each connection's agents last called the console, and which agents they are
 // (docs/api.md, "Liveness"). Every accepted agent call is noted here, in memory: one lock and
 // one hash lookup, no store write on the request path, which authenticates every agent call
-// and is benchmarked (bench_auth). A flusher thread writes what changed in one store
-// transaction every `interval`, so the store is at most that far behind for any connection;
+// and is benchmarked (bench_auth). A flusher thread writes what changed every `interval`, in
+// store transactions of a few hundred rows, so the store is at most that far behind for any
+// connection;
 // the API reads this object over the store, so what users see is exact while the console runs.
 #pragma once
 
@@ -39,6 +40,8 @@ class AgentPresence {
   // Agents noted and not yet written beyond this many still count for their connection's
   // liveness; only their own rows wait for the next flush that has room.
   static constexpr size_t kMaxPendingAgents = 10'000;
+  // Rows (connections and agents) a flush writes in one store transaction.
+  static constexpr size_t kFlushRows = 256;
 
   AgentPresence() = default;
   AgentPresence(const AgentPresence&) = delete;

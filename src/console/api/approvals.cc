@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "common/kubernetes_names.h"
 #include "common/text.h"
 #include "console/api/cluster_plan.h"
 #include "console/api/json_fields.h"
@@ -55,7 +56,7 @@ Result<ApprovalRule> ParseApprovalRule(const json::object& body) {
     namespaced_resource = canonical->namespaced;
   }
   if (!IsAny(rule.namespace_name)) {
-    if (!IsNamespaceName(rule.namespace_name)) {
+    if (!IsDnsLabel(rule.namespace_name)) {
       return InvalidArgumentError(
           "namespace \"" + OneLineExcerpt(rule.namespace_name, 64) +
           "\" is not a namespace name (1-63 of a-z, 0-9 and '-', starting and ending with a "

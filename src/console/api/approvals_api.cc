@@ -1,28 +1,24 @@
-// Approval rules and the kubectl commands that wait for approval (docs/api.md, "Approval
-// rules"). A command that matches one of its connection's rules is recorded in the store as
-// waiting and answered 202; the owner or an admin approves or rejects it; an approved one is
-// queued like any command, so the 60 s pickup limit starts at the approval, and its end is
-// recorded with the approval for the requester to read. Nothing approves by itself: the only
-// way out of waiting besides a decision is expiry.
+#include "console/api/approvals_api.h"
 
 #include <algorithm>
 
 #include "common/crypto.h"
 #include "common/text.h"
 #include "console/api/approvals.h"
-#include "console/api/console_api.h"
-#include "console/api/errors.h"
+#include "console/api/json_fields.h"
+#include "console/replies.h"
 #include "kubectl/guard.h"
+#include "protocol/agent_api.h"
 
 namespace uplink::console {
 namespace {
+
+constexpr const char* kKubectlApprovalsTotal = "uplink_console_kubectl_approvals_total";
 
 constexpr size_t kIdBytes = 8;
 constexpr std::chrono::seconds kSweepInterval{5};
 constexpr size_t kMaxReasonBytes = 500;
 constexpr std::int64_t kMaxApprovalPage = 500;
-
-std::string NewCommandId() { return "cmd_" + HexEncode(RandomBytes(kIdBytes)); }
 
 // Which credential asked, so that it can never approve its own request.
 std::string CredentialKey(const RequestContext& caller) {
@@ -33,16 +29,69 @@ std::string CredentialKey(const RequestContext& caller) {
 
 }  // namespace
 
-ConsoleApi::~ConsoleApi() {
+ApprovalsApi::ApprovalsApi(const ApiContext& context, CommandBroker& commands,
+                           CommandOutcomes& outcomes)
+    : ApiArea(context), commands_(commands), outcomes_(outcomes) {
+  metrics_.DeclareCounter(kKubectlApprovalsTotal,
+                          "kubectl commands sent to approval by a rule (requested) and how "
+                          "people decided them (approved, rejected).");
+}
+
+ApprovalsApi::~ApprovalsApi() { Stop(); }
+
+void ApprovalsApi::Register(Routes& routes) {
+  routes.UserRoute(
+      "GET", "/api/v1/connections/{id}/approval-rules", Access::kAnyUser,
+      [this](const net::Request&, const net::PathParams& params, const RequestContext& caller) {
+        return ListApprovalRules(params.at("id"), caller);
+      });
+  routes.UserRoute("POST", "/api/v1/connections/{id}/approval-rules", Access::kAnyUser,
+                   [this](const net::Request& request, const net::PathParams& params,
+                          const RequestContext& caller) {
+                     return AddApprovalRule(params.at("id"), request, caller);
+                   });
+  routes.UserRoute(
+      "DELETE", "/api/v1/connections/{id}/approval-rules/{rule}", Access::kAnyUser,
+      [this](const net::Request&, const net::PathParams& params, const RequestContext& caller) {
+        return RemoveApprovalRule(params.at("id"), params.at("rule"), caller);
+      });
+  routes.UserRoute(
+      "GET", "/api/v1/connections/{id}/commands/{command}", Access::kAnyUser,
+      [this](const net::Request&, const net::PathParams& params, const RequestContext& caller) {
+        return ShowCommand(params.at("id"), params.at("command"), caller);
+      });
+  routes.UserRoute("GET", "/api/v1/approvals", Access::kAnyUser,
+                   [this](const net::Request& request, const net::PathParams&,
+                          const RequestContext& caller) { return ListApprovals(request, caller); });
+  routes.UserRoute("POST", "/api/v1/approvals/{command}/approve", Access::kAnyUser,
+                   [this](const net::Request& request, const net::PathParams& params,
+                          const RequestContext& caller) {
+                     return DecideApproval(params.at("command"), request, caller, true);
+                   });
+  routes.UserRoute("POST", "/api/v1/approvals/{command}/reject", Access::kAnyUser,
+                   [this](const net::Request& request, const net::PathParams& params,
+                          const RequestContext& caller) {
+                     return DecideApproval(params.at("command"), request, caller, false);
+                   });
+}
+
+void ApprovalsApi::Start() {
+  // A console that stopped took its queued commands along: what was approved but never
+  // answered ends now, so that nothing stale runs later.
+  EndApprovals(/*abandon_approved=*/true);
+  sweeper_ = std::thread([this] { SweeperLoop(); });
+}
+
+void ApprovalsApi::Stop() {
   {
     std::lock_guard lock(sweeper_mutex_);
     sweeper_stopping_ = true;
   }
   sweeper_wake_.notify_all();
-  if (approval_sweeper_.joinable()) approval_sweeper_.join();
+  if (sweeper_.joinable()) sweeper_.join();
 }
 
-void ConsoleApi::ApprovalSweeperLoop() {
+void ApprovalsApi::SweeperLoop() {
   std::unique_lock lock(sweeper_mutex_);
   while (!sweeper_wake_.wait_for(lock, kSweepInterval, [&] { return sweeper_stopping_; })) {
     lock.unlock();
@@ -51,9 +100,9 @@ void ConsoleApi::ApprovalSweeperLoop() {
   }
 }
 
-void ConsoleApi::EndDueApprovals() { EndApprovals(/*abandon_approved=*/false); }
+void ApprovalsApi::EndDueApprovals() { EndApprovals(/*abandon_approved=*/false); }
 
-void ConsoleApi::EndApprovals(bool abandon_approved) {
+void ApprovalsApi::EndApprovals(bool abandon_approved) {
   const WallTime now = clock_.Now();
   AuditEvent expired{.at = now,
                      .actor_type = "system",
@@ -70,13 +119,13 @@ void ConsoleApi::EndApprovals(bool abandon_approved) {
   }
 }
 
-net::Response ConsoleApi::RequestApproval(const Connection& connection,
-                                          const RequestContext& caller,
-                                          const std::vector<std::string>& argv,
-                                          const ApprovalRule& rule) {
+net::Response ApprovalsApi::RequestApproval(const Connection& connection,
+                                            const RequestContext& caller,
+                                            const std::vector<std::string>& argv,
+                                            const ApprovalRule& rule) {
   const WallTime now = clock_.Now();
   CommandApproval approval;
-  approval.id = NewCommandId();
+  approval.id = protocol::NewCommandId();
   approval.connection_id = connection.id;
   approval.owner_id = connection.owner_id;
   approval.argv = argv;
@@ -95,11 +144,11 @@ net::Response ConsoleApi::RequestApproval(const Connection& connection,
       CallerEvent(caller, now, "kubectl.approval_requested", "connection", connection.id,
                   connection.owner_id, detail));
   if (created.code() == StatusCode::kResourceExhausted) {
-    metrics_.Increment(kKubectlCommandsTotal, {{"outcome", "too_many_commands"}});
+    outcomes_.Count("too_many_commands");
     return ErrorResponse(429, "too_many_commands", created.message());
   }
   if (!created.ok()) return Reply(created);
-  metrics_.Increment(kKubectlCommandsTotal, {{"outcome", "waiting_for_approval"}});
+  outcomes_.Count("waiting_for_approval");
   metrics_.Increment(kKubectlApprovalsTotal, {{"decision", "requested"}});
   log_.Info("kubectl command waits for approval", {{"connection_id", connection.id},
                                                    {"command_id", approval.id},
@@ -110,19 +159,19 @@ net::Response ConsoleApi::RequestApproval(const Connection& connection,
   return response;
 }
 
-Result<net::Response> ConsoleApi::ListApprovalRules(const std::string& id,
-                                                    const RequestContext& caller) {
-  UPLINK_ASSIGN_OR_RETURN(Connection connection, PlanConnection(id, caller));
+Result<net::Response> ApprovalsApi::ListApprovalRules(const std::string& id,
+                                                      const RequestContext& caller) {
+  UPLINK_ASSIGN_OR_RETURN(Connection connection, OperatedConnection(id, caller));
   UPLINK_ASSIGN_OR_RETURN(std::vector<ApprovalRule> rules, store_.ListApprovalRules(connection.id));
   json::array list;
   for (const ApprovalRule& rule : rules) list.push_back(ApprovalRuleJson(rule));
   return JsonResponse(200, {{"connection_id", connection.id}, {"rules", std::move(list)}});
 }
 
-Result<net::Response> ConsoleApi::AddApprovalRule(const std::string& id,
-                                                  const net::Request& request,
-                                                  const RequestContext& caller) {
-  UPLINK_ASSIGN_OR_RETURN(Connection connection, PlanConnection(id, caller));
+Result<net::Response> ApprovalsApi::AddApprovalRule(const std::string& id,
+                                                    const net::Request& request,
+                                                    const RequestContext& caller) {
+  UPLINK_ASSIGN_OR_RETURN(Connection connection, OperatedConnection(id, caller));
   UPLINK_ASSIGN_OR_RETURN(json::object body, ReadJsonObject(request.body));
   UPLINK_ASSIGN_OR_RETURN(ApprovalRule rule, ParseApprovalRule(body));
   rule.id = HexEncode(RandomBytes(kIdBytes));
@@ -141,10 +190,10 @@ Result<net::Response> ConsoleApi::AddApprovalRule(const std::string& id,
   return JsonResponse(201, ApprovalRuleJson(rule));
 }
 
-Result<net::Response> ConsoleApi::RemoveApprovalRule(const std::string& id,
-                                                     const std::string& rule_id,
-                                                     const RequestContext& caller) {
-  UPLINK_ASSIGN_OR_RETURN(Connection connection, PlanConnection(id, caller));
+Result<net::Response> ApprovalsApi::RemoveApprovalRule(const std::string& id,
+                                                       const std::string& rule_id,
+                                                       const RequestContext& caller) {
+  UPLINK_ASSIGN_OR_RETURN(Connection connection, OperatedConnection(id, caller));
   UPLINK_ASSIGN_OR_RETURN(std::vector<ApprovalRule> rules, store_.ListApprovalRules(connection.id));
   auto rule = std::find_if(rules.begin(), rules.end(),
                            [&](const ApprovalRule& r) { return r.id == rule_id; });
@@ -161,8 +210,8 @@ Result<net::Response> ConsoleApi::RemoveApprovalRule(const std::string& id,
   return JsonResponse(200, ApprovalRuleJson(*rule));
 }
 
-Result<net::Response> ConsoleApi::ListApprovals(const net::Request& request,
-                                                const RequestContext& caller) {
+Result<net::Response> ApprovalsApi::ListApprovals(const net::Request& request,
+                                                  const RequestContext& caller) {
   ApprovalQuery query;
   for (const auto& [key, value] : request.QueryParams()) {
     if (key == "status") {
@@ -194,10 +243,10 @@ Result<net::Response> ConsoleApi::ListApprovals(const net::Request& request,
   return JsonResponse(200, {{"approvals", std::move(list)}});
 }
 
-Result<net::Response> ConsoleApi::ShowCommand(const std::string& id,
-                                              const std::string& command_id,
-                                              const RequestContext& caller) {
-  UPLINK_ASSIGN_OR_RETURN(Connection connection, PlanConnection(id, caller));
+Result<net::Response> ApprovalsApi::ShowCommand(const std::string& id,
+                                                const std::string& command_id,
+                                                const RequestContext& caller) {
+  UPLINK_ASSIGN_OR_RETURN(Connection connection, OperatedConnection(id, caller));
   auto approval = store_.GetApproval(command_id);
   if ((!approval.ok() && approval.status().code() == StatusCode::kNotFound) ||
       (approval.ok() && approval->connection_id != connection.id)) {
@@ -209,9 +258,9 @@ Result<net::Response> ConsoleApi::ShowCommand(const std::string& id,
   return JsonResponse(200, ApprovalJson(*approval, clock_.Now(), true));
 }
 
-Result<net::Response> ConsoleApi::DecideApproval(const std::string& command_id,
-                                                 const net::Request& request,
-                                                 const RequestContext& caller, bool approve) {
+Result<net::Response> ApprovalsApi::DecideApproval(const std::string& command_id,
+                                                   const net::Request& request,
+                                                   const RequestContext& caller, bool approve) {
   UPLINK_ASSIGN_OR_RETURN(json::object body, ReadJsonObject(request.body));
   FieldReader fields(body, "");
   UPLINK_RETURN_IF_ERROR(fields.OnlyFields({"reason"}));
@@ -227,7 +276,7 @@ Result<net::Response> ConsoleApi::DecideApproval(const std::string& command_id,
   auto found = store_.GetApproval(command_id);
   if (!found.ok()) return found.status().code() == StatusCode::kNotFound ? unknown : found.status();
   // Only the owner of the connection or an admin sees it; for anyone else it does not exist.
-  auto connection = PlanConnection(found->connection_id, caller);
+  auto connection = OperatedConnection(found->connection_id, caller);
   if (!connection.ok()) {
     return connection.status().code() == StatusCode::kNotFound ? unknown : connection.status();
   }
@@ -283,7 +332,7 @@ Result<net::Response> ConsoleApi::DecideApproval(const std::string& command_id,
   return JsonResponse(200, ApprovalJson(*current, clock_.Now(), false));
 }
 
-void ConsoleApi::RunApproved(const Connection& connection, const CommandApproval& approval) {
+void ApprovalsApi::RunApproved(const Connection& connection, const CommandApproval& approval) {
   // The run is the requester's, as a command that needed no approval would be.
   AuditEvent run{.actor_type = "user",
                  .actor_id = approval.requested_by,
@@ -301,28 +350,28 @@ void ConsoleApi::RunApproved(const Connection& connection, const CommandApproval
                  {{"command_id", id}, {"error", finished}});
     }
   };
-  auto queued = commands_.Submit(
-      connection.id, approval.argv,
-      [this, run, record, id = approval.id, argv = approval.argv](CommandEnd end) {
-        CommandOutcome outcome = OutcomeOf(end);
-        AuditEvent event = run;
-        event.at = clock_.Now();
-        event = CommandEndedEvent(std::move(event), id, argv, end, outcome);
-        ApprovalResult result;
-        if (outcome.http_status == 200) {
-          result.exit_code = end.result->exit_code;
-          result.stdout_text = std::move(end.result->stdout_text);
-          result.stderr_text = std::move(end.result->stderr_text);
-        } else {
-          result.error_code = outcome.outcome;
-          result.error_message = outcome.message;
-        }
-        if (end.result) result.duration_ms = end.result->duration_ms;
-        record(result, event);
-      });
+  auto queued =
+      commands_.Submit(connection.id, approval.argv,
+                       [this, run, record, id = approval.id, argv = approval.argv](CommandEnd end) {
+                         CommandOutcome outcome = outcomes_.OutcomeOf(end);
+                         AuditEvent event = run;
+                         event.at = clock_.Now();
+                         event = outcomes_.EndedEvent(std::move(event), id, argv, end, outcome);
+                         ApprovalResult result;
+                         if (outcome.http_status == 200) {
+                           result.exit_code = end.result->exit_code;
+                           result.stdout_text = std::move(end.result->stdout_text);
+                           result.stderr_text = std::move(end.result->stderr_text);
+                         } else {
+                           result.error_code = outcome.outcome;
+                           result.error_message = outcome.message;
+                         }
+                         if (end.result) result.duration_ms = end.result->duration_ms;
+                         record(result, event);
+                       });
   if (!queued.ok()) {
     // The connection's queue is full: the approval ends as failed rather than waiting on.
-    metrics_.Increment(kKubectlCommandsTotal, {{"outcome", "too_many_commands"}});
+    outcomes_.Count("too_many_commands");
     AuditEvent event = run;
     event.at = clock_.Now();
     event.outcome = "refused";

@@ -3,13 +3,12 @@
 #include <algorithm>
 #include <initializer_list>
 
+#include "common/kubernetes_names.h"
 #include "common/text.h"
 #include "console/api/right_sizing.h"
 
 namespace uplink::console {
 namespace {
-
-constexpr size_t kMaxNamespaceChars = 63;
 
 struct NamespacedRead {
   std::string_view name;
@@ -28,14 +27,15 @@ const NamespacedRead kNamespacedReads[] = {
     {"pod_resources", {"get", "pods"}, {"-o", kPodResourcesJsonPath}},
 };
 
-json::object PlanCommand(std::string name, std::initializer_list<std::string_view> args) {
-  json::array argv{"kubectl"};
+protocol::PlanCommand Command(std::string name, std::initializer_list<std::string_view> args) {
+  std::vector<std::string> argv{"kubectl"};
   for (std::string_view arg : args) argv.emplace_back(arg);
-  return json::object{{"name", std::move(name)}, {"argv", std::move(argv)}};
+  return protocol::PlanCommand{std::move(name), std::move(argv)};
 }
 
-json::object NamespacedCommand(const NamespacedRead& read, const std::string& namespace_name) {
-  json::array argv{"kubectl"};
+protocol::PlanCommand NamespacedCommand(const NamespacedRead& read,
+                                        const std::string& namespace_name) {
+  std::vector<std::string> argv{"kubectl"};
   for (std::string_view arg : read.args) argv.emplace_back(arg);
   if (namespace_name == kAllNamespaces) {
     argv.emplace_back("-A");
@@ -46,17 +46,10 @@ json::object NamespacedCommand(const NamespacedRead& read, const std::string& na
   for (std::string_view arg : read.tail) argv.emplace_back(arg);
   std::string name(read.name);
   if (namespace_name != kAllNamespaces) name += "/" + namespace_name;
-  return json::object{{"name", std::move(name)}, {"argv", std::move(argv)}};
+  return protocol::PlanCommand{std::move(name), std::move(argv)};
 }
 
 }  // namespace
-
-bool IsNamespaceName(std::string_view name) {
-  if (name.empty() || name.size() > kMaxNamespaceChars) return false;
-  auto alphanumeric = [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); };
-  if (!alphanumeric(name.front()) || !alphanumeric(name.back())) return false;
-  return std::all_of(name.begin(), name.end(), [&](char c) { return alphanumeric(c) || c == '-'; });
-}
 
 Result<std::vector<std::string>> ParseNamespaceList(const json::value& value) {
   if (!value.is_array()) {
@@ -79,7 +72,7 @@ Result<std::vector<std::string>> ParseNamespaceList(const json::value& value) {
         return InvalidArgumentError(
             "\"*\" stands for every namespace and must be the only entry of namespaces");
       }
-    } else if (!IsNamespaceName(name)) {
+    } else if (!IsDnsLabel(name)) {
       return InvalidArgumentError(
           item + " is \"" + OneLineExcerpt(name, 64) +
           "\", which is not a namespace name: 1-63 characters of a-z, 0-9 and '-', starting "
@@ -101,11 +94,13 @@ json::value NamespaceScopeJson(const NamespaceScope& scope) {
   return names;
 }
 
-json::object ClusterPlanJson(const NamespaceScope& scope) {
-  json::array commands;
-  commands.push_back(PlanCommand("nodes", {"get", "nodes", "-o", "wide"}));
-  commands.push_back(PlanCommand("namespaces", {"get", "namespaces"}));
-  commands.push_back(PlanCommand("top_nodes", {"top", "nodes"}));
+protocol::ClusterPlan ClusterPlanFor(const NamespaceScope& scope) {
+  protocol::ClusterPlan plan;
+  plan.interval = kClusterPlanInterval;
+  std::vector<protocol::PlanCommand>& commands = plan.commands;
+  commands.push_back(Command("nodes", {"get", "nodes", "-o", "wide"}));
+  commands.push_back(Command("namespaces", {"get", "namespaces"}));
+  commands.push_back(Command("top_nodes", {"top", "nodes"}));
   if (scope) {
     // Read by read across the namespaces, so that a long list loses its least useful reads
     // (top pods, then statefulsets, ...) to the cap rather than its last namespaces' pods.
@@ -116,10 +111,8 @@ json::object ClusterPlanJson(const NamespaceScope& scope) {
       }
     }
   }
-  return json::object{{"interval_seconds", kClusterPlanIntervalSeconds},
-                      {"commands", std::move(commands)},
-                      {"failing_pod_logs",
-                       {{"tail_lines", kFailingPodLogLines}, {"max_pods", kFailingPodLogPods}}}};
+  plan.failing_pod_logs = protocol::FailingPodLogs{kFailingPodLogLines, kFailingPodLogPods};
+  return plan;
 }
 
 }  // namespace uplink::console

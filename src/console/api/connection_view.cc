@@ -5,34 +5,10 @@
 #include "console/api/api_objects.h"
 #include "console/api/install_plan.h"
 #include "console/auth/credentials.h"
+#include "protocol/inventory.h"
 
 namespace uplink::console {
 namespace {
-
-json::object NodeToJson(const Node& node) {
-  json::object resources;
-  for (const GpuResource& resource : node.resources) {
-    resources[resource.name] =
-        json::object{{"capacity", resource.capacity}, {"allocatable", resource.allocatable}};
-  }
-  json::array taints;
-  for (const Taint& taint : node.taints) {
-    taints.push_back(
-        json::object{{"key", taint.key}, {"value", taint.value}, {"effect", taint.effect}});
-  }
-  json::object out{{"name", node.name},
-                   {"uid", node.uid},
-                   {"ready", node.ready},
-                   {"unschedulable", node.unschedulable},
-                   {"gpu_capacity", node.gpu_capacity},
-                   {"gpu_allocatable", node.gpu_allocatable},
-                   {"gpu_resource", node.gpu_resource},
-                   {"gpu_product", node.gpu_product},
-                   {"resources", std::move(resources)},
-                   {"taints", std::move(taints)}};
-  if (node.error) out["error"] = *node.error;
-  return out;
-}
 
 json::object LossJson(const LossCount& loss) {
   return json::object{{"records", loss.records}, {"bytes", loss.bytes}};
@@ -135,9 +111,9 @@ std::optional<std::int64_t> ExpiresInDays(const Connection& connection, WallTime
 }
 
 std::string PlaceholderTokenPrefix(std::string_view handover_lookup_prefix) {
-  std::string_view random =
-      handover_lookup_prefix.substr(std::min(handover_lookup_prefix.size(), kHandoverKind.size()));
-  return std::string(kAgentTokenKind) + std::string(random);
+  std::string_view random = handover_lookup_prefix.substr(
+      std::min(handover_lookup_prefix.size(), protocol::kHandoverCodePrefix.size()));
+  return std::string(protocol::kAgentTokenPrefix) + std::string(random);
 }
 
 HandoverStatus ComputeHandoverStatus(const Handover& handover, const Connection& connection,
@@ -184,7 +160,7 @@ json::object ConnectionToJson(const Connection& connection, const ConnectionDeta
   }
   json::array nodes;
   nodes.reserve(details.nodes.size());
-  for (const Node& node : details.nodes) nodes.push_back(NodeToJson(node));
+  for (const Node& node : details.nodes) nodes.push_back(protocol::EncodeInventoryNode(node));
   json::array streams;
   streams.reserve(details.streams.size());
   for (const StreamSummary& stream : details.streams) streams.push_back(StreamToJson(stream));

@@ -1,20 +1,27 @@
-// Connections and handovers (docs/api.md, "Connections"): the routes that create, show,
-// rotate and revoke agent tokens, the one that hands a new token to a terminal, and the one
-// that pages through the records agents uploaded.
+#include "console/api/connections_api.h"
+
+#include <map>
+
 #include "common/crypto.h"
 #include "console/api/cluster_plan.h"
-#include "console/api/console_api.h"
-#include "console/api/errors.h"
+#include "console/api/json_fields.h"
 #include "console/auth/credentials.h"
+#include "console/replies.h"
+#include "protocol/agent_api.h"
+#include "protocol/upload.h"
 
 namespace uplink::console {
 namespace {
+
+constexpr const char* kConnections = "uplink_console_connections";
+constexpr const char* kConnectionsLiveness = "uplink_console_connections_liveness";
 
 constexpr size_t kIdBytes = 8;  // ids are 16 hex characters
 constexpr size_t kMaxRawNameBytes = 1024;
 constexpr size_t kMaxCodeBytes = 256;
 constexpr std::int64_t kDefaultRecordPage = 100;
-constexpr std::int64_t kMaxEpoch = 999'999'999'999'999'999;  // ParseQueryInt's 18 digits
+// 18 digits: the most a query has ever taken.
+constexpr std::int64_t kMaxEpoch = 999'999'999'999'999'999;
 
 // The token a connection gets: either minted and shown now, or, for a handover, a placeholder
 // nobody knows plus the code that will mint the real one.
@@ -30,7 +37,7 @@ NewToken MintNewToken(const std::string& connection_id, bool handover, WallTime 
                       std::chrono::minutes handover_lifetime) {
   // For a handover the placeholder's token is dropped here: its hash matches nothing anyone
   // can present.
-  MintedCredential minted = MintCredential(kAgentTokenKind);
+  MintedCredential minted = MintCredential(protocol::kAgentTokenPrefix);
   NewToken out;
   out.hash = std::move(minted.token_hash);
   if (!handover) {
@@ -38,7 +45,7 @@ NewToken MintNewToken(const std::string& connection_id, bool handover, WallTime 
     out.token = std::move(minted.token);
     return out;
   }
-  MintedCredential code = MintCredential(kHandoverKind);
+  MintedCredential code = MintCredential(protocol::kHandoverCodePrefix);
   out.prefix = PlaceholderTokenPrefix(code.lookup_prefix);
   Handover made;
   made.id = HexEncode(RandomBytes(kIdBytes));
@@ -97,23 +104,76 @@ std::optional<HandoverRefusal> HandoverRefusalFromStore(const Status& status) {
 
 }  // namespace
 
-Result<Connection> ConsoleApi::OwnedConnection(const std::string& id,
-                                               const RequestContext& caller) {
-  Status not_found = NotFoundError(
-      "you have no connection with this id; list yours with "
-      "GET /api/v1/connections");
-  if (!IsPlausibleId(id)) return not_found;
-  auto connection = store_.GetConnection(id);
-  if (!connection.ok()) {
-    return connection.status().code() == StatusCode::kNotFound ? not_found : connection.status();
-  }
-  // Someone else's connection is indistinguishable from a missing one.
-  if (connection->owner_id != caller.user.id) return not_found;
-  return connection;
+ConnectionsApi::ConnectionsApi(const ApiContext& context) : ApiArea(context) {
+  metrics_.DeclareGauge(kConnections, "Connections by token status, computed at scrape time.");
+  metrics_.DeclareGauge(kConnectionsLiveness,
+                        "Connections whose token works (neither revoked nor expired), by the "
+                        "liveness of their agent, computed at scrape time.");
 }
 
-Result<net::Response> ConsoleApi::ConnectionReply(int http_status, const std::string& id,
-                                                  json::object extra) {
+void ConnectionsApi::Register(Routes& routes) {
+  routes.UserRoute(
+      "POST", "/api/v1/connections", Access::kSensitive,
+      [this](const net::Request& request, const net::PathParams&, const RequestContext& caller) {
+        return CreateConnection(request, caller);
+      });
+  routes.UserRoute("GET", "/api/v1/connections", Access::kAnyUser,
+                   [this](const net::Request&, const net::PathParams&,
+                          const RequestContext& caller) { return ListConnections(caller); });
+  routes.UserRoute(
+      "GET", "/api/v1/connections/{id}", Access::kAnyUser,
+      [this](const net::Request&, const net::PathParams& params, const RequestContext& caller) {
+        return ShowConnection(params.at("id"), caller);
+      });
+  routes.UserRoute("POST", "/api/v1/connections/{id}/rotate", Access::kSensitive,
+                   [this](const net::Request& request, const net::PathParams& params,
+                          const RequestContext& caller) {
+                     return RotateToken(params.at("id"), request, caller);
+                   });
+  routes.UserRoute("POST", "/api/v1/connections/{id}/revoke", Access::kAnyUser,
+                   [this](const net::Request& request, const net::PathParams& params,
+                          const RequestContext& caller) {
+                     return RevokeConnection(params.at("id"), request, caller);
+                   });
+  routes.UserRoute("GET", "/api/v1/connections/{id}/records", Access::kAnyUser,
+                   [this](const net::Request& request, const net::PathParams& params,
+                          const RequestContext& caller) {
+                     return ListStreamRecords(params.at("id"), request, caller);
+                   });
+  routes.PublicRoute("POST", "/api/v1/handovers/redeem",
+                     [this](const net::Request& request) { return RedeemHandover(request); });
+}
+
+std::string ConnectionsApi::Scrape() {
+  auto connections = store_.ListAllConnections();
+  if (!connections.ok()) {
+    log_.Warn("counting connections for /metrics failed", {{"error", connections.status()}});
+    return "";
+  }
+  std::map<ConnectionStatus, int> by_status;
+  std::map<Liveness, int> by_liveness;
+  WallTime now = clock_.Now();
+  for (const Connection& stored : *connections) {
+    Connection c = WithPresence(stored);
+    ConnectionStatus status = ComputeStatus(c, now, options_.active_window);
+    ++by_status[status];
+    if (status != ConnectionStatus::kRevoked && status != ConnectionStatus::kExpired) {
+      ++by_liveness[ComputeLiveness(c, now, options_.thresholds)];
+    }
+  }
+  for (ConnectionStatus status : kAllConnectionStatuses) {
+    metrics_.Set(kConnections, by_status[status],
+                 {{"status", std::string(ConnectionStatusName(status))}});
+  }
+  for (Liveness liveness : kAllLiveness) {
+    metrics_.Set(kConnectionsLiveness, by_liveness[liveness],
+                 {{"liveness", std::string(LivenessName(liveness))}});
+  }
+  return "";
+}
+
+Result<net::Response> ConnectionsApi::ConnectionReply(int http_status, const std::string& id,
+                                                      json::object extra) {
   UPLINK_ASSIGN_OR_RETURN(Connection connection, store_.GetConnection(id));
   UPLINK_ASSIGN_OR_RETURN(ConnectionDetails details, ReadConnectionDetails(store_, id));
   presence_.Overlay(id, details.agents, kMaxAgentsShown);
@@ -126,8 +186,8 @@ Result<net::Response> ConsoleApi::ConnectionReply(int http_status, const std::st
   return carries_secret ? NoStore(std::move(response)) : response;
 }
 
-Result<net::Response> ConsoleApi::CreateConnection(const net::Request& request,
-                                                   const RequestContext& caller) {
+Result<net::Response> ConnectionsApi::CreateConnection(const net::Request& request,
+                                                       const RequestContext& caller) {
   UPLINK_ASSIGN_OR_RETURN(json::object body, ReadJsonObject(request.body));
   FieldReader fields(body, "");
   UPLINK_RETURN_IF_ERROR(
@@ -192,7 +252,7 @@ Result<net::Response> ConsoleApi::CreateConnection(const net::Request& request,
   return ConnectionReply(201, connection.id, std::move(extra));
 }
 
-Result<net::Response> ConsoleApi::ListConnections(const RequestContext& caller) {
+Result<net::Response> ConnectionsApi::ListConnections(const RequestContext& caller) {
   UPLINK_ASSIGN_OR_RETURN(std::vector<Connection> connections,
                           store_.ListConnections(caller.user.id));
   WallTime now = clock_.Now();
@@ -206,14 +266,15 @@ Result<net::Response> ConsoleApi::ListConnections(const RequestContext& caller) 
   return JsonResponse(200, {{"connections", std::move(list)}});
 }
 
-Result<net::Response> ConsoleApi::ShowConnection(const std::string& id,
-                                                 const RequestContext& caller) {
+Result<net::Response> ConnectionsApi::ShowConnection(const std::string& id,
+                                                     const RequestContext& caller) {
   UPLINK_ASSIGN_OR_RETURN(Connection connection, OwnedConnection(id, caller));
   return ConnectionReply(200, connection.id);
 }
 
-Result<net::Response> ConsoleApi::RotateToken(const std::string& id, const net::Request& request,
-                                              const RequestContext& caller) {
+Result<net::Response> ConnectionsApi::RotateToken(const std::string& id,
+                                                  const net::Request& request,
+                                                  const RequestContext& caller) {
   UPLINK_ASSIGN_OR_RETURN(Connection connection, OwnedConnection(id, caller));
   UPLINK_ASSIGN_OR_RETURN(json::object body, ReadJsonObject(request.body));
   FieldReader fields(body, "");
@@ -250,9 +311,9 @@ Result<net::Response> ConsoleApi::RotateToken(const std::string& id, const net::
   return ConnectionReply(200, id, CredentialFields(minted));
 }
 
-Result<net::Response> ConsoleApi::RevokeConnection(const std::string& id,
-                                                   const net::Request& request,
-                                                   const RequestContext& caller) {
+Result<net::Response> ConnectionsApi::RevokeConnection(const std::string& id,
+                                                       const net::Request& request,
+                                                       const RequestContext& caller) {
   UPLINK_ASSIGN_OR_RETURN(Connection connection, OwnedConnection(id, caller));
   UPLINK_ASSIGN_OR_RETURN(json::object body, ReadJsonObject(request.body));
   UPLINK_RETURN_IF_ERROR(FieldReader(body, "").OnlyFields({}));
@@ -269,7 +330,7 @@ Result<net::Response> ConsoleApi::RevokeConnection(const std::string& id,
   return ConnectionReply(200, id);
 }
 
-Result<net::Response> ConsoleApi::RedeemHandover(const net::Request& request) {
+Result<net::Response> ConnectionsApi::RedeemHandover(const net::Request& request) {
   if (auto limited = guard_.CheckAddress(request.remote_address)) return std::move(*limited);
   UPLINK_ASSIGN_OR_RETURN(json::object body, ReadJsonObject(request.body));
   FieldReader fields(body, "");
@@ -285,7 +346,7 @@ Result<net::Response> ConsoleApi::RedeemHandover(const net::Request& request) {
                                 "the handover code is not valid; check that you copied all of "
                                 "it, or rotate the connection's token to get a new one");
   };
-  std::optional<std::string> prefix = LookupPrefix(code, kHandoverKind);
+  std::optional<std::string> prefix = LookupPrefix(code, protocol::kHandoverCodePrefix);
   if (!prefix) return refuse_unknown("");
   UPLINK_ASSIGN_OR_RETURN(std::vector<Handover> candidates, store_.FindHandoversByPrefix(*prefix));
   const Handover* handover = nullptr;
@@ -312,7 +373,7 @@ Result<net::Response> ConsoleApi::RedeemHandover(const net::Request& request) {
                                    {"remote_address", request.remote_address}});
   };
 
-  MintedCredential token = MintCredential(kAgentTokenKind);
+  MintedCredential token = MintCredential(protocol::kAgentTokenPrefix);
   event.action = "handover.redeem";
   event.outcome = "ok";
   event.detail = ToJson(json::object{{"token_prefix", token.lookup_prefix}});
@@ -341,9 +402,9 @@ Result<net::Response> ConsoleApi::RedeemHandover(const net::Request& request) {
                                     {"token", token.token.Reveal()}}));
 }
 
-Result<net::Response> ConsoleApi::ListStreamRecords(const std::string& id,
-                                                    const net::Request& request,
-                                                    const RequestContext& caller) {
+Result<net::Response> ConnectionsApi::ListStreamRecords(const std::string& id,
+                                                        const net::Request& request,
+                                                        const RequestContext& caller) {
   UPLINK_ASSIGN_OR_RETURN(Connection connection, OwnedConnection(id, caller));
   RecordQuery query;
   query.connection_id = connection.id;
@@ -353,7 +414,8 @@ Result<net::Response> ConsoleApi::ListStreamRecords(const std::string& id,
     if (key == "stream") {
       stream = value;
     } else if (key == "after") {
-      UPLINK_ASSIGN_OR_RETURN(query.after_sequence, ParseQueryInt("after", value, 0, kMaxSequence));
+      UPLINK_ASSIGN_OR_RETURN(query.after_sequence,
+                              ParseQueryInt("after", value, 0, protocol::kMaxSequence));
     } else if (key == "limit") {
       UPLINK_ASSIGN_OR_RETURN(limit, ParseQueryInt("limit", value, 1, kMaxRecordPage));
     } else if (key == "epoch") {
@@ -367,7 +429,7 @@ Result<net::Response> ConsoleApi::ListStreamRecords(const std::string& id,
     return InvalidArgumentError("stream is required: the name of one of the connection's "
                                 "streams, as GET /api/v1/connections/{id} lists them");
   }
-  if (!IsStreamName(*stream)) {
+  if (!protocol::IsStreamName(*stream)) {
     return InvalidArgumentError("stream must be 1-253 characters of A-Z, a-z, 0-9, '.', '_', "
                                 "'/' and '-', such as \"node/gpu-node-0001\"");
   }

@@ -1,10 +1,10 @@
-// The agent's chart repository (GET /charts/index.yaml and the packaged chart) and the
-// install commands of a connection (POST /api/v1/connections/{id}/install): docs/api.md.
+#include "console/api/install_api.h"
+
 #include "console/api/api_objects.h"
 #include "console/api/chart_repository.h"
-#include "console/api/console_api.h"
-#include "console/api/errors.h"
 #include "console/api/install_plan.h"
+#include "console/api/json_fields.h"
+#include "console/replies.h"
 
 namespace uplink::console {
 namespace {
@@ -22,7 +22,22 @@ net::Response ChartFileResponse(const net::Request& request, std::string_view co
 
 }  // namespace
 
-net::Response ConsoleApi::ServeChart(const net::Request& request, std::string_view file) {
+InstallApi::InstallApi(const ApiContext& context)
+    : ApiArea(context), started_at_(context.clock.Now()) {}
+
+void InstallApi::Register(Routes& routes) {
+  routes.UserRoute("POST", "/api/v1/connections/{id}/install", Access::kAnyUser,
+                   [this](const net::Request& request, const net::PathParams& params,
+                          const RequestContext& caller) {
+                     return GenerateInstall(params.at("id"), request, caller);
+                   });
+  routes.Route("GET", std::string(kChartRepositoryPath) + "/{file}",
+               [this](const net::Request& request, const net::PathParams& params) {
+                 return ServeChart(request, params.at("file"));
+               });
+}
+
+net::Response InstallApi::ServeChart(const net::Request& request, std::string_view file) {
   const Result<ChartPackage>& chart = AgentChart();
   if (!chart.ok()) {
     log_.Error("the embedded agent chart cannot be read", {{"error", chart.status()}});
@@ -40,7 +55,7 @@ net::Response ConsoleApi::ServeChart(const net::Request& request, std::string_vi
                            std::string(kChartRepositoryPath) + "/index.yaml");
 }
 
-Result<net::Response> ConsoleApi::GenerateInstall(const std::string& id,
+Result<net::Response> InstallApi::GenerateInstall(const std::string& id,
                                                   const net::Request& request,
                                                   const RequestContext& caller) {
   UPLINK_ASSIGN_OR_RETURN(Connection connection, OwnedConnection(id, caller));

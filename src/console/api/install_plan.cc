@@ -4,6 +4,7 @@
 #include <cctype>
 #include <regex>
 
+#include "common/kubernetes_names.h"
 #include "common/labels.h"
 #include "common/text.h"
 #include "common/time.h"
@@ -25,11 +26,6 @@ constexpr std::string_view kReleaseName = "uplink-agent";
 // installs instead.
 constexpr std::string_view kChartDefaultAgentRepository = "ghcr.io/uplink/uplink-agent";
 constexpr std::string_view kChartDefaultClusterRepository = "ghcr.io/uplink/uplink-agent-cluster";
-
-bool IsDnsLabel(std::string_view text) {
-  return text.size() <= 63 && text.find('.') == std::string_view::npos &&
-         labels::IsDnsSubdomain(text);
-}
 
 // A value as helm's --set-string reads it: '\' and ',' escaped (a ',' separates
 // assignments), then quoted for the shell.
@@ -147,7 +143,7 @@ Result<InstallRequest> ParseInstallRequest(const json::object& body) {
   }
   UPLINK_ASSIGN_OR_RETURN(auto runtime_class, fields.String("gpu_runtime_class", kMaxNameBytes));
   plan.gpu_runtime_class = runtime_class.value_or(std::string(kDefaultGpuRuntimeClass));
-  if (!plan.gpu_runtime_class.empty() && !labels::IsDnsSubdomain(plan.gpu_runtime_class)) {
+  if (!plan.gpu_runtime_class.empty() && !IsDnsSubdomain(plan.gpu_runtime_class)) {
     return InvalidArgumentError(
         "gpu_runtime_class must be a RuntimeClass name (lower-case letters, digits, '-' and '.'; "
         "see kubectl get runtimeclass), or \"\" for a cluster without GPUs");
@@ -169,7 +165,7 @@ Result<InstallRequest> ParseInstallRequest(const json::object& body) {
   }
   UPLINK_ASSIGN_OR_RETURN(auto secret, fields.String("secret_name", kMaxNameBytes));
   if (secret) target.secret_name = *secret;
-  if (!labels::IsDnsSubdomain(target.secret_name)) {
+  if (!IsDnsSubdomain(target.secret_name)) {
     return InvalidArgumentError(
         "secret_name must be a Kubernetes object name: lower-case letters, digits, '-' and '.', "
         "at most 253");
@@ -201,9 +197,7 @@ std::vector<std::string_view> Workloads(const InstallPlan& plan) {
 }
 
 std::optional<std::string> UnreachableFromCluster(std::string_view host) {
-  std::string name(host);
-  std::transform(name.begin(), name.end(), name.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  std::string name = AsciiLower(host);
   while (name.ends_with('.')) name.pop_back();
   if (net::IsLoopbackHost(name) || name.ends_with(".localhost")) {
     return name + " is a loopback address: in the cluster it means the agent's own pod";

@@ -1,6 +1,5 @@
-// Strict reading of JSON request bodies: unknown fields and wrong types are refused with a
-// message that names the field (by its path, e.g. "nodes[3].gpu_capacity"), and the values
-// people type (names, emails, times) are checked with messages that say what is allowed.
+// Reading user API requests: bodies strictly (protocol/field_reader.h), query parameters, and
+// the values people type (names, emails, times), with messages that say what is allowed.
 #pragma once
 
 #include <cstdint>
@@ -12,44 +11,18 @@
 #include "common/json.h"
 #include "common/status.h"
 #include "common/time.h"
+#include "protocol/field_reader.h"
 
 namespace uplink::console {
 
 // The largest body any user API call takes.
 inline constexpr size_t kMaxUserBodyBytes = 64 << 10;
 
-class FieldReader {
- public:
-  // `path` prefixes field names in messages ("" for the top level).
-  FieldReader(const json::object& object, std::string path);
+using protocol::FieldReader;
 
-  // InvalidArgument naming the first field not in `allowed`.
-  Status OnlyFields(std::initializer_list<std::string_view> allowed) const;
-
-  // Each getter: InvalidArgument when present with the wrong type or outside its bounds;
-  // nullopt when absent (the Required* forms make absence an error too). String lengths are
-  // in bytes.
-  Result<std::optional<std::string>> String(std::string_view key, size_t max_bytes) const;
-  Result<std::string> RequiredString(std::string_view key, size_t max_bytes) const;
-  Result<std::optional<bool>> Bool(std::string_view key) const;
-  Result<bool> RequiredBool(std::string_view key) const;
-  Result<std::int64_t> RequiredInt(std::string_view key, std::int64_t min, std::int64_t max) const;
-  // The value when present, whatever its type (for arrays and objects).
-  const json::value* Find(std::string_view key) const;
-
-  std::string FieldPath(std::string_view key) const;
-
- private:
-  const json::object& object_;
-  std::string path_;
-};
-
-// A whole decimal number in [min, max] (at most 18 digits), for query parameter `name`.
+// A whole decimal number in [min, max] (0 <= min), for query parameter `name`.
 Result<std::int64_t> ParseQueryInt(std::string_view name, const std::string& text, std::int64_t min,
                                    std::int64_t max);
-
-// True for "application/json", in any case, with or without parameters.
-bool IsJsonContentType(std::optional<std::string_view> content_type);
 
 // A user API body as a JSON object; an empty body reads as {} so that "required" errors name
 // the missing fields. Nesting deeper than any request needs is refused.

@@ -1,9 +1,7 @@
-// kubectl through the cluster role (docs/api.md, "kubectl"; docs/protocol.md, "kubectl
-// commands"): users' commands, checked by the guard, the namespace scope and the approval
-// rules (approvals_api.cc), wait in the CommandBroker until the connection's agent polls for
-// them and posts their results; the namespace scope; the latest cluster snapshot.
+#include "console/api/kubectl_api.h"
 
 #include <algorithm>
+#include <random>
 
 #include "common/files.h"
 #include "common/gzip.h"
@@ -11,26 +9,37 @@
 #include "console/api/api_objects.h"
 #include "console/api/approvals.h"
 #include "console/api/cluster_plan.h"
-#include "console/api/console_api.h"
-#include "console/api/errors.h"
-#include "console/api/kubectl_results.h"
+#include "console/api/json_fields.h"
 #include "console/api/right_sizing.h"
+#include "console/replies.h"
 #include "kubectl/guard.h"
+#include "protocol/agent_api.h"
+#include "protocol/commands.h"
+#include "protocol/plans.h"
 
 namespace uplink::console {
 namespace {
 
+constexpr const char* kKubectlLateResultsTotal = "uplink_console_kubectl_late_results_total";
+constexpr const char* kKubectlCommandsWaiting = "uplink_console_kubectl_commands_waiting";
+constexpr const char* kKubectlPollsWaiting = "uplink_console_kubectl_polls_waiting";
+constexpr const char* kKubectlPickupSeconds = "uplink_console_kubectl_pickup_seconds";
+constexpr const char* kClusterSnapshotsStoredTotal =
+    "uplink_console_cluster_snapshots_stored_total";
+
 constexpr size_t kMaxArgs = 256;
 constexpr size_t kMaxArgBytes = 4096;
-constexpr std::int64_t kDefaultPollWaitSeconds = 50;
-constexpr std::int64_t kMaxPollWaitSeconds = 55;
-constexpr std::int64_t kDefaultPollCommands = 4;
-constexpr std::int64_t kMaxPollCommands = 16;
-constexpr size_t kMaxInstanceBytes = 253;
-constexpr std::int64_t kCommandTimeoutSeconds = 30;
-constexpr size_t kCommandIdHexDigits = 16;
-// A result body is flat: the object, the error object inside it.
-constexpr size_t kMaxResultDepth = 4;
+
+// How long an idle poll is held: a whole number of seconds drawn evenly from the last fifth of
+// the agent's `wait` (40-50 s for the default 50). Agents that polled together (every cluster
+// reconnecting after a console restart) would otherwise be answered together and poll again
+// together every `wait`, a burst of thousands of requests at once; drawn anew each time, their
+// polls spread over the whole interval within a few rounds.
+std::chrono::seconds PollHold(std::int64_t wait) {
+  thread_local std::minstd_rand random{std::random_device{}()};
+  std::uniform_int_distribution<std::int64_t> early(0, wait / 5);
+  return std::chrono::seconds(wait - early(random));
+}
 
 // kubectl's own verbs: the only argv word of a refused command the audit log keeps, since
 // anything else a user typed may be anything.
@@ -44,15 +53,6 @@ constexpr std::string_view kKubectlVerbs[] = {
     "scale",     "set",           "taint",        "top",        "uncordon", "version",
     "wait"};
 
-bool IsCommandId(std::string_view id) {
-  constexpr std::string_view kPrefix = "cmd_";
-  if (id.size() != kPrefix.size() + kCommandIdHexDigits || !id.starts_with(kPrefix)) return false;
-  for (char c : id.substr(kPrefix.size())) {
-    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
-  }
-  return true;
-}
-
 // The first word after "kubectl" that is not a flag, when it is one of kubectl's verbs.
 std::string_view AuditVerb(const std::vector<std::string>& argv) {
   if (argv.front() != "kubectl") return "";
@@ -64,22 +64,6 @@ std::string_view AuditVerb(const std::vector<std::string>& argv) {
     return "";
   }
   return "";
-}
-
-// "0.1.0" from "uplink-agent/0.1.0 (cluster)", as the agent sends it; empty for anything
-// else, so that a header shown to users holds only what a version can.
-std::string_view AgentVersionFromUserAgent(std::optional<std::string_view> user_agent) {
-  constexpr std::string_view kProduct = "uplink-agent/";
-  constexpr size_t kMaxVersionBytes = 64;
-  if (!user_agent || !user_agent->starts_with(kProduct)) return "";
-  std::string_view version = user_agent->substr(kProduct.size());
-  version = version.substr(0, version.find(' '));
-  bool plain = !version.empty() && version.size() <= kMaxVersionBytes &&
-               std::all_of(version.begin(), version.end(), [](char c) {
-                 return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') ||
-                        (c >= 'A' && c <= 'Z') || c == '.' || c == '-' || c == '+' || c == '_';
-               });
-  return plain ? version : "";
 }
 
 Result<std::vector<std::string>> ReadArgv(std::string_view body) {
@@ -118,9 +102,72 @@ Result<std::vector<std::string>> ReadArgv(std::string_view body) {
 
 }  // namespace
 
-void ConsoleApi::RunKubectl(const std::string& id, const net::Request& request,
+KubectlApi::KubectlApi(const ApiContext& context, CommandBroker& commands,
+                       CommandOutcomes& outcomes, ApprovalsApi& approvals)
+    : ApiArea(context), commands_(commands), outcomes_(outcomes), approvals_(approvals) {
+  metrics_.DeclareCounter(kKubectlLateResultsTotal,
+                          "Command results that arrived after the console gave the command up "
+                          "(discarded).");
+  metrics_.DeclareGauge(kKubectlCommandsWaiting,
+                        "kubectl commands whose users wait: queued or taken by an agent.");
+  metrics_.DeclareGauge(kKubectlPollsWaiting, "Agent polls held until a command is queued.");
+  metrics_.DeclareCounter(kClusterSnapshotsStoredTotal,
+                          "Cluster snapshots that became their connection's latest.");
+}
+
+void KubectlApi::Register(Routes& routes) {
+  routes.AsyncUserRoute("POST", "/api/v1/connections/{id}/kubectl", Access::kAnyUser,
+                        [this](const net::Request& request, const net::PathParams& params,
+                               const RequestContext& caller, net::Reply reply) {
+                          RunKubectl(params.at("id"), request, caller, std::move(reply));
+                        });
+  routes.UserRoute(
+      "GET", "/api/v1/connections/{id}/namespaces", Access::kAnyUser,
+      [this](const net::Request&, const net::PathParams& params, const RequestContext& caller) {
+        return ShowNamespaces(params.at("id"), caller);
+      });
+  routes.UserRoute("PUT", "/api/v1/connections/{id}/namespaces", Access::kAnyUser,
+                   [this](const net::Request& request, const net::PathParams& params,
+                          const RequestContext& caller) {
+                     return SetNamespaces(params.at("id"), request, caller);
+                   });
+  routes.UserRoute(
+      "GET", "/api/v1/connections/{id}/right-sizing", Access::kAnyUser,
+      [this](const net::Request&, const net::PathParams& params, const RequestContext& caller) {
+        return ShowRightSizing(params.at("id"), caller);
+      });
+  routes.UserRoute(
+      "GET", "/api/v1/connections/{id}/cluster", Access::kAnyUser,
+      [this](const net::Request&, const net::PathParams& params, const RequestContext& caller) {
+        return ShowClusterSnapshot(params.at("id"), caller);
+      });
+  // The cluster role's side (docs/protocol.md, "kubectl commands").
+  routes.AsyncAgentRoute(
+      "POST", std::string(protocol::kCommandPollPath),
+      [this](const net::Request& request, const net::PathParams&, const Connection& connection,
+             net::Reply reply) { PollCommands(request, connection, std::move(reply)); });
+  routes.AsyncAgentRoute("POST", std::string(protocol::kCommandResultRoute),
+                         [this](const net::Request& request, const net::PathParams& params,
+                                const Connection& connection, net::Reply reply) {
+                           reply(Reply(ReceiveCommandResult(params.at("id"), request, connection)));
+                         });
+}
+
+std::string KubectlApi::Scrape() {
+  CommandBroker::Stats stats = commands_.stats();
+  metrics_.Set(kKubectlCommandsWaiting, static_cast<double>(stats.waiting_commands));
+  metrics_.Set(kKubectlPollsWaiting, static_cast<double>(stats.waiting_polls));
+  return commands_.pickup_latency().RenderText(
+      kKubectlPickupSeconds, "Seconds from a kubectl command being queued to an agent taking it.");
+}
+
+void KubectlApi::CountSnapshots(const UploadOutcome& outcome) {
+  if (outcome.snapshot_replaced) metrics_.Increment(kClusterSnapshotsStoredTotal);
+}
+
+void KubectlApi::RunKubectl(const std::string& id, const net::Request& request,
                             const RequestContext& caller, net::Reply reply) {
-  auto connection = PlanConnection(id, caller);
+  auto connection = OperatedConnection(id, caller);
   if (!connection.ok()) return reply(Reply(connection.status()));
   auto argv = ReadArgv(request.body);
   if (!argv.ok()) return reply(Reply(argv.status()));
@@ -157,7 +204,7 @@ void ConsoleApi::RunKubectl(const std::string& id, const net::Request& request,
   auto rules = store_.ListApprovalRules(connection->id);
   if (!rules.ok()) return reply(Reply(rules.status()));
   if (const ApprovalRule* rule = FirstMatchingRule(*rules, *command)) {
-    return reply(RequestApproval(*connection, caller, *argv, *rule));
+    return reply(approvals_.RequestApproval(*connection, caller, *argv, *rule));
   }
 
   auto submitted = commands_.Submit(
@@ -172,10 +219,10 @@ void ConsoleApi::RunKubectl(const std::string& id, const net::Request& request,
   }
 }
 
-net::Response ConsoleApi::KubectlRefused(const Connection& connection, const RequestContext& caller,
+net::Response KubectlApi::KubectlRefused(const Connection& connection, const RequestContext& caller,
                                          std::string_view outcome, std::string_view verb,
                                          std::string_view reason, net::Response response) {
-  metrics_.Increment(kKubectlCommandsTotal, {{"outcome", outcome}});
+  outcomes_.Count(outcome);
   // The verb and the reason only: the rest of argv is whatever the user typed.
   json::object detail{
       {"refusal", outcome}, {"verb", verb}, {"reason", OneLineExcerpt(reason, 500)}};
@@ -186,81 +233,13 @@ net::Response ConsoleApi::KubectlRefused(const Connection& connection, const Req
   return response;
 }
 
-ConsoleApi::CommandOutcome ConsoleApi::OutcomeOf(CommandEnd& end) const {
-  CommandOutcome outcome;
-  switch (end.kind) {
-    case CommandEnd::Kind::kResult: {
-      CommandResult& result = *end.result;
-      if (result.error_code.empty()) {
-        outcome.outcome = "completed";
-        return outcome;
-      }
-      outcome.outcome = "agent_" + result.error_code;
-      outcome.http_status = 502;
-      outcome.error_code = outcome.outcome;
-      outcome.message = result.error_message.empty()
-                            ? "the agent could not run the command (" + result.error_code + ")"
-                            : result.error_message;
-      return outcome;
-    }
-    case CommandEnd::Kind::kNotPickedUp:
-      outcome.outcome = "not_picked_up";
-      outcome.http_status = 504;
-      outcome.error_code = "agent_timeout";
-      outcome.message =
-          "no agent picked the command up within " +
-          std::to_string(options_.command_timeout.count()) +
-          " s; is the cluster role (uplink-agent cluster) running? The connection's page shows "
-          "\"Waiting for agent\" until it polls. Its agent last asked for commands: " +
-          (end.last_poll_at ? FormatRfc3339(*end.last_poll_at)
-                            : std::string("not since the console started"));
-      return outcome;
-    case CommandEnd::Kind::kNoResult:
-      outcome.outcome = "no_result";
-      outcome.http_status = 504;
-      outcome.error_code = "agent_timeout";
-      outcome.message = "the agent took the command at " +
-                        FormatRfc3339(end.taken_at.value_or(WallTime{})) +
-                        " and returned nothing within " +
-                        std::to_string(options_.command_timeout.count()) +
-                        " s; the result, if it comes, is discarded. Check the cluster role's log";
-      return outcome;
-    case CommandEnd::Kind::kShutdown:
-      outcome.outcome = "shutdown";
-      outcome.http_status = 503;
-      outcome.error_code = "unavailable";
-      outcome.message = "the console is shutting down; run the command again once it is back";
-      return outcome;
-  }
-  return outcome;
-}
-
-AuditEvent ConsoleApi::CommandEndedEvent(AuditEvent event, const std::string& command_id,
-                                         const std::vector<std::string>& argv,
-                                         const CommandEnd& end, const CommandOutcome& outcome) {
-  json::object detail{{"command_id", command_id}, {"argv", ArgvJson(argv)}};
-  if (end.result) detail["duration_ms"] = end.result->duration_ms;
-  if (outcome.outcome == "completed") {
-    detail["exit_code"] = end.result->exit_code;
-  } else {
-    detail["error"] = end.result ? end.result->error_code : outcome.outcome;
-  }
-  event.detail = ToJson(detail);
-  if (end.result && end.result->error_code == "refused") event.outcome = "refused";
-  metrics_.Increment(kKubectlCommandsTotal, {{"outcome", outcome.outcome}});
-  log_.Info("kubectl command ended", {{"connection_id", event.target_id},
-                                      {"command_id", command_id},
-                                      {"outcome", outcome.outcome}});
-  return event;
-}
-
-net::Response ConsoleApi::KubectlEnded(const Connection& connection, const RequestContext& caller,
+net::Response KubectlApi::KubectlEnded(const Connection& connection, const RequestContext& caller,
                                        const std::vector<std::string>& argv, CommandEnd end) {
-  CommandOutcome outcome = OutcomeOf(end);
-  AuditEvent event = CommandEndedEvent(
-      CallerEvent(caller, clock_.Now(), "kubectl.run", "connection", connection.id,
-                  connection.owner_id),
-      end.id, argv, end, outcome);
+  CommandOutcome outcome = outcomes_.OutcomeOf(end);
+  AuditEvent event =
+      outcomes_.EndedEvent(CallerEvent(caller, clock_.Now(), "kubectl.run", "connection",
+                                       connection.id, connection.owner_id),
+                           end.id, argv, end, outcome);
   if (Status appended = store_.AppendAudit(event); !appended.ok()) {
     log_.Error("recording a kubectl command in the audit log failed",
                {{"connection_id", connection.id}, {"error", appended}});
@@ -276,17 +255,17 @@ net::Response ConsoleApi::KubectlEnded(const Connection& connection, const Reque
                             {"duration_ms", result.duration_ms}});
 }
 
-Result<net::Response> ConsoleApi::ShowNamespaces(const std::string& id,
+Result<net::Response> KubectlApi::ShowNamespaces(const std::string& id,
                                                  const RequestContext& caller) {
-  UPLINK_ASSIGN_OR_RETURN(Connection connection, PlanConnection(id, caller));
+  UPLINK_ASSIGN_OR_RETURN(Connection connection, OperatedConnection(id, caller));
   UPLINK_ASSIGN_OR_RETURN(NamespaceScope scope, store_.GetNamespaceScope(connection.id));
   return JsonResponse(
       200, {{"connection_id", connection.id}, {"namespaces", NamespaceScopeJson(scope)}});
 }
 
-Result<net::Response> ConsoleApi::SetNamespaces(const std::string& id, const net::Request& request,
+Result<net::Response> KubectlApi::SetNamespaces(const std::string& id, const net::Request& request,
                                                 const RequestContext& caller) {
-  UPLINK_ASSIGN_OR_RETURN(Connection connection, PlanConnection(id, caller));
+  UPLINK_ASSIGN_OR_RETURN(Connection connection, OperatedConnection(id, caller));
   UPLINK_ASSIGN_OR_RETURN(json::object body, ReadJsonObject(request.body));
   FieldReader fields(body, "");
   UPLINK_RETURN_IF_ERROR(fields.OnlyFields({"namespaces"}));
@@ -343,9 +322,9 @@ Result<std::optional<SnapshotResults>> LatestSnapshot(Store& store,
 
 }  // namespace
 
-Result<net::Response> ConsoleApi::ShowClusterSnapshot(const std::string& id,
+Result<net::Response> KubectlApi::ShowClusterSnapshot(const std::string& id,
                                                       const RequestContext& caller) {
-  UPLINK_ASSIGN_OR_RETURN(Connection connection, PlanConnection(id, caller));
+  UPLINK_ASSIGN_OR_RETURN(Connection connection, OperatedConnection(id, caller));
   UPLINK_ASSIGN_OR_RETURN(std::optional<SnapshotResults> latest,
                           LatestSnapshot(store_, connection.id));
   if (!latest) return NoSnapshot();
@@ -357,9 +336,9 @@ Result<net::Response> ConsoleApi::ShowClusterSnapshot(const std::string& id,
                             {"results", std::move(latest->results)}});
 }
 
-Result<net::Response> ConsoleApi::ShowRightSizing(const std::string& id,
+Result<net::Response> KubectlApi::ShowRightSizing(const std::string& id,
                                                   const RequestContext& caller) {
-  UPLINK_ASSIGN_OR_RETURN(Connection connection, PlanConnection(id, caller));
+  UPLINK_ASSIGN_OR_RETURN(Connection connection, OperatedConnection(id, caller));
   UPLINK_ASSIGN_OR_RETURN(std::optional<SnapshotResults> latest,
                           LatestSnapshot(store_, connection.id));
   if (!latest) return NoSnapshot();
@@ -390,70 +369,52 @@ Result<net::Response> ConsoleApi::ShowRightSizing(const std::string& id,
   return JsonResponse(200, reply);
 }
 
-void ConsoleApi::PollCommands(const net::Request& request, const Connection& connection,
+void KubectlApi::PollCommands(const net::Request& request, const Connection& connection,
                               net::Reply reply) {
   if (!request.body.empty() && !IsJsonContentType(request.headers.Get("Content-Type"))) {
     return reply(ErrorResponse(415, "unsupported_media_type",
                                "send the body as JSON with Content-Type: application/json"));
   }
-  std::string agent_instance;
-  auto read = [&]() -> Result<std::pair<std::int64_t, std::int64_t>> {
-    UPLINK_ASSIGN_OR_RETURN(json::object body, ReadJsonObject(request.body));
-    FieldReader fields(body, "");
-    UPLINK_RETURN_IF_ERROR(fields.OnlyFields({"agent_instance", "wait_seconds", "max_commands"}));
-    UPLINK_ASSIGN_OR_RETURN(std::optional<std::string> instance,
-                            fields.String("agent_instance", kMaxInstanceBytes));
-    agent_instance = instance.value_or("");
-    std::int64_t wait = kDefaultPollWaitSeconds;
-    std::int64_t max_commands = kDefaultPollCommands;
-    if (fields.Find("wait_seconds")) {
-      UPLINK_ASSIGN_OR_RETURN(wait, fields.RequiredInt("wait_seconds", 0, kMaxPollWaitSeconds));
-    }
-    if (fields.Find("max_commands")) {
-      UPLINK_ASSIGN_OR_RETURN(max_commands,
-                              fields.RequiredInt("max_commands", 1, kMaxPollCommands));
-    }
-    return std::pair{wait, max_commands};
-  };
-  auto parsed = read();
-  if (!parsed.ok()) return reply(Reply(parsed.status()));
-  auto [wait, max_commands] = *parsed;
+  auto body = ReadJsonObject(request.body);
+  if (!body.ok()) return reply(Reply(body.status()));
+  auto poll = protocol::DecodeCommandPoll(*body);
+  if (!poll.ok()) return reply(Reply(poll.status()));
   // Accepted when it arrives: an idle agent is held up to `wait` and polls again at once.
-  presence_.Seen(connection.id,
-                 AgentIdentity{"cluster", agent_instance,
-                               AgentVersionFromUserAgent(request.headers.Get("User-Agent"))},
-                 clock_.Now());
-  commands_.Poll(connection.id, agent_instance, static_cast<size_t>(max_commands),
-                 std::chrono::seconds(wait),
-                 [reply, expires_at = FormatRfc3339(connection.expires_at)](
-                     std::vector<PendingCommand> taken) {
-                   json::array list;
-                   for (PendingCommand& command : taken) {
-                     list.push_back(json::object{{"id", std::move(command.id)},
-                                                 {"argv", ArgvJson(command.argv)},
-                                                 {"timeout_seconds", kCommandTimeoutSeconds}});
-                   }
-                   reply(JsonResponse(200, {{"commands", std::move(list)},
-                                            {"expires_at", expires_at}}));
-                 });
+  presence_.Seen(
+      connection.id,
+      AgentIdentity{"cluster", poll->agent_instance,
+                    protocol::AgentVersionFromUserAgent(request.headers.Get("User-Agent"))},
+      clock_.Now());
+  commands_.Poll(
+      connection.id, poll->agent_instance, static_cast<size_t>(poll->max_commands),
+      PollHold(poll->wait_seconds),
+      [reply, expires_at = connection.expires_at](std::vector<PendingCommand> taken) {
+        protocol::PollReply answer{.commands = {}, .expires_at = expires_at};
+        for (PendingCommand& command : taken) {
+          answer.commands.push_back(protocol::PolledCommand{
+              std::move(command.id), std::move(command.argv), protocol::kCommandTimeoutSeconds});
+        }
+        reply(JsonResponse(200, protocol::EncodePollReply(answer)));
+      });
 }
 
-Result<net::Response> ConsoleApi::ReceiveCommandResult(const std::string& command_id,
+Result<net::Response> KubectlApi::ReceiveCommandResult(const std::string& command_id,
                                                        const net::Request& request,
                                                        const Connection& connection) {
-  if (!IsCommandId(command_id)) {
+  if (!protocol::IsCommandId(command_id)) {
     return ErrorResponse(404, "unknown_command",
                          "there is no command with this id; drop the result");
   }
   CommandResult result;
   {
     std::string decompressed;
-    auto decoded = AgentJsonBody(request, kMaxCommandResultBytes, decompressed);
+    auto decoded = AgentJsonBody(request, protocol::kMaxCommandResultBytes, decompressed);
     if (auto* refusal = std::get_if<net::Response>(&decoded)) return std::move(*refusal);
     const std::string_view body = std::get<std::string_view>(decoded);
     UPLINK_ASSIGN_OR_RETURN(json::value document,
-                            ParseJson(body, JsonLimits{kMaxCommandResultBytes, kMaxResultDepth}));
-    UPLINK_ASSIGN_OR_RETURN(result, ParseCommandResult(document));
+                            ParseJson(body, JsonLimits{protocol::kMaxCommandResultBytes,
+                                                       protocol::kMaxCommandResultDepth}));
+    UPLINK_ASSIGN_OR_RETURN(result, protocol::DecodeCommandResult(document));
   }
   auto delivered = commands_.Deliver(connection.id, command_id, std::move(result));
   if (!delivered.ok()) {
@@ -472,14 +433,14 @@ Result<net::Response> ConsoleApi::ReceiveCommandResult(const std::string& comman
   return JsonResponse(200, {{"status", "stored"}});
 }
 
-std::optional<json::object> ConsoleApi::ClusterPlan(const Connection& connection) {
+std::optional<json::object> KubectlApi::UploadPlan(const Connection& connection) {
   auto scope = store_.GetNamespaceScope(connection.id);
   if (!scope.ok()) {
     log_.Warn("reading the namespace scope for an upload reply failed",
               {{"connection_id", connection.id}, {"error", scope.status()}});
     return std::nullopt;
   }
-  return ClusterPlanJson(*scope);
+  return protocol::EncodeClusterPlan(ClusterPlanFor(*scope));
 }
 
 }  // namespace uplink::console

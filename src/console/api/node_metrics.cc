@@ -4,9 +4,16 @@
 #include <cmath>
 
 #include "common/flags.h"
-#include "console/api/node_sample.h"
+#include "console/api/node_sample_figures.h"
+#include "protocol/node_sample.h"
 
 namespace uplink::console {
+
+using protocol::NodeSample;
+using protocol::SampleFilesystem;
+using protocol::SampleGap;
+using protocol::SampleGpu;
+
 namespace {
 
 struct SeriesMetricInfo {
@@ -242,7 +249,7 @@ json::object NodeSummaryJson(const SampleNodeState& state, WallTime now,
   // later console be stricter, the node is still listed, with its figures null.
   std::optional<NodeSample> latest;
   if (auto document = ParseJson(state.latest_payload); document.ok() && document->is_object()) {
-    if (auto parsed = ParseNodeSample(document->get_object(), "payload"); parsed.ok()) {
+    if (auto parsed = protocol::DecodeNodeSample(document->get_object(), "payload"); parsed.ok()) {
       latest = std::move(parsed).value();
     }
   }

@@ -1,18 +1,27 @@
-// Node metrics (docs/api.md, "Node metrics"): the latest figures of a connection's nodes, one
-// metric of one node over time, and the plan that tells the node role what to collect.
+#include "console/api/nodes_api.h"
+
 #include <algorithm>
 
 #include "common/text.h"
-#include "console/api/console_api.h"
-#include "console/api/errors.h"
+#include "console/api/json_fields.h"
 #include "console/api/node_metrics.h"
+#include "console/replies.h"
+#include "protocol/plans.h"
 
 namespace uplink::console {
 namespace {
 
 constexpr std::int64_t kDefaultNodePage = 100;
-constexpr std::int64_t kMinPlanInterval = 10;
-constexpr std::int64_t kMaxPlanInterval = 3600;
+constexpr const char* kNodeSamplesStoredTotal = "uplink_console_node_samples_stored_total";
+constexpr const char* kNodeSamplesRefusedTotal = "uplink_console_node_samples_refused_total";
+constexpr const char* kNodeSampleValuesDroppedTotal =
+    "uplink_console_node_sample_values_dropped_total";
+constexpr const char* kNodeSamplesPrunedTotal = "uplink_console_node_samples_pruned_total";
+constexpr const char* kNodeRollupsWrittenTotal = "uplink_console_node_rollups_written_total";
+constexpr const char* kNodeRollupsPrunedTotal = "uplink_console_node_rollups_pruned_total";
+
+constexpr std::int64_t kMinPlanInterval = protocol::kMinPlanInterval.count();
+constexpr std::int64_t kMaxPlanInterval = protocol::kMaxPlanInterval.count();
 constexpr size_t kMaxNodeNameBytes = 253;
 constexpr size_t kMaxMetricBytes = 64;
 
@@ -72,20 +81,62 @@ Result<std::vector<std::string>> ReadCollectors(const json::value& value) {
 
 }  // namespace
 
-Result<Connection> ConsoleApi::PlanConnection(const std::string& id,
-                                              const RequestContext& caller) {
-  if (!caller.is_admin()) return OwnedConnection(id, caller);
-  Status not_found = NotFoundError("there is no connection with this id; list them with "
-                                   "GET /api/v1/connections");
-  if (!IsPlausibleId(id)) return not_found;
-  auto connection = store_.GetConnection(id);
-  if (!connection.ok() && connection.status().code() == StatusCode::kNotFound) return not_found;
-  return connection;
+NodesApi::NodesApi(const ApiContext& context) : ApiArea(context) {
+  metrics_.DeclareCounter(kNodeSamplesStoredTotal, "Node samples whose figures were stored.");
+  metrics_.DeclareCounter(kNodeSamplesRefusedTotal,
+                          "Node samples refused (invalid: the upload was answered 422) or "
+                          "acknowledged without keeping their figures (too_old, in_future, "
+                          "same_time), by reason.");
+  metrics_.DeclareCounter(kNodeSampleValuesDroppedTotal,
+                          "Node sample values not stored because their node has too many "
+                          "series.");
+  metrics_.DeclareCounter(kNodeSamplesPrunedTotal, "Raw node samples deleted by retention.");
+  metrics_.DeclareCounter(kNodeRollupsWrittenTotal,
+                          "5-minute node sample rollups written (or rewritten after a late "
+                          "sample).");
+  metrics_.DeclareCounter(kNodeRollupsPrunedTotal, "Node sample rollups deleted by retention.");
 }
 
-Result<net::Response> ConsoleApi::ListSampleNodes(const std::string& id,
-                                                  const net::Request& request,
-                                                  const RequestContext& caller) {
+void NodesApi::Register(Routes& routes) {
+  routes.UserRoute("GET", "/api/v1/connections/{id}/nodes", Access::kAnyUser,
+                   [this](const net::Request& request, const net::PathParams& params,
+                          const RequestContext& caller) {
+                     return ListSampleNodes(params.at("id"), request, caller);
+                   });
+  routes.UserRoute("GET", "/api/v1/connections/{id}/nodes/{node}/series", Access::kAnyUser,
+                   [this](const net::Request& request, const net::PathParams& params,
+                          const RequestContext& caller) {
+                     return NodeSeries(params.at("id"), params.at("node"), request, caller);
+                   });
+  routes.UserRoute(
+      "GET", "/api/v1/connections/{id}/node-plan", Access::kAnyUser,
+      [this](const net::Request&, const net::PathParams& params, const RequestContext& caller) {
+        return ShowNodePlan(params.at("id"), caller);
+      });
+  routes.UserRoute("PUT", "/api/v1/connections/{id}/node-plan", Access::kAnyUser,
+                   [this](const net::Request& request, const net::PathParams& params,
+                          const RequestContext& caller) {
+                     return SetNodePlan(params.at("id"), request, caller);
+                   });
+}
+
+std::optional<json::object> NodesApi::UploadPlan(const Connection& connection) {
+  auto plan = store_.GetNodePlan(connection.id);
+  if (!plan.ok()) {
+    log_.Warn("reading the node plan for an upload reply failed",
+              {{"connection_id", connection.id}, {"error", plan.status()}});
+    return std::nullopt;
+  }
+  return protocol::EncodeNodePlan(protocol::NodePlan{
+      .interval = std::chrono::seconds(plan->interval_seconds), .collectors = plan->collectors});
+}
+
+void NodesApi::CountInvalidSample() {
+  metrics_.Increment(kNodeSamplesRefusedTotal, {{"reason", "invalid"}});
+}
+
+Result<net::Response> NodesApi::ListSampleNodes(const std::string& id, const net::Request& request,
+                                                const RequestContext& caller) {
   UPLINK_ASSIGN_OR_RETURN(Connection connection, OwnedConnection(id, caller));
   std::int64_t limit = kDefaultNodePage;
   std::string after;
@@ -115,9 +166,9 @@ Result<net::Response> ConsoleApi::ListSampleNodes(const std::string& id,
   return JsonResponse(200, {{"nodes", std::move(nodes)}, {"next_after", next_after}});
 }
 
-Result<net::Response> ConsoleApi::NodeSeries(const std::string& id, const std::string& node,
-                                             const net::Request& request,
-                                             const RequestContext& caller) {
+Result<net::Response> NodesApi::NodeSeries(const std::string& id, const std::string& node,
+                                           const net::Request& request,
+                                           const RequestContext& caller) {
   UPLINK_ASSIGN_OR_RETURN(Connection connection, OwnedConnection(id, caller));
   Status unknown_node = NotFoundError("this connection has no samples from node \"" +
                                       OneLineExcerpt(node, kMaxNodeNameBytes) +
@@ -241,16 +292,15 @@ Result<net::Response> ConsoleApi::NodeSeries(const std::string& id, const std::s
                             {"truncated", truncated}});
 }
 
-Result<net::Response> ConsoleApi::ShowNodePlan(const std::string& id,
-                                               const RequestContext& caller) {
-  UPLINK_ASSIGN_OR_RETURN(Connection connection, PlanConnection(id, caller));
+Result<net::Response> NodesApi::ShowNodePlan(const std::string& id, const RequestContext& caller) {
+  UPLINK_ASSIGN_OR_RETURN(Connection connection, OperatedConnection(id, caller));
   UPLINK_ASSIGN_OR_RETURN(NodePlan plan, store_.GetNodePlan(connection.id));
   return JsonResponse(200, PlanJson(connection.id, plan));
 }
 
-Result<net::Response> ConsoleApi::SetNodePlan(const std::string& id, const net::Request& request,
-                                              const RequestContext& caller) {
-  UPLINK_ASSIGN_OR_RETURN(Connection connection, PlanConnection(id, caller));
+Result<net::Response> NodesApi::SetNodePlan(const std::string& id, const net::Request& request,
+                                            const RequestContext& caller) {
+  UPLINK_ASSIGN_OR_RETURN(Connection connection, OperatedConnection(id, caller));
   UPLINK_ASSIGN_OR_RETURN(json::object body, ReadJsonObject(request.body));
   FieldReader fields(body, "");
   UPLINK_RETURN_IF_ERROR(fields.OnlyFields({"interval_seconds", "collectors"}));
@@ -284,6 +334,35 @@ Result<net::Response> ConsoleApi::SetNodePlan(const std::string& id, const net::
                               {"interval_seconds", plan.interval_seconds}});
   plan.updated_at = now;
   return JsonResponse(200, PlanJson(connection.id, plan));
+}
+
+void NodesApi::CountNodeSamples(const UploadOutcome& outcome, const Connection& connection,
+                                const std::string& stream) {
+  auto add = [&](const char* name, std::int64_t count, const metrics::Labels& labels = {}) {
+    if (count > 0) metrics_.Increment(name, labels, static_cast<double>(count));
+  };
+  add(kNodeSamplesStoredTotal, outcome.samples_stored);
+  add(kNodeSamplesRefusedTotal, outcome.samples_too_old, {{"reason", "too_old"}});
+  add(kNodeSamplesRefusedTotal, outcome.samples_in_future, {{"reason", "in_future"}});
+  add(kNodeSamplesRefusedTotal, outcome.samples_same_time, {{"reason", "same_time"}});
+  add(kNodeSampleValuesDroppedTotal, outcome.sample_values_dropped);
+  add(kNodeSamplesPrunedTotal, outcome.samples_pruned);
+  add(kNodeRollupsWrittenTotal, outcome.rollups_written);
+  add(kNodeRollupsPrunedTotal, outcome.rollups_pruned);
+  if (outcome.samples_too_old > 0 || outcome.samples_in_future > 0) {
+    // Acknowledged, so the agent does not send them again, but their figures are not kept.
+    log_.Warn("node samples outside the kept time range were not stored",
+              {{"connection_id", connection.id},
+               {"stream", stream},
+               {"too_old", outcome.samples_too_old},
+               {"in_future", outcome.samples_in_future}});
+  }
+  if (outcome.sample_values_dropped > 0) {
+    log_.Warn("node sample values dropped: the node has too many series",
+              {{"connection_id", connection.id},
+               {"stream", stream},
+               {"dropped", outcome.sample_values_dropped}});
+  }
 }
 
 }  // namespace uplink::console

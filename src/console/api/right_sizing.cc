@@ -61,12 +61,9 @@ std::optional<std::int64_t> Bytes(std::string_view text) {
 }
 
 // The namespace after -n/--namespace in a plan argv, if any.
-std::string NamespaceOf(const json::array& argv) {
+std::string NamespaceOf(const std::vector<std::string>& argv) {
   for (size_t i = 0; i + 1 < argv.size(); ++i) {
-    if (argv[i].is_string() && argv[i + 1].is_string() &&
-        (argv[i].get_string() == "-n" || argv[i].get_string() == "--namespace")) {
-      return std::string(argv[i + 1].get_string());
-    }
+    if (argv[i] == "-n" || argv[i] == "--namespace") return argv[i + 1];
   }
   return "";
 }
@@ -222,26 +219,17 @@ std::vector<PodUsage> ParseTopPods(std::string_view output, std::string_view nam
   return usage;
 }
 
-std::vector<PodUsage> PodUsageOfSnapshot(const json::object& payload, std::int64_t sequence,
-                                         WallTime collected_at) {
+std::vector<PodUsage> PodUsageOfSnapshot(const protocol::ClusterSnapshot& snapshot,
+                                         std::int64_t sequence) {
   std::vector<PodUsage> usage;
-  const json::value* results = payload.if_contains("results");
-  if (results == nullptr || !results->is_array()) return usage;
-  for (const json::value& value : results->get_array()) {
-    const json::object* result = value.if_object();
-    if (result == nullptr) continue;
-    const json::value* name = result->if_contains("name");
-    const json::value* exit_code = result->if_contains("exit_code");
-    const json::value* out = result->if_contains("stdout");
-    const json::value* argv = result->if_contains("argv");
-    if (name == nullptr || !name->is_string() || !NamedLike(name->get_string(), kTopPodsResult) ||
-        exit_code == nullptr || !exit_code->is_int64() || exit_code->get_int64() != 0 ||
-        out == nullptr || !out->is_string() || argv == nullptr || !argv->is_array()) {
+  for (const protocol::SnapshotResult& result : snapshot.results) {
+    if (!NamedLike(result.name, kTopPodsResult) || !result.outcome.error_code.empty() ||
+        result.outcome.exit_code != 0) {
       continue;
     }
-    for (PodUsage& pod : ParseTopPods(out->get_string(), NamespaceOf(argv->get_array()))) {
+    for (PodUsage& pod : ParseTopPods(result.outcome.stdout_text, NamespaceOf(result.argv))) {
       pod.sequence = sequence;
-      pod.collected_at = collected_at;
+      pod.collected_at = snapshot.collected_at;
       usage.push_back(std::move(pod));
     }
   }

@@ -13,6 +13,7 @@
 #include "common/json.h"
 #include "common/time.h"
 #include "console/store/store.h"
+#include "protocol/cluster_snapshot.h"
 
 namespace uplink::console {
 
@@ -37,10 +38,10 @@ inline constexpr std::string_view kPodResourcesResult = "pod_resources";
 // A line that does not parse (a header, a message) is skipped.
 std::vector<PodUsage> ParseTopPods(std::string_view output, std::string_view namespace_name);
 
-// The usage in a cluster snapshot payload (already checked by ParseClusterSnapshot): the pod
-// lines of its top_pods results that exited 0, stamped with `sequence` and `collected_at`.
-std::vector<PodUsage> PodUsageOfSnapshot(const json::object& payload, std::int64_t sequence,
-                                         WallTime collected_at);
+// The usage in a cluster snapshot: the pod lines of its top_pods results that exited 0,
+// stamped with `sequence` and the snapshot's time.
+std::vector<PodUsage> PodUsageOfSnapshot(const protocol::ClusterSnapshot& snapshot,
+                                         std::int64_t sequence);
 
 struct ContainerResources {
   std::string name;

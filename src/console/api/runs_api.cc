@@ -1,16 +1,17 @@
-// Experiment runs (docs/api.md, "Experiment runs"): a connection's ML runs as its
-// experiments role reported them, filtered and paged, and one run with its params, tags,
-// latest metrics and metric histories.
+#include "console/api/runs_api.h"
+
 #include <cmath>
 
 #include "common/crypto.h"
 #include "common/text.h"
-#include "console/api/console_api.h"
-#include "console/api/errors.h"
-#include "console/api/run_records.h"
+#include "console/api/json_fields.h"
+#include "console/replies.h"
+#include "protocol/experiments.h"
 
 namespace uplink::console {
 namespace {
+
+constexpr const char* kRunItemsTotal = "uplink_console_run_items_total";
 
 constexpr std::int64_t kDefaultRunPage = 100;
 constexpr std::int64_t kDefaultHistoryPoints = 500;
@@ -110,8 +111,26 @@ std::vector<std::string> SplitCommas(std::string_view text) {
 
 }  // namespace
 
-Result<net::Response> ConsoleApi::ListRuns(const std::string& id, const net::Request& request,
-                                           const RequestContext& caller) {
+RunsApi::RunsApi(const ApiContext& context) : ApiArea(context) {
+  metrics_.DeclareCounter(kRunItemsTotal,
+                          "Experiment run items stored, by kind: upserts, points (new ones), "
+                          "duplicate_points (already stored), deleted, problems.");
+}
+
+void RunsApi::Register(Routes& routes) {
+  routes.UserRoute(
+      "GET", "/api/v1/connections/{id}/runs", Access::kAnyUser,
+      [this](const net::Request& request, const net::PathParams& params,
+             const RequestContext& caller) { return ListRuns(params.at("id"), request, caller); });
+  routes.UserRoute("GET", "/api/v1/connections/{id}/runs/{run_id}", Access::kAnyUser,
+                   [this](const net::Request& request, const net::PathParams& params,
+                          const RequestContext& caller) {
+                     return ShowRun(params.at("id"), params.at("run_id"), request, caller);
+                   });
+}
+
+Result<net::Response> RunsApi::ListRuns(const std::string& id, const net::Request& request,
+                                        const RequestContext& caller) {
   UPLINK_ASSIGN_OR_RETURN(Connection connection, OwnedConnection(id, caller));
   RunQuery query;
   query.connection_id = connection.id;
@@ -124,7 +143,7 @@ Result<net::Response> ConsoleApi::ListRuns(const std::string& id, const net::Req
     if (key == "experiment") {
       query.experiment = value;
     } else if (key == "status") {
-      if (!IsRunStatus(value)) {
+      if (!protocol::IsRunStatus(value)) {
         return InvalidArgumentError("status must be one of running, scheduled, finished, failed, "
                                     "killed, crashed, unknown");
       }
@@ -169,9 +188,8 @@ Result<net::Response> ConsoleApi::ListRuns(const std::string& id, const net::Req
                             {"problems", std::move(problem_list)}});
 }
 
-Result<net::Response> ConsoleApi::ShowRun(const std::string& id, const std::string& run_id,
-                                          const net::Request& request,
-                                          const RequestContext& caller) {
+Result<net::Response> RunsApi::ShowRun(const std::string& id, const std::string& run_id,
+                                       const net::Request& request, const RequestContext& caller) {
   UPLINK_ASSIGN_OR_RETURN(Connection connection, OwnedConnection(id, caller));
   bool history = true;
   std::vector<std::string> metrics;
@@ -195,7 +213,7 @@ Result<net::Response> ConsoleApi::ShowRun(const std::string& id, const std::stri
                                   "\"; a run takes history, metrics and points");
     }
   }
-  if (run_id.empty() || run_id.size() > kMaxRunIdBytes) {
+  if (run_id.empty() || run_id.size() > protocol::kMaxRunIdBytes) {
     return NotFoundError("this connection has no such run");
   }
   auto run = store_.GetRun(connection.id, run_id);
@@ -239,7 +257,7 @@ Result<net::Response> ConsoleApi::ShowRun(const std::string& id, const std::stri
   return JsonResponse(200, body);
 }
 
-void ConsoleApi::CountRunItems(const UploadOutcome& outcome) {
+void RunsApi::CountRunItems(const UploadOutcome& outcome) {
   for (auto [kind, count] : {std::pair{"upserts", outcome.runs_upserted},
                              std::pair{"points", outcome.run_points_stored},
                              std::pair{"duplicate_points", outcome.run_points_duplicate},

@@ -1,15 +1,13 @@
-// Two-factor sign-in (docs/api.md, "Two-factor sign-in"; docs/security.md): enrolment with a
-// QR code and a first code, recovery codes, turning it off, an admin's reset, and the console
-// setting that requires it, which also shuts out the credentials and agents of users who have
-// not set it up.
+#include "console/api/two_factor_api.h"
+
 #include <set>
 
 #include "common/crypto.h"
 #include "console/api/api_objects.h"
-#include "console/api/console_api.h"
-#include "console/api/errors.h"
+#include "console/api/json_fields.h"
 #include "console/auth/qr_code.h"
 #include "console/auth/totp.h"
+#include "console/replies.h"
 
 namespace uplink::console {
 namespace {
@@ -20,34 +18,6 @@ constexpr std::string_view kIssuer = "uplink";
 constexpr size_t kMaxCodeBytes = 64;
 constexpr size_t kMaxListedUsers = 100;
 constexpr std::string_view kFailureKind = "two_factor_code";
-
-// What a caller who must set up two-factor may still do: see who they are, end or confirm
-// their session, read the setting, set it up, and list their own connections, which show
-// their agents refused and why (nothing else of them: no nodes, kubectl, records or changes).
-constexpr std::string_view kOpenBeforeTwoFactor[] = {
-    "GET /api/v1/me",
-    "GET /api/v1/connections",
-    "GET /api/v1/connections/{id}",
-    "POST /api/v1/session/confirm",
-    "POST /api/v1/session/logout",
-    "GET /api/v1/web/session",
-    "POST /api/v1/web/sign-out",
-    "GET /api/v1/two-factor",
-    "POST /api/v1/two-factor/enrollment",
-    "POST /api/v1/two-factor/enrollment/confirm",
-    "GET /api/v1/settings",
-};
-
-
-bool OpenBeforeTwoFactor(std::string_view method, std::string_view pattern) {
-  for (std::string_view route : kOpenBeforeTwoFactor) {
-    if (route.size() == method.size() + 1 + pattern.size() && route.starts_with(method) &&
-        route[method.size()] == ' ' && route.ends_with(pattern)) {
-      return true;
-    }
-  }
-  return false;
-}
 
 json::object TwoFactorJson(const std::optional<TwoFactorCredential>& credential, bool required) {
   bool enabled = credential && credential->enabled_at;
@@ -91,62 +61,53 @@ Result<net::Response> FactorRaced(const Status& status) {
 
 }  // namespace
 
-void ConsoleApi::RegisterTwoFactorRoutes() {
-  UserRoute("GET", "/api/v1/two-factor", Access::kAnyUser,
-            [this](const net::Request&, const net::PathParams&, const RequestContext& caller) {
-              return TwoFactorStatus(caller);
-            });
+TwoFactorApi::TwoFactorApi(const ApiContext& context)
+    : ApiArea(context), two_factor_box_(context.options.two_factor_key) {}
+
+void TwoFactorApi::Register(Routes& routes) {
+  routes.UserRoute("GET", "/api/v1/two-factor", Access::kAnyUser,
+                   [this](const net::Request&, const net::PathParams&,
+                          const RequestContext& caller) { return TwoFactorStatus(caller); });
   // Sensitive: whoever enrols decides the second factor of the account.
-  UserRoute("POST", "/api/v1/two-factor/enrollment", Access::kSensitive,
-            [this](const net::Request& request, const net::PathParams&,
-                   const RequestContext& caller) { return BeginTwoFactor(request, caller); });
-  UserRoute("POST", "/api/v1/two-factor/enrollment/confirm", Access::kAnyUser,
-            [this](const net::Request& request, const net::PathParams&,
-                   const RequestContext& caller) { return ConfirmTwoFactor(request, caller); });
+  routes.UserRoute(
+      "POST", "/api/v1/two-factor/enrollment", Access::kSensitive,
+      [this](const net::Request& request, const net::PathParams&, const RequestContext& caller) {
+        return BeginTwoFactor(request, caller);
+      });
+  routes.UserRoute(
+      "POST", "/api/v1/two-factor/enrollment/confirm", Access::kAnyUser,
+      [this](const net::Request& request, const net::PathParams&, const RequestContext& caller) {
+        return ConfirmTwoFactor(request, caller);
+      });
   // Not sensitive: each proves the password and a second factor in its own body.
-  UserRoute("POST", "/api/v1/two-factor/disable", Access::kAnyUser,
-            [this](const net::Request& request, const net::PathParams&,
-                   const RequestContext& caller) { return DisableTwoFactor(request, caller); });
-  UserRoute("POST", "/api/v1/two-factor/recovery-codes", Access::kAnyUser,
-            [this](const net::Request& request, const net::PathParams&,
-                   const RequestContext& caller) {
-              return RegenerateRecoveryCodes(request, caller);
-            });
-  UserRoute("POST", "/api/v1/users/{id}/two-factor/reset", Access::kSensitiveAdmin,
-            [this](const net::Request& request, const net::PathParams& params,
-                   const RequestContext& caller) {
-              return ResetTwoFactor(params.at("id"), request, caller);
-            });
-  UserRoute("GET", "/api/v1/settings", Access::kAnyUser,
-            [this](const net::Request&, const net::PathParams&, const RequestContext& caller) {
-              return ShowSettings(caller);
-            });
-  UserRoute("PUT", "/api/v1/settings", Access::kSensitiveAdmin,
-            [this](const net::Request& request, const net::PathParams&,
-                   const RequestContext& caller) { return UpdateSettings(request, caller); });
-}
-
-Result<bool> ConsoleApi::NeedsTwoFactorEnrollment(const User& user) {
-  UPLINK_ASSIGN_OR_RETURN(ConsoleSettings settings, store_.GetConsoleSettings());
-  return settings.require_two_factor && !user.two_factor_enabled_at;
-}
-
-std::optional<net::Response> ConsoleApi::RequireTwoFactorEnrollment(const RequestContext& caller,
-                                                                    std::string_view method,
-                                                                    std::string_view pattern) {
-  if (OpenBeforeTwoFactor(method, pattern)) return std::nullopt;
-  auto needs = NeedsTwoFactorEnrollment(caller.user);
-  if (!needs.ok()) return Reply(needs.status());
-  if (!*needs) return std::nullopt;
-  return ErrorResponse(403, "two_factor_enrollment_required",
-                       "this console requires two-factor sign-in and you have not set it up; "
-                       "until you do, your credentials can do nothing else. Set it up with "
-                       "'uplink two-factor enroll' or on the web console's Two-factor page");
+  routes.UserRoute(
+      "POST", "/api/v1/two-factor/disable", Access::kAnyUser,
+      [this](const net::Request& request, const net::PathParams&, const RequestContext& caller) {
+        return DisableTwoFactor(request, caller);
+      });
+  routes.UserRoute(
+      "POST", "/api/v1/two-factor/recovery-codes", Access::kAnyUser,
+      [this](const net::Request& request, const net::PathParams&, const RequestContext& caller) {
+        return RegenerateRecoveryCodes(request, caller);
+      });
+  routes.UserRoute("POST", "/api/v1/users/{id}/two-factor/reset", Access::kSensitiveAdmin,
+                   [this](const net::Request& request, const net::PathParams& params,
+                          const RequestContext& caller) {
+                     return ResetTwoFactor(params.at("id"), request, caller);
+                   });
+  routes.UserRoute("GET", "/api/v1/settings", Access::kAnyUser,
+                   [this](const net::Request&, const net::PathParams&,
+                          const RequestContext& caller) { return ShowSettings(caller); });
+  routes.UserRoute(
+      "PUT", "/api/v1/settings", Access::kSensitiveAdmin,
+      [this](const net::Request& request, const net::PathParams&, const RequestContext& caller) {
+        return UpdateSettings(request, caller);
+      });
 }
 
 // ---- proving a second factor ---------------------------------------------------------------
 
-std::variant<SecondFactorUse, net::Response> ConsoleApi::CheckSecondFactor(
+std::variant<SecondFactorUse, net::Response> TwoFactorApi::CheckSecondFactor(
     const User& user, const TwoFactorCredential& credential, const FieldReader& fields,
     const net::Request& request, AuditEvent refusal) {
   auto code = fields.String("code", kMaxCodeBytes);
@@ -206,9 +167,8 @@ std::variant<SecondFactorUse, net::Response> ConsoleApi::CheckSecondFactor(
   return UnauthorizedResponse("invalid_two_factor_code", message);
 }
 
-std::variant<std::optional<SecondFactorUse>, net::Response> ConsoleApi::SignInSecondFactor(
-    const User& user, const FieldReader& fields, const net::Request& request,
-    AuditEvent refusal) {
+std::variant<std::optional<SecondFactorUse>, net::Response> TwoFactorApi::SignInSecondFactor(
+    const User& user, const FieldReader& fields, const net::Request& request, AuditEvent refusal) {
   auto credential = store_.GetTwoFactor(user.id);
   if (!credential.ok()) return Reply(credential.status());
   bool presented = fields.Find("code") != nullptr || fields.Find("recovery_code") != nullptr;
@@ -233,9 +193,9 @@ std::variant<std::optional<SecondFactorUse>, net::Response> ConsoleApi::SignInSe
   return std::get<net::Response>(std::move(checked));
 }
 
-std::variant<std::optional<SecondFactorUse>, net::Response> ConsoleApi::ProveOwnFactors(
-    const RequestContext& caller, const TwoFactorCredential& credential,
-    const FieldReader& fields, const net::Request& request, std::string_view during) {
+std::variant<std::optional<SecondFactorUse>, net::Response> TwoFactorApi::ProveOwnFactors(
+    const RequestContext& caller, const TwoFactorCredential& credential, const FieldReader& fields,
+    const net::Request& request, std::string_view during) {
   WallTime now = clock_.Now();
   AuditEvent refusal = CallerEvent(caller, now, "two_factor.refused", "user", caller.user.id,
                                    caller.user.id, {{"during", during}});
@@ -267,14 +227,14 @@ std::variant<std::optional<SecondFactorUse>, net::Response> ConsoleApi::ProveOwn
 
 // ---- the caller's own two-factor -----------------------------------------------------------
 
-Result<net::Response> ConsoleApi::TwoFactorStatus(const RequestContext& caller) {
+Result<net::Response> TwoFactorApi::TwoFactorStatus(const RequestContext& caller) {
   UPLINK_ASSIGN_OR_RETURN(auto credential, store_.GetTwoFactor(caller.user.id));
   UPLINK_ASSIGN_OR_RETURN(ConsoleSettings settings, store_.GetConsoleSettings());
   return JsonResponse(200, TwoFactorJson(credential, settings.require_two_factor));
 }
 
-Result<net::Response> ConsoleApi::BeginTwoFactor(const net::Request& request,
-                                                 const RequestContext& caller) {
+Result<net::Response> TwoFactorApi::BeginTwoFactor(const net::Request& request,
+                                                   const RequestContext& caller) {
   UPLINK_ASSIGN_OR_RETURN(json::object body, ReadJsonObject(request.body));
   UPLINK_RETURN_IF_ERROR(FieldReader(body, "").OnlyFields({}));
   const User& user = caller.user;
@@ -308,8 +268,8 @@ Result<net::Response> ConsoleApi::BeginTwoFactor(const net::Request& request,
                                     {"period", kTotpPeriod.count()}}));
 }
 
-Result<net::Response> ConsoleApi::ConfirmTwoFactor(const net::Request& request,
-                                                   const RequestContext& caller) {
+Result<net::Response> TwoFactorApi::ConfirmTwoFactor(const net::Request& request,
+                                                     const RequestContext& caller) {
   UPLINK_ASSIGN_OR_RETURN(json::object body, ReadJsonObject(request.body));
   FieldReader fields(body, "");
   UPLINK_RETURN_IF_ERROR(fields.OnlyFields({"code"}));
@@ -342,8 +302,8 @@ Result<net::Response> ConsoleApi::ConfirmTwoFactor(const net::Request& request,
                                     {"recovery_codes", std::move(codes.shown)}}));
 }
 
-Result<net::Response> ConsoleApi::DisableTwoFactor(const net::Request& request,
-                                                   const RequestContext& caller) {
+Result<net::Response> TwoFactorApi::DisableTwoFactor(const net::Request& request,
+                                                     const RequestContext& caller) {
   UPLINK_ASSIGN_OR_RETURN(json::object body, ReadJsonObject(request.body));
   FieldReader fields(body, "");
   UPLINK_RETURN_IF_ERROR(fields.OnlyFields({"password", "code", "recovery_code"}));
@@ -365,8 +325,8 @@ Result<net::Response> ConsoleApi::DisableTwoFactor(const net::Request& request,
   return JsonResponse(200, TwoFactorJson(std::nullopt, settings.require_two_factor));
 }
 
-Result<net::Response> ConsoleApi::RegenerateRecoveryCodes(const net::Request& request,
-                                                          const RequestContext& caller) {
+Result<net::Response> TwoFactorApi::RegenerateRecoveryCodes(const net::Request& request,
+                                                            const RequestContext& caller) {
   UPLINK_ASSIGN_OR_RETURN(json::object body, ReadJsonObject(request.body));
   FieldReader fields(body, "");
   UPLINK_RETURN_IF_ERROR(fields.OnlyFields({"password", "code", "recovery_code"}));
@@ -393,8 +353,9 @@ Result<net::Response> ConsoleApi::RegenerateRecoveryCodes(const net::Request& re
 
 // ---- admins --------------------------------------------------------------------------------
 
-Result<net::Response> ConsoleApi::ResetTwoFactor(const std::string& id, const net::Request& request,
-                                                 const RequestContext& caller) {
+Result<net::Response> TwoFactorApi::ResetTwoFactor(const std::string& id,
+                                                   const net::Request& request,
+                                                   const RequestContext& caller) {
   UPLINK_ASSIGN_OR_RETURN(User user, VisibleUser(id, caller));
   UPLINK_ASSIGN_OR_RETURN(json::object body, ReadJsonObject(request.body));
   UPLINK_RETURN_IF_ERROR(FieldReader(body, "").OnlyFields({}));
@@ -417,7 +378,7 @@ Result<net::Response> ConsoleApi::ResetTwoFactor(const std::string& id, const ne
   return JsonResponse(200, UserToJson(user));
 }
 
-Result<net::Response> ConsoleApi::ShowSettings(const RequestContext& caller) {
+Result<net::Response> TwoFactorApi::ShowSettings(const RequestContext& caller) {
   UPLINK_ASSIGN_OR_RETURN(ConsoleSettings settings, store_.GetConsoleSettings());
   json::object reply{{"require_two_factor", settings.require_two_factor},
                      {"updated_at", OptionalTimeJson(settings.updated_at)}};
@@ -443,8 +404,8 @@ Result<net::Response> ConsoleApi::ShowSettings(const RequestContext& caller) {
   return JsonResponse(200, reply);
 }
 
-Result<net::Response> ConsoleApi::UpdateSettings(const net::Request& request,
-                                                 const RequestContext& caller) {
+Result<net::Response> TwoFactorApi::UpdateSettings(const net::Request& request,
+                                                   const RequestContext& caller) {
   UPLINK_ASSIGN_OR_RETURN(json::object body, ReadJsonObject(request.body));
   FieldReader fields(body, "");
   UPLINK_RETURN_IF_ERROR(fields.OnlyFields({"require_two_factor"}));

@@ -1,15 +1,28 @@
-// The web console's own calls: sign-in that sets the session cookie, the page's session (with
-// its CSRF token) and sign-out that clears the cookie (docs/web.md).
+#include "console/api/web_api.h"
+
 #include "common/json.h"
 #include "console/api/api_objects.h"
-#include "console/api/console_api.h"
-#include "console/api/errors.h"
 #include "console/auth/web_session.h"
+#include "console/replies.h"
 
 namespace uplink::console {
 
-Result<net::Response> ConsoleApi::WebSignIn(const net::Request& request) {
-  UPLINK_ASSIGN_OR_RETURN(net::Response signed_in, SignIn(request));
+WebApi::WebApi(const ApiContext& context, AccountsApi& accounts)
+    : ApiArea(context), accounts_(accounts) {}
+
+void WebApi::Register(Routes& routes) {
+  routes.PublicRoute("POST", "/api/v1/web/sign-in",
+                     [this](const net::Request& request) { return WebSignIn(request); });
+  routes.UserRoute("GET", "/api/v1/web/session", Access::kAnyUser,
+                   [this](const net::Request&, const net::PathParams&,
+                          const RequestContext& caller) { return WebSession(caller); });
+  routes.UserRoute("POST", "/api/v1/web/sign-out", Access::kAnyUser,
+                   [this](const net::Request& request, const net::PathParams&,
+                          const RequestContext& caller) { return WebSignOut(request, caller); });
+}
+
+Result<net::Response> WebApi::WebSignIn(const net::Request& request) {
+  UPLINK_ASSIGN_OR_RETURN(net::Response signed_in, accounts_.SignIn(request));
   if (signed_in.status != 201) return signed_in;  // refusals (401, 429) pass through
   UPLINK_ASSIGN_OR_RETURN(json::value parsed, ParseJson(signed_in.body));
   json::object& body = parsed.as_object();
@@ -25,7 +38,7 @@ Result<net::Response> ConsoleApi::WebSignIn(const net::Request& request) {
   return response;
 }
 
-Result<net::Response> ConsoleApi::WebSession(const RequestContext& caller) {
+Result<net::Response> WebApi::WebSession(const RequestContext& caller) {
   if (!caller.cookie_csrf_token) {
     return InvalidArgumentError(
         "this call is for the web console's session cookie; use GET /api/v1/me with a bearer "
@@ -38,9 +51,9 @@ Result<net::Response> ConsoleApi::WebSession(const RequestContext& caller) {
                                     {"two_factor_enrollment_required", enrollment_required}}));
 }
 
-Result<net::Response> ConsoleApi::WebSignOut(const net::Request& request,
-                                             const RequestContext& caller) {
-  UPLINK_ASSIGN_OR_RETURN(net::Response signed_out, Logout(request, caller));
+Result<net::Response> WebApi::WebSignOut(const net::Request& request,
+                                         const RequestContext& caller) {
+  UPLINK_ASSIGN_OR_RETURN(net::Response signed_out, accounts_.Logout(request, caller));
   signed_out.headers.Set("Set-Cookie", ExpiredSessionCookie(options_.secure_cookies));
   return signed_out;
 }

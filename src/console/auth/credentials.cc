@@ -1,8 +1,7 @@
 #include "console/auth/credentials.h"
 
-#include <strings.h>
-
 #include "common/crypto.h"
+#include "common/text.h"
 
 namespace uplink::console {
 namespace {
@@ -42,8 +41,7 @@ std::optional<Secret> BearerToken(const net::Request& request) {
   auto header = request.headers.Get("Authorization");
   if (!header) return std::nullopt;
   constexpr std::string_view kScheme = "Bearer ";
-  if (header->size() <= kScheme.size() ||
-      ::strncasecmp(header->data(), kScheme.data(), kScheme.size()) != 0) {
+  if (header->size() <= kScheme.size() || !StartsWithIgnoringAsciiCase(*header, kScheme)) {
     return std::nullopt;
   }
   std::string_view token = header->substr(kScheme.size());

@@ -1,5 +1,6 @@
 // Bearer credentials: user API keys ("uk_…"), session tokens ("skt_…"), agent connection
-// tokens ("agt_…") and handover codes ("hoc_…").
+// tokens ("agt_…") and handover codes ("hoc_…"), named by the prefixes of
+// protocol/credentials.h.
 //
 // A credential is a kind prefix plus 256 random bits in base64url. It is shown once, when
 // minted; the store keeps only its SHA-256 hash and a short lookup prefix (the kind prefix
@@ -14,13 +15,9 @@
 
 #include "common/secret.h"
 #include "net/http.h"
+#include "protocol/credentials.h"
 
 namespace uplink::console {
-
-inline constexpr std::string_view kApiKeyKind = "uk_";
-inline constexpr std::string_view kAgentTokenKind = "agt_";
-inline constexpr std::string_view kSessionKind = "skt_";
-inline constexpr std::string_view kHandoverKind = "hoc_";
 
 struct MintedCredential {
   Secret token;               // shown to the user once

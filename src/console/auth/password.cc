@@ -11,6 +11,7 @@
 #include <optional>
 
 #include "common/crypto.h"
+#include "common/text.h"
 
 namespace uplink::console {
 namespace {
@@ -29,14 +30,6 @@ void InitSodiumOnce() {
     return true;
   }();
   (void)initialised;
-}
-
-char AsciiLower(char c) { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c; }
-
-bool EqualsIgnoringAsciiCase(std::string_view a, std::string_view b) {
-  return a.size() == b.size() &&
-         std::equal(a.begin(), a.end(), b.begin(),
-                    [](char x, char y) { return AsciiLower(x) == AsciiLower(y); });
 }
 
 // Reads the decimal number at the front of `text` and removes it.

@@ -7,6 +7,7 @@
 #include <cctype>
 
 #include "common/crypto.h"
+#include "common/text.h"
 #include "net/http.h"
 
 namespace uplink::console {
@@ -132,7 +133,7 @@ std::vector<MintedRecoveryCode> MintRecoveryCodes(int count) {
   std::vector<MintedRecoveryCode> codes;
   for (int i = 0; i < count; ++i) {
     std::string random = Base32Encode(RandomBytes(kRecoveryCodeBytes));
-    for (char& c : random) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    for (char& c : random) c = AsciiLower(c);
     Secret canonical(std::move(random));
     std::string shown;
     for (size_t at = 0; at < kRecoveryCodeChars; at += kRecoveryGroupChars) {
@@ -150,7 +151,7 @@ Result<Secret> CanonicalRecoveryCode(std::string_view typed) {
   for (char c : typed.substr(0, 64)) {
     if (c == '-' || c == ' ') continue;
     if (Base32Value(c) < 0) valid = false;
-    canonical += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    canonical += AsciiLower(c);
   }
   Secret result(std::move(canonical));
   if (!valid || result.Reveal().size() != kRecoveryCodeChars) {

@@ -2,16 +2,13 @@
 
 #include <algorithm>
 
-#include "common/crypto.h"
+#include "protocol/agent_api.h"
 
 namespace uplink::console {
 namespace {
 
-constexpr std::string_view kCommandIdPrefix = "cmd_";
 // The reaper looks at least this often, so that a clock that jumps (a FakeClock) is noticed.
 constexpr std::chrono::seconds kMaxReaperSleep{1};
-
-std::string NewCommandId() { return std::string(kCommandIdPrefix) + HexEncode(RandomBytes(8)); }
 
 }  // namespace
 
@@ -65,7 +62,7 @@ Result<std::string> CommandBroker::Submit(const std::string& connection_id,
           std::to_string(options_.give_up_after.count()) + " s)");
     }
     do {
-      id = NewCommandId();
+      id = protocol::NewCommandId();
     } while (commands_.contains(id) || ended_.contains(id));
     commands_.emplace(id, Command{connection_id, std::move(argv), clock_.SteadyNow(), std::nullopt,
                                   std::move(done)});

@@ -29,20 +29,13 @@
 #include "common/status.h"
 #include "common/time.h"
 #include "console/commands/latency_histogram.h"
+#include "protocol/commands.h"
 
 namespace uplink::console {
 
-// What the agent posted for a command: kubectl's exit code and output, or an error when no
-// process ran or its output could not be used.
-struct CommandResult {
-  // "refused", "timeout", "output_too_large" or "failed"; empty when kubectl ran.
-  std::string error_code;
-  std::string error_message;
-  int exit_code = 0;
-  std::string stdout_text;
-  std::string stderr_text;
-  std::int64_t duration_ms = 0;
-};
+// What the agent posted for a command (protocol/commands.h): kubectl's exit code and output,
+// or an error when no process ran or its output could not be used.
+using protocol::CommandResult;
 
 // How a command ended, for whoever queued it.
 struct CommandEnd {

@@ -9,57 +9,16 @@
 #include <vector>
 
 #include "common/time.h"
+#include "protocol/experiments.h"
 
 namespace uplink::console {
 
-// One run's upsert. The maps are kept as the JSON objects the agent sent (checked: string
-// values, or numbers for the summary).
-struct ExperimentRun {
-  std::string run_id;
-  std::string source;  // "mlflow", "wandb"
-  std::string experiment_id;
-  std::string experiment;
-  std::string name;
-  std::string user;
-  std::string status;  // running, scheduled, finished, failed, killed, crashed
-  bool offline = false;
-  std::optional<WallTime> started_at;
-  std::optional<WallTime> ended_at;
-  std::optional<std::int64_t> exit_code;
-  std::string location;
-  std::string params_json = "{}";
-  std::string tags_json = "{}";
-  std::string summary_json = "{}";
-  std::string redacted_json = "[]";
-  std::int64_t omitted = 0;
-};
-
-struct RunPoint {
-  std::int64_t step = 0;
-  double value = 0;  // NaN and infinities included
-  std::int64_t timestamp_ms = 0;
-};
-
-struct RunSeries {
-  std::string run_id;
-  std::string metric;
-  std::vector<RunPoint> points;
-};
-
-struct RunProblem {
-  std::string source;
-  std::string location;
-  std::string error;
-  WallTime reported_at;  // the last time it was reported
-};
-
-// The items of one experiments record: one list is filled, by the record's kind.
-struct ExperimentRecord {
-  std::vector<ExperimentRun> runs;
-  std::vector<RunSeries> series;
-  std::vector<std::string> deleted;
-  std::vector<RunProblem> problems;
-};
+// What the experiments role's records carry (protocol/experiments.h).
+using protocol::ExperimentRecord;
+using protocol::ExperimentRun;
+using protocol::RunPoint;
+using protocol::RunProblem;
+using protocol::RunSeries;
 
 // A run as listed: the upsert's fields, and what the console added.
 struct StoredRun {

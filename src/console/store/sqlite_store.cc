@@ -749,15 +749,85 @@ Result<sqlite3_stmt*> SqliteStore::Prepare(const char* sql) {
   return stmt;
 }
 
+struct SqliteStore::PendingWrite {
+  const std::function<Status()>& body;
+  CredentialCache cache;
+  Status status = Status::Ok();
+  bool done = false;
+};
+
 Status SqliteStore::WriteTransaction(const std::function<Status()>& body,
                                      CredentialCache cache) {
+  // Bodies of one group share a transaction; beyond this many they wait for the next, so
+  // that one caller's wait stays bounded.
+  constexpr size_t kMaxGroup = 64;
+  PendingWrite mine{body, cache};
+  std::unique_lock writes(writes_mutex_);
+  pending_writes_.push_back(&mine);
+  while (!mine.done) {
+    writes_changed_.wait(writes, [&] { return mine.done || !committing_; });
+    if (mine.done) break;
+    // Lead a group: this write and those waiting with it, in arrival order.
+    committing_ = true;
+    const size_t size = std::min(pending_writes_.size(), kMaxGroup);
+    std::vector<PendingWrite*> group(pending_writes_.begin(),
+                                     pending_writes_.begin() + static_cast<std::ptrdiff_t>(size));
+    pending_writes_.erase(pending_writes_.begin(),
+                          pending_writes_.begin() + static_cast<std::ptrdiff_t>(size));
+    writes.unlock();
+    CommitGroup(group);
+    writes.lock();
+    for (PendingWrite* write : group) write->done = true;
+    committing_ = false;
+    writes_changed_.notify_all();
+  }
+  return mine.status;
+}
+
+void SqliteStore::CommitGroup(const std::vector<PendingWrite*>& group) {
   std::lock_guard lock(mutex_);
-  if (cache == CredentialCache::kEmpty) connections_by_token_prefix_.clear();
-  UPLINK_RETURN_IF_ERROR(Exec("BEGIN IMMEDIATE"));
-  Status status = body();
-  if (status.ok()) status = Exec("COMMIT");
-  if (!status.ok()) (void)Exec("ROLLBACK");
-  return status;
+  auto fail_all = [](std::span<PendingWrite* const> writes, const Status& status) {
+    for (PendingWrite* write : writes) write->status = status;
+  };
+  if (Status begun = Exec("BEGIN IMMEDIATE"); !begun.ok()) return fail_all(group, begun);
+  std::vector<PendingWrite*> applied;  // in the open transaction, not yet committed
+  for (size_t i = 0; i < group.size(); ++i) {
+    PendingWrite& write = *group[i];
+    if (write.cache == CredentialCache::kEmpty) connections_by_token_prefix_.clear();
+    Status status = Exec("SAVEPOINT uplink_write");
+    if (status.ok()) {
+      try {
+        status = write.body();
+      } catch (const std::exception& e) {
+        status = InternalError(std::string("a store write threw: ") + e.what());
+      }
+    }
+    if (sqlite3_get_autocommit(db_) != 0) {
+      // SQLite rolled the whole transaction back (an I/O error, a full disk): the writes
+      // before this one in the group are undone with it. The rest get a transaction of
+      // their own.
+      if (status.ok()) status = UnavailableError("the store's transaction was rolled back");
+      write.status = status;
+      fail_all(applied, status);
+      applied.clear();
+      if (Status begun = Exec("BEGIN IMMEDIATE"); !begun.ok()) {
+        return fail_all(std::span(group).subspan(i + 1), begun);
+      }
+      continue;
+    }
+    if (status.ok()) status = Exec("RELEASE uplink_write");
+    if (!status.ok()) {
+      (void)Exec("ROLLBACK TO uplink_write");
+      (void)Exec("RELEASE uplink_write");
+    } else {
+      applied.push_back(&write);
+    }
+    write.status = status;
+  }
+  if (Status committed = Exec("COMMIT"); !committed.ok()) {
+    (void)Exec("ROLLBACK");
+    fail_all(applied, committed);
+  }
 }
 
 Result<int> SqliteStore::Change(const char* sql, const Binder& bind, std::string_view what) {

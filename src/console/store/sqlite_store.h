@@ -10,6 +10,7 @@
 // and records no audit event: the log shows only changes that happened.
 #pragma once
 
+#include <condition_variable>
 #include <functional>
 #include <map>
 #include <unordered_map>
@@ -211,10 +212,20 @@ class SqliteStore : public Store {
 
   enum class CredentialCache { kEmpty, kKeep };
   // Runs `body` in a write transaction (BEGIN IMMEDIATE) under mutex_: committed when it
-  // returns ok, rolled back otherwise. The credential cache is emptied first unless the
-  // caller knows the transaction changes nothing authentication reads.
+  // returns ok, rolled back otherwise, and returns once it is durable. The credential cache
+  // is emptied first unless the caller knows the transaction changes nothing authentication
+  // reads.
+  //
+  // Group commit: each commit waits for an fsync (synchronous=FULL), so bodies that arrive
+  // while one group commits are run together by the next caller to lead, each in a savepoint
+  // of one transaction (a failing body rolls back only its own work), and made durable by one
+  // COMMIT. A caller whose body ran in a group returns when that group's COMMIT did; readers
+  // never see a group before it is committed, since the leader holds mutex_ throughout.
   Status WriteTransaction(const std::function<Status()>& body,
                           CredentialCache cache = CredentialCache::kEmpty);
+  struct PendingWrite;
+  // Runs `group` in one transaction under mutex_, setting each one's status.
+  void CommitGroup(const std::vector<PendingWrite*>& group);
 
   // The helpers below expect the caller to hold mutex_.
   // Runs a statement that returns no rows; the number of rows it changed.
@@ -309,6 +320,11 @@ class SqliteStore : public Store {
   Result<std::int64_t> SampleNodeId(const std::string& connection_id, const std::string& node);
 
   std::mutex mutex_;
+  // Write transactions waiting for a group (WriteTransaction), and whether one is committing.
+  std::mutex writes_mutex_;
+  std::condition_variable writes_changed_;
+  std::vector<PendingWrite*> pending_writes_;
+  bool committing_ = false;
   sqlite3* db_;
   // Connections by token prefix, for authenticating agents without a query per request.
   // Emptied by every write transaction of this object, so a rotate, revoke or deactivation is

@@ -21,6 +21,9 @@
 #include "common/time.h"
 #include "console/store/runs.h"
 #include "console/store/sample_series.h"
+#include "protocol/inventory.h"
+#include "protocol/plans.h"
+#include "protocol/upload.h"
 
 namespace uplink::console {
 
@@ -104,31 +107,11 @@ struct AuditQuery {
   int limit = 100;                       // newest first
 };
 
-struct GpuResource {
-  std::string name;  // "nvidia.com/gpu", "nvidia.com/mig-1g.10gb", ...
-  std::int64_t capacity = 0;
-  std::int64_t allocatable = 0;
-};
-
-struct Taint {
-  std::string key;
-  std::string value;
-  std::string effect;
-};
-
-struct Node {
-  std::string name;
-  std::string uid;
-  bool ready = false;
-  bool unschedulable = false;
-  std::string gpu_resource;
-  std::int64_t gpu_capacity = 0;
-  std::int64_t gpu_allocatable = 0;
-  std::string gpu_product;
-  std::vector<GpuResource> resources;
-  std::vector<Taint> taints;
-  std::optional<std::string> error;  // the agent could not read this node's data
-};
+// The inventory as the agent reports it (protocol/inventory.h).
+using protocol::GpuResource;
+using protocol::InventoryReport;
+using protocol::Taint;
+using Node = protocol::InventoryNode;
 
 // Sums kept with the connection and updated with each report, so totals are read without
 // summing node rows. The API's connection list and single connection carry the nodes as well,
@@ -142,15 +125,6 @@ struct InventoryTotals {
 };
 
 InventoryTotals ComputeTotals(const std::vector<Node>& nodes);
-
-struct InventoryReport {
-  std::string agent_version;
-  std::string agent_instance;  // the reporting pod's name, optional
-  std::string cluster_uid;
-  std::string selector;
-  std::optional<WallTime> collected_at;
-  std::vector<Node> nodes;
-};
 
 struct Connection {
   std::string id;
@@ -196,19 +170,9 @@ struct PresenceUpdate {
   std::vector<std::pair<std::string, AgentSeen>> agents;       // connection id, agent
 };
 
-// Records and payload bytes of one kind of loss in an agent's spool.
-struct LossCount {
-  std::int64_t records = 0;
-  std::int64_t bytes = 0;
-};
-
-// What an agent says its spool lost, cumulative over the spool's life (docs/protocol.md,
-// "POST /api/v1/agent/uploads").
-struct AgentLosses {
-  LossCount dropped;   // forced out at the spool's size cap
-  LossCount corrupt;   // found damaged on disk
-  LossCount rejected;  // refused by the console or not JSON, given up by the agent
-};
+// What an agent says its spool lost (protocol/upload.h).
+using protocol::AgentLosses;
+using protocol::LossCount;
 
 // One figure of a node sample: the value of one series at the sample's time.
 struct SampleValue {
@@ -393,9 +357,9 @@ struct NodePlan {
   std::optional<WallTime> updated_at;  // none: the default plan, never set
 };
 
-inline constexpr std::string_view kNodeCollectors[] = {
-    "cpu", "memory", "load", "uptime", "pressure", "network", "disk", "filesystem", "gpu"};
-inline constexpr std::int64_t kDefaultSampleInterval = 30;
+// The node role's collectors (protocol/plans.h), and the interval of the default plan.
+using protocol::kNodeCollectors;
+inline constexpr std::int64_t kDefaultSampleInterval = protocol::kDefaultPlanInterval.count();
 
 // The plan a connection has until its owner sets one: every collector, every 30 s.
 NodePlan DefaultNodePlan();

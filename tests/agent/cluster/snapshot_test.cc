@@ -7,10 +7,16 @@
 
 #include "common/json.h"
 #include "kubectl/guard.h"
+#include "protocol/upload.h"
 #include "support/process.h"
 
 namespace uplink::agent::cluster {
 namespace {
+
+// The snapshot as the record the role spools.
+json::object Encoded(const protocol::ClusterSnapshot& snapshot) {
+  return protocol::EncodeClusterSnapshot(snapshot);
+}
 
 json::value Parse(std::string_view text) {
   auto parsed = ParseJson(text);
@@ -20,14 +26,14 @@ json::value Parse(std::string_view text) {
 
 TEST(ClusterPlanTest, AReplyWithoutAPlanKeepsTheCurrentOne) {
   for (const char* reply : {R"({"acked_through": 3})", R"({"plan": null})", "[]", "7"}) {
-    auto plan = ClusterPlanFromReply(Parse(reply));
+    auto plan = protocol::DecodeClusterPlan(Parse(reply));
     ASSERT_TRUE(plan.ok()) << reply;
     EXPECT_FALSE(plan->has_value()) << reply;
   }
 }
 
 TEST(ClusterPlanTest, AFullPlanIsTakenWithItsCommandsInOrder) {
-  auto plan = ClusterPlanFromReply(Parse(R"({"plan": {"interval_seconds": 60,
+  auto plan = protocol::DecodeClusterPlan(Parse(R"({"plan": {"interval_seconds": 60,
       "commands": [{"name": "nodes", "argv": ["kubectl", "get", "nodes", "-o", "wide"]},
                    {"name": "pods/ml", "argv": ["kubectl", "get", "pods", "-n", "ml"]}],
       "failing_pod_logs": {"tail_lines": 20, "max_pods": 3}, "future_field": 1}})"));
@@ -71,7 +77,7 @@ TEST(ClusterPlanTest, MalformedPlansAreRefusedNamingTheField) {
       {R"({"plan": {"commands": [], "failing_pod_logs": {"max_pods": 1000}}})", "max_pods"},
   };
   for (const auto& [reply, field] : cases) {
-    auto plan = ClusterPlanFromReply(Parse(reply));
+    auto plan = protocol::DecodeClusterPlan(Parse(reply));
     ASSERT_FALSE(plan.ok()) << reply.substr(0, 120);
     EXPECT_NE(plan.status().message().find(field), std::string::npos)
         << plan.status().message() << " for " << reply.substr(0, 120);
@@ -81,7 +87,7 @@ TEST(ClusterPlanTest, MalformedPlansAreRefusedNamingTheField) {
     too_many += std::string(i ? "," : "") + R"({"name": "n", "argv": ["kubectl", "version"]})";
   }
   too_many += "]}}";
-  EXPECT_FALSE(ClusterPlanFromReply(Parse(too_many)).ok());
+  EXPECT_FALSE(protocol::DecodeClusterPlan(Parse(too_many)).ok());
 }
 
 TEST(FailingPodsTest, FailedPhasesAndFailingContainersAreFoundAndTheRestIgnored) {
@@ -167,7 +173,7 @@ TEST_F(SnapshotTest, ACycleRunsEveryPlannedCommandAndTheLogsOfFailingPods) {
                    {"secrets", {"kubectl", "get", "secrets", "-A"}},
                    {"events", {"kubectl", "get", "events", "-A"}}};
   plan.failing_pod_logs = FailingPodLogs{};
-  const json::object snapshot = collector.Collect(plan);
+  const json::object snapshot = Encoded(collector.Collect(plan));
   EXPECT_EQ(snapshot.at("kind").as_string(), "cluster_snapshot");
   EXPECT_TRUE(ParseRfc3339(snapshot.at("collected_at").as_string()).ok());
   ASSERT_EQ(snapshot.at("results").as_array().size(), 6u);
@@ -214,8 +220,8 @@ TEST_F(SnapshotTest, ASnapshotOfManyLongOutputsStillFitsOneRecord) {
     plan.commands.push_back({"events/ns" + std::to_string(i),
                              {"kubectl", "get", "events", "-n", "ns" + std::to_string(i)}});
   }
-  const json::object snapshot = collector.Collect(plan);
-  EXPECT_LE(json::serialize(snapshot).size(), kMaxSnapshotBytes);
+  const json::object snapshot = Encoded(collector.Collect(plan));
+  EXPECT_LE(json::serialize(snapshot).size(), protocol::kMaxPayloadBytes);
   ASSERT_EQ(snapshot.at("results").as_array().size(), 12u);
   for (const json::value& result : snapshot.at("results").as_array()) {
     EXPECT_TRUE(result.at("truncated").as_bool());
@@ -228,7 +234,7 @@ TEST_F(SnapshotTest, ASnapshotOfManyLongOutputsStillFitsOneRecord) {
 TEST(RunResultJsonTest, AKubectlKilledByASignalIsAFailureNotANegativeExitCode) {
   KubectlRun run;
   run.exit_code = -9;
-  const json::object result = RunResultJson(run, 0);
+  const json::object result = protocol::EncodeCommandResult(RunResult(run, 0));
   EXPECT_EQ(result.at("error").at("code").as_string(), "failed");
   EXPECT_NE(result.at("error").at("message").as_string().find("signal 9"), json::string::npos);
   EXPECT_FALSE(result.contains("exit_code"));
@@ -239,7 +245,7 @@ TEST_F(SnapshotTest, WithoutPodListingsInThePlanNoPodIsLookedAt) {
   SnapshotCollector collector(*runner_, clock_, registry_);
   ClusterPlan plan = DefaultClusterPlan();
   plan.failing_pod_logs = FailingPodLogs{};
-  const json::object snapshot = collector.Collect(plan);
+  const json::object snapshot = Encoded(collector.Collect(plan));
   for (const json::value& result : snapshot.at("results").as_array()) {
     EXPECT_FALSE(result.at("name").as_string().starts_with("logs/"));
   }
@@ -249,7 +255,7 @@ TEST_F(SnapshotTest, ACancelledCycleStopsBeforeTheNextCommand) {
   DeclareClusterMetrics(registry_);
   SnapshotCollector collector(*runner_, clock_, registry_);
   std::atomic<bool> cancel{true};
-  const json::object snapshot = collector.Collect(DefaultClusterPlan(), &cancel);
+  const json::object snapshot = Encoded(collector.Collect(DefaultClusterPlan(), &cancel));
   EXPECT_TRUE(snapshot.at("results").as_array().empty());
 }
 
@@ -257,7 +263,7 @@ TEST(RunResultJsonTest, OutputThatIsNotUtf8StillMakesValidJson) {
   KubectlRun run;
   run.exit_code = 0;
   run.stdout_text = std::string("ok \xff\xfe bytes\0", 13);
-  json::object result = RunResultJson(run, 0);
+  json::object result = protocol::EncodeCommandResult(RunResult(run, 0));
   const std::string text = json::serialize(result);
   EXPECT_TRUE(ParseJson(text).ok()) << text;
 }

@@ -125,9 +125,9 @@ void WriteCapped(JsonWriter& json, std::string_view key, const std::vector<T>& i
 
 void WriteGap(JsonWriter& json, const Gap& gap) {
   json.BeginObject();
-  json.String("source", gap.source, kPayloadMaxString);
-  json.String("path", gap.path, kPayloadMaxPath);
-  json.String("error", gap.error, kPayloadMaxString);
+  json.String("source", gap.source, protocol::kMaxSampleString);
+  json.String("path", gap.path, protocol::kMaxSamplePath);
+  json.String("error", gap.error, protocol::kMaxSampleString);
   json.Number("errno", static_cast<std::int64_t>(gap.errno_value));
   json.EndObject();
 }
@@ -135,8 +135,8 @@ void WriteGap(JsonWriter& json, const Gap& gap) {
 void WriteGpu(JsonWriter& json, const Gpu& gpu) {
   json.BeginObject();
   json.Number("index", static_cast<std::uint64_t>(gpu.index));
-  json.String("uuid", gpu.uuid, kPayloadMaxString);
-  json.String("name", gpu.name, kPayloadMaxString);
+  json.String("uuid", gpu.uuid, protocol::kMaxSampleString);
+  json.String("name", gpu.name, protocol::kMaxSampleString);
   json.Optional("utilization_percent", gpu.utilization_percent);
   json.Optional("memory_utilization_percent", gpu.memory_utilization_percent);
   json.Optional("memory_used_bytes", gpu.memory_used_bytes);
@@ -153,7 +153,7 @@ void WriteGpu(JsonWriter& json, const Gpu& gpu) {
   json.Optional("pcie_width", gpu.pcie_width);
   if (gpu.mig_mode != MigMode::kUnsupported) {
     json.String("mig_mode", gpu.mig_mode == MigMode::kEnabled ? "enabled" : "disabled",
-                kPayloadMaxString);
+                protocol::kMaxSampleString);
     json.Number("mig_instances", static_cast<std::uint64_t>(gpu.mig_instances));
   }
   json.Optional("processes", gpu.process_count);
@@ -168,10 +168,10 @@ std::string RenderPayload(const NodeSample& sample) {
   JsonWriter json(out);
   std::vector<Gap> truncations;
   json.BeginObject();
-  json.String("kind", "node_sample", kPayloadMaxString);
-  json.Number("version", std::uint64_t{1});
-  json.String("node", sample.node, kPayloadMaxString);
-  json.String("collected_at", FormatRfc3339Millis(sample.collected_at), kPayloadMaxString);
+  json.String("kind", protocol::kNodeSampleKind, protocol::kMaxSampleString);
+  json.Number("version", protocol::kNodeSampleVersion);
+  json.String("node", sample.node, protocol::kMaxSampleString);
+  json.String("collected_at", FormatRfc3339Millis(sample.collected_at), protocol::kMaxSampleString);
 
   if (sample.cpu) {
     const CpuStats& cpu = *sample.cpu;
@@ -237,10 +237,10 @@ std::string RenderPayload(const NodeSample& sample) {
   }
 
   if (WriteSection(sample, Collector::kNetwork, sample.network)) {
-    WriteCapped(json, "network", sample.network, kPayloadMaxNetwork, Collector::kNetwork,
-                "interfaces", truncations, [&](const NetDevice& device) {
+    WriteCapped(json, "network", sample.network, protocol::kMaxSampleInterfaces,
+                Collector::kNetwork, "interfaces", truncations, [&](const NetDevice& device) {
                   json.BeginObject();
-                  json.String("device", device.device, kPayloadMaxString);
+                  json.String("device", device.device, protocol::kMaxSampleString);
                   json.Number("receive_bytes", device.receive_bytes);
                   json.Number("transmit_bytes", device.transmit_bytes);
                   json.Number("receive_packets", device.receive_packets);
@@ -254,10 +254,10 @@ std::string RenderPayload(const NodeSample& sample) {
   }
 
   if (WriteSection(sample, Collector::kDisk, sample.disks)) {
-    WriteCapped(json, "disks", sample.disks, kPayloadMaxDisks, Collector::kDisk, "disks",
+    WriteCapped(json, "disks", sample.disks, protocol::kMaxSampleDisks, Collector::kDisk, "disks",
                 truncations, [&](const DiskStats& disk) {
                   json.BeginObject();
-                  json.String("device", disk.device, kPayloadMaxString);
+                  json.String("device", disk.device, protocol::kMaxSampleString);
                   json.Number("read_bytes", SectorsToBytes(disk.sectors_read));
                   json.Number("written_bytes", SectorsToBytes(disk.sectors_written));
                   json.Number("reads_completed", disk.reads_completed);
@@ -268,14 +268,14 @@ std::string RenderPayload(const NodeSample& sample) {
   }
 
   if (WriteSection(sample, Collector::kFilesystem, sample.filesystems)) {
-    WriteCapped(json, "filesystems", sample.filesystems, kPayloadMaxFilesystems,
+    WriteCapped(json, "filesystems", sample.filesystems, protocol::kMaxSampleFilesystems,
                 Collector::kFilesystem, "filesystems", truncations, [&](const Filesystem& fs) {
                   json.BeginObject();
-                  json.String("mountpoint", fs.mountpoint, kPayloadMaxPath);
-                  json.String("device", fs.device, kPayloadMaxPath);
-                  json.String("fstype", fs.fstype, kPayloadMaxString);
+                  json.String("mountpoint", fs.mountpoint, protocol::kMaxSamplePath);
+                  json.String("device", fs.device, protocol::kMaxSamplePath);
+                  json.String("fstype", fs.fstype, protocol::kMaxSampleString);
                   if (!fs.error.empty()) {
-                    json.String("error", fs.error, kPayloadMaxString);
+                    json.String("error", fs.error, protocol::kMaxSampleString);
                   } else {
                     json.Number("size_bytes", fs.size_bytes);
                     json.Number("avail_bytes", fs.avail_bytes);
@@ -289,19 +289,19 @@ std::string RenderPayload(const NodeSample& sample) {
   }
 
   if (sample.gpus) {
-    json.String("gpu_source", GpuSourceName(sample.gpus->source), kPayloadMaxString);
-    WriteCapped(json, "gpus", sample.gpus->gpus, kPayloadMaxGpus, Collector::kGpu, "GPUs",
+    json.String("gpu_source", GpuSourceName(sample.gpus->source), protocol::kMaxSampleString);
+    WriteCapped(json, "gpus", sample.gpus->gpus, protocol::kMaxSampleGpus, Collector::kGpu, "GPUs",
                 truncations, [&](const Gpu& gpu) { WriteGpu(json, gpu); });
   }
 
   // The notes of what was left out go last and always fit: the sample's own gaps make room.
   std::size_t own = sample.gaps.size();
-  if (own + truncations.size() > kPayloadMaxGaps) {
-    own = kPayloadMaxGaps - truncations.size() - 1;
+  if (own + truncations.size() > protocol::kMaxSampleGaps) {
+    own = protocol::kMaxSampleGaps - truncations.size() - 1;
     truncations.push_back({sample.gaps[own].source, "",
                            std::to_string(sample.gaps.size() - own) +
                                " more gaps; the payload carries " +
-                               std::to_string(kPayloadMaxGaps),
+                               std::to_string(protocol::kMaxSampleGaps),
                            0});
   }
   json.Key("gaps");

@@ -93,25 +93,6 @@ class SpaceSeparated {
   bool done_ = false;
 };
 
-// Digits only: no sign, no space, no base prefix; overflow is a failure, never a wrap.
-std::optional<std::uint64_t> ParseUnsigned(std::string_view s) {
-  if (s.empty()) return std::nullopt;
-  // 19 digits never reach 2^64: the overflow checks are for longer fields only.
-  constexpr std::size_t kDigitsThatFit = 19;
-  std::uint64_t value = 0;
-  for (std::size_t i = 0; i < s.size(); ++i) {
-    const std::uint64_t digit = static_cast<unsigned char>(s[i]) - std::uint64_t{'0'};
-    if (digit > 9) return std::nullopt;
-    if (i < kDigitsThatFit) {
-      value = value * 10 + digit;
-    } else if (__builtin_mul_overflow(value, std::uint64_t{10}, &value) ||
-               __builtin_add_overflow(value, digit, &value)) {
-      return std::nullopt;
-    }
-  }
-  return value;
-}
-
 // A finite number >= 0 in plain or exponent notation ("0.52", "1e3"); "inf", "nan" and signs
 // are refused.
 std::optional<double> ParseNonNegative(std::string_view s) {
@@ -222,7 +203,7 @@ std::string ParseCpuTimes(Fields& fields, CpuTimes& times) {
   std::size_t count = 0;
   std::string_view field;
   while (count < std::size(modes) && fields.Next(field)) {
-    const auto ticks = ParseUnsigned(field);
+    const auto ticks = ParseDecimal(field);
     if (!ticks) return NotACount("CPU time", field);
     // Divided, not multiplied by 0.01: the same double node_exporter computes.
     *modes[count++] = static_cast<double>(*ticks) / kUserHz;
@@ -253,7 +234,7 @@ Result<Parsed<CpuStats>> ParseProcStat(std::string_view text) {
       const std::string_view id_text = key.substr(3);
       std::optional<std::uint64_t> id;
       if (!id_text.empty()) {
-        id = ParseUnsigned(id_text);
+        id = ParseDecimal(id_text);
         if (!id || *id > kMaxCpuId) {
           log.Skip(number, "unknown label " + Quoted(key));
           continue;
@@ -303,7 +284,7 @@ Result<Parsed<CpuStats>> ParseProcStat(std::string_view text) {
       continue;
     }
     // intr's first field is the total; the per-IRQ counts after it are not read.
-    const auto value = ParseUnsigned(field);
+    const auto value = ParseDecimal(field);
     if (!value || (key == "btime" && *value > std::numeric_limits<std::int64_t>::max())) {
       log.Skip(number, NotACount(key, field));
       continue;
@@ -341,7 +322,7 @@ Result<Parsed<Memory>> ParseMeminfo(std::string_view text) {
       log.Skip(number, Quoted(label) + " has no value");
       continue;
     }
-    auto value = ParseUnsigned(value_text);
+    auto value = ParseDecimal(value_text);
     if (!value) {
       log.Skip(number, NotACount(label, value_text));
       continue;
@@ -445,7 +426,7 @@ Result<Parsed<PressureFile>> ParsePressure(std::string_view text) {
       const std::string_view value =
           equals == std::string_view::npos ? std::string_view() : field.substr(equals + 1);
       if (key == "total") {
-        const auto micros = ParseUnsigned(value);
+        const auto micros = ParseDecimal(value);
         if (!micros) {
           reason = NotACount("total", value);
         } else {
@@ -520,7 +501,7 @@ Result<Parsed<std::vector<NetDevice>>> ParseNetDev(std::string_view text) {
     std::string reason;
     std::string_view field;
     while (count < std::size(counters) && fields.Next(field)) {
-      const auto value = ParseUnsigned(field);
+      const auto value = ParseDecimal(field);
       if (!value) {
         reason = NotACount("counter", field);
         break;
@@ -563,8 +544,8 @@ Result<Parsed<std::vector<DiskStats>>> ParseDiskstats(std::string_view text) {
       log.Skip(number, "lacks 'major minor name'");
       continue;
     }
-    const auto major = ParseUnsigned(major_text);
-    const auto minor = ParseUnsigned(minor_text);
+    const auto major = ParseDecimal(major_text);
+    const auto minor = ParseDecimal(minor_text);
     constexpr std::uint64_t kMaxDeviceNumber = std::numeric_limits<std::uint32_t>::max();
     if (!major || !minor || *major > kMaxDeviceNumber || *minor > kMaxDeviceNumber) {
       log.Skip(number, "device number " + Quoted(major_text) + ":" + Quoted(minor_text) +
@@ -580,7 +561,7 @@ Result<Parsed<std::vector<DiskStats>>> ParseDiskstats(std::string_view text) {
     std::string reason;
     std::string_view field;
     while (count < std::size(values) && fields.Next(field)) {
-      const auto value = ParseUnsigned(field);
+      const auto value = ParseDecimal(field);
       if (!value) {
         reason = NotACount("counter", field);
         break;
@@ -654,8 +635,8 @@ std::string UnescapeMountField(std::string_view field) {
 
 bool IsDeviceNumber(std::string_view field) {
   const std::size_t colon = field.find(':');
-  return colon != std::string_view::npos && ParseUnsigned(field.substr(0, colon)) &&
-         ParseUnsigned(field.substr(colon + 1));
+  return colon != std::string_view::npos && ParseDecimal(field.substr(0, colon)) &&
+         ParseDecimal(field.substr(colon + 1));
 }
 
 }  // namespace
@@ -679,7 +660,7 @@ Result<Parsed<std::vector<Mount>>> ParseMountinfo(std::string_view text) {
       log.Skip(number, "fewer than the 6 fields before the optional ones");
       continue;
     }
-    if (!ParseUnsigned(id) || !ParseUnsigned(parent) || !IsDeviceNumber(device_number)) {
+    if (!ParseDecimal(id) || !ParseDecimal(parent) || !IsDeviceNumber(device_number)) {
       log.Skip(number, "mount id, parent id or major:minor is not a number");
       continue;
     }

@@ -245,9 +245,9 @@ TEST(RenderPayload, CapsArraysAndSaysWhatWasLeftOut) {
   }
   const json::value payload = Render(sample);
   const auto& object = payload.as_object();
-  EXPECT_EQ(object.at("network").as_array().size(), kPayloadMaxNetwork);
+  EXPECT_EQ(object.at("network").as_array().size(), protocol::kMaxSampleInterfaces);
   const auto& gaps = object.at("gaps").as_array();
-  ASSERT_EQ(gaps.size(), kPayloadMaxGaps);
+  ASSERT_EQ(gaps.size(), protocol::kMaxSampleGaps);
   EXPECT_EQ(gaps[253].as_object().at("path").as_string(), "/mnt/253");
   EXPECT_EQ(gaps[254].as_object().at("error").as_string(),
             "1500 interfaces; the first 1024 are sent");

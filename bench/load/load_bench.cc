@@ -1,0 +1,719 @@
+// bench_load: ten thousand simulated agents against one console, and nginx answering 204 to
+// the same requests on the same machine as the HTTP floor. `make bench` runs it; the last
+// line it prints starts with `load:`.
+//
+// Every agent is a connection (its own token) with three roles: the inventory role reports
+// four GPU nodes every 60 s, the node role uploads one node sample every 30 s (gzip, through
+// the spool protocol), and the cluster role holds a command long poll open (50 s, then again).
+// One process drives them all with epoll (http_load.h).
+//
+//   1. setup      `uplink-console init` and `serve` (SQLite) pinned to one core, the
+//                 generator on the other; one connection per agent through the API.
+//   2. long polls every agent's poll opened and held; the console's resident memory with
+//                 all of them held, against before.
+//   3. sustained  the schedule above for --sustain: upload and report latencies (from when
+//                 each was due, so queueing in the generator counts), console CPU, resident
+//                 memory and open connections.
+//   4. capacity   the polls closed; authenticated gzip uploads (a new sequence each, so every
+//                 one is stored) as fast as --closed-loop connections get answers, for
+//                 --saturate: uploads per second per console core.
+//   5. floor      nginx-light pinned to the same core, one worker, answering 204 to the same
+//                 upload requests from the same generator: its requests per second per core.
+//
+// The machine it was made for has 2 cores and a hard limit of 20,000 open files per process:
+// each agent's poll is a connection of its own (10,000 sockets on each side), while uploads
+// and reports share a pool of --pool keep-alive connections, as many agents' requests
+// multiplexed over a few hundred connections; the console raises its own limit to the hard
+// one. --console URL runs the phases against a console already running (--admin-key-file,
+// and --console-pid for its figures), which is also how replicas will be targeted.
+#include <sched.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cinttypes>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <numeric>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bench/load/agents.h"
+#include "bench/load/http_load.h"
+#include "common/files.h"
+#include "common/flags.h"
+#include "common/json.h"
+#include "common/log.h"
+#include "support/process.h"
+
+namespace uplink::bench {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::ChildProcess;
+using testing::TempDir;
+
+enum Kind { kCreate, kInventory, kUpload, kPoll, kMetrics };
+
+struct Options {
+  std::int64_t agents = 10'000;
+  std::chrono::milliseconds sustain = 90s;
+  std::chrono::milliseconds saturate = 15s;
+  std::chrono::milliseconds upload_interval = 30s;
+  std::chrono::milliseconds report_interval = 60s;
+  std::int64_t pool = 256;
+  std::int64_t closed_loop = 64;
+  std::int64_t ramp_per_second = 2'000;
+  std::string console;
+  std::string admin_key_file;
+  std::int64_t console_pid = 0;
+  bool nginx = true;
+  bool smoke = false;
+};
+
+[[noreturn]] void Die(const std::string& message) {
+  std::fprintf(stderr, "bench_load: %s\n", message.c_str());
+  std::exit(1);
+}
+
+bool PinToCpu(int cpu) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  return sched_setaffinity(0, sizeof(set), &set) == 0;
+}
+
+int UsableCpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) != 0) return 1;
+  return CPU_COUNT(&set);
+}
+
+// A process's figures from /proc.
+struct ProcessFigures {
+  double rss_bytes = 0;
+  double cpu_seconds = 0;
+  int sockets = -1;  // counted only when asked: it reads a link per descriptor
+};
+
+std::optional<ProcessFigures> ReadProcess(pid_t pid, bool count_sockets = false) {
+  if (pid <= 0) return std::nullopt;
+  const std::string base = "/proc/" + std::to_string(pid);
+  const std::string status = testing::ReadFileOrEmpty(base + "/status");
+  if (status.empty()) return std::nullopt;
+  ProcessFigures figures;
+  const size_t rss = status.find("VmRSS:");
+  if (rss != std::string::npos)
+    figures.rss_bytes = std::strtod(status.c_str() + rss + 6, nullptr) * 1024;
+  const std::string stat = testing::ReadFileOrEmpty(base + "/stat");
+  const size_t close = stat.rfind(')');
+  if (close != std::string::npos) {
+    // Fields after the command: state is field 3; utime and stime are fields 14 and 15.
+    std::vector<std::string_view> fields;
+    std::string_view rest = std::string_view(stat).substr(close + 2);
+    while (!rest.empty() && fields.size() < 13) {
+      const size_t space = rest.find(' ');
+      fields.push_back(rest.substr(0, space));
+      if (space == std::string_view::npos) break;
+      rest.remove_prefix(space + 1);
+    }
+    if (fields.size() == 13) {
+      const double ticks = std::strtod(std::string(fields[11]).c_str(), nullptr) +
+                           std::strtod(std::string(fields[12]).c_str(), nullptr);
+      figures.cpu_seconds = ticks / static_cast<double>(sysconf(_SC_CLK_TCK));
+    }
+  }
+  if (count_sockets) {
+    figures.sockets = 0;
+    std::error_code ec;
+    for (const auto& entry : std::filesystem::directory_iterator(base + "/fd", ec)) {
+      std::error_code link_ec;
+      if (std::filesystem::read_symlink(entry.path(), link_ec).string().starts_with("socket:")) {
+        ++figures.sockets;
+      }
+    }
+  }
+  return figures;
+}
+
+double OwnCpuSeconds() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return static_cast<double>(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) +
+         static_cast<double>(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6;
+}
+
+// Latencies of one kind of request and how they ended.
+struct Tally {
+  std::vector<float> micros;
+  std::int64_t ok = 0;
+  std::map<int, std::int64_t> other;  // status (0: no reply) -> count
+
+  void Add(const LoadReply& reply) {
+    if (reply.status >= 200 && reply.status < 300) {
+      ++ok;
+      micros.push_back(
+          static_cast<float>(std::chrono::duration<double, std::micro>(reply.latency).count()));
+    } else {
+      ++other[reply.status];
+    }
+  }
+  double QuantileMs(double q) {
+    if (micros.empty()) return 0;
+    const auto at = static_cast<size_t>(q * static_cast<double>(micros.size() - 1));
+    std::nth_element(micros.begin(), micros.begin() + static_cast<std::ptrdiff_t>(at),
+                     micros.end());
+    return micros[at] / 1000.0;
+  }
+  std::int64_t failed() const {
+    std::int64_t total = 0;
+    for (const auto& [status, count] : other) total += count;
+    return total;
+  }
+  std::string Failures() const {
+    std::string text;
+    for (const auto& [status, count] : other) {
+      text += (text.empty() ? "" : ", ") + std::to_string(count) + " x " +
+              (status == 0 ? std::string("no reply") : "HTTP " + std::to_string(status));
+    }
+    return text.empty() ? "none" : text;
+  }
+};
+
+// The value of an unlabelled sample in Prometheus text.
+double MetricValue(std::string_view text, std::string_view name) {
+  size_t at = 0;
+  while ((at = text.find(name, at)) != std::string_view::npos) {
+    const bool line_start = at == 0 || text[at - 1] == '\n';
+    const size_t after = at + name.size();
+    if (line_start && after < text.size() && text[after] == ' ') {
+      return std::strtod(std::string(text.substr(after + 1, 32)).c_str(), nullptr);
+    }
+    at = after;
+  }
+  return 0;
+}
+
+class Console {
+ public:
+  // Starts its own console on core `core` (or on any core when `core` < 0).
+  Console(const TempDir& dir, int core) {
+    const std::string bin = UPLINK_BIN_DIR;
+    auto init =
+        testing::RunCommand({bin + "/uplink-console", "init", "--data-dir", dir.File("console")});
+    if (init.exit_code != 0) Die("uplink-console init failed: " + init.err);
+    api_key_ = std::string(TrimWhitespace(init.out));
+    const int port = testing::FreePort();
+    url_ = "http://127.0.0.1:" + std::to_string(port);
+    if (core >= 0) PinToCpu(core);
+    process_ = std::make_unique<ChildProcess>(
+        std::vector<std::string>{bin + "/uplink-console", "serve", "--data-dir",
+                                 dir.File("console"), "--listen",
+                                 "127.0.0.1:" + std::to_string(port), "--log-level", "warn"},
+        dir.path());
+  }
+  // One already running.
+  Console(std::string url, std::string api_key, pid_t pid)
+      : url_(std::move(url)), api_key_(std::move(api_key)), pid_(pid) {}
+
+  pid_t pid() const { return process_ ? process_->pid() : pid_; }
+  const std::string& url() const { return url_; }
+  const std::string& api_key() const { return api_key_; }
+  std::string Stderr() const { return process_ ? process_->Stderr() : ""; }
+
+ private:
+  std::string url_;
+  std::string api_key_;
+  pid_t pid_ = 0;
+  std::unique_ptr<ChildProcess> process_;
+};
+
+// Runs `load` until `done` holds or `timeout` passes; false on timeout.
+bool RunUntilDone(HttpLoad& load, const std::function<bool()>& done,
+                  std::chrono::milliseconds timeout,
+                  const std::function<void(LoadClock::time_point)>& tick = {}) {
+  const auto deadline = LoadClock::now() + timeout;
+  while (!done()) {
+    const auto now = LoadClock::now();
+    if (now >= deadline) return false;
+    load.RunUntil(std::min(deadline, now + 100ms), tick);
+  }
+  return true;
+}
+
+// GET /metrics through `load`'s pool (its reply comes to `on_metrics`).
+std::string FetchMetrics(HttpLoad& load, const AgentRequests& requests, std::string& body,
+                         bool& arrived) {
+  arrived = false;
+  load.Queue({requests.Metrics(), kMetrics, -1, LoadClock::now()});
+  RunUntilDone(
+      load, [&] { return arrived; }, 30s);
+  return body;
+}
+
+struct ClosedLoop {
+  double requests_per_second = 0;
+  double server_cores = 0;     // CPU the server used, in cores
+  double generator_cores = 0;  // CPU this process used, in cores
+  Tally tally;
+};
+
+// `connections` connections each sending `next()`'s request as soon as the last is answered;
+// measured over `duration` after a second of warm-up.
+ClosedLoop RunClosedLoop(const Target& target, pid_t server, std::int64_t connections,
+                         std::chrono::milliseconds duration,
+                         const std::function<std::shared_ptr<const std::string>()>& next) {
+  ClosedLoop result;
+  bool measuring = false;
+  HttpLoad* self = nullptr;
+  HttpLoad load({target}, [&](const LoadReply& reply) {
+    if (measuring) result.tally.Add(reply);
+    self->Queue({next(), kUpload, 0, LoadClock::now()});
+  });
+  self = &load;
+  if (Status opened = load.OpenPool(static_cast<size_t>(connections)); !opened.ok()) {
+    Die("opening connections: " + opened.ToString());
+  }
+  for (std::int64_t i = 0; i < connections; ++i) load.Queue({next(), kUpload, 0, LoadClock::now()});
+  load.RunUntil(LoadClock::now() + 1s, {});
+  measuring = true;
+  const auto server_before = ReadProcess(server);
+  const double own_before = OwnCpuSeconds();
+  const auto start = LoadClock::now();
+  load.RunUntil(start + duration, {});
+  const double seconds = std::chrono::duration<double>(LoadClock::now() - start).count();
+  measuring = false;
+  const auto server_after = ReadProcess(server);
+  result.requests_per_second = static_cast<double>(result.tally.ok) / seconds;
+  if (server_before && server_after) {
+    result.server_cores = (server_after->cpu_seconds - server_before->cpu_seconds) / seconds;
+  }
+  result.generator_cores = (OwnCpuSeconds() - own_before) / seconds;
+  return result;
+}
+
+// nginx-light: one process (no master), one core, answering 204 to everything.
+class Nginx {
+ public:
+  Nginx(const TempDir& dir, int core) {
+    const std::string prefix = dir.File("nginx");
+    std::filesystem::create_directories(prefix + "/logs");
+    port_ = testing::FreePort();
+    testing::WriteFileOrDie(prefix + "/nginx.conf",
+                            "daemon off;\nmaster_process off;\nworker_processes 1;\npid " + prefix +
+                                "/nginx.pid;\nerror_log " + prefix +
+                                "/logs/error.log warn;\n"
+                                "events { worker_connections 4096; }\n"
+                                "http {\n  access_log off;\n  client_body_temp_path " +
+                                prefix +
+                                "/body;\n"
+                                "  keepalive_requests 100000000;\n  keepalive_timeout 120s;\n"
+                                "  client_max_body_size 16m;\n  client_body_buffer_size 64k;\n"
+                                "  server {\n    listen 127.0.0.1:" +
+                                std::to_string(port_) +
+                                ";\n"
+                                "    location / { return 204; }\n  }\n}\n",
+                            0644);
+    if (core >= 0) PinToCpu(core);
+    process_ = std::make_unique<ChildProcess>(
+        std::vector<std::string>{kBinary, "-p", prefix, "-e", prefix + "/logs/error.log", "-c",
+                                 prefix + "/nginx.conf"},
+        dir.path());
+  }
+  static bool Installed() { return ::access(kBinary, X_OK) == 0; }
+  pid_t pid() const { return process_->pid(); }
+  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
+  std::string Stderr() const { return process_->Stderr(); }
+
+ private:
+  static constexpr const char* kBinary = "/usr/sbin/nginx";
+  int port_ = 0;
+  std::unique_ptr<ChildProcess> process_;
+};
+
+bool WaitForHttp(const Target& target) {
+  bool answered = false;
+  HttpLoad probe({target}, [&](const LoadReply& reply) { answered = reply.status != 0; });
+  auto request = std::make_shared<const std::string>(
+      "GET /healthz HTTP/1.1\r\nHost: " + target.host + "\r\n\r\n");
+  for (int attempt = 0; attempt < 300 && !answered; ++attempt) {
+    if (probe.OpenPool(1).ok()) {
+      probe.Queue({request, kMetrics, 0, LoadClock::now()});
+      probe.RunUntil(LoadClock::now() + 100ms, {});
+    }
+  }
+  return answered;
+}
+
+std::string Mib(double bytes) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.0f MiB", bytes / (1 << 20));
+  return text;
+}
+
+int Run(const Options& options) {
+  const int cores = UsableCpus();
+  const bool pin = cores >= 2;
+  // The generator's core; servers get the other one.
+  const int generator_core = pin ? 0 : -1;
+  const int server_core = pin ? 1 : -1;
+  TempDir dir;
+  std::unique_ptr<Console> console;
+  if (options.console.empty()) {
+    console = std::make_unique<Console>(dir, server_core);
+  } else {
+    auto key = ReadFileBounded(options.admin_key_file, 4096);
+    if (!key.ok()) Die("--console needs --admin-key-file: " + key.status().ToString());
+    console = std::make_unique<Console>(options.console, std::string(TrimWhitespace(*key)),
+                                        static_cast<pid_t>(options.console_pid));
+  }
+  if (generator_core >= 0) PinToCpu(generator_core);
+  auto target = ParseTarget(console->url());
+  if (!target.ok()) Die("--console: " + target.status().ToString());
+  if (!WaitForHttp(*target)) Die("the console did not answer:\n" + console->Stderr());
+  const AgentRequests requests(target->host + ":" + std::to_string(target->port));
+  const auto agents_count = static_cast<int>(options.agents);
+  // The figures are only as quiet as the machine: say how busy it was.
+  std::printf(
+      "bench_load: machine load average %s with %d usable cores\n",
+      std::string(TrimWhitespace(testing::ReadFileOrEmpty("/proc/loadavg").substr(0, 14))).c_str(),
+      cores);
+  std::printf("bench_load: %d agents against %s (%s), uploads every %.0f s, reports every %.0f s\n",
+              agents_count, console->url().c_str(),
+              pin ? "console and nginx pinned to core 1, the generator to core 0"
+                  : "one core: nothing pinned",
+              std::chrono::duration<double>(options.upload_interval).count(),
+              std::chrono::duration<double>(options.report_interval).count());
+
+  // 1. One connection per agent.
+  std::vector<SimulatedAgent> agents;
+  agents.reserve(static_cast<size_t>(agents_count));
+  for (int i = 0; i < agents_count; ++i) agents.push_back(MakeAgent(i, "", ""));
+  std::vector<int> poll_connection(static_cast<size_t>(agents_count), -1);
+  std::vector<char> poll_held(static_cast<size_t>(agents_count), 0);
+  Tally creates, reports, uploads, polls;
+  LoadClock::time_point sustain_start;
+  std::vector<float> slowest;  // ms, by second of the sustained phase
+  std::int64_t polls_answered = 0;
+  std::string metrics_body;
+  bool metrics_arrived = false;
+  HttpLoad* load_ptr = nullptr;
+  HttpLoad load({*target}, [&](const LoadReply& reply) {
+    const LoadRequest& request = *reply.request;
+    switch (request.kind) {
+      case kCreate:
+        creates.Add(reply);
+        if (reply.status == 201) {
+          auto body = ParseJson(reply.body);
+          if (body.ok() && body->is_object()) {
+            SimulatedAgent& agent = agents[static_cast<size_t>(request.agent)];
+            agent.connection_id = StringAt(body->get_object(), "id");
+            agent.token = StringAt(body->get_object(), "token");
+          }
+        }
+        break;
+      case kInventory:
+      case kUpload: {
+        (request.kind == kUpload ? uploads : reports).Add(reply);
+        // The slowest answer to what fell due in each second of the sustained phase, to tell
+        // a stall (something holding the store) from a slow path.
+        const auto second =
+            std::chrono::duration_cast<std::chrono::seconds>(request.due - sustain_start).count();
+        if (second >= 0) {
+          if (slowest.size() <= static_cast<size_t>(second)) slowest.resize(second + 1);
+          slowest[second] = std::max(
+              slowest[second], std::chrono::duration<float, std::milli>(reply.latency).count());
+        }
+        break;
+      }
+      case kPoll: {
+        polls.Add(reply);
+        poll_held[static_cast<size_t>(request.agent)] = 0;
+        if (reply.status == 200) ++polls_answered;
+        // The cluster role polls again at once (after a failure, once the connection is back).
+        const SimulatedAgent& agent = agents[static_cast<size_t>(request.agent)];
+        load_ptr->SendOn(reply.connection,
+                         {requests.Poll(agent), kPoll, agent.index, LoadClock::now()});
+        poll_held[static_cast<size_t>(request.agent)] = 1;
+        break;
+      }
+      case kMetrics:
+        metrics_body.assign(reply.body);
+        metrics_arrived = true;
+        break;
+    }
+  });
+  load_ptr = &load;
+  if (Status opened = load.OpenPool(static_cast<size_t>(options.pool)); !opened.ok()) {
+    Die("opening the pool: " + opened.ToString());
+  }
+  const auto setup_start = LoadClock::now();
+  for (int i = 0; i < agents_count; ++i) {
+    load.Queue({requests.CreateConnection(console->api_key(), i), kCreate, i, LoadClock::now()});
+  }
+  if (!RunUntilDone(
+          load, [&] { return creates.ok + creates.failed() == agents_count; },
+          std::chrono::milliseconds(60'000 + agents_count * 20)) ||
+      creates.failed() > 0) {
+    Die("creating connections: " + std::to_string(creates.ok) +
+        " created; failures: " + creates.Failures());
+  }
+  std::printf("  setup: %d connections created in %.1f s\n", agents_count,
+              std::chrono::duration<double>(LoadClock::now() - setup_start).count());
+
+  // 2. Every agent's long poll, opened at --ramp-per-second and held.
+  const auto before_polls = ReadProcess(console->pid(), true);
+  int opened_polls = 0;
+  const auto ramp_start = LoadClock::now();
+  auto open_polls = [&](LoadClock::time_point now) {
+    const double elapsed = std::chrono::duration<double>(now - ramp_start).count();
+    const int due = std::min(
+        agents_count, static_cast<int>(elapsed * static_cast<double>(options.ramp_per_second)) + 1);
+    for (; opened_polls < due; ++opened_polls) {
+      const SimulatedAgent& agent = agents[static_cast<size_t>(opened_polls)];
+      auto id = load.OpenDedicated({requests.Poll(agent), kPoll, agent.index, now});
+      if (!id.ok()) Die("opening a long poll: " + id.status().ToString());
+      poll_connection[static_cast<size_t>(opened_polls)] = *id;
+      poll_held[static_cast<size_t>(opened_polls)] = 1;
+    }
+  };
+  RunUntilDone(
+      load, [&] { return opened_polls == agents_count; }, 600s, open_polls);
+  // Held when the console says so.
+  double held = 0;
+  RunUntilDone(
+      load,
+      [&] {
+        held = MetricValue(FetchMetrics(load, requests, metrics_body, metrics_arrived),
+                           "uplink_console_kubectl_polls_waiting");
+        return held >= agents_count;
+      },
+      120s);
+  const auto with_polls = ReadProcess(console->pid(), true);
+  std::printf("  long polls: %.0f of %d held by the console (opened in %.1f s)", held, agents_count,
+              std::chrono::duration<double>(LoadClock::now() - ramp_start).count());
+  if (before_polls && with_polls) {
+    std::printf("; console RSS %s before, %s with them held (%.1f KiB per poll), %d sockets",
+                Mib(before_polls->rss_bytes).c_str(), Mib(with_polls->rss_bytes).c_str(),
+                (with_polls->rss_bytes - before_polls->rss_bytes) / 1024 / std::max(held, 1.0),
+                with_polls->sockets);
+  }
+  std::printf("\n");
+
+  // 3. The schedule: agent i uploads at (i / N) of each upload interval, and reports at a
+  // scrambled position of each report interval, so reports and uploads do not line up.
+  sustain_start = LoadClock::now();
+  const WallTime wall_start = SystemClock().Now();
+  const int stride = agents_count % 7919 == 0 ? 1 : 7919;
+  std::int64_t uploads_due = 0;
+  std::int64_t reports_due = 0;
+  ProcessFigures peak;
+  auto last_sample = sustain_start;
+  const auto console_before = ReadProcess(console->pid());
+  const double own_before = OwnCpuSeconds();
+  auto schedule = [&](std::int64_t& issued, std::chrono::milliseconds interval, Kind kind,
+                      LoadClock::time_point now) {
+    for (;;) {
+      const std::int64_t round = issued / agents_count;
+      const std::int64_t slot = issued % agents_count;
+      const auto due = sustain_start + interval * round + interval * slot / agents_count;
+      if (due > now) return;
+      const int index = kind == kUpload ? static_cast<int>(slot)
+                                        : static_cast<int>((slot * stride) % agents_count);
+      SimulatedAgent& agent = agents[static_cast<size_t>(index)];
+      const WallTime wall =
+          wall_start + std::chrono::duration_cast<std::chrono::nanoseconds>(due - sustain_start);
+      load.Queue({kind == kUpload ? requests.Upload(agent, wall) : requests.Inventory(agent, wall),
+                  kind, index, due});
+      ++issued;
+    }
+  };
+  auto sustain_tick = [&](LoadClock::time_point now) {
+    schedule(uploads_due, options.upload_interval, kUpload, now);
+    schedule(reports_due, options.report_interval, kInventory, now);
+    if (now - last_sample >= 1s) {
+      last_sample = now;
+      if (auto figures = ReadProcess(console->pid())) {
+        peak.rss_bytes = std::max(peak.rss_bytes, figures->rss_bytes);
+      }
+    }
+  };
+  load.RunUntil(sustain_start + options.sustain, sustain_tick);
+  const auto console_after = ReadProcess(console->pid());
+  const double sustain_seconds =
+      std::chrono::duration<double>(LoadClock::now() - sustain_start).count();
+  // Counted once the schedule is over: reading 10,000 links would stall the loop meanwhile.
+  if (auto figures = ReadProcess(console->pid(), true)) peak.sockets = figures->sockets;
+  const double own_sustain = (OwnCpuSeconds() - own_before) / sustain_seconds;
+  RunUntilDone(
+      load,
+      [&] {
+        return uploads.ok + uploads.failed() == uploads_due &&
+               reports.ok + reports.failed() == reports_due;
+      },
+      60s);
+  const std::string console_metrics = FetchMetrics(load, requests, metrics_body, metrics_arrived);
+  const double accepted = MetricValue(console_metrics, "uplink_console_uploads_accepted_total");
+  const double stored = MetricValue(console_metrics, "uplink_console_node_samples_stored_total");
+  const double console_cores =
+      console_before && console_after
+          ? (console_after->cpu_seconds - console_before->cpu_seconds) / sustain_seconds
+          : 0;
+  std::printf("  sustained %.0f s: %" PRId64 " uploads (%.0f/s), %" PRId64 " reports, %" PRId64
+              " polls answered; console CPU %.2f cores, generator %.2f\n",
+              sustain_seconds, uploads.ok, static_cast<double>(uploads.ok) / sustain_seconds,
+              reports.ok, polls_answered, console_cores, own_sustain);
+  const double upload_p50 = uploads.QuantileMs(0.5);
+  const double upload_p99 = uploads.QuantileMs(0.99);
+  std::printf("    uploads: p50 %.2f ms, p99 %.2f ms, max %.2f ms; failed: %s\n", upload_p50,
+              upload_p99, uploads.QuantileMs(1.0), uploads.Failures().c_str());
+  std::printf("    reports: p50 %.2f ms, p99 %.2f ms; failed: %s\n", reports.QuantileMs(0.5),
+              reports.QuantileMs(0.99), reports.Failures().c_str());
+  std::printf("    polls failed: %s\n", polls.Failures().c_str());
+  std::vector<size_t> seconds(slowest.size());
+  std::iota(seconds.begin(), seconds.end(), 0);
+  std::sort(seconds.begin(), seconds.end(),
+            [&](size_t a, size_t b) { return slowest[a] > slowest[b]; });
+  std::printf("    slowest seconds (when due, from the start):");
+  for (size_t i = 0; i < std::min<size_t>(6, seconds.size()); ++i) {
+    std::printf(" %zus %.0f ms%s", seconds[i], slowest[seconds[i]], i < 5 ? "," : "");
+  }
+  std::printf("\n");
+  std::printf(
+      "    console: RSS up to %s, %d open sockets at the end; it counted %.0f uploads accepted "
+      "and %.0f node samples stored\n",
+      Mib(peak.rss_bytes).c_str(), peak.sockets, accepted, stored);
+
+  // 4. Capacity: closed loop of fresh uploads.
+  load.CloseDedicated();
+  int next_agent = 0;
+  ClosedLoop capacity =
+      RunClosedLoop(*target, console->pid(), options.closed_loop, options.saturate, [&] {
+        SimulatedAgent& agent = agents[static_cast<size_t>(next_agent)];
+        next_agent = (next_agent + 1) % agents_count;
+        return requests.Upload(agent, SystemClock().Now());
+      });
+  const double console_per_core =
+      capacity.requests_per_second / std::max(capacity.server_cores, 1e-9);
+  std::printf("  capacity: %.0f uploads/s over %" PRId64
+              " connections, console CPU %.2f cores (%.0f uploads/s per core), generator %.2f; "
+              "p50 %.2f ms, p99 %.2f ms; failed: %s\n",
+              capacity.requests_per_second, options.closed_loop, capacity.server_cores,
+              console_per_core, capacity.generator_cores, capacity.tally.QuantileMs(0.5),
+              capacity.tally.QuantileMs(0.99), capacity.tally.Failures().c_str());
+
+  // 5. The floor: nginx answering the same requests.
+  std::optional<ClosedLoop> floor;
+  if (options.nginx && Nginx::Installed()) {
+    std::vector<std::shared_ptr<const std::string>> ring;
+    std::vector<SimulatedAgent> copies(agents.begin(),
+                                       agents.begin() + std::min(agents_count, 2048));
+    for (SimulatedAgent& agent : copies)
+      ring.push_back(requests.Upload(agent, SystemClock().Now()));
+    Nginx nginx(dir, server_core);
+    if (generator_core >= 0) PinToCpu(generator_core);
+    auto nginx_target = ParseTarget(nginx.url());
+    if (!nginx_target.ok() || !WaitForHttp(*nginx_target))
+      Die("nginx did not start:\n" + nginx.Stderr());
+    size_t next = 0;
+    floor = RunClosedLoop(*nginx_target, nginx.pid(), options.closed_loop, options.saturate,
+                          [&] { return ring[next++ % ring.size()]; });
+    std::printf(
+        "  floor: nginx %.0f requests/s, CPU %.2f cores (%.0f per core), generator %.2f; "
+        "failed: %s\n",
+        floor->requests_per_second, floor->server_cores,
+        floor->requests_per_second / std::max(floor->server_cores, 1e-9), floor->generator_cores,
+        floor->tally.Failures().c_str());
+  } else {
+    std::printf("  floor: nginx not run (%s)\n",
+                options.nginx ? "/usr/sbin/nginx is missing: apt-get install nginx-light"
+                              : "--nginx=false");
+  }
+
+  const double memory = with_polls ? with_polls->rss_bytes : 0;
+  std::string ratio = "no nginx";
+  if (floor) {
+    const double nginx_per_core = floor->requests_per_second / std::max(floor->server_cores, 1e-9);
+    char text[64];
+    std::snprintf(text, sizeof(text), "%.3fx nginx's %.0f/s", console_per_core / nginx_per_core,
+                  nginx_per_core);
+    ratio = text;
+  }
+  std::printf(
+      "load: %d agents; console %.0f authenticated gzip uploads/s per core = %s (aim "
+      ">= 0.5x); upload p50 %.1f ms p99 %.1f ms at %.0f/s (aim p99 < 50 ms); %.0f long "
+      "polls held in %s of console RSS (aim < 1 GiB), %d open connections\n",
+      agents_count, console_per_core, ratio.c_str(), upload_p50, upload_p99,
+      static_cast<double>(uploads.ok) / sustain_seconds, held, Mib(memory).c_str(),
+      std::max(peak.sockets, with_polls ? with_polls->sockets : -1));
+
+  if (options.smoke) {
+    // Checks, not aims: every request answered as the protocol says, and counted by the console.
+    std::vector<std::string> problems;
+    if (uploads.ok == 0 || uploads.failed() > 0)
+      problems.push_back("uploads: " + uploads.Failures());
+    if (reports.ok == 0 || reports.failed() > 0)
+      problems.push_back("reports: " + reports.Failures());
+    if (polls.failed() > 0) problems.push_back("polls: " + polls.Failures());
+    if (held < agents_count) problems.push_back("not every long poll was held");
+    if (accepted != static_cast<double>(uploads.ok) || stored != static_cast<double>(uploads.ok)) {
+      problems.push_back("the console counted " + std::to_string(accepted) + " uploads and " +
+                         std::to_string(stored) + " samples, the generator " +
+                         std::to_string(uploads.ok));
+    }
+    if (capacity.tally.ok == 0 || capacity.tally.failed() > 0) {
+      problems.push_back("capacity: " + capacity.tally.Failures());
+    }
+    if (floor && (floor->tally.ok == 0 || floor->tally.failed() > 0)) {
+      problems.push_back("nginx: " + floor->tally.Failures());
+    }
+    for (const std::string& problem : problems)
+      std::fprintf(stderr, "FAILED: %s\n", problem.c_str());
+    if (!problems.empty()) return 1;
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace uplink::bench
+
+int main(int argc, char** argv) {
+  using namespace uplink;
+  bench::Options options;
+  FlagSet flags("bench_load");
+  flags.Int("agents", &options.agents, "simulated agents (each one connection)");
+  flags.Duration("sustain", &options.sustain, "length of the sustained phase");
+  flags.Duration("saturate", &options.saturate, "length of each capacity run");
+  flags.Duration("upload-interval", &options.upload_interval, "each agent's node upload interval");
+  flags.Duration("report-interval", &options.report_interval,
+                 "each agent's inventory report interval");
+  flags.Int("pool", &options.pool, "keep-alive connections shared by uploads and reports");
+  flags.Int("closed-loop", &options.closed_loop, "connections of the capacity runs");
+  flags.Int("ramp-per-second", &options.ramp_per_second, "long polls opened per second");
+  flags.String("console", &options.console,
+               "http://IPv4:PORT of a running console (default: start one)");
+  flags.String("admin-key-file", &options.admin_key_file, "its admin API key, with --console");
+  flags.Int("console-pid", &options.console_pid, "its process, for CPU and memory figures");
+  flags.Bool("nginx", &options.nginx, "measure nginx-light answering 204 as the floor");
+  flags.Bool("smoke", &options.smoke, "check that every request was answered and counted");
+  if (Status parsed = flags.Parse(std::vector<std::string>(argv + 1, argv + argc)); !parsed.ok()) {
+    std::fprintf(stderr, "%s\n%s", parsed.ToString().c_str(), flags.Usage().c_str());
+    return 2;
+  }
+  if (options.agents < 1 || options.pool < 1 || options.closed_loop < 1 ||
+      options.ramp_per_second < 1) {
+    std::fprintf(stderr,
+                 "--agents, --pool, --closed-loop and --ramp-per-second must be positive\n");
+    return 2;
+  }
+  (void)log::SetMinLevel("error");
+  ::signal(SIGPIPE, SIG_IGN);
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // each phase's figures as they come, piped or not
+  return bench::Run(options);
+}

@@ -1,0 +1,16 @@
+// The bearer credentials the console mints, by the prefix that names their kind: what the
+// console checks a presented credential against, what the CLI and the agent recognise (and
+// redact) in what they handle. A credential is its prefix plus 256 random bits in base64url
+// (console/auth/credentials.h mints and checks them).
+#pragma once
+
+#include <string_view>
+
+namespace uplink::protocol {
+
+inline constexpr std::string_view kAgentTokenPrefix = "agt_";    // a connection's agent token
+inline constexpr std::string_view kApiKeyPrefix = "uk_";         // a user's API key
+inline constexpr std::string_view kSessionPrefix = "skt_";       // a sign-in session token
+inline constexpr std::string_view kHandoverCodePrefix = "hoc_";  // a one-time handover code
+
+}  // namespace uplink::protocol
