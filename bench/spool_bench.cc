@@ -17,10 +17,20 @@
 //
 // Disks differ several-fold between machines, so every ratio is against dd on the same disk
 // in the same run, and the file system it ran on is printed first. TMPDIR chooses the disk.
+// Beside each case: records per segment sync, the share of the time a sync was running (near
+// 100% with as many records per sync as writers: the disk's sync latency bounds it), and the
+// rate against a loop that writes the same bytes, a group of `writers` records per
+// fdatasync, from one thread into the same kind of file (what a closed loop of that many
+// writers could reach with perfect group commit and nothing else to do). Where that loop
+// is itself under 80% of dd conv=fsync, the disk bounds the case, not the spool.
 //
 // Targets (spool issues): appends of 64 KiB records from 8 writers at >= 80% of dd
 // conv=fsync's rate, in steady state and with a backlog (one writer pays a sync per record
 // by definition: its measure is dd oflag=dsync); open <= 0.5 s and <= 16 MiB.
+//
+// On a machine whose CPUs are busy with other work, run it under SCHED_FIFO (`chrt -f 50
+// bench_spool`): otherwise a writer woken by a finished sync may wait for the scheduler's
+// tick (4 ms at HZ=250) before it runs, and every figure measures the other work instead.
 //
 // Flags: --rounds N; --only-64k-8 (just the targets' cases); --skip-open.
 #include <fcntl.h>
@@ -103,6 +113,87 @@ int OpenOnly(const char* dir) {
   return 0;
 }
 
+// Every file operation of the spool, through PosixFileSystem, with its segment syncs counted
+// and timed: records per sync and the share of the time a sync was running say whether a
+// figure is bound by the disk's sync latency (a sync always running, as many records per
+// sync as there are writers) or by what the spool does between syncs.
+class CountingFileSystem final : public uplink::spool::FileSystem {
+ public:
+  struct Counts {
+    std::uint64_t syncs = 0;
+    double sync_seconds = 0;
+  };
+
+  Counts Take() {
+    Counts counts{syncs_.exchange(0), static_cast<double>(sync_nanos_.exchange(0)) / 1e9};
+    return counts;
+  }
+
+  uplink::Status CreateDir(const std::string& path) override { return posix_.CreateDir(path); }
+  uplink::Result<std::vector<std::string>> ListDir(const std::string& dir) override {
+    return posix_.ListDir(dir);
+  }
+  uplink::Result<std::uint64_t> FileSize(const std::string& path) override {
+    return posix_.FileSize(path);
+  }
+  uplink::Result<std::unique_ptr<uplink::spool::ReadableFile>> OpenReadable(
+      const std::string& path) override {
+    return posix_.OpenReadable(path);
+  }
+  uplink::Result<std::unique_ptr<uplink::spool::InPlaceFile>> OpenInPlace(
+      const std::string& path) override {
+    auto file = posix_.OpenInPlace(path);
+    const bool segment = path.ends_with(".seg") || path.ends_with(".rseg");
+    if (!file.ok() || !segment) return file;
+    return std::unique_ptr<uplink::spool::InPlaceFile>(new CountedFile(std::move(*file), *this));
+  }
+  uplink::Status Truncate(const std::string& path, std::uint64_t size) override {
+    return posix_.Truncate(path, size);
+  }
+  uplink::Status Remove(const std::string& path) override { return posix_.Remove(path); }
+  uplink::Status Rename(const std::string& from, const std::string& to) override {
+    return posix_.Rename(from, to);
+  }
+  uplink::Status SyncDir(const std::string& dir) override { return posix_.SyncDir(dir); }
+  uplink::Result<std::unique_ptr<uplink::spool::FileLock>> Lock(const std::string& path) override {
+    return posix_.Lock(path);
+  }
+
+ private:
+  class CountedFile final : public uplink::spool::InPlaceFile {
+   public:
+    CountedFile(std::unique_ptr<uplink::spool::InPlaceFile> file, CountingFileSystem& counts)
+        : file_(std::move(file)), counts_(counts) {}
+    uplink::Result<std::string_view> Read(std::uint64_t offset, size_t n,
+                                          char* scratch) const override {
+      return file_->Read(offset, n, scratch);
+    }
+    uplink::Status WriteAt(std::uint64_t offset, std::string_view data) override {
+      return file_->WriteAt(offset, data);
+    }
+    uplink::Status Sync() override {
+      const auto start = Clock::now();
+      uplink::Status status = file_->Sync();
+      counts_.sync_nanos_ += std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                 Clock::now() - start).count();
+      ++counts_.syncs_;
+      return status;
+    }
+    void StartWriteback(std::uint64_t offset, std::uint64_t n) override {
+      file_->StartWriteback(offset, n);
+    }
+    uplink::Status Preallocate(std::uint64_t bytes) override { return file_->Preallocate(bytes); }
+
+   private:
+    std::unique_ptr<uplink::spool::InPlaceFile> file_;
+    CountingFileSystem& counts_;
+  };
+
+  uplink::spool::FileSystem& posix_ = PosixFileSystem();
+  std::atomic<std::uint64_t> syncs_{0};
+  std::atomic<std::int64_t> sync_nanos_{0};
+};
+
 struct AppendResult {
   double seconds = 0;
   bool ok = true;
@@ -142,6 +233,43 @@ AppendResult TimeAppends(Spool& spool, size_t record_bytes, int writers, int rec
   writing = false;
   if (reader.joinable()) reader.join();
   return {seconds, !failed};
+}
+
+// The bound on any durable append from `writers` closed-loop writers: the same bytes written
+// by one thread, `writers` records at a time, each group followed by one fdatasync (perfect
+// group commit, no hand-off, no framing), into the kind of file the spool writes: a segment's
+// worth overwritten in files written before (steady state: recycled files), or new files
+// preallocated as the spool does (a backlog). Seconds, or -1.
+double TimeGroupCommitLoop(const std::string& dir, size_t record_bytes, int writers, int records,
+                           bool overwrite) {
+  constexpr std::uint64_t kSegmentBytes = 8 << 20;  // the default options' segment size
+  const std::string group(record_bytes * static_cast<size_t>(writers), 'g');
+  const std::uint64_t total = static_cast<std::uint64_t>(record_bytes) * records;
+  uplink::spool::FileSystem& fs = PosixFileSystem();
+  double seconds = 0;
+  int files = 0;
+  for (std::uint64_t done = 0; done < total; ++files) {
+    const std::string path = dir + "/loop-" + std::to_string(files);
+    auto file = fs.OpenInPlace(path);
+    if (!file.ok()) return -1;
+    if (overwrite) {
+      for (std::uint64_t at = 0; at < kSegmentBytes; at += group.size()) {
+        if (!(*file)->WriteAt(at, group).ok()) return -1;
+      }
+      if (!(*file)->Sync().ok()) return -1;
+    } else if (!(*file)->Preallocate(kSegmentBytes).ok()) {
+      return -1;
+    }
+    const auto start = Clock::now();
+    if (!overwrite && !fs.SyncDir(dir).ok()) return -1;
+    for (std::uint64_t at = 0; at < kSegmentBytes && done < total; at += group.size()) {
+      if (!(*file)->WriteAt(at, group).ok() || !(*file)->Sync().ok()) return -1;
+      done += group.size();
+    }
+    seconds += Seconds(start);
+    (void)fs.Remove(path);
+  }
+  return seconds;
 }
 
 double TimeDd(const std::string& file, size_t block, int count, const char* flag) {
@@ -235,16 +363,18 @@ int main(int argc, char** argv) {
               "fdatasync; median of %lld rounds, [range])\n",
               dir.path().c_str(), FileSystemOf(dir.path()).c_str(),
               static_cast<long long>(rounds));
-  std::printf("  %-34s %10s %10s %22s %14s\n", "", "records/s", "MB/s", "vs dd fsync",
-              "vs dd dsync");
+  std::printf("  %-34s %10s %10s %22s %14s %12s %10s %10s\n", "", "records/s", "MB/s", "vs dd fsync",
+              "vs dd dsync", "records/sync", "syncing", "vs bound");
   double steady_64k = 0, backlog_64k = 0;
   int run = 0;
   for (bool steady : {true, false}) {
     for (const Case& c : cases) {
       std::vector<double> spool_s, fsync_s, dsync_s, fsync_ratios, dsync_ratios;
+      std::vector<double> records_per_sync, syncing_shares, bound_s, bound_ratios, bound_vs_dd;
       for (int round = 0; round < rounds; ++round) {
         const std::string spool_dir = dir.File("append-" + std::to_string(run++));
-        auto spool = Spool::Open(PosixFileSystem(), spool_dir, {}, uplink::SystemClock());
+        CountingFileSystem counting;
+        auto spool = Spool::Open(counting, spool_dir, {}, uplink::SystemClock());
         if (!spool.ok()) {
           std::fprintf(stderr, "open failed: %s\n", spool.status().ToString().c_str());
           return 1;
@@ -252,15 +382,25 @@ int main(int argc, char** argv) {
         // Steady state: a few segments' worth appended and consumed first, so that the
         // segment files the timed appends reach are recycled ones.
         if (steady && !TimeAppends(**spool, 64 << 10, 8, 512, true).ok) return 1;
+        counting.Take();
         AppendResult appended = TimeAppends(**spool, c.record_bytes, c.writers, c.records, steady);
         if (!appended.ok) return 1;
+        const CountingFileSystem::Counts counts = counting.Take();
+        records_per_sync.push_back(static_cast<double>(c.records) /
+                                   static_cast<double>(std::max<std::uint64_t>(counts.syncs, 1)));
+        syncing_shares.push_back(counts.sync_seconds / appended.seconds);
         spool->reset();
         std::filesystem::remove_all(spool_dir);
         const double fsync_seconds =
             TimeDd(dir.File("dd"), c.record_bytes, c.records, "conv=fsync");
         const double dsync_seconds =
             TimeDd(dir.File("dd"), c.record_bytes, c.records, "oflag=dsync");
-        if (fsync_seconds < 0 || dsync_seconds < 0) return 1;
+        const double bound_seconds =
+            TimeGroupCommitLoop(dir.path(), c.record_bytes, c.writers, c.records, steady);
+        if (fsync_seconds < 0 || dsync_seconds < 0 || bound_seconds < 0) return 1;
+        bound_s.push_back(bound_seconds);
+        bound_ratios.push_back(bound_seconds / appended.seconds);
+        bound_vs_dd.push_back(fsync_seconds / bound_seconds);
         spool_s.push_back(appended.seconds);
         fsync_s.push_back(fsync_seconds);
         dsync_s.push_back(dsync_seconds);
@@ -276,12 +416,16 @@ int main(int argc, char** argv) {
       std::snprintf(versus, sizeof versus, "%.1f%% [%.0f-%.0f%%]", fsync_ratio * 100,
                     *std::min_element(fsync_ratios.begin(), fsync_ratios.end()) * 100,
                     *std::max_element(fsync_ratios.begin(), fsync_ratios.end()) * 100);
-      std::printf("  %-34s %10.0f %10.1f %22s %13.1f%%\n", label, c.records / seconds,
-                  bytes / seconds / 1e6, versus, dsync_ratio * 100);
+      std::printf("  %-34s %10.0f %10.1f %22s %13.1f%% %12.1f %9.0f%% %9.1f%%\n", label,
+                  c.records / seconds, bytes / seconds / 1e6, versus, dsync_ratio * 100,
+                  Median(records_per_sync), Median(syncing_shares) * 100,
+                  Median(bound_ratios) * 100);
       std::printf("  %-34s %10s %10.1f %22s %14s\n", "  dd conv=fsync", "",
                   bytes / Median(fsync_s) / 1e6, "", "");
       std::printf("  %-34s %10s %10.1f %22s %14s\n", "  dd oflag=dsync", "",
                   bytes / Median(dsync_s) / 1e6, "", "");
+      std::printf("  %-34s %10s %10.1f %21.1f%%\n", "  bound: group commit loop", "",
+                  bytes / Median(bound_s) / 1e6, Median(bound_vs_dd) * 100);
       if (c.record_bytes == (64 << 10) && c.writers > 1) {
         (steady ? steady_64k : backlog_64k) = fsync_ratio;
       }
