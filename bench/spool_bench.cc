@@ -22,7 +22,9 @@
 // rate against a loop that writes the same bytes, a group of `writers` records per
 // fdatasync, from one thread into the same kind of file (what a closed loop of that many
 // writers could reach with perfect group commit and nothing else to do). Where that loop
-// is itself under 80% of dd conv=fsync, the disk bounds the case, not the spool.
+// is itself under 80% of dd conv=fsync, the disk bounds the case, not the spool. Last, the
+// CPUs the process kept busy (its CPU time over the wall time; write-out in kernel threads
+// not included): near the machine's count, the CPUs bound it.
 //
 // Targets (spool issues): appends of 64 KiB records from 8 writers at >= 80% of dd
 // conv=fsync's rate, in steady state and with a backlog (one writer pays a sync per record
@@ -34,6 +36,7 @@
 //
 // Flags: --rounds N; --only-64k-8 (just the targets' cases); --skip-open.
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
 
@@ -194,8 +197,17 @@ class CountingFileSystem final : public uplink::spool::FileSystem {
   std::atomic<std::int64_t> sync_nanos_{0};
 };
 
+// The CPU time (user and system) of this process's threads so far, in seconds.
+double ProcessCpuSeconds() {
+  rusage usage{};
+  ::getrusage(RUSAGE_SELF, &usage);
+  auto seconds = [](const timeval& t) { return static_cast<double>(t.tv_sec) + t.tv_usec / 1e6; };
+  return seconds(usage.ru_utime) + seconds(usage.ru_stime);
+}
+
 struct AppendResult {
   double seconds = 0;
+  double cpu_seconds = 0;  // of every thread of the process, the reader's included
   bool ok = true;
 };
 
@@ -221,6 +233,7 @@ AppendResult TimeAppends(Spool& spool, size_t record_bytes, int writers, int rec
   }
   std::vector<std::thread> threads;
   const auto start = Clock::now();
+  const double cpu_start = ProcessCpuSeconds();
   for (int w = 0; w < writers; ++w) {
     threads.emplace_back([&] {
       for (int i = 0; i < records / writers; ++i) {
@@ -230,9 +243,10 @@ AppendResult TimeAppends(Spool& spool, size_t record_bytes, int writers, int rec
   }
   for (auto& t : threads) t.join();
   const double seconds = Seconds(start);
+  const double cpu_seconds = ProcessCpuSeconds() - cpu_start;
   writing = false;
   if (reader.joinable()) reader.join();
-  return {seconds, !failed};
+  return {seconds, cpu_seconds, !failed};
 }
 
 // The bound on any durable append from `writers` closed-loop writers: the same bytes written
@@ -363,14 +377,15 @@ int main(int argc, char** argv) {
               "fdatasync; median of %lld rounds, [range])\n",
               dir.path().c_str(), FileSystemOf(dir.path()).c_str(),
               static_cast<long long>(rounds));
-  std::printf("  %-34s %10s %10s %22s %14s %12s %10s %10s\n", "", "records/s", "MB/s", "vs dd fsync",
-              "vs dd dsync", "records/sync", "syncing", "vs bound");
+  std::printf("  %-34s %10s %10s %22s %14s %12s %10s %10s %10s\n", "", "records/s", "MB/s", "vs dd fsync",
+              "vs dd dsync", "records/sync", "syncing", "vs bound", "CPUs busy");
   double steady_64k = 0, backlog_64k = 0;
   int run = 0;
   for (bool steady : {true, false}) {
     for (const Case& c : cases) {
       std::vector<double> spool_s, fsync_s, dsync_s, fsync_ratios, dsync_ratios;
       std::vector<double> records_per_sync, syncing_shares, bound_s, bound_ratios, bound_vs_dd;
+      std::vector<double> cpus_busy;
       for (int round = 0; round < rounds; ++round) {
         const std::string spool_dir = dir.File("append-" + std::to_string(run++));
         CountingFileSystem counting;
@@ -389,6 +404,7 @@ int main(int argc, char** argv) {
         records_per_sync.push_back(static_cast<double>(c.records) /
                                    static_cast<double>(std::max<std::uint64_t>(counts.syncs, 1)));
         syncing_shares.push_back(counts.sync_seconds / appended.seconds);
+        cpus_busy.push_back(appended.cpu_seconds / appended.seconds);
         spool->reset();
         std::filesystem::remove_all(spool_dir);
         const double fsync_seconds =
@@ -416,10 +432,10 @@ int main(int argc, char** argv) {
       std::snprintf(versus, sizeof versus, "%.1f%% [%.0f-%.0f%%]", fsync_ratio * 100,
                     *std::min_element(fsync_ratios.begin(), fsync_ratios.end()) * 100,
                     *std::max_element(fsync_ratios.begin(), fsync_ratios.end()) * 100);
-      std::printf("  %-34s %10.0f %10.1f %22s %13.1f%% %12.1f %9.0f%% %9.1f%%\n", label,
+      std::printf("  %-34s %10.0f %10.1f %22s %13.1f%% %12.1f %9.0f%% %9.1f%% %10.2f\n", label,
                   c.records / seconds, bytes / seconds / 1e6, versus, dsync_ratio * 100,
                   Median(records_per_sync), Median(syncing_shares) * 100,
-                  Median(bound_ratios) * 100);
+                  Median(bound_ratios) * 100, Median(cpus_busy));
       std::printf("  %-34s %10s %10.1f %22s %14s\n", "  dd conv=fsync", "",
                   bytes / Median(fsync_s) / 1e6, "", "");
       std::printf("  %-34s %10s %10.1f %22s %14s\n", "  dd oflag=dsync", "",

@@ -37,11 +37,8 @@
 //   bounded by a few blocks and the largest record, whatever the spool's size.
 #pragma once
 
-#include <condition_variable>
 #include <cstdint>
-#include <deque>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
