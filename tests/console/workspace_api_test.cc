@@ -341,7 +341,7 @@ TEST_F(WorkspaceApiTest, TheControllerIsRefusedWithoutItsCredentialAndClusterAnd
     EXPECT_EQ(refused.status, 400) << bad << " " << refused.body;
   }
   // Counted for liveness as the workspace role; the release shown with the helm command.
-  api_->presence().Flush(*store_);
+  ASSERT_TRUE(api_->presence().Flush(*store_).ok());
   json::object connection = ShowConnection(supplier_.api_key, Text(offer, "connection_id"));
   EXPECT_NE(ToJson(connection).find("\"workspace\""), std::string::npos) << ToJson(connection);
   json::object execution = Object(Body(Send("GET", "/api/v1/offers/" + offer_id_,

@@ -417,7 +417,6 @@ Result<net::Response> OffersApi::ListOffers(const net::Request& request,
         "state must be draft, connected, in_review, qualified or suspended");
   }
   json::array list;
-  WallTime now = clock_.Now();
   for (const Offer& offer : offers) {
     if (connection_id && offer.connection_id != *connection_id) continue;
     if (state && OfferStateName(offer.state) != *state) continue;
