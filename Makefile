@@ -46,6 +46,7 @@ bench: build
 	@$(BUILD_DIR)/bin/bench_kubectl
 	@$(BUILD_DIR)/bin/bench_experiments
 	@$(BUILD_DIR)/bin/bench_load
+	@$(BUILD_DIR)/bin/bench_workspace
 
 clean:
 	@rm -rf $(BUILD_DIR)

@@ -71,6 +71,7 @@ bool EventOutbox::Add(WorkspaceEvent event) {
   }
   pending_keys_.insert(event.key);
   pending_.push_back(std::move(event));
+  ++added_;
   return true;
 }
 
@@ -96,6 +97,11 @@ void EventOutbox::Acknowledge(const std::vector<std::string>& keys) {
 size_t EventOutbox::pending() const {
   std::lock_guard lock(mutex_);
   return pending_.size();
+}
+
+size_t EventOutbox::added() const {
+  std::lock_guard lock(mutex_);
+  return added_;
 }
 
 // ---- metrics ----------------------------------------------------------------------------------
@@ -390,6 +396,26 @@ bool WorkspaceController::Busy() const {
   });
 }
 
+bool WorkspaceController::PodsInMotion() const {
+  std::lock_guard lock(state_mutex_);
+  return std::any_of(observed_.begin(), observed_.end(), [](const ObservedPod& pod) {
+    return pod.phase == "Pending" || pod.deleting;
+  });
+}
+
+void WorkspaceController::WaitWhileBusy(StopSignal& stop) {
+  const SteadyTime until = clock_.SteadyNow() + options_.busy_interval;
+  const size_t added = outbox_.added();
+  for (SteadyTime now = clock_.SteadyNow(); now < until; now = clock_.SteadyNow()) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - now);
+    if (!stop.WaitFor(std::min(options_.pod_poll_interval, left))) return;
+    if (!PodsInMotion()) continue;
+    // Kubernetes only, with the desired set of the sync just made.
+    (void)Reconcile(false);
+    if (outbox_.added() != added) return;
+  }
+}
+
 bool WorkspaceController::SyncOnce(bool busy) {
   const std::shared_ptr<const ExecutionConfig> config = this->config();
   protocol::WorkspaceSync sync{.instance = options_.instance,
@@ -657,9 +683,14 @@ void WorkspaceController::Run(StopSignal& stop) {
   while (!stop.stopped()) {
     ReloadConfig();
     ReapCommandThreads(false);
+    const size_t added = outbox_.added();
     if (SyncOnce(Busy())) {
       backoff.Reset();
-      if (Busy()) stop.WaitFor(options_.busy_interval);
+      // The reconcile after the sync made events (pods created, running, deleted): they go to
+      // the console now rather than a busy interval later. Each key is made once, so this
+      // ends.
+      if (outbox_.added() != added) continue;
+      if (Busy()) WaitWhileBusy(stop);
       continue;
     }
     if (stop.stopped()) break;

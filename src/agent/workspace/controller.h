@@ -94,6 +94,8 @@ class EventOutbox {
   std::vector<WorkspaceEvent> Peek(size_t max) const;
   void Acknowledge(const std::vector<std::string>& keys);
   size_t pending() const;
+  // How many events were ever added: a change means something new to tell the console.
+  size_t added() const;
 
  private:
   mutable std::mutex mutex_;
@@ -101,6 +103,7 @@ class EventOutbox {
   std::set<std::string> pending_keys_;
   std::set<std::string> delivered_;
   std::deque<std::string> delivered_order_;
+  size_t added_ = 0;
 };
 
 struct ControllerOptions {
@@ -111,6 +114,9 @@ struct ControllerOptions {
   std::chrono::seconds sync_wait{20};
   // Between syncs while something moves (a pod starting, events to send, a command running).
   std::chrono::milliseconds busy_interval{500};
+  // While a pod starts or is being deleted, how often the pods are listed between syncs: a
+  // change is sent to the console at once, not a busy interval later.
+  std::chrono::milliseconds pod_poll_interval{100};
   std::chrono::milliseconds expiry_interval{5'000};
   size_t max_commands = 16;
   // /readyz: a full reconcile (console sync and every Kubernetes call) succeeded this recently.
@@ -164,6 +170,11 @@ class WorkspaceController {
   bool PostOutput(CommandTask& task, const CommandOutcome* outcome);
   void ReapCommandThreads(bool all);
   bool Busy() const;
+  // A pod starting or being deleted.
+  bool PodsInMotion() const;
+  // Up to the busy interval: lists the pods every pod_poll_interval while some are in motion,
+  // and ends early when that makes an event for the console.
+  void WaitWhileBusy(StopSignal& stop);
 
   const ControllerOptions options_;
   KubePool& kube_;

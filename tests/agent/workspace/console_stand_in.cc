@@ -59,16 +59,23 @@ std::string ConsoleStandIn::url() const {
   return "http://127.0.0.1:" + std::to_string(server_->port());
 }
 
+void ConsoleStandIn::Changed() {
+  ++changes_;
+  changed_.notify_all();
+}
+
 void ConsoleStandIn::Reserve(const protocol::WorkspaceReservation& reservation) {
   std::lock_guard lock(mutex_);
   reservations_[reservation.id] = reservation;
   states_.emplace(reservation.id, "reserved");
+  Changed();
 }
 
 void ConsoleStandIn::Stop(const std::string& reservation_id) {
   std::lock_guard lock(mutex_);
   reservations_.at(reservation_id).desired = std::string(protocol::kDesiredStopped);
   states_[reservation_id] = "stopping";
+  Changed();
 }
 
 std::string ConsoleStandIn::AddCommand(const std::string& reservation_id, std::string kind,
@@ -83,12 +90,14 @@ std::string ConsoleStandIn::AddCommand(const std::string& reservation_id, std::s
                                                      .code = std::move(code),
                                                      .timeout_seconds = timeout_seconds,
                                                      .output_cap_bytes = output_cap};
+  Changed();
   return id;
 }
 
 void ConsoleStandIn::SetDown(bool down) {
   std::lock_guard lock(mutex_);
   down_ = down;
+  Changed();
 }
 
 ConsoleStandIn::CommandView ConsoleStandIn::Command(const std::string& id) const {
@@ -112,6 +121,12 @@ int ConsoleStandIn::Sends(const std::string& key) const {
   std::lock_guard lock(mutex_);
   auto it = sends_.find(key);
   return it == sends_.end() ? 0 : it->second;
+}
+
+ConsoleStandIn::Timeline ConsoleStandIn::TimelineOf(const std::string& reservation_id) const {
+  std::lock_guard lock(mutex_);
+  auto it = timelines_.find(reservation_id);
+  return it == timelines_.end() ? Timeline{} : it->second;
 }
 
 int ConsoleStandIn::Syncs() const {
@@ -141,12 +156,20 @@ std::optional<net::Response> ConsoleStandIn::Refusal(const net::Request& request
 }
 
 net::Response ConsoleStandIn::Sync(const net::Request& request) {
-  std::lock_guard lock(mutex_);
+  std::unique_lock lock(mutex_);
   if (auto refused = Refusal(request)) return *refused;
   auto body = Body(request);
   auto sync = body.ok() ? protocol::DecodeWorkspaceSync(*body)
                         : Result<protocol::WorkspaceSync>(body.status());
   if (!sync.ok()) return Error(400, "invalid_request", sync.status().message());
+  if (sync->events.empty() && sync->wait_seconds > 0) {
+    // The long poll: held while nothing changed since the last reply.
+    changed_.wait_for(lock, std::chrono::seconds(sync->wait_seconds),
+                      [&] { return changes_ != replied_at_change_; });
+    if (auto refused = Refusal(request)) return *refused;
+  }
+  replied_at_change_ = changes_;
+  const auto now = std::chrono::steady_clock::now();
   ++syncs_;
   user_agent_ = std::string(request.headers.Get("User-Agent").value_or(""));
   saw_draining_ = saw_draining_ || sync->draining;
@@ -154,13 +177,20 @@ net::Response ConsoleStandIn::Sync(const net::Request& request) {
   for (const protocol::WorkspaceEvent& event : sync->events) {
     if (++sends_[event.key] == 1) {
       keys_.push_back(event.key);
+      timelines_[event.reservation_id].events.emplace(event.state, now);
       auto state = states_.find(event.reservation_id);
       if (state != states_.end() && !Final(state->second)) state->second = event.state;
       if (Final(event.state)) reservations_.erase(event.reservation_id);
     }
     reply.acknowledged.push_back(event.key);
   }
-  for (const auto& [id, reservation] : reservations_) reply.reservations.push_back(reservation);
+  for (const auto& [id, reservation] : reservations_) {
+    Timeline& timeline = timelines_[id];
+    auto& handed_out = reservation.desired == protocol::kDesiredStopped ? timeline.stop_handed_out
+                                                                        : timeline.handed_out;
+    if (!handed_out) handed_out = now;
+    reply.reservations.push_back(reservation);
+  }
   for (const auto& [id, command] : commands_) {
     if (reply.commands.size() >= protocol::kMaxSyncCommands) break;
     if (!protocol::IsFinalCommandState(command.view.state) &&

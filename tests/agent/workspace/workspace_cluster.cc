@@ -97,10 +97,10 @@ std::vector<std::string> WorkspaceCluster::ControllerArgv(const std::vector<std:
                                    "--token-file=" + token_path_,
                                    "--listen=127.0.0.1:" + std::to_string(uplink::testing::FreePort()),
                                    "--instance=workspace-test",
-                                   "--release=uplink-agent",
-                                   "--sync-wait=1s",
-                                   "--busy-interval=200ms",
-                                   "--expiry-interval=1s"};
+                                   "--release=uplink-agent"};
+  if (options_.fast_loops) {
+    argv.insert(argv.end(), {"--sync-wait=1s", "--busy-interval=200ms", "--expiry-interval=1s"});
+  }
   argv.insert(argv.end(), extra.begin(), extra.end());
   return argv;
 }
@@ -117,6 +117,8 @@ int WorkspaceCluster::StopController() {
   if (!controller_) return 0;
   return controller_->Stop(std::chrono::seconds(10));
 }
+
+pid_t WorkspaceCluster::ControllerPid() const { return controller_ ? controller_->pid() : -1; }
 
 std::string WorkspaceCluster::ControllerLogs() const {
   return controller_ ? controller_->Stderr() : "";

@@ -27,6 +27,9 @@ struct ClusterOptions {
   std::int64_t max_lifetime_seconds = 3600;
   bool guards = true;
   std::string pod_start_delay = "0s";
+  // Short sync, busy and expiry intervals so that tests move fast; false: the controller's
+  // own defaults, as deployed (the bench).
+  bool fast_loops = true;
 };
 
 class WorkspaceCluster {
@@ -41,13 +44,15 @@ class WorkspaceCluster {
   const std::string& config_path() const { return config_path_; }
   const std::string& ns() const { return ns_; }
 
-  // The controller's argv (--config, --kubeconfig, --console, --token-file and fast loops),
-  // then `extra`.
+  // The controller's argv (--config, --kubeconfig, --console, --token-file and, unless told
+  // otherwise, fast loops), then `extra`.
   std::vector<std::string> ControllerArgv(const std::vector<std::string>& extra = {}) const;
   // Starts the controller; stops a running one first.
   void StartController();
   // SIGTERM and wait; its exit code.
   int StopController();
+  // The running controller's process id (-1 when none).
+  pid_t ControllerPid() const;
   std::string ControllerLogs() const;
   // Runs the agent binary to its end (a refusal, drain).
   uplink::testing::CommandResult RunAgent(const std::vector<std::string>& args) const;
