@@ -3,6 +3,7 @@
 #include <openssl/ec.h>
 #include <openssl/obj_mac.h>
 #include <openssl/sha.h>
+#include <sodium.h>
 
 #include <algorithm>
 #include <array>
@@ -82,6 +83,11 @@ Status CheckBlob(std::string_view type, std::string_view blob) {
     auto key = reader.String();
     if (!key || key->size() != kEd25519KeyBytes || !reader.done()) {
       return Invalid("an Ed25519 key is 32 bytes, and this one's data is not");
+    }
+    // A point of the curve in the main subgroup, not of small order (libsodium's check).
+    if (crypto_core_ed25519_is_valid_point(reinterpret_cast<const unsigned char*>(key->data())) !=
+        1) {
+      return Invalid("the key is not a valid Ed25519 point");
     }
     return Status::Ok();
   }

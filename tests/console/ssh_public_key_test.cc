@@ -108,7 +108,9 @@ TEST(SshPublicKeyTest, RefusesJunkOptionsAndCertificates) {
 }
 
 TEST(SshPublicKeyTest, RefusesBlobsThatDoNotMatchTheirType) {
-  const std::string point32(32, 'k');
+  auto real = ParseSshPublicKey(Generate({"-t", "ed25519"}, "").line);
+  ASSERT_TRUE(real.ok()) << real.status().message();
+  const std::string point32 = real->blob.substr(real->blob.size() - 32);
   ASSERT_TRUE(ParseSshPublicKey(Line("ssh-ed25519", Wire("ssh-ed25519") + Wire(point32))).ok());
   // The type inside says something else.
   ExpectRefused(Line("ssh-ed25519", Wire("ssh-rsa") + Wire(point32)), "not ssh-ed25519");
@@ -141,6 +143,16 @@ TEST(SshPublicKeyTest, ReadsFieldsSeparatedAsOpenSshDoes) {
   EXPECT_EQ(spaced->blob, key->blob);
   EXPECT_EQ(spaced->comment, "two  words");
   EXPECT_EQ(key->comment, "");  // ssh-keygen -C "" writes a trailing space
+}
+
+TEST(SshPublicKeyTest, RefusesEd25519KeysThatAreNoValidPoint) {
+  // The identity (small order), and a y with no x on the curve.
+  std::string identity(32, '\0');
+  identity[0] = 1;
+  ExpectRefused(Line("ssh-ed25519", Wire("ssh-ed25519") + Wire(identity)), "not a valid Ed25519");
+  std::string off(32, '\0');
+  off[0] = 2;
+  ExpectRefused(Line("ssh-ed25519", Wire("ssh-ed25519") + Wire(off)), "not a valid Ed25519");
 }
 
 TEST(SshPublicKeyTest, RefusesEcdsaPointsOffTheirCurve) {
