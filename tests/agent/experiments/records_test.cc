@@ -39,6 +39,7 @@ TEST(Redaction, ValuesThatLookLikeCredentialsAreRedactedWhateverTheKey) {
         "glpat-abcdefghij0123456789", "xoxb-1234567890-abcdefghijklmn", "AKIAIOSFODNN7EXAMPLE",
         "AIzaSyA1234567890abcdefghijklmnopqrstuv",
         "agt_Zm9vYmFyYmF6cXV4cXV1eHF1dXhxdXV4cXV1eA",
+        "exe_Zm9vYmFyYmF6cXV4cXV1eHF1dXhxdXV4cXV1eA",  // a workspace execution credential
         "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N",
         "postgresql://trainer:hunter2@db.internal:5432/runs", "Bearer abcdefghijklmnop",
         "\"Basic dXNlcjpwYXNzd29yZA==\"",
