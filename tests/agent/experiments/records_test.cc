@@ -101,10 +101,18 @@ TEST(RunRecord, SeriesItemsCarryEveryPointWithinTheBoundAndNonFiniteValuesAsStri
     for (const json::value& point : parsed.at("points").as_array()) {
       std::int64_t step = point.at(0).to_number<std::int64_t>();
       EXPECT_EQ(step, static_cast<std::int64_t>(total));
-      if (step == 10) EXPECT_EQ(point.at(1), "NaN");
-      if (step == 11) EXPECT_EQ(point.at(1), "Infinity");
-      if (step == 12) EXPECT_EQ(point.at(1), "-Infinity");
-      if (step == 4999) EXPECT_EQ(point.at(1).to_number<double>(), 2499.5);
+      if (step == 10) {
+        EXPECT_EQ(point.at(1), "NaN");
+      }
+      if (step == 11) {
+        EXPECT_EQ(point.at(1), "Infinity");
+      }
+      if (step == 12) {
+        EXPECT_EQ(point.at(1), "-Infinity");
+      }
+      if (step == 4999) {
+        EXPECT_EQ(point.at(1).to_number<double>(), 2499.5);
+      }
       ++total;
     }
   }
