@@ -9,138 +9,33 @@
 // deletion are Kubernetes' (kubesim's), and commands really run in the workspace's directory
 // with their output and exit codes; but a process runs as whoever runs kubesim, so `id -u`
 // prints the test's own UID here. UID 1000, the read-only root, no token and no network are
-// the podman runtime's, asserted in tests/agent/workspace/podman_e2e_test.cc.
+// the podman runtime's: the same flow on it is workspace_podman_e2e_test.cc.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
-#include "cluster.h"
-#include "workspace_cluster.h"
+#include "workspace_flow.h"
 
 namespace uplink::e2e {
 namespace {
-
-using namespace std::chrono_literals;
-using agent::workspace::testing::ClusterOptions;
-using agent::workspace::testing::WorkspaceCluster;
-
-// The console pins it and the chart's admission policy admits only it; the process runtime
-// runs no image, so its digest need name nothing pulled.
-const std::string kImage = "localhost/uplink-workspace@sha256:" + std::string(64, 'c');
 
 bool Contains(const std::string& text, const std::string& needle) {
   return text.find(needle) != std::string::npos;
 }
 
-std::string String(const json::value& object, const char* field) {
-  const json::value* value = object.is_object() ? object.get_object().if_contains(field) : nullptr;
-  return value != nullptr && value->is_string() ? std::string(value->get_string()) : "";
-}
-
-class WorkspaceEndToEnd : public ::testing::Test {
+class WorkspaceEndToEnd : public WorkspaceFlow {
  protected:
+  // The console pins it and the chart's admission policy admits only it; the process runtime
+  // runs no image, so its digest need name nothing pulled.
   void SetUp() override {
-    ClusterOptions options;  // two nodes of 4 GPUs
-    std::string error;
-    cluster_ = WorkspaceCluster::StartKubesim(options, &error);
-    ASSERT_NE(cluster_, nullptr) << error;
-    d_.StartConsole({"--workspace-image", kImage, "--workspace-console-cidrs", "127.0.0.1/32"});
+    StartWith("process", "localhost/uplink-workspace@sha256:" + std::string(64, 'c'));
   }
-  void TearDown() override {
-    if (HasFailure() && cluster_) std::fprintf(stderr, "%s\n", cluster_->ControllerLogs().c_str());
-  }
-
-  // An offer of `gpus` GPUs, its inventory reported by the real agent: `connected`.
-  std::pair<std::string, std::string> ConnectedOffer(int gpus) {
-    net::Response created = d_.Api(
-        "POST", "/api/v1/offers",
-        R"({"cluster_name":"prod-a","gpus":)" + std::to_string(gpus) +
-            R"(,"country":"DE","availability":"always","price_per_gpu_hour":"2.10","currency":"EUR"})");
-    EXPECT_EQ(created.status, 201) << created.body;
-    json::value offer = ParseJson(created.body).value_or(json::value());
-    const std::string id = String(offer, "id"), token = String(offer, "token");
-    EXPECT_EQ(String(offer, "state"), "draft");
-    EXPECT_TRUE(token.starts_with("agt_")) << created.body;
-    SimulatedCluster kubesim{cluster_->kubesim().kubeconfig(), "", nullptr};
-    testing::CommandResult inventory = d_.RunAgentOnce(kubesim, d_.WriteToken(token));
-    EXPECT_EQ(inventory.exit_code, 0) << inventory.err;
-    EXPECT_EQ(String(d_.ApiJson("GET", "/api/v1/offers/" + id), "state"), "connected");
-    return {id, token};
-  }
-
-  net::Response Review(const std::string& offer_id, bool all_checks) {
-    const std::string checks = all_checks ? "true" : "false";
-    return d_.Api("POST", "/api/v1/offers/" + offer_id + "/review",
-                  R"({"authority_confirmed":true,"hardware_compatible":true,"isolation_verified":true,)"
-                  R"("expiry_and_cleanup_checked":true,"disk_eviction_tested":true,)"
-                  R"("network_policy_enforced":)" + checks + R"(,"price_includes_traffic":true,)"
-                  R"("cpu_per_gpu":"500m","memory_per_gpu":"256Mi","disk_per_gpu":"2Gi",)"
-                  R"("transfer_budget_bytes":"1Ti","approved_nodes":["gpu-node-0001"]})");
-  }
-
-  net::Response Reserve(const std::string& offer_id, int gpus) {
-    return d_.Api("POST", "/api/v1/reservations",
-                  R"({"offer_id":")" + offer_id + R"(","gpus":)" + std::to_string(gpus) +
-                      R"(,"duration_seconds":600})");
-  }
-
-  // Posts a command and waits for its end through the API's long poll.
-  json::value RunCommand(const std::string& reservation, const std::string& kind,
-                         const std::string& code) {
-    const std::string commands = "/api/v1/reservations/" + reservation + "/commands";
-    net::Response posted = d_.Api(
-        "POST", commands,
-        ToJson(json::object{{"kind", kind}, {"code", code}, {"timeout_s", 60}}));
-    EXPECT_EQ(posted.status, 201) << posted.body;
-    const std::string id = String(ParseJson(posted.body).value_or(json::value()), "id");
-    json::value view;
-    testing::WaitFor([&] {
-      view = d_.ApiJson("GET", commands + "/" + id + "?wait=5");
-      return protocol::IsFinalCommandState(String(view, "state"));
-    }, 60s);
-    return view;
-  }
-
-  Deployment d_;
-  std::unique_ptr<WorkspaceCluster> cluster_;
 };
 
 TEST_F(WorkspaceEndToEnd, OfferToReservationToCommandsToStopWithTheRealConsoleAndController) {
-  auto [offer_id, token] = ConnectedOffer(8);
-  ASSERT_FALSE(offer_id.empty());
-
-  // Review, then the execution credential and execution.json.
-  net::Response reviewed = Review(offer_id, true);
-  ASSERT_EQ(reviewed.status, 200) << reviewed.body;
-  EXPECT_EQ(String(ParseJson(reviewed.body).value(), "state"), "qualified");
-  net::Response execution = d_.Api("POST", "/api/v1/offers/" + offer_id + "/execution",
-                                   R"({"kubernetes_api_cidrs":["127.0.0.1/32"]})");
-  ASSERT_EQ(execution.status, 201) << execution.body;
-  json::value issued = ParseJson(execution.body).value();
-  const std::string credential = String(issued, "credential");
-  ASSERT_TRUE(credential.starts_with("exe_"));
-  const std::string values_json = ToJson(issued.at("values"));
-  EXPECT_TRUE(Contains(values_json, kImage)) << values_json;
-
-  // The controller with those values, the chart's guards and the credential, against kubesim.
-  ASSERT_TRUE(cluster_->Configure(values_json, credential, d_.console_url()).ok());
-  cluster_->StartController();
-
-  net::Response reserved = Reserve(offer_id, 2);
-  ASSERT_EQ(reserved.status, 201) << reserved.body;
-  const std::string id = String(ParseJson(reserved.body).value(), "id");
-  const std::string path = "/api/v1/reservations/" + id;
-  json::value reservation;
-  ASSERT_TRUE(testing::WaitFor([&] {
-    reservation = d_.ApiJson("GET", path);
-    return String(reservation, "state") == "running";
-  }, 60s)) << ToJson(reservation) << cluster_->ControllerLogs();
-  const std::string pod = "ws-res-" + id.substr(4);
-  EXPECT_EQ(String(reservation, "node"), "gpu-node-0001");
-  EXPECT_EQ(String(reservation, "pod"), pod);
-  EXPECT_EQ(cluster_->Pod(pod, "{.status.phase}"), "Running");
-  EXPECT_EQ(cluster_->Pod(pod, "{.spec.nodeName}"), "gpu-node-0001");
-  EXPECT_EQ(cluster_->Pod(pod, "{.spec.containers[0].image}"), kImage);
-  EXPECT_EQ(cluster_->Pod(pod, "{.spec.containers[0].resources.limits.nvidia\\.com/gpu}"), "2");
+  Qualified qualified;
+  ASSERT_NO_FATAL_FAILURE(QualifyAndStartController(&qualified));
+  std::string id, pod;
+  ASSERT_NO_FATAL_FAILURE(ReserveUntilRunning(qualified.offer_id, 2, &id, &pod));
 
   // Commands through the API: the process runtime runs them as the test's own user.
   const std::string uid = std::to_string(::getuid()) + "\n";
@@ -170,23 +65,7 @@ TEST_F(WorkspaceEndToEnd, OfferToReservationToCommandsToStopWithTheRealConsoleAn
   EXPECT_EQ(run_python.exit_code, 5) << run_python.err;
   EXPECT_EQ(run_python.out, "py\n");
 
-  // Stop: completed only once the pod is gone.
-  net::Response stopped = d_.Api("POST", path + "/stop", "{}");
-  ASSERT_EQ(stopped.status, 200) << stopped.body;
-  ASSERT_TRUE(testing::WaitFor([&] {
-    reservation = d_.ApiJson("GET", path);
-    return String(reservation, "state") == "completed";
-  }, 60s)) << ToJson(reservation);
-  EXPECT_FALSE(cluster_->PodExistsNow(pod)) << "completed is reported once the pod is gone";
-  EXPECT_FALSE(cluster_->PodExists(pod));
-  std::vector<std::string> states;
-  for (const json::value& transition : reservation.at("transitions").as_array()) {
-    states.push_back(String(transition, "state"));
-  }
-  EXPECT_EQ(states, (std::vector<std::string>{"reserved", "provisioning", "running", "stopping",
-                                              "completed"}))
-      << ToJson(reservation);
-  EXPECT_TRUE(cluster_->PodNames().empty());
+  StopUntilCompleted(id, pod);
 }
 
 TEST_F(WorkspaceEndToEnd, RefusesAnUnqualifiedOfferAndMoreThanAnyApprovedNodeHasRoom) {
