@@ -178,6 +178,8 @@ function NodesTab({ connection, node, now }) {
   </section>`;
 }
 
+// The field is disabled until the stored scope has loaded: its arrival would otherwise replace
+// what the user had typed, and Save would store the old scope.
 function NamespaceScope({ connectionId }) {
   const path = '/api/v1/connections/' + encodeURIComponent(connectionId) + '/namespaces';
   const [current, setCurrent] = useState(undefined);
@@ -210,8 +212,9 @@ function NamespaceScope({ connectionId }) {
       : current.length === 0 ? 'Cluster-scoped reads only.' : 'Allowed: ' + current.join(', ')}</p>
     <form class="row" onSubmit=${save}>
       <label>Namespaces (comma-separated, * for all, empty for cluster-scoped only)
-        <input type="text" name="namespaces" value=${text} onInput=${(e) => setText(e.target.value)} /></label>
-      <button type="submit">Save scope</button>
+        <input type="text" name="namespaces" value=${text} disabled=${current === undefined}
+          onInput=${(e) => setText(e.target.value)} /></label>
+      <button type="submit" disabled=${current === undefined}>Save scope</button>
     </form>
     ${saved && html`<p class="ok" role="status">Saved.</p>`}
     <${ErrorText} error=${error} />
