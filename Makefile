@@ -49,6 +49,7 @@ bench: configure
 	@$(BUILD_DIR)/bin/bench_kubectl
 	@$(BUILD_DIR)/bin/bench_experiments
 	@$(BUILD_DIR)/bin/bench_load
+	@$(BUILD_DIR)/bin/bench_workspace
 
 clean:
 	@rm -rf $(BUILD_DIR)

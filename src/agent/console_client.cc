@@ -51,7 +51,8 @@ Result<Secret> ReadConsoleToken(const std::string& path) {
   std::string_view token = TrimWhitespace(*content);
   if (token.empty()) {
     return FailedPreconditionError("the console token file " + path +
-                                   " is empty; it should hold the connection token (agt_...)");
+                                   " is empty; it should hold the connection token (agt_...), "
+                                   "or for the workspace role the execution credential (exe_...)");
   }
   for (char c : token) {
     // The token goes into a header; a stray newline would split it.
@@ -202,7 +203,10 @@ ConsoleReply ConsoleClient::PostJson(std::string_view path, const json::value& b
   }
   // An error reply: {"error": {"code": "...", "message": "..."}}; never echo anything else.
   std::string detail = " (the reply carried no protocol error body)";
-  if (std::optional<protocol::ErrorBody> error = protocol::DecodeErrorBody(response->body)) {
+  auto error_json =
+      ParseJson(response->body, JsonLimits{.max_bytes = protocol::kMaxReplyBytes, .max_depth = 16});
+  if (error_json.ok()) reply.error_json = std::move(error_json).value();
+  if (std::optional<protocol::ErrorBody> error = protocol::DecodeErrorBody(reply.error_json)) {
     reply.error = *error;
     reply.error_code = OneLineExcerpt(error->code);
     detail = reply.error_code.empty() ? "" : " " + reply.error_code;

@@ -66,6 +66,8 @@ struct ConsoleReply {
   // The error body of an error reply (an upload's 422 names the refused record in its
   // sequence); none when the reply carried none. Never quoted whole into messages.
   std::optional<protocol::ErrorBody> error;
+  // The whole error body, parsed, for a call whose errors carry more (an output gap's "have").
+  json::value error_json;
 };
 
 // When a request body is gzip-compressed.

@@ -4,9 +4,10 @@
 // the node's figures (src/agent/node/command.cc); `uplink-agent cluster [flags]` runs the
 // console's read-only kubectl commands and collects its plan (src/agent/cluster/command.cc);
 // `uplink-agent experiments [flags]` reports ML experiment runs from MLflow and W&B
-// (src/agent/experiments/command.cc); `uplink-agent spool COMMAND` inspects, fills and ships
-// a durable upload spool (src/agent/spool/command.cc); `uplink-agent check-kubectl` says what
-// the read-only kubectl guard would do with each argv on stdin
+// (src/agent/experiments/command.cc); `uplink-agent workspace [drain]` runs reserved GPU
+// workspaces (src/agent/workspace/command.cc); `uplink-agent spool COMMAND` inspects, fills and
+// ships a durable upload spool (src/agent/spool/command.cc); `uplink-agent check-kubectl` says
+// what the read-only kubectl guard would do with each argv on stdin
 // (src/agent/cluster/check_command.cc).
 #include <string>
 #include <vector>
@@ -18,6 +19,7 @@
 #include "agent/inventory/command.h"
 #include "agent/node/command.h"
 #include "agent/spool/command.h"
+#include "agent/workspace/command.h"
 #include "common/text.h"
 
 namespace {
@@ -41,6 +43,8 @@ const char kUsage[] =
     "                plan (nodes, pods, warning events, ...) for the console\n"
     "  experiments   report ML experiment runs (MLflow, Weights & Biases) to the console:\n"
     "                only what changed since the last scan\n"
+    "  workspace     run the reserved GPU workspaces of a qualified offer as isolated pods, and\n"
+    "                the console's commands in them; 'workspace drain' deletes every one\n"
     "\n"
     "spool commands (the durable upload spool in DIR; one process at a time):\n"
     "  spool stat    print the spool's counts as one JSON object\n"
@@ -76,6 +80,7 @@ int main(int argc, char** argv) {
   if (role == "node") return agent::node::RunNodeCommand(args);
   if (role == "cluster") return agent::cluster::RunClusterCommand(args);
   if (role == "experiments") return agent::experiments::RunExperimentsCommand(args);
+  if (role == "workspace") return agent::workspace::RunWorkspaceCommand(args);
   if (role == "spool") return agent::RunSpoolCommand(args, kUsage);
   if (role == "check-kubectl") return agent::cluster::RunCheckKubectlCommand(args);
   (void)WriteStderr("uplink-agent: unknown role '" + OneLineExcerpt(role, 64) + "'\n" + kUsage);

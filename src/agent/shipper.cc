@@ -133,10 +133,12 @@ StepResult Shipper::Step() {
       (http == 413 && reply.error_code == "too_large") ||
       (http == 422 && reply.error_code == "invalid_record");
   if (http == 422 && console_verdict) {
-    std::optional<std::int64_t> refused = reply.error ? reply.error->sequence : std::nullopt;
-    auto record = std::find_if(batch.records.begin(), batch.records.end(), [&](const Record& r) {
-      return refused && r.sequence == static_cast<std::uint64_t>(*refused);
-    });
+    auto record = batch.records.end();
+    if (reply.error && reply.error->sequence && *reply.error->sequence >= 0) {
+      const auto refused = static_cast<std::uint64_t>(*reply.error->sequence);
+      record = std::find_if(batch.records.begin(), batch.records.end(),
+                            [&](const Record& r) { return r.sequence == refused; });
+    }
     if (record != batch.records.end()) {
       metrics_.Increment(kFailures, {{"reason", "4xx"}});
       Reject(record->sequence, record->bytes, reply.status.message());

@@ -83,6 +83,32 @@ Status Dispatch(Invocation& inv) {
       return RunRunsList(inv);
     case CommandId::kRunsShow:
       return RunRunsShow(inv);
+    case CommandId::kOffersList:
+      return RunOffersList(inv);
+    case CommandId::kOffersShow:
+      return RunOffersShow(inv);
+    case CommandId::kOffersCreate:
+      return RunOffersCreate(inv);
+    case CommandId::kOffersReview:
+      return RunOffersReview(inv);
+    case CommandId::kOffersSuspend:
+      return RunOffersSuspend(inv);
+    case CommandId::kOffersResume:
+      return RunOffersResume(inv);
+    case CommandId::kOffersExecution:
+      return RunOffersExecution(inv);
+    case CommandId::kReservationsCreate:
+      return RunReservationsCreate(inv);
+    case CommandId::kReservationsList:
+      return RunReservationsList(inv);
+    case CommandId::kReservationsShow:
+      return RunReservationsShow(inv);
+    case CommandId::kReservationsStop:
+      return RunReservationsStop(inv);
+    case CommandId::kReservationsExtend:
+      return RunReservationsExtend(inv);
+    case CommandId::kRun:
+      return RunWorkspaceCommand(inv);
   }
   return InternalError("a command without a handler");
 }

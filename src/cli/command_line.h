@@ -57,6 +57,19 @@ enum class CommandId {
   kApprovalsRemoveRule,
   kRunsList,
   kRunsShow,
+  kOffersList,
+  kOffersShow,
+  kOffersCreate,
+  kOffersReview,
+  kOffersSuspend,
+  kOffersResume,
+  kOffersExecution,
+  kReservationsCreate,
+  kReservationsList,
+  kReservationsShow,
+  kReservationsStop,
+  kReservationsExtend,
+  kRun,
 };
 
 inline constexpr size_t kAnyOperands = std::numeric_limits<size_t>::max();

@@ -27,6 +27,10 @@ namespace uplink::cli {
 // takes kubectl's output: up to 4 MiB on stdout and on stderr, escaped as JSON.
 inline constexpr std::chrono::milliseconds kKubectlRequestTimeout{75'000};
 inline constexpr size_t kMaxKubectlReplyBytes = 64 << 20;
+// `uplink run` reads a command's output in long polls of up to 25 s, each at most 1 MiB of
+// output escaped as JSON.
+inline constexpr std::chrono::milliseconds kRunRequestTimeout{45'000};
+inline constexpr size_t kMaxRunReplyBytes = 8 << 20;
 
 struct Invocation {
   const CommandLine& line;
@@ -114,5 +118,19 @@ Status RunApprovalsAddRule(Invocation& inv);
 Status RunApprovalsRemoveRule(Invocation& inv);
 Status RunRunsList(Invocation& inv);
 Status RunRunsShow(Invocation& inv);
+// Workspace execution (workspace_commands.cc): offers, reservations, `uplink run`.
+Status RunOffersList(Invocation& inv);
+Status RunOffersShow(Invocation& inv);
+Status RunOffersCreate(Invocation& inv);
+Status RunOffersReview(Invocation& inv);
+Status RunOffersSuspend(Invocation& inv);
+Status RunOffersResume(Invocation& inv);
+Status RunOffersExecution(Invocation& inv);
+Status RunReservationsCreate(Invocation& inv);
+Status RunReservationsList(Invocation& inv);
+Status RunReservationsShow(Invocation& inv);
+Status RunReservationsStop(Invocation& inv);
+Status RunReservationsExtend(Invocation& inv);
+Status RunWorkspaceCommand(Invocation& inv);
 
 }  // namespace uplink::cli

@@ -17,6 +17,10 @@ Result<std::unique_ptr<ApiClient>> ConnectTo(const Invocation& inv, const std::s
     options.request_timeout = kKubectlRequestTimeout;
     options.max_reply_bytes = kMaxKubectlReplyBytes;
   }
+  if (inv.line.command->id == CommandId::kRun) {
+    options.request_timeout = kRunRequestTimeout;
+    options.max_reply_bytes = kMaxRunReplyBytes;
+  }
   return ApiClient::Connect(normalized, inv.line.globals.ca_file, options);
 }
 

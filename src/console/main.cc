@@ -22,6 +22,7 @@
 #include "protocol/cluster_snapshot.h"
 #include "protocol/commands.h"
 #include "protocol/inventory.h"
+#include "protocol/workspace.h"
 
 namespace uplink::console {
 namespace {
@@ -107,6 +108,8 @@ int Serve(const std::vector<std::string>& args) {
   std::chrono::milliseconds command_timeout = options.command_timeout;
   std::string agent_image;
   std::string agent_cluster_image;
+  std::string workspace_image;
+  std::string workspace_console_cidrs;
   std::int64_t max_connections = 0;
   remote_write::RemoteWriteOptions remote_write;
   auto remote_write_queue_bytes = static_cast<std::int64_t>(remote_write.queue_max_bytes);
@@ -141,6 +144,12 @@ int Serve(const std::vector<std::string>& args) {
                "prints it)");
   flags.String("agent-cluster-image", &agent_cluster_image,
                "the cluster role's image install commands pin, REPOSITORY@sha256:DIGEST");
+  flags.String("workspace-image", &workspace_image,
+               "the workspace image execution.json pins, REPOSITORY@sha256:DIGEST "
+               "(scripts/workspace-image.sh builds one)");
+  flags.String("workspace-console-cidrs", &workspace_console_cidrs,
+               "this console's addresses as workspace controllers reach them, comma-separated "
+               "CIDRs, written into execution.json for their egress policy");
   flags.Int("max-connections", &max_connections,
             "connections served at once, each agent's long poll one (default: the open-file "
             "limit, raised to its hard limit, less 256)");
@@ -162,11 +171,22 @@ int Serve(const std::vector<std::string>& args) {
   if (Status parsed = flags.Parse(args); !parsed.ok()) return Fail(parsed);
   for (auto [flag, text, image] :
        {std::tuple{"--agent-image", &agent_image, &options.agent_images.agent},
-        std::tuple{"--agent-cluster-image", &agent_cluster_image, &options.agent_images.cluster}}) {
+        std::tuple{"--agent-cluster-image", &agent_cluster_image, &options.agent_images.cluster},
+        std::tuple{"--workspace-image", &workspace_image, &options.agent_images.workspace}}) {
     if (text->empty()) continue;
     auto parsed = ParseImageReference(*text);
     if (!parsed.ok()) return Fail(parsed.status().WithContext(flag));
     *image = std::move(parsed).value();
+  }
+  for (size_t start = 0; start < workspace_console_cidrs.size();) {
+    size_t comma = std::min(workspace_console_cidrs.find(',', start), workspace_console_cidrs.size());
+    std::string cidr = workspace_console_cidrs.substr(start, comma - start);
+    start = comma + 1;
+    if (!protocol::IsCidr(cidr)) {
+      return Fail(InvalidArgumentError("--workspace-console-cidrs: \"" + std::string(cidr) +
+                                       "\" is not a network in CIDR notation (10.0.0.0/8)"));
+    }
+    options.workspace_console_cidrs.push_back(std::move(cidr));
   }
   if (Status level = log::SetMinLevel(log_level); !level.ok()) return Fail(level);
 
@@ -329,6 +349,7 @@ constexpr const char* kUsage =
     "                            [--max-upload-bytes 8388608] [--record-retention 168h]\n"
     "                            [--sample-raw-retention 48h] [--sample-retention 168h]\n"
     "                            [--agent-image REPO@sha256:D] [--agent-cluster-image REPO@sha256:D]\n"
+    "                            [--workspace-image REPO@sha256:D] [--workspace-console-cidrs CIDR,...]\n"
     "                            [--max-connections N] [--remote-write-url URL\n"
     "                             [--remote-write-bearer-token-file F | --remote-write-username U\n"
     "                              --remote-write-password-file F] [--remote-write-ca-file F]\n"

@@ -10,11 +10,6 @@ namespace {
 
 constexpr size_t kMaxJsonDepth = 64;
 
-std::string StringAt(const json::object& object, std::string_view key) {
-  const json::value* value = object.if_contains(key);
-  return value != nullptr && value->is_string() ? std::string(value->get_string()) : std::string();
-}
-
 // 20000 -> "20,000", for messages people read.
 std::string WithThousandsSeparators(std::int64_t number) {
   std::string digits = std::to_string(number);
@@ -200,6 +195,106 @@ Result<NodeList> KubeClient::ListNodes(std::string_view label_selector) {
   static_cast<NodeListInfo&>(list) = std::move(*info);
   list.items = std::move(items);
   return list;
+}
+
+Result<json::value> KubeClient::GetVersion() { return Call("GET", "/version", "", ""); }
+
+Result<json::value> KubeClient::GetObject(std::string_view path) {
+  return Call("GET", std::string(path), "", "");
+}
+
+Result<std::vector<json::value>> KubeClient::ListObjects(std::string_view collection_path,
+                                                         std::string_view label_selector,
+                                                         size_t max_items) {
+  std::vector<json::value> items;
+  std::string continue_token;
+  const std::string what = "listing " + std::string(collection_path);
+  for (size_t pages = 0;; ++pages) {
+    // Enough pages for max_items; a listing still going after them is cut off, not followed.
+    if (pages > max_items / static_cast<size_t>(std::max(options_.page_size, 1)) + 1) {
+      return ResourceExhaustedError(what + ": more than " + std::to_string(max_items) + " objects");
+    }
+    std::string target = std::string(collection_path) + "?limit=" + std::to_string(options_.page_size);
+    if (!label_selector.empty()) target += "&labelSelector=" + net::PercentEncode(label_selector);
+    if (!continue_token.empty()) target += "&continue=" + net::PercentEncode(continue_token);
+    UPLINK_ASSIGN_OR_RETURN(json::value page, Call("GET", std::move(target), "", ""));
+    json::object& object = page.get_object();
+    json::value* page_items = object.if_contains("items");
+    if (page_items == nullptr || !(page_items->is_array() || page_items->is_null())) {
+      return InvalidArgumentError(what + ": the reply has no 'items' list");
+    }
+    if (page_items->is_array()) {
+      for (json::value& item : page_items->get_array()) {
+        if (items.size() >= max_items) {
+          return ResourceExhaustedError(what + ": more than " + std::to_string(max_items) +
+                                        " objects");
+        }
+        items.push_back(std::move(item));
+      }
+    }
+    std::string next = StringAt(ObjectAt(object, "metadata"), "continue");
+    if (next.empty()) return items;
+    if (next == continue_token) {
+      return InvalidArgumentError(what + ": the API server returned the same continue token twice");
+    }
+    continue_token = std::move(next);
+  }
+}
+
+Result<json::value> KubeClient::CreateObject(std::string_view collection_path,
+                                             const json::value& object) {
+  int http_status = 0;
+  auto created = Call("POST", std::string(collection_path), "application/json", ToJson(object),
+                      &http_status);
+  if (!created.ok() && http_status == 409 &&
+      created.status().message().find("(reason AlreadyExists)") != std::string::npos) {
+    return Status(StatusCode::kAlreadyExists, created.status().message());
+  }
+  return created;
+}
+
+Status KubeClient::DeleteObject(std::string_view path,
+                                std::optional<std::int64_t> grace_period_seconds) {
+  std::string body;
+  if (grace_period_seconds) {
+    body = ToJson(json::object{{"kind", "DeleteOptions"},
+                               {"apiVersion", "v1"},
+                               {"gracePeriodSeconds", *grace_period_seconds}});
+  }
+  return Call("DELETE", std::string(path), body.empty() ? "" : "application/json", body).status();
+}
+
+Result<std::unique_ptr<net::WebSocket>> KubeClient::Exec(std::string_view ns, std::string_view pod,
+                                                         std::string_view container,
+                                                         const std::vector<std::string>& command,
+                                                         bool stdin,
+                                                         net::WebSocketOptions websocket) {
+  net::WebSocketConnectOptions options;
+  options.client.base_url = credentials_.server;
+  options.client.ca_pem = credentials_.ca_pem;
+  options.client.ca_file = credentials_.ca_file;
+  options.client.client_cert_pem = credentials_.client_cert_pem;
+  options.client.client_key_pem = credentials_.client_key_pem;
+  options.client.connect_timeout = options_.connect_timeout;
+  options.client.request_timeout = options_.request_timeout;
+  options.client.user_agent = options_.user_agent;
+  options.target = "/api/v1/namespaces/" + net::PercentEncode(ns) + "/pods/" +
+                   net::PercentEncode(pod) + "/exec?container=" + net::PercentEncode(container) +
+                   "&stdout=true&stderr=true" + (stdin ? "&stdin=true" : "");
+  for (const std::string& arg : command) options.target += "&command=" + net::PercentEncode(arg);
+  options.subprotocols = {"v5.channel.k8s.io", "v4.channel.k8s.io"};
+  options.websocket = websocket;
+  UPLINK_ASSIGN_OR_RETURN(std::optional<KubeBearerToken> token, credentials_.CurrentToken());
+  if (token) options.headers.Set("Authorization", token->AuthorizationHeaderValue());
+  const std::string what = "exec in pod " + std::string(ns) + "/" + std::string(pod);
+  net::Response refusal;
+  refusal.status = 0;
+  auto socket = net::ConnectWebSocket(options, &refusal);
+  if (!socket.ok()) {
+    if (refusal.status >= 300) return KubeErrorFromReply(what, refusal.status, refusal.body);
+    return socket.status().WithContext(what);
+  }
+  return socket;
 }
 
 Status KubeClient::MergePatchConfigMap(std::string_view ns, std::string_view name,

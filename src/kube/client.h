@@ -1,12 +1,15 @@
 // A small Kubernetes API client for exactly what uplink needs: read a namespace, list nodes
-// page by page, merge-patch a ConfigMap. It owns its HTTP connection and its credential;
-// nothing else in uplink can reach either.
+// page by page, merge-patch a ConfigMap; for the workspace controller, read the server's
+// version, get, list, create and delete namespaced objects, and exec into a pod over
+// WebSocket. It owns its HTTP connection and its credential; nothing else in uplink can reach
+// either.
 #pragma once
 
 #include <chrono>
 #include <cstddef>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -15,6 +18,7 @@
 #include "common/status.h"
 #include "kube/credentials.h"
 #include "net/client.h"
+#include "net/websocket.h"
 
 namespace uplink::kube {
 
@@ -63,6 +67,35 @@ class KubeClient {
 
   // PATCH /api/v1/namespaces/{ns}/configmaps/{name} as application/merge-patch+json.
   Status MergePatchConfigMap(std::string_view ns, std::string_view name, const json::value& patch);
+
+  // GET /version: {"major": "1", "minor": "35", "gitVersion": "v1.35.2", ...}.
+  Result<json::value> GetVersion();
+
+  // GET of one object by its API path ("/api/v1/namespaces/ns/pods/name"). A missing object
+  // is NotFound.
+  Result<json::value> GetObject(std::string_view path);
+
+  // Every object of a collection ("/api/v1/namespaces/ns/pods"), optionally filtered by a
+  // label selector, following continue tokens; more than `max_items` is ResourceExhausted.
+  Result<std::vector<json::value>> ListObjects(std::string_view collection_path,
+                                               std::string_view label_selector = {},
+                                               size_t max_items = 10'000);
+
+  // POST of `object` to its collection; the created object. A name already taken is
+  // AlreadyExists; an admission refusal carries the API server's message.
+  Result<json::value> CreateObject(std::string_view collection_path, const json::value& object);
+
+  // DELETE of one object, with gracePeriodSeconds when given. NotFound when it is gone.
+  Status DeleteObject(std::string_view path, std::optional<std::int64_t> grace_period_seconds);
+
+  // Opens `command` in a container through the exec API over WebSocket, offering
+  // v5.channel.k8s.io then v4.channel.k8s.io (docs/kubesim.md, "Exec"), with stdout, stderr
+  // and, when `stdin`, standard input.
+  Result<std::unique_ptr<net::WebSocket>> Exec(std::string_view ns, std::string_view pod,
+                                               std::string_view container,
+                                               const std::vector<std::string>& command,
+                                               bool stdin,
+                                               net::WebSocketOptions websocket = {});
 
   const KubeCredentials& credentials() const { return credentials_; }
 

@@ -53,14 +53,19 @@ bool IsSpoolId(std::string_view id) {
   return id.size() == kSpoolIdChars && std::all_of(id.begin(), id.end(), IsLowerHex);
 }
 
-bool IsCommandId(std::string_view id) {
-  return id.size() == kCommandIdPrefix.size() + kCommandIdHexDigits &&
-         id.starts_with(kCommandIdPrefix) &&
-         std::all_of(id.begin() + kCommandIdPrefix.size(), id.end(), IsLowerHex);
+bool IsPrefixedHexId(std::string_view id, std::string_view prefix, size_t hex_digits) {
+  return id.size() == prefix.size() + hex_digits && id.starts_with(prefix) &&
+         std::all_of(id.begin() + prefix.size(), id.end(), IsLowerHex);
 }
 
-std::string NewCommandId() {
-  return std::string(kCommandIdPrefix) + HexEncode(RandomBytes(kCommandIdHexDigits / 2));
+std::string NewPrefixedHexId(std::string_view prefix, size_t hex_digits) {
+  return std::string(prefix) + HexEncode(RandomBytes(hex_digits / 2));
 }
+
+bool IsCommandId(std::string_view id) {
+  return IsPrefixedHexId(id, kCommandIdPrefix, kCommandIdHexDigits);
+}
+
+std::string NewCommandId() { return NewPrefixedHexId(kCommandIdPrefix, kCommandIdHexDigits); }
 
 }  // namespace uplink::protocol

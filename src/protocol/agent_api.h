@@ -72,6 +72,11 @@ bool IsCommandId(std::string_view id);
 // A new command id, from 64 random bits.
 std::string NewCommandId();
 
+// The form of every id the console mints: `prefix` and `hex_digits` lower-case hexadecimal
+// digits; and a new one, from hex_digits × 4 random bits.
+bool IsPrefixedHexId(std::string_view id, std::string_view prefix, size_t hex_digits);
+std::string NewPrefixedHexId(std::string_view prefix, size_t hex_digits);
+
 // The longest RFC 3339 time with nanoseconds and an offset is 35 bytes; a little headroom.
 inline constexpr size_t kMaxTimeBytes = 64;
 

@@ -12,5 +12,8 @@ inline constexpr std::string_view kAgentTokenPrefix = "agt_";    // a connection
 inline constexpr std::string_view kApiKeyPrefix = "uk_";         // a user's API key
 inline constexpr std::string_view kSessionPrefix = "skt_";       // a sign-in session token
 inline constexpr std::string_view kHandoverCodePrefix = "hoc_";  // a one-time handover code
+// An offer's execution credential (protocol/workspace.h): the workspace controller's, separate
+// from the connection's agt_ token, so that revoking one leaves the other working.
+inline constexpr std::string_view kExecutionCredentialPrefix = "exe_";
 
 }  // namespace uplink::protocol

@@ -36,6 +36,15 @@ class InPlaceFile {
   virtual Status WriteAt(std::uint64_t offset, std::string_view data) = 0;
   // Makes everything written so far durable (fdatasync).
   virtual Status Sync() = 0;
+  // Starts writing bytes [offset, offset + n) to the disk without waiting (sync_file_range),
+  // so that a later Sync has less left to do. A hint: it makes nothing durable, and errors
+  // are left for Sync to report.
+  virtual void StartWriteback(std::uint64_t offset, std::uint64_t n) = 0;
+  // Allocates the blocks for the file's first `bytes` bytes without changing its size
+  // (fallocate, FALLOC_FL_KEEP_SIZE): writing there then needs no free space and allocates
+  // nothing when synced. Not every file system can; an error leaves the file as it was.
+  // Truncating the file releases what lies past its new size.
+  virtual Status Preallocate(std::uint64_t bytes) = 0;
 };
 
 // Held until destroyed.

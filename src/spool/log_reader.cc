@@ -4,24 +4,10 @@
 #include <cstring>
 
 #include "common/crc32c.h"
+#include "spool/coding.h"
 #include "spool/log_format.h"
 
 namespace uplink::spool::framing {
-namespace {
-
-std::uint32_t GetFixed32(const char* p) {
-  std::uint32_t value = 0;
-  for (int i = 3; i >= 0; --i) value = (value << 8) | static_cast<unsigned char>(p[i]);
-  return value;
-}
-
-std::uint64_t GetFixed64(const char* p) {
-  std::uint64_t value = 0;
-  for (int i = 7; i >= 0; --i) value = (value << 8) | static_cast<unsigned char>(p[i]);
-  return value;
-}
-
-}  // namespace
 
 Reader::Reader(const ReadableFile& file, Reporter* reporter, std::uint64_t start_offset,
                std::uint64_t limit, size_t max_record_bytes, std::uint64_t min_sequence)
@@ -99,8 +85,7 @@ bool Reader::ReadRecord(LogRecord* record) {
       continue;
     }
     const char* header = block_.get() + position_;
-    const size_t length = static_cast<unsigned char>(header[4]) |
-                          (static_cast<size_t>(static_cast<unsigned char>(header[5])) << 8);
+    const size_t length = GetFixed16(header + 4);
     const auto type = static_cast<std::uint8_t>(header[6]);
     const std::uint64_t sequence = GetFixed64(header + 7);
     if (position_ + kHeaderSize + length > kBlockSize) {

@@ -3,27 +3,18 @@
 #include <algorithm>
 
 #include "common/crc32c.h"
+#include "spool/coding.h"
 #include "spool/log_format.h"
 
 namespace uplink::spool::framing {
-namespace {
-
-void PutFixed16(char* out, std::uint16_t value) {
-  out[0] = static_cast<char>(value & 0xff);
-  out[1] = static_cast<char>(value >> 8);
-}
-
-void PutFixed32(char* out, std::uint32_t value) {
-  for (int i = 0; i < 4; ++i) out[i] = static_cast<char>((value >> (8 * i)) & 0xff);
-}
-
-void PutFixed64(char* out, std::uint64_t value) {
-  for (int i = 0; i < 8; ++i) out[i] = static_cast<char>((value >> (8 * i)) & 0xff);
-}
-
-}  // namespace
 
 void Writer::AddRecord(std::uint64_t sequence, std::string_view record, std::string* out) {
+  AddRecord(sequence, record, std::string_view(), out);
+}
+
+void Writer::AddRecord(std::uint64_t sequence, std::string_view head, std::string_view tail,
+                       std::string* out) {
+  out->reserve(out->size() + (EncodedEnd(offset_, head.size() + tail.size()) - offset_));
   bool first = true;
   // An empty record still gets one (FULL) fragment.
   do {
@@ -33,25 +24,45 @@ void Writer::AddRecord(std::uint64_t sequence, std::string_view record, std::str
       offset_ += left_in_block;
       left_in_block = kBlockSize;
     }
-    const size_t fragment_length = std::min(record.size(), left_in_block - kHeaderSize);
-    const bool last = fragment_length == record.size();
+    const size_t fragment_length = std::min(head.size() + tail.size(), left_in_block - kHeaderSize);
+    const bool last = fragment_length == head.size() + tail.size();
     const RecordType type = first && last ? kFullType
                             : first       ? kFirstType
                             : last        ? kLastType
                                           : kMiddleType;
+    // The fragment's bytes: the rest of `head`, then the start of `tail`.
+    const std::string_view from_head = head.substr(0, fragment_length);
+    const std::string_view from_tail = tail.substr(0, fragment_length - from_head.size());
     char header[kHeaderSize];
     PutFixed16(header + 4, static_cast<std::uint16_t>(fragment_length));
     header[6] = static_cast<char>(type);
     PutFixed64(header + 7, sequence);
     std::uint32_t crc = crc32c::Value(std::string_view(header + 6, 1 + 8));
-    crc = crc32c::Extend(crc, record.substr(0, fragment_length));
+    crc = crc32c::Extend(crc32c::Extend(crc, from_head), from_tail);
     PutFixed32(header, crc32c::Mask(crc));
     out->append(header, kHeaderSize);
-    out->append(record.data(), fragment_length);
+    out->append(from_head);
+    out->append(from_tail);
     offset_ += kHeaderSize + fragment_length;
-    record.remove_prefix(fragment_length);
+    head.remove_prefix(from_head.size());
+    tail.remove_prefix(from_tail.size());
     first = false;
-  } while (!record.empty());
+  } while (!head.empty() || !tail.empty());
+}
+
+std::uint64_t Writer::EncodedEnd(std::uint64_t file_offset, std::uint64_t length) {
+  std::uint64_t offset = file_offset;
+  do {
+    std::uint64_t left_in_block = kBlockSize - offset % kBlockSize;
+    if (left_in_block < kHeaderSize) {
+      offset += left_in_block;
+      left_in_block = kBlockSize;
+    }
+    const std::uint64_t fragment_length = std::min(length, left_in_block - kHeaderSize);
+    offset += kHeaderSize + fragment_length;
+    length -= fragment_length;
+  } while (length > 0);
+  return offset;
 }
 
 }  // namespace uplink::spool::framing

@@ -1,5 +1,5 @@
-// Encodes records in the segment format (log_format.h) into a buffer, so that the spool can
-// write a whole group of records with one Append and make it durable with one Sync.
+// Encodes records in the segment format (log_format.h) into a buffer, which the spool then
+// writes at the offset the encoding started from.
 #pragma once
 
 #include <cstdint>
@@ -16,9 +16,16 @@ class Writer {
 
   // Appends the fragments of one record, and any block trailer before them, to `out`.
   void AddRecord(std::uint64_t sequence, std::string_view record, std::string* out);
+  // The same for the record `head` followed by `tail`, without joining them first.
+  void AddRecord(std::uint64_t sequence, std::string_view head, std::string_view tail,
+                 std::string* out);
 
   // The file offset after everything encoded so far.
   std::uint64_t offset() const { return offset_; }
+
+  // Where a record of `length` bytes that starts at `file_offset` ends once encoded: lets
+  // the spool reserve a record's place before it encodes the record.
+  static std::uint64_t EncodedEnd(std::uint64_t file_offset, std::uint64_t length);
 
  private:
   std::uint64_t offset_;

@@ -114,6 +114,20 @@ class PosixInPlaceFile final : public InPlaceFile {
 
   Status Sync() override { return SyncData(fd_.get(), path_); }
 
+  void StartWriteback(std::uint64_t offset, std::uint64_t n) override {
+    (void)::sync_file_range(fd_.get(), static_cast<off_t>(offset), static_cast<off_t>(n),
+                            SYNC_FILE_RANGE_WRITE);
+  }
+
+  Status Preallocate(std::uint64_t bytes) override {
+    if (RetryOnInterrupt([&] {
+          return ::fallocate(fd_.get(), FALLOC_FL_KEEP_SIZE, 0, static_cast<off_t>(bytes));
+        }) != 0) {
+      return PosixError("preallocate", path_, errno);
+    }
+    return Status::Ok();
+  }
+
  private:
   Descriptor fd_;
   std::string path_;

@@ -30,17 +30,15 @@
 //   refused (ResourceExhausted) and nothing is dropped for it.
 // - Damage (torn tail, flipped bits, truncated or missing segments, garbage) never stops Open:
 //   damaged records are skipped and counted; every intact record is delivered.
-// - Disk full: Append fails with IOError ("no space left on device"); reading, consuming and
-//   removing keep working, which frees space.
+// - Disk full: Append fails with IOError ("no space left on device") once the blocks
+//   preallocated for the newest segment are used; reading, consuming and removing keep
+//   working, which frees space.
 // - Open reads the state, lists the directory and scans at most two segments; memory stays
 //   bounded by a few blocks and the largest record, whatever the spool's size.
 #pragma once
 
-#include <condition_variable>
 #include <cstdint>
-#include <deque>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -109,9 +107,9 @@ class Spool {
   Spool& operator=(const Spool&) = delete;
 
   // Appends one record and returns its sequence number once it is durable. Thread-safe;
-  // concurrent callers share one write and one sync. ResourceExhausted for a payload over
-  // the record limit; IOError when the disk is full or failing (the record is not appended,
-  // and the spool stays usable: the next Append tries again).
+  // concurrent callers write side by side and share one sync. ResourceExhausted for a
+  // payload over the record limit; IOError when the disk is full or failing (the record is
+  // not appended, and the spool stays usable: the next Append tries again).
   Result<std::uint64_t> Append(std::string_view payload);
 
   // The next records in order after those this object has already returned (starting after

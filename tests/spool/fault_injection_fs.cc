@@ -39,15 +39,33 @@ class MemoryFileSystem::File final : public ReadableFile, public InPlaceFile {
       : fs_(fs), node_(std::move(node)), path_(std::move(path)), epoch_(fs.epoch_) {}
 
   Status Sync() override {
-    std::function<void()> hook;
-    {
-      std::lock_guard lock(fs_.mutex_);
-      hook = fs_.before_file_sync_;
-    }
-    if (hook) hook();
+    RunHook(&MemoryFileSystem::before_file_sync_);
     std::lock_guard lock(fs_.mutex_);
     UPLINK_RETURN_IF_ERROR(Alive("fdatasync"));
     return fs_.SyncPoint(FsOp::kSync, path_, "fdatasync", [&] { node_->synced = node_->current; });
+  }
+
+  // Like sync_file_range: nothing becomes durable.
+  void StartWriteback(std::uint64_t offset, std::uint64_t n) override {
+    std::lock_guard lock(fs_.mutex_);
+    ++fs_.calls_[FsOp::kStartWriteback];
+    fs_.writeback_ranges_.emplace_back(offset, offset + n);
+  }
+
+  Status Preallocate(std::uint64_t bytes) override {
+    std::lock_guard lock(fs_.mutex_);
+    UPLINK_RETURN_IF_ERROR(Alive("preallocate"));
+    UPLINK_RETURN_IF_ERROR(fs_.Check(FsOp::kPreallocate, path_, "preallocate"));
+    if (!fs_.preallocation_) return Error("preallocate", path_, EOPNOTSUPP);
+    if (bytes <= node_->Allocated()) {
+      node_->preallocated = std::max(node_->preallocated, bytes);
+      return Status::Ok();
+    }
+    const std::uint64_t growth = bytes - node_->Allocated();
+    if (fs_.capacity_ && fs_.UsedBytesLocked() + growth > *fs_.capacity_)
+      return fs_.NoSpace(path_, "preallocate");
+    node_->preallocated = bytes;
+    return Status::Ok();
   }
 
   Result<std::string_view> Read(std::uint64_t offset, size_t n, char* scratch) const override {
@@ -62,13 +80,15 @@ class MemoryFileSystem::File final : public ReadableFile, public InPlaceFile {
   }
 
   Status WriteAt(std::uint64_t offset, std::string_view data) override {
+    RunHook(&MemoryFileSystem::before_write_);
     std::lock_guard lock(fs_.mutex_);
     UPLINK_RETURN_IF_ERROR(Alive("write"));
     UPLINK_RETURN_IF_ERROR(fs_.Check(FsOp::kWriteAt, path_, "write"));
     std::string& bytes = node_->current;
     const std::uint64_t end = offset + data.size();
     if (end > bytes.size()) {
-      const std::uint64_t growth = end - bytes.size();
+      // Preallocated blocks take it without more space.
+      const std::uint64_t growth = end - std::min(end, node_->Allocated());
       if (fs_.capacity_ && fs_.UsedBytesLocked() + growth > *fs_.capacity_)
         return fs_.NoSpace(path_, "write");
       bytes.resize(end, '\0');
@@ -78,6 +98,16 @@ class MemoryFileSystem::File final : public ReadableFile, public InPlaceFile {
   }
 
  private:
+  // Runs a test's hook outside the file system's lock, so that it may block.
+  void RunHook(std::function<void()> MemoryFileSystem::*which) const {
+    std::function<void()> hook;
+    {
+      std::lock_guard lock(fs_.mutex_);
+      hook = fs_.*which;
+    }
+    if (hook) hook();
+  }
+
   Status Alive(std::string_view verb) const {
     if (epoch_ != fs_.epoch_ || !fs_.powered_)
       return IOError(std::string(verb) + " " + path_ + ": power was lost");
@@ -218,6 +248,7 @@ Status MemoryFileSystem::Truncate(const std::string& path, std::uint64_t size) {
   auto node = Find(path);
   if (!node) return Error("truncate", path, ENOENT);
   node->current.resize(size, '\0');
+  node->preallocated = std::min(node->preallocated, size);
   return Status::Ok();
 }
 
@@ -300,9 +331,14 @@ std::uint64_t MemoryFileSystem::UsedBytes() const {
 std::uint64_t MemoryFileSystem::UsedBytesLocked() const {
   std::uint64_t used = 0;
   for (const auto& [path, dir] : dirs_) {
-    for (const auto& [name, node] : dir.entries) used += node->current.size();
+    for (const auto& [name, node] : dir.entries) used += node->Allocated();
   }
   return used;
+}
+
+std::vector<std::pair<std::uint64_t, std::uint64_t>> MemoryFileSystem::WritebackRanges() const {
+  std::lock_guard lock(mutex_);
+  return writeback_ranges_;
 }
 
 int MemoryFileSystem::Calls(FsOp op) const {
@@ -314,6 +350,23 @@ int MemoryFileSystem::Calls(FsOp op) const {
 void MemoryFileSystem::SetBeforeFileSync(std::function<void()> hook) {
   std::lock_guard lock(mutex_);
   before_file_sync_ = std::move(hook);
+}
+
+void MemoryFileSystem::EnablePreallocation() {
+  std::lock_guard lock(mutex_);
+  preallocation_ = true;
+}
+
+std::optional<std::uint64_t> MemoryFileSystem::AllocatedBytes(const std::string& path) const {
+  std::lock_guard lock(mutex_);
+  auto node = const_cast<MemoryFileSystem*>(this)->Find(path);
+  if (!node) return std::nullopt;
+  return node->Allocated();
+}
+
+void MemoryFileSystem::SetBeforeWrite(std::function<void()> hook) {
+  std::lock_guard lock(mutex_);
+  before_write_ = std::move(hook);
 }
 
 void MemoryFileSystem::LosePower() {

@@ -14,8 +14,13 @@
 // ENOSPC); a capacity beyond which writes that grow a file fail with ENOSPC, writing nothing
 // (Truncate, Remove and rewriting bytes in place never need space); and a power loss right
 // before or right after the kth sync point (a file Sync or a SyncDir).
+//
+// Preallocation (fallocate with KEEP_SIZE) fails as unsupported unless enabled; enabled, the
+// blocks it reserves count as used, writes into them need no more space, a Truncate releases
+// those past the new size, and they survive a power loss.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -31,7 +36,9 @@
 namespace uplink::spool::testing {
 
 enum class FsOp {
-  kOpen, kRead, kSync, kWriteAt, kTruncate, kRemove, kRename, kSyncDir, kListDir
+  kOpen, kRead, kSync, kWriteAt, kTruncate, kRemove, kRename, kSyncDir, kListDir,
+  kStartWriteback,  // counted only: a hint cannot fail
+  kPreallocate
 };
 
 enum class CrashTiming { kBeforeSync, kAfterSync };
@@ -61,10 +68,17 @@ class MemoryFileSystem final : public FileSystem {
   // Bytes all files together may hold; nullopt: unlimited.
   void SetCapacity(std::optional<std::uint64_t> bytes);
   std::uint64_t UsedBytes() const;
+  void EnablePreallocation();
+  // The bytes a file takes: its size, or more where blocks are preallocated past it.
+  std::optional<std::uint64_t> AllocatedBytes(const std::string& path) const;
   // How many times `op` was called (failed calls included).
   int Calls(FsOp op) const;
+  // The ranges StartWriteback was asked for, as [offset, offset + n).
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> WritebackRanges() const;
   // Runs before every file Sync, outside the file system's lock (a test can hold a sync).
   void SetBeforeFileSync(std::function<void()> hook);
+  // Runs before every WriteAt, outside the file system's lock (a test can hold a write).
+  void SetBeforeWrite(std::function<void()> hook);
 
   // ---- power ----
   void LosePower();
@@ -89,6 +103,10 @@ class MemoryFileSystem final : public FileSystem {
   struct Node {
     std::string current;
     std::string synced;
+    std::uint64_t preallocated = 0;  // blocks reserved from the start, past the size or not
+    std::uint64_t Allocated() const {
+      return std::max<std::uint64_t>(current.size(), preallocated);
+    }
   };
   struct Dir {
     std::map<std::string, std::shared_ptr<Node>> entries;
@@ -117,9 +135,12 @@ class MemoryFileSystem final : public FileSystem {
   mutable std::mutex mutex_;
   std::map<std::string, Dir> dirs_;
   std::map<FsOp, int> calls_;
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> writeback_ranges_;
   std::multimap<FsOp, Fault> faults_;
   std::optional<std::uint64_t> capacity_;
+  bool preallocation_ = false;
   std::function<void()> before_file_sync_;
+  std::function<void()> before_write_;
   bool powered_ = true;
   int epoch_ = 0;  // bumped by every power loss; older handles are dead
   int sync_points_ = 0;

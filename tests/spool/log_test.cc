@@ -126,6 +126,42 @@ TEST(LogFormat, AWriterResumedAtAnOffsetEncodesWhatOneWriterWould) {
   EXPECT_EQ(pieces, whole);
 }
 
+// The spool reserves a record's place from EncodedEnd, then encodes it there: the two must
+// agree at every position in a block, for records of every size class.
+TEST(LogFormat, EncodedEndIsWhereTheEncodingEnds) {
+  const std::uint64_t lengths[] = {0, 1, 7, kBlockSize - kHeaderSize - 1, kBlockSize - kHeaderSize,
+                                   kBlockSize, 3 * kBlockSize + 5, 100'000};
+  for (std::uint64_t offset : {0ul, 1ul, 100ul, kBlockSize - kHeaderSize - 1, kBlockSize - kHeaderSize,
+                               kBlockSize - kHeaderSize + 1, kBlockSize - 1, kBlockSize,
+                               5 * kBlockSize + 12'345}) {
+    for (std::uint64_t length : lengths) {
+      std::string out;
+      Writer writer(offset);
+      writer.AddRecord(1, Payload(length, 'e'), &out);
+      EXPECT_EQ(Writer::EncodedEnd(offset, length), offset + out.size())
+          << "offset " << offset << " length " << length;
+      EXPECT_EQ(writer.offset(), offset + out.size());
+    }
+  }
+}
+
+// A record given as its append time and payload encodes as the two joined would.
+TEST(LogFormat, ARecordInTwoPiecesEncodesAsTheJoinedRecord) {
+  for (std::uint64_t offset : {0ul, kBlockSize - kHeaderSize - 3, kBlockSize - kHeaderSize - 8,
+                               kBlockSize - kHeaderSize - 9, 2 * kBlockSize + 77}) {
+    for (size_t head : {0ul, 3ul, 8ul}) {
+      for (size_t tail : {0ul, 1ul, 8ul, 40'000ul, 70'000ul}) {
+        const std::string record = Payload(head + tail, 'j');
+        std::string joined, pieces;
+        Writer(offset).AddRecord(9, record, &joined);
+        Writer(offset).AddRecord(9, std::string_view(record).substr(0, head),
+                                 std::string_view(record).substr(head), &pieces);
+        EXPECT_EQ(pieces, joined) << offset << " " << head << " " << tail;
+      }
+    }
+  }
+}
+
 TEST(LogFormat, FillsATrailerShorterThanAHeaderWithZeroesAndStartsTheNextBlock) {
   std::string file;
   Writer writer;

@@ -2,6 +2,7 @@
 // (every write fails with ENOSPC), which needs neither root nor a mount.
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -54,6 +55,31 @@ TEST(PosixFileSystem, WritesLandWhereTheyAreAimedAfterATruncateAndAReopen) {
   ASSERT_TRUE((*again)->WriteAt(0, "K").ok());
   ASSERT_TRUE((*again)->WriteAt(5, "?").ok());
   EXPECT_EQ(ReadWhole(**fs.OpenReadable(path)), "Keep!?");
+}
+
+// fallocate with KEEP_SIZE: the blocks are there, the size is not, and a truncate to the
+// size releases them.
+TEST(PosixFileSystem, PreallocatesBlocksWithoutGrowingTheFile) {
+  TempDir dir;
+  FileSystem& fs = PosixFileSystem();
+  const std::string path = dir.File("segment");
+  auto writable = fs.OpenInPlace(path);
+  ASSERT_TRUE(writable.ok());
+  ASSERT_TRUE((*writable)->WriteAt(0, "head").ok());
+  Status preallocated = (*writable)->Preallocate(1 << 20);
+  if (!preallocated.ok()) GTEST_SKIP() << "this file system cannot: " << preallocated.ToString();
+  struct stat st {};
+  ASSERT_EQ(::stat(path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_size, 4);
+  EXPECT_GE(st.st_blocks * 512, 1 << 20);
+  ASSERT_TRUE((*writable)->WriteAt(4, std::string(100'000, 'p')).ok());
+  (*writable)->StartWriteback(0, 100'004);
+  ASSERT_TRUE((*writable)->Sync().ok());
+  EXPECT_EQ(*fs.FileSize(path), 100'004u);
+  ASSERT_TRUE(fs.Truncate(path, 100'004).ok());
+  ASSERT_EQ(::stat(path.c_str(), &st), 0);
+  EXPECT_LT(st.st_blocks * 512, 200'000);
+  EXPECT_EQ(ReadWhole(**fs.OpenReadable(path)).substr(0, 5), "headp");
 }
 
 TEST(PosixFileSystem, RewritesInPlace) {

@@ -3,11 +3,15 @@
 #include "spool/spool.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
 #include <condition_variable>
+#include <functional>
 #include <map>
+#include <mutex>
+#include <optional>
 #include <random>
 #include <thread>
 
@@ -22,6 +26,7 @@ using testing::FsOp;
 using testing::MemoryFileSystem;
 
 constexpr char kDir[] = "/spool";
+constexpr size_t kRecordOverheadForTests = 64;  // framing and append time, with room
 
 std::string Payload(std::uint64_t i, size_t size = 100) {
   std::string payload = "record-" + std::to_string(i) + "-";
@@ -563,12 +568,12 @@ TEST_F(CappedSpoolTest, FilesKeptForReuseCountAndGoBeforeAnyWaitingRecord) {
   auto spool = Open();
   ASSERT_NE(spool, nullptr);
   std::uint64_t next = 1;
-  while (SegmentFiles().size() < 2) ASSERT_EQ(*spool->Append(Payload(next, 1000)), next++);
+  for (; SegmentFiles().size() < 2; ++next) ASSERT_EQ(*spool->Append(Payload(next, 1000)), next);
   ASSERT_TRUE(spool->Consume(next - 2).ok());  // the first segment's records
   ASSERT_EQ(FreeFiles().size(), 1u);
   // The second segment grows until it and the kept file no longer fit together.
-  while (!FreeFiles().empty()) {
-    ASSERT_EQ(*spool->Append(Payload(next, 1000)), next++);
+  for (; !FreeFiles().empty(); ++next) {
+    ASSERT_EQ(*spool->Append(Payload(next, 1000)), next);
     ASSERT_LE(spool->Stats().bytes, options.max_bytes);
   }
   EXPECT_EQ(spool->Stats().losses.dropped.records, 0u);
@@ -584,7 +589,9 @@ TEST_F(CappedSpoolTest, AGroupOverwritingARecycledFileIsNotCountedTwice) {
     auto sequence = spool->Append(Payload(i, 4000));
     ASSERT_TRUE(sequence.ok()) << i << ": " << sequence.status().ToString();
     ASSERT_LE(spool->Stats().bytes, options.max_bytes);
-    if (i % 3 == 0) ASSERT_TRUE(spool->Consume(i).ok());
+    if (i % 3 == 0) {
+      ASSERT_TRUE(spool->Consume(i).ok());
+    }
   }
   EXPECT_GT(FilesEndingIn(".rseg").size() + FreeFiles().size(), 0u);  // recycling happened
   EXPECT_EQ(spool->Stats().losses.dropped.records, 0u);
@@ -776,6 +783,217 @@ TEST_F(SpoolTest, AppendsQueuedBehindASyncAreWrittenMeanwhileAndShareTheNextSync
   EXPECT_LT(fs.Calls(FsOp::kSync) - syncs_before, 1 + kFollowers);
   EXPECT_LE(fs.Calls(FsOp::kSync) - syncs_before, fs.Calls(FsOp::kWriteAt) - writes_before);
   EXPECT_EQ(Sequences(ReadAll(*spool)), Range(1, 1 + kFollowers));
+}
+
+// The appends a sync releases come back together: the next sync waits for them (at most half
+// as long as that sync took) instead of starting with the first one back.
+TEST_F(SpoolTest, TheNextSyncWaitsForTheAppendsTheLastOneReleased) {
+  auto spool = Open();
+  ASSERT_NE(spool, nullptr);
+  ASSERT_EQ(spool->Append("first").value_or(0), 1u);
+  const int syncs_before = fs.Calls(FsOp::kSync);
+  const int writes_before = fs.Calls(FsOp::kWriteAt);
+  FirstSyncGate gate(fs);
+  std::thread a([&] {
+    EXPECT_TRUE(spool->Append("a1").ok());
+    EXPECT_TRUE(spool->Append("a2").ok());  // back at once, as a writer in a loop is
+  });
+  gate.WaitUntilHeld();
+  std::thread b([&] { EXPECT_TRUE(spool->Append("b1").ok()); });
+  while (fs.Calls(FsOp::kWriteAt) - writes_before < 2) std::this_thread::yield();
+  // b1 waits behind the sync, which takes long enough that the next one may wait 50 ms.
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  gate.Release();
+  a.join();
+  b.join();
+  // The held sync (a1), then one for b1 and a2 together.
+  EXPECT_EQ(fs.Calls(FsOp::kSync) - syncs_before, 2);
+  EXPECT_EQ(Sequences(ReadAll(*spool)), Range(1, 4));
+}
+
+// Counts the file writes that start, and lets a test hold them: `hold(n, lock)` runs before
+// the nth write goes on, with the gate's lock held.
+class WriteGate {
+ public:
+  using Hold = std::function<void(int n, std::unique_lock<std::mutex>& lock)>;
+  WriteGate(MemoryFileSystem& fs, Hold hold) : fs_(fs), hold_(std::move(hold)) {
+    fs_.SetBeforeWrite([this] {
+      std::unique_lock lock(mutex_);
+      const int n = ++started_;
+      changed_.notify_all();
+      hold_(n, lock);
+    });
+  }
+  ~WriteGate() { fs_.SetBeforeWrite(nullptr); }
+
+  void WaitForWrites(int n) {
+    std::unique_lock lock(mutex_);
+    changed_.wait(lock, [&] { return started_ >= n; });
+  }
+  // For a hold: whether n writes started within `bound` (which only keeps a broken spool
+  // from hanging the test).
+  bool AwaitWrites(std::unique_lock<std::mutex>& lock, int n, std::chrono::seconds bound) {
+    return changed_.wait_for(lock, bound, [&] { return started_ >= n; });
+  }
+
+ private:
+  MemoryFileSystem& fs_;
+  Hold hold_;
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  int started_ = 0;
+};
+
+// Appends encode and write their records side by side: a write that is held does not keep
+// the next append from writing (it only waits, after its write, to become durable).
+TEST_F(SpoolTest, AHeldWriteDoesNotKeepTheNextAppendFromWriting) {
+  auto spool = Open();
+  ASSERT_NE(spool, nullptr);
+  ASSERT_EQ(spool->Append("first").value_or(0), 1u);
+  bool overlapped = false;
+  std::optional<WriteGate> gate;
+  gate.emplace(fs, [&](int n, std::unique_lock<std::mutex>& lock) {
+    if (n == 1) overlapped = gate->AwaitWrites(lock, 2, std::chrono::seconds(30));
+  });
+  std::thread held([&] { EXPECT_EQ(spool->Append("held").value_or(0), 2u); });
+  gate->WaitForWrites(1);
+  std::thread beside([&] { EXPECT_EQ(spool->Append("beside").value_or(0), 3u); });
+  held.join();
+  beside.join();
+  gate.reset();
+  EXPECT_TRUE(overlapped);
+  std::vector<SpoolRecord> records = ReadAll(*spool);
+  ASSERT_EQ(Sequences(records), Range(1, 3));
+  EXPECT_EQ(records[1].payload, "held");
+  EXPECT_EQ(records[2].payload, "beside");
+}
+
+// A sync about to start waits for the records already reserved to be written, and covers
+// them: they would otherwise wait for the whole next sync.
+TEST_F(SpoolTest, ASyncCoversTheRecordsBeingWrittenWhenItStarts) {
+  auto spool = Open();
+  ASSERT_NE(spool, nullptr);
+  ASSERT_EQ(spool->Append("first").value_or(0), 1u);
+  const int syncs_before = fs.Calls(FsOp::kSync);
+  std::optional<WriteGate> gate;
+  gate.emplace(fs, [&](int n, std::unique_lock<std::mutex>& lock) {
+    if (n == 1) {  // until the second record is reserved and being written
+      gate->AwaitWrites(lock, 2, std::chrono::seconds(30));
+    } else {  // while the first record's append goes on to sync
+      lock.unlock();
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  });
+  std::thread first([&] { EXPECT_EQ(spool->Append("written").value_or(0), 2u); });
+  gate->WaitForWrites(1);
+  std::thread second([&] { EXPECT_EQ(spool->Append("being written").value_or(0), 3u); });
+  first.join();
+  second.join();
+  gate.reset();
+  EXPECT_EQ(fs.Calls(FsOp::kSync) - syncs_before, 1);
+  EXPECT_EQ(Sequences(ReadAll(*spool)), Range(1, 3));
+}
+
+// Over a recycled file's blocks each record's write-out starts at once; in a new file it
+// waits for the sync (starting it there would allocate blocks a record at a time). A
+// record's last page is left to the sync, which the next record fills, and so is a small
+// record, which the sync sends with its neighbours.
+TEST_F(SpoolTest, WriteOutStartsEarlyOnlyForLargeRecordsOverARecycledFilesBlocks) {
+  auto spool = Open();
+  ASSERT_NE(spool, nullptr);
+  constexpr size_t kLarge = 40 << 10;  // over segment_bytes: a segment each
+  AppendRange(*spool, 1, 10, kLarge);
+  EXPECT_EQ(fs.Calls(FsOp::kStartWriteback), 0);
+  ASSERT_TRUE(spool->Consume(10).ok());
+  ASSERT_EQ(FreeFiles().size(), 2u);
+  AppendRange(*spool, 11, 12, kLarge);
+  ASSERT_EQ(FilesEndingIn(".rseg").size(), 2u);
+  EXPECT_EQ(fs.Calls(FsOp::kStartWriteback), 2);
+  const std::uint64_t page = static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
+  for (const auto& [from, to] : fs.WritebackRanges()) {
+    EXPECT_EQ(from % page, 0u);
+    EXPECT_EQ(to % page, 0u);
+    EXPECT_GE(to - from, kLarge - page);
+    EXPECT_LT(to, kLarge + kRecordOverheadForTests);
+  }
+  // Small records over recycled blocks: left to the sync.
+  AppendRange(*spool, 13, 14, kLarge);
+  ASSERT_TRUE(spool->Consume(14).ok());
+  ASSERT_EQ(FreeFiles().size(), 2u);
+  const int before = fs.Calls(FsOp::kStartWriteback);
+  AppendRange(*spool, 15, 40, 500);
+  ASSERT_FALSE(FilesEndingIn(".rseg").empty());
+  EXPECT_EQ(fs.Calls(FsOp::kStartWriteback), before);
+  EXPECT_EQ(Sequences(ReadAll(*spool)), Range(15, 40));
+}
+
+// ---- preallocation ------------------------------------------------------------------------
+
+// A new segment's blocks are allocated when it starts; the cap counts them, and what a
+// stopped process did not fill is released when the spool is opened again.
+TEST_F(SpoolTest, ANewSegmentIsPreallocatedAndWhatItDidNotFillIsReleasedAtOpen) {
+  fs.EnablePreallocation();
+  auto spool = Open();
+  ASSERT_NE(spool, nullptr);
+  AppendRange(*spool, 1, 3);
+  const std::string segment = SegmentPath(0);
+  EXPECT_EQ(fs.AllocatedBytes(segment), options.segment_bytes);
+  EXPECT_LT(fs.Contents(segment)->size(), 500u);
+  EXPECT_EQ(spool->Stats().bytes, options.segment_bytes);
+  spool.reset();
+  spool = Open();
+  ASSERT_NE(spool, nullptr);
+  EXPECT_EQ(fs.AllocatedBytes(segment), fs.Contents(segment)->size());
+  EXPECT_EQ(spool->Stats().bytes, fs.Contents(segment)->size());
+  AppendRange(*spool, 4, 4);
+  EXPECT_EQ(Sequences(ReadAll(*spool)), Range(1, 4));
+}
+
+// Preallocating never takes the room of a waiting record: near the cap a new segment gets
+// only what is left under it, so the first record is dropped where it would be without.
+TEST_F(CappedSpoolTest, PreallocationDropsNoRecordEarlier) {
+  auto first_drop = [&](bool preallocate) -> std::uint64_t {
+    MemoryFileSystem disk;
+    if (preallocate) disk.EnablePreallocation();
+    auto spool = Spool::Open(disk, kDir, options, clock);
+    if (!spool.ok()) return 0;
+    for (std::uint64_t i = 1; i < 1000; ++i) {
+      if ((*spool)->Append(Payload(i, 1000)).value_or(0) != i) return 0;
+      EXPECT_LE((*spool)->Stats().bytes, options.max_bytes);
+      if (i == 1 && preallocate) {
+        EXPECT_EQ(disk.AllocatedBytes(std::string(kDir) + "/00000000000000000001.seg"),
+                  options.segment_bytes);
+      }
+      if ((*spool)->Stats().losses.dropped.records > 0) return i;
+    }
+    return 0;
+  };
+  const std::uint64_t without = first_drop(false);
+  ASSERT_GT(without, 0u);
+  EXPECT_EQ(first_drop(true), without);
+}
+
+// On a full disk, records still go into the blocks preallocated for the segment; once it is
+// full, appends fail clearly, and consuming frees space again.
+TEST_F(SpoolTest, AFullDiskStillTakesRecordsIntoPreallocatedBlocks) {
+  fs.EnablePreallocation();
+  auto spool = Open();
+  ASSERT_NE(spool, nullptr);
+  AppendRange(*spool, 1, 1);
+  fs.SetCapacity(fs.UsedBytes());
+  std::uint64_t next = 2;
+  Result<std::uint64_t> appended = spool->Append(Payload(next));
+  for (; appended.ok(); appended = spool->Append(Payload(next))) {
+    ASSERT_EQ(*appended, next);
+    ++next;
+  }
+  EXPECT_GT(next, options.segment_bytes / 200);  // about a segment's worth of 123-byte records
+  EXPECT_EQ(appended.status().code(), StatusCode::kIOError);
+  EXPECT_NE(appended.status().message().find("no space left on device"), std::string::npos);
+  EXPECT_EQ(Sequences(ReadAll(*spool)), Range(1, next - 1));
+  ASSERT_TRUE(spool->Consume(next - 1).ok());
+  fs.SetCapacity(std::nullopt);
+  EXPECT_EQ(spool->Append(Payload(next)).value_or(0), next);
 }
 
 // ---- failures -----------------------------------------------------------------------------

@@ -21,6 +21,10 @@ ConsoleApi::ConsoleApi(Store& store, const Clock& clock, ConsoleOptions options)
       approvals_(context_, commands_, outcomes_),
       kubectl_(context_, commands_, outcomes_, approvals_),
       agent_(context_, nodes_, kubectl_, runs_),
+      offers_(context_, signals_),
+      reservations_(context_, signals_),
+      workspace_agent_(context_, signals_, reservations_),
+      signals_(clock),
       commands_(clock, CommandBrokerOptions{.give_up_after = options_.command_timeout}) {
   operations_.Register(routes_);
   accounts_.Register(routes_);
@@ -33,6 +37,9 @@ ConsoleApi::ConsoleApi(Store& store, const Clock& clock, ConsoleOptions options)
   approvals_.Register(routes_);
   kubectl_.Register(routes_);
   agent_.Register(routes_);
+  offers_.Register(routes_);
+  reservations_.Register(routes_);
+  workspace_agent_.Register(routes_);
   routes_.SetFallbacks();
   operations_.AddToScrape([this] { return connections_.Scrape(); });
   operations_.AddToScrape([this] { return kubectl_.Scrape(); });
@@ -44,6 +51,7 @@ ConsoleApi::ConsoleApi(Store& store, const Clock& clock, ConsoleOptions options)
     });
   }
   commands_.StartReaper();
+  signals_.StartReaper();
   presence_.StartFlusher(store, options_.presence_flush_interval);
   approvals_.Start();
 }

@@ -8,7 +8,8 @@
 // (connections, handovers, records), install_api.h (install commands, the chart repository),
 // nodes_api.h (node metrics and plans), runs_api.h (experiment runs), approvals_api.h and
 // kubectl_api.h (kubectl commands, their approvals, the namespace scope, cluster snapshots),
-// agent_api.h (the agent's inventory, uploads and whoami).
+// agent_api.h (the agent's inventory, uploads and whoami), offers_api.h, reservations_api.h and
+// workspace_agent_api.h (workspace execution: offers, reservations, the controller's calls).
 #pragma once
 
 #include "common/metrics.h"
@@ -24,11 +25,15 @@
 #include "console/api/install_api.h"
 #include "console/api/kubectl_api.h"
 #include "console/api/nodes_api.h"
+#include "console/api/offers_api.h"
 #include "console/api/operations_api.h"
+#include "console/api/reservations_api.h"
 #include "console/api/routes.h"
 #include "console/api/runs_api.h"
 #include "console/api/two_factor_api.h"
 #include "console/api/web_api.h"
+#include "console/api/workspace_agent_api.h"
+#include "console/api/workspace_signals.h"
 #include "console/auth/authenticator.h"
 #include "console/auth/failure_guard.h"
 #include "console/auth/password.h"
@@ -83,6 +88,12 @@ class ConsoleApi {
   ApprovalsApi approvals_;
   KubectlApi kubectl_;
   AgentApi agent_;
+  OffersApi offers_;
+  ReservationsApi reservations_;
+  WorkspaceAgentApi workspace_agent_;
+  // After the areas: destroyed before them, answering the long polls still waiting while what
+  // their callbacks use still exists.
+  WorkspaceSignals signals_;
   // Last: destroyed first, while what its callbacks use (the areas, the store, metrics) still
   // exists.
   CommandBroker commands_;

@@ -4,6 +4,9 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
 
 #include "common/secret.h"
 #include "console/api/connection_view.h"
@@ -12,6 +15,7 @@
 #include "console/auth/failure_guard.h"
 #include "console/auth/password.h"
 #include "protocol/upload.h"
+#include "protocol/workspace.h"
 
 namespace uplink::console {
 
@@ -52,6 +56,16 @@ struct ConsoleOptions {
   Secret two_factor_key;
   // The agent images install commands pin by digest (serve --agent-image ...).
   AgentImages agent_images;
+  // Workspace execution (docs/api.md, "Offers"): the console's addresses as the workspace
+  // controller's egress policy allows them (serve --workspace-console-cidrs), the longest
+  // reservation an offer allows unless its supplier says otherwise, the output kept of one
+  // command, and how long past its expiry an active reservation whose end the controller did
+  // not report is marked expired.
+  std::vector<std::string> workspace_console_cidrs;
+  std::int64_t workspace_console_port = 443;
+  std::chrono::seconds default_max_lifetime{24 * 3600};
+  std::int64_t workspace_output_cap_bytes = protocol::kDefaultOutputCapBytes;
+  std::chrono::seconds reservation_expiry_grace{120};
   // Told of every stored upload (serve --remote-write-url forwards node samples); not owned,
   // outlives the ConsoleApi. Null: nothing beyond the store.
   UploadSink* upload_sink = nullptr;

@@ -45,6 +45,8 @@ Result<ImageReference> ParseImageReference(std::string_view text);
 struct AgentImages {
   std::optional<ImageReference> agent;    // inventory and node roles
   std::optional<ImageReference> cluster;  // the cluster role (the agent plus kubectl)
+  // The workspace image execution.json pins (serve --workspace-image).
+  std::optional<ImageReference> workspace;
 };
 
 // Where and how the user installs; not stored.

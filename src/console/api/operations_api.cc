@@ -49,7 +49,27 @@ constexpr std::string_view kAuditActions[] = {"user.create",
                                               "kubectl.approval_requested",
                                               "kubectl.approve",
                                               "kubectl.reject",
-                                              "kubectl.approval_expired"};
+                                              "kubectl.approval_expired",
+                                              "offer.create",
+                                              "offer.connected",
+                                              "offer.review",
+                                              "offer.suspend",
+                                              "offer.resume",
+                                              "offer.execution_create",
+                                              "offer.execution_rotate",
+                                              "offer.execution_disable",
+                                              "offer.execution_revoke",
+                                              "offer.execution_refused",
+                                              "reservation.create",
+                                              "reservation.extend",
+                                              "reservation.command",
+                                              "reservation.provisioning",
+                                              "reservation.running",
+                                              "reservation.stopping",
+                                              "reservation.completed",
+                                              "reservation.cancelled",
+                                              "reservation.failed",
+                                              "reservation.expired"};
 
 }  // namespace
 

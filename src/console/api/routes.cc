@@ -1,12 +1,16 @@
 #include "console/api/routes.h"
 
+#include <algorithm>
+
 #include "console/api/json_fields.h"
+#include "console/api/reservations_api.h"
 #include "console/replies.h"
 #include "console/web/web_assets.h"
 #include "protocol/agent_api.h"
 #include "protocol/commands.h"
 #include "protocol/inventory.h"
 #include "protocol/upload.h"
+#include "protocol/workspace.h"
 
 namespace uplink::console {
 namespace {
@@ -43,9 +47,10 @@ bool OpenBeforeTwoFactor(std::string_view method, std::string_view pattern) {
 // 413 and 415 for user API bodies; the server has already refused bodies over the route's
 // limit, so the size check matters only for routers used without that server.
 std::optional<net::Response> CheckUserBody(const net::Request& request) {
-  if (request.body.size() > kMaxUserBodyBytes) {
+  const size_t limit = std::max(kMaxUserBodyBytes, RequestBodyLimit(request));
+  if (request.body.size() > limit) {
     return ErrorResponse(ResourceExhaustedError("the request body is over the " +
-                                                std::to_string(kMaxUserBodyBytes) +
+                                                std::to_string(limit) +
                                                 "-byte limit for this endpoint"));
   }
   if (!request.body.empty() && !IsJsonContentType(request.headers.Get("Content-Type"))) {
@@ -70,6 +75,14 @@ size_t RouteBodyLimit(const net::Request& head, size_t max_upload_bytes) {
     if (path.starts_with(protocol::kCommandsPathPrefix) &&
         path.ends_with(protocol::kCommandResultSuffix)) {
       return protocol::kMaxCommandResultBytes;
+    }
+    if (path == protocol::kWorkspaceSyncPath) return protocol::kMaxSyncRequestBytes;
+    if (path.starts_with(protocol::kWorkspaceCommandsPathPrefix) &&
+        path.ends_with(protocol::kWorkspaceOutputSuffix)) {
+      return protocol::kMaxOutputRequestBytes;
+    }
+    if (path.starts_with("/api/v1/reservations/") && path.ends_with("/commands")) {
+      return kMaxCommandRequestBytes;
     }
   }
   return kMaxUserBodyBytes;

@@ -19,7 +19,8 @@ namespace uplink::console {
 
 // The body limit for a request, from its method, path and headers alone (net::ServerOptions::
 // body_limit_for): only the agent's inventory report (protocol::kMaxReportBytes), spool uploads
-// (`max_upload_bytes`) and command results (protocol::kMaxCommandResultBytes) may be large;
+// (`max_upload_bytes`), command results (protocol::kMaxCommandResultBytes), the workspace
+// controller's sync and output, and a workspace command's code may be large;
 // every other route takes at most kMaxUserBodyBytes, and GET and HEAD take no body. Applied
 // before the body is read, so an unauthenticated client cannot make the console buffer a large
 // one.

@@ -480,6 +480,129 @@ CREATE TABLE run_problems (
 );
 CREATE INDEX run_problems_by_time ON run_problems (connection_id, reported_at DESC);
 )sql"},
+    {11, R"sql(
+-- Workspace execution (docs/api.md, "Offers", "Reservations"). An offer is one connection's
+-- capacity; its review, approved nodes and execution credentials hang off it.
+CREATE TABLE offers (
+  id TEXT PRIMARY KEY,
+  owner_id TEXT NOT NULL REFERENCES users(id),
+  connection_id TEXT NOT NULL UNIQUE REFERENCES connections(id),
+  gpus INTEGER NOT NULL,
+  country TEXT NOT NULL,
+  available_from INTEGER,
+  available_until INTEGER,
+  price_per_gpu_hour TEXT NOT NULL,
+  currency TEXT NOT NULL,
+  max_lifetime_seconds INTEGER NOT NULL,
+  state TEXT NOT NULL,
+  created_at INTEGER NOT NULL,
+  updated_at INTEGER NOT NULL,
+  execution_enabled INTEGER NOT NULL DEFAULT 0,
+  workload_namespace TEXT NOT NULL DEFAULT 'uplink-workspaces',
+  ssh_enabled INTEGER NOT NULL DEFAULT 0,
+  kubernetes_api_cidrs TEXT NOT NULL DEFAULT '[]',
+  kubernetes_api_port INTEGER NOT NULL DEFAULT 443,
+  helm_release TEXT NOT NULL DEFAULT '',
+  controller_namespace TEXT NOT NULL DEFAULT '',
+  controller_version TEXT NOT NULL DEFAULT '',
+  controller_seen_at INTEGER,
+  controller_draining INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX offers_by_owner ON offers(owner_id, created_at);
+-- The admin's resource review: one per offer, replaced by a new one. Figures per GPU.
+CREATE TABLE offer_reviews (
+  offer_id TEXT PRIMARY KEY REFERENCES offers(id) ON DELETE CASCADE,
+  authority_confirmed INTEGER NOT NULL,
+  hardware_compatible INTEGER NOT NULL,
+  isolation_verified INTEGER NOT NULL,
+  expiry_and_cleanup_checked INTEGER NOT NULL,
+  disk_eviction_tested INTEGER NOT NULL,
+  network_policy_enforced INTEGER NOT NULL,
+  price_includes_traffic INTEGER NOT NULL,
+  cpu_millis_per_gpu INTEGER NOT NULL,
+  memory_bytes_per_gpu INTEGER NOT NULL,
+  disk_bytes_per_gpu INTEGER NOT NULL,
+  transfer_budget_bytes INTEGER NOT NULL,
+  notes TEXT NOT NULL,
+  reviewed_by TEXT NOT NULL,
+  reviewed_by_label TEXT NOT NULL,
+  reviewed_at INTEGER NOT NULL
+);
+CREATE TABLE offer_nodes (
+  offer_id TEXT NOT NULL REFERENCES offers(id) ON DELETE CASCADE,
+  node TEXT NOT NULL,
+  PRIMARY KEY (offer_id, node)
+) WITHOUT ROWID;
+-- exe_ credentials, hashed like agent tokens; a rotation revokes the earlier one.
+CREATE TABLE execution_credentials (
+  id TEXT PRIMARY KEY,
+  offer_id TEXT NOT NULL REFERENCES offers(id) ON DELETE CASCADE,
+  lookup_prefix TEXT NOT NULL,
+  token_hash TEXT NOT NULL,
+  created_at INTEGER NOT NULL,
+  revoked_at INTEGER
+);
+CREATE INDEX execution_credentials_by_prefix ON execution_credentials(lookup_prefix);
+CREATE INDEX execution_credentials_by_offer ON execution_credentials(offer_id, created_at);
+CREATE TABLE reservations (
+  id TEXT PRIMARY KEY,
+  offer_id TEXT NOT NULL REFERENCES offers(id),
+  owner_id TEXT NOT NULL REFERENCES users(id),
+  gpus INTEGER NOT NULL,
+  node TEXT NOT NULL,
+  pod TEXT NOT NULL DEFAULT '',
+  state TEXT NOT NULL,
+  created_at INTEGER NOT NULL,
+  expires_at INTEGER NOT NULL,
+  cpu_millis INTEGER NOT NULL,
+  memory_bytes INTEGER NOT NULL,
+  ephemeral_storage_bytes INTEGER NOT NULL,
+  ended_at INTEGER
+);
+CREATE INDEX reservations_by_offer ON reservations(offer_id, state);
+CREATE INDEX reservations_by_owner ON reservations(owner_id, created_at);
+CREATE TABLE reservation_transitions (
+  id INTEGER PRIMARY KEY,
+  reservation_id TEXT NOT NULL REFERENCES reservations(id) ON DELETE CASCADE,
+  state TEXT NOT NULL,
+  reason TEXT NOT NULL,
+  source TEXT NOT NULL,
+  at INTEGER NOT NULL
+);
+CREATE INDEX reservation_transitions_by_reservation ON reservation_transitions(reservation_id, id);
+-- The controller's event keys applied, so that a re-sent event changes nothing.
+CREATE TABLE workspace_event_keys (
+  offer_id TEXT NOT NULL REFERENCES offers(id) ON DELETE CASCADE,
+  key TEXT NOT NULL,
+  applied_at INTEGER NOT NULL,
+  PRIMARY KEY (offer_id, key)
+) WITHOUT ROWID;
+CREATE TABLE workspace_commands (
+  id TEXT PRIMARY KEY,
+  reservation_id TEXT NOT NULL REFERENCES reservations(id) ON DELETE CASCADE,
+  kind TEXT NOT NULL,
+  code TEXT NOT NULL,
+  timeout_seconds INTEGER NOT NULL,
+  output_cap_bytes INTEGER NOT NULL,
+  state TEXT NOT NULL,
+  exit_code INTEGER,
+  output_bytes INTEGER NOT NULL DEFAULT 0,
+  truncated INTEGER NOT NULL DEFAULT 0,
+  message TEXT NOT NULL DEFAULT '',
+  created_by TEXT NOT NULL,
+  created_at INTEGER NOT NULL,
+  started_at INTEGER,
+  finished_at INTEGER
+);
+CREATE INDEX workspace_commands_by_reservation ON workspace_commands(reservation_id, created_at);
+-- A command's output in the chunks it arrived in: appended, never rewritten.
+CREATE TABLE workspace_command_output (
+  command_id TEXT NOT NULL REFERENCES workspace_commands(id) ON DELETE CASCADE,
+  start INTEGER NOT NULL,
+  data BLOB NOT NULL,
+  PRIMARY KEY (command_id, start)
+) WITHOUT ROWID;
+)sql"},
 };
 
 constexpr const char* kUserColumns =
@@ -1566,6 +1689,8 @@ Status SqliteStore::AcceptReport(const std::string& connection_id, const std::st
     UPLINK_RETURN_IF_ERROR(RecordAgent(
         connection_id,
         AgentSeen{"inventory", report.agent_instance, report.agent_version, received_at}));
+    // An offer waiting for its cluster's inventory is connected now.
+    UPLINK_RETURN_IF_ERROR(MarkOfferConnected(connection_id, audit));
 
     UPLINK_RETURN_IF_ERROR(Change("DELETE FROM connection_nodes WHERE connection_id = ?",
                                   [&](Statement& s) { s.Bind(connection_id); },
@@ -1936,26 +2061,34 @@ Status SqliteStore::BindCluster(const std::string& connection_id, const std::str
   Status status = WriteTransaction([&]() -> Status {
     UPLINK_ASSIGN_OR_RETURN(std::optional<std::string> bound,
                             CheckTokenLive(connection_id, token_hash, audit.at, "call"));
-    if (bound && *bound == cluster_uid) return Status::Ok();
-    if (bound) {
-      // Commits only the refusal's audit event.
-      refusal = RefuseClusterMismatch(audit, cluster_uid, *bound);
-      return refusal.code() == StatusCode::kConflict ? Status::Ok() : refusal;
-    }
-    UPLINK_RETURN_IF_ERROR(Change("UPDATE connections SET cluster_uid = ? WHERE id = ?",
-                                  [&](Statement& s) { s.Bind(cluster_uid).Bind(connection_id); },
-                                  "binding the connection to its cluster")
-                               .status());
-    // Authentication hands out the connection row: the next call must see the binding.
-    connections_by_token_prefix_.clear();
-    AuditEvent bind = audit;
-    bind.action = "connection.bind";
-    bind.outcome = "ok";
-    bind.detail = ToJson(json::object{{"cluster_uid", cluster_uid}});
-    return InsertAudit(bind);
+    return BindOrRefuse(connection_id, bound, cluster_uid, audit,
+                        json::object{{"cluster_uid", cluster_uid}}, refusal);
   }, CredentialCache::kKeep);
   if (!status.ok()) return status;
   return refusal;
+}
+
+Status SqliteStore::BindOrRefuse(const std::string& connection_id,
+                                 const std::optional<std::string>& bound,
+                                 const std::string& cluster_uid, const AuditEvent& audit,
+                                 const json::object& bind_detail, Status& refusal) {
+  if (bound && *bound == cluster_uid) return Status::Ok();
+  if (bound) {
+    // Commits only the refusal's audit event.
+    refusal = RefuseClusterMismatch(audit, cluster_uid, *bound);
+    return refusal.code() == StatusCode::kConflict ? Status::Ok() : refusal;
+  }
+  UPLINK_RETURN_IF_ERROR(Change("UPDATE connections SET cluster_uid = ? WHERE id = ?",
+                                [&](Statement& s) { s.Bind(cluster_uid).Bind(connection_id); },
+                                "binding the connection to its cluster")
+                             .status());
+  // Authentication hands out the connection row: the next call must see the binding.
+  connections_by_token_prefix_.clear();
+  AuditEvent bind = audit;
+  bind.action = "connection.bind";
+  bind.outcome = "ok";
+  bind.detail = ToJson(bind_detail);
+  return InsertAudit(bind);
 }
 
 Result<std::vector<AgentSeen>> SqliteStore::ListAgents(const std::string& connection_id,

@@ -22,6 +22,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/json_fwd.h"
 #include "console/store/store.h"
 
 struct sqlite3;
@@ -195,6 +196,54 @@ class SqliteStore : public Store {
   Result<std::vector<RunProblem>> ListRunProblems(const std::string& connection_id,
                                                   int limit) override;
 
+  // Workspace execution (sqlite_workspace.cc).
+  Status CreateOffer(const Offer& offer, const Connection& connection,
+                     const AuditEvent& connection_audit, const AuditEvent& offer_audit) override;
+  Result<Offer> GetOffer(const std::string& id) override;
+  Result<std::vector<Offer>> ListOffers(const std::string& owner_id) override;
+  Status SaveOfferReview(const std::string& offer_id, OfferState expected,
+                         const OfferReview& review, OfferState state,
+                         const AuditEvent& audit) override;
+  Status SetOfferState(const std::string& offer_id, OfferState expected, OfferState state,
+                       const AuditEvent& audit) override;
+  Status EnableExecution(const std::string& offer_id, const ExecutionSettings& settings,
+                         const std::optional<ExecutionCredential>& credential,
+                         const AuditEvent& audit) override;
+  Status DisableExecution(const std::string& offer_id, bool revoke_credential,
+                          const AuditEvent& audit) override;
+  Result<std::vector<ExecutionCredential>> FindExecutionCredentialsByPrefix(
+      const std::string& lookup_prefix) override;
+  Status BindExecutionCluster(const std::string& offer_id, const std::string& credential_hash,
+                              const std::string& cluster_uid, const AuditEvent& audit) override;
+  Result<Reservation> CreateReservation(const Reservation& reservation,
+                                        const std::vector<PlacementCandidate>& candidates,
+                                        const AuditEvent& audit) override;
+  Result<Reservation> GetReservation(const std::string& id) override;
+  Result<std::vector<Reservation>> ListReservations(const ReservationQuery& query) override;
+  Result<Reservation> StopReservation(const std::string& id, const std::string& reason,
+                                      const AuditEvent& audit) override;
+  Result<Reservation> ExtendReservation(const std::string& id, WallTime expires_at,
+                                        const AuditEvent& audit) override;
+  Result<std::int64_t> ExpireOverdueReservations(WallTime now, std::chrono::seconds grace,
+                                                 const AuditEvent& audit) override;
+  Result<std::vector<std::string>> ApplyWorkspaceSync(const std::string& offer_id,
+                                                      const protocol::WorkspaceSync& sync,
+                                                      WallTime now,
+                                                      const AuditEvent& audit) override;
+  Result<WorkspaceWork> ReadWorkspaceWork(const std::string& offer_id,
+                                          size_t max_commands) override;
+  Status CreateWorkspaceCommand(const WorkspaceCommandRecord& command,
+                                const AuditEvent& audit) override;
+  Result<WorkspaceCommandRecord> GetWorkspaceCommand(const std::string& id) override;
+  Result<std::vector<WorkspaceCommandRecord>> ListWorkspaceCommands(
+      const std::string& reservation_id, int limit) override;
+  Result<std::string> ReadCommandOutput(const std::string& id, std::int64_t offset,
+                                        size_t max_bytes) override;
+  Result<OutputAck> AppendCommandOutput(const std::string& offer_id,
+                                        const std::string& command_id,
+                                        const protocol::WorkspaceOutput& output,
+                                        WallTime now) override;
+
   Status AppendAudit(const AuditEvent& event) override;
   Result<std::vector<AuditEvent>> ListAudit(const AuditQuery& query) override;
 
@@ -260,6 +309,12 @@ class SqliteStore : public Store {
   // a connection bound to `bound`, and returns the Conflict that refuses it.
   Status RefuseClusterMismatch(const AuditEvent& audit, const std::string& cluster_uid,
                                const std::string& bound);
+  // Inside a write transaction: nothing when the connection is bound (`bound`) to
+  // `cluster_uid`; the refusal, into `refusal`, when bound to another; else binds it, writing
+  // `audit` as connection.bind with `bind_detail`.
+  Status BindOrRefuse(const std::string& connection_id, const std::optional<std::string>& bound,
+                      const std::string& cluster_uid, const AuditEvent& audit,
+                      const json::object& bind_detail, Status& refusal);
   // Two-factor (sqlite_two_factor.cc), inside a write transaction: uses up `use` for `audit`
   // (see Store), and replaces the user's recovery codes with `codes`.
   Status UseSecondFactor(const std::string& user_id, const SecondFactorUse& use,
@@ -318,6 +373,24 @@ class SqliteStore : public Store {
   Result<SeriesById> LoadSeries(std::int64_t node_id);
   // The id of the connection's node, or NotFound.
   Result<std::int64_t> SampleNodeId(const std::string& connection_id, const std::string& node);
+
+  // Workspace execution (sqlite_workspace.cc), under mutex_.
+  Result<std::vector<Offer>> QueryOffers(const std::string& tail, const Binder& bind);
+  Result<Offer> ReadOffer(const std::string& id);
+  // FailedPrecondition, saying what it is now, unless the offer is in `expected`.
+  Status MoveOfferState(const std::string& offer_id, OfferState expected, OfferState state,
+                        WallTime at);
+  // Inside AcceptReport's transaction: a draft offer of the connection becomes connected.
+  Status MarkOfferConnected(const std::string& connection_id, const AuditEvent& audit);
+  Result<std::int64_t> CountActiveReservations(const std::string& offer_id);
+  Result<std::vector<Reservation>> QueryReservations(const std::string& tail, const Binder& bind);
+  Result<Reservation> ReadReservation(const std::string& id);
+  // Moves the reservation to `state`, recording the transition and a copy of `audit` (action
+  // "reservation.<state>"); a final state ends its open commands.
+  Status TransitionReservation(const Reservation& reservation, std::string_view state,
+                               std::string_view reason, std::string_view source, WallTime at,
+                               const AuditEvent& audit);
+  Result<WorkspaceCommandRecord> ReadWorkspaceCommand(const std::string& id);
 
   std::mutex mutex_;
   // Write transactions waiting for a group (WriteTransaction), and whether one is committing.

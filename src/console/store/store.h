@@ -21,6 +21,7 @@
 #include "common/time.h"
 #include "console/store/runs.h"
 #include "console/store/sample_series.h"
+#include "console/store/workspace_store.h"
 #include "protocol/inventory.h"
 #include "protocol/plans.h"
 #include "protocol/upload.h"
@@ -544,9 +545,10 @@ struct ConsoleSettings {
   std::optional<WallTime> updated_at;  // none: never changed
 };
 
-class Store {
+// The workspace area's methods are WorkspaceStore's (workspace_store.h).
+class Store : public WorkspaceStore {
  public:
-  virtual ~Store() = default;
+  ~Store() override = default;
 
   // A trivial query, for readiness.
   virtual Status Ping() = 0;

@@ -63,6 +63,30 @@ var clusterRoleRules = []rule{
 	{apiGroups: "metrics.k8s.io", resources: "nodes,pods", verbs: "get,list"},
 }
 
+// The workspace controller's Role, in the workload namespace only: its pods, their exec, the
+// drain marker and the guards it verifies.
+var workspaceRoleRules = []rule{
+	{apiGroups: "", resources: "pods", verbs: "create,delete,get,list,watch"},
+	{apiGroups: "", resources: "pods/exec", verbs: "create,get"},
+	{apiGroups: "", resources: "configmaps", verbs: "create"},
+	{apiGroups: "", resources: "configmaps", resourceNames: "uplink-workspace-drain", verbs: "delete,get"},
+	{apiGroups: "", resources: "limitranges,resourcequotas", verbs: "list"},
+	{apiGroups: "networking.k8s.io", resources: "networkpolicies", verbs: "list"},
+}
+
+// Cluster-wide, only the named reads of its start-up checks.
+var workspaceClusterRules = []rule{
+	{apiGroups: "", resources: "namespaces", resourceNames: "kube-system,uplink-workspaces", verbs: "get"},
+	{apiGroups: "scheduling.k8s.io", resources: "priorityclasses", resourceNames: "uplink-workspace", verbs: "get"},
+	{apiGroups: "admissionregistration.k8s.io", resources: "validatingadmissionpolicies,validatingadmissionpolicybindings",
+		resourceNames: "uplink-workspace", verbs: "get"},
+	{nonResourceURLs: "/version", verbs: "get"},
+}
+
+func executionEnabled(result *helmlite.Result) bool {
+	return asMap(result.Values["execution"])["enabled"] == true
+}
+
 func inventoryClusterRules() []rule {
 	return []rule{
 		{apiGroups: "", resources: "nodes", verbs: "list"},
@@ -81,18 +105,36 @@ func TestRBACRulesAreExactlyTheListedOnes(t *testing.T) {
 		inventoryCluster := ns + "-" + full + "-inventory"
 		clusterCluster := ns + "-" + full + "-cluster"
 
+		workspaceCluster := ns + "-" + full + "-workspace"
+
 		roles := byKind(result, "Role")
-		if len(roles) != 1 || get(roles[0], "metadata", "name") != full+"-inventory" {
-			t.Fatalf("case %s: Roles %v, want only %s-inventory", c.name, names(roles), full)
+		wantRoles := []string{full + "-inventory"}
+		if executionEnabled(result) {
+			wantRoles = append(wantRoles, full+"-workspace")
 		}
-		expectRules(t, c.name+" inventory Role", roles[0]["rules"], []rule{
-			{apiGroups: "", resources: "configmaps", resourceNames: full + "-status", verbs: "patch"},
-		})
+		if strings.Join(names(roles), " ") != strings.Join(wantRoles, " ") {
+			t.Fatalf("case %s: Roles %v, want %v", c.name, names(roles), wantRoles)
+		}
+		for _, role := range roles {
+			if get(role, "metadata", "name") == full+"-workspace" {
+				if get(role, "metadata", "namespace") != "uplink-workspaces" {
+					t.Errorf("case %s: the workspace Role is in %v, not the workload namespace", c.name, get(role, "metadata", "namespace"))
+				}
+				expectRules(t, c.name+" workspace Role", role["rules"], append([]rule(nil), workspaceRoleRules...))
+				continue
+			}
+			expectRules(t, c.name+" inventory Role", role["rules"], []rule{
+				{apiGroups: "", resources: "configmaps", resourceNames: full + "-status", verbs: "patch"},
+			})
+		}
 
 		clusterRoles := byKind(result, "ClusterRole")
 		wantClusterRoles := []string{inventoryCluster}
 		if kubernetesEnabled(result) {
 			wantClusterRoles = append(wantClusterRoles, clusterCluster)
+		}
+		if executionEnabled(result) {
+			wantClusterRoles = append(wantClusterRoles, workspaceCluster)
 		}
 		sort.Strings(wantClusterRoles)
 		if strings.Join(names(clusterRoles), " ") != strings.Join(wantClusterRoles, " ") {
@@ -104,6 +146,8 @@ func TestRBACRulesAreExactlyTheListedOnes(t *testing.T) {
 				expectRules(t, c.name+" inventory ClusterRole", role["rules"], inventoryClusterRules())
 			case clusterCluster:
 				expectRules(t, c.name+" cluster ClusterRole", role["rules"], append([]rule(nil), clusterRoleRules...))
+			case workspaceCluster:
+				expectRules(t, c.name+" workspace ClusterRole", role["rules"], append([]rule(nil), workspaceClusterRules...))
 			}
 			if _, aggregated := role["aggregationRule"]; aggregated {
 				t.Errorf("case %s: ClusterRole %s aggregates other roles", c.name, get(role, "metadata", "name"))
@@ -136,6 +180,11 @@ func TestRBACRulesAreExactlyTheListedOnes(t *testing.T) {
 		if kubernetesEnabled(result) {
 			wantBindings = append(wantBindings, binding{"ClusterRoleBinding", "ClusterRole/" + clusterCluster, full + "-cluster"})
 		}
+		if executionEnabled(result) {
+			wantBindings = append(wantBindings,
+				binding{"RoleBinding", "Role/" + full + "-workspace", full + "-workspace"},
+				binding{"ClusterRoleBinding", "ClusterRole/" + workspaceCluster, full + "-workspace"})
+		}
 		sortBindings := func(b []binding) {
 			sort.Slice(b, func(i, j int) bool { return toJSON(b[i]) < toJSON(b[j]) })
 		}
@@ -148,7 +197,10 @@ func TestRBACRulesAreExactlyTheListedOnes(t *testing.T) {
 }
 
 // Whatever the rule sets above say, nothing anywhere grants a write verb, a wildcard, or
-// anything on Secrets, Services, proxies, exec, attach, port-forward or impersonation.
+// anything on Secrets, Services, proxies, exec, attach, port-forward or impersonation; but for
+// the workspace controller's Role, confined to the workload namespace (whose admission policy
+// admits only workspace pods), whose exact rules TestRBACRulesAreExactlyTheListedOnes checks,
+// and its ClusterRole's one non-resource URL, /version.
 func TestNoRoleGrantsForbiddenAccess(t *testing.T) {
 	chart := loadChart(t)
 	forbiddenVerbs := map[string]bool{"create": true, "update": true, "delete": true,
@@ -156,6 +208,14 @@ func TestNoRoleGrantsForbiddenAccess(t *testing.T) {
 	for _, c := range matrix {
 		result := render(t, chart, c)
 		for _, role := range append(byKind(result, "Role"), byKind(result, "ClusterRole")...) {
+			name := asString(get(role, "metadata", "name"))
+			if role["kind"] == "Role" && name == fullname(c)+"-workspace" {
+				if get(role, "metadata", "namespace") == c.namespaceName() {
+					t.Errorf("case %s: the workspace Role's writes reach the release namespace", c.name)
+				}
+				continue
+			}
+			workspaceClusterRole := role["kind"] == "ClusterRole" && name == c.namespaceName()+"-"+fullname(c)+"-workspace"
 			for _, raw := range asList(role["rules"]) {
 				r := asMap(raw)
 				for _, verb := range asList(r["verbs"]) {
@@ -178,7 +238,7 @@ func TestNoRoleGrantsForbiddenAccess(t *testing.T) {
 						t.Errorf("case %s: %s grants every API group", c.name, get(role, "metadata", "name"))
 					}
 				}
-				if _, ok := r["nonResourceURLs"]; ok {
+				if urls, ok := r["nonResourceURLs"]; ok && !(workspaceClusterRole && toJSON(urls) == `["/version"]`) {
 					t.Errorf("case %s: %s grants non-resource URLs", c.name, get(role, "metadata", "name"))
 				}
 			}

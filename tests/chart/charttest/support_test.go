@@ -40,10 +40,11 @@ func loadChart(t *testing.T) *helmlite.Chart {
 
 // renderCase is one combination of values.
 type renderCase struct {
-	name      string
-	release   string
-	namespace string
-	values    string // YAML laid over the chart's values.yaml
+	name        string
+	release     string
+	namespace   string
+	kubeVersion string // empty: helmlite's default
+	values      string // YAML laid over the chart's values.yaml
 }
 
 // requiredValues are what every install must give (the console and the token).
@@ -84,7 +85,7 @@ func userValues(t *testing.T, yamlTexts ...string) map[string]interface{} {
 func render(t *testing.T, chart *helmlite.Chart, c renderCase) *helmlite.Result {
 	t.Helper()
 	result, err := helmlite.Render(chart, helmlite.Options{
-		ReleaseName: c.releaseName(), Namespace: c.namespaceName(),
+		ReleaseName: c.releaseName(), Namespace: c.namespaceName(), KubeVersion: c.kubeVersion,
 		Values: userValues(t, requiredValues, c.values),
 	})
 	if err != nil {
@@ -92,6 +93,22 @@ func render(t *testing.T, chart *helmlite.Chart, c renderCase) *helmlite.Result 
 	}
 	return result
 }
+
+// executionValues are what execution.json from the console holds, with a credential Secret.
+const executionValues = `
+execution:
+  enabled: true
+  cluster: {offerId: off_0123456789abcdef, name: prod-a}
+  workspaceImage: registry.example/uplink-workspace@sha256:3333333333333333333333333333333333333333333333333333333333333333
+  capacityGpus: 8
+  maxLifetimeSeconds: 86400
+  nodes: [gpu-node-0001, gpu-node-0002]
+  namespace: uplink-workspaces
+  resourcesPerGpu: {cpuMillis: 8000, memoryBytes: 68719476736, ephemeralStorageBytes: 107374182400}
+  kubernetesApi: {cidrs: [10.0.0.1/32], port: 6443}
+  console: {cidrs: [203.0.113.10/32], port: 443}
+  credential: {existingSecret: uplink-execution}
+`
 
 // matrix is the set of value combinations every structural test runs over.
 var matrix = []renderCase{
@@ -230,6 +247,14 @@ experiments:
   statePersistentVolumeClaim: experiments-state
 networkPolicy:
   mlflowCIDRs: [10.20.0.0/16]
+`},
+	{name: "execution", kubeVersion: "v1.35.0", values: executionValues},
+	{name: "execution-runtime", kubeVersion: "v1.34.2", values: executionValues + `
+  runtimeClassName: nvidia
+  hostUsers: false
+  credential: {value: exe_0123456789abcdefghijklmnopqrstuvwxyzABCDEFG}
+networkPolicy:
+  enabled: false
 `},
 	{name: "experiments-off", values: `
 config:

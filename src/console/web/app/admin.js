@@ -12,15 +12,21 @@ const html = htm.bind(h);
 
 // Every action the audit log records (docs/api.md, "Audit log"), for the filter.
 const auditActions = [
-  'api_key.create', 'api_key.revoke', 'connection.approval_rule_add', 'connection.approval_rule_remove',
-  'connection.bind', 'connection.cluster_mismatch', 'connection.create', 'connection.install_plan',
-  'connection.namespaces', 'connection.node_plan', 'connection.revoke', 'connection.rotate',
-  'connection.token_refused', 'handover.redeem', 'handover.refused', 'kubectl.approval_expired',
-  'kubectl.approval_requested', 'kubectl.approve', 'kubectl.reject', 'kubectl.run',
-  'session.confirm', 'session.create', 'session.logout', 'session.refused', 'settings.update',
-  'stream.restart', 'two_factor.disable', 'two_factor.enable', 'two_factor.enroll',
-  'two_factor.recovery_code_used', 'two_factor.recovery_codes', 'two_factor.refused',
-  'two_factor.reset', 'user.create', 'user.deactivate', 'user.password', 'user.reactivate',
+  'api_key.create', 'api_key.revoke', 'connection.approval_rule_add',
+  'connection.approval_rule_remove', 'connection.bind', 'connection.cluster_mismatch',
+  'connection.create', 'connection.install_plan', 'connection.namespaces', 'connection.node_plan',
+  'connection.revoke', 'connection.rotate', 'connection.token_refused', 'handover.redeem',
+  'handover.refused', 'kubectl.approval_expired', 'kubectl.approval_requested', 'kubectl.approve',
+  'kubectl.reject', 'kubectl.run', 'offer.connected', 'offer.create', 'offer.execution_create',
+  'offer.execution_disable', 'offer.execution_refused', 'offer.execution_revoke',
+  'offer.execution_rotate', 'offer.resume', 'offer.review', 'offer.suspend',
+  'reservation.cancelled', 'reservation.command', 'reservation.completed', 'reservation.create',
+  'reservation.expired', 'reservation.extend', 'reservation.failed', 'reservation.provisioning',
+  'reservation.running', 'reservation.stopping', 'session.confirm', 'session.create',
+  'session.logout', 'session.refused', 'settings.update', 'stream.restart', 'two_factor.disable',
+  'two_factor.enable', 'two_factor.enroll', 'two_factor.recovery_code_used',
+  'two_factor.recovery_codes', 'two_factor.refused', 'two_factor.reset', 'user.create',
+  'user.deactivate', 'user.password', 'user.reactivate',
 ];
 
 // How a kubectl command that was allowed ended, when it did not run to an answer.

@@ -17,6 +17,7 @@ import {
 } from './tokens.js';
 import { AgentRefusedNotice } from './two_factor.js';
 import { Badge, ErrorText, HealthBadge, Time, useNow, usePageTitle, usePoll } from './ui.js';
+import { ConnectionExecution } from './workspaces.js';
 import { WorkloadsTab, workloadCounts } from './workloads.js';
 
 const html = htm.bind(h);
@@ -154,6 +155,7 @@ function Overview({ connection, snapshot, now }) {
         connection.expires_in_days ? html` <strong class="warn">(in ${plural(connection.expires_in_days, 'day')})</strong>` : ''}</dd>
       <dt>GPU node selector</dt><dd><${SelectorFact} connection=${connection} /></dd>
     </dl>
+    <${ConnectionExecution} connectionId=${connection.id} />
     <${SecurityEvents} events=${connection.security_events || []} now=${now} />
   </div>`;
 }

@@ -1,5 +1,6 @@
 // The uplink web console: sign-in, the connections (the fleet's health), a connection's tabs,
-// experiment runs, approvals, agent tokens, audit log, API keys and users; a not-found view
+// experiment runs, approvals, agent tokens, offers and reservations (workspaces.js), audit
+// log, API keys and users; a not-found view
 // for any other address. Everything from the cluster is rendered as text (htm escapes it);
 // nothing is ever set as HTML.
 import { h, render } from 'preact';
@@ -13,6 +14,7 @@ import { ConnectionPage, connectionTabs } from './connection.js';
 import { ConnectionsPage } from './connections.js';
 import { RunPage, RunsPage } from './runs.js';
 import { TokensPage } from './tokens.js';
+import { OfferPage, OffersPage, ReservationPage, ReservationsPage } from './workspaces.js';
 import { ApiKeysPage, AuditPage, UsersPage } from './admin.js';
 import { CodeInput, TwoFactorPage, secondFactor } from './two_factor.js';
 import { ErrorText, usePageTitle } from './ui.js';
@@ -148,7 +150,8 @@ function App() {
   const reloadSession = () => api('GET', '/api/v1/web/session').then(setSession, () => {});
   const nav = enrolOnly ? [['two-factor', 'Two-factor'], ['connections', 'Connections']]
     : [['connections', 'Connections'], ['tokens', 'Agent tokens'],
-      ['approvals', html`<${ApprovalsLabel} />`], ['audit', 'Audit log'], ['api-keys', 'API keys']];
+      ['approvals', html`<${ApprovalsLabel} />`], ['offers', 'Offers'], ['reservations', 'Reservations'],
+      ['audit', 'Audit log'], ['api-keys', 'API keys']];
   if (admin && !enrolOnly) nav.push(['users', 'Users']);
   if (!enrolOnly) nav.push(['two-factor', 'Two-factor']);
   let content;
@@ -168,6 +171,10 @@ function App() {
   } else if (!page || (page === 'connections' && route.length === 1)) content = html`<${ConnectionsPage} />`;
   else if (page === 'tokens' && route.length === 1) content = html`<${TokensPage} />`;
   else if (page === 'approvals' && route.length === 1) content = html`<${ApprovalsPage} />`;
+  else if (page === 'offers' && route.length === 1) content = html`<${OffersPage} />`;
+  else if (page === 'offers' && id && route.length === 2) content = html`<${OfferPage} id=${id} admin=${admin} me=${session.user.id} />`;
+  else if (page === 'reservations' && route.length === 1) content = html`<${ReservationsPage} />`;
+  else if (page === 'reservations' && id && route.length === 2) content = html`<${ReservationPage} id=${id} />`;
   else if (page === 'audit' && route.length === 1) content = html`<${AuditPage} />`;
   else if (page === 'api-keys' && route.length === 1) content = html`<${ApiKeysPage} />`;
   else if (page === 'users' && admin && route.length === 1) content = html`<${UsersPage} me=${session.user.id} />`;

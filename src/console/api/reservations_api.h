@@ -1,0 +1,54 @@
+// Reservations (docs/api.md, "Reservations"): GPUs of a qualified offer reserved for a time,
+// placed on one approved node; stop and extend; commands run in the workspace, with their
+// output streamed. Only a reservation's owner and admins see it and act on it; the supplier
+// sees its usage (GPUs, times, state), never commands or output.
+#pragma once
+
+#include <string>
+
+#include "console/api/api_context.h"
+#include "console/api/routes.h"
+#include "console/api/workspace_signals.h"
+#include "protocol/workspace.h"
+
+namespace uplink::console {
+
+// The body of POST /api/v1/reservations/{id}/commands: the code (protocol::
+// kMaxWorkspaceCodeBytes), escaped as JSON at up to six bytes a byte, and the other fields.
+inline constexpr size_t kMaxCommandRequestBytes = 6 * protocol::kMaxWorkspaceCodeBytes + 4096;
+
+class ReservationsApi : private ApiArea {
+ public:
+  ReservationsApi(const ApiContext& context, WorkspaceSignals& signals);
+
+  void Register(Routes& routes);
+  // Marks overdue reservations expired (Store::ExpireOverdueReservations), telling their
+  // controllers. Called before reservations are read, and by the controller's sync.
+  void ExpireOverdue();
+
+ private:
+  Result<net::Response> CreateReservation(const net::Request& request,
+                                          const RequestContext& caller);
+  Result<net::Response> ListReservations(const net::Request& request,
+                                         const RequestContext& caller);
+  Result<net::Response> ShowReservation(const std::string& id, const RequestContext& caller);
+  Result<net::Response> StopReservation(const std::string& id, const net::Request& request,
+                                        const RequestContext& caller);
+  Result<net::Response> ExtendReservation(const std::string& id, const net::Request& request,
+                                          const RequestContext& caller);
+  Result<net::Response> CreateCommand(const std::string& id, const net::Request& request,
+                                      const RequestContext& caller);
+  Result<net::Response> ListCommands(const std::string& id, const RequestContext& caller);
+  // GET …/commands/{cid}?offset=N&wait=S: answers at once when there is output past N or the
+  // command ended, else when either happens or S seconds pass.
+  void ShowCommand(const std::string& id, const std::string& command_id,
+                   const net::Request& request, const RequestContext& caller, net::Reply reply);
+  Result<net::Response> CommandReply(const WorkspaceCommandRecord& command, std::int64_t offset);
+
+  // NotFound unless the caller owns the reservation or is an admin.
+  Result<Reservation> OwnedReservation(const std::string& id, const RequestContext& caller);
+
+  WorkspaceSignals& signals_;
+};
+
+}  // namespace uplink::console

@@ -1,0 +1,313 @@
+// The spool's private parts, shared by the files that implement it (LevelDB's db_impl.h):
+//   recovery.cc  Open: the directory, STATE, the files kept for reuse, the newest segment
+//   append.cc    Append: reserving, writing and syncing, rolling segments, the cap, failures
+//   read.cc      Read and Rewind: the reader's cursor and the damage it meets
+//   spool.cc     Consume, Stats, retiring segments, the oldest record's time, the interface
+//
+// Threads. Appends run side by side, as PostgreSQL inserts WAL records: each caller reserves
+// its record's sequence number and place in the active segment under `mu`, then encodes and
+// writes it without holding `mu`, and waits until a sync covers it. A sync covers every
+// record written before it started, up to the first one still being written; while one runs,
+// the next records are written behind it, and the next sync covers them all (group commit
+// without a leader to hand over to). Everything that rewrites STATE or removes segments
+// (Consume, Open, and an Append when the cap forces a drop) holds `io_mu`, taken before
+// `mu`, so that STATE is written in the order the cursor moves and a removal never races
+// another. Which mutex guards what is written on each member below and checked by clang
+// (mutex.h); what only one thread touches says so.
+//
+// A failed append. When the write of a record or a sync fails, every record not yet durable
+// fails with it; the segment is truncated back to the durable end and the cut synced.
+// Sequence numbers are reused only when both succeed: no reader can have seen those records
+// (readers stop at the durable end), and a power loss cannot bring back records whose Append
+// failed. If either fails, the sequences are abandoned (never reused, and not counted as
+// corrupt when found missing) and the next record starts a new segment, away from the
+// unknown bytes. Either way, a failure after which the segment holds records also makes the
+// next record start a new segment, so that consuming can free the old one on a full disk.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "common/log.h"
+#include "spool/filename.h"
+#include "spool/log_reader.h"
+#include "spool/mutex.h"
+#include "spool/spool.h"
+#include "spool/state_file.h"
+
+namespace uplink::spool {
+
+const ::uplink::log::Logger& SpoolLog();
+
+// The options, resolved and checked (ResolveLimits in spool.cc).
+struct Limits {
+  std::uint64_t max_bytes = 0;
+  std::uint64_t max_record_bytes = 0;
+  std::uint64_t segment_bytes = 0;
+};
+
+// A record's early write-out (StartWriteback) below this size is left to the sync, which
+// sends it with its neighbours in one request: a small request costs the disk about as much
+// as a large one.
+constexpr std::uint64_t kMinWriteOut = 32 << 10;
+// Encoding buffers kept for the next appends, and the size above which one is let go of (a
+// record near the limit, 16 MiB by default, must not pin that much memory for good).
+constexpr size_t kMaxSpareBuffers = 16;
+constexpr size_t kMaxSpareBufferBytes = 2 << 20;
+// Records a reader has returned and that wait to be consumed, remembered so that the append
+// time of the oldest waiting record is known without I/O (a shipper's batch fits easily).
+constexpr size_t kMaxRememberedReads = 16384;
+// Consumed segment files kept for reuse. Overwriting a file's blocks needs no block
+// allocation, so its fdatasync flushes data without a journal commit (about 1.5 times the
+// appending rate on ext4); the writer and a reader that keeps up need two at most.
+constexpr size_t kMaxFreeSegments = 2;
+// The reader never reassembles more than this (or the configured record limit, if larger),
+// so that a record written under a larger limit is still read.
+constexpr std::uint64_t kMinReaderRecordLimit = 16ull << 20;
+
+LossCount& operator+=(LossCount& a, const LossCount& b);
+
+struct Spool::Impl {
+  struct Segment {
+    std::uint64_t first = 0;         // its first sequence (its name)
+    std::uint64_t size = 0;          // bytes written, as far as this process knows
+    std::uint64_t readable_end = 0;  // readers stop here: everything before is durable
+    // The disk the file takes: larger than `size` while a recycled file is being overwritten
+    // (its previous records follow the new ones; readers stop at them: their sequences are
+    // lower), or while a new one has blocks preallocated past its end.
+    std::uint64_t allocated = 0;
+    // Bytes of a recycled file that it already had: writing there allocates no blocks.
+    std::uint64_t overwritable = 0;
+    bool recycled = false;
+    // False when the file may hold a torn write's records past what was cut: never reused.
+    bool reusable = true;
+    std::string name() const { return SegmentFileName(first, recycled); }
+  };
+
+  struct FreeSegment {
+    std::uint64_t name = 0;  // the number in its name
+    std::uint64_t bytes = 0;
+  };
+
+  // An Append from reserving its place in the active segment until its write returns. On
+  // its caller's stack; guarded by `mu`.
+  struct PendingWrite {
+    std::uint64_t sequence = 0;
+    std::uint64_t start = 0, end = 0;  // its bytes in the active segment
+    WallTime appended_at;
+    bool written = false;  // its write returned, and succeeded
+    CondVar changed;       // it became durable, may start a sync, or failed
+  };
+
+  // A record written to the active segment and not yet durable; they sync in order.
+  struct UnsyncedRecord {
+    std::uint64_t sequence = 0;
+    std::uint64_t end = 0;  // where its bytes end in the active segment
+    WallTime appended_at;
+  };
+
+  // Damage the reader found, added to the persisted counters once the records around it are
+  // consumed, so that damage found again after a restart or a Rewind is counted once.
+  struct PendingCorruption {
+    std::uint64_t first = 0;  // the missing sequences are first..last; none when first > last
+    std::uint64_t last = 0;
+    std::uint64_t records = 0;
+    std::uint64_t bytes = 0;
+  };
+
+  // Where a record the reader returned lies, and when it was appended.
+  struct ReadMark {
+    std::uint64_t sequence = 0;
+    WallTime appended_at;
+    std::uint64_t segment = 0;  // the first sequence of its segment
+    std::uint64_t end_offset = 0;
+  };
+
+  struct ReadItem {
+    SpoolRecord record;
+    ReadMark mark;
+  };
+
+  struct Cursor {
+    std::uint64_t segment = 0;
+    std::string name;  // its file's
+    std::unique_ptr<ReadableFile> file;       // null when the file has vanished
+    std::unique_ptr<framing::Reader> reader;  // null when the file has vanished
+  };
+
+  // Damage met by the reader: held unattributed until the next intact record shows which
+  // sequences it took with it.
+  class ReaderReporter final : public framing::Reporter {
+   public:
+    explicit ReaderReporter(Impl& impl) : impl_(impl) {}
+    void Corruption(std::uint64_t offset, std::uint64_t bytes, std::string_view reason) override;
+
+   private:
+    Impl& impl_;
+  };
+
+  Impl(FileSystem& fs, std::string dir, Limits limits, const Clock& clock)
+      : fs(fs), dir(std::move(dir)), limits(limits), clock(clock), reporter(*this) {}
+  // A clean close leaves the cursor durable, so only a power loss ever sends records again.
+  ~Impl();
+
+  std::string PathOf(std::string_view name) const { return dir + "/" + std::string(name); }
+  std::string SegmentPath(const Segment& segment) const { return PathOf(segment.name()); }
+  size_t ReaderRecordLimit() const;
+
+  // ---- the segment list (spool.cc) -------------------------------------------------------
+  std::optional<size_t> FindSegment(std::uint64_t first) const REQUIRES(mu);
+  // The segment that holds `sequence`, or the oldest when it is older than all of them.
+  // The list must not be empty.
+  size_t SegmentHolding(std::uint64_t sequence) const REQUIRES(mu);
+  // The last sequence segment `index` can hold.
+  std::uint64_t LastSequenceOf(size_t index) const REQUIRES(mu);
+  // The disk the spool holds: segments and the files kept for reuse.
+  std::uint64_t TotalBytes() const REQUIRES(mu);
+  std::uint64_t AbandonedWithin(std::uint64_t first, std::uint64_t last) const REQUIRES(mu);
+
+  // ---- Open (recovery.cc) ----------------------------------------------------------------
+  Status Recover() EXCLUDES(io_mu, mu);
+  Result<bool> LoadState(std::optional<std::uint64_t> first_segment,
+                         const std::vector<std::uint64_t>& frees) REQUIRES(io_mu) EXCLUDES(mu);
+  void RecoverFreeSegments(const std::vector<std::uint64_t>& numbers) EXCLUDES(mu);
+  Status RecoverNewestSegment() REQUIRES(io_mu) EXCLUDES(mu);
+  static bool AllZero(const ReadableFile& file, std::uint64_t from, std::uint64_t to);
+  // The newest segment takes no more appends: the next record starts a new one, whose name
+  // (its first sequence) must differ from this one's.
+  void AbandonNewestSegment() REQUIRES(mu);
+
+  // ---- STATE, retiring segments, the oldest record's time (spool.cc) --------------------
+  // Makes `next` (just persisted) the state, and forgets what it consumed.
+  void AdoptState(const PersistentState& next) REQUIRES(mu);
+  // Retires every segment but the newest whose records are all consumed.
+  Status RemoveConsumedSegments() REQUIRES(io_mu) EXCLUDES(mu);
+  // Removes segments whose records are all consumed or dropped, or with `recycle` keeps
+  // their files for reuse while the pool has room (a file under half a segment is not worth
+  // keeping). Stops at the first failure, which is logged and returned: the cursor is
+  // persisted already, so the next Consume or Open retires what is left.
+  Status RetireSegments(const std::vector<std::uint64_t>& doomed, bool recycle)
+      REQUIRES(io_mu) EXCLUDES(mu);
+  // Finds the append time of the oldest waiting record: from the records the reader returned
+  // when they cover it, else by reading from the end of the record consumed_through (when
+  // the reader returned it) or from the start of the segment that holds it.
+  void RefreshOldest() EXCLUDES(mu);
+  std::optional<WallTime> FindFirstWaiting(const std::vector<Segment>& snapshot,
+                                           std::uint64_t after,
+                                           const std::optional<ReadMark>& hint);
+  Status Consume(std::uint64_t through, LossCount rejected) EXCLUDES(io_mu, mu);
+  SpoolStats Stats() const EXCLUDES(mu);
+
+  // ---- Append (append.cc) ----------------------------------------------------------------
+  Result<std::uint64_t> Append(std::string_view payload) EXCLUDES(io_mu, mu);
+  // Waits until a record may be reserved in the active segment, starting a new segment when
+  // the active one is full (once the appends in flight are out).
+  Status ReadyToReserve() REQUIRES(mu) EXCLUDES(io_mu);
+  // Whether the next record starts a new segment.
+  bool MustRoll() const REQUIRES(mu);
+  // Notes that `write` returned; records written without a gap before them become unsynced.
+  void WriteReturned(PendingWrite& write, bool succeeded) REQUIRES(mu);
+  // Waits until `write`'s record is durable, syncing when no sync covers it.
+  Status AwaitDurable(PendingWrite& write, Status written) REQUIRES(mu);
+  // Syncs the active segment, making every record written so far durable; releases `mu` for
+  // the sync.
+  Status SyncWritten() REQUIRES(mu);
+  // Fails every record not yet durable, and once their appends are out cuts the segment back
+  // to `start` (the durable end) and decides whether the sequences from `first` may be used
+  // again.
+  void RepairFailure(const Status& status, std::uint64_t first, std::uint64_t start)
+      REQUIRES(mu);
+  // An append leaves the pipeline, failed.
+  void LeaveFailed(PendingWrite& write) REQUIRES(mu);
+  // Wakes the appends whose records are now durable, and the first one that is not, which
+  // may start the next sync or repair a failure.
+  void WakeAwaiting() REQUIRES(mu);
+  // Wakes every append in flight (a failure is being repaired).
+  void WakeAllAwaiting() REQUIRES(mu);
+  size_t AppendsNotDurable() const REQUIRES(mu);
+  // Starts segment `first`, in a file kept for reuse when there is one, and makes its
+  // directory entry durable before anything is written to it.
+  Status Roll(std::uint64_t first) EXCLUDES(mu);
+  // Allocates a new segment file's blocks up front, as far as the cap leaves room (so that
+  // it never drops a record): appending to them needs no block allocation to be made
+  // durable with every sync, and no free space. A torn segment releases them at Open.
+  void Preallocate(InPlaceFile& file, Segment& segment) EXCLUDES(mu);
+  // Gives the files kept for reuse back to the disk (the cap counts them).
+  Status DiscardFreeSegments() REQUIRES(io_mu) EXCLUDES(mu);
+  // The disk the spool will hold once bytes [start, end) of the active segment are written:
+  // in a recycled file a record overwrites bytes already counted.
+  std::uint64_t BytesAfterWrite(std::uint64_t start, std::uint64_t end) const REQUIRES(mu);
+  Status MakeRoom(std::uint64_t start, std::uint64_t end) EXCLUDES(io_mu, mu);
+
+  // ---- Read (read.cc) --------------------------------------------------------------------
+  Result<std::vector<SpoolRecord>> Read(size_t max_bytes, size_t max_records) EXCLUDES(mu);
+  Status OpenCursor(std::uint64_t segment, std::uint64_t offset, std::uint64_t limit)
+      EXCLUDES(mu);
+  // The next record for the reader; none at the durable end.
+  Result<std::optional<ReadItem>> NextRecord() EXCLUDES(mu);
+  // Intact record `sequence` arrived: the sequences skipped since the last one, and the
+  // damaged bytes met meanwhile, become a pending corruption.
+  void NoteArrival(std::uint64_t sequence) EXCLUDES(mu);
+  void Rewind() EXCLUDES(mu);
+
+  FileSystem& fs;
+  const std::string dir;
+  const Limits limits;
+  const Clock& clock;
+  std::unique_ptr<FileLock> lock;  // set by Open, then never touched
+
+  Mutex io_mu ACQUIRED_BEFORE(mu);
+  std::unique_ptr<StateFile> state_file GUARDED_BY(io_mu);
+
+  mutable Mutex mu;
+  PersistentState state GUARDED_BY(mu);  // as last written to STATE
+  std::deque<Segment> segments GUARDED_BY(mu);
+  // segments.back(), when appends may go there.
+  std::unique_ptr<InPlaceFile> active GUARDED_BY(mu);
+  std::deque<FreeSegment> free_segments GUARDED_BY(mu);  // consumed files kept for reuse
+  bool roll_before_next_record GUARDED_BY(mu) = false;
+  std::uint64_t next_sequence GUARDED_BY(mu) = 1;
+  std::uint64_t last_durable GUARDED_BY(mu) = 0;
+  // Sequences skipped after failures, as inclusive ranges.
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> abandoned GUARDED_BY(mu);
+  // The write pipeline (Append). In the active segment: where the next record goes, the
+  // records reserved and not yet written without a gap before them (in order), the end of
+  // those that are (all before it is written), and the written ones not yet durable.
+  std::uint64_t reserved_end GUARDED_BY(mu) = 0;
+  std::deque<PendingWrite*> writing GUARDED_BY(mu);
+  std::deque<PendingWrite*> awaiting GUARDED_BY(mu);  // all appends in flight, in order
+  std::uint64_t written_end GUARDED_BY(mu) = 0;
+  std::deque<UnsyncedRecord> unsynced GUARDED_BY(mu);
+  CondVar writes_returned;  // a record was reserved or written, or a write failed
+  bool syncing GUARDED_BY(mu) = false;
+  // The last sync: how long it took, and how many appends were in flight when it ended.
+  std::chrono::steady_clock::duration last_sync_time GUARDED_BY(mu){};
+  size_t last_sync_appends GUARDED_BY(mu) = 0;
+  bool rolling GUARDED_BY(mu) = false;
+  bool write_failed GUARDED_BY(mu) = false;  // a failed write waits to be repaired
+  int appends_in_flight GUARDED_BY(mu) = 0;  // from reserving until durable or failed
+  std::optional<Status> pipeline_failure GUARDED_BY(mu);  // set while a failure is repaired
+  CondVar pipeline_changed;  // a roll or a repair ended, or an append left the pipeline
+  std::vector<std::string> spare_buffers GUARDED_BY(mu);
+  std::optional<WallTime> oldest GUARDED_BY(mu);
+  std::deque<PendingCorruption> pending_corruption GUARDED_BY(mu);  // in sequence order
+  std::uint64_t unattributed_damage_bytes GUARDED_BY(mu) = 0;
+  std::deque<ReadMark> returned GUARDED_BY(mu);      // returned by Read and waiting, in order
+  std::uint64_t trimmed_through GUARDED_BY(mu) = 0;  // marks let go of for room, up to here
+  std::optional<ReadMark> anchor GUARDED_BY(mu);     // where the record consumed_through ends
+
+  // The reader's position: used by the reading thread only (Read and Rewind).
+  ReaderReporter reporter;
+  std::optional<Cursor> cursor;
+  std::uint64_t expected = 1;     // the sequence the reader expects next
+  std::optional<ReadItem> stash;  // read, but over the last batch's byte limit
+};
+
+}  // namespace uplink::spool
