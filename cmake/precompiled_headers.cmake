@@ -27,33 +27,41 @@ set(UPLINK_PCH_HEADERS
   <boost/json.hpp>)
 
 # Included before any target is declared (for the option and flags above); this is called once
-# after every target is (the top-level CMakeLists.txt).
-function(uplink_use_precompiled_headers)
+# after every target is (the top-level CMakeLists.txt). A target that links GoogleTest is a
+# test: it compiles with UPLINK_TEST_COMPILE_OPTIONS and the precompiled header with
+# GoogleTest, which is built with the same options.
+function(uplink_finish_targets)
+  uplink_targets_under(${PROJECT_SOURCE_DIR} targets)
+  set(use_pch ON)
   if(NOT UPLINK_PCH OR UPLINK_FUZZ)
     # libFuzzer builds add sanitizer flags per target, which a shared header cannot match.
-    return()
+    set(use_pch OFF)
   endif()
-  # The holders compile nothing but their header.
-  add_library(uplink_pch OBJECT ${PROJECT_SOURCE_DIR}/cmake/pch_holder.cc)
-  target_precompile_headers(uplink_pch PRIVATE ${UPLINK_PCH_HEADERS})
-  add_library(uplink_test_pch OBJECT ${PROJECT_SOURCE_DIR}/cmake/pch_holder.cc)
-  target_precompile_headers(uplink_test_pch PRIVATE ${UPLINK_PCH_HEADERS} <gtest/gtest.h>)
-  target_link_libraries(uplink_test_pch PRIVATE GTest::gtest)
+  if(use_pch)
+    # The holders compile nothing but their header.
+    add_library(uplink_pch OBJECT ${PROJECT_SOURCE_DIR}/cmake/pch_holder.cc)
+    target_precompile_headers(uplink_pch PRIVATE ${UPLINK_PCH_HEADERS})
+    add_library(uplink_test_pch OBJECT ${PROJECT_SOURCE_DIR}/cmake/pch_holder.cc)
+    target_precompile_headers(uplink_test_pch PRIVATE ${UPLINK_PCH_HEADERS} <gtest/gtest.h>)
+    target_link_libraries(uplink_test_pch PRIVATE GTest::gtest)
+    target_compile_options(uplink_test_pch PRIVATE ${UPLINK_TEST_COMPILE_OPTIONS})
+  endif()
 
-  uplink_targets_under(${PROJECT_SOURCE_DIR} targets)
   foreach(target IN LISTS targets)
     get_target_property(type ${target} TYPE)
     get_target_property(imported ${target} IMPORTED)
     get_target_property(pic ${target} POSITION_INDEPENDENT_CODE)
     # Shared libraries compile with -fPIC, which a header precompiled without it cannot serve.
-    if(imported OR pic OR target MATCHES "^uplink_(test_)?pch$" OR
-       NOT type MATCHES "^(STATIC_LIBRARY|OBJECT_LIBRARY|EXECUTABLE)$")
+    if(imported OR pic OR NOT type MATCHES "^(STATIC_LIBRARY|OBJECT_LIBRARY|EXECUTABLE)$")
       continue()
     endif()
     get_target_property(libraries ${target} LINK_LIBRARIES)
     if(libraries MATCHES "GTest::")
-      target_precompile_headers(${target} REUSE_FROM uplink_test_pch)
-    else()
+      target_compile_options(${target} PRIVATE ${UPLINK_TEST_COMPILE_OPTIONS})
+      if(use_pch)
+        target_precompile_headers(${target} REUSE_FROM uplink_test_pch)
+      endif()
+    elseif(use_pch)
       target_precompile_headers(${target} REUSE_FROM uplink_pch)
     endif()
   endforeach()
