@@ -11,7 +11,8 @@
 //    handed out -> pod Running, as the controller reports it (its `running` event reaching
 //    the console) and as kubesim sees it (a pod list every 50 ms), p50 and p99, less the
 //    simulated pod start. Then all N stopped at once: stop handed out -> the `completed`
-//    event (sent once the delete is accepted) and -> the pod gone from kubesim's list.
+//    event (sent once the controller sees the pod gone) and -> the pod gone from kubesim's
+//    list.
 // 2. The controller's peak RSS (VmHWM) and CPU seconds (utime + stime) per reservation, over
 //    its whole run.
 // 3. The baseline in the same run: the reference design (peers.md), one booking at a time,
@@ -396,8 +397,8 @@ int main(int argc, char** argv) {
   PrintRow("handed out -> Running, reported, less the pod start", controller.running_reported);
   PrintRow("handed out -> Running, kubesim (50 ms list), less pod start",
            controller.running_kubesim);
-  // `completed` goes to the console once the delete is accepted, before the pod is gone.
-  PrintRow("stop handed out -> completed reported (delete accepted)", controller.deleted_reported);
+  // `completed` goes to the console once the controller's pod list shows the pod gone.
+  PrintRow("stop handed out -> completed reported (pod gone)", controller.deleted_reported);
   PrintRow("stop handed out -> pod gone, kubesim (50 ms list)", controller.deleted_kubesim);
   std::printf("  controller: peak RSS %.1f MiB, %.1f ms CPU per reservation (%.2f s CPU in all, "
               "%.1f s from first reservation to last deletion)\n",

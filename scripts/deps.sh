@@ -43,6 +43,9 @@ if [[ "$profile" == all ]]; then
     # rootless podman, mmdebstrap for base images from Debian's archive, and Debian's
     # docker-registry for the test's registry on loopback
     podman runc uidmap mmdebstrap docker-registry
+    # workspace SSH: sshd -T checks deploy/workspace/sshd_config; the client logs in through
+    # sshd -i in a workspace container
+    openssh-server openssh-client
     # the chart tests' renderer (tests/chart): Go's text/template with sprig, as Helm
     # renders, plus YAML and JSON Schema; built offline from Debian's Go sources
     golang-go golang-github-masterminds-sprig-dev golang-k8s-sigs-yaml-dev

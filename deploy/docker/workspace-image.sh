@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The workspace image reservations run in: Debian 12 minbase with python3, and the user
+# The workspace image reservations run in: Debian 12 minbase with python3 and OpenSSH (not
+# started: deploy/workspace/Dockerfile adds the SSH configuration on it), and the user
 # "workspace" (UID and GID 1000) it runs as by default. Built with podman from a base that
 # debian-base.sh makes, once per machine: podman's storage keeps it under a tag keyed by what
 # goes in it, so later runs only look it up.
@@ -17,7 +18,7 @@ command -v podman >/dev/null || { echo "workspace-image: podman is missing: run 
 # shellcheck source=podman-setup.sh
 . "$root/deploy/docker/podman-setup.sh"
 
-base_built=$("$root/deploy/docker/debian-base.sh" python3)
+base_built=$("$root/deploy/docker/debian-base.sh" python3,openssh-server)
 read -r tarball base_key <<< "$base_built"
 base="localhost/uplink-workspace-base:$base_key"
 containerfile="FROM $base

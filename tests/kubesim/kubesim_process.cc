@@ -8,6 +8,14 @@
 #include "kubesim/kubeconfig.h"
 
 namespace uplink::kubesim::testing {
+namespace {
+
+std::string Trimmed(std::string text) {
+  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
+  return text;
+}
+
+}  // namespace
 
 CommandResult RunCommand(const std::vector<std::string>& argv, const std::vector<std::string>& env,
                          std::chrono::seconds timeout) {
@@ -75,6 +83,32 @@ CommandResult KubesimProcess::KubectlWith(const std::string& kubeconfig,
   return uplink::testing::RunCommand(
       argv, std::chrono::seconds(60),
       uplink::testing::EnvWith({{"HOME", home.path()}, {"KUBECONFIG", ""}}), stdin_data);
+}
+
+Result<std::string> WorkspaceImage() {
+  CommandResult built = uplink::testing::RunCommand(
+      {std::string(UPLINK_SOURCE_DIR) + "/deploy/docker/workspace-image.sh"},
+      std::chrono::seconds(900));
+  if (built.exit_code != 0) return UnavailableError("workspace-image.sh failed: " + built.err);
+  std::string image = Trimmed(built.out);
+  if (!image.starts_with("localhost/uplink-workspace@sha256:")) {
+    return DataLossError("workspace-image.sh printed no image by digest: " + built.out);
+  }
+  return image;
+}
+
+CommandResult Podman(const std::vector<std::string>& args) {
+  std::vector<std::string> argv = {"/usr/bin/podman", "--runtime", "/usr/sbin/runc",
+                                   "--cgroup-manager", "cgroupfs"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return uplink::testing::RunCommand(argv, std::chrono::seconds(120));
+}
+
+Result<std::string> PodContainers(const std::string& pod_uid) {
+  CommandResult listed =
+      Podman({"ps", "-a", "-q", "--filter", "label=kubesim.uplink.dev/pod-uid=" + pod_uid});
+  if (listed.exit_code != 0) return UnavailableError("podman ps -a: " + listed.err);
+  return Trimmed(listed.out);
 }
 
 }  // namespace uplink::kubesim::testing

@@ -66,4 +66,16 @@ class KubesimProcess {
   std::string server_url_;
 };
 
+// The workspace image by digest (localhost/uplink-workspace@sha256:...), as
+// deploy/docker/workspace-image.sh prints it: built by podman once per machine, then looked up.
+Result<std::string> WorkspaceImage();
+
+// podman as --runtime podman runs it (runc, the cgroupfs manager, the default storage), to
+// look at the containers uplink-kubesim made.
+CommandResult Podman(const std::vector<std::string>& args);
+
+// The ids of the containers, running or exited, that uplink-kubesim made for the pod with
+// this uid (`podman ps -a`), one a line; "" when there are none.
+Result<std::string> PodContainers(const std::string& pod_uid);
+
 }  // namespace uplink::kubesim::testing

@@ -18,18 +18,6 @@ bool Contains(const std::string& text, const std::string& needle) {
   return text.find(needle) != std::string::npos;
 }
 
-std::string Trimmed(std::string text) {
-  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
-  return text;
-}
-
-CommandResult Podman(const std::vector<std::string>& args) {
-  std::vector<std::string> argv = {"/usr/bin/podman", "--runtime", "/usr/sbin/runc",
-                                   "--cgroup-manager", "cgroupfs"};
-  argv.insert(argv.end(), args.begin(), args.end());
-  return uplink::testing::RunCommand(argv, 120s);
-}
-
 std::string Manifests(const std::string& image) {
   return R"(apiVersion: v1
 kind: Namespace
@@ -74,11 +62,9 @@ spec:
 class PodmanRuntimeTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    CommandResult image = uplink::testing::RunCommand(
-        {std::string(UPLINK_SOURCE_DIR) + "/deploy/docker/workspace-image.sh"}, 900s);
-    ASSERT_EQ(image.exit_code, 0) << image.err;
-    image_ = new std::string(Trimmed(image.out));
-    ASSERT_TRUE(image_->starts_with("localhost/uplink-workspace@sha256:")) << *image_;
+    Result<std::string> image = testing::WorkspaceImage();
+    ASSERT_TRUE(image.ok()) << image.status().ToString();
+    image_ = new std::string(*image);
     auto started = KubesimProcess::Start({"--runtime", "podman", "--pod-start-delay", "0s"});
     ASSERT_TRUE(started.ok()) << started.status().ToString();
     kubesim_ = started->release();
@@ -156,8 +142,7 @@ TEST_F(PodmanRuntimeTest, DefaultDenyEgressLeavesNoNetwork) {
 TEST_F(PodmanRuntimeTest, ZzDeletingThePodRemovesItsContainer) {
   std::string uid = Get("{.metadata.uid}");
   ASSERT_FALSE(uid.empty());
-  std::string filter = "label=kubesim.uplink.dev/pod-uid=" + uid;
-  EXPECT_FALSE(Trimmed(Podman({"ps", "-a", "-q", "--filter", filter}).out).empty());
+  EXPECT_NE(testing::PodContainers(uid).value_or(""), "");
   CommandResult deleted =
       kubesim_->Kubectl({"delete", "pod", "workspace", "-n", "workspaces", "--wait=false"});
   ASSERT_EQ(deleted.exit_code, 0) << deleted.err;
@@ -165,7 +150,9 @@ TEST_F(PodmanRuntimeTest, ZzDeletingThePodRemovesItsContainer) {
     return Contains(kubesim_->Kubectl({"get", "pod", "workspace", "-n", "workspaces"}).err,
                     "NotFound");
   }, 60s));
-  EXPECT_EQ(Trimmed(Podman({"ps", "-a", "-q", "--filter", filter}).out), "");
+  Result<std::string> containers = testing::PodContainers(uid);
+  ASSERT_TRUE(containers.ok()) << containers.status().ToString();
+  EXPECT_EQ(*containers, "");
 }
 
 }  // namespace

@@ -154,6 +154,7 @@ bool LooksLikeCredential(std::string_view value) {
       // uplink's own credentials.
       {protocol::kAgentTokenPrefix, 20}, {protocol::kApiKeyPrefix, 20},
       {protocol::kSessionPrefix, 20},    {protocol::kHandoverCodePrefix, 20},
+      {protocol::kExecutionCredentialPrefix, 20},
   };
   for (const Prefix& prefix : kPrefixes) {
     if (PrefixedToken(value, prefix.text, prefix.min_body)) return true;

@@ -303,10 +303,9 @@ Status WorkspaceController::DeletePod(const ExecutionConfig& config, const PodDe
   if (std::optional<WorkspaceEvent> event = EventAfterDeletion(deletion, clock_.Now())) {
     outbox_.Add(std::move(*event));
   }
-  if (!deletion.reservation_id.empty()) {
-    std::lock_guard lock(state_mutex_);
-    ended_.insert(deletion.reservation_id);
-  }
+  std::lock_guard lock(state_mutex_);
+  awaiting_gone_.insert(deletion.pod);
+  if (!deletion.reservation_id.empty()) ended_.insert(deletion.reservation_id);
   return Status::Ok();
 }
 
@@ -322,9 +321,12 @@ Status WorkspaceController::Reconcile(bool fresh) {
   PlanInput input;
   {
     std::lock_guard lock(state_mutex_);
+    std::set<std::string> listed;
     for (const ObservedPod& pod : *pods) {
+      listed.insert(pod.name);
       if (pod.Finished() && !pod.reservation_id.empty()) ended_.insert(pod.reservation_id);
     }
+    std::erase_if(awaiting_gone_, [&](const std::string& pod) { return !listed.contains(pod); });
     input = PlanInput{.desired = desired_,
                       .desired_fresh = fresh,
                       .unlisted_before = unlisted_before_,
@@ -390,17 +392,19 @@ Status WorkspaceController::ExpireOnce() {
 bool WorkspaceController::Busy() const {
   if (outbox_.pending() > 0) return true;
   std::lock_guard lock(state_mutex_);
-  if (waiting_for_capacity_ > 0) return true;
-  return std::any_of(observed_.begin(), observed_.end(), [](const ObservedPod& pod) {
-    return pod.phase == "Pending" || pod.deleting;
-  });
+  return waiting_for_capacity_ > 0 || PodsInMotionLocked();
 }
 
 bool WorkspaceController::PodsInMotion() const {
   std::lock_guard lock(state_mutex_);
-  return std::any_of(observed_.begin(), observed_.end(), [](const ObservedPod& pod) {
-    return pod.phase == "Pending" || pod.deleting;
-  });
+  return PodsInMotionLocked();
+}
+
+bool WorkspaceController::PodsInMotionLocked() const {
+  return !awaiting_gone_.empty() ||
+         std::any_of(observed_.begin(), observed_.end(), [](const ObservedPod& pod) {
+           return pod.phase == "Pending" || pod.deleting;
+         });
 }
 
 void WorkspaceController::WaitWhileBusy(StopSignal& stop) {

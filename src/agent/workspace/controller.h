@@ -170,8 +170,10 @@ class WorkspaceController {
   bool PostOutput(CommandTask& task, const CommandOutcome* outcome);
   void ReapCommandThreads(bool all);
   bool Busy() const;
-  // A pod starting or being deleted.
+  // A pod starting or being deleted (including one whose deletion was accepted but that the
+  // last list still showed).
   bool PodsInMotion() const;
+  bool PodsInMotionLocked() const;
   // Up to the busy interval: lists the pods every pod_poll_interval while some are in motion,
   // and ends early when that makes an event for the console.
   void WaitWhileBusy(StopSignal& stop);
@@ -199,6 +201,9 @@ class WorkspaceController {
   std::set<std::string> unlisted_before_;
   std::set<std::string> ended_;
   std::vector<ObservedPod> observed_;
+  // Pods whose deletion Kubernetes accepted and that a list has not yet shown gone: they keep
+  // the pod polling on, so that `completed` goes out as soon as a stopped pod is gone.
+  std::set<std::string> awaiting_gone_;
   size_t waiting_for_capacity_ = 0;
   std::optional<SteadyTime> last_full_reconcile_;
   std::string last_problem_;

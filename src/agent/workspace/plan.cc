@@ -75,9 +75,6 @@ std::string_view DeleteReasonName(DeleteReason reason) {
 std::optional<WorkspaceEvent> EventAfterDeletion(const PodDeletion& deletion, WallTime now) {
   if (deletion.reservation_id.empty()) return std::nullopt;
   switch (deletion.reason) {
-    case DeleteReason::kStopped:
-      return MakeEvent(deletion.reservation_id, "completed", "stopped; the workspace pod was deleted",
-                       now, deletion.pod);
     case DeleteReason::kExpired:
       return MakeEvent(deletion.reservation_id, "expired",
                        "the reservation expired; the local expiry loop deleted its workspace",
@@ -85,6 +82,7 @@ std::optional<WorkspaceEvent> EventAfterDeletion(const PodDeletion& deletion, Wa
     case DeleteReason::kDraining:
       return MakeEvent(deletion.reservation_id, "failed",
                        "the supplier drained the workspace namespace", now, deletion.pod);
+    case DeleteReason::kStopped:   // completed once the pod is gone (PlanReconcile)
     case DeleteReason::kFinished:  // its failed event was reported when it was seen finished
     case DeleteReason::kOrphan:    // the console does not know it
       return std::nullopt;

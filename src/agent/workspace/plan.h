@@ -51,8 +51,9 @@ struct PodDeletion {
   std::string detail;  // for the log and the event's reason
 };
 
-// The event to report once a deletion has happened (none for an orphan the console does not
-// know).
+// The event to report once Kubernetes accepted a deletion: none for an orphan the console
+// does not know, nor for a stop, whose `completed` waits until the pod is gone (PlanReconcile
+// reports it when a stopped reservation has no pod left).
 std::optional<WorkspaceEvent> EventAfterDeletion(const PodDeletion& deletion, WallTime now);
 
 struct PlanInput {

@@ -5,6 +5,7 @@
 #include "common/text.h"
 #include "console/api/json_fields.h"
 #include "console/replies.h"
+#include "console/ssh_public_key.h"
 #include "protocol/workspace.h"
 
 namespace uplink::console {
@@ -46,7 +47,22 @@ json::object ReservationJson(const Reservation& r, WallTime now) {
       {"cpu_millis", r.cpu_millis},
       {"memory_bytes", r.memory_bytes},
       {"ephemeral_storage_bytes", r.ephemeral_storage_bytes},
+      {"transfer", json::object{{"budget_bytes", r.transfer_budget_bytes},
+                                {"used_bytes", r.transfer_used_bytes}}},
       {"transitions", std::move(transitions)}};
+}
+
+json::object SshGrantJson(const SshGrant& g, WallTime now) {
+  return json::object{{"id", g.id},
+                      {"reservation_id", g.reservation_id},
+                      {"key_type", g.key_type},
+                      {"public_key", g.public_key},
+                      {"fingerprint", g.fingerprint},
+                      {"comment", g.comment},
+                      {"state", g.revoked_at ? "revoked" : g.LiveAt(now) ? "active" : "expired"},
+                      {"created_at", FormatRfc3339(g.created_at)},
+                      {"expires_at", FormatRfc3339(g.expires_at)},
+                      {"revoked_at", OptionalTime(g.revoked_at)}};
 }
 
 // What the supplier sees of a reservation on their offer: its usage.
@@ -125,6 +141,21 @@ void ReservationsApi::Register(Routes& routes) {
                    [this](const net::Request&, const net::PathParams& params,
                           const RequestContext& caller) {
                      return ListCommands(params.at("id"), caller);
+                   });
+  routes.UserRoute("POST", "/api/v1/reservations/{id}/ssh-grants", Access::kAnyUser,
+                   [this](const net::Request& request, const net::PathParams& params,
+                          const RequestContext& caller) {
+                     return CreateSshGrant(params.at("id"), request, caller);
+                   });
+  routes.UserRoute("GET", "/api/v1/reservations/{id}/ssh-grants", Access::kAnyUser,
+                   [this](const net::Request&, const net::PathParams& params,
+                          const RequestContext& caller) {
+                     return ListSshGrants(params.at("id"), caller);
+                   });
+  routes.UserRoute("DELETE", "/api/v1/reservations/{id}/ssh-grants/{grant_id}", Access::kAnyUser,
+                   [this](const net::Request&, const net::PathParams& params,
+                          const RequestContext& caller) {
+                     return RevokeSshGrant(params.at("id"), params.at("grant_id"), caller);
                    });
   routes.AsyncUserRoute(
       "GET", "/api/v1/reservations/{id}/commands/{command_id}", Access::kAnyUser,
@@ -220,6 +251,7 @@ Result<net::Response> ReservationsApi::CreateReservation(const net::Request& req
     UPLINK_ASSIGN_OR_RETURN(reservation.ephemeral_storage_bytes,
                             Total(offer->review->disk_bytes_per_gpu, gpus,
                                   protocol::kMaxWorkspaceBytes, "disk"));
+    reservation.transfer_budget_bytes = offer->review->transfer_budget_bytes;
   }
   AuditEvent audit = CallerEvent(caller, now, "reservation.create", "reservation", reservation.id,
                                  caller.user.id,
@@ -345,6 +377,78 @@ Result<net::Response> ReservationsApi::ExtendReservation(const std::string& id,
                                           reservation.owner_id, {{"seconds", more}})));
   signals_.Notify("offer:" + reservation.offer_id);
   return JsonResponse(200, ReservationJson(extended, now));
+}
+
+Result<net::Response> ReservationsApi::CreateSshGrant(const std::string& id,
+                                                      const net::Request& request,
+                                                      const RequestContext& caller) {
+  UPLINK_ASSIGN_OR_RETURN(Reservation reservation, OwnedReservation(id, caller));
+  UPLINK_ASSIGN_OR_RETURN(json::object body, ReadJsonObject(request.body));
+  FieldReader fields(body, "");
+  UPLINK_RETURN_IF_ERROR(fields.OnlyFields({"public_key", "expires_at"}));
+  UPLINK_ASSIGN_OR_RETURN(std::string text,
+                          fields.RequiredString("public_key", kMaxSshPublicKeyLineBytes + 2));
+  UPLINK_ASSIGN_OR_RETURN(SshPublicKey key, ParseSshPublicKey(text));
+  UPLINK_ASSIGN_OR_RETURN(auto expires_text, fields.String("expires_at", 64));
+  const WallTime now = clock_.Now();
+  // At most the reservation's end: a later expiry is cut to it (the reply says the one kept).
+  WallTime expires_at = reservation.expires_at;
+  if (expires_text) {
+    UPLINK_ASSIGN_OR_RETURN(WallTime wanted, ParseFutureTime("expires_at", *expires_text, now));
+    expires_at = std::min(wanted, reservation.expires_at);
+  }
+  SshGrant grant;
+  grant.id = NewSshGrantId();
+  grant.reservation_id = reservation.id;
+  grant.key_type = key.type;
+  grant.public_key = key.Authorized();
+  grant.fingerprint = key.fingerprint;
+  grant.comment = key.comment;
+  grant.created_by = caller.user.id;
+  grant.created_at = now;
+  grant.expires_at = expires_at;
+  UPLINK_RETURN_IF_ERROR(store_.CreateSshGrant(
+      grant, CallerEvent(caller, now, "ssh_grant.create", "reservation", reservation.id,
+                         reservation.owner_id,
+                         {{"grant_id", grant.id},
+                          {"key_type", grant.key_type},
+                          {"fingerprint", grant.fingerprint},
+                          {"expires_at", FormatRfc3339(expires_at)}})));
+  log_.Info("ssh grant created", {{"reservation_id", reservation.id},
+                                  {"grant_id", grant.id},
+                                  {"fingerprint", grant.fingerprint}});
+  signals_.Notify("offer:" + reservation.offer_id);
+  return JsonResponse(201, SshGrantJson(grant, now));
+}
+
+Result<net::Response> ReservationsApi::ListSshGrants(const std::string& id,
+                                                     const RequestContext& caller) {
+  UPLINK_ASSIGN_OR_RETURN(Reservation reservation, OwnedReservation(id, caller));
+  UPLINK_ASSIGN_OR_RETURN(std::vector<SshGrant> grants, store_.ListSshGrants(reservation.id));
+  const WallTime now = clock_.Now();
+  json::array list;
+  for (const SshGrant& grant : grants) list.push_back(SshGrantJson(grant, now));
+  return JsonResponse(200, {{"ssh_grants", std::move(list)}});
+}
+
+Result<net::Response> ReservationsApi::RevokeSshGrant(const std::string& id,
+                                                      const std::string& grant_id,
+                                                      const RequestContext& caller) {
+  UPLINK_ASSIGN_OR_RETURN(Reservation reservation, OwnedReservation(id, caller));
+  if (!IsSshGrantId(grant_id)) {
+    return NotFoundError("reservation " + reservation.id + " has no SSH grant " +
+                         OneLineExcerpt(grant_id, 64) + "; list them with GET /api/v1/"
+                         "reservations/" + reservation.id + "/ssh-grants");
+  }
+  const WallTime now = clock_.Now();
+  UPLINK_ASSIGN_OR_RETURN(
+      SshGrant revoked,
+      store_.RevokeSshGrant(reservation.id, grant_id, caller.user.id,
+                            CallerEvent(caller, now, "ssh_grant.revoke", "reservation",
+                                        reservation.id, reservation.owner_id,
+                                        {{"grant_id", grant_id}})));
+  signals_.Notify("offer:" + reservation.offer_id);
+  return JsonResponse(200, SshGrantJson(revoked, now));
 }
 
 Result<net::Response> ReservationsApi::CreateCommand(const std::string& id,

@@ -36,6 +36,12 @@ class ReservationsApi : private ApiArea {
                                         const RequestContext& caller);
   Result<net::Response> ExtendReservation(const std::string& id, const net::Request& request,
                                           const RequestContext& caller);
+  // SSH grants (docs/api.md, "SSH grants"): the owner's or an admin's, as commands are.
+  Result<net::Response> CreateSshGrant(const std::string& id, const net::Request& request,
+                                       const RequestContext& caller);
+  Result<net::Response> ListSshGrants(const std::string& id, const RequestContext& caller);
+  Result<net::Response> RevokeSshGrant(const std::string& id, const std::string& grant_id,
+                                       const RequestContext& caller);
   Result<net::Response> CreateCommand(const std::string& id, const net::Request& request,
                                       const RequestContext& caller);
   Result<net::Response> ListCommands(const std::string& id, const RequestContext& caller);

@@ -603,6 +603,27 @@ CREATE TABLE workspace_command_output (
   PRIMARY KEY (command_id, start)
 ) WITHOUT ROWID;
 )sql"},
+    {12, R"sql(
+-- SSH access to workspaces (docs/api.md, "SSH grants"): the public keys a reservation's owner
+-- allows in, each until its expiry (at most the reservation's end) or its revocation.
+CREATE TABLE ssh_grants (
+  id TEXT PRIMARY KEY,
+  reservation_id TEXT NOT NULL REFERENCES reservations(id) ON DELETE CASCADE,
+  key_type TEXT NOT NULL,
+  public_key TEXT NOT NULL,
+  fingerprint TEXT NOT NULL,
+  comment TEXT NOT NULL,
+  created_by TEXT NOT NULL,
+  created_at INTEGER NOT NULL,
+  expires_at INTEGER NOT NULL,
+  revoked_at INTEGER,
+  revoked_by TEXT NOT NULL DEFAULT ''
+);
+CREATE INDEX ssh_grants_by_reservation ON ssh_grants(reservation_id, created_at);
+-- The bytes SSH may move for a reservation (the review's budget when it was placed) and has.
+ALTER TABLE reservations ADD COLUMN transfer_budget_bytes INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE reservations ADD COLUMN transfer_used_bytes INTEGER NOT NULL DEFAULT 0;
+)sql"},
 };
 
 constexpr const char* kUserColumns =

@@ -232,6 +232,10 @@ class SqliteStore : public Store {
                                                       const AuditEvent& audit) override;
   Result<WorkspaceWork> ReadWorkspaceWork(const std::string& offer_id,
                                           size_t max_commands) override;
+  Status CreateSshGrant(const SshGrant& grant, const AuditEvent& audit) override;
+  Result<std::vector<SshGrant>> ListSshGrants(const std::string& reservation_id) override;
+  Result<SshGrant> RevokeSshGrant(const std::string& reservation_id, const std::string& grant_id,
+                                  const std::string& by, const AuditEvent& audit) override;
   Status CreateWorkspaceCommand(const WorkspaceCommandRecord& command,
                                 const AuditEvent& audit) override;
   Result<WorkspaceCommandRecord> GetWorkspaceCommand(const std::string& id) override;

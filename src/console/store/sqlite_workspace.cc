@@ -34,7 +34,12 @@ constexpr const char* kReviewColumns =
 
 constexpr const char* kReservationColumns =
     "r.id, r.offer_id, r.owner_id, u.email, r.gpus, r.node, r.pod, r.state, r.created_at, "
-    "r.expires_at, r.cpu_millis, r.memory_bytes, r.ephemeral_storage_bytes, r.ended_at";
+    "r.expires_at, r.cpu_millis, r.memory_bytes, r.ephemeral_storage_bytes, r.ended_at, "
+    "r.transfer_budget_bytes, r.transfer_used_bytes";
+
+constexpr const char* kSshGrantColumns =
+    "id, reservation_id, key_type, public_key, fingerprint, comment, created_by, created_at, "
+    "expires_at, revoked_at, revoked_by";
 
 constexpr const char* kCommandColumns =
     "id, reservation_id, kind, code, timeout_seconds, output_cap_bytes, state, exit_code, "
@@ -97,7 +102,37 @@ Reservation ReservationFromRow(const auto& row) {
   r.memory_bytes = row.Int(11);
   r.ephemeral_storage_bytes = row.Int(12);
   r.ended_at = row.OptionalTime(13);
+  r.transfer_budget_bytes = row.Int(14);
+  r.transfer_used_bytes = row.Int(15);
   return r;
+}
+
+// FailedPrecondition, saying that `what` happens only then, unless the reservation is active
+// and not stopping.
+Status RequireNotStopped(const Reservation& reservation, std::string_view what) {
+  if (IsActiveReservationState(reservation.state) &&
+      reservation.state != protocol::kReservationStopping) {
+    return Status::Ok();
+  }
+  return FailedPreconditionError("reservation " + reservation.id + " is " + reservation.state +
+                                 "; " + std::string(what) +
+                                 " only in a reservation that has not been stopped");
+}
+
+SshGrant SshGrantFromRow(const auto& row) {
+  SshGrant g;
+  g.id = row.Text(0);
+  g.reservation_id = row.Text(1);
+  g.key_type = row.Text(2);
+  g.public_key = row.Text(3);
+  g.fingerprint = row.Text(4);
+  g.comment = row.Text(5);
+  g.created_by = row.Text(6);
+  g.created_at = row.Time(7);
+  g.expires_at = row.Time(8);
+  g.revoked_at = row.OptionalTime(9);
+  g.revoked_by = row.Text(10);
+  return g;
 }
 
 WorkspaceCommandRecord CommandFromRow(const auto& row) {
@@ -158,6 +193,14 @@ bool IsOfferId(std::string_view id) {
 
 std::string NewOfferId() {
   return protocol::NewPrefixedHexId(kOfferIdPrefix, protocol::kWorkspaceIdHexDigits);
+}
+
+bool IsSshGrantId(std::string_view id) {
+  return protocol::IsPrefixedHexId(id, kSshGrantIdPrefix, protocol::kWorkspaceIdHexDigits);
+}
+
+std::string NewSshGrantId() {
+  return protocol::NewPrefixedHexId(kSshGrantIdPrefix, protocol::kWorkspaceIdHexDigits);
 }
 
 bool OfferReview::Qualifies() const {
@@ -633,13 +676,13 @@ Result<Reservation> SqliteStore::CreateReservation(
     placed.state = std::string(protocol::kReservationReserved);
     UPLINK_RETURN_IF_ERROR(
         Change("INSERT INTO reservations (id, offer_id, owner_id, gpus, node, state, created_at, "
-               "expires_at, cpu_millis, memory_bytes, ephemeral_storage_bytes) "
-               "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+               "expires_at, cpu_millis, memory_bytes, ephemeral_storage_bytes, "
+               "transfer_budget_bytes) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                [&](Statement& s) {
                  s.Bind(placed.id).Bind(placed.offer_id).Bind(placed.owner_id).Bind(placed.gpus);
                  s.Bind(placed.node).Bind(placed.state).Bind(placed.created_at);
                  s.Bind(placed.expires_at).Bind(placed.cpu_millis).Bind(placed.memory_bytes);
-                 s.Bind(placed.ephemeral_storage_bytes);
+                 s.Bind(placed.ephemeral_storage_bytes).Bind(placed.transfer_budget_bytes);
                },
                "storing the reservation")
             .status());
@@ -831,18 +874,100 @@ Result<WorkspaceWork> SqliteStore::ReadWorkspaceWork(const std::string& offer_id
   return work;
 }
 
+// ---- SSH grants ------------------------------------------------------------------------------
+
+Status SqliteStore::CreateSshGrant(const SshGrant& grant, const AuditEvent& audit) {
+  return WriteTransaction([&]() -> Status {
+    UPLINK_ASSIGN_OR_RETURN(Reservation reservation, ReadReservation(grant.reservation_id));
+    UPLINK_RETURN_IF_ERROR(RequireNotStopped(reservation, "SSH keys are granted"));
+    std::int64_t live = 0;
+    bool duplicate = false;
+    UPLINK_RETURN_IF_ERROR(ForEachRow(
+        "SELECT fingerprint FROM ssh_grants WHERE reservation_id = ? AND revoked_at IS NULL "
+        "AND expires_at > ?",
+        [&](Statement& s) { s.Bind(reservation.id).Bind(grant.created_at); },
+        [&](const Statement& row) {
+          ++live;
+          duplicate = duplicate || row.Text(0) == grant.fingerprint;
+        },
+        "counting the reservation's SSH grants"));
+    if (duplicate) {
+      return AlreadyExistsError("key " + grant.fingerprint + " is already granted in "
+                                "reservation " + reservation.id +
+                                "; revoke that grant first to change its expiry");
+    }
+    if (live >= kMaxLiveSshGrantsPerReservation) {
+      return FailedPreconditionError("reservation " + reservation.id + " has " +
+                                     std::to_string(live) +
+                                     " valid SSH grants, the most it may have; revoke one first");
+    }
+    UPLINK_RETURN_IF_ERROR(
+        Change("INSERT INTO ssh_grants (id, reservation_id, key_type, public_key, fingerprint, "
+               "comment, created_by, created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+               [&](Statement& s) {
+                 s.Bind(grant.id).Bind(grant.reservation_id).Bind(grant.key_type);
+                 s.Bind(grant.public_key).Bind(grant.fingerprint).Bind(grant.comment);
+                 s.Bind(grant.created_by).Bind(grant.created_at).Bind(grant.expires_at);
+               },
+               "storing the SSH grant")
+            .status());
+    AuditEvent event = audit;
+    event.owner_id = reservation.owner_id;
+    return InsertAudit(event);
+  });
+}
+
+Result<std::vector<SshGrant>> SqliteStore::ListSshGrants(const std::string& reservation_id) {
+  std::vector<SshGrant> grants;
+  const std::string sql = std::string("SELECT ") + kSshGrantColumns +
+                          " FROM ssh_grants WHERE reservation_id = ? ORDER BY created_at DESC, id";
+  UPLINK_RETURN_IF_ERROR(ForEachRow(
+      sql.c_str(), [&](Statement& s) { s.Bind(reservation_id); },
+      [&](const Statement& row) { grants.push_back(SshGrantFromRow(row)); },
+      "reading SSH grants"));
+  return grants;
+}
+
+Result<SshGrant> SqliteStore::RevokeSshGrant(const std::string& reservation_id,
+                                             const std::string& grant_id, const std::string& by,
+                                             const AuditEvent& audit) {
+  std::optional<SshGrant> found;
+  Status status = WriteTransaction([&]() -> Status {
+    found.reset();
+    const std::string sql = std::string("SELECT ") + kSshGrantColumns +
+                            " FROM ssh_grants WHERE id = ? AND reservation_id = ?";
+    UPLINK_RETURN_IF_ERROR(ForEachRow(
+        sql.c_str(), [&](Statement& s) { s.Bind(grant_id).Bind(reservation_id); },
+        [&](const Statement& row) { found = SshGrantFromRow(row); }, "reading the SSH grant"));
+    if (!found) {
+      return NotFoundError("reservation " + reservation_id + " has no SSH grant " + grant_id +
+                           "; list them with GET /api/v1/reservations/" + reservation_id +
+                           "/ssh-grants");
+    }
+    if (found->revoked_at) return Status::Ok();
+    UPLINK_RETURN_IF_ERROR(
+        Change("UPDATE ssh_grants SET revoked_at = ?, revoked_by = ? WHERE id = ?",
+               [&](Statement& s) { s.Bind(audit.at).Bind(by).Bind(grant_id); },
+               "revoking the SSH grant")
+            .status());
+    found->revoked_at = audit.at;
+    found->revoked_by = by;
+    UPLINK_ASSIGN_OR_RETURN(Reservation reservation, ReadReservation(reservation_id));
+    AuditEvent event = audit;
+    event.owner_id = reservation.owner_id;
+    return InsertAudit(event);
+  });
+  UPLINK_RETURN_IF_ERROR(status);
+  return *found;
+}
+
 // ---- commands ---------------------------------------------------------------------------------
 
 Status SqliteStore::CreateWorkspaceCommand(const WorkspaceCommandRecord& command,
                                            const AuditEvent& audit) {
   return WriteTransaction([&]() -> Status {
     UPLINK_ASSIGN_OR_RETURN(Reservation reservation, ReadReservation(command.reservation_id));
-    if (!IsActiveReservationState(reservation.state) ||
-        reservation.state == protocol::kReservationStopping) {
-      return FailedPreconditionError("reservation " + reservation.id + " is " +
-                                     reservation.state + "; commands run only in a reservation "
-                                     "that has not been stopped");
-    }
+    UPLINK_RETURN_IF_ERROR(RequireNotStopped(reservation, "commands run"));
     std::int64_t open = 0;
     UPLINK_RETURN_IF_ERROR(ForEachRow(
         "SELECT COUNT(*) FROM workspace_commands WHERE reservation_id = ? "

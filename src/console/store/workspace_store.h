@@ -137,8 +137,37 @@ struct Reservation {
   std::int64_t memory_bytes = 0;
   std::int64_t ephemeral_storage_bytes = 0;
   std::optional<WallTime> ended_at;
+  // Bytes SSH may move both ways (the review's transfer budget when it was placed), and
+  // moved so far.
+  std::int64_t transfer_budget_bytes = 0;
+  std::int64_t transfer_used_bytes = 0;
   std::vector<ReservationTransition> transitions;  // oldest first
 };
+
+// An SSH grant: a public key the reservation's owner (or an admin) allows into the workspace
+// until `expires_at` (at most the reservation's end) or its revocation.
+struct SshGrant {
+  std::string id;  // "ssg_…"
+  std::string reservation_id;
+  std::string key_type;
+  std::string public_key;  // "TYPE BASE64", as authorized_keys holds it
+  std::string fingerprint;
+  std::string comment;
+  std::string created_by;  // user id
+  WallTime created_at;
+  WallTime expires_at;
+  std::optional<WallTime> revoked_at;
+  std::string revoked_by;  // user id, "" while not revoked
+
+  // Valid at `now`: neither revoked nor expired.
+  bool LiveAt(WallTime now) const { return !revoked_at && now < expires_at; }
+};
+
+inline constexpr std::string_view kSshGrantIdPrefix = "ssg_";
+bool IsSshGrantId(std::string_view id);
+std::string NewSshGrantId();
+// A limit on the keys valid at once in one workspace.
+inline constexpr std::int64_t kMaxLiveSshGrantsPerReservation = 16;
 
 struct ReservationQuery {
   std::optional<std::string> owner_id;  // only this user's
@@ -259,6 +288,18 @@ class WorkspaceStore {
   // running ones (oldest first, at most `max_commands`).
   virtual Result<WorkspaceWork> ReadWorkspaceWork(const std::string& offer_id,
                                                   size_t max_commands) = 0;
+
+  // Stores the grant, in one transaction with `audit`: FailedPrecondition unless the
+  // reservation is active and not stopping; AlreadyExists when the key is already granted and
+  // valid; FailedPrecondition too beyond kMaxLiveSshGrantsPerReservation valid grants.
+  virtual Status CreateSshGrant(const SshGrant& grant, const AuditEvent& audit) = 0;
+  // The reservation's grants, newest first.
+  virtual Result<std::vector<SshGrant>> ListSshGrants(const std::string& reservation_id) = 0;
+  // Revokes the grant at `audit.at` by `audit`'s actor, with `audit`; one already revoked is
+  // returned as it is (no second event). NotFound for a grant not of the reservation.
+  virtual Result<SshGrant> RevokeSshGrant(const std::string& reservation_id,
+                                          const std::string& grant_id, const std::string& by,
+                                          const AuditEvent& audit) = 0;
 
   // ResourceExhausted beyond kMaxOpenCommandsPerReservation open commands; FailedPrecondition
   // unless the reservation is active.

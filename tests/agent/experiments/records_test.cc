@@ -39,6 +39,7 @@ TEST(Redaction, ValuesThatLookLikeCredentialsAreRedactedWhateverTheKey) {
         "glpat-abcdefghij0123456789", "xoxb-1234567890-abcdefghijklmn", "AKIAIOSFODNN7EXAMPLE",
         "AIzaSyA1234567890abcdefghijklmnopqrstuv",
         "agt_Zm9vYmFyYmF6cXV4cXV1eHF1dXhxdXV4cXV1eA",
+        "exe_Zm9vYmFyYmF6cXV4cXV1eHF1dXhxdXV4cXV1eA",  // a workspace execution credential
         "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N",
         "postgresql://trainer:hunter2@db.internal:5432/runs", "Bearer abcdefghijklmnop",
         "\"Basic dXNlcjpwYXNzd29yZA==\"",
@@ -100,10 +101,18 @@ TEST(RunRecord, SeriesItemsCarryEveryPointWithinTheBoundAndNonFiniteValuesAsStri
     for (const json::value& point : parsed.at("points").as_array()) {
       std::int64_t step = point.at(0).to_number<std::int64_t>();
       EXPECT_EQ(step, static_cast<std::int64_t>(total));
-      if (step == 10) EXPECT_EQ(point.at(1), "NaN");
-      if (step == 11) EXPECT_EQ(point.at(1), "Infinity");
-      if (step == 12) EXPECT_EQ(point.at(1), "-Infinity");
-      if (step == 4999) EXPECT_EQ(point.at(1).to_number<double>(), 2499.5);
+      if (step == 10) {
+        EXPECT_EQ(point.at(1), "NaN");
+      }
+      if (step == 11) {
+        EXPECT_EQ(point.at(1), "Infinity");
+      }
+      if (step == 12) {
+        EXPECT_EQ(point.at(1), "-Infinity");
+      }
+      if (step == 4999) {
+        EXPECT_EQ(point.at(1).to_number<double>(), 2499.5);
+      }
       ++total;
     }
   }

@@ -131,8 +131,8 @@ TEST_F(WorkspaceLifeTest, AReservationRunsCommandsAndIsGoneWhenStopped) {
   EXPECT_EQ(Finished(slow).state, "timeout");
 
   cluster_->console().Stop(id);
-  EXPECT_TRUE(WaitFor([&] { return !cluster_->PodExists(pod); }, 30s));
-  EXPECT_TRUE(WaitFor([&] { return cluster_->console().State(id) == "completed"; }, 30s));
+  ASSERT_TRUE(WaitFor([&] { return cluster_->console().State(id) == "completed"; }, 30s));
+  EXPECT_FALSE(cluster_->PodExistsNow(pod)) << "completed is reported once the pod is gone";
   std::vector<std::string> keys = cluster_->console().EventKeys();
   EXPECT_EQ(keys.front(), id + "/provisioning/1");
   EXPECT_TRUE(std::find(keys.begin(), keys.end(), id + "/running/1") != keys.end());

@@ -85,13 +85,19 @@ TEST(PlanTest, NeverPastTheCapacityLimit) {
   EXPECT_TRUE(PlanReconcile(Config(), input).create.empty());
 }
 
-TEST(PlanTest, StopsDeletesAndThenReportsCompleted) {
+TEST(PlanTest, StopsDeletesAndReportsCompletedOnlyOnceThePodIsGone) {
   PlanInput input{.desired = {Wanted("res_a", 1, false)}, .pods = {Pod("res_a")}, .now = kNow};
   ReconcilePlan plan = PlanReconcile(Config(), input);
   EXPECT_EQ(Removed(plan), std::vector<std::string>{"ws-res-a:stopped"});
-  std::optional<WorkspaceEvent> after = EventAfterDeletion(plan.remove.front(), kNow);
-  ASSERT_TRUE(after);
-  EXPECT_EQ(after->key, "res_a/completed/1");
+  EXPECT_FALSE(EventAfterDeletion(plan.remove.front(), kNow))
+      << "Kubernetes accepting the delete is not the pod gone";
+  // Terminating: not deleted again, and not completed yet.
+  input.pods.front().deleting = true;
+  plan = PlanReconcile(Config(), input);
+  EXPECT_TRUE(plan.remove.empty());
+  const std::vector<std::string> keys = Keys(plan);
+  EXPECT_EQ(std::count(keys.begin(), keys.end(), "res_a/completed/1"), 0)
+      << ::testing::PrintToString(keys);
   input.pods.clear();
   EXPECT_EQ(Keys(PlanReconcile(Config(), input)), std::vector<std::string>{"res_a/completed/1"});
 }

@@ -11,24 +11,16 @@ namespace uplink::agent::workspace::testing {
 namespace {
 
 using namespace std::chrono_literals;
-using uplink::testing::CommandResult;
 using uplink::testing::WaitFor;
-
-std::string Trimmed(std::string text) {
-  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
-  return text;
-}
 
 class WorkspacePodmanTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    CommandResult image = uplink::testing::RunCommand(
-        {std::string(UPLINK_SOURCE_DIR) + "/deploy/docker/workspace-image.sh"}, 900s);
-    ASSERT_EQ(image.exit_code, 0) << image.err;
+    Result<std::string> image = kubesim::testing::WorkspaceImage();
+    ASSERT_TRUE(image.ok()) << image.status().ToString();
     ClusterOptions options;
     options.runtime = "podman";
-    options.image = Trimmed(image.out);
-    ASSERT_TRUE(options.image.starts_with("localhost/uplink-workspace@sha256:")) << options.image;
+    options.image = *image;
     std::string error;
     cluster_ = WorkspaceCluster::Start(options, &error).release();
     ASSERT_NE(cluster_, nullptr) << error;

@@ -4,6 +4,7 @@
 
 #include "common/json.h"
 #include "common/time.h"
+#include "net/client.h"
 
 namespace uplink::agent::workspace::testing {
 namespace {
@@ -39,6 +40,24 @@ std::string Values(const ClusterOptions& o, const std::string& ns) {
 
 std::unique_ptr<WorkspaceCluster> WorkspaceCluster::Start(const ClusterOptions& options,
                                                           std::string* error) {
+  std::unique_ptr<WorkspaceCluster> cluster = StartKubesim(options, error);
+  if (!cluster) return nullptr;
+  auto console = ConsoleStandIn::Start(kCredential);
+  if (!console) {
+    *error = "the console stand-in did not start";
+    return nullptr;
+  }
+  Status configured = cluster->Configure(Values(options, cluster->ns_), kCredential, console->url());
+  if (!configured.ok()) {
+    *error = configured.ToString();
+    return nullptr;
+  }
+  cluster->console_ = std::move(console);
+  return cluster;
+}
+
+std::unique_ptr<WorkspaceCluster> WorkspaceCluster::StartKubesim(const ClusterOptions& options,
+                                                                 std::string* error) {
   std::unique_ptr<WorkspaceCluster> cluster(new WorkspaceCluster());
   cluster->options_ = options;
   cluster->dir_ = std::make_unique<uplink::testing::TempDir>();
@@ -51,37 +70,38 @@ std::unique_ptr<WorkspaceCluster> WorkspaceCluster::Start(const ClusterOptions& 
     return nullptr;
   }
   cluster->kubesim_ = std::move(kubesim).value();
-  cluster->config_path_ = cluster->dir_->File("execution.json");
-  uplink::testing::WriteFileOrDie(cluster->config_path_, Values(options, cluster->ns_), 0644);
-  cluster->token_path_ = cluster->dir_->File("credential");
-  uplink::testing::WriteFileOrDie(cluster->token_path_, std::string(kCredential) + "\n");
-  if (options.guards) {
-    // The guards exactly as the chart makes them from the same values.
-    CommandResult rendered = uplink::testing::RunCommand(
-        {UPLINK_CHARTRENDER, "--kube-version", "v" + options.server_version, "--set-string",
-         "config.baseUrl=https://console.example", "--set-string",
-         "token.value=agt_0123456789abcdefghij", "--set-string",
-         "execution.credential.value=" + std::string(kCredential), "-f", cluster->config_path_,
-         "--show-only", "templates/execution-guards.yaml",
-         std::string(UPLINK_SOURCE_DIR) + "/charts/uplink-agent"});
-    if (rendered.exit_code != 0) {
-      *error = "chartrender: " + rendered.err;
-      return nullptr;
-    }
-    CommandResult applied = cluster->kubesim_->Kubectl({"apply", "-f", "-"}, rendered.out);
-    if (applied.exit_code != 0) {
-      *error = "kubectl apply of the guards: " + applied.err;
-      return nullptr;
-    }
-  } else {
-    (void)cluster->kubesim_->Kubectl({"create", "namespace", cluster->ns_});
-  }
-  cluster->console_ = ConsoleStandIn::Start(kCredential);
-  if (!cluster->console_) {
-    *error = "the console stand-in did not start";
-    return nullptr;
-  }
   return cluster;
+}
+
+Status WorkspaceCluster::Configure(const std::string& values_json, const std::string& credential,
+                                   const std::string& console_url) {
+  auto parsed = ParseJson(values_json);
+  if (!parsed.ok()) return parsed.status().WithContext("the execution values");
+  UPLINK_ASSIGN_OR_RETURN(protocol::ExecutionValues values,
+                          protocol::DecodeExecutionValues(*parsed));
+  ns_ = values.namespace_name;
+  console_url_ = console_url;
+  config_path_ = dir_->File("execution.json");
+  uplink::testing::WriteFileOrDie(config_path_, values_json, 0644);
+  token_path_ = dir_->File("credential");
+  uplink::testing::WriteFileOrDie(token_path_, credential + "\n");
+  if (!options_.guards) {
+    (void)kubesim_->Kubectl({"create", "namespace", ns_});
+    return Status::Ok();
+  }
+  // The guards exactly as the chart makes them from the same values. They do not depend on
+  // the credential, so the chart is given a stand-in one: the real one stays out of argv.
+  CommandResult rendered = uplink::testing::RunCommand(
+      {UPLINK_CHARTRENDER, "--kube-version", "v" + options_.server_version, "--set-string",
+       "config.baseUrl=https://console.example", "--set-string",
+       "token.value=agt_0123456789abcdefghij", "--set-string",
+       "execution.credential.value=" + std::string(kCredential), "-f", config_path_,
+       "--show-only", "templates/execution-guards.yaml",
+       std::string(UPLINK_SOURCE_DIR) + "/charts/uplink-agent"});
+  if (rendered.exit_code != 0) return InternalError("chartrender: " + rendered.err);
+  CommandResult applied = kubesim_->Kubectl({"apply", "-f", "-"}, rendered.out);
+  if (applied.exit_code != 0) return InternalError("kubectl apply of the guards: " + applied.err);
+  return Status::Ok();
 }
 
 WorkspaceCluster::~WorkspaceCluster() {
@@ -93,7 +113,7 @@ std::vector<std::string> WorkspaceCluster::ControllerArgv(const std::vector<std:
                                    "workspace",
                                    "--config=" + config_path_,
                                    "--kubeconfig=" + kubesim_->kubeconfig(),
-                                   "--console=" + console_->url(),
+                                   "--console=" + console_url_,
                                    "--token-file=" + token_path_,
                                    "--listen=127.0.0.1:" + std::to_string(uplink::testing::FreePort()),
                                    "--instance=workspace-test",
@@ -152,6 +172,18 @@ std::string WorkspaceCluster::Pod(const std::string& name, const std::string& js
 
 bool WorkspaceCluster::PodExists(const std::string& name) const {
   return !Pod(name, "{.metadata.name}").empty();
+}
+
+bool WorkspaceCluster::PodExistsNow(const std::string& name) const {
+  auto access = kubesim_->AdminAccess();
+  if (!access.ok()) return true;
+  auto client = net::HttpClient::Create({.base_url = access->server_url, .ca_pem = access->ca_pem});
+  if (!client.ok()) return true;
+  net::Request request;
+  request.target = "/api/v1/namespaces/" + ns_ + "/pods/" + name;
+  request.headers.Set("Authorization", "Bearer " + access->token);
+  auto response = (*client)->Send(request);
+  return !response.ok() || response->status != 404;
 }
 
 std::vector<std::string> WorkspaceCluster::PodNames() const {

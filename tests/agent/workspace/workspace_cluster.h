@@ -37,9 +37,19 @@ class WorkspaceCluster {
   // Starts kubesim, writes execution.json, applies the guards (unless told not to) and
   // starts the console stand-in. Null (with the reason in `error`) when any step fails.
   static std::unique_ptr<WorkspaceCluster> Start(const ClusterOptions& options, std::string* error);
+  // Starts kubesim alone, for a real console: the options' execution figures (image,
+  // capacity, lifetime) are unused, Configure gives the console's values.
+  static std::unique_ptr<WorkspaceCluster> StartKubesim(const ClusterOptions& options,
+                                                       std::string* error);
+  // Writes the execution values (execution.json's text) and the credential for the
+  // controller, applies the guards the chart renders from those values (unless told not to)
+  // and points the controller at `console_url`.
+  Status Configure(const std::string& values_json, const std::string& credential,
+                   const std::string& console_url);
   ~WorkspaceCluster();
 
   kubesim::testing::KubesimProcess& kubesim() { return *kubesim_; }
+  // The stand-in; only after Start.
   ConsoleStandIn& console() { return *console_; }
   const std::string& config_path() const { return config_path_; }
   const std::string& ns() const { return ns_; }
@@ -63,6 +73,10 @@ class WorkspaceCluster {
   // kubectl get pod NAME -n NS -o jsonpath=PATH; "" when there is no such pod.
   std::string Pod(const std::string& name, const std::string& jsonpath) const;
   bool PodExists(const std::string& name) const;
+  // The same straight from the API server (no kubectl process): a few milliseconds, for
+  // checks of what is there at the moment something else was observed. True on any answer
+  // but 404.
+  bool PodExistsNow(const std::string& name) const;
   std::vector<std::string> PodNames() const;
 
  private:
@@ -74,6 +88,7 @@ class WorkspaceCluster {
   std::unique_ptr<uplink::testing::ChildProcess> controller_;
   std::string config_path_;
   std::string token_path_;
+  std::string console_url_;
   std::string ns_ = "uplink-workspaces";
   int controller_starts_ = 0;
 };

@@ -4,7 +4,13 @@
 // controller's calls with bodies built by the protocol's own encoders, with every refusal.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <filesystem>
+
 #include "api_fixture.h"
+#include "common/crypto.h"
+#include "common/files.h"
+#include "support/process.h"
 #include "protocol/agent_api.h"
 #include "protocol/workspace.h"
 
@@ -533,6 +539,136 @@ TEST_F(WorkspaceApiTest, AReservationPastItsExpiryThatTheControllerNeverEndedIsE
   json::object expired = Body(Send("GET", "/api/v1/reservations/" + id, user_.api_key));
   EXPECT_EQ(Text(expired, "state"), "expired");
   EXPECT_EQ(Text(expired.at("transitions").as_array().back().as_object(), "source"), "console");
+}
+
+// An Ed25519 key's .pub line, made by ssh-keygen.
+std::string NewPublicKey(const std::string& comment) {
+  const std::string path = std::filesystem::temp_directory_path() /
+                           ("grant-" + HexEncode(RandomBytes(8)));
+  auto made = uplink::testing::RunCommand(
+      {"/usr/bin/ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", comment, "-f", path},
+      std::chrono::seconds(60));
+  EXPECT_EQ(made.exit_code, 0) << made.err;
+  std::string line = ReadFileBounded(path + ".pub", 4096).value_or("");
+  std::filesystem::remove(path);
+  std::filesystem::remove(path + ".pub");
+  return line;
+}
+
+TEST_F(WorkspaceApiTest, SshGrantsAreAddedListedAndRevokedByTheOwnerWithTheirAudit) {
+  QualifiedOffer();
+  json::object reservation = Reserve(user_.api_key, 1, 3600);
+  const std::string id = Text(reservation, "id");
+  // The reservation carries the review's transfer budget, nothing used yet.
+  EXPECT_EQ(Int(Object(reservation, "transfer"), "budget_bytes"), std::int64_t{1} << 40);
+  EXPECT_EQ(Int(Object(reservation, "transfer"), "used_bytes"), 0);
+  const std::string grants = "/api/v1/reservations/" + id + "/ssh-grants";
+
+  const std::string key = NewPublicKey("ana@laptop");
+  net::Response created =
+      Send("POST", grants, user_.api_key, ToJson(json::object{{"public_key", key}}));
+  ASSERT_EQ(created.status, 201) << created.body;
+  json::object grant = Body(created);
+  const std::string grant_id = Text(grant, "id");
+  EXPECT_EQ(Text(grant, "key_type"), "ssh-ed25519");
+  EXPECT_EQ(Text(grant, "comment"), "ana@laptop");
+  EXPECT_EQ(Text(grant, "state"), "active");
+  EXPECT_EQ(Text(grant, "public_key") + " ana@laptop\n", key);
+  // Without expires_at it lasts as long as the reservation; a later one is cut to its end.
+  EXPECT_EQ(Text(grant, "expires_at"), Text(reservation, "expires_at"));
+  net::Response later = Send(
+      "POST", grants, user_.api_key,
+      ToJson(json::object{{"public_key", NewPublicKey("b")},
+                          {"expires_at", FormatRfc3339(clock_.Now() + std::chrono::hours(48))}}));
+  ASSERT_EQ(later.status, 201) << later.body;
+  EXPECT_EQ(Text(Body(later), "expires_at"), Text(reservation, "expires_at"));
+  net::Response shorter = Send(
+      "POST", grants, user_.api_key,
+      ToJson(json::object{{"public_key", NewPublicKey("c")},
+                          {"expires_at", FormatRfc3339(clock_.Now() + std::chrono::minutes(10))}}));
+  ASSERT_EQ(shorter.status, 201) << shorter.body;
+  // The same key twice is refused; adding one grant keeps the others.
+  EXPECT_EQ(Send("POST", grants, user_.api_key, ToJson(json::object{{"public_key", key}})).status,
+            409);
+  json::array listed = Body(Send("GET", grants, user_.api_key)).at("ssh_grants").as_array();
+  EXPECT_EQ(listed.size(), 3u);
+  clock_.Advance(std::chrono::minutes(11));
+  listed = Body(Send("GET", grants, user_.api_key)).at("ssh_grants").as_array();
+  std::vector<std::string> states;
+  for (const json::value& each : listed) states.push_back(Text(each.as_object(), "state"));
+  std::sort(states.begin(), states.end());
+  EXPECT_EQ(states, (std::vector<std::string>{"active", "active", "expired"}));
+
+  AuditEvent audited = LastAudit("ssh_grant.create");
+  EXPECT_EQ(audited.target_id, id);
+  EXPECT_NE(audited.detail.find("SHA256:"), std::string::npos);
+
+  // Others see nothing of it: not the supplier, not another user.
+  TestUser other = AddUser("other@example.com");
+  EXPECT_EQ(Send("GET", grants, other.api_key).status, 404);
+  EXPECT_EQ(Send("GET", grants, supplier_.api_key).status, 404);
+  EXPECT_EQ(Send("POST", grants, other.api_key,
+                 ToJson(json::object{{"public_key", NewPublicKey("x")}})).status,
+            404);
+  EXPECT_EQ(Send("DELETE", grants + "/" + grant_id, other.api_key).status, 404);
+
+  net::Response revoked = Send("DELETE", grants + "/" + grant_id, user_.api_key);
+  ASSERT_EQ(revoked.status, 200) << revoked.body;
+  EXPECT_EQ(Text(Body(revoked), "state"), "revoked");
+  EXPECT_EQ(LastAudit("ssh_grant.revoke").target_id, id);
+  const size_t events = AllAudit().size();
+  EXPECT_EQ(Send("DELETE", grants + "/" + grant_id, user_.api_key).status, 200);
+  EXPECT_EQ(AllAudit().size(), events);  // revoking twice changes nothing
+  EXPECT_EQ(Send("DELETE", grants + "/ssg_0000", user_.api_key).status, 404);
+  // Once revoked, the key may be granted again; an admin may act too.
+  EXPECT_EQ(AsAdmin("POST", grants, ToJson(json::object{{"public_key", key}})).status, 201);
+
+  // A stopped reservation takes no new grants.
+  ASSERT_EQ(Send("POST", "/api/v1/reservations/" + id + "/stop", user_.api_key, "{}").status, 200);
+  net::Response stopped = Send("POST", grants, user_.api_key,
+                               ToJson(json::object{{"public_key", NewPublicKey("d")}}));
+  EXPECT_EQ(stopped.status, 409) << stopped.body;
+}
+
+TEST_F(WorkspaceApiTest, AReservationHoldsAtMostSixteenValidSshGrants) {
+  QualifiedOffer();
+  const std::string id = Text(Reserve(user_.api_key, 1, 3600), "id");
+  const std::string grants = "/api/v1/reservations/" + id + "/ssh-grants";
+  std::string first;
+  for (int k = 0; k < kMaxLiveSshGrantsPerReservation; ++k) {
+    net::Response created = Send("POST", grants, user_.api_key,
+                                 ToJson(json::object{{"public_key", NewPublicKey("k")}}));
+    ASSERT_EQ(created.status, 201) << created.body;
+    if (first.empty()) first = Text(Body(created), "id");
+  }
+  const std::string one_more = ToJson(json::object{{"public_key", NewPublicKey("more")}});
+  net::Response refused = Send("POST", grants, user_.api_key, one_more);
+  EXPECT_EQ(refused.status, 409);
+  EXPECT_NE(ErrorMessage(refused).find("revoke one first"), std::string::npos) << refused.body;
+  ASSERT_EQ(Send("DELETE", grants + "/" + first, user_.api_key).status, 200);
+  EXPECT_EQ(Send("POST", grants, user_.api_key, one_more).status, 201);
+}
+
+TEST_F(WorkspaceApiTest, SshGrantBodiesThatAreNotAnAllowedKeyAreRefusedSayingWhy) {
+  QualifiedOffer();
+  const std::string id = Text(Reserve(user_.api_key, 1, 3600), "id");
+  const std::string grants = "/api/v1/reservations/" + id + "/ssh-grants";
+  const std::string key = NewPublicKey("k");
+  const std::vector<std::pair<std::string, std::string>> refused = {
+      {"{}", "public_key"},
+      {R"({"public_key":7})", "public_key"},
+      {ToJson(json::object{{"public_key", "ssh-rsa AAAAB3NzaC1yc2E= old"}}), "ssh-keygen -t ed25519"},
+      {ToJson(json::object{{"public_key", "ssh-ed25519 AAAA"}}), "public_key"},
+      {ToJson(json::object{{"public_key", key}, {"expires_at", "tomorrow"}}), "expires_at"},
+      {ToJson(json::object{{"public_key", key}, {"expires_at", "2001-01-01T00:00:00Z"}}),
+       "expires_at"},
+      {ToJson(json::object{{"public_key", key}, {"options", "command=sh"}}), "options"}};
+  for (const auto& [body, why] : refused) {
+    net::Response response = Send("POST", grants, user_.api_key, body);
+    EXPECT_EQ(response.status, 400) << body << ": " << response.body;
+    EXPECT_NE(ErrorMessage(response).find(why), std::string::npos) << body << ": " << response.body;
+  }
+  EXPECT_TRUE(Body(Send("GET", grants, user_.api_key)).at("ssh_grants").as_array().empty());
 }
 
 }  // namespace
