@@ -6,7 +6,7 @@
 
 #include "cli/api_client.h"
 #include "cli/commands.h"
-#include "common/json.h"
+#include "common/json_fwd.h"
 #include "common/status.h"
 
 namespace uplink::cli {

@@ -8,7 +8,7 @@
 #include <string_view>
 
 #include "cli/api_client.h"
-#include "common/json.h"
+#include "common/json_fwd.h"
 #include "common/secret.h"
 #include "common/status.h"
 #include "protocol/credentials.h"

@@ -5,7 +5,7 @@
 #include <string_view>
 #include <vector>
 
-#include "common/json.h"
+#include "common/json_fwd.h"
 #include "common/status.h"
 
 namespace uplink {

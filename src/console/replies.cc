@@ -4,6 +4,7 @@
 
 #include "common/files.h"
 #include "common/gzip.h"
+#include "common/json.h"
 #include "common/text.h"
 #include "protocol/errors.h"
 

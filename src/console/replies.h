@@ -10,7 +10,7 @@
 #include <string_view>
 #include <variant>
 
-#include "common/json.h"
+#include "common/json_fwd.h"
 #include "common/status.h"
 #include "net/http.h"
 

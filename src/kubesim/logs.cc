@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <charconv>
 
+#include "common/json.h"
+
 namespace uplink::kubesim {
 namespace {
 

@@ -26,7 +26,7 @@
 #include <utility>
 #include <vector>
 
-#include "common/json.h"
+#include "common/json_fwd.h"
 #include "common/status.h"
 #include "common/time.h"
 #include "kubesim/messages.h"

@@ -14,7 +14,6 @@
 #include <string>
 #include <string_view>
 
-#include "common/json.h"
 #include "common/status.h"
 
 namespace uplink::kubesim {

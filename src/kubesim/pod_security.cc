@@ -6,6 +6,7 @@
 #include <set>
 #include <vector>
 
+#include "common/json.h"
 #include "kubesim/messages.h"
 
 namespace uplink::kubesim {

@@ -6,7 +6,7 @@
 
 #include <string>
 
-#include "common/json.h"
+#include "common/json_fwd.h"
 
 namespace uplink::kubesim {
 

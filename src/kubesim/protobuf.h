@@ -14,7 +14,7 @@
 
 #include <string_view>
 
-#include "common/json.h"
+#include "common/json_fwd.h"
 #include "common/status.h"
 
 namespace uplink::kubesim {

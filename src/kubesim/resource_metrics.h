@@ -16,7 +16,7 @@
 #include <string_view>
 #include <vector>
 
-#include "common/json.h"
+#include "common/json_fwd.h"
 #include "common/status.h"
 #include "common/time.h"
 #include "kubesim/store.h"

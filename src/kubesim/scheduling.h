@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "common/json.h"
+#include "common/json_fwd.h"
 
 namespace uplink::kubesim {
 

@@ -11,7 +11,7 @@
 #include <string_view>
 #include <vector>
 
-#include "common/json.h"
+#include "common/json_fwd.h"
 #include "common/status.h"
 #include "kubesim/store.h"
 

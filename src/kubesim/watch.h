@@ -15,7 +15,7 @@
 #include <thread>
 #include <vector>
 
-#include "common/json.h"
+#include "common/json_fwd.h"
 #include "kubesim/store.h"
 #include "net/http.h"
 

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "common/gzip.h"
-#include "kube/fake_http.h"
+#include "support/fake_http.h"
 #include "support/process.h"
 
 namespace uplink::agent {

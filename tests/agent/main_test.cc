@@ -2,7 +2,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
-#include "kube/fake_http.h"
+#include "support/fake_http.h"
 #include "support/process.h"
 
 namespace uplink::agent {

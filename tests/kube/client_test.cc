@@ -4,7 +4,7 @@
 
 #include <atomic>
 
-#include "kube/fake_http.h"
+#include "support/fake_http.h"
 #include "support/process.h"
 
 namespace uplink::kube {

@@ -4,6 +4,8 @@
 
 #include <cstdint>
 
+#include "common/json.h"
+
 namespace uplink::kubesim {
 namespace {
 

@@ -7,7 +7,7 @@
 
 #include "agent/inventory/report.h"
 #include "common/json.h"
-#include "kube/fake_http.h"
+#include "support/fake_http.h"
 
 namespace uplink::protocol {
 namespace {

@@ -19,7 +19,6 @@
 #include "agent/health.h"
 #include "agent/stop_signal.h"
 #include "common/backoff.h"
-#include "common/json.h"
 #include "common/log.h"
 #include "common/metrics.h"
 #include "common/time.h"

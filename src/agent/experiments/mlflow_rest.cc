@@ -8,6 +8,7 @@
 #include "agent/experiments/mlflow_file_store.h"
 #include "common/crypto.h"
 #include "common/files.h"
+#include "common/json.h"
 #include "common/secret.h"
 #include "common/text.h"
 #include "net/server.h"

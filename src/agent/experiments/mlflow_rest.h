@@ -19,7 +19,7 @@
 #include <string>
 
 #include "agent/experiments/scan.h"
-#include "common/json.h"
+#include "common/json_fwd.h"
 #include "common/log.h"
 #include "common/secret.h"
 #include "net/client.h"

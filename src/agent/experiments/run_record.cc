@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "agent/experiments/redaction.h"
+#include "common/json.h"
 #include "common/text.h"
 #include "common/time.h"
 

@@ -11,7 +11,6 @@
 #include <utility>
 #include <vector>
 
-#include "common/json.h"
 #include "protocol/experiments.h"
 
 namespace uplink::agent::experiments {

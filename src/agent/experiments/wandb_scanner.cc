@@ -7,6 +7,7 @@
 
 #include "agent/experiments/wandb_log.h"
 #include "common/files.h"
+#include "common/json.h"
 #include "common/text.h"
 #include "common/time.h"
 #include "common/yaml.h"

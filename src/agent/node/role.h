@@ -13,7 +13,7 @@
 #include "agent/node/host/host_collector.h"
 #include "agent/node/sample.h"
 #include "agent/stop_signal.h"
-#include "common/json.h"
+#include "common/json_fwd.h"
 #include "common/log.h"
 #include "common/metrics.h"
 #include "common/time.h"

@@ -6,7 +6,7 @@
 #include <string_view>
 #include <vector>
 
-#include "common/json.h"
+#include "common/json_fwd.h"
 #include "common/status.h"
 #include "console/store/store.h"
 #include "kubectl/guard.h"

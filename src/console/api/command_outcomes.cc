@@ -1,5 +1,6 @@
 #include "console/api/command_outcomes.h"
 
+#include "common/json.h"
 #include "console/api/approvals.h"
 
 namespace uplink::console {

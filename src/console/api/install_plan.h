@@ -9,7 +9,7 @@
 #include <string_view>
 #include <vector>
 
-#include "common/json.h"
+#include "common/json_fwd.h"
 #include "common/labels.h"
 #include "common/status.h"
 #include "console/api/chart_repository.h"

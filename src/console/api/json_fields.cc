@@ -1,6 +1,7 @@
 #include "console/api/json_fields.h"
 
 #include "common/files.h"
+#include "common/json.h"
 #include "common/text.h"
 
 namespace uplink::console {

@@ -8,7 +8,7 @@
 #include <string>
 #include <string_view>
 
-#include "common/json.h"
+#include "common/json_fwd.h"
 #include "common/status.h"
 #include "common/time.h"
 #include "protocol/field_reader.h"

@@ -10,7 +10,7 @@
 #include <string_view>
 #include <vector>
 
-#include "common/json.h"
+#include "common/json_fwd.h"
 #include "console/api/api_context.h"
 #include "console/api/approvals_api.h"
 #include "console/api/command_outcomes.h"

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "common/flags.h"
+#include "common/json.h"
 #include "console/api/node_sample_figures.h"
 #include "protocol/node_sample.h"
 

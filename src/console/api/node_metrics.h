@@ -13,7 +13,7 @@
 #include <utility>
 #include <vector>
 
-#include "common/json.h"
+#include "common/json_fwd.h"
 #include "common/status.h"
 #include "common/time.h"
 #include "console/store/store.h"

@@ -6,7 +6,7 @@
 #include <optional>
 #include <string>
 
-#include "common/json.h"
+#include "common/json_fwd.h"
 #include "console/api/api_context.h"
 #include "console/api/routes.h"
 

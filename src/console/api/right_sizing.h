@@ -10,7 +10,7 @@
 #include <string_view>
 #include <vector>
 
-#include "common/json.h"
+#include "common/json_fwd.h"
 #include "common/time.h"
 #include "console/store/store.h"
 #include "protocol/cluster_snapshot.h"

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "common/json.h"
 #include "common/time.h"
 
 namespace uplink::console::remote_write {

@@ -10,7 +10,7 @@
 #include <cstddef>
 #include <string_view>
 
-#include "common/json.h"
+#include "common/json_fwd.h"
 #include "common/status.h"
 #include "console/remote_write/write_request.h"
 

@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <thread>
 
+#include "common/json.h"
 #include "spool/fault_injection_fs.h"
 #include "support/process.h"
 

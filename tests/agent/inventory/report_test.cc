@@ -5,7 +5,7 @@
 #include <limits>
 
 #include "common/json.h"
-#include "kube/fake_http.h"
+#include "support/fake_http.h"
 
 namespace uplink::agent::inventory {
 namespace {

@@ -5,7 +5,7 @@
 #include <atomic>
 #include <thread>
 
-#include "kube/fake_http.h"
+#include "support/fake_http.h"
 #include "support/process.h"
 
 namespace uplink::agent::inventory {
