@@ -13,10 +13,10 @@ option(UPLINK_PCH "Precompile the standard library, Boost.JSON and GoogleTest he
 
 if(UPLINK_PCH AND CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
   # GCC 12 forgets that what it reads from a precompiled header came from system headers, so
-  # its -Warray-bounds and -Wstringop-overread false positives inside libstdc++'s std::string
+  # its -Warray-bounds, -Wstringop-overread and -Wstringop-overflow false positives inside libstdc++'s std::string
   # (the kind -Wno-restrict silences in CMakeLists.txt) are no longer suppressed and fill the
   # build log. A build with -DUPLINK_PCH=OFF still reports them.
-  add_compile_options(-Wno-array-bounds -Wno-stringop-overread)
+  add_compile_options(-Wno-array-bounds -Wno-stringop-overread -Wno-stringop-overflow)
 endif()
 
 set(UPLINK_PCH_HEADERS

@@ -207,16 +207,17 @@ Status WandbScanner::ScanRun(ScanPass& pass, const RunFolder& folder) {
                                        ".wandb): the run's status and history cannot be read"),
                          log_);
   }
+  const FileStat log_file = *log_stat;
 
   RunState& state = pass.cursor.runs()[key];
   // Resume where the last pass stopped, on what it saved; a settled run (nothing saved) or a
   // log that shrank (replaced) is read from the start, sending only rows past what was sent.
-  const bool replaced = log_stat->size < state.log_offset;
+  const bool replaced = log_file.size < state.log_offset;
   std::optional<RunRecord> saved;
   if (!replaced && !state.saved_run.empty()) saved = RunFromItem(state.saved_run);
   const std::int64_t start = saved ? state.log_offset : 0;
   const std::int64_t history_from = replaced ? 0 : state.log_offset;
-  const std::int64_t remaining = log_stat->size - start;
+  const std::int64_t remaining = log_file.size - start;
   std::int64_t want = std::min<std::int64_t>(remaining, std::max(pass.ReadBudget(), kMinRead));
   Result<WandbLogEvents> events = WandbLogEvents{};
   std::string data;
@@ -289,7 +290,7 @@ Status WandbScanner::ScanRun(ScanPass& pass, const RunFolder& folder) {
 
   // The status, from the run's own records and the log's age.
   if (events->exit_code) run.exit_code = events->exit_code;
-  const std::int64_t log_mtime_ms = log_stat->mtime_ns / 1'000'000;
+  const std::int64_t log_mtime_ms = log_file.mtime_ns / 1'000'000;
   if (run.exit_code) {
     run.status = std::string(*run.exit_code == 0 ? kRunFinished : kRunFailed);
     if (events->runtime_s && run.started_at_ms) {
