@@ -19,6 +19,6 @@ expect FAIL "see $up/$up/$shared/reference/peers.md"
 expect FAIL "path = '$up/$shared'"
 expect FAIL "cp -r $up//$shared/fixtures x"
 expect FAIL "# /work/$shared/fixtures/kubernetes"
-expect PASS 'std::shared_ptr<int> p; ../shared_state; shared/fixtures'
+expect PASS "std::shared_ptr<int> p; $up/${shared}_state; $shared/fixtures"
 expect PASS 'nothing here'
 echo "check_self_contained: all cases behave"
