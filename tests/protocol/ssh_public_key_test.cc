@@ -2,7 +2,7 @@
 // ssh-keygen -l), and against hostile input: other key types, a type inside the blob unlike
 // the one outside, bad lengths, points off the curve, non-canonical base64, control
 // characters, long comments.
-#include "console/ssh_public_key.h"
+#include "protocol/ssh_public_key.h"
 
 #include <gtest/gtest.h>
 
@@ -12,7 +12,7 @@
 #include "common/files.h"
 #include "support/process.h"
 
-namespace uplink::console {
+namespace uplink::protocol {
 namespace {
 
 using namespace std::chrono_literals;
@@ -187,4 +187,4 @@ TEST(SshPublicKeyTest, BoundsTheComment) {
 }
 
 }  // namespace
-}  // namespace uplink::console
+}  // namespace uplink::protocol

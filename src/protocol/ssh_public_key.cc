@@ -1,4 +1,4 @@
-#include "console/ssh_public_key.h"
+#include "protocol/ssh_public_key.h"
 
 #include <openssl/ec.h>
 #include <openssl/obj_mac.h>
@@ -14,7 +14,7 @@
 #include "common/crypto.h"
 #include "common/text.h"
 
-namespace uplink::console {
+namespace uplink::protocol {
 namespace {
 
 constexpr size_t kEd25519KeyBytes = 32;
@@ -190,4 +190,4 @@ Result<SshPublicKey> ParseSshPublicKey(std::string_view line) {
   return key;
 }
 
-}  // namespace uplink::console
+}  // namespace uplink::protocol
