@@ -15,5 +15,8 @@ inline constexpr std::string_view kHandoverCodePrefix = "hoc_";  // a one-time h
 // An offer's execution credential (protocol/workspace.h): the workspace controller's, separate
 // from the connection's agt_ token, so that revoking one leaves the other working.
 inline constexpr std::string_view kExecutionCredentialPrefix = "exe_";
+// One SSH data channel's credential (protocol/ssh.h): minted by the console for one channel,
+// single use, valid 30 s, held in memory only as its SHA-256. Never the exe_ credential.
+inline constexpr std::string_view kChannelCredentialPrefix = "chn_";
 
 }  // namespace uplink::protocol

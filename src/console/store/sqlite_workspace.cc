@@ -195,14 +195,6 @@ std::string NewOfferId() {
   return protocol::NewPrefixedHexId(kOfferIdPrefix, protocol::kWorkspaceIdHexDigits);
 }
 
-bool IsSshGrantId(std::string_view id) {
-  return protocol::IsPrefixedHexId(id, kSshGrantIdPrefix, protocol::kWorkspaceIdHexDigits);
-}
-
-std::string NewSshGrantId() {
-  return protocol::NewPrefixedHexId(kSshGrantIdPrefix, protocol::kWorkspaceIdHexDigits);
-}
-
 bool OfferReview::Qualifies() const {
   return authority_confirmed && hardware_compatible && isolation_verified &&
          expiry_and_cleanup_checked && disk_eviction_tested && network_policy_enforced &&

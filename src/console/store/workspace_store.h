@@ -16,6 +16,7 @@
 
 #include "common/status.h"
 #include "common/time.h"
+#include "protocol/ssh.h"
 #include "protocol/workspace.h"
 
 namespace uplink::console {
@@ -163,9 +164,10 @@ struct SshGrant {
   bool LiveAt(WallTime now) const { return !revoked_at && now < expires_at; }
 };
 
-inline constexpr std::string_view kSshGrantIdPrefix = "ssg_";
-bool IsSshGrantId(std::string_view id);
-std::string NewSshGrantId();
+// Grant ids are part of the SSH relay's contract (protocol/ssh.h).
+using protocol::IsSshGrantId;
+using protocol::kSshGrantIdPrefix;
+using protocol::NewSshGrantId;
 // A limit on the keys valid at once in one workspace.
 inline constexpr std::int64_t kMaxLiveSshGrantsPerReservation = 16;
 
