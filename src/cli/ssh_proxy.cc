@@ -4,7 +4,6 @@
 #include <poll.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <cerrno>
 #include <mutex>
 #include <thread>
@@ -53,7 +52,6 @@ SshPumpResult PumpSshChannel(net::WebSocket& channel, int in_fd, int out_fd,
     result.error = ErrnoError("pipe", errno);
     return result;
   }
-  std::atomic<std::uint64_t> bytes_in{0};
   std::thread input([&] {
     std::string buffer(max_message_bytes, '\0');
     for (;;) {
@@ -77,11 +75,9 @@ SshPumpResult PumpSshChannel(net::WebSocket& channel, int in_fd, int out_fd,
       }
       Status written = channel.Write(std::string_view(buffer.data(), static_cast<size_t>(n)));
       if (!written.ok()) return;  // the connection ended; the output direction says how
-      bytes_in += static_cast<std::uint64_t>(n);
     }
   });
 
-  std::uint64_t bytes_out = 0;
   for (;;) {
     Result<net::WebSocketMessage> message = channel.Read();
     if (!message.ok()) {
@@ -111,17 +107,13 @@ SshPumpResult PumpSshChannel(net::WebSocket& channel, int in_fd, int out_fd,
       if (finish(SshPumpResult::End::kOutputClosed)) {
         if (!channel.Close(net::kCloseNormal).ok()) channel.Abort();
       }
-      continue;
     }
-    bytes_out += message->data.size();
   }
   const char byte = 0;
   (void)!::write(wake[1], &byte, 1);
   input.join();
   ::close(wake[0]);
   ::close(wake[1]);
-  result.bytes_in = bytes_in;
-  result.bytes_out = bytes_out;
   return result;
 }
 

@@ -30,8 +30,6 @@ struct SshPumpResult {
   std::uint16_t close_code = 0;
   std::string reason;  // the console's close reason, as sent
   Status error;
-  std::uint64_t bytes_in = 0;   // from stdin to the console
-  std::uint64_t bytes_out = 0;  // from the console to stdout
 };
 
 // Pumps until one side ends; never writes anything but the channel's bytes to `out_fd`.

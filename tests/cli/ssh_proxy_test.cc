@@ -85,6 +85,7 @@ class RunningProxy {
   int input() const { return stdin_.write_end(); }
   int output() const { return stdout_.read_end(); }
   void CloseInput() { stdin_.Close(1); }
+  void CloseOutput() { stdout_.Close(0); }
   CliResult Finish() {
     thread_.join();
     return result_;
@@ -106,10 +107,11 @@ class SshProxyTest : public ::testing::Test {
   }
 
   // The console answers the connect call by upgrading and running `peer` on the channel.
-  void PeerIs(std::function<void(net::WebSocket&)> peer) {
-    console_.On("GET", ConnectPath(), [peer](const net::Request& request) {
+  void PeerIs(std::function<void(net::WebSocket&)> peer,
+              size_t max_message_bytes = protocol::kSshDataMessageMaxBytes) {
+    console_.On("GET", ConnectPath(), [peer, max_message_bytes](const net::Request& request) {
       net::WebSocketOptions options;
-      options.max_message_bytes = protocol::kSshDataMessageMaxBytes;
+      options.max_message_bytes = max_message_bytes;
       auto offered = net::OfferedSubprotocols(request);
       EXPECT_EQ(offered, std::vector<std::string>{"uplink.ssh-client.v1"});
       return net::AcceptWebSocket(
@@ -199,6 +201,58 @@ TEST_F(SshProxyTest, TheConsolesCloseReasonGoesToStderrAndStdoutKeepsOnlySshByte
     EXPECT_EQ(r.err, c.printed);
     EXPECT_EQ(ReadUpTo(proxy.output(), 1 << 20), "SSH-2.0-OpenSSH_9.2p1\r\n");
   }
+}
+
+TEST_F(SshProxyTest, WhenSshStopsReadingTheProxyClosesTheChannelQuietly) {
+  std::atomic<bool> closed{false};
+  // The console reads while it writes, as the relay does both ways at once.
+  PeerIs([&](net::WebSocket& ws) {
+    std::thread writer([&ws] {
+      const std::string chunk(protocol::kSshDataMessageMaxBytes, 'x');
+      while (ws.Write(chunk).ok()) {
+      }
+    });
+    for (auto message = ws.Read(); message.ok(); message = ws.Read()) {
+      if (message->type == net::WebSocketMessage::Type::kClose) {
+        closed = message->close_code == net::kCloseNormal;
+      }
+    }
+    writer.join();
+  });
+  RunningProxy proxy(cli_, ProxyArgs());
+  proxy.CloseOutput();
+  CliResult r = proxy.Finish();
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.err, "");
+  EXPECT_TRUE(uplink::testing::WaitFor([&] { return closed.load(); }));
+}
+
+TEST_F(SshProxyTest, AConsoleThatBreaksTheChannelsRulesIsCutOff) {
+  // A text message: the channel carries SSH bytes only.
+  PeerIs([](net::WebSocket& ws) {
+    ASSERT_TRUE(ws.Write("{\"type\":\"open\"}", /*binary=*/false).ok());
+    (void)ws.Read();
+  });
+  {
+    RunningProxy proxy(cli_, ProxyArgs());
+    CliResult r = proxy.Finish();
+    EXPECT_EQ(r.code, 7);
+    EXPECT_EQ(r.err, "uplink ssh proxy: lost the connection to the console: the console sent a "
+                     "text message on the SSH channel\n");
+    EXPECT_EQ(ReadUpTo(proxy.output(), 1 << 20), "");
+  }
+  // A message over 64 KiB, which would let one side fill the other's memory.
+  PeerIs(
+      [](net::WebSocket& ws) {
+        (void)ws.Write(std::string(protocol::kSshDataMessageMaxBytes + 1, 'x'));
+        (void)ws.Read();
+      },
+      1 << 20);
+  RunningProxy proxy(cli_, ProxyArgs());
+  CliResult r = proxy.Finish();
+  EXPECT_EQ(r.code, 7);
+  EXPECT_NE(r.err.find("larger than 65536 bytes"), std::string::npos) << r.err;
+  EXPECT_EQ(ReadUpTo(proxy.output(), 1 << 20), "");
 }
 
 TEST_F(SshProxyTest, ARefusalBeforeTheUpgradeIsPrintedWithItsExitCode) {
