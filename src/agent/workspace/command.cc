@@ -12,6 +12,7 @@
 #include "kube/credentials.h"
 #include "net/http.h"
 #include "protocol/agent_api.h"
+#include "protocol/ssh.h"
 #include "protocol/workspace.h"
 
 namespace uplink::agent::workspace {
@@ -260,6 +261,10 @@ int RunWorkspaceCommand(const std::vector<std::string>& args) {
                "the workspace's directory for its SSH host key and authorized_keys");
   flags.String("sshd-config", &ssh_paths.sshd_config, "the sshd configuration in the workspace image");
   flags.Int("ssh-max-channels", &ssh_channels, "SSH channels open at once (1-1024)");
+  std::chrono::milliseconds ssh_report_interval = protocol::kCapabilityReportInterval;
+  flags.Duration("ssh-report-interval", &ssh_report_interval,
+                 "how often each running workspace's SSH capability is reported (1s-50s; the "
+                 "console wants one younger than a minute)");
   if (std::optional<int> exit_code = ParseFlagsOrExit(flags, args)) return *exit_code;
   auto config = CheckCommon(flags, c, "uplink-agent workspace");
   if (!config.ok()) return Fail(config.status().message(), kExitUsage);
@@ -282,6 +287,10 @@ int RunWorkspaceCommand(const std::vector<std::string>& args) {
   }
   if (ssh_channels < 1 || ssh_channels > kMaxSshChannels) {
     return Fail("--ssh-max-channels must be from 1 to 1024", kExitUsage);
+  }
+  if (ssh_report_interval < std::chrono::seconds(1) ||
+      ssh_report_interval > std::chrono::seconds(50)) {
+    return Fail("--ssh-report-interval must be from 1s to 50s", kExitUsage);
   }
   if (!ssh_paths.dir.starts_with("/") || !ssh_paths.sshd_config.starts_with("/")) {
     return Fail("--ssh-dir and --sshd-config must be absolute paths in the workspace", kExitUsage);
@@ -351,7 +360,8 @@ int RunWorkspaceCommand(const std::vector<std::string>& args) {
                          .token_file = c.token_file,
                          .cluster_uid = cluster_uid,
                          .paths = ssh_paths,
-                         .max_channels = static_cast<size_t>(ssh_channels)},
+                         .max_channels = static_cast<size_t>(ssh_channels),
+                         .capability_interval = ssh_report_interval},
         (*pool)->ForExec(), registry);
     options.pods_observed = [&tunnel, namespace_name](const std::vector<ObservedPod>& pods) {
       std::vector<WorkspacePod> running;

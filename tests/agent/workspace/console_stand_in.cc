@@ -1,6 +1,7 @@
 #include "console_stand_in.h"
 
 #include <cstdio>
+#include <thread>
 
 #include "common/gzip.h"
 #include "common/json.h"
@@ -67,7 +68,12 @@ bool ConsoleStandIn::Restart() {
   const int port = server_->port();
   server_->Stop();
   server_.reset();
-  return StartServer(port);
+  // The port may take a moment to be free again.
+  for (int attempt = 0; attempt < 50; ++attempt) {
+    if (StartServer(port)) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return false;
 }
 
 ConsoleStandIn::~ConsoleStandIn() {
