@@ -230,12 +230,17 @@ void SshChannel::PumpFromWorkspace() {
     end = "the exec session ended without sshd's exit status" +
           (failure.empty() ? std::string() : ": " + failure);
   }
-  std::lock_guard lock(mutex_);
-  exec_ended_ = true;
-  exec_end_ = end;
-  changed_.notify_all();
-  if (data_ready_ && !aborted_) {
-    // The reason is for people; a close frame's reason has room for 123 bytes.
+  bool close_data;
+  {
+    std::lock_guard lock(mutex_);
+    exec_ended_ = true;
+    exec_end_ = end;
+    changed_.notify_all();
+    close_data = data_ready_ && !aborted_;
+  }
+  // Outside the lock: a close may wait on a slow peer, and Abort must not wait behind it. The
+  // reason is for people; a close frame's reason has room for 123 bytes.
+  if (close_data) {
     (void)data_->Close(status_json.empty() ? net::kCloseInternalError : net::kCloseNormal,
                        end.substr(0, 123));
   }
