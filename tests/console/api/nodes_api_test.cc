@@ -25,17 +25,14 @@ using testing::SampleJson;
 using testing::SampleSpec;
 using testing::Text;
 
-const std::string kStream = "node/gpu-node-0001";
-const std::string kSpoolA = "9f2c4e0a5b7d41c3a8e6f0b1c2d3e4f5";
-const std::string kSpoolB = "0123456789abcdef0123456789abcdef";
+const std::string& kStream = testing::kNodeStream;
+using testing::kSpoolA;
+using testing::kSpoolB;
 
-class NodesApiTest : public testing::ApiTest {
+class NodesApiTest : public testing::AgentUploadTest {
  protected:
   void SetUp() override {
-    ApiTest::SetUp();
-    json::object created = CreateConnection(admin_key_, "prod");
-    id_ = Text(created, "id");
-    token_ = Text(created, "token");
+    AgentUploadTest::SetUp();
     t0_ = clock_.Now();
   }
 
@@ -62,18 +59,6 @@ class NodesApiTest : public testing::ApiTest {
                           const std::string& stream = kStream,
                           const std::string& spool = kSpoolA) {
     return testing::AgentUploadJson(first, payloads, stream, spool, "gpu-node-0001");
-  }
-
-  net::Response Upload(const json::object& body) {
-    net::Request request;
-    request.method = "POST";
-    request.target = "/api/v1/agent/uploads";
-    request.headers.Set("Authorization", "Bearer " + token_);
-    request.headers.Set("Content-Type", "application/json");
-    request.headers.Set("Content-Encoding", "gzip");
-    request.body = GzipCompress(ToJson(body)).value();
-    request.remote_address = "198.51.100.4";
-    return testing::Call(api_->router(), std::move(request));
   }
 
   json::object UploadSamples(std::int64_t first, const std::vector<SampleSpec>& samples,
@@ -116,8 +101,6 @@ class NodesApiTest : public testing::ApiTest {
 
   std::int64_t T(seconds offset) const { return ToUnixSeconds(t0_ + offset); }
 
-  std::string id_;
-  std::string token_;
   WallTime t0_;
 };
 

@@ -27,9 +27,9 @@ using testing::ErrorMessage;
 using testing::Object;
 using testing::Text;
 
-const std::string kStream = "node/gpu-node-0001";
-const std::string kSpoolA = "9f2c4e0a5b7d41c3a8e6f0b1c2d3e4f5";
-const std::string kSpoolB = "0123456789abcdef0123456789abcdef";
+const std::string& kStream = testing::kNodeStream;
+using testing::kSpoolA;
+using testing::kSpoolB;
 
 json::object Record(std::int64_t sequence) {
   return json::object{{"sequence", sequence},
@@ -68,33 +68,8 @@ std::vector<std::int64_t> Range(std::int64_t first, std::int64_t last) {
 
 std::string Gzip(const std::string& text) { return GzipCompress(text).value(); }
 
-class UploadsApiTest : public testing::ApiTest {
+class UploadsApiTest : public testing::AgentUploadTest {
  protected:
-  void SetUp() override {
-    ApiTest::SetUp();
-    json::object created = CreateConnection(admin_key_, "prod");
-    id_ = Text(created, "id");
-    token_ = Text(created, "token");
-  }
-
-  // As the agent sends it: gzip unless `encoding` says otherwise ("" sends the body as is,
-  // without the header).
-  net::Response Upload(const std::string& body, const std::string& encoding = "gzip",
-                       const std::string& content_type = "application/json",
-                       const std::string& token = "") {
-    net::Request request;
-    request.method = "POST";
-    request.target = "/api/v1/agent/uploads";
-    request.headers.Set("Authorization", "Bearer " + (token.empty() ? token_ : token));
-    request.headers.Set("Content-Type", content_type);
-    if (!encoding.empty()) request.headers.Set("Content-Encoding", encoding);
-    request.body = encoding == "gzip" ? Gzip(body) : body;
-    request.remote_address = "198.51.100.4";
-    return Call(api_->router(), std::move(request));
-  }
-
-  net::Response Upload(const json::object& body) { return Upload(ToJson(body)); }
-
   json::object UploadOk(const json::object& body) {
     net::Response response = Upload(body);
     EXPECT_EQ(response.status, 200) << response.body.substr(0, 300);
@@ -149,8 +124,6 @@ class UploadsApiTest : public testing::ApiTest {
     return Metric(name, labels);
   }
 
-  std::string id_;
-  std::string token_;
 };
 
 TEST_F(UploadsApiTest, AnUploadIsStoredAcknowledgedAndShownOnTheConnection) {

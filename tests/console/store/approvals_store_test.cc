@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "console/store/sqlite_store.h"
-#include "test_util.h"
+#include "store_fixture.h"
 
 namespace uplink::console {
 namespace {
@@ -16,24 +16,12 @@ namespace {
 using std::chrono::hours;
 using std::chrono::minutes;
 using std::chrono::seconds;
-using testing::RawCount;
-using testing::ScratchDir;
 
-const WallTime kT0 = FromUnixSeconds(1'800'000'000);
-const std::string kConnectionId = "00000000000000c1";
+const WallTime kT0 = testing::kStoreT0;
+const std::string& kConnectionId = testing::kStoreConnectionId;
 
 AuditEvent Event(const std::string& action, WallTime at = kT0) {
-  return AuditEvent{.at = at,
-                    .actor_type = "user",
-                    .actor_id = "u1",
-                    .actor_label = "a@example.com",
-                    .credential = "api_key",
-                    .action = action,
-                    .target_type = "connection",
-                    .target_id = kConnectionId,
-                    .owner_id = "u1",
-                    .outcome = "ok",
-                    .detail = "{}"};
+  return testing::AdminEvent(action, "connection", kConnectionId, at);
 }
 
 ApprovalRule Rule(const std::string& id, const std::string& verb = "get") {
@@ -54,36 +42,11 @@ CommandApproval Approval(const std::string& id, WallTime at = kT0) {
   return approval;
 }
 
-class ApprovalsStoreTest : public ::testing::Test {
+class ApprovalsStoreTest : public testing::SqliteStoreFixture {
  protected:
-  void SetUp() override {
-    auto opened = SqliteStore::Open(path_);
-    ASSERT_TRUE(opened.ok()) << opened.status().ToString();
-    store_ = std::move(opened).value();
-    User user{.id = "u1", .email = "a@example.com", .role = Role::kAdmin, .created_at = kT0};
-    ASSERT_TRUE(store_->CreateUser(user, Event("user.create")).ok());
-    Connection c;
-    c.id = kConnectionId;
-    c.owner_id = "u1";
-    c.agent_name = "agent";
-    c.cluster_name = "prod";
-    c.token_prefix = "agt_00000000";
-    c.token_hash = std::string(64, 'a');
-    c.created_at = kT0;
-    c.expires_at = kT0 + hours(24);
-    connection_ = c;
-  }
-
   void CreateConnection() {
     ASSERT_TRUE(store_->CreateConnection(connection_, Event("connection.create")).ok());
   }
-
-  std::int64_t Count(const std::string& sql) { return RawCount(path_, sql); }
-
-  ScratchDir dir_;
-  std::string path_ = dir_.File("console.db");
-  std::unique_ptr<SqliteStore> store_;
-  Connection connection_;
 };
 
 TEST_F(ApprovalsStoreTest, TheScopeChosenAtCreationIsWrittenWithTheConnectionAndOneEvent) {

@@ -11,32 +11,20 @@
 
 #include "console/store/sqlite_store.h"
 #include "protocol/workspace.h"
-#include "test_util.h"
+#include "store_fixture.h"
 
 namespace uplink::console {
 namespace {
 
 using std::chrono::hours;
 using std::chrono::seconds;
-using testing::RawCount;
-using testing::ScratchDir;
 
-const WallTime kT0 = FromUnixSeconds(1'800'000'000);
-const std::string kConnectionId = "00000000000000c1";
+const WallTime kT0 = testing::kStoreT0;
+const std::string& kConnectionId = testing::kStoreConnectionId;
 const std::string kOfferId = "off_00000000000000a1";
 
 AuditEvent Event(const std::string& action, WallTime at = kT0) {
-  return AuditEvent{.at = at,
-                    .actor_type = "user",
-                    .actor_id = "u1",
-                    .actor_label = "a@example.com",
-                    .credential = "api_key",
-                    .action = action,
-                    .target_type = "offer",
-                    .target_id = kOfferId,
-                    .owner_id = "u1",
-                    .outcome = "ok",
-                    .detail = "{}"};
+  return testing::AdminEvent(action, "offer", kOfferId, at);
 }
 
 OfferReview FullReview(std::vector<std::string> nodes) {
@@ -55,24 +43,11 @@ OfferReview FullReview(std::vector<std::string> nodes) {
   return review;
 }
 
-class WorkspaceStoreTest : public ::testing::Test {
+class WorkspaceStoreTest : public testing::SqliteStoreFixture {
  protected:
   void SetUp() override {
-    auto opened = SqliteStore::Open(path_);
-    ASSERT_TRUE(opened.ok()) << opened.status().ToString();
-    store_ = std::move(opened).value();
-    User user{.id = "u1", .email = "a@example.com", .role = Role::kAdmin, .created_at = kT0};
-    ASSERT_TRUE(store_->CreateUser(user, Event("user.create")).ok());
-    Connection c;
-    c.id = kConnectionId;
-    c.owner_id = "u1";
-    c.agent_name = "uplink-agent";
-    c.cluster_name = "prod";
-    c.token_prefix = "agt_00000000";
-    c.token_hash = std::string(64, 'a');
-    c.created_at = kT0;
-    c.expires_at = kT0 + hours(24);
-    connection_ = c;
+    testing::SqliteStoreFixture::SetUp();
+    if (HasFatalFailure()) return;
     offer_.id = kOfferId;
     offer_.owner_id = "u1";
     offer_.connection_id = kConnectionId;
@@ -127,13 +102,8 @@ class WorkspaceStoreTest : public ::testing::Test {
     return command;
   }
 
-  std::int64_t Count(const std::string& sql) { return RawCount(path_, sql); }
   std::int64_t Events() { return Count("SELECT COUNT(*) FROM audit_events"); }
 
-  ScratchDir dir_;
-  std::string path_ = dir_.File("console.db");
-  std::unique_ptr<SqliteStore> store_;
-  Connection connection_;
   Offer offer_;
 };
 

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "common/gzip.h"
 #include "common/json.h"
 #include "common/log.h"
 #include "common/time.h"
@@ -300,6 +301,43 @@ class ApiTest : public ::testing::Test {
   std::unique_ptr<SqliteStore> store_;
   std::unique_ptr<ConsoleApi> api_;
   std::vector<std::string> logs_;
+};
+
+// The node stream and two spools the upload tests write to.
+inline const std::string kNodeStream = "node/gpu-node-0001";
+inline const std::string kSpoolA = "9f2c4e0a5b7d41c3a8e6f0b1c2d3e4f5";
+inline const std::string kSpoolB = "0123456789abcdef0123456789abcdef";
+
+// An ApiTest with the admin's connection `prod` (id_, token_) for an agent to upload to.
+class AgentUploadTest : public ApiTest {
+ protected:
+  void SetUp() override {
+    ApiTest::SetUp();
+    if (HasFatalFailure()) return;
+    json::object created = CreateConnection(admin_key_, "prod");
+    id_ = Text(created, "id");
+    token_ = Text(created, "token");
+  }
+
+  // POST /api/v1/agent/uploads as the agent sends it: gzip unless `encoding` says otherwise
+  // ("" sends the body as is, without the header).
+  net::Response Upload(const std::string& body, const std::string& encoding = "gzip",
+                       const std::string& content_type = "application/json",
+                       const std::string& token = "") {
+    net::Request request;
+    request.method = "POST";
+    request.target = "/api/v1/agent/uploads";
+    request.headers.Set("Authorization", "Bearer " + (token.empty() ? token_ : token));
+    request.headers.Set("Content-Type", content_type);
+    if (!encoding.empty()) request.headers.Set("Content-Encoding", encoding);
+    request.body = encoding == "gzip" ? GzipCompress(body).value() : body;
+    request.remote_address = "198.51.100.4";
+    return Call(api_->router(), std::move(request));
+  }
+  net::Response Upload(const json::object& body) { return Upload(ToJson(body)); }
+
+  std::string id_;
+  std::string token_;
 };
 
 }  // namespace uplink::console::testing
