@@ -201,7 +201,7 @@ Result<net::Response> SshApi::Connect(const std::string& id, const net::Request&
   const SshReadiness readiness = ReadinessOf(reservation, offer, relay_.View(reservation));
   if (!readiness.ready) {
     const int status = readiness.code == protocol::kAgentUnavailableCode ? 503 : 409;
-    metrics_.Increment("uplink_ssh_channels_refused_total", {{"reason", readiness.code}});
+    metrics_.Increment("uplink_console_ssh_channels_refused_total", {{"reason", readiness.code}});
     return ErrorResponse(status, readiness.code, readiness.reason);
   }
   std::string grant_id;
@@ -212,7 +212,7 @@ Result<net::Response> SshApi::Connect(const std::string& id, const net::Request&
   auto grant = std::find_if(grants.begin(), grants.end(),
                             [&](const SshGrant& g) { return g.id == grant_id; });
   if (grant == grants.end() || !grant->LiveAt(clock_.Now())) {
-    metrics_.Increment("uplink_ssh_channels_refused_total",
+    metrics_.Increment("uplink_console_ssh_channels_refused_total",
                        {{"reason", std::string(protocol::kGrantInvalidCode)}});
     const std::string what =
         grant == grants.end() ? "is not one of this reservation's"

@@ -70,17 +70,17 @@ struct LocalSshRelay::Channel {
 LocalSshRelay::LocalSshRelay(Store& store, const Clock& clock, metrics::Registry& metrics,
                              LocalSshRelayOptions options)
     : store_(store), clock_(clock), metrics_(metrics), options_(options) {
-  metrics_.DeclareGauge("uplink_ssh_tunnels_connected",
+  metrics_.DeclareGauge("uplink_console_ssh_tunnels_connected",
                         "Workspace controllers' SSH control tunnels connected to this console.");
-  metrics_.DeclareGauge("uplink_ssh_channels_open",
+  metrics_.DeclareGauge("uplink_console_ssh_channels_open",
                         "SSH session channels open or waiting for the agent's data channel.");
-  metrics_.DeclareCounter("uplink_ssh_relayed_bytes_total",
+  metrics_.DeclareCounter("uplink_console_ssh_relayed_bytes_total",
                           "SSH bytes relayed on session channels, by direction.");
-  metrics_.DeclareCounter("uplink_ssh_channels_refused_total",
+  metrics_.DeclareCounter("uplink_console_ssh_channels_refused_total",
                           "SSH channels refused or cut before they opened, by reason.");
-  metrics_.DeclareCounter("uplink_ssh_budget_cuts_total",
+  metrics_.DeclareCounter("uplink_console_ssh_budget_cuts_total",
                           "SSH session channels closed because the transfer budget was used up.");
-  metrics_.DeclareCounter("uplink_ssh_handovers_total",
+  metrics_.DeclareCounter("uplink_console_ssh_handovers_total",
                           "SSH handover probes, by outcome (confirmed, failed).");
   UpdateGauges();
 }
@@ -551,7 +551,7 @@ bool LocalSshRelay::Charge(const std::shared_ptr<Channel>& channel, size_t bytes
     const auto size = static_cast<std::int64_t>(bytes);
     if (meter.used + size <= meter.budget) {
       meter.used += size;
-      metrics_.Increment("uplink_ssh_relayed_bytes_total",
+      metrics_.Increment("uplink_console_ssh_relayed_bytes_total",
                          {{"direction", std::string(to_workspace ? kToWorkspace : kFromWorkspace)}},
                          static_cast<double>(bytes));
       channel->last_data = clock_.SteadyNow().time_since_epoch().count();
@@ -559,7 +559,7 @@ bool LocalSshRelay::Charge(const std::shared_ptr<Channel>& channel, size_t bytes
     }
     used = meter.used;
   }
-  metrics_.Increment("uplink_ssh_budget_cuts_total");
+  metrics_.Increment("uplink_console_ssh_budget_cuts_total");
   const std::string reason =
       protocol::TransferBudgetCloseReason(used, meter.budget, channel->reservation_id);
   log_.Info("ssh channel cut: transfer budget used up",
@@ -591,10 +591,10 @@ void LocalSshRelay::Cut(const std::shared_ptr<Channel>& channel, std::uint16_t c
   }
   changed_.notify_all();
   if (channel->purpose == protocol::kSshPurposeHandover) {
-    metrics_.Increment("uplink_ssh_handovers_total",
+    metrics_.Increment("uplink_console_ssh_handovers_total",
                        {{"outcome", reason == kHandoverConfirmed ? "confirmed" : "failed"}});
   } else if (was_waiting) {
-    metrics_.Increment("uplink_ssh_channels_refused_total", {{"reason", "not_opened"}});
+    metrics_.Increment("uplink_console_ssh_channels_refused_total", {{"reason", "not_opened"}});
   }
   if (client) (void)client->Close(code, reason);
   if (agent) (void)agent->Close(agent_code, reason);
@@ -754,7 +754,7 @@ void LocalSshRelay::FlushMeters() {
 }
 
 void LocalSshRelay::Refused(std::string_view reason) {
-  metrics_.Increment("uplink_ssh_channels_refused_total", {{"reason", std::string(reason)}});
+  metrics_.Increment("uplink_console_ssh_channels_refused_total", {{"reason", std::string(reason)}});
 }
 
 void LocalSshRelay::UpdateGauges() {
@@ -763,8 +763,8 @@ void LocalSshRelay::UpdateGauges() {
   for (const auto& [id, channel] : channels_) {
     if (channel->purpose == protocol::kSshPurposeSession) ++open;
   }
-  metrics_.Set("uplink_ssh_tunnels_connected", static_cast<double>(tunnels_.size()));
-  metrics_.Set("uplink_ssh_channels_open", static_cast<double>(open));
+  metrics_.Set("uplink_console_ssh_tunnels_connected", static_cast<double>(tunnels_.size()));
+  metrics_.Set("uplink_console_ssh_channels_open", static_cast<double>(open));
 }
 
 void LocalSshRelay::StartSweeper() {

@@ -347,17 +347,17 @@ TEST_F(SshReadyTest, AChannelPairsAndCarriesSeveralMebibytesBothWaysIntact) {
   ASSERT_EQ(opens[1].authorized_keys.size(), 1u);
   EXPECT_EQ(opens[1].authorized_keys[0], kUserKey.substr(0, kUserKey.rfind(' ')) + " " + r.grant);
   EXPECT_EQ(Readiness(r.id).at("open_channels").as_int64(), 1);
-  EXPECT_EQ(Metric("uplink_ssh_channels_open", {}), 1);
+  EXPECT_EQ(Metric("uplink_console_ssh_channels_open", {}), 1);
 
   ASSERT_TRUE(client->Close(net::kCloseNormal, "bye").ok());
   ReadClose(*client);
-  ASSERT_TRUE(Eventually([&] { return Metric("uplink_ssh_channels_open", {}) == 0; }));
+  ASSERT_TRUE(Eventually([&] { return Metric("uplink_console_ssh_channels_open", {}) == 0; }));
   EXPECT_EQ(UsedBytes(r.id), 2 * static_cast<std::int64_t>(sent.size()));
-  EXPECT_EQ(Metric("uplink_ssh_relayed_bytes_total", {{"direction", "to_workspace"}}),
+  EXPECT_EQ(Metric("uplink_console_ssh_relayed_bytes_total", {{"direction", "to_workspace"}}),
             static_cast<double>(sent.size()));
-  EXPECT_EQ(Metric("uplink_ssh_relayed_bytes_total", {{"direction", "from_workspace"}}),
+  EXPECT_EQ(Metric("uplink_console_ssh_relayed_bytes_total", {{"direction", "from_workspace"}}),
             static_cast<double>(sent.size()));
-  EXPECT_EQ(Metric("uplink_ssh_tunnels_connected", {}), 1);
+  EXPECT_EQ(Metric("uplink_console_ssh_tunnels_connected", {}), 1);
   for (const std::string& line : logs_) {
     EXPECT_EQ(line.find("chn_"), std::string::npos) << line;
     EXPECT_EQ(line.find(credential_), std::string::npos) << line;
@@ -436,7 +436,7 @@ TEST_F(SshReadyTest, ANewerTunnelReplacesTheOlderOne) {
   ASSERT_TRUE(Eventually([&] { return first->TunnelClose().close_code != 0; }));
   EXPECT_EQ(first->TunnelClose().close_code, net::kClosePolicyViolation);
   EXPECT_EQ(first->TunnelClose().data, protocol::kTunnelReplacedReason);
-  EXPECT_EQ(Metric("uplink_ssh_tunnels_connected", {}), 1);
+  EXPECT_EQ(Metric("uplink_console_ssh_tunnels_connected", {}), 1);
   // The newer tunnel carries the next channel (after its own handover).
   second->Capability(r.id, kHostKey);
   ASSERT_TRUE(Eventually([&] { return second->HandoversAnswered() == 1; }));
@@ -459,7 +459,7 @@ TEST_F(SshReadyTest, OneGrantHasAtMostItsLimitOfChannels) {
   EXPECT_EQ(Client(r.id, r.grant, &refusal), nullptr);
   EXPECT_EQ(refusal.status, 429);
   EXPECT_EQ(ErrorCode(refusal), protocol::kChannelLimitCode);
-  EXPECT_EQ(Metric("uplink_ssh_channels_refused_total", {{"reason", "channel_limit"}}), 1);
+  EXPECT_EQ(Metric("uplink_console_ssh_channels_refused_total", {{"reason", "channel_limit"}}), 1);
 
   // Another grant of the same reservation has its own.
   net::Response second = Send("POST", "/api/v1/reservations/" + r.id + "/ssh-grants",
@@ -563,7 +563,7 @@ TEST_F(SshReadyTest, ConnectionSetupWaitsForAFreshReportAndAConfirmedHandover) {
   clock_.Advance(protocol::kHandoverTimeout + std::chrono::seconds(1));
   api_->ssh_relay().Sweep();
   ASSERT_TRUE(Eventually([&] {
-    return Metric("uplink_ssh_handovers_total", {{"outcome", "failed"}}) == 1;
+    return Metric("uplink_console_ssh_handovers_total", {{"outcome", "failed"}}) == 1;
   }));
 
   // The next report probes again; now sshd answers.
@@ -627,7 +627,7 @@ TEST_F(SshApiTest, TheBudgetCutsTheChannelAtTheBudgetAndSaysWhy) {
   EXPECT_EQ(closed.close_code, net::kClosePolicyViolation);
   EXPECT_EQ(closed.data, protocol::TransferBudgetCloseReason(2'000'000, 2'000'000, r.id));
   ASSERT_TRUE(Eventually([&] { return UsedBytes(r.id) == 2'000'000; }));
-  EXPECT_EQ(Metric("uplink_ssh_budget_cuts_total", {}), 1);
+  EXPECT_EQ(Metric("uplink_console_ssh_budget_cuts_total", {}), 1);
 
   net::Response refusal;
   EXPECT_EQ(Client(r.id, r.grant, &refusal), nullptr);
@@ -647,7 +647,7 @@ TEST_F(SshApiTest, AMessageThatWouldCrossTheBudgetIsNotForwarded) {
   net::WebSocketMessage closed = ReadClose(*client);
   EXPECT_EQ(closed.close_code, net::kClosePolicyViolation);
   EXPECT_EQ(closed.data, protocol::TransferBudgetCloseReason(80'000, 100'000, r.id));
-  ASSERT_TRUE(Eventually([&] { return Metric("uplink_ssh_channels_open", {}) == 0; }));
+  ASSERT_TRUE(Eventually([&] { return Metric("uplink_console_ssh_channels_open", {}) == 0; }));
   EXPECT_EQ(UsedBytes(r.id), 80'000);
 }
 
