@@ -106,6 +106,8 @@ int Serve(const std::vector<std::string>& args) {
   std::chrono::milliseconds sample_raw_retention = options.sample_raw_retention;
   std::chrono::milliseconds sample_retention = options.sample_retention;
   std::chrono::milliseconds command_timeout = options.command_timeout;
+  std::int64_t ssh_channels_per_grant = options.ssh_channels_per_grant;
+  std::chrono::milliseconds ssh_idle_timeout = options.ssh_idle_timeout;
   std::string agent_image;
   std::string agent_cluster_image;
   std::string workspace_image;
@@ -150,6 +152,10 @@ int Serve(const std::vector<std::string>& args) {
   flags.String("workspace-console-cidrs", &workspace_console_cidrs,
                "this console's addresses as workspace controllers reach them, comma-separated "
                "CIDRs, written into execution.json for their egress policy");
+  flags.Int("ssh-channels-per-grant", &ssh_channels_per_grant,
+            "SSH channels one grant may have open at once (1-64)");
+  flags.Duration("ssh-idle-timeout", &ssh_idle_timeout,
+                 "an SSH channel that carried no byte either way this long is closed (1m-24h)");
   flags.Int("max-connections", &max_connections,
             "connections served at once, each agent's long poll one (default: the open-file "
             "limit, raised to its hard limit, less 256)");
@@ -232,6 +238,14 @@ int Serve(const std::vector<std::string>& args) {
     return Fail(InvalidArgumentError("--command-timeout must be from 5s to 60s"));
   }
   options.command_timeout = std::chrono::duration_cast<std::chrono::seconds>(command_timeout);
+  if (ssh_channels_per_grant < 1 || ssh_channels_per_grant > 64) {
+    return Fail(InvalidArgumentError("--ssh-channels-per-grant must be from 1 to 64"));
+  }
+  if (ssh_idle_timeout < std::chrono::minutes(1) || ssh_idle_timeout > std::chrono::hours(24)) {
+    return Fail(InvalidArgumentError("--ssh-idle-timeout must be from 1m to 24h"));
+  }
+  options.ssh_channels_per_grant = ssh_channels_per_grant;
+  options.ssh_idle_timeout = std::chrono::duration_cast<std::chrono::seconds>(ssh_idle_timeout);
   options.max_upload_bytes = static_cast<size_t>(max_upload_bytes);
   options.record_retention = std::chrono::duration_cast<std::chrono::seconds>(record_retention);
   options.thresholds = {stale_after, offline_after};
@@ -350,6 +364,7 @@ constexpr const char* kUsage =
     "                            [--sample-raw-retention 48h] [--sample-retention 168h]\n"
     "                            [--agent-image REPO@sha256:D] [--agent-cluster-image REPO@sha256:D]\n"
     "                            [--workspace-image REPO@sha256:D] [--workspace-console-cidrs CIDR,...]\n"
+    "                            [--ssh-channels-per-grant 4] [--ssh-idle-timeout 30m]\n"
     "                            [--max-connections N] [--remote-write-url URL\n"
     "                             [--remote-write-bearer-token-file F | --remote-write-username U\n"
     "                              --remote-write-password-file F] [--remote-write-ca-file F]\n"

@@ -140,6 +140,9 @@ ChildProcess::ChildProcess(std::vector<std::string> argv, const std::string& log
                                    O_WRONLY | O_CREAT | O_TRUNC, 0600);
   posix_spawn_file_actions_addopen(&actions, 2, stderr_path_.c_str(),
                                    O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  // Nothing else of the test's: an inherited listening socket (a server the test stops and
+  // starts again on its port) would keep the port, and take connections, in the child.
+  posix_spawn_file_actions_addclosefrom_np(&actions, 3);
   auto args = CStrings(argv);
   std::vector<std::string> env_strings = env ? *env : std::vector<std::string>{};
   auto envp = CStrings(env_strings);

@@ -6,11 +6,13 @@
 #include "agent/kube_system_uid.h"
 #include "agent/workspace/controller.h"
 #include "agent/workspace/guards.h"
+#include "agent/workspace/ssh_tunnel.h"
 #include "common/flags.h"
 #include "common/log.h"
 #include "kube/credentials.h"
 #include "net/http.h"
 #include "protocol/agent_api.h"
+#include "protocol/ssh.h"
 #include "protocol/workspace.h"
 
 namespace uplink::agent::workspace {
@@ -18,6 +20,7 @@ namespace {
 
 constexpr std::int64_t kMaxParallelism = 64;
 constexpr std::int64_t kMaxCommandsAtOnce = 64;
+constexpr std::int64_t kMaxSshChannels = 1024;
 
 struct Common {
   std::string config_path;
@@ -248,6 +251,20 @@ int RunWorkspaceCommand(const std::vector<std::string>& args) {
                  "how often the local expiry loop runs (1s-5m)");
   flags.Int("parallelism", &parallelism, "Kubernetes calls at once (1-64)");
   flags.Int("max-commands", &max_commands, "commands run at once (1-64)");
+  bool ssh = false;
+  SshPaths ssh_paths;
+  std::int64_t ssh_channels = 64;
+  flags.Bool("ssh", &ssh,
+             "SSH access to workspaces: one tunnel to the console, sshd -i in the workspace per "
+             "channel (the chart sets it from execution.sshEnabled)");
+  flags.String("ssh-dir", &ssh_paths.dir,
+               "the workspace's directory for its SSH host key and authorized_keys");
+  flags.String("sshd-config", &ssh_paths.sshd_config, "the sshd configuration in the workspace image");
+  flags.Int("ssh-max-channels", &ssh_channels, "SSH channels open at once (1-1024)");
+  std::chrono::milliseconds ssh_report_interval = protocol::kCapabilityReportInterval;
+  flags.Duration("ssh-report-interval", &ssh_report_interval,
+                 "how often each running workspace's SSH capability is reported (1s-50s; the "
+                 "console wants one younger than a minute)");
   if (std::optional<int> exit_code = ParseFlagsOrExit(flags, args)) return *exit_code;
   auto config = CheckCommon(flags, c, "uplink-agent workspace");
   if (!config.ok()) return Fail(config.status().message(), kExitUsage);
@@ -267,6 +284,16 @@ int RunWorkspaceCommand(const std::vector<std::string>& args) {
   if (parallelism < 1 || parallelism > kMaxParallelism || max_commands < 1 ||
       max_commands > kMaxCommandsAtOnce) {
     return Fail("--parallelism and --max-commands must be from 1 to 64", kExitUsage);
+  }
+  if (ssh_channels < 1 || ssh_channels > kMaxSshChannels) {
+    return Fail("--ssh-max-channels must be from 1 to 1024", kExitUsage);
+  }
+  if (ssh_report_interval < std::chrono::seconds(1) ||
+      ssh_report_interval > std::chrono::seconds(50)) {
+    return Fail("--ssh-report-interval must be from 1s to 50s", kExitUsage);
+  }
+  if (!ssh_paths.dir.starts_with("/") || !ssh_paths.sshd_config.starts_with("/")) {
+    return Fail("--ssh-dir and --sshd-config must be absolute paths in the workspace", kExitUsage);
   }
   if (!config->enabled) {
     return Fail("execution is disabled in " + c.config_path +
@@ -322,6 +349,31 @@ int RunWorkspaceCommand(const std::vector<std::string>& args) {
   metrics::Registry registry;
   DeclareWorkspaceMetrics(registry);
   const std::string namespace_name = config->namespace_name;
+  std::unique_ptr<SshTunnel> tunnel;
+  if (ssh) {
+    DeclareSshMetrics(registry);
+    tunnel = std::make_unique<SshTunnel>(
+        SshTunnelOptions{.console = {.base_url = c.console_url,
+                                     .ca_file = c.console_ca_file,
+                                     .user_agent = protocol::AgentUserAgent(
+                                         UPLINK_VERSION, protocol::kWorkspaceRole)},
+                         .token_file = c.token_file,
+                         .cluster_uid = cluster_uid,
+                         .paths = ssh_paths,
+                         .max_channels = static_cast<size_t>(ssh_channels),
+                         .capability_interval = ssh_report_interval},
+        (*pool)->ForExec(), registry);
+    options.pods_observed = [&tunnel, namespace_name](const std::vector<ObservedPod>& pods) {
+      std::vector<WorkspacePod> running;
+      for (const ObservedPod& pod : pods) {
+        if (pod.phase == "Running" && !pod.deleting &&
+            protocol::IsReservationId(pod.reservation_id)) {
+          running.push_back({namespace_name, pod.name, pod.reservation_id});
+        }
+      }
+      tunnel->SetRunning(std::move(running));
+    };
+  }
   WorkspaceController controller(options, std::move(config).value(), **pool, **sync, **output,
                                  SystemClock(), registry);
   auto health = HealthServer::Start(
@@ -332,8 +384,13 @@ int RunWorkspaceCommand(const std::vector<std::string>& args) {
             {"namespace", namespace_name},
             {"instance", options.instance},
             {"cluster_uid", cluster_uid},
+            {"ssh", ssh},
             {"health_port", static_cast<std::int64_t>((*health)->port())}});
+  // Beside the controller, never in its way: SSH down or off leaves commands working.
+  std::thread ssh_thread;
+  if (tunnel) ssh_thread = std::thread([&] { tunnel->Run(stop); });
   controller.Run(stop);
+  if (ssh_thread.joinable()) ssh_thread.join();
   log.Info("stopped");
   return 0;
 }

@@ -111,38 +111,59 @@ CommandOutcome ParseCommandOutcome(std::string_view stderr_text, std::string_vie
   return CommandOutcome{.state = "failed", .message = std::move(message)};
 }
 
-Result<CommandOutcome> RunCommandInPod(kube::KubeClient& kube, std::string_view ns,
-                                       std::string_view pod, std::string_view container,
-                                       const WorkspaceCommand& command, const OutputSink& sink,
-                                       ExecSessions& sessions) {
+Status WriteExecStdin(net::WebSocket& socket, std::string_view data, bool end) {
+  // In messages within the server's frame limit, then (v5 only) the end of stdin.
+  constexpr size_t kStdinChunk = 32 * 1024;
+  for (size_t offset = 0; offset < data.size(); offset += kStdinChunk) {
+    std::string message(1, '\0');
+    message.append(data.substr(offset, kStdinChunk));
+    UPLINK_RETURN_IF_ERROR(socket.Write(message));
+  }
+  if (end && socket.subprotocol() == "v5.channel.k8s.io") {
+    UPLINK_RETURN_IF_ERROR(socket.Write(std::string("\xff\0", 2)));
+  }
+  return Status::Ok();
+}
+
+std::optional<int> ExecExitCode(std::string_view status_json) {
+  auto status = ParseJson(status_json, JsonLimits{.max_bytes = 64 * 1024, .max_depth = 8});
+  if (!status.ok() || !status->is_object()) return std::nullopt;
+  const json::object& object = status->get_object();
+  if (StringAt(object, "status") == "Success") return 0;
+  if (StringAt(object, "reason") != "NonZeroExitCode") return std::nullopt;
+  const json::value* causes = ObjectAt(object, "details").if_contains("causes");
+  if (causes == nullptr || !causes->is_array()) return std::nullopt;
+  for (const json::value& cause : causes->get_array()) {
+    if (!cause.is_object() || StringAt(cause.get_object(), "reason") != "ExitCode") continue;
+    if (auto code = ParseDecimalInt(StringAt(cause.get_object(), "message"), 0, 255)) {
+      return static_cast<int>(*code);
+    }
+  }
+  return std::nullopt;
+}
+
+Result<ExecResult> RunExec(kube::KubeClient& kube, std::string_view ns, std::string_view pod,
+                           std::string_view container, const std::vector<std::string>& argv,
+                           std::string_view stdin_data, const OutputSink& sink,
+                           ExecSessions& sessions) {
   net::WebSocketOptions options;
   options.max_message_bytes = 1 << 20;
   options.idle_timeout = std::chrono::seconds(60);
   UPLINK_ASSIGN_OR_RETURN(std::unique_ptr<net::WebSocket> socket,
-                          kube.Exec(ns, pod, container, CommandArgv(command), true, options));
+                          kube.Exec(ns, pod, container, argv, true, options));
   if (!sessions.Add(socket.get())) return UnavailableError("the controller is stopping");
   struct Unregister {
     ExecSessions& sessions;
     net::WebSocket* socket;
     ~Unregister() { sessions.Remove(socket); }
   } unregister{sessions, socket.get()};
+  UPLINK_RETURN_IF_ERROR(WriteExecStdin(*socket, stdin_data, true));
 
-  const bool v5 = socket->subprotocol() == "v5.channel.k8s.io";
-  // The code on stdin, in messages within the server's frame limit, then (v5) its end.
-  constexpr size_t kStdinChunk = 32 * 1024;
-  for (size_t offset = 0; offset < command.code.size(); offset += kStdinChunk) {
-    std::string message(1, '\0');
-    message.append(command.code, offset, kStdinChunk);
-    UPLINK_RETURN_IF_ERROR(socket->Write(message));
-  }
-  if (v5) UPLINK_RETURN_IF_ERROR(socket->Write(std::string("\xff\0", 2)));
-
-  std::string stderr_text;
-  std::string status_json;
+  ExecResult result;
   while (true) {
     auto message = socket->Read();
     if (!message.ok()) {
-      if (!status_json.empty()) break;  // the Status came; the close may be lost
+      if (!result.status_json.empty()) break;  // the Status came; the close may be lost
       return message.status().WithContext("exec session in " + std::string(pod));
     }
     if (message->type == net::WebSocketMessage::Type::kClose) break;
@@ -152,16 +173,26 @@ Result<CommandOutcome> RunCommandInPod(kube::KubeClient& kube, std::string_view 
     if (channel == 1) {
       if (!payload.empty()) sink(payload);
     } else if (channel == 2) {
-      if (stderr_text.size() < kMaxStderrBytes) stderr_text.append(payload.substr(0, kMaxStderrBytes));
+      if (result.stderr_text.size() < kMaxStderrBytes) {
+        result.stderr_text.append(payload.substr(0, kMaxStderrBytes));
+      }
     } else if (channel == 3) {
-      status_json.append(payload);
+      result.status_json.append(payload);
     }
   }
-  if (status_json.empty()) {
-    return UnavailableError("exec session in " + std::string(pod) +
-                            " ended without the command's status");
+  if (result.status_json.empty()) {
+    return UnavailableError("exec session in " + std::string(pod) + " ended without a status");
   }
-  return ParseCommandOutcome(stderr_text, status_json);
+  return result;
+}
+
+Result<CommandOutcome> RunCommandInPod(kube::KubeClient& kube, std::string_view ns,
+                                       std::string_view pod, std::string_view container,
+                                       const WorkspaceCommand& command, const OutputSink& sink,
+                                       ExecSessions& sessions) {
+  UPLINK_ASSIGN_OR_RETURN(ExecResult ran, RunExec(kube, ns, pod, container, CommandArgv(command),
+                                                  command.code, sink, sessions));
+  return ParseCommandOutcome(ran.stderr_text, ran.status_json);
 }
 
 }  // namespace uplink::agent::workspace

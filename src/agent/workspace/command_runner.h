@@ -56,6 +56,26 @@ class ExecSessions {
 // Receives output as it arrives (stdout and stderr interleaved as the command wrote them).
 using OutputSink = std::function<void(std::string_view chunk)>;
 
+struct ExecResult {
+  std::string stderr_text;  // at most 64 KiB
+  std::string status_json;  // the final Status (channel 3)
+};
+
+// Runs `argv` in `container` of `pod` through the exec API to its end: `stdin_data` goes to
+// its standard input, which then ends (so a reader can read it to its exact length), stdout
+// goes to `sink`. Errors are for what kept the exec from happening or finishing.
+Result<ExecResult> RunExec(kube::KubeClient& kube, std::string_view ns, std::string_view pod,
+                           std::string_view container, const std::vector<std::string>& argv,
+                           std::string_view stdin_data, const OutputSink& sink,
+                           ExecSessions& sessions);
+
+// Writes `data` to an exec session's standard input in messages within the server's frame
+// limit; `end` then closes it (v5.channel.k8s.io only; v4 has no such signal).
+Status WriteExecStdin(net::WebSocket& socket, std::string_view data, bool end);
+
+// The exit code an exec session's final Status carries (Success: 0), if it names one.
+std::optional<int> ExecExitCode(std::string_view status_json);
+
 // Runs (or re-attaches to) `command` in `container` of `pod`. Errors are for what kept the
 // exec from happening at all (pod gone, API refusal, a session cut): the caller may try again,
 // and the marker keeps a retry from running anything twice.

@@ -356,6 +356,7 @@ Status WorkspaceController::Reconcile(bool fresh) {
   registry_.Set("uplink_workspace_events_pending", static_cast<double>(outbox_.pending()));
   registry_.Increment("uplink_workspace_reconciles_total",
                       {{"result", applied.ok() ? "ok" : "error"}});
+  if (options_.pods_observed) options_.pods_observed(*pods);
   std::lock_guard lock(state_mutex_);
   if (fresh) unlisted_before_ = std::move(plan.unlisted_now);
   observed_ = std::move(pods).value();

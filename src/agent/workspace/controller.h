@@ -18,6 +18,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -121,6 +122,9 @@ struct ControllerOptions {
   size_t max_commands = 16;
   // /readyz: a full reconcile (console sync and every Kubernetes call) succeeded this recently.
   std::chrono::seconds ready_within{90};
+  // Told the pods after every listing that a reconcile made (the SSH tunnel learns which
+  // workspaces run where); called with no lock held.
+  std::function<void(const std::vector<ObservedPod>& pods)> pods_observed;
 };
 
 void DeclareWorkspaceMetrics(metrics::Registry& registry);

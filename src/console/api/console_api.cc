@@ -22,8 +22,12 @@ ConsoleApi::ConsoleApi(Store& store, const Clock& clock, ConsoleOptions options)
       kubectl_(context_, commands_, outcomes_, approvals_),
       agent_(context_, nodes_, kubectl_, runs_),
       offers_(context_, signals_),
-      reservations_(context_, signals_),
+      ssh_relay_(store, clock, metrics_,
+                 LocalSshRelayOptions{.channels_per_grant = options_.ssh_channels_per_grant,
+                                      .idle_timeout = options_.ssh_idle_timeout}),
+      reservations_(context_, signals_, ssh_relay_),
       workspace_agent_(context_, signals_, reservations_),
+      ssh_(context_, workspace_agent_, reservations_, ssh_relay_),
       signals_(clock),
       commands_(clock, CommandBrokerOptions{.give_up_after = options_.command_timeout}) {
   operations_.Register(routes_);
@@ -40,6 +44,7 @@ ConsoleApi::ConsoleApi(Store& store, const Clock& clock, ConsoleOptions options)
   offers_.Register(routes_);
   reservations_.Register(routes_);
   workspace_agent_.Register(routes_);
+  ssh_.Register(routes_);
   routes_.SetFallbacks();
   operations_.AddToScrape([this] { return connections_.Scrape(); });
   operations_.AddToScrape([this] { return kubectl_.Scrape(); });
@@ -54,11 +59,13 @@ ConsoleApi::ConsoleApi(Store& store, const Clock& clock, ConsoleOptions options)
   signals_.StartReaper();
   presence_.StartFlusher(store, options_.presence_flush_interval);
   approvals_.Start();
+  ssh_relay_.StartSweeper();
 }
 
 ConsoleApi::~ConsoleApi() {
   // The sweeper first; then the broker (the last member) ends the commands still waiting.
   approvals_.Stop();
+  ssh_relay_.StopSweeper();
 }
 
 }  // namespace uplink::console

@@ -9,7 +9,8 @@
 // nodes_api.h (node metrics and plans), runs_api.h (experiment runs), approvals_api.h and
 // kubectl_api.h (kubectl commands, their approvals, the namespace scope, cluster snapshots),
 // agent_api.h (the agent's inventory, uploads and whoami), offers_api.h, reservations_api.h and
-// workspace_agent_api.h (workspace execution: offers, reservations, the controller's calls).
+// workspace_agent_api.h (workspace execution: offers, reservations, the controller's calls),
+// ssh_api.h (SSH into workspaces through the relay of console/ssh/).
 #pragma once
 
 #include "common/metrics.h"
@@ -30,6 +31,7 @@
 #include "console/api/reservations_api.h"
 #include "console/api/routes.h"
 #include "console/api/runs_api.h"
+#include "console/api/ssh_api.h"
 #include "console/api/two_factor_api.h"
 #include "console/api/web_api.h"
 #include "console/api/workspace_agent_api.h"
@@ -38,6 +40,7 @@
 #include "console/auth/failure_guard.h"
 #include "console/auth/password.h"
 #include "console/commands/command_broker.h"
+#include "console/ssh/local_ssh_relay.h"
 #include "console/store/store.h"
 #include "net/router.h"
 
@@ -62,6 +65,8 @@ class ConsoleApi {
   CommandBroker& commands() { return commands_; }
   // The agent calls noted in memory; tests call Flush().
   AgentPresence& presence() { return presence_; }
+  // The SSH relay; tests move a FakeClock and call Sweep().
+  LocalSshRelay& ssh_relay() { return ssh_relay_; }
   // Ends approvals whose expiry passed (ApprovalsApi::EndDueApprovals); tests call it after
   // moving a FakeClock.
   void EndDueApprovals() { approvals_.EndDueApprovals(); }
@@ -89,8 +94,11 @@ class ConsoleApi {
   KubectlApi kubectl_;
   AgentApi agent_;
   OffersApi offers_;
+  // Before the areas that use it; its sweeper stops in ~ConsoleApi.
+  LocalSshRelay ssh_relay_;
   ReservationsApi reservations_;
   WorkspaceAgentApi workspace_agent_;
+  SshApi ssh_;
   // After the areas: destroyed before them, answering the long polls still waiting while what
   // their callbacks use still exists.
   WorkspaceSignals signals_;

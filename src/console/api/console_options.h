@@ -14,6 +14,7 @@
 #include "console/api/upload_sink.h"
 #include "console/auth/failure_guard.h"
 #include "console/auth/password.h"
+#include "protocol/ssh.h"
 #include "protocol/upload.h"
 #include "protocol/workspace.h"
 
@@ -66,6 +67,10 @@ struct ConsoleOptions {
   std::chrono::seconds default_max_lifetime{24 * 3600};
   std::int64_t workspace_output_cap_bytes = protocol::kDefaultOutputCapBytes;
   std::chrono::seconds reservation_expiry_grace{120};
+  // The SSH relay (serve --ssh-channels-per-grant, --ssh-idle-timeout): channels one grant
+  // may have open at once, and how long a channel may carry no byte before it is closed.
+  std::int64_t ssh_channels_per_grant = protocol::kDefaultChannelsPerGrant;
+  std::chrono::seconds ssh_idle_timeout = protocol::kDefaultSshIdleTimeout;
   // Told of every stored upload (serve --remote-write-url forwards node samples); not owned,
   // outlives the ConsoleApi. Null: nothing beyond the store.
   UploadSink* upload_sink = nullptr;

@@ -103,8 +103,9 @@ Result<std::int64_t> Total(std::int64_t per_gpu, std::int64_t gpus, std::int64_t
 
 }  // namespace
 
-ReservationsApi::ReservationsApi(const ApiContext& context, WorkspaceSignals& signals)
-    : ApiArea(context), signals_(signals) {}
+ReservationsApi::ReservationsApi(const ApiContext& context, WorkspaceSignals& signals,
+                                 SshRelay& ssh)
+    : ApiArea(context), signals_(signals), ssh_(ssh) {}
 
 void ReservationsApi::Register(Routes& routes) {
   routes.UserRoute("POST", "/api/v1/reservations", Access::kAnyUser,
@@ -419,6 +420,7 @@ Result<net::Response> ReservationsApi::CreateSshGrant(const std::string& id,
                                   {"grant_id", grant.id},
                                   {"fingerprint", grant.fingerprint}});
   signals_.Notify("offer:" + reservation.offer_id);
+  ssh_.GrantsChanged(reservation.id);
   return JsonResponse(201, SshGrantJson(grant, now));
 }
 
@@ -449,6 +451,7 @@ Result<net::Response> ReservationsApi::RevokeSshGrant(const std::string& id,
                                         reservation.id, reservation.owner_id,
                                         {{"grant_id", grant_id}})));
   signals_.Notify("offer:" + reservation.offer_id);
+  ssh_.GrantsChanged(reservation.id);
   return JsonResponse(200, SshGrantJson(revoked, now));
 }
 

@@ -9,6 +9,7 @@
 #include "console/api/api_context.h"
 #include "console/api/routes.h"
 #include "console/api/workspace_signals.h"
+#include "console/ssh/ssh_relay.h"
 #include "protocol/workspace.h"
 
 namespace uplink::console {
@@ -19,9 +20,12 @@ inline constexpr size_t kMaxCommandRequestBytes = 6 * protocol::kMaxWorkspaceCod
 
 class ReservationsApi : private ApiArea {
  public:
-  ReservationsApi(const ApiContext& context, WorkspaceSignals& signals);
+  // `ssh` is told when a reservation's SSH grants change.
+  ReservationsApi(const ApiContext& context, WorkspaceSignals& signals, SshRelay& ssh);
 
   void Register(Routes& routes);
+  // NotFound unless the caller owns the reservation or is an admin.
+  Result<Reservation> OwnedReservation(const std::string& id, const RequestContext& caller);
   // Marks overdue reservations expired (Store::ExpireOverdueReservations), telling their
   // controllers. Called before reservations are read, and by the controller's sync.
   void ExpireOverdue();
@@ -51,10 +55,8 @@ class ReservationsApi : private ApiArea {
                    const net::Request& request, const RequestContext& caller, net::Reply reply);
   Result<net::Response> CommandReply(const WorkspaceCommandRecord& command, std::int64_t offset);
 
-  // NotFound unless the caller owns the reservation or is an admin.
-  Result<Reservation> OwnedReservation(const std::string& id, const RequestContext& caller);
-
   WorkspaceSignals& signals_;
+  SshRelay& ssh_;
 };
 
 }  // namespace uplink::console

@@ -22,13 +22,15 @@ class WorkspaceAgentApi : private ApiArea {
 
   void Register(Routes& routes);
 
- private:
-  // The offer the presented execution credential belongs to, or the reply refusing it.
+  // The offer the presented execution credential belongs to, or the reply refusing it; the
+  // SSH tunnel (ssh_api.h) is authenticated exactly as the sync.
   struct Caller {
     Offer offer;
     std::string credential_hash;
   };
   std::variant<Caller, net::Response> Authenticate(const net::Request& request);
+
+ private:
   net::Response Refuse(const net::Request& request, const Offer* matched,
                        std::string_view lookup_prefix, std::string_view reason,
                        const std::string& message);

@@ -624,6 +624,14 @@ CREATE INDEX ssh_grants_by_reservation ON ssh_grants(reservation_id, created_at)
 ALTER TABLE reservations ADD COLUMN transfer_budget_bytes INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE reservations ADD COLUMN transfer_used_bytes INTEGER NOT NULL DEFAULT 0;
 )sql"},
+    {13, R"sql(
+-- The SSH relay (docs/protocol.md, "SSH relay"): the workspace's host key, pinned at its first
+-- capability report; when sshd was last reported; when the console's handover probe last read
+-- sshd's identification line with that key pinned.
+ALTER TABLE reservations ADD COLUMN ssh_host_key TEXT NOT NULL DEFAULT '';
+ALTER TABLE reservations ADD COLUMN ssh_reported_at INTEGER;
+ALTER TABLE reservations ADD COLUMN ssh_handover_at INTEGER;
+)sql"},
 };
 
 constexpr const char* kUserColumns =

@@ -234,6 +234,12 @@ class SqliteStore : public Store {
                                           size_t max_commands) override;
   Status CreateSshGrant(const SshGrant& grant, const AuditEvent& audit) override;
   Result<std::vector<SshGrant>> ListSshGrants(const std::string& reservation_id) override;
+  Result<SshHostKeyCheck> RecordSshCapability(const std::string& reservation_id,
+                                              const std::string& host_key,
+                                              const AuditEvent& audit) override;
+  Status RecordSshHandover(const std::string& reservation_id, const std::string& host_key,
+                           WallTime at) override;
+  Status AddTransferUsed(const std::string& reservation_id, std::int64_t bytes) override;
   Result<SshGrant> RevokeSshGrant(const std::string& reservation_id, const std::string& grant_id,
                                   const std::string& by, const AuditEvent& audit) override;
   Status CreateWorkspaceCommand(const WorkspaceCommandRecord& command,

@@ -35,7 +35,8 @@ constexpr const char* kReviewColumns =
 constexpr const char* kReservationColumns =
     "r.id, r.offer_id, r.owner_id, u.email, r.gpus, r.node, r.pod, r.state, r.created_at, "
     "r.expires_at, r.cpu_millis, r.memory_bytes, r.ephemeral_storage_bytes, r.ended_at, "
-    "r.transfer_budget_bytes, r.transfer_used_bytes";
+    "r.transfer_budget_bytes, r.transfer_used_bytes, r.ssh_host_key, r.ssh_reported_at, "
+    "r.ssh_handover_at";
 
 constexpr const char* kSshGrantColumns =
     "id, reservation_id, key_type, public_key, fingerprint, comment, created_by, created_at, "
@@ -104,6 +105,9 @@ Reservation ReservationFromRow(const auto& row) {
   r.ended_at = row.OptionalTime(13);
   r.transfer_budget_bytes = row.Int(14);
   r.transfer_used_bytes = row.Int(15);
+  r.ssh_host_key = row.Text(16);
+  r.ssh_reported_at = row.OptionalTime(17);
+  r.ssh_handover_at = row.OptionalTime(18);
   return r;
 }
 
@@ -918,6 +922,62 @@ Result<std::vector<SshGrant>> SqliteStore::ListSshGrants(const std::string& rese
       [&](const Statement& row) { grants.push_back(SshGrantFromRow(row)); },
       "reading SSH grants"));
   return grants;
+}
+
+Result<SshHostKeyCheck> SqliteStore::RecordSshCapability(const std::string& reservation_id,
+                                                         const std::string& host_key,
+                                                         const AuditEvent& audit) {
+  SshHostKeyCheck check = SshHostKeyCheck::kSame;
+  Status status = WriteTransaction([&]() -> Status {
+    UPLINK_ASSIGN_OR_RETURN(Reservation reservation, ReadReservation(reservation_id));
+    if (!reservation.ssh_host_key.empty() && reservation.ssh_host_key != host_key) {
+      check = SshHostKeyCheck::kChanged;
+      return Status::Ok();
+    }
+    check = reservation.ssh_host_key.empty() ? SshHostKeyCheck::kPinned : SshHostKeyCheck::kSame;
+    UPLINK_RETURN_IF_ERROR(
+        Change("UPDATE reservations SET ssh_host_key = ?, ssh_reported_at = ? WHERE id = ?",
+               [&](Statement& s) { s.Bind(host_key).Bind(audit.at).Bind(reservation_id); },
+               "recording the SSH capability report")
+            .status());
+    if (check != SshHostKeyCheck::kPinned) return Status::Ok();
+    AuditEvent event = audit;
+    event.owner_id = reservation.owner_id;
+    return InsertAudit(event);
+  });
+  UPLINK_RETURN_IF_ERROR(status);
+  return check;
+}
+
+Status SqliteStore::RecordSshHandover(const std::string& reservation_id,
+                                      const std::string& host_key, WallTime at) {
+  return WriteTransaction([&]() -> Status {
+    UPLINK_ASSIGN_OR_RETURN(
+        int changed,
+        Change("UPDATE reservations SET ssh_handover_at = ? WHERE id = ? AND ssh_host_key = ?",
+               [&](Statement& s) { s.Bind(at).Bind(reservation_id).Bind(host_key); },
+               "recording the SSH handover"));
+    if (changed == 0) {
+      return FailedPreconditionError("reservation " + reservation_id +
+                                     " has another host key pinned (or none)");
+    }
+    return Status::Ok();
+  });
+}
+
+Status SqliteStore::AddTransferUsed(const std::string& reservation_id, std::int64_t bytes) {
+  if (bytes < 0) return InvalidArgumentError("a transfer is counted in bytes from 0 up");
+  if (bytes == 0) return Status::Ok();
+  return WriteTransaction([&]() -> Status {
+    UPLINK_ASSIGN_OR_RETURN(
+        int changed,
+        Change("UPDATE reservations SET transfer_used_bytes = transfer_used_bytes + ? "
+               "WHERE id = ?",
+               [&](Statement& s) { s.Bind(bytes).Bind(reservation_id); },
+               "counting the SSH transfer"));
+    if (changed == 0) return NotFoundError("reservation " + reservation_id + " does not exist");
+    return Status::Ok();
+  });
 }
 
 Result<SshGrant> SqliteStore::RevokeSshGrant(const std::string& reservation_id,

@@ -142,6 +142,12 @@ struct Reservation {
   // moved so far.
   std::int64_t transfer_budget_bytes = 0;
   std::int64_t transfer_used_bytes = 0;
+  // SSH (docs/protocol.md, "SSH relay"): the workspace's host key, pinned at its first
+  // capability report ("" before); the latest report with that key; the latest handover
+  // confirmed with it.
+  std::string ssh_host_key;
+  std::optional<WallTime> ssh_reported_at;
+  std::optional<WallTime> ssh_handover_at;
   std::vector<ReservationTransition> transitions;  // oldest first
 };
 
@@ -170,6 +176,13 @@ using protocol::kSshGrantIdPrefix;
 using protocol::NewSshGrantId;
 // A limit on the keys valid at once in one workspace.
 inline constexpr std::int64_t kMaxLiveSshGrantsPerReservation = 16;
+
+// What a capability report's host key was to the reservation's pinned one.
+enum class SshHostKeyCheck {
+  kPinned,   // none was pinned: this one is now
+  kSame,     // the pinned one
+  kChanged,  // another: refused, nothing recorded
+};
 
 struct ReservationQuery {
   std::optional<std::string> owner_id;  // only this user's
@@ -302,6 +315,20 @@ class WorkspaceStore {
   virtual Result<SshGrant> RevokeSshGrant(const std::string& reservation_id,
                                           const std::string& grant_id, const std::string& by,
                                           const AuditEvent& audit) = 0;
+
+  // A capability report at `audit.at`: pins `host_key` when none is pinned (with `audit`, in
+  // one transaction) and records the report's time when the key is the pinned one; a
+  // different key changes nothing.
+  virtual Result<SshHostKeyCheck> RecordSshCapability(const std::string& reservation_id,
+                                                      const std::string& host_key,
+                                                      const AuditEvent& audit) = 0;
+  // The handover probe read sshd's identification line at `at`; FailedPrecondition when
+  // `host_key` is not the pinned one.
+  virtual Status RecordSshHandover(const std::string& reservation_id, const std::string& host_key,
+                                   WallTime at) = 0;
+  // Adds `bytes` to the reservation's transfer.used_bytes in one statement (several relay
+  // threads and replicas may add at once).
+  virtual Status AddTransferUsed(const std::string& reservation_id, std::int64_t bytes) = 0;
 
   // ResourceExhausted beyond kMaxOpenCommandsPerReservation open commands; FailedPrecondition
   // unless the reservation is active.

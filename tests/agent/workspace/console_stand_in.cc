@@ -1,6 +1,7 @@
 #include "console_stand_in.h"
 
 #include <cstdio>
+#include <thread>
 
 #include "common/gzip.h"
 #include "common/json.h"
@@ -39,16 +40,40 @@ std::unique_ptr<ConsoleStandIn> ConsoleStandIn::Start(std::string credential) {
                        [self](const net::Request& r, const net::PathParams& p) {
                          return self->Output(r, p.at("id"));
                        });
+  console->router_.Add("GET", std::string(protocol::kSshTunnelPath),
+                       [self](const net::Request& r, const net::PathParams&) { return self->Tunnel(r); });
+  console->router_.Add("GET", std::string(protocol::kSshChannelRoute),
+                       [self](const net::Request& r, const net::PathParams& p) {
+                         return self->DataChannel(r, p.at("id"));
+                       });
+  if (!console->StartServer(0)) return nullptr;
+  return console;
+}
+
+bool ConsoleStandIn::StartServer(int port) {
   net::ServerOptions options;
+  options.listen = "127.0.0.1:" + std::to_string(port);
   options.max_body_bytes = 4 << 20;
   options.threads = 4;
-  auto server = net::HttpServer::Start(options, console->router_.AsHandler());
+  auto server = net::HttpServer::Start(options, router_.AsHandler());
   if (!server.ok()) {
     std::fprintf(stderr, "console stand-in: %s\n", server.status().ToString().c_str());
-    return nullptr;
+    return false;
   }
-  console->server_ = std::move(server).value();
-  return console;
+  server_ = std::move(server).value();
+  return true;
+}
+
+bool ConsoleStandIn::Restart() {
+  const int port = server_->port();
+  server_->Stop();
+  server_.reset();
+  // The port may take a moment to be free again.
+  for (int attempt = 0; attempt < 50; ++attempt) {
+    if (StartServer(port)) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return false;
 }
 
 ConsoleStandIn::~ConsoleStandIn() {
@@ -229,6 +254,208 @@ net::Response ConsoleStandIn::Output(const net::Request& request, const std::str
       200, ToJson(protocol::EncodeWorkspaceOutputReply(
                {static_cast<std::int64_t>(view.output.size()),
                 protocol::IsFinalCommandState(view.state)})));
+}
+
+// --- SSH --------------------------------------------------------------------------------------
+
+net::Response ConsoleStandIn::Tunnel(const net::Request& request) {
+  std::lock_guard lock(mutex_);
+  ++tunnel_attempts_;
+  if (ssh_down_) return Error(503, "unavailable", "the console stand-in's relay is down");
+  if (auto refused = Refusal(request)) return *refused;
+  if (!net::IsWebSocketUpgrade(request)) return Error(400, "invalid_request", "a WebSocket only");
+  tunnel_user_agent_ = std::string(request.headers.Get("User-Agent").value_or(""));
+  net::WebSocketOptions options;
+  options.max_message_bytes = protocol::kMaxSshControlMessageBytes;
+  options.idle_timeout = protocol::kTunnelIdleTimeout;
+  return net::AcceptWebSocket(
+      std::string(protocol::kSshTunnelSubprotocol),
+      [this](std::unique_ptr<net::WebSocket> socket) { ServeTunnel(std::move(socket)); }, options);
+}
+
+void ConsoleStandIn::ServeTunnel(std::shared_ptr<net::WebSocket> socket) {
+  {
+    std::lock_guard lock(mutex_);
+    ++tunnels_accepted_;
+    // One tunnel per offer: a newer one replaces the older.
+    if (tunnel_) (void)tunnel_->Close(net::kClosePolicyViolation, protocol::kTunnelReplacedReason);
+    tunnel_ = socket;
+  }
+  while (true) {
+    auto message = socket->Read();
+    if (!message.ok() || message->type == net::WebSocketMessage::Type::kClose) break;
+    auto decoded = protocol::DecodeSshAgentMessage(message->data);
+    if (!decoded.ok()) {
+      std::fprintf(stderr, "console stand-in: a bad tunnel message: %s\n",
+                   decoded.status().ToString().c_str());
+      continue;
+    }
+    std::lock_guard lock(mutex_);
+    if (auto* capability = std::get_if<protocol::SshCapability>(&*decoded)) {
+      capabilities_.push_back({capability->reservation_id, capability->host_key, capability->sshd});
+    } else if (auto* failed = std::get_if<protocol::SshOpenFailed>(&*decoded)) {
+      open_failures_[failed->channel] = failed->message;
+    }
+  }
+  std::lock_guard lock(mutex_);
+  if (tunnel_ == socket) tunnel_.reset();
+}
+
+net::Response ConsoleStandIn::DataChannel(const net::Request& request, const std::string& id) {
+  std::lock_guard lock(mutex_);
+  auto issued = channel_credentials_.find(id);
+  if (issued == channel_credentials_.end() ||
+      request.headers.Get("Authorization") != "Bearer " + issued->second) {
+    ++bad_channel_credentials_;
+    return Error(401, "unauthenticated", "no valid channel credential");
+  }
+  channel_credentials_.erase(issued);  // single use
+  net::WebSocketOptions options;
+  options.max_message_bytes = protocol::kSshDataMessageMaxBytes;
+  return net::AcceptWebSocket(
+      std::string(protocol::kSshChannelSubprotocol),
+      [this, id](std::unique_ptr<net::WebSocket> socket) { ServeChannel(id, std::move(socket)); },
+      options);
+}
+
+void ConsoleStandIn::ServeChannel(const std::string& id, std::shared_ptr<net::WebSocket> socket) {
+  {
+    std::lock_guard lock(mutex_);
+    channels_[id].connected = true;
+    channel_sockets_[id] = socket;
+  }
+  std::uint16_t code = 0;
+  std::string reason;
+  while (true) {
+    auto message = socket->Read();
+    if (!message.ok()) break;
+    if (message->type == net::WebSocketMessage::Type::kClose) {
+      code = message->close_code;
+      reason = message->data;
+      break;
+    }
+    std::lock_guard lock(mutex_);
+    channels_[id].received += message->data;
+  }
+  std::lock_guard lock(mutex_);
+  ChannelView& view = channels_[id];
+  view.closed = true;
+  view.close_code = code;
+  view.close_reason = reason;
+  channel_sockets_.erase(id);
+}
+
+std::string ConsoleStandIn::OpenChannel(const std::string& reservation_id,
+                                        std::vector<std::string> keys, std::string purpose) {
+  std::shared_ptr<net::WebSocket> tunnel;
+  protocol::SshOpen open;
+  {
+    std::lock_guard lock(mutex_);
+    char id[32];
+    std::snprintf(id, sizeof id, "sch_%016x", next_channel_);
+    // 43 base64url characters, as the console mints them; unique per channel.
+    char credential[64];
+    std::snprintf(credential, sizeof credential, "chn_%043d", next_channel_++);
+    channel_credentials_[id] = credential;
+    open = protocol::SshOpen{.channel = id,
+                             .reservation_id = reservation_id,
+                             .grant_id = purpose == "session" ? "ssg_00000000000000a1" : "",
+                             .credential = credential,
+                             .authorized_keys = std::move(keys),
+                             .purpose = std::move(purpose)};
+    tunnel = tunnel_;
+  }
+  if (tunnel) (void)tunnel->Write(protocol::EncodeSshOpen(open), false);
+  return open.channel;
+}
+
+void ConsoleStandIn::SendKeys(const std::string& reservation_id, std::vector<std::string> keys) {
+  (void)SendRaw(protocol::EncodeSshKeys({.reservation_id = reservation_id,
+                                         .authorized_keys = std::move(keys)}));
+}
+
+bool ConsoleStandIn::SendRaw(const std::string& text) {
+  std::shared_ptr<net::WebSocket> tunnel;
+  {
+    std::lock_guard lock(mutex_);
+    tunnel = tunnel_;
+  }
+  return tunnel && tunnel->Write(text, false).ok();
+}
+
+std::vector<ConsoleStandIn::Capability> ConsoleStandIn::Capabilities() const {
+  std::lock_guard lock(mutex_);
+  return capabilities_;
+}
+
+std::optional<std::string> ConsoleStandIn::OpenFailure(const std::string& channel) const {
+  std::lock_guard lock(mutex_);
+  auto it = open_failures_.find(channel);
+  if (it == open_failures_.end()) return std::nullopt;
+  return it->second;
+}
+
+int ConsoleStandIn::TunnelAttempts() const {
+  std::lock_guard lock(mutex_);
+  return tunnel_attempts_;
+}
+
+int ConsoleStandIn::TunnelsAccepted() const {
+  std::lock_guard lock(mutex_);
+  return tunnels_accepted_;
+}
+
+bool ConsoleStandIn::TunnelOpen() const {
+  std::lock_guard lock(mutex_);
+  return tunnel_ != nullptr;
+}
+
+std::string ConsoleStandIn::TunnelUserAgent() const {
+  std::lock_guard lock(mutex_);
+  return tunnel_user_agent_;
+}
+
+ConsoleStandIn::ChannelView ConsoleStandIn::Channel(const std::string& channel) const {
+  std::lock_guard lock(mutex_);
+  auto it = channels_.find(channel);
+  return it == channels_.end() ? ChannelView{} : it->second;
+}
+
+bool ConsoleStandIn::WriteChannel(const std::string& channel, const std::string& bytes) {
+  std::shared_ptr<net::WebSocket> socket;
+  {
+    std::lock_guard lock(mutex_);
+    auto it = channel_sockets_.find(channel);
+    if (it == channel_sockets_.end()) return false;
+    socket = it->second;
+  }
+  return socket->Write(bytes).ok();
+}
+
+void ConsoleStandIn::CloseChannel(const std::string& channel) {
+  std::shared_ptr<net::WebSocket> socket;
+  {
+    std::lock_guard lock(mutex_);
+    auto it = channel_sockets_.find(channel);
+    if (it == channel_sockets_.end()) return;
+    socket = it->second;
+  }
+  (void)socket->Close(net::kCloseNormal, "the client went");
+}
+
+int ConsoleStandIn::BadChannelCredentials() const {
+  std::lock_guard lock(mutex_);
+  return bad_channel_credentials_;
+}
+
+void ConsoleStandIn::SetSshDown(bool down) {
+  std::shared_ptr<net::WebSocket> tunnel;
+  {
+    std::lock_guard lock(mutex_);
+    ssh_down_ = down;
+    if (down) tunnel = tunnel_;
+  }
+  if (tunnel) tunnel->Abort();
 }
 
 }  // namespace uplink::agent::workspace::testing

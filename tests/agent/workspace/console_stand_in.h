@@ -19,6 +19,8 @@
 
 #include "net/router.h"
 #include "net/server.h"
+#include "net/websocket.h"
+#include "protocol/ssh.h"
 #include "protocol/workspace.h"
 
 namespace uplink::agent::workspace::testing {
@@ -66,11 +68,55 @@ class ConsoleStandIn {
   bool SawDraining() const;
   std::string LastUserAgent() const;
 
+  // --- SSH (protocol/ssh.h): the console's end of the agent's tunnel and data channels ------
+  struct Capability {
+    std::string reservation_id;
+    std::string host_key;
+    std::string sshd;
+  };
+  std::vector<Capability> Capabilities() const;
+  // The open_failed message for `channel`, once one came.
+  std::optional<std::string> OpenFailure(const std::string& channel) const;
+  // Tunnel upgrade requests, refused ones included, and the tunnels accepted.
+  int TunnelAttempts() const;
+  int TunnelsAccepted() const;
+  bool TunnelOpen() const;
+  std::string TunnelUserAgent() const;
+  // Sends `open` for a new channel with a fresh single-use chn_ credential; the channel id.
+  std::string OpenChannel(const std::string& reservation_id, std::vector<std::string> keys,
+                          std::string purpose = "session");
+  void SendKeys(const std::string& reservation_id, std::vector<std::string> keys);
+  // Sends text as is on the tunnel (hostile-input checks).
+  bool SendRaw(const std::string& text);
+  // What the agent sent on a data channel, whether it is open, and how it closed.
+  struct ChannelView {
+    bool connected = false;
+    std::string received;
+    bool closed = false;
+    std::uint16_t close_code = 0;
+    std::string close_reason;
+  };
+  ChannelView Channel(const std::string& channel) const;
+  // Writes one binary message to the agent on an open data channel.
+  bool WriteChannel(const std::string& channel, const std::string& bytes);
+  void CloseChannel(const std::string& channel);
+  // Data channel upgrades that presented anything but their own chn_ credential.
+  int BadChannelCredentials() const;
+  // While down, tunnel upgrades are refused with 503 and the open tunnel is cut.
+  void SetSshDown(bool down);
+  // Stops serving (every connection cut) and serves again on the same port: a restart.
+  bool Restart();
+
  private:
   ConsoleStandIn() = default;
   net::Response Sync(const net::Request& request);
   net::Response Output(const net::Request& request, const std::string& id);
   std::optional<net::Response> Refusal(const net::Request& request) const;
+  net::Response Tunnel(const net::Request& request);
+  net::Response DataChannel(const net::Request& request, const std::string& id);
+  void ServeTunnel(std::shared_ptr<net::WebSocket> socket);
+  void ServeChannel(const std::string& id, std::shared_ptr<net::WebSocket> socket);
+  bool StartServer(int port);
   // Something the controller should hear about at once: ends a held sync.
   void Changed();
 
@@ -96,6 +142,19 @@ class ConsoleStandIn {
   };
   std::map<std::string, CommandEntry> commands_;
   int next_command_ = 1;
+
+  bool ssh_down_ = false;
+  int tunnel_attempts_ = 0;
+  int tunnels_accepted_ = 0;
+  std::string tunnel_user_agent_;
+  std::shared_ptr<net::WebSocket> tunnel_;
+  std::vector<Capability> capabilities_;
+  std::map<std::string, std::string> open_failures_;
+  std::map<std::string, std::string> channel_credentials_;  // not yet used, by channel
+  std::map<std::string, ChannelView> channels_;
+  std::map<std::string, std::shared_ptr<net::WebSocket>> channel_sockets_;
+  int bad_channel_credentials_ = 0;
+  int next_channel_ = 1;
 };
 
 }  // namespace uplink::agent::workspace::testing

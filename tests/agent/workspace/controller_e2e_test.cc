@@ -136,6 +136,9 @@ TEST_F(WorkspaceLifeTest, AReservationRunsCommandsAndIsGoneWhenStopped) {
   std::vector<std::string> keys = cluster_->console().EventKeys();
   EXPECT_EQ(keys.front(), id + "/provisioning/1");
   EXPECT_TRUE(std::find(keys.begin(), keys.end(), id + "/running/1") != keys.end());
+  // SSH is off unless --ssh: no tunnel was ever asked for, and none of its metrics exist.
+  EXPECT_EQ(cluster_->console().TunnelAttempts(), 0);
+  EXPECT_EQ(cluster_->ControllerMetric("uplink_workspace_ssh_tunnel_connected"), -1);
 }
 
 TEST_F(WorkspaceLifeTest, NeverPastTheCapacityAndReservationsRunConcurrently) {

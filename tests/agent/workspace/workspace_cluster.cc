@@ -125,12 +125,48 @@ std::vector<std::string> WorkspaceCluster::ControllerArgv(const std::vector<std:
   return argv;
 }
 
-void WorkspaceCluster::StartController() {
+void WorkspaceCluster::StartController(const std::vector<std::string>& extra) {
   if (controller_) controller_->Stop();
   // A log directory per start, so that each run's logs are its own.
   std::string logs = dir_->File("controller-" + std::to_string(++controller_starts_));
   std::filesystem::create_directories(logs);
-  controller_ = std::make_unique<uplink::testing::ChildProcess>(ControllerArgv(), logs);
+  std::vector<std::string> argv = ControllerArgv(extra);
+  health_port_ = uplink::testing::FreePort();
+  for (std::string& arg : argv) {
+    if (arg.starts_with("--listen=")) arg = "--listen=127.0.0.1:" + std::to_string(health_port_);
+  }
+  controller_ = std::make_unique<uplink::testing::ChildProcess>(argv, logs);
+}
+
+namespace {
+net::Response HealthGet(int port, const std::string& path) {
+  net::Response failed;
+  failed.status = 0;
+  auto client = net::HttpClient::Create({.base_url = "http://127.0.0.1:" + std::to_string(port)});
+  if (!client.ok()) return failed;
+  net::Request request;
+  request.target = path;
+  auto response = (*client)->Send(request);
+  return response.ok() ? *response : failed;
+}
+}  // namespace
+
+std::string WorkspaceCluster::ControllerMetrics() const {
+  return HealthGet(health_port_, "/metrics").body;
+}
+
+int WorkspaceCluster::ControllerReadyz() const { return HealthGet(health_port_, "/readyz").status; }
+
+double WorkspaceCluster::ControllerMetric(const std::string& sample) const {
+  const std::string text = ControllerMetrics();
+  size_t at = 0;
+  while ((at = text.find(sample + " ", at)) != std::string::npos) {
+    if (at == 0 || text[at - 1] == '\n') {
+      return std::strtod(text.c_str() + at + sample.size() + 1, nullptr);
+    }
+    at += sample.size();
+  }
+  return -1;
 }
 
 int WorkspaceCluster::StopController() {

@@ -57,8 +57,13 @@ class WorkspaceCluster {
   // The controller's argv (--config, --kubeconfig, --console, --token-file and, unless told
   // otherwise, fast loops), then `extra`.
   std::vector<std::string> ControllerArgv(const std::vector<std::string>& extra = {}) const;
-  // Starts the controller; stops a running one first.
-  void StartController();
+  // Starts the controller (its argv then `extra`); stops a running one first.
+  void StartController(const std::vector<std::string>& extra = {});
+  // The running controller's /metrics text and /readyz status (0: no answer).
+  std::string ControllerMetrics() const;
+  int ControllerReadyz() const;
+  // One sample of the controller's /metrics ("name" or "name{labels}"); -1 when absent.
+  double ControllerMetric(const std::string& sample) const;
   // SIGTERM and wait; its exit code.
   int StopController();
   // The running controller's process id (-1 when none).
@@ -91,6 +96,7 @@ class WorkspaceCluster {
   std::string console_url_;
   std::string ns_ = "uplink-workspaces";
   int controller_starts_ = 0;
+  int health_port_ = 0;
 };
 
 }  // namespace uplink::agent::workspace::testing

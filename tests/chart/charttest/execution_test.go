@@ -116,3 +116,26 @@ func TestExecutionRefusals(t *testing.T) {
 		}
 	}
 }
+
+// execution.sshEnabled turns the controller's SSH tunnel on (--ssh) and changes nothing else
+// of its pod: the tunnel is one outbound WebSocket to the console origin the network policy
+// already allows, and sshd runs through the exec API the controller already has.
+func TestExecutionSshEnabledAddsTheFlagOnly(t *testing.T) {
+	chart := loadChart(t)
+	argsOf := func(values string) (string, object) {
+		result := render(t, chart, renderCase{name: "execution", kubeVersion: "v1.35.0", values: values})
+		controller := find(t, result, "Deployment", "uplink-agent-workspace")
+		return toJSON(asMap(asList(podSpec(controller)["containers"])[0])["args"]), podSpec(controller)
+	}
+	off, offSpec := argsOf(executionValues)
+	if strings.Contains(off, "--ssh") {
+		t.Errorf("SSH is off by default, yet the controller args are %s", off)
+	}
+	on, onSpec := argsOf(executionValues + "\n  sshEnabled: true\n")
+	containsAll(t, "controller args with sshEnabled", on, `"--ssh"`)
+	delete(asMap(asList(onSpec["containers"])[0]), "args")
+	delete(asMap(asList(offSpec["containers"])[0]), "args")
+	if toJSON(onSpec) != toJSON(offSpec) {
+		t.Errorf("sshEnabled changed more of the controller's pod than its args:\n%s\n%s", toJSON(onSpec), toJSON(offSpec))
+	}
+}

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <thread>
 #include <string>
 #include <vector>
 
@@ -337,6 +338,56 @@ TEST(ReservationStates, TheMachineGoesForwardOnly) {
   EXPECT_FALSE(ReservationTransitionAllowed("completed", "running"));
   EXPECT_FALSE(ReservationTransitionAllowed("expired", "failed"));
   EXPECT_FALSE(ReservationTransitionAllowed("reserved", "bogus"));
+}
+
+TEST_F(WorkspaceStoreTest, TheFirstHostKeyReportedIsPinnedWithItsEventAndAnotherChangesNothing) {
+  Qualified({"gpu-1"});
+  auto r = store_->CreateReservation(Wanted(1), {{"gpu-1", 8}}, Event("reservation.create"));
+  ASSERT_TRUE(r.ok());
+  const std::string key = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIEhw0aQDLMFehMBBfgSUSM0uXPEuj3+c6Nnd9l2ljxsQ";
+  const std::string other = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOuQ8oAMYHEhOXMFdPhZ5NyAY3LTDIXZMUZWtQKmjsPr";
+  // No handover before a key is pinned.
+  EXPECT_EQ(store_->RecordSshHandover(r->id, key, kT0).code(), StatusCode::kFailedPrecondition);
+
+  AuditEvent pin = Event("reservation.ssh_host_key_pinned");
+  pin.at = kT0 + seconds(5);
+  EXPECT_EQ(store_->RecordSshCapability(r->id, key, pin).value(), SshHostKeyCheck::kPinned);
+  pin.at = kT0 + seconds(35);
+  EXPECT_EQ(store_->RecordSshCapability(r->id, key, pin).value(), SshHostKeyCheck::kSame);
+  pin.at = kT0 + seconds(65);
+  EXPECT_EQ(store_->RecordSshCapability(r->id, other, pin).value(), SshHostKeyCheck::kChanged);
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM audit_events WHERE action = "
+                  "'reservation.ssh_host_key_pinned'"),
+            1);
+  Reservation read = store_->GetReservation(r->id).value();
+  EXPECT_EQ(read.ssh_host_key, key);
+  EXPECT_EQ(read.ssh_reported_at, kT0 + seconds(35));  // the changed key's report not recorded
+  EXPECT_FALSE(read.ssh_handover_at);
+
+  EXPECT_EQ(store_->RecordSshHandover(r->id, other, kT0 + seconds(66)).code(),
+            StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(store_->RecordSshHandover(r->id, key, kT0 + seconds(40)).ok());
+  EXPECT_EQ(store_->GetReservation(r->id)->ssh_handover_at, kT0 + seconds(40));
+  EXPECT_EQ(store_->RecordSshCapability("res_0000000000000000", key, pin).status().code(),
+            StatusCode::kNotFound);
+}
+
+TEST_F(WorkspaceStoreTest, TransferUsedIsAddedAtomicallyFromManyThreads) {
+  Qualified({"gpu-1"});
+  auto r = store_->CreateReservation(Wanted(1), {{"gpu-1", 8}}, Event("reservation.create"));
+  ASSERT_TRUE(r.ok());
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < 50; ++i) ASSERT_TRUE(store_->AddTransferUsed(r->id, 1000).ok());
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  EXPECT_EQ(store_->GetReservation(r->id)->transfer_used_bytes, 200'000);
+  EXPECT_TRUE(store_->AddTransferUsed(r->id, 0).ok());
+  EXPECT_EQ(store_->AddTransferUsed(r->id, -1).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(store_->AddTransferUsed("res_0000000000000000", 5).code(), StatusCode::kNotFound);
+  EXPECT_EQ(store_->GetReservation(r->id)->transfer_used_bytes, 200'000);
 }
 
 }  // namespace

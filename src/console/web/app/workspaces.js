@@ -2,7 +2,8 @@
 // cluster"), an offer with the admin's review (checks, per-GPU figures, the approved nodes
 // picked from the reported inventory) and its execution (the credential once, execution.json
 // to download, the helm upgrade command with the release the controller reported),
-// reservations, and a reservation with its transitions and a command box whose output streams.
+// reservations, and a reservation with its transitions, its SSH readiness and transfer meter,
+// and a command box whose output streams.
 // Everything is rendered as text.
 import { h } from 'preact';
 import { useEffect, useRef, useState } from 'preact/hooks';
@@ -455,6 +456,52 @@ function CommandBox({ reservation }) {
   </section>`;
 }
 
+// Bytes with a binary unit, for transfer figures ("812.5 MiB").
+function size(n) {
+  const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
+  let i = 0;
+  while (n >= 1024 && i < units.length - 1) { n /= 1024; i += 1; }
+  return (i === 0 ? n : Number(n.toFixed(1))) + ' ' + units[i];
+}
+
+// The transfer budget as a meter: amber from 80 %, red once used up.
+function TransferMeter({ transfer }) {
+  const { budget_bytes: budget, used_bytes: used } = transfer;
+  const share = budget > 0 ? Math.min(1, used / budget) : 1;
+  const level = used >= budget ? 'bad' : share >= 0.8 ? 'warn' : 'ok';
+  const words = used >= budget ? 'used up: SSH channels are refused'
+    : share >= 0.8 ? 'nearly used up' : 'left: ' + size(budget - used);
+  return html`<div class=${'transfer-meter transfer-' + level} data-transfer-level=${level}>
+    <div class="transfer-bar" role="meter" aria-label="SSH transfer" aria-valuemin="0"
+      aria-valuemax=${budget} aria-valuenow=${Math.min(used, budget)}><span style=${'width:' + (share * 100).toFixed(1) + '%'}></span></div>
+    <span data-transfer-used>${size(used)} of ${size(budget)} (${(share * 100).toFixed(share < 0.1 ? 1 : 0)} %), ${words}</span>
+  </div>`;
+}
+
+// SSH for the reservation's owner: ready or why not, the pinned host key, the setup command
+// only when ready.
+function SshSection({ reservation }) {
+  const id = reservation.id;
+  const { data: ssh, error } = usePoll(() => api('GET', '/api/v1/reservations/' + encodeURIComponent(id) + '/ssh'), 5000, [id]);
+  const now = useNow();
+  if (!ssh) return html`<section data-ssh><h2>SSH</h2><${ErrorText} error=${error} /></section>`;
+  const ready = ssh.state === 'ready';
+  return html`<section data-ssh aria-labelledby="ssh-title">
+    <h2 id="ssh-title">SSH <span class=${'badge ' + (ready ? 'state-ok' : 'state-warn')} data-ssh-state=${ssh.state}>${ready ? 'ready' : 'not ready'}</span></h2>
+    ${!ready && html`<p data-ssh-reason>Not ready: ${ssh.reason}.</p>`}
+    <dl class="facts">
+      <dt>Host key</dt><dd>${ssh.host_key_fingerprint
+        ? html`<code data-ssh-fingerprint>${ssh.host_key_fingerprint}</code> <span class="muted">(pinned at the first report)</span>`
+        : html`<span class="muted">none reported yet</span>`}</dd>
+      <dt>Last report</dt><dd>${ssh.reported_at ? html`<${Time} iso=${ssh.reported_at} now=${now} />` : html`<span class="muted">never</span>`}</dd>
+      <dt>Open channels</dt><dd>${ssh.open_channels}</dd>
+      <dt>Transfer</dt><dd><${TransferMeter} transfer=${ssh.transfer} /></dd>
+    </dl>
+    ${ready && html`<p>Set up plain <code>ssh</code>, <code>scp</code>, <code>sftp</code> and VS Code Remote-SSH, with the host key pinned:</p>
+      <pre class="command" data-ssh-setup>uplink ssh setup ${id}</pre>`}
+  </section>`;
+}
+
 export function ReservationPage({ id }) {
   usePageTitle(id, 'Reservation');
   const [changes, setChanges] = useState(0);
@@ -488,6 +535,7 @@ export function ReservationPage({ id }) {
       <thead><tr><th>When</th><th>State</th><th>By</th><th>Reason</th></tr></thead>
       <tbody>${r.transitions.map((t, i) => html`<tr key=${i}><td><${Time} iso=${t.at} now=${now} /></td>
         <td><${ReservationState} state=${t.state} /></td><td>${t.source}</td><td>${t.reason}</td></tr>`)}</tbody></table></div>`}
+    ${!r.usage_only && html`<${SshSection} reservation=${r} />`}
     ${!r.usage_only && html`<${CommandBox} reservation=${r} />`}
   </section>`;
 }
