@@ -40,16 +40,21 @@ Result<std::string> NormalizeConsoleUrl(std::string_view url) {
   return trimmed;
 }
 
-Result<std::unique_ptr<ApiClient>> ApiClient::Connect(const std::string& console,
-                                                      const std::string& ca_file,
-                                                      const ApiClientOptions& client) {
+net::ClientOptions ConsoleClientOptions(const std::string& console, const std::string& ca_file,
+                                        const ApiClientOptions& client) {
   net::ClientOptions options;
   options.base_url = console;
   options.ca_file = ca_file;
   options.user_agent = "uplink-cli/" UPLINK_VERSION;
   options.request_timeout = client.request_timeout;
   options.max_response_bytes = client.max_reply_bytes;
-  auto http = net::HttpClient::Create(std::move(options));
+  return options;
+}
+
+Result<std::unique_ptr<ApiClient>> ApiClient::Connect(const std::string& console,
+                                                      const std::string& ca_file,
+                                                      const ApiClientOptions& client) {
+  auto http = net::HttpClient::Create(ConsoleClientOptions(console, ca_file, client));
   if (!http.ok()) {
     return InvalidArgumentError((ca_file.empty() ? "--console: " : "--console or --ca-file: ") +
                                 http.status().message());

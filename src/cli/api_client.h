@@ -32,6 +32,11 @@ struct ApiClientOptions {
   size_t max_reply_bytes = 4 << 20;
 };
 
+// What every connection to the console uses: its address, its trust (`ca_file`), uplink's
+// User-Agent, the timeouts and the reply bound.
+net::ClientOptions ConsoleClientOptions(const std::string& console, const std::string& ca_file,
+                                        const ApiClientOptions& options);
+
 class ApiClient {
  public:
   // `console` must come from NormalizeConsoleUrl.
@@ -61,11 +66,13 @@ class ApiClient {
   // Its `error.message` as the console sent it (possibly several lines, unfiltered), or "".
   const std::string& last_error_message() const { return last_error_message_; }
 
+  // The Status for a refusal (a non-2xx answer), by the table above; also for refusals that
+  // did not come through Call, such as a WebSocket upgrade the console answered with an error.
+  Status ErrorFor(const net::Response& response);
+
  private:
   ApiClient(std::unique_ptr<net::HttpClient> http, std::string console, size_t max_reply_bytes)
       : http_(std::move(http)), console_(std::move(console)), max_reply_bytes_(max_reply_bytes) {}
-
-  Status ErrorFor(const net::Response& response);
 
   std::unique_ptr<net::HttpClient> http_;
   std::string console_;

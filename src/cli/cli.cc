@@ -109,6 +109,16 @@ Status Dispatch(Invocation& inv) {
       return RunReservationsExtend(inv);
     case CommandId::kRun:
       return RunWorkspaceCommand(inv);
+    case CommandId::kSshGrants:
+      return RunSshGrants(inv);
+    case CommandId::kSshGrant:
+      return RunSshGrant(inv);
+    case CommandId::kSshRevoke:
+      return RunSshRevoke(inv);
+    case CommandId::kSshSetup:
+      return RunSshSetup(inv);
+    case CommandId::kSshProxy:
+      return RunSshProxy(inv);
   }
   return InternalError("a command without a handler");
 }
@@ -131,6 +141,8 @@ int Run(const std::vector<std::string>& args, const EnvLookup& env, const Stream
     return ToInt(ExitCode::kOk);
   }
   Invocation inv{*line, env, streams.in, streams.out, streams.err, terminal, clock};
+  inv.in_fd = streams.in_fd;
+  inv.out_fd = streams.out_fd;
   Status status = Dispatch(inv);
   streams.out.flush();
   if (!status.ok()) {

@@ -24,6 +24,10 @@ struct Streams {
   std::istream& in;
   std::ostream& out;
   std::ostream& err;
+  // The same standard input and output as file descriptors, for `uplink ssh proxy`, which must
+  // pass on bytes as they come (an istream waits to fill its buffer).
+  int in_fd = 0;
+  int out_fd = 1;
 };
 
 // Runs one command line (without the program name) and returns the exit code

@@ -113,6 +113,7 @@ const std::vector<std::pair<std::string_view, std::string_view>>& Groups() {
       {"runs", "ML experiment runs (MLflow, Weights & Biases) the experiments agent reported"},
       {"offers", "GPU capacity you supply: offers, their review, the workspace controller's values"},
       {"reservations", "GPUs you reserved on qualified offers, and their workspaces"},
+      {"ssh", "SSH, scp, sftp and VS Code into a reservation's workspace, with plain OpenSSH"},
   };
   return groups;
 }
@@ -636,6 +637,65 @@ const std::vector<CommandSpec>& Commands() {
                 "nvidia-smi -L'. Output (stdout and stderr together) streams as it comes and "
                 "uplink exits with the command's exit code; a command killed at its timeout "
                 "exits 124, one that could not run or was cancelled exits 1."},
+      {.id = CommandId::kSshGrants,
+       .group = "ssh",
+       .name = "grants",
+       .operands = "RESERVATION_ID",
+       .min_operands = 1,
+       .max_operands = 1,
+       .summary = "list the public keys allowed into a reservation's workspace, newest first"},
+      {.id = CommandId::kSshGrant,
+       .group = "ssh",
+       .name = "grant",
+       .operands = "RESERVATION_ID",
+       .min_operands = 1,
+       .max_operands = 1,
+       .summary = "allow a public key (Ed25519 or ECDSA) into a reservation's workspace",
+       .flags = {{"public-key", "FILE", "the key's .pub file, as ssh-keygen wrote it"},
+                 {"expires-at", "T", "when the grant ends, RFC 3339 [default and latest: the "
+                                     "reservation's end]"},
+                 {"expires-in", "D", "when the grant ends, as a duration from now: 2h, 30m"}},
+       .notes = "'uplink ssh setup' grants your key itself; this is for a second key, or a "
+                "colleague's."},
+      {.id = CommandId::kSshRevoke,
+       .group = "ssh",
+       .name = "revoke",
+       .operands = "RESERVATION_ID GRANT_ID",
+       .min_operands = 2,
+       .max_operands = 2,
+       .summary = "revoke a grant: its key opens no new SSH session",
+       .notes = "Sessions already open go on until the reservation ends or they idle out."},
+      {.id = CommandId::kSshSetup,
+       .group = "ssh",
+       .name = "setup",
+       .operands = "RESERVATION_ID",
+       .min_operands = 1,
+       .max_operands = 1,
+       .summary = "make 'ssh uplink-RESERVATION_ID' work: grant your key, pin the host key, "
+                  "write the ssh config",
+       .flags = {{"identity", "FILE",
+                  "your private key; FILE.pub is granted [default: id_ed25519, else id_ecdsa, "
+                  "in the ssh directory]"},
+                 {"ssh-dir", "DIR", "the ssh directory [default: ~/.ssh]"}},
+       .notes = "Refused until the console reports the workspace ready for SSH. Writes "
+                "DIR/uplink/RESERVATION_ID.conf (the Host block: your identity, the pinned host "
+                "key in DIR/uplink/RESERVATION_ID.known_hosts, StrictHostKeyChecking yes, and "
+                "'uplink ssh proxy' as the ProxyCommand) and puts one 'Include "
+                "DIR/uplink/*.conf' line at the top of DIR/config, after copying the old file to "
+                "DIR/config.uplink-backup (once). Running it again is safe. Then 'ssh "
+                "uplink-RESERVATION_ID', scp, sftp and VS Code Remote-SSH work unchanged."},
+      {.id = CommandId::kSshProxy,
+       .group = "ssh",
+       .name = "proxy",
+       .operands = "RESERVATION_ID",
+       .min_operands = 1,
+       .max_operands = 1,
+       .summary = "carry one SSH connection through the console (ssh's ProxyCommand)",
+       .flags = {{"grant", "GRANT_ID", "the grant whose key the session uses (ssg_...)"}},
+       .notes = "ssh runs it; stdin and stdout are the SSH connection. When the console ends "
+                "the connection (the transfer budget used up, the reservation ended, idle, an "
+                "agent problem) or refuses it, the reason is printed on stderr, where ssh shows "
+                "it, and it exits non-zero."},
   };
   return commands;
 }

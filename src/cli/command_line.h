@@ -70,6 +70,11 @@ enum class CommandId {
   kReservationsStop,
   kReservationsExtend,
   kRun,
+  kSshGrants,
+  kSshGrant,
+  kSshRevoke,
+  kSshSetup,
+  kSshProxy,
 };
 
 inline constexpr size_t kAnyOperands = std::numeric_limits<size_t>::max();

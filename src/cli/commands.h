@@ -43,6 +43,9 @@ struct Invocation {
   // The exit code when the handler returns Ok; install sets kInstallIncomplete when it fell
   // back to printing the token.
   ExitCode success = ExitCode::kOk;
+  // Standard input and output as file descriptors (Streams), for `uplink ssh proxy`.
+  int in_fd = 0;
+  int out_fd = 1;
 
   bool json() const { return line.globals.output == "json"; }
   const std::string& operand(size_t i) const { return line.operands.at(i); }
@@ -132,5 +135,11 @@ Status RunReservationsShow(Invocation& inv);
 Status RunReservationsStop(Invocation& inv);
 Status RunReservationsExtend(Invocation& inv);
 Status RunWorkspaceCommand(Invocation& inv);
+// SSH access to a workspace (ssh_commands.cc): grants, the ssh config, the ProxyCommand.
+Status RunSshGrants(Invocation& inv);
+Status RunSshGrant(Invocation& inv);
+Status RunSshRevoke(Invocation& inv);
+Status RunSshSetup(Invocation& inv);
+Status RunSshProxy(Invocation& inv);
 
 }  // namespace uplink::cli

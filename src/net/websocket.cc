@@ -638,6 +638,7 @@ Result<std::unique_ptr<WebSocket>> ConnectWebSocket(const WebSocketConnectOption
   std::shared_ptr<Connection> connection;
   std::string subprotocol;
   Response declined;
+  declined.status = 0;  // set only when the server answered; a dial failure leaves it 0
   asio::co_spawn(runtime->io, OpenClient(*runtime, url, options, connection, subprotocol, declined),
                  [waiter](std::exception_ptr error, Status status) {
                    waiter->Set(error ? InternalError("the WebSocket handshake threw") : status);

@@ -133,6 +133,15 @@ void Cli::StoreCredential(const std::string& console, const std::string& credent
 }
 
 CliResult Cli::Run(std::vector<std::string> args, const std::string& stdin_data) {
+  return RunWith(std::move(args), stdin_data, 0, 1);
+}
+
+CliResult Cli::RunOnFds(std::vector<std::string> args, int in_fd, int out_fd) {
+  return RunWith(std::move(args), "", in_fd, out_fd);
+}
+
+CliResult Cli::RunWith(std::vector<std::string> args, const std::string& stdin_data, int in_fd,
+                       int out_fd) {
   std::istringstream in(stdin_data);
   std::ostringstream out, err;
   EnvLookup lookup = [this](const char* name) -> const char* {
@@ -140,7 +149,8 @@ CliResult Cli::Run(std::vector<std::string> args, const std::string& stdin_data)
     return it == env.end() ? nullptr : it->second.c_str();
   };
   CliResult result;
-  result.code = cli::Run(args, lookup, Streams{in, out, err}, terminal, clock);
+  result.code =
+      cli::Run(args, lookup, Streams{in, out, err, in_fd, out_fd}, terminal, clock);
   result.out = out.str();
   result.err = err.str();
   return result;

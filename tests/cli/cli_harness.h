@@ -84,12 +84,18 @@ class Cli {
                        const std::string& kind, const std::string& expires_at = "");
 
   CliResult Run(std::vector<std::string> args, const std::string& stdin_data = "");
+  // With standard input and output as these file descriptors (as `uplink ssh proxy` uses
+  // them; the stream `out` stays empty) and stderr collected.
+  CliResult RunOnFds(std::vector<std::string> args, int in_fd, int out_fd);
 
   std::map<std::string, std::string> env;  // the whole environment the CLI sees
   FakeTerminal terminal;
   FakeClock clock;
 
  private:
+  CliResult RunWith(std::vector<std::string> args, const std::string& stdin_data, int in_fd,
+                    int out_fd);
+
   uplink::testing::TempDir home_;
 };
 

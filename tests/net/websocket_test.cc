@@ -269,6 +269,14 @@ TEST(WebSocket, ARefusedUpgradeIsAnErrorWithTheServersStatusAndBody) {
   auto missing = ConnectWebSocket(options, &refusal);
   EXPECT_EQ(missing.status().code(), StatusCode::kNotFound);
   EXPECT_EQ(refusal.status, 404);
+
+  // No server answered: the refusal is left alone, not filled with a made-up answer.
+  options.client.base_url = "http://127.0.0.1:" + std::to_string(testing::UnusedPort());
+  Response untouched;
+  untouched.status = 0;
+  auto unreachable = ConnectWebSocket(options, &untouched);
+  EXPECT_EQ(unreachable.status().code(), StatusCode::kUnavailable);
+  EXPECT_EQ(untouched.status, 0);
 }
 
 TEST(WebSocket, ASubprotocolTheClientDidNotOfferIsRefusedByTheClient) {

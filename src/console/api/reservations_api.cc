@@ -5,7 +5,7 @@
 #include "common/text.h"
 #include "console/api/json_fields.h"
 #include "console/replies.h"
-#include "console/ssh_public_key.h"
+#include "protocol/ssh_public_key.h"
 #include "protocol/workspace.h"
 
 namespace uplink::console {
@@ -387,9 +387,10 @@ Result<net::Response> ReservationsApi::CreateSshGrant(const std::string& id,
   UPLINK_ASSIGN_OR_RETURN(json::object body, ReadJsonObject(request.body));
   FieldReader fields(body, "");
   UPLINK_RETURN_IF_ERROR(fields.OnlyFields({"public_key", "expires_at"}));
-  UPLINK_ASSIGN_OR_RETURN(std::string text,
-                          fields.RequiredString("public_key", kMaxSshPublicKeyLineBytes + 2));
-  UPLINK_ASSIGN_OR_RETURN(SshPublicKey key, ParseSshPublicKey(text));
+  UPLINK_ASSIGN_OR_RETURN(
+      std::string text,
+      fields.RequiredString("public_key", protocol::kMaxSshPublicKeyLineBytes + 2));
+  UPLINK_ASSIGN_OR_RETURN(protocol::SshPublicKey key, protocol::ParseSshPublicKey(text));
   UPLINK_ASSIGN_OR_RETURN(auto expires_text, fields.String("expires_at", 64));
   const WallTime now = clock_.Now();
   // At most the reservation's end: a later expiry is cut to it (the reply says the one kept).

@@ -4,7 +4,7 @@
 
 #include "console/auth/credentials.h"
 #include "console/replies.h"
-#include "console/ssh_public_key.h"
+#include "protocol/ssh_public_key.h"
 #include "protocol/ssh.h"
 #include "protocol/workspace.h"
 
@@ -185,7 +185,7 @@ Result<net::Response> SshApi::Readiness(const std::string& id, const RequestCont
                                 {"used_bytes", reservation.transfer_used_bytes}}},
       {"open_channels", view.open_channels}};
   if (!reservation.ssh_host_key.empty()) {
-    auto key = ParseSshPublicKey(reservation.ssh_host_key);
+    auto key = protocol::ParseSshPublicKey(reservation.ssh_host_key);
     if (key.ok()) body["host_key_fingerprint"] = key->fingerprint;
     // The key itself only when ready: it goes into the client's known_hosts.
     if (readiness.ready) body["host_key"] = reservation.ssh_host_key;

@@ -7,7 +7,7 @@
 #include "common/crypto.h"
 #include "common/json.h"
 #include "console/auth/credentials.h"
-#include "console/ssh_public_key.h"
+#include "protocol/ssh_public_key.h"
 
 namespace uplink::console {
 namespace {
@@ -189,7 +189,7 @@ void LocalSshRelay::HandleCapability(const std::shared_ptr<Tunnel>& tunnel,
     return;
   }
   if (!IsActiveReservationState(reservation->state)) return;  // a late report of an ended one
-  auto key = ParseSshPublicKey(capability.host_key);
+  auto key = protocol::ParseSshPublicKey(capability.host_key);
   if (!key.ok()) {
     log_.Warn("ssh capability report refused: the host key is not a valid public key",
               {{"reservation_id", capability.reservation_id},

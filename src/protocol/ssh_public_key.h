@@ -1,5 +1,6 @@
-// OpenSSH public keys as users paste them ("ssh-ed25519 AAAA… comment"), for SSH grants
-// (docs/api.md, "SSH grants"). Only Ed25519 and ECDSA on NIST P-256, P-384 and P-521 are
+// OpenSSH public keys as users paste them ("ssh-ed25519 AAAA… comment"): the console's SSH
+// grants (docs/api.md, "SSH grants"), and `uplink ssh setup`, which matches an identity's .pub
+// file to a grant and checks the host key it pins (docs/cli.md). Only Ed25519 and ECDSA on NIST P-256, P-384 and P-521 are
 // accepted, each parsed in full: the base64 is canonical, the key type inside the blob is the
 // one outside, the lengths are exact, and the point is a valid point of its curve.
 #pragma once
@@ -9,7 +10,7 @@
 
 #include "common/status.h"
 
-namespace uplink::console {
+namespace uplink::protocol {
 
 inline constexpr size_t kMaxSshKeyCommentBytes = 256;
 // The longest accepted line: an ECDSA P-521 key (about 240 characters) and its comment.
@@ -27,4 +28,4 @@ struct SshPublicKey {
 // InvalidArgument saying what is wrong and what to paste instead.
 Result<SshPublicKey> ParseSshPublicKey(std::string_view line);
 
-}  // namespace uplink::console
+}  // namespace uplink::protocol

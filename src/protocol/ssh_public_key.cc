@@ -1,4 +1,4 @@
-#include "console/ssh_public_key.h"
+#include "protocol/ssh_public_key.h"
 
 #include <openssl/ec.h>
 #include <openssl/obj_mac.h>
@@ -14,7 +14,7 @@
 #include "common/crypto.h"
 #include "common/text.h"
 
-namespace uplink::console {
+namespace uplink::protocol {
 namespace {
 
 constexpr size_t kEd25519KeyBytes = 32;
@@ -128,6 +128,14 @@ Result<SshPublicKey> ParseSshPublicKey(std::string_view line) {
     line.remove_suffix(1);
   }
   if (line.empty()) return Invalid("it is empty");
+  // Fields are separated by runs of spaces or tabs, as OpenSSH reads them.
+  constexpr std::string_view kBlank = " \t";
+  // RSA and DSA first: a usual RSA key is longer than the limit, and saying so would not help.
+  const std::string_view first = line.substr(0, std::min(line.find_first_of(kBlank), line.size()));
+  if (first == "ssh-rsa" || first == "ssh-dss" || first.starts_with("rsa-sha2")) {
+    return Invalid(std::string(first) + " keys are not accepted (RSA and DSA); make an Ed25519 "
+                   "key with `ssh-keygen -t ed25519` and paste its .pub file");
+  }
   if (line.size() > kMaxSshPublicKeyLineBytes) {
     return Invalid("it is longer than " + std::to_string(kMaxSshPublicKeyLineBytes) +
                    " bytes, more than any accepted key with its comment");
@@ -138,8 +146,6 @@ Result<SshPublicKey> ParseSshPublicKey(std::string_view line) {
       return Invalid("it has a control character or more than one line");
     }
   }
-  // Fields are separated by runs of spaces or tabs, as OpenSSH reads them.
-  constexpr std::string_view kBlank = " \t";
   const auto next_field = [&](std::string_view& rest) {
     const size_t end = std::min(rest.find_first_of(kBlank), rest.size());
     std::string_view field = rest.substr(0, end);
@@ -149,10 +155,6 @@ Result<SshPublicKey> ParseSshPublicKey(std::string_view line) {
   };
   std::string_view rest = line;
   const std::string_view type = next_field(rest);
-  if (type == "ssh-rsa" || type == "ssh-dss" || type.starts_with("rsa-sha2")) {
-    return Invalid(std::string(type) + " keys are not accepted (RSA and DSA); make an Ed25519 "
-                   "key with `ssh-keygen -t ed25519` and paste its .pub file");
-  }
   if (!IsAllowedType(type)) {
     return Invalid("it does not start with a key type this console accepts (ssh-ed25519, "
                    "ecdsa-sha2-nistp256, ecdsa-sha2-nistp384, ecdsa-sha2-nistp521); options "
@@ -190,4 +192,4 @@ Result<SshPublicKey> ParseSshPublicKey(std::string_view line) {
   return key;
 }
 
-}  // namespace uplink::console
+}  // namespace uplink::protocol
