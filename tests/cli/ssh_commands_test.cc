@@ -40,13 +40,13 @@ std::string ThisProgram() {
 class SshSetupTest : public ::testing::Test {
  protected:
   SshSetupTest()
-      : workspace_key_(MakeKeyPair(keys_.File("host_key"))),
+      : workspace_key_(MakeSshKeyPair(keys_.File("host_key"))),
         ssh_(console_, workspace_key_) {
     cli_.StoreCredential(console_.url(), kApiKey, "api_key");
     ssh_dir_ = cli_.home() + "/.ssh";
     std::filesystem::create_directory(ssh_dir_);
     ::chmod(ssh_dir_.c_str(), 0700);
-    identity_pub_ = MakeKeyPair(ssh_dir_ + "/id_ed25519");
+    identity_pub_ = MakeSshKeyPair(ssh_dir_ + "/id_ed25519");
     paths_ = SshPathsFor(ssh_dir_, kReservation);
   }
 
@@ -186,7 +186,7 @@ TEST_F(SshSetupTest, AnIdentityWithoutItsPubFileIsRefusedBeforeAnyCall) {
   EXPECT_TRUE(console_.requests().empty());
 
   // An RSA key is named as such, with what to do.
-  MakeKeyPair(ssh_dir_ + "/id_rsa", "rsa");
+  MakeSshKeyPair(ssh_dir_ + "/id_rsa", "rsa");
   r = Setup({"--identity", ssh_dir_ + "/id_rsa"});
   EXPECT_EQ(r.code, 2) << r.err;
   EXPECT_NE(r.err.find("ssh-keygen -t ed25519"), std::string::npos) << r.err;
@@ -194,7 +194,7 @@ TEST_F(SshSetupTest, AnIdentityWithoutItsPubFileIsRefusedBeforeAnyCall) {
 }
 
 TEST_F(SshSetupTest, AnotherIdentityIsGrantedItsOwnKey) {
-  const std::string other = MakeKeyPair(ssh_dir_ + "/work_ecdsa", "ecdsa");
+  const std::string other = MakeSshKeyPair(ssh_dir_ + "/work_ecdsa", "ecdsa");
   auto r = Setup({"--identity", ssh_dir_ + "/work_ecdsa.pub"});
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(ssh_.grants().at(0).at("public_key").as_string(),
@@ -204,7 +204,7 @@ TEST_F(SshSetupTest, AnotherIdentityIsGrantedItsOwnKey) {
 }
 
 TEST_F(SshSetupTest, HostileReadinessRepliesAreRefusedAndWriteNothing) {
-  const std::string rsa = MakeKeyPair(keys_.File("rsa"), "rsa");
+  const std::string rsa = MakeSshKeyPair(keys_.File("rsa"), "rsa");
   struct Case {
     std::string what;
     std::function<void(json::object&)> spoil;
@@ -246,7 +246,7 @@ TEST_F(SshSetupTest, HostileReadinessRepliesAreRefusedAndWriteNothing) {
 }
 
 TEST_F(SshSetupTest, AGrantReplyOfAnotherKeyOrABadIdIsRefused) {
-  const std::string stranger = MakeKeyPair(keys_.File("stranger"));
+  const std::string stranger = MakeSshKeyPair(keys_.File("stranger"));
   const std::string path = std::string("/api/v1/reservations/") + kReservation + "/ssh-grants";
   for (const json::object& grant :
        {json::object{{"id", "ssg_0000000000000001"}, {"public_key", stranger}, {"state", "active"}},
@@ -266,7 +266,7 @@ TEST_F(SshSetupTest, AChangedHostKeyIsNotPinnedOverTheOldOne) {
   ASSERT_EQ(Setup().code, 0);
   const std::string pinned = ReadFileOrEmpty(paths_.known_hosts);
   json::object reply = ssh_.ReadyReply();
-  const std::string other = MakeKeyPair(keys_.File("other_host"));
+  const std::string other = MakeSshKeyPair(keys_.File("other_host"));
   reply["host_key"] = other;
   reply["host_key_fingerprint"] = protocol::ParseSshPublicKey(other)->fingerprint;
   ssh_.SetReadiness(reply);
@@ -278,7 +278,7 @@ TEST_F(SshSetupTest, AChangedHostKeyIsNotPinnedOverTheOldOne) {
 
 TEST_F(SshSetupTest, PathsSshCannotReadSafelyAreRefused) {
   const std::string odd = ssh_dir_ + "/100%key";
-  MakeKeyPair(odd);
+  MakeSshKeyPair(odd);
   auto r = Setup({"--identity", odd});
   EXPECT_EQ(r.code, 2) << r.err;
   EXPECT_NE(r.err.find("has a character ssh would not read"), std::string::npos) << r.err;
@@ -296,7 +296,7 @@ TEST_F(SshSetupTest, PathsSshCannotReadSafelyAreRefused) {
 TEST_F(SshSetupTest, ASshDirWithABlankIsQuoted) {
   const std::string dir = cli_.home() + "/my ssh";
   std::filesystem::create_directory(dir);
-  MakeKeyPair(dir + "/id_ed25519");
+  MakeSshKeyPair(dir + "/id_ed25519");
   auto r = Setup({"--ssh-dir", dir});
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(ReadFileOrEmpty(dir + "/config"), "Include \"" + dir + "/uplink\"/*.conf\n");

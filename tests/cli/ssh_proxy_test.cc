@@ -19,7 +19,6 @@
 #include "common/crypto.h"
 #include "common/files.h"
 #include "common/pipe.h"
-#include "common/subprocess.h"
 #include "net/websocket.h"
 #include "protocol/ssh.h"
 #include "ssh_support.h"
@@ -309,45 +308,26 @@ std::string CurrentUser() {
   return pw != nullptr ? pw->pw_name : "root";
 }
 
-// The console's end of a channel as the relay and the agent give it: a real `sshd -i`, in a
-// mount namespace of its own with a fresh /run (sshd insists on /run/sshd, which this machine
-// need not have), its stdin and stdout the channel's bytes.
-void ServeSshd(net::WebSocket& ws, const std::string& sshd_config, const std::string& log) {
-  SpawnOptions spawn;
-  spawn.argv = {"/usr/bin/unshare", "-m", "/bin/sh", "-c",
-                "mount -t tmpfs tmpfs /run && mkdir -m 755 /run/sshd && exec /usr/sbin/sshd -i "
-                "-e -f " + sshd_config + " 2>>" + log};
-  spawn.pipe_stdin = true;
-  spawn.pipe_stdout = true;
-  auto sshd = SpawnProcess(spawn);
-  ASSERT_TRUE(sshd.ok()) << sshd.status().ToString();
+// The console's end of a channel as the relay and the agent give it: a real `sshd -i` whose
+// stdin and stdout are the channel's bytes.
+void ServeSshd(net::WebSocket& ws, const uplink::testing::InetdSshd& sshd) {
+  auto process = sshd.Start();
+  ASSERT_TRUE(process.ok()) << process.status().ToString();
   // sshd's output is the proxy's input and the other way round.
-  PumpSshChannel(ws, sshd->stdout_fd, sshd->stdin_fd, protocol::kSshDataMessageMaxBytes);
-  ::close(sshd->stdin_fd);
-  ::close(sshd->stdout_fd);
-  int status = 0;
-  ::waitpid(sshd->pid, &status, 0);
+  PumpSshChannel(ws, process->stdout_fd, process->stdin_fd, protocol::kSshDataMessageMaxBytes);
+  ::close(process->stdin_fd);
+  ::close(process->stdout_fd);
+  ::waitpid(process->pid, nullptr, 0);
 }
 
 class SshOpenSshTest : public SshProxyTest {
  protected:
-  SshOpenSshTest() {
-    sshd_host_key_ = MakeKeyPair(work_.File("host_key"));
+  SshOpenSshTest() : sshd_(work_.path()) {
     ssh_dir_ = cli_.home() + "/.ssh";
     std::filesystem::create_directory(ssh_dir_);
-    identity_ = MakeKeyPair(ssh_dir_ + "/id_ed25519");
-    WriteFileOrDie(work_.File("authorized_keys"), identity_ + "\n", 0600);
-    WriteFileOrDie(work_.File("sshd_config"),
-                   "HostKey " + work_.File("host_key") + "\nAuthorizedKeysFile " +
-                       work_.File("authorized_keys") +
-                       "\nStrictModes no\nUsePAM no\nPasswordAuthentication no\n"
-                       "KbdInteractiveAuthentication no\nPermitRootLogin prohibit-password\n"
-                       "AllowAgentForwarding no\nSubsystem sftp internal-sftp\nPidFile none\n"
-                       "LogLevel VERBOSE\n",
-                   0600);
-    PeerIs([this](net::WebSocket& ws) {
-      ServeSshd(ws, work_.File("sshd_config"), work_.File("sshd.log"));
-    });
+    identity_ = MakeSshKeyPair(ssh_dir_ + "/id_ed25519");
+    WriteFileOrDie(sshd_.authorized_keys_path(), identity_ + "\n", 0600);
+    PeerIs([this](net::WebSocket& ws) { ServeSshd(ws, sshd_); });
   }
 
   // `uplink ssh setup` as a person runs it: the real binary, so the ProxyCommand names it.
@@ -364,19 +344,19 @@ class SshOpenSshTest : public SshProxyTest {
   }
 
   TempDir work_;
-  std::string sshd_host_key_;
+  uplink::testing::InetdSshd sshd_;
   std::string ssh_dir_;
   std::string identity_;
 };
 
 TEST_F(SshOpenSshTest, SshAndScpWorkThroughTheProxyWithTheConfigSetupWrote) {
-  ScriptedSshConsole ssh(console_, sshd_host_key_, CurrentUser());
+  ScriptedSshConsole ssh(console_, sshd_.host_key(), CurrentUser());
   auto setup = RunSetup();
   ASSERT_EQ(setup.exit_code, 0) << setup.out << setup.err;
   const std::string host = std::string("uplink-") + kReservation;
 
   auto hello = Ssh({host, "echo", "hello from the workspace"});
-  EXPECT_EQ(hello.exit_code, 0) << hello.err << ReadFileOrEmpty(work_.File("sshd.log"));
+  EXPECT_EQ(hello.exit_code, 0) << hello.err << sshd_.Log();
   EXPECT_EQ(hello.out, "hello from the workspace\n");
 
   // scp (SFTP underneath) both ways, 4 MiB, checksums compared.
@@ -392,7 +372,7 @@ TEST_F(SshOpenSshTest, SshAndScpWorkThroughTheProxyWithTheConfigSetupWrote) {
 
 TEST_F(SshOpenSshTest, AHostKeyUnlikeThePinnedOneIsRefusedBySsh) {
   // The console pinned another key than the one this sshd presents.
-  ScriptedSshConsole ssh(console_, MakeKeyPair(work_.File("other_host_key")), CurrentUser());
+  ScriptedSshConsole ssh(console_, MakeSshKeyPair(work_.File("other_host_key")), CurrentUser());
   ASSERT_EQ(RunSetup().exit_code, 0);
   auto r = Ssh({std::string("uplink-") + kReservation, "echo", "should not run"});
   EXPECT_EQ(r.exit_code, 255);

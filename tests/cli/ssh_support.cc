@@ -1,20 +1,9 @@
 #include "ssh_support.h"
 
-#include <gtest/gtest.h>
-
-#include "common/files.h"
 #include "protocol/ssh.h"
 #include "protocol/ssh_public_key.h"
-#include "support/process.h"
 
 namespace uplink::cli::testing {
-
-std::string MakeKeyPair(const std::string& path, const std::string& type) {
-  auto made = uplink::testing::RunCommand(
-      {"/usr/bin/ssh-keygen", "-q", "-t", type, "-N", "", "-C", "person@laptop", "-f", path});
-  EXPECT_EQ(made.exit_code, 0) << made.err;
-  return std::string(TrimWhitespace(uplink::testing::ReadFileOrEmpty(path + ".pub")));
-}
 
 ScriptedSshConsole::ScriptedSshConsole(FakeConsole& console, std::string host_key,
                                        std::string user)

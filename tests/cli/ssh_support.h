@@ -8,15 +8,14 @@
 
 #include "cli_harness.h"
 #include "common/json.h"
+#include "support/sshd.h"
 
 namespace uplink::cli::testing {
 
 inline constexpr char kReservation[] = "res_0123456789abcdef";
 inline constexpr char kApiKey[] = "uk_sshTestKey0123456789";
 
-// Makes an unencrypted key pair at `path` and `path`.pub with ssh-keygen; returns the .pub
-// line without its newline.
-std::string MakeKeyPair(const std::string& path, const std::string& type = "ed25519");
+using uplink::testing::MakeSshKeyPair;
 
 // The grants of one reservation, kept as the console keeps them: GET lists, POST adds (and
 // answers the grant), DELETE revokes.
