@@ -344,6 +344,7 @@ Result<net::Response> ReservationsApi::StopReservation(const std::string& id,
       store_.StopReservation(id, reason.value_or("stopped by " + caller.user.email),
                              CallerEvent(caller, now, "reservation.stop", "reservation", id,
                                          reservation.owner_id)));
+  ssh_.ReservationEnded(id);
   signals_.Notify("offer:" + reservation.offer_id);
   return JsonResponse(200, ReservationJson(stopped, now));
 }

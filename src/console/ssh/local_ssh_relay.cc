@@ -171,8 +171,8 @@ void LocalSshRelay::HandleTunnelMessage(const std::shared_ptr<Tunnel>& tunnel,
               {{"channel", failed->channel},
                {"reservation_id", channel->reservation_id},
                {"message", failed->message}});
-    Cut(channel, net::kCloseInternalError, "the agent could not open the channel: " + failed->message,
-        net::kCloseInternalError);
+    CutFromAgentSide(channel, net::kCloseInternalError,
+                     "the agent could not open the channel: " + failed->message);
   } else {
     log_.Info("ssh tunnel message of an unknown type skipped",
               {{"offer_id", tunnel->offer_id},
@@ -411,8 +411,7 @@ void LocalSshRelay::ServeClient(const std::string& channel_id,
     }
     if (!Charge(channel, message->data.size(), true)) continue;
     if (!agent->Write(message->data, true).ok()) {
-      Cut(channel, net::kCloseInternalError, "the agent's data channel was lost",
-          net::kCloseInternalError);
+      CutFromAgentSide(channel, net::kCloseInternalError, "the agent's data channel was lost");
     }
   }
   Cut(channel, net::kCloseNormal, "the client closed the channel", net::kCloseNormal);
@@ -492,7 +491,38 @@ void LocalSshRelay::ServeAgentChannel(const std::string& channel_id,
       Cut(channel, net::kCloseNormal, "the client's channel was lost", net::kCloseNormal);
     }
   }
-  Cut(channel, code, reason, net::kCloseNormal);
+  CutFromAgentSide(channel, code, reason);
+}
+
+void LocalSshRelay::CutFromAgentSide(const std::shared_ptr<Channel>& channel, std::uint16_t code,
+                                     const std::string& reason) {
+  // The controller ends a workspace's channels when it deletes the pod, which it may do
+  // before the sweeper sees the reservation end: the user is told the cause, not the symptom.
+  auto reservation = store_.GetReservation(channel->reservation_id);
+  if (channel->purpose == protocol::kSshPurposeSession && reservation.ok() &&
+      Ended(*reservation, clock_.Now())) {
+    Cut(channel, net::kCloseGoingAway, std::string(protocol::kReservationEndedReason),
+        net::kCloseGoingAway);
+    return;
+  }
+  Cut(channel, code, reason, code == net::kCloseNormal ? net::kCloseNormal : net::kCloseInternalError);
+}
+
+void LocalSshRelay::ReservationEnded(const std::string& reservation_id) {
+  std::vector<std::shared_ptr<Channel>> ending;
+  {
+    std::lock_guard lock(mutex_);
+    for (const auto& [id, channel] : channels_) {
+      if (channel->purpose == protocol::kSshPurposeSession &&
+          channel->reservation_id == reservation_id) {
+        ending.push_back(channel);
+      }
+    }
+  }
+  for (auto& channel : ending) {
+    CutAside(std::move(channel), net::kCloseGoingAway,
+             std::string(protocol::kReservationEndedReason), net::kCloseGoingAway);
+  }
 }
 
 void LocalSshRelay::ServeHandover(const std::shared_ptr<Channel>& channel) {
@@ -704,20 +734,24 @@ void LocalSshRelay::Sweep() {
       }
     }
   }
-  // Each cut on a thread of its own: closing a WebSocket waits for a write in progress on it,
-  // which a peer that stopped reading holds up to its idle timeout; the sweeper must not.
-  for (Due& cut : due) {
-    {
-      std::lock_guard lock(cutters_mutex_);
-      ++cutters_;
-    }
-    std::thread([this, cut = std::move(cut)] {
-      Cut(cut.channel, cut.code, cut.reason, cut.agent_code);
-      std::lock_guard lock(cutters_mutex_);
-      if (--cutters_ == 0) cutters_done_.notify_all();
-    }).detach();
-  }
+  for (Due& cut : due) CutAside(cut.channel, cut.code, std::move(cut.reason), cut.agent_code);
   FlushMeters();
+}
+
+void LocalSshRelay::CutAside(std::shared_ptr<Channel> channel, std::uint16_t code,
+                             std::string reason, std::uint16_t agent_code) {
+  // On a thread of its own: closing a WebSocket waits for a write in progress on it, which a
+  // peer that stopped reading holds up to its idle timeout; the sweeper and a request
+  // handler must not.
+  {
+    std::lock_guard lock(cutters_mutex_);
+    ++cutters_;
+  }
+  std::thread([this, channel = std::move(channel), code, reason = std::move(reason), agent_code] {
+    Cut(channel, code, reason, agent_code);
+    std::lock_guard lock(cutters_mutex_);
+    if (--cutters_ == 0) cutters_done_.notify_all();
+  }).detach();
 }
 
 void LocalSshRelay::FlushMeters() {

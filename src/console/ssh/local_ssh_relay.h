@@ -51,6 +51,7 @@ class LocalSshRelay final : public SshRelay {
   void ServeAgentChannel(const std::string& channel_id,
                          std::unique_ptr<net::WebSocket> socket) override;
   void GrantsChanged(const std::string& reservation_id) override;
+  void ReservationEnded(const std::string& reservation_id) override;
   SshRelayView View(const Reservation& reservation) const override;
 
   // One pass of the sweeper, at the clock's time; tests call it after moving a FakeClock.
@@ -80,6 +81,13 @@ class LocalSshRelay final : public SshRelay {
   // data channel `agent_code` and `reason`. Never under mutex_.
   void Cut(const std::shared_ptr<Channel>& channel, std::uint16_t code, const std::string& reason,
            std::uint16_t agent_code);
+  // Cut, on a short thread of its own (StopSweeper waits for them).
+  void CutAside(std::shared_ptr<Channel> channel, std::uint16_t code, std::string reason,
+                std::uint16_t agent_code);
+  // A cut the agent's side caused (its data channel ended or failed, open_failed): for a
+  // reservation that has ended, the reason given is that end.
+  void CutFromAgentSide(const std::shared_ptr<Channel>& channel, std::uint16_t code,
+                        const std::string& reason);
   // Called by each handler as it ends; the last one forgets the channel and writes its bytes.
   void Release(const std::shared_ptr<Channel>& channel);
   // Counts `bytes` against the channel's budget before they are forwarded: false (and the

@@ -65,6 +65,9 @@ class SshRelay {
   // The reservation's grants changed: tells its controller the keys valid now (`keys`).
   virtual void GrantsChanged(const std::string& reservation_id) = 0;
 
+  // The reservation was stopped: its open session channels close now, with the reason.
+  virtual void ReservationEnded(const std::string& reservation_id) = 0;
+
   virtual SshRelayView View(const Reservation& reservation) const = 0;
 };
 
