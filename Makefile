@@ -50,6 +50,7 @@ bench: configure
 	@$(BUILD_DIR)/bin/bench_experiments
 	@$(BUILD_DIR)/bin/bench_load
 	@$(BUILD_DIR)/bin/bench_workspace
+	@$(BUILD_DIR)/bin/bench_ssh
 
 clean:
 	@rm -rf $(BUILD_DIR)

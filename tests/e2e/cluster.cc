@@ -200,6 +200,14 @@ testing::CommandResult Deployment::Uplink(std::vector<std::string> args,
   return testing::RunCommand(args, std::chrono::seconds(120), CliEnvironment(env), stdin_data);
 }
 
+testing::CommandResult Deployment::RunInCliEnvironment(
+    std::vector<std::string> argv, const std::map<std::string, std::string>& env,
+    const std::string& stdin_data, std::chrono::milliseconds timeout) {
+  return testing::RunCommand(argv, timeout, CliEnvironment(env), stdin_data);
+}
+
+pid_t Deployment::console_pid() const { return console_ ? console_->pid() : -1; }
+
 testing::CommandResult Deployment::UplinkInTerminal(
     std::vector<std::string> args, const std::map<std::string, std::string>& env,
     const std::vector<std::pair<std::string, std::string>>& dialogue) {

@@ -2,6 +2,9 @@
 // agents. Every process is stopped and every file removed when the fixture goes away.
 #pragma once
 
+#include <sys/types.h>
+
+#include <chrono>
 #include <deque>
 #include <map>
 #include <memory>
@@ -79,7 +82,13 @@ class Deployment {
   testing::CommandResult UplinkInTerminal(
       std::vector<std::string> args, const std::map<std::string, std::string>& env,
       const std::vector<std::pair<std::string, std::string>>& dialogue);
+  // Any program (ssh, say) in the environment Uplink() gives the CLI.
+  testing::CommandResult RunInCliEnvironment(std::vector<std::string> argv,
+                                             const std::map<std::string, std::string>& env,
+                                             const std::string& stdin_data,
+                                             std::chrono::milliseconds timeout);
   std::string cli_home() const { return dir() + "/cli-home"; }
+  pid_t console_pid() const;
   std::string cli_credentials_file() const {
     return cli_home() + "/.config/uplink/credentials.json";
   }
@@ -87,8 +96,10 @@ class Deployment {
   // GET /api/v1/agent/whoami with an agent token: the HTTP status (-1 on transport failure).
   int AgentWhoami(const std::string& token);
 
- private:
+ // The environment Uplink() runs the CLI in, plus `env`.
   std::vector<std::string> CliEnvironment(const std::map<std::string, std::string>& env);
+
+ private:
 
   testing::TempDir dir_;
   std::deque<SimulatedCluster> clusters_;  // deque: StartCluster hands out references

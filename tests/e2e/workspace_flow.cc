@@ -22,7 +22,14 @@ void WorkspaceFlow::StartWith(const std::string& runtime, const std::string& ima
   std::string error;
   cluster_ = WorkspaceCluster::StartKubesim(options, &error);
   ASSERT_NE(cluster_, nullptr) << error;
-  d_.StartConsole({"--workspace-image", image, "--workspace-console-cidrs", "127.0.0.1/32"});
+  d_.StartConsole(ConsoleFlags());
+}
+
+std::vector<std::string> WorkspaceFlow::ConsoleFlags() const {
+  std::vector<std::string> flags{"--workspace-image", image_, "--workspace-console-cidrs",
+                                 "127.0.0.1/32"};
+  flags.insert(flags.end(), console_flags_.begin(), console_flags_.end());
+  return flags;
 }
 
 void WorkspaceFlow::TearDown() {
@@ -52,8 +59,9 @@ net::Response WorkspaceFlow::Review(const std::string& offer_id, bool all_checks
                 R"({"authority_confirmed":true,"hardware_compatible":true,"isolation_verified":true,)"
                 R"("expiry_and_cleanup_checked":true,"disk_eviction_tested":true,)"
                 R"("network_policy_enforced":)" + checks + R"(,"price_includes_traffic":true,)"
-                R"("cpu_per_gpu":"500m","memory_per_gpu":"256Mi","disk_per_gpu":"2Gi",)"
-                R"("transfer_budget_bytes":"1Ti","approved_nodes":["gpu-node-0001"]})");
+                R"("cpu_per_gpu":"500m","memory_per_gpu":")" + memory_per_gpu_ +
+                R"(","disk_per_gpu":"2Gi","transfer_budget_bytes":")" + transfer_budget_ +
+                R"(","approved_nodes":["gpu-node-0001"]})");
 }
 
 net::Response WorkspaceFlow::Reserve(const std::string& offer_id, int gpus) {
@@ -71,7 +79,8 @@ void WorkspaceFlow::QualifyAndStartController(Qualified* qualified) {
   ASSERT_EQ(reviewed.status, 200) << reviewed.body;
   EXPECT_EQ(String(ParseJson(reviewed.body).value(), "state"), "qualified");
   net::Response execution = d_.Api("POST", "/api/v1/offers/" + qualified->offer_id + "/execution",
-                                   R"({"kubernetes_api_cidrs":["127.0.0.1/32"]})");
+                                   ToJson(json::object{{"kubernetes_api_cidrs", json::array{"127.0.0.1/32"}},
+                                                        {"ssh_enabled", ssh_enabled_}}));
   ASSERT_EQ(execution.status, 201) << execution.body;
   json::value issued = ParseJson(execution.body).value();
   qualified->credential = String(issued, "credential");
@@ -82,7 +91,10 @@ void WorkspaceFlow::QualifyAndStartController(Qualified* qualified) {
   // The controller with those values, the chart's guards and the credential, against kubesim.
   Status configured = cluster_->Configure(values_json, qualified->credential, d_.console_url());
   ASSERT_TRUE(configured.ok()) << configured.ToString();
-  cluster_->StartController();
+  std::vector<std::string> flags;
+  if (ssh_enabled_) flags.push_back("--ssh");
+  flags.insert(flags.end(), controller_flags_.begin(), controller_flags_.end());
+  cluster_->StartController(flags);
 }
 
 void WorkspaceFlow::ReserveUntilRunning(const std::string& offer_id, int gpus, std::string* id,

@@ -9,6 +9,7 @@
 #include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "cluster.h"
 #include "workspace_cluster.h"
@@ -48,6 +49,17 @@ class WorkspaceFlow : public ::testing::Test {
                          const std::string& code);
   // Stops the reservation: `completed` only once the pod is gone, every transition stored.
   void StopUntilCompleted(const std::string& id, const std::string& pod);
+
+  // What the review and the execution settings say; tests change them before qualifying.
+  std::string memory_per_gpu_ = "256Mi";
+  std::string transfer_budget_ = "1Ti";
+  bool ssh_enabled_ = false;
+  // Added to the console's and (with SSH on, after --ssh) the controller's flags.
+  std::vector<std::string> console_flags_;
+  std::vector<std::string> controller_flags_;
+
+  // The console's serve flags StartWith used, for a restart.
+  std::vector<std::string> ConsoleFlags() const;
 
   Deployment d_;
   std::string image_;

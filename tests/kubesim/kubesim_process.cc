@@ -97,6 +97,19 @@ Result<std::string> WorkspaceImage() {
   return image;
 }
 
+Result<std::string> WorkspaceSshImage() {
+  UPLINK_ASSIGN_OR_RETURN(std::string base, WorkspaceImage());
+  CommandResult built = uplink::testing::RunCommand(
+      {std::string(UPLINK_SOURCE_DIR) + "/deploy/workspace/image.sh", base},
+      std::chrono::seconds(900));
+  if (built.exit_code != 0) return UnavailableError("deploy/workspace/image.sh: " + built.err);
+  std::string image = Trimmed(built.out);
+  if (!image.starts_with("localhost/uplink-workspace-ssh@sha256:")) {
+    return DataLossError("deploy/workspace/image.sh printed no image by digest: " + built.out);
+  }
+  return image;
+}
+
 CommandResult Podman(const std::vector<std::string>& args) {
   std::vector<std::string> argv = {"/usr/bin/podman", "--runtime", "/usr/sbin/runc",
                                    "--cgroup-manager", "cgroupfs"};

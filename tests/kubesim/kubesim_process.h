@@ -70,6 +70,10 @@ class KubesimProcess {
 // deploy/docker/workspace-image.sh prints it: built by podman once per machine, then looked up.
 Result<std::string> WorkspaceImage();
 
+// The workspace SSH image (deploy/workspace/image.sh on WorkspaceImage()) by digest
+// (localhost/uplink-workspace-ssh@sha256:...): OpenSSH and deploy/workspace/sshd_config added.
+Result<std::string> WorkspaceSshImage();
+
 // podman as --runtime podman runs it (runc, the cgroupfs manager, the default storage), to
 // look at the containers uplink-kubesim made.
 CommandResult Podman(const std::vector<std::string>& args);

@@ -5,7 +5,6 @@
 // closing the channel with its code, and the controller's memory with channels open.
 #include <gtest/gtest.h>
 
-#include <fstream>
 
 #include "common/files.h"
 #include "workspace_cluster.h"
@@ -18,28 +17,10 @@ using uplink::testing::WaitFor;
 
 constexpr int kMaxChannels = 12;
 
-Result<std::string> WorkspaceSshImage() {
-  UPLINK_ASSIGN_OR_RETURN(std::string base, kubesim::testing::WorkspaceImage());
-  uplink::testing::CommandResult built = uplink::testing::RunCommand(
-      {std::string(UPLINK_SOURCE_DIR) + "/deploy/workspace/image.sh", base},
-      std::chrono::seconds(900));
-  if (built.exit_code != 0) return UnavailableError("deploy/workspace/image.sh: " + built.err);
-  return std::string(TrimWhitespace(built.out));
-}
-
-long RssKib(pid_t pid) {
-  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
-  std::string line;
-  while (std::getline(status, line)) {
-    if (line.starts_with("VmRSS:")) return std::strtol(line.c_str() + 6, nullptr, 10);
-  }
-  return -1;
-}
-
 class SshPodmanTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    Result<std::string> image = WorkspaceSshImage();
+    Result<std::string> image = kubesim::testing::WorkspaceSshImage();
     ASSERT_TRUE(image.ok()) << image.status().ToString();
     ClusterOptions options;
     options.runtime = "podman";
@@ -130,11 +111,11 @@ TEST_F(SshPodmanTest, SshdsExitClosesTheChannelWithItsCode) {
 
 TEST_F(SshPodmanTest, ChannelsRunConcurrentlyUpToTheLimit) {
   ASSERT_TRUE(WaitFor([] { return cluster_->ControllerMetric("uplink_workspace_ssh_channels_open") == 0; }, 30s));
-  const long idle_rss = RssKib(cluster_->ControllerPid());
+  const long idle_rss = uplink::testing::ProcessStatusKib(cluster_->ControllerPid(), "VmRSS");
   std::vector<std::string> channels;
   for (int i = 0; i < kMaxChannels; ++i) channels.push_back(cluster_->console().OpenChannel(kReservation, {}));
   for (const std::string& channel : channels) ASSERT_TRUE(Banner(channel)) << channel;
-  const long busy_rss = RssKib(cluster_->ControllerPid());
+  const long busy_rss = uplink::testing::ProcessStatusKib(cluster_->ControllerPid(), "VmRSS");
   std::printf("controller RSS: %ld KiB idle, %ld KiB with %d channels open (%ld KiB each)\n",
               idle_rss, busy_rss, kMaxChannels, (busy_rss - idle_rss) / kMaxChannels);
   const std::string over = cluster_->console().OpenChannel(kReservation, {});
