@@ -110,7 +110,7 @@ class SshBench : public SshFlow {
   // Room for the idle sessions: each is a channel of one grant and an sshd in the workspace.
   void SetUp() override {
     const std::string idle = std::to_string(g_options.idle + 8);
-    console_flags_ = {"--ssh-channels-per-grant", idle};
+    console_flags_ = {"--ssh-channels-per-grant", idle, "--ssh-channels-per-reservation", idle};
     controller_flags_ = {"--ssh-max-channels", idle};
     SshFlow::SetUp();
     memory_per_gpu_ = "4Gi";

@@ -107,6 +107,7 @@ int Serve(const std::vector<std::string>& args) {
   std::chrono::milliseconds sample_retention = options.sample_retention;
   std::chrono::milliseconds command_timeout = options.command_timeout;
   std::int64_t ssh_channels_per_grant = options.ssh_channels_per_grant;
+  std::int64_t ssh_channels_per_reservation = options.ssh_channels_per_reservation;
   std::chrono::milliseconds ssh_idle_timeout = options.ssh_idle_timeout;
   std::string agent_image;
   std::string agent_cluster_image;
@@ -153,7 +154,10 @@ int Serve(const std::vector<std::string>& args) {
                "this console's addresses as workspace controllers reach them, comma-separated "
                "CIDRs, written into execution.json for their egress policy");
   flags.Int("ssh-channels-per-grant", &ssh_channels_per_grant,
-            "SSH channels one grant may have open at once (1-64)");
+            "SSH channels one grant may have open at once (1-1024)");
+  flags.Int("ssh-channels-per-reservation", &ssh_channels_per_reservation,
+            "SSH channels one reservation may have open at once, all its grants together "
+            "(1-1024)");
   flags.Duration("ssh-idle-timeout", &ssh_idle_timeout,
                  "an SSH channel that carried no byte either way this long is closed (1m-24h)");
   flags.Int("max-connections", &max_connections,
@@ -245,6 +249,10 @@ int Serve(const std::vector<std::string>& args) {
     return Fail(InvalidArgumentError("--ssh-idle-timeout must be from 1m to 24h"));
   }
   options.ssh_channels_per_grant = ssh_channels_per_grant;
+  if (ssh_channels_per_reservation < 1 || ssh_channels_per_reservation > 1024) {
+    return Fail(InvalidArgumentError("--ssh-channels-per-reservation must be from 1 to 1024"));
+  }
+  options.ssh_channels_per_reservation = ssh_channels_per_reservation;
   options.ssh_idle_timeout = std::chrono::duration_cast<std::chrono::seconds>(ssh_idle_timeout);
   options.max_upload_bytes = static_cast<size_t>(max_upload_bytes);
   options.record_retention = std::chrono::duration_cast<std::chrono::seconds>(record_retention);
@@ -364,7 +372,8 @@ constexpr const char* kUsage =
     "                            [--sample-raw-retention 48h] [--sample-retention 168h]\n"
     "                            [--agent-image REPO@sha256:D] [--agent-cluster-image REPO@sha256:D]\n"
     "                            [--workspace-image REPO@sha256:D] [--workspace-console-cidrs CIDR,...]\n"
-    "                            [--ssh-channels-per-grant 4] [--ssh-idle-timeout 30m]\n"
+    "                            [--ssh-channels-per-grant 4] [--ssh-channels-per-reservation 16]\n"
+    "                            [--ssh-idle-timeout 30m]\n"
     "                            [--max-connections N] [--remote-write-url URL\n"
     "                             [--remote-write-bearer-token-file F | --remote-write-username U\n"
     "                              --remote-write-password-file F] [--remote-write-ca-file F]\n"

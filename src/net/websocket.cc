@@ -207,9 +207,14 @@ class Connection : public std::enable_shared_from_this<Connection> {
     std::lock_guard lock(write_mutex_);
     auto waiter = NewWaiter<Status>();
     Completion<Status> done(waiter);
-    // A close frame's reason is at most 123 bytes.
+    // A close frame's reason is at most 123 bytes of UTF-8: cut before a character that
+    // would not fit, or the peer refuses the whole frame.
+    size_t length = std::min<size_t>(reason.size(), 123);
+    if (length < reason.size()) {
+      while (length > 0 && (static_cast<unsigned char>(reason[length]) & 0xC0) == 0x80) --length;
+    }
     websocket::close_reason close_reason(static_cast<websocket::close_code>(code),
-                                        reason.substr(0, 123));
+                                        reason.substr(0, length));
     if (!Post([self = shared_from_this(), close_reason, done = std::move(done)]() mutable {
           self->StartClose(close_reason, std::move(done));
         })) {

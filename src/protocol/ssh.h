@@ -84,6 +84,9 @@ inline constexpr std::chrono::seconds kHandoverTimeout{15};
 inline constexpr std::chrono::seconds kTunnelPingInterval{60};
 inline constexpr std::chrono::seconds kTunnelIdleTimeout{120};
 inline constexpr std::int64_t kDefaultChannelsPerGrant = 4;
+// Session channels one reservation may have open at once, whatever its grants (revoked ones
+// included): the controller's channels are shared by every reservation of the offer.
+inline constexpr std::int64_t kDefaultChannelsPerReservation = 16;
 inline constexpr std::chrono::seconds kDefaultSshIdleTimeout{1800};
 
 // ---- refusals (HTTP error codes, before the upgrade) ----------------------------------------

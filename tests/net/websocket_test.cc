@@ -173,6 +173,21 @@ TEST(WebSocket, AClientCloseReachesTheServerWithItsCodeAndReason) {
   EXPECT_FALSE(socket->Write("late").ok());
 }
 
+TEST(WebSocket, ALongCloseReasonIsCutAtACharacterNotInsideOne) {
+  EchoServer echo;
+  auto socket = Connect(echo.Options());
+  ASSERT_TRUE(socket);
+  // 121 ASCII bytes, then "é" (2 bytes) and "€" (3): the 123-byte limit falls inside "€".
+  const std::string reason = std::string(121, 'r') + "\xC3\xA9" + "\xE2\x82\xAC";
+  ASSERT_TRUE(socket->Close(kCloseGoingAway, reason).ok());
+  ASSERT_TRUE(HandlerFinished(*echo.log));
+  std::lock_guard lock(echo.log->mutex);
+  ASSERT_EQ(echo.log->reads.size(), 1u);
+  ASSERT_TRUE(echo.log->reads[0].ok()) << echo.log->reads[0].status().ToString();
+  EXPECT_EQ(echo.log->reads[0]->type, WebSocketMessage::Type::kClose);
+  EXPECT_EQ(echo.log->reads[0]->data, std::string(121, 'r') + "\xC3\xA9");
+}
+
 TEST(WebSocket, AServerCloseReachesTheClientWhileItWaitsInRead) {
   Router router;
   std::promise<std::pair<Status, Result<WebSocketMessage>>> server_side;

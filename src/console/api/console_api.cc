@@ -23,8 +23,10 @@ ConsoleApi::ConsoleApi(Store& store, const Clock& clock, ConsoleOptions options)
       agent_(context_, nodes_, kubectl_, runs_),
       offers_(context_, signals_),
       ssh_relay_(store, clock, metrics_,
-                 LocalSshRelayOptions{.channels_per_grant = options_.ssh_channels_per_grant,
-                                      .idle_timeout = options_.ssh_idle_timeout}),
+                 LocalSshRelayOptions{
+                     .channels_per_grant = options_.ssh_channels_per_grant,
+                     .channels_per_reservation = options_.ssh_channels_per_reservation,
+                     .idle_timeout = options_.ssh_idle_timeout}),
       reservations_(context_, signals_, ssh_relay_),
       workspace_agent_(context_, signals_, reservations_),
       ssh_(context_, workspace_agent_, reservations_, ssh_relay_),

@@ -70,6 +70,7 @@ struct ConsoleOptions {
   // The SSH relay (serve --ssh-channels-per-grant, --ssh-idle-timeout): channels one grant
   // may have open at once, and how long a channel may carry no byte before it is closed.
   std::int64_t ssh_channels_per_grant = protocol::kDefaultChannelsPerGrant;
+  std::int64_t ssh_channels_per_reservation = protocol::kDefaultChannelsPerReservation;
   std::chrono::seconds ssh_idle_timeout = protocol::kDefaultSshIdleTimeout;
   // Told of every stored upload (serve --remote-write-url forwards node samples); not owned,
   // outlives the ConsoleApi. Null: nothing beyond the store.

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <deque>
+#include <thread>
 #include <variant>
 
 #include "common/crypto.h"
@@ -35,7 +37,24 @@ struct LocalSshRelay::Tunnel {
   // Guarded by the relay's mutex_.
   std::set<std::string> handed_over;
   std::set<std::string> probing;
+
+  // What goes to the agent, written by the tunnel's own sender thread, so that no request
+  // or channel thread ever waits on an agent that stopped reading: a write blocks until the
+  // kernel takes it. An outbox that fills up means the agent is not reading; the tunnel is
+  // dropped and the controller reconnects.
+  std::mutex outbox_mutex;
+  std::condition_variable outbox_changed;
+  std::deque<std::string> outbox;        // guarded by outbox_mutex
+  bool sending_done = false;             // guarded by outbox_mutex: nothing more is sent
+  std::string replaced_reason;           // guarded by outbox_mutex: close with this, then stop
 };
+
+namespace {
+
+// Messages waiting for one agent: opens and keys, each under a few KiB but for the keys.
+constexpr size_t kTunnelOutboxMessages = 256;
+
+}  // namespace
 
 struct LocalSshRelay::Meter {
   std::mutex mutex;
@@ -65,6 +84,16 @@ struct LocalSshRelay::Channel {
   std::atomic<SteadyTime::rep> last_data{0};
   std::uint16_t close_code = 0;
   std::string close_reason;
+  // Closes under way on threads of their own (CloseAside). Each handler of the channel waits
+  // for them before it returns, so that none outlives the server that runs the sockets.
+  std::mutex closes_mutex;
+  std::condition_variable closes_done;
+  int closes_pending = 0;  // guarded by closes_mutex
+
+  void WaitForCloses() {
+    std::unique_lock lock(closes_mutex);
+    closes_done.wait(lock, [this] { return closes_pending == 0; });
+  }
 };
 
 LocalSshRelay::LocalSshRelay(Store& store, const Clock& clock, metrics::Registry& metrics,
@@ -87,9 +116,6 @@ LocalSshRelay::LocalSshRelay(Store& store, const Clock& clock, metrics::Registry
 
 LocalSshRelay::~LocalSshRelay() {
   StopSweeper();
-  std::unique_lock lock(cutters_mutex_);
-  cutters_done_.wait(lock, [this] { return cutters_ == 0; });
-  lock.unlock();
   FlushMeters();
 }
 
@@ -114,8 +140,11 @@ void LocalSshRelay::ServeTunnel(const Offer& offer, std::unique_ptr<net::WebSock
   if (replaced) {
     log_.Info("ssh tunnel replaced by a newer one",
               {{"offer_id", offer.id}, {"generation", replaced->generation}});
-    (void)replaced->socket->Close(net::kClosePolicyViolation, protocol::kTunnelReplacedReason);
+    std::lock_guard lock(replaced->outbox_mutex);
+    replaced->replaced_reason = protocol::kTunnelReplacedReason;
+    replaced->outbox_changed.notify_all();
   }
+  std::thread sender([this, tunnel] { SendToAgent(*tunnel); });
   for (;;) {
     auto message = tunnel->socket->Read();
     if (!message.ok() || message->type == net::WebSocketMessage::Type::kClose) break;
@@ -125,6 +154,19 @@ void LocalSshRelay::ServeTunnel(const Offer& offer, std::unique_ptr<net::WebSock
       continue;
     }
     HandleTunnelMessage(tunnel, message->data);
+  }
+  {
+    std::lock_guard lock(tunnel->outbox_mutex);
+    tunnel->sending_done = true;
+    tunnel->outbox_changed.notify_all();
+  }
+  tunnel->socket->Abort();  // a write the sender is blocked in returns now
+  sender.join();
+  {
+    // The socket must not outlive this handler (the server's io_context goes after it), so
+    // nothing that may still hold the tunnel keeps it.
+    std::lock_guard lock(tunnel->outbox_mutex);
+    tunnel->socket.reset();
   }
   std::vector<std::shared_ptr<Channel>> stranded;
   {
@@ -147,6 +189,54 @@ void LocalSshRelay::ServeTunnel(const Offer& offer, std::unique_ptr<net::WebSock
   }
   UpdateGauges();
   log_.Info("ssh tunnel closed", {{"offer_id", offer.id}, {"generation", tunnel->generation}});
+}
+
+void LocalSshRelay::SendToAgent(Tunnel& tunnel) {
+  for (;;) {
+    std::string message, replaced_reason;
+    {
+      std::unique_lock lock(tunnel.outbox_mutex);
+      tunnel.outbox_changed.wait(lock, [&] {
+        return tunnel.sending_done || !tunnel.replaced_reason.empty() || !tunnel.outbox.empty();
+      });
+      if (tunnel.sending_done) return;
+      if (!tunnel.replaced_reason.empty()) {
+        replaced_reason = tunnel.replaced_reason;
+        tunnel.sending_done = true;
+      } else {
+        message = std::move(tunnel.outbox.front());
+        tunnel.outbox.pop_front();
+      }
+    }
+    if (!replaced_reason.empty()) {
+      (void)tunnel.socket->Close(net::kClosePolicyViolation, replaced_reason);
+      return;
+    }
+    if (!tunnel.socket->Write(message, false).ok()) {
+      std::lock_guard lock(tunnel.outbox_mutex);
+      tunnel.sending_done = true;
+      return;
+    }
+  }
+}
+
+bool LocalSshRelay::SendToAgent(Tunnel& tunnel, std::string message) {
+  {
+    std::lock_guard lock(tunnel.outbox_mutex);
+    if (tunnel.sending_done || !tunnel.replaced_reason.empty()) return false;
+    if (tunnel.outbox.size() < kTunnelOutboxMessages) {
+      tunnel.outbox.push_back(std::move(message));
+      tunnel.outbox_changed.notify_all();
+      return true;
+    }
+    tunnel.sending_done = true;
+    if (tunnel.socket) tunnel.socket->Abort();
+  }
+  log_.Warn("ssh tunnel dropped: the agent stopped reading it",
+            {{"offer_id", tunnel.offer_id},
+             {"generation", tunnel.generation},
+             {"unread_messages", kTunnelOutboxMessages}});
+  return false;
 }
 
 void LocalSshRelay::HandleTunnelMessage(const std::shared_ptr<Tunnel>& tunnel,
@@ -301,7 +391,7 @@ void LocalSshRelay::StartHandover(const std::shared_ptr<Tunnel>& tunnel,
   }
   log_.Info("ssh handover probe started",
             {{"reservation_id", reservation_id}, {"channel", channel->id}});
-  if (!tunnel->socket->Write(*open, false).ok()) {
+  if (!SendToAgent(*tunnel, std::move(*open))) {
     Cut(channel, net::kCloseInternalError, "the agent's tunnel was lost", net::kCloseGoingAway);
   }
 }
@@ -316,9 +406,19 @@ Result<SshClientChannel> LocalSshRelay::AdmitClient(const Reservation& reservati
         "the workspace controller's SSH tunnel is not connected to this console; it reconnects "
         "by itself, try again in a few seconds");
   }
-  std::int64_t open = 0;
+  std::int64_t open = 0, open_in_reservation = 0;
   for (const auto& [id, channel] : channels_) {
     if (channel->grant_id == grant.id) ++open;
+    if (channel->reservation_id == reservation.id &&
+        channel->purpose == protocol::kSshPurposeSession) {
+      ++open_in_reservation;
+    }
+  }
+  if (open_in_reservation >= options_.channels_per_reservation) {
+    Refused("channel_limit");
+    return ResourceExhaustedError(
+        "reservation " + reservation.id + " has " + std::to_string(open_in_reservation) +
+        " SSH channels open, the most one reservation may have; close one first");
   }
   if (open >= options_.channels_per_grant) {
     Refused("channel_limit");
@@ -327,10 +427,14 @@ Result<SshClientChannel> LocalSshRelay::AdmitClient(const Reservation& reservati
   }
   std::shared_ptr<Meter>& meter = meters_[reservation.id];
   if (!meter) {
+    // Read now, under the lock: a dropped meter was written before it was dropped, and the
+    // caller's copy may predate that write.
+    auto fresh = store_.GetReservation(reservation.id);
     meter = std::make_shared<Meter>();
     meter->reservation_id = reservation.id;
     meter->budget = reservation.transfer_budget_bytes;
-    meter->used = meter->flushed = reservation.transfer_used_bytes;
+    meter->used = meter->flushed =
+        fresh.ok() ? fresh->transfer_used_bytes : reservation.transfer_used_bytes;
   }
   {
     std::lock_guard meter_lock(meter->mutex);
@@ -381,7 +485,7 @@ void LocalSshRelay::ServeClient(const std::string& channel_id,
   {
     std::optional<std::string> open = tunnel ? OpenMessage(*channel, credential.token)
                                              : std::nullopt;
-    if (!open || !tunnel->socket->Write(*open, false).ok()) {
+    if (!open || !SendToAgent(*tunnel, std::move(*open))) {
       Cut(channel, net::kCloseInternalError, "the agent's tunnel was lost before the channel opened",
           net::kCloseGoingAway);
     } else {
@@ -415,6 +519,9 @@ void LocalSshRelay::ServeClient(const std::string& channel_id,
     }
   }
   Cut(channel, net::kCloseNormal, "the client closed the channel", net::kCloseNormal);
+  channel->WaitForCloses();
+  std::lock_guard lock(mutex_);
+  channel->client.reset();  // the socket must not outlive this handler
 }
 
 Status LocalSshRelay::ClaimAgentChannel(const std::string& channel_id, const Secret& credential) {
@@ -460,7 +567,13 @@ void LocalSshRelay::ServeAgentChannel(const std::string& channel_id,
     }
     return;
   }
-  if (channel->purpose == protocol::kSshPurposeHandover) return ServeHandover(channel);
+  if (channel->purpose == protocol::kSshPurposeHandover) {
+    ServeHandover(channel);
+    channel->WaitForCloses();
+    std::lock_guard lock(mutex_);
+    channel->agent.reset();  // the socket must not outlive this handler
+    return;
+  }
   log_.Info("ssh channel open", {{"channel", channel->id},
                                  {"reservation_id", channel->reservation_id},
                                  {"grant_id", channel->grant_id}});
@@ -492,6 +605,9 @@ void LocalSshRelay::ServeAgentChannel(const std::string& channel_id,
     }
   }
   CutFromAgentSide(channel, code, reason);
+  channel->WaitForCloses();
+  std::lock_guard lock(mutex_);
+  channel->agent.reset();  // the socket must not outlive this handler
 }
 
 void LocalSshRelay::CutFromAgentSide(const std::shared_ptr<Channel>& channel, std::uint16_t code,
@@ -522,9 +638,9 @@ void LocalSshRelay::ReservationEnded(const std::string& reservation_id) {
       }
     }
   }
-  for (auto& channel : ending) {
-    CutAside(std::move(channel), net::kCloseGoingAway,
-             std::string(protocol::kReservationEndedReason), net::kCloseGoingAway);
+  for (const auto& channel : ending) {
+    Cut(channel, net::kCloseGoingAway, std::string(protocol::kReservationEndedReason),
+        net::kCloseGoingAway);
   }
 }
 
@@ -629,8 +745,9 @@ void LocalSshRelay::Cut(const std::shared_ptr<Channel>& channel, std::uint16_t c
   } else if (was_waiting) {
     metrics_.Increment("uplink_console_ssh_channels_refused_total", {{"reason", "not_opened"}});
   }
-  if (client) (void)client->Close(code, reason);
-  if (agent) (void)agent->Close(agent_code, reason);
+  if (client || agent) {
+    CloseAside(channel, std::move(client), std::move(agent), code, reason, agent_code);
+  }
   if (channel->purpose == protocol::kSshPurposeSession) {
     log_.Info("ssh channel closed", {{"channel", channel->id},
                                      {"reservation_id", channel->reservation_id},
@@ -657,8 +774,7 @@ void LocalSshRelay::GrantsChanged(const std::string& reservation_id) {
   auto keys = AuthorizedKeys(reservation_id);
   if (!keys) return;
   const size_t count = keys->size();
-  if (!tunnel->socket->Write(protocol::EncodeSshKeys({reservation_id, std::move(*keys)}), false)
-           .ok()) {
+  if (!SendToAgent(*tunnel, protocol::EncodeSshKeys({reservation_id, std::move(*keys)}))) {
     log_.Warn("ssh keys not sent: the tunnel was lost", {{"reservation_id", reservation_id}});
     return;
   }
@@ -737,23 +853,31 @@ void LocalSshRelay::Sweep() {
       }
     }
   }
-  for (Due& cut : due) CutAside(cut.channel, cut.code, std::move(cut.reason), cut.agent_code);
+  for (const Due& cut : due) Cut(cut.channel, cut.code, cut.reason, cut.agent_code);
   FlushMeters();
 }
 
-void LocalSshRelay::CutAside(std::shared_ptr<Channel> channel, std::uint16_t code,
-                             std::string reason, std::uint16_t agent_code) {
-  // On a thread of its own: closing a WebSocket waits for a write in progress on it, which a
-  // peer that stopped reading holds up to its idle timeout; the sweeper and a request
-  // handler must not.
+void LocalSshRelay::CloseAside(const std::shared_ptr<Channel>& channel,
+                               std::shared_ptr<net::WebSocket> client,
+                               std::shared_ptr<net::WebSocket> agent, std::uint16_t code,
+                               std::string reason, std::uint16_t agent_code) {
+  // On a thread of its own: a Close waits for a write in progress on its socket, which a
+  // peer that stopped reading holds up to its idle timeout, and that write may be the other
+  // pump's, which waits for the very reads the caller would stop doing. Neither the
+  // sweeper, a request handler nor a pump may wait for it.
   {
-    std::lock_guard lock(cutters_mutex_);
-    ++cutters_;
+    std::lock_guard lock(channel->closes_mutex);
+    ++channel->closes_pending;
   }
-  std::thread([this, channel = std::move(channel), code, reason = std::move(reason), agent_code] {
-    Cut(channel, code, reason, agent_code);
-    std::lock_guard lock(cutters_mutex_);
-    if (--cutters_ == 0) cutters_done_.notify_all();
+  std::thread([channel, client = std::move(client), agent = std::move(agent), code,
+               reason = std::move(reason), agent_code]() mutable {
+    if (client) (void)client->Close(code, reason);
+    if (agent) (void)agent->Close(agent_code, reason);
+    // Released before the handlers are told: a socket must not outlive its handler.
+    client.reset();
+    agent.reset();
+    std::lock_guard lock(channel->closes_mutex);
+    if (--channel->closes_pending == 0) channel->closes_done.notify_all();
   }).detach();
 }
 
@@ -761,14 +885,7 @@ void LocalSshRelay::FlushMeters() {
   std::vector<std::shared_ptr<Meter>> meters;
   {
     std::lock_guard lock(mutex_);
-    for (auto it = meters_.begin(); it != meters_.end();) {
-      meters.push_back(it->second);
-      const bool in_use = std::any_of(channels_.begin(), channels_.end(), [&](const auto& entry) {
-        return entry.second->reservation_id == it->first;
-      });
-      // A meter no channel uses is dropped once written; the next channel reads the store.
-      it = in_use ? std::next(it) : meters_.erase(it);
-    }
+    for (const auto& [reservation_id, meter] : meters_) meters.push_back(meter);
   }
   for (const auto& meter : meters) {
     Status added;
@@ -784,9 +901,21 @@ void LocalSshRelay::FlushMeters() {
     if (!added.ok()) {
       log_.Error("ssh transfer count not written; retried at the next sweep",
                  {{"reservation_id", meter->reservation_id}, {"error", added}});
-      std::lock_guard relay_lock(mutex_);
-      meters_.try_emplace(meter->reservation_id, meter);
     }
+  }
+  // A meter no channel uses is dropped once all it counted is written, never before: the
+  // next channel's meter starts from the store, which must then hold every byte.
+  std::lock_guard lock(mutex_);
+  for (auto it = meters_.begin(); it != meters_.end();) {
+    const bool in_use = std::any_of(channels_.begin(), channels_.end(), [&](const auto& entry) {
+      return entry.second->reservation_id == it->first;
+    });
+    bool written;
+    {
+      std::lock_guard meter_lock(it->second->mutex);
+      written = it->second->flushed == it->second->used;
+    }
+    it = in_use || !written ? std::next(it) : meters_.erase(it);
   }
 }
 

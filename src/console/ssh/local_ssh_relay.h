@@ -29,6 +29,7 @@ namespace uplink::console {
 
 struct LocalSshRelayOptions {
   std::int64_t channels_per_grant = protocol::kDefaultChannelsPerGrant;
+  std::int64_t channels_per_reservation = protocol::kDefaultChannelsPerReservation;
   // No byte either way for this long closes a session channel (pings do not count).
   std::chrono::seconds idle_timeout = protocol::kDefaultSshIdleTimeout;
   // How often the sweeper runs: at most a second, so a reservation's end closes its channels
@@ -79,11 +80,18 @@ class LocalSshRelay final : public SshRelay {
   void ServeHandover(const std::shared_ptr<Channel>& channel);
   // Ends `channel` once: the client (when there is one) gets `code` and `reason`, the agent's
   // data channel `agent_code` and `reason`. Never under mutex_.
+  // The tunnel's sender thread: writes its outbox to the agent until the tunnel ends.
+  void SendToAgent(Tunnel& tunnel);
+  // Queues a message for the agent without waiting; false when the tunnel is gone or was
+  // dropped because its outbox was full.
+  bool SendToAgent(Tunnel& tunnel, std::string message);
   void Cut(const std::shared_ptr<Channel>& channel, std::uint16_t code, const std::string& reason,
            std::uint16_t agent_code);
-  // Cut, on a short thread of its own (StopSweeper waits for them).
-  void CutAside(std::shared_ptr<Channel> channel, std::uint16_t code, std::string reason,
-                std::uint16_t agent_code);
+  // Closes a cut channel's sockets on a short thread of its own (the channel's handlers wait
+  // for it before they return), so that Cut itself never waits on a peer.
+  void CloseAside(const std::shared_ptr<Channel>& channel, std::shared_ptr<net::WebSocket> client,
+                  std::shared_ptr<net::WebSocket> agent, std::uint16_t code, std::string reason,
+                  std::uint16_t agent_code);
   // A cut the agent's side caused (its data channel ended or failed, open_failed): for a
   // reservation that has ended, the reason given is that end.
   void CutFromAgentSide(const std::shared_ptr<Channel>& channel, std::uint16_t code,
@@ -112,9 +120,6 @@ class LocalSshRelay final : public SshRelay {
   std::uint64_t next_tunnel_generation_ = 1;
 
   std::mutex sweep_mutex_;  // one Sweep at a time
-  std::mutex cutters_mutex_;  // the sweeper's cuts in flight, each on its own thread
-  std::condition_variable cutters_done_;
-  int cutters_ = 0;
   std::mutex sweeper_mutex_;
   std::condition_variable sweeper_wake_;
   bool stopping_ = false;

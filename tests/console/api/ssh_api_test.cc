@@ -475,6 +475,47 @@ TEST_F(SshReadyTest, OneGrantHasAtMostItsLimitOfChannels) {
   EXPECT_NE(Client(r.id, r.grant), nullptr);
 }
 
+// A reservation's channels are capped whatever its grants, revoked ones included: the
+// controller's channels are shared by every reservation of the offer.
+class SshReservationLimitTest : public SshReadyTest {
+ protected:
+  ConsoleOptions Options() override {
+    ConsoleOptions options = SshReadyTest::Options();
+    options.ssh_channels_per_grant = 2;
+    options.ssh_channels_per_reservation = 3;
+    return options;
+  }
+};
+
+TEST_F(SshReservationLimitTest, AllGrantsOfAReservationTogetherHaveAtMostItsLimit) {
+  auto agent = Agent(credential_);
+  ReadyReservation r = Ready(*agent);
+  auto grant = [&](const std::string& key) {
+    net::Response added = Send("POST", "/api/v1/reservations/" + r.id + "/ssh-grants",
+                               user_.api_key, ToJson(json::object{{"public_key", key}}));
+    EXPECT_EQ(added.status, 201) << added.body;
+    return Text(Body(added), "id");
+  };
+  const std::string second = grant(kSecondUserKey);
+  std::vector<std::unique_ptr<net::WebSocket>> open;
+  for (const std::string& id : {r.grant, r.grant, second}) {
+    open.push_back(Client(r.id, id));
+    ASSERT_NE(open.back(), nullptr);
+    RoundTrip(*open.back(), "ping");
+  }
+  net::Response refusal;
+  EXPECT_EQ(Client(r.id, second, &refusal), nullptr) << "the second grant has room, the reservation none";
+  EXPECT_EQ(refusal.status, 429);
+  EXPECT_EQ(ErrorCode(refusal), protocol::kChannelLimitCode);
+  EXPECT_NE(ErrorMessage(refusal).find("reservation"), std::string::npos) << refusal.body;
+  // Revoking a grant does not free the places its open channels hold.
+  ASSERT_EQ(Send("DELETE", "/api/v1/reservations/" + r.id + "/ssh-grants/" + second,
+                 user_.api_key).status, 200);
+  EXPECT_EQ(Readiness(r.id).at("open_channels").as_int64(), 3);
+  EXPECT_EQ(Client(r.id, r.grant, &refusal), nullptr);
+  EXPECT_EQ(refusal.status, 429);
+}
+
 TEST_F(SshReadyTest, RevokedExpiredAndForeignGrantsAreRefusedAndTheAgentGetsTheKeysValidNow) {
   auto agent = Agent(credential_);
   ReadyReservation r = Ready(*agent);
