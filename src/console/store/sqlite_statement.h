@@ -23,6 +23,11 @@ inline WallTime FromUnixMillis(std::int64_t millis) {
   return WallTime(std::chrono::milliseconds(millis));
 }
 
+// "SELECT <columns> FROM <table_and_tail>".
+inline std::string SelectFrom(const char* columns, const char* table_and_tail) {
+  return std::string("SELECT ") + columns + " FROM " + table_and_tail;
+}
+
 // A cached prepared statement for one use: binds by position, steps, and is reset (and its
 // bindings cleared) when it goes out of scope so the next user finds it clean.
 class SqliteStore::Statement {
