@@ -8,11 +8,13 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include "common/status.h"
 #include "common/time.h"
 #include "console/store/audit_store.h"
+#include "console/store/rules/handover_rules.h"
 #include "protocol/inventory.h"
 
 namespace uplink::console {
@@ -77,6 +79,9 @@ struct Connection {
 };
 
 using ConnectionRows = std::shared_ptr<const std::vector<Connection>>;
+
+// What redeeming a handover code came to: the connection with its new token, or the refusal.
+using HandoverRedemption = std::variant<Connection, HandoverRefusal>;
 
 // One running agent of a connection, as it last reported: the inventory Deployment, the
 // cluster Deployment, each node of the DaemonSet.
@@ -147,22 +152,18 @@ class ConnectionStore {
   virtual Result<std::vector<Handover>> FindHandoversByPrefix(const std::string& prefix) = 0;
   // The newest handover of the connection, if any.
   virtual Result<std::optional<Handover>> LatestHandover(const std::string& connection_id) = 0;
-  // In one transaction: refuses (FailedPrecondition, message saying which) a handover that is
-  // already redeemed, expired at `now`, superseded by a later rotate, or whose connection is
-  // revoked; otherwise marks it redeemed and installs the minted token (the expiry stays),
-  // writing `audit`. Returns the connection as it now is.
-  //
-  // A refusal's message starts with exactly one of "handover_redeemed:",
-  // "handover_expired:" or "handover_superseded:" (a revoked connection counts as
-  // superseded), the API's 410 error code, or "owner_deactivated:" (403; the code still works
-  // once the owner is reactivated), followed by a message for people that says what to do;
-  // the API sends the code and the text after ": " as the message. A refusal writes
-  // nothing but `audit` with action "handover.refused", outcome "refused" and detail
-  // {"reason": "<that code>"}, so the caller does not record it again.
-  virtual Result<Connection> RedeemHandover(const std::string& handover_id, WallTime now,
-                                            const std::string& token_prefix,
-                                            const std::string& token_hash,
-                                            const AuditEvent& audit) = 0;
+  // In one transaction: refuses a handover by JudgeHandoverRedemption (rules/handover_rules.h),
+  // reading its state in the transaction so that a rotate, revoke or deactivation landing
+  // meanwhile wins; otherwise marks it redeemed and installs the minted token (the expiry
+  // stays), writing `audit`, and returns the connection as it now is. A refusal is a value,
+  // not an error: it writes nothing but `audit` with action "handover.refused", outcome
+  // "refused" and detail {"reason": HandoverRefusalCode(reason)}, so the caller does not
+  // record it again. NotFound when there is no such handover.
+  virtual Result<HandoverRedemption> RedeemHandover(const std::string& handover_id,
+                                                    WallTime now,
+                                                    const std::string& token_prefix,
+                                                    const std::string& token_hash,
+                                                    const AuditEvent& audit) = 0;
 
   // In one transaction: checks that the token the report was authenticated with is still
   // the connection's live token (a rotate or revoke that lands while a large report is being

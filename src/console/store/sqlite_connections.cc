@@ -284,22 +284,16 @@ Result<std::optional<Handover>> SqliteStore::LatestHandover(const std::string& c
   return latest;
 }
 
-Result<Connection> SqliteStore::RedeemHandover(const std::string& handover_id, WallTime now,
-                                               const std::string& token_prefix,
-                                               const std::string& token_hash,
-                                               const AuditEvent& audit) {
+Result<HandoverRedemption> SqliteStore::RedeemHandover(const std::string& handover_id,
+                                                       WallTime now,
+                                                       const std::string& token_prefix,
+                                                       const std::string& token_hash,
+                                                       const AuditEvent& audit) {
   std::optional<Connection> redeemed;
-  Status refusal;
+  std::optional<HandoverRefusal> refusal;
   Status status = WriteTransaction([&]() -> Status {
-    struct State {
-      std::string connection_id;
-      WallTime expires_at;
-      bool redeemed = false;
-      bool superseded = false;
-      bool connection_revoked = false;
-      bool owner_deactivated = false;
-    };
-    std::optional<State> state;
+    std::string connection_id;
+    std::optional<HandoverState> state;
     UPLINK_RETURN_IF_ERROR(ForEachRow(
         "SELECT h.connection_id, h.expires_at, h.redeemed_at IS NOT NULL, "
         "h.superseded_at IS NOT NULL, c.revoked_at IS NOT NULL, u.deactivated_at IS NOT NULL "
@@ -307,41 +301,20 @@ Result<Connection> SqliteStore::RedeemHandover(const std::string& handover_id, W
         "JOIN users u ON u.id = c.owner_id WHERE h.id = ?",
         [&](Statement& s) { s.Bind(handover_id); },
         [&](const Statement& row) {
-          state = State{row.Text(0), row.Time(1), row.Int(2) != 0, row.Int(3) != 0,
-                        row.Int(4) != 0, row.Int(5) != 0};
+          connection_id = row.Text(0);
+          state = HandoverState{row.Time(1), row.Int(2) != 0, row.Int(3) != 0, row.Int(4) != 0,
+                                row.Int(5) != 0};
         },
         "reading handover"));
     if (!state) return NotFoundError("handover " + handover_id + " does not exist");
 
-    // The prefix before the colon is the API's error code (see Store::RedeemHandover).
-    if (state->redeemed) {
-      refusal = FailedPreconditionError(
-          "handover_redeemed: this handover code was already used, and works only once; "
-          "rotate the connection's token to get a new one");
-    } else if (state->connection_revoked) {
-      refusal = FailedPreconditionError(
-          "handover_superseded: the connection was revoked, so this handover code no longer "
-          "works; a revoked connection cannot be rotated, so create a new connection");
-    } else if (state->superseded) {
-      refusal = FailedPreconditionError(
-          "handover_superseded: a later rotate replaced this handover code; rotate the "
-          "connection's token again to get a new one");
-    } else if (state->expires_at <= now) {
-      refusal = FailedPreconditionError(
-          "handover_expired: this handover code has expired; rotate the connection's token "
-          "to get a new one");
-    } else if (state->owner_deactivated) {
-      // Checked here, not before the transaction, so a deactivation that lands meanwhile wins.
-      refusal = FailedPreconditionError(
-          "owner_deactivated: the connection's owner is deactivated; an admin must reactivate "
-          "them before this code can be used");
-    }
-    if (!refusal.ok()) {
+    refusal = JudgeHandoverRedemption(*state, now);
+    if (refusal) {
       AuditEvent refused = audit;
       refused.action = "handover.refused";
       refused.outcome = "refused";
-      std::string_view code = std::string_view(refusal.message());
-      refused.detail = ToJson(json::object{{"reason", code.substr(0, code.find(':'))}});
+      refused.detail =
+          ToJson(json::object{{"reason", HandoverRefusalCode(refusal->reason)}});
       return InsertAudit(refused);
     }
 
@@ -351,18 +324,16 @@ Result<Connection> SqliteStore::RedeemHandover(const std::string& handover_id, W
             .status());
     UPLINK_RETURN_IF_ERROR(
         Change("UPDATE connections SET token_prefix = ?, token_hash = ? WHERE id = ?",
-               [&](Statement& s) {
-                 s.Bind(token_prefix).Bind(token_hash).Bind(state->connection_id);
-               },
+               [&](Statement& s) { s.Bind(token_prefix).Bind(token_hash).Bind(connection_id); },
                "installing the handed-over token")
             .status());
     UPLINK_RETURN_IF_ERROR(InsertAudit(audit));
-    UPLINK_ASSIGN_OR_RETURN(redeemed, ReadConnection(state->connection_id));
+    UPLINK_ASSIGN_OR_RETURN(redeemed, ReadConnection(connection_id));
     return Status::Ok();
   });
   if (!status.ok()) return status;
-  if (!refusal.ok()) return refusal;
-  return std::move(*redeemed);
+  if (refusal) return HandoverRedemption(std::move(*refusal));
+  return HandoverRedemption(std::move(*redeemed));
 }
 
 // --- Reports -------------------------------------------------------------------------------
