@@ -14,6 +14,7 @@
 #include <map>
 
 #include "common/text.h"
+#include "console/store/rules/upload_rules.h"
 #include "console/store/sqlite_statement.h"
 #include "console/store/sqlite_store.h"
 
@@ -422,11 +423,7 @@ Status SqliteStore::StoreNodeSamples(const std::string& connection_id, const Upl
 
 Status SqliteStore::MaintainSamples(WallTime now, std::chrono::seconds interval,
                                     const SampleRetention& retention, UploadOutcome& outcome) {
-  // A clock that went back runs it again rather than waiting for the old time to return.
-  if (last_sample_maintenance_ && now >= *last_sample_maintenance_ &&
-      now - *last_sample_maintenance_ < interval) {
-    return Status::Ok();
-  }
+  if (!MaintenanceDue(last_sample_maintenance_, now, interval)) return Status::Ok();
   last_sample_maintenance_ = now;
   // Rollups first: raw samples go only once their buckets are rolled up.
   UPLINK_RETURN_IF_ERROR(RollUpSamples(now, retention, outcome));

@@ -9,6 +9,7 @@
 
 #include "common/json.h"
 #include "common/text.h"
+#include "console/store/rules/upload_rules.h"
 #include "console/store/sqlite_statement.h"
 #include "console/store/sqlite_store.h"
 
@@ -19,10 +20,6 @@ constexpr const char* kStreamColumns =
     "stream, spool_id, epoch, acked_through, records_stored, duplicates_ignored, lost_records, "
     "dropped_records, dropped_bytes, corrupt_records, corrupt_bytes, rejected_records, "
     "rejected_bytes, first_upload_at, last_upload_at, agent_instance, agent_version";
-
-LossCount AtLeast(LossCount stored, LossCount sent) {
-  return {std::max(stored.records, sent.records), std::max(stored.bytes, sent.bytes)};
-}
 
 StreamSummary StreamFromRow(const auto& row) {
   StreamSummary stream;
@@ -47,8 +44,7 @@ StreamSummary StreamFromRow(const auto& row) {
 // --- Uploads -------------------------------------------------------------------------------
 
 Result<std::int64_t> SqliteStore::PruneRecords(WallTime now, const RecordRetention& retention) {
-  // A clock that went back runs it again rather than waiting for the old time to return.
-  if (last_prune_ && now >= *last_prune_ && now - *last_prune_ < retention.interval) return 0;
+  if (!MaintenanceDue(last_prune_, now, retention.interval)) return 0;
   last_prune_ = now;
   UPLINK_ASSIGN_OR_RETURN(
       int deleted,
@@ -79,34 +75,36 @@ Result<UploadOutcome> SqliteStore::AcceptUpload(const std::string& connection_id
     UPLINK_RETURN_IF_ERROR(
         CheckTokenLive(connection_id, token_hash, received_at, "upload").status());
 
-    struct Existing {
-      std::int64_t id;
-      std::string spool_id;
-      std::int64_t epoch;
-      std::int64_t acked_through;
-      AgentLosses losses;
-    };
-    std::optional<Existing> existing;
+    std::optional<StreamPosition> existing;
+    std::int64_t stream_id = 0;
     UPLINK_RETURN_IF_ERROR(ForEachRow(
         "SELECT id, spool_id, epoch, acked_through, dropped_records, dropped_bytes, "
         "corrupt_records, corrupt_bytes, rejected_records, rejected_bytes FROM streams "
         "WHERE connection_id = ? AND stream = ?",
         [&](Statement& s) { s.Bind(connection_id).Bind(batch.stream); },
         [&](const Statement& row) {
-          existing = Existing{row.Int(0),
-                              row.Text(1),
-                              row.Int(2),
-                              row.Int(3),
-                              {{row.Int(4), row.Int(5)},
-                               {row.Int(6), row.Int(7)},
-                               {row.Int(8), row.Int(9)}}};
+          stream_id = row.Int(0);
+          existing = StreamPosition{row.Text(1),
+                                    row.Int(2),
+                                    row.Int(3),
+                                    {{row.Int(4), row.Int(5)},
+                                     {row.Int(6), row.Int(7)},
+                                     {row.Int(8), row.Int(9)}}};
         },
         "reading stream"));
-
-    std::int64_t stream_id = 0;
-    std::int64_t acked_through = 0;  // before this upload, in the epoch it goes to
-    AgentLosses losses = batch.losses;
-    if (!existing) {
+    std::optional<std::int64_t> spool_epoch;
+    if (SpoolChanged(existing, batch.spool_id)) {
+      UPLINK_RETURN_IF_ERROR(ForEachRow(
+          "SELECT epoch FROM stream_spools WHERE stream_id = ? AND spool_id = ?",
+          [&](Statement& s) { s.Bind(stream_id).Bind(batch.spool_id); },
+          [&](const Statement& row) { spool_epoch = row.Int(0); }, "reading stream spools"));
+    }
+    UPLINK_ASSIGN_OR_RETURN(UploadPlacement placement,
+                            PlaceUpload(existing, batch, spool_epoch));
+    outcome.new_stream = placement.new_stream;
+    outcome.restarted = placement.restarted;
+    outcome.epoch = placement.epoch;
+    if (placement.new_stream) {
       UPLINK_RETURN_IF_ERROR(
           Change("INSERT INTO streams (connection_id, stream, spool_id, first_upload_at, "
                  "last_upload_at, agent_instance, agent_version) VALUES (?, ?, ?, ?, ?, ?, ?)",
@@ -118,27 +116,9 @@ Result<UploadOutcome> SqliteStore::AcceptUpload(const std::string& connection_id
                  "creating stream")
               .status());
       stream_id = sqlite3_last_insert_rowid(db_);
-      outcome.new_stream = true;
       UPLINK_RETURN_IF_ERROR(RememberSpool(stream_id, batch.spool_id, 0));
-    } else if (existing->spool_id != batch.spool_id) {
-      stream_id = existing->id;
-      std::optional<std::int64_t> earlier_epoch;
-      UPLINK_RETURN_IF_ERROR(ForEachRow(
-          "SELECT epoch FROM stream_spools WHERE stream_id = ? AND spool_id = ?",
-          [&](Statement& s) { s.Bind(stream_id).Bind(batch.spool_id); },
-          [&](const Statement& row) { earlier_epoch = row.Int(0); }, "reading stream spools"));
-      if (earlier_epoch) {
-        return ConflictError(
-            "spool " + batch.spool_id + " was replaced on stream " + batch.stream +
-            " by spool " + existing->spool_id + " (epoch " + std::to_string(existing->epoch) +
-            "); two shippers may share this stream: give each its own --stream, or remove "
-            "this spool directory");
-      }
-      // The agent's spool was recreated: its sequences start again, so its records go to a
-      // new epoch and nothing of the old one is overwritten.
-      outcome.restarted = true;
-      outcome.epoch = existing->epoch + 1;
-      UPLINK_RETURN_IF_ERROR(RememberSpool(stream_id, batch.spool_id, outcome.epoch));
+    } else if (placement.restarted) {
+      UPLINK_RETURN_IF_ERROR(RememberSpool(stream_id, batch.spool_id, placement.epoch));
       AuditEvent restart = audit;
       restart.action = "stream.restart";
       restart.outcome = "ok";
@@ -146,16 +126,16 @@ Result<UploadOutcome> SqliteStore::AcceptUpload(const std::string& connection_id
                                            {"spool_id", batch.spool_id},
                                            {"previous_spool_id", existing->spool_id},
                                            {"previous_acked_through", existing->acked_through},
-                                           {"epoch", outcome.epoch}});
+                                           {"epoch", placement.epoch}});
       UPLINK_RETURN_IF_ERROR(InsertAudit(restart));
-    } else {
-      stream_id = existing->id;
-      outcome.epoch = existing->epoch;
-      acked_through = existing->acked_through;
-      losses = {AtLeast(existing->losses.dropped, batch.losses.dropped),
-                AtLeast(existing->losses.corrupt, batch.losses.corrupt),
-                AtLeast(existing->losses.rejected, batch.losses.rejected)};
     }
+
+    SequenceAccount account = AccountSequences(placement.acked_through, batch);
+    outcome.stored = account.stored;
+    outcome.duplicates = account.duplicates;
+    outcome.lost = account.lost;
+    outcome.acked_through = account.acked_through;
+    const AgentLosses& losses = placement.losses;
 
     UPLINK_ASSIGN_OR_RETURN(
         sqlite3_stmt * insert_stmt,
@@ -165,12 +145,8 @@ Result<UploadOutcome> SqliteStore::AcceptUpload(const std::string& connection_id
     std::vector<const UploadRecord*> new_samples;
     std::vector<const UploadRecord*> new_snapshots;
     std::vector<const UploadRecord*> new_experiments;
-    for (const UploadRecord& record : batch.records) {
-      if (record.sequence <= acked_through) {
-        ++outcome.duplicates;
-        continue;
-      }
-      ++outcome.stored;
+    for (size_t index : account.new_records) {
+      const UploadRecord& record = batch.records[index];
       if (record.node_sample) {
         new_samples.push_back(&record);
         continue;
@@ -197,13 +173,6 @@ Result<UploadOutcome> SqliteStore::AcceptUpload(const std::string& connection_id
         StoreClusterSnapshot(connection_id, batch, new_snapshots, received_at, outcome));
     UPLINK_RETURN_IF_ERROR(
         StoreExperimentRecords(connection_id, batch, new_experiments, received_at, outcome));
-    // Every sequence after acked_through up to last_sequence either arrived now or never will.
-    if (batch.last_sequence > acked_through) {
-      outcome.lost = batch.last_sequence - acked_through - outcome.stored;
-      outcome.acked_through = batch.last_sequence;
-    } else {
-      outcome.acked_through = acked_through;
-    }
 
     UPLINK_RETURN_IF_ERROR(
         Change("UPDATE streams SET spool_id = ?, epoch = ?, acked_through = ?, "
