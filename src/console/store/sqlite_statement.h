@@ -1,5 +1,5 @@
 // SqliteStore's prepared-statement wrapper, shared by the files that implement the store
-// (sqlite_store.cc, sqlite_samples.cc). Private to the store.
+// (sqlite_store.cc and one sqlite_<area>.cc per area). Private to the store.
 #pragma once
 
 #include <sqlite3.h>
