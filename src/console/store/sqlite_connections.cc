@@ -7,6 +7,7 @@
 
 #include "common/json.h"
 #include "common/text.h"
+#include "console/store/rules/connection_rules.h"
 #include "console/store/sqlite_statement.h"
 #include "console/store/sqlite_store.h"
 
@@ -431,23 +432,20 @@ Status SqliteStore::AcceptReport(const std::string& connection_id, const std::st
 Result<std::optional<std::string>> SqliteStore::CheckTokenLive(const std::string& connection_id,
                                                                const std::string& token_hash,
                                                                WallTime at, std::string_view what) {
-  bool found = false;
-  bool token_live = false;
+  std::optional<StoredAgentToken> stored;
   std::optional<std::string> bound;
   UPLINK_RETURN_IF_ERROR(ForEachRow(
-      "SELECT c.token_hash, c.revoked_at IS NULL AND c.expires_at > ? "
-      "AND u.deactivated_at IS NULL, c.cluster_uid FROM connections c "
+      "SELECT c.token_hash, c.expires_at, c.revoked_at IS NOT NULL, "
+      "u.deactivated_at IS NOT NULL, c.cluster_uid FROM connections c "
       "JOIN users u ON u.id = c.owner_id WHERE c.id = ?",
-      [&](Statement& s) { s.Bind(at).Bind(connection_id); },
+      [&](Statement& s) { s.Bind(connection_id); },
       [&](const Statement& row) {
-        found = true;
-        // Both hashes come from this database, so a plain comparison leaks nothing.
-        token_live = row.Text(0) == token_hash && row.Int(1) != 0;
-        bound = row.OptionalText(2);
+        stored = StoredAgentToken{row.Text(0), row.Time(1), row.Int(2) != 0, row.Int(3) != 0};
+        bound = row.OptionalText(4);
       },
       "reading connection"));
-  if (!found) return NotFoundError("connection " + connection_id + " does not exist");
-  if (!token_live) {
+  if (!stored) return NotFoundError("connection " + connection_id + " does not exist");
+  if (!AgentTokenStillLive(*stored, token_hash, at)) {
     return UnauthenticatedError("the connection's token was rotated, revoked or expired, or its "
                                 "owner deactivated, while this " + std::string(what) +
                                 " was being received; nothing was stored");
@@ -526,11 +524,15 @@ Status SqliteStore::BindOrRefuse(const std::string& connection_id,
                                  const std::optional<std::string>& bound,
                                  const std::string& cluster_uid, const AuditEvent& audit,
                                  const json::object& bind_detail, Status& refusal) {
-  if (bound && *bound == cluster_uid) return Status::Ok();
-  if (bound) {
-    // Commits only the refusal's audit event.
-    refusal = RefuseClusterMismatch(audit, cluster_uid, *bound);
-    return refusal.code() == StatusCode::kConflict ? Status::Ok() : refusal;
+  switch (DecideClusterBinding(bound, cluster_uid)) {
+    case ClusterBinding::kAlreadyBound:
+      return Status::Ok();
+    case ClusterBinding::kMismatch:
+      // Commits only the refusal's audit event.
+      refusal = RefuseClusterMismatch(audit, cluster_uid, *bound);
+      return refusal.code() == StatusCode::kConflict ? Status::Ok() : refusal;
+    case ClusterBinding::kBind:
+      break;
   }
   UPLINK_RETURN_IF_ERROR(Change("UPDATE connections SET cluster_uid = ? WHERE id = ?",
                                 [&](Statement& s) { s.Bind(cluster_uid).Bind(connection_id); },
