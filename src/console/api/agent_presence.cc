@@ -92,7 +92,7 @@ void AgentPresence::Overlay(std::string_view connection_id, std::vector<AgentSee
   if (agents.size() > limit) agents.resize(limit);
 }
 
-Status AgentPresence::Flush(Store& store) {
+Status AgentPresence::Flush(ConnectionStore& store) {
   PresenceUpdate update;
   {
     std::lock_guard lock(mutex_);
@@ -135,14 +135,14 @@ Status AgentPresence::Flush(Store& store) {
   return Status::Ok();
 }
 
-void AgentPresence::StartFlusher(Store& store, std::chrono::milliseconds interval) {
+void AgentPresence::StartFlusher(ConnectionStore& store, std::chrono::milliseconds interval) {
   std::lock_guard lock(flusher_mutex_);
   if (flusher_.joinable() || stopping_) return;
   flush_store_ = &store;
   flusher_ = std::thread([this, &store, interval] { FlusherLoop(store, interval); });
 }
 
-void AgentPresence::FlusherLoop(Store& store, std::chrono::milliseconds interval) {
+void AgentPresence::FlusherLoop(ConnectionStore& store, std::chrono::milliseconds interval) {
   std::unique_lock lock(flusher_mutex_);
   while (!flusher_wake_.wait_for(lock, interval, [this] { return stopping_; })) {
     lock.unlock();

@@ -23,7 +23,7 @@
 
 #include "common/log.h"
 #include "common/time.h"
-#include "console/store/store.h"
+#include "console/store/connection_store.h"
 
 namespace uplink::console {
 
@@ -64,10 +64,10 @@ class AgentPresence {
                size_t limit) const;
 
   // Writes what changed since the last flush; on failure it is kept for the next one.
-  Status Flush(Store& store);
+  Status Flush(ConnectionStore& store);
   // Flushes into `store` every `interval` on a thread of its own until destruction, which
   // flushes once more. `store` must outlive this object.
-  void StartFlusher(Store& store, std::chrono::milliseconds interval);
+  void StartFlusher(ConnectionStore& store, std::chrono::milliseconds interval);
 
  private:
   struct StringHash {
@@ -82,7 +82,7 @@ class AgentPresence {
   };
 
   ConnectionEntry& EntryLocked(std::string_view connection_id, WallTime at);
-  void FlusherLoop(Store& store, std::chrono::milliseconds interval);
+  void FlusherLoop(ConnectionStore& store, std::chrono::milliseconds interval);
 
   mutable std::mutex mutex_;
   std::unordered_map<std::string, ConnectionEntry, StringHash, std::equal_to<>> connections_;
@@ -91,7 +91,7 @@ class AgentPresence {
   std::mutex flusher_mutex_;  // guards stopping_
   std::condition_variable flusher_wake_;
   bool stopping_ = false;
-  Store* flush_store_ = nullptr;
+  ConnectionStore* flush_store_ = nullptr;
   std::thread flusher_;
   log::Logger log_{"console.presence"};
 };

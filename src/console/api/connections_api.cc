@@ -1,6 +1,7 @@
 #include "console/api/connections_api.h"
 
 #include <map>
+#include <variant>
 
 #include "common/crypto.h"
 #include "console/api/cluster_plan.h"
@@ -77,29 +78,18 @@ json::object TokenDetail(const NewToken& minted) {
   return detail;
 }
 
-// The store refuses a redeem with FailedPrecondition and a message "<code>: <what to do>"
-// (Store::RedeemHandover): a gone code is a 410, a deactivated owner a 403, each with that
-// code and the rest as its message.
-struct HandoverRefusal {
-  std::string_view code;
-  std::string message;
-};
-
-std::optional<HandoverRefusal> HandoverRefusalFromStore(const Status& status) {
-  if (status.code() != StatusCode::kFailedPrecondition) return std::nullopt;
-  for (std::string_view code :
-       {"handover_redeemed", "handover_expired", "handover_superseded", "owner_deactivated"}) {
-    std::string prefix = std::string(code) + ":";
-    if (status.message().starts_with(prefix)) {
-      std::string_view message = std::string_view(status.message()).substr(prefix.size());
-      while (!message.empty() && message.front() == ' ') message.remove_prefix(1);
-      if (message.empty()) {
-        message = "this handover code can no longer be used; rotate the token to get a new one";
-      }
-      return HandoverRefusal{code, std::string(message)};
-    }
+// A code gone for good is 410 Gone; a deactivated owner's is 403, since it works again once
+// the owner is reactivated.
+int HandoverRefusalHttpStatus(HandoverRefusalReason reason) {
+  switch (reason) {
+    case HandoverRefusalReason::kRedeemed:
+    case HandoverRefusalReason::kExpired:
+    case HandoverRefusalReason::kSuperseded:
+      return 410;
+    case HandoverRefusalReason::kOwnerDeactivated:
+      return 403;
   }
-  return std::nullopt;
+  return 410;
 }
 
 }  // namespace
@@ -379,16 +369,15 @@ Result<net::Response> ConnectionsApi::RedeemHandover(const net::Request& request
   event.detail = ToJson(json::object{{"token_prefix", token.lookup_prefix}});
   // The store decides, in one transaction, whether the code still works; when it does not it
   // records handover.refused itself.
-  auto redeemed =
+  auto redemption =
       store_.RedeemHandover(handover->id, now, token.lookup_prefix, token.token_hash, event);
-  if (!redeemed.ok()) {
-    if (auto refusal = HandoverRefusalFromStore(redeemed.status())) {
-      refused(refusal->code);
-      return ErrorResponse(refusal->code == "owner_deactivated" ? 403 : 410, refusal->code,
-                           refusal->message);
-    }
-    return redeemed.status();
+  if (!redemption.ok()) return redemption.status();
+  if (const auto* refusal = std::get_if<HandoverRefusal>(&*redemption)) {
+    std::string_view code = HandoverRefusalCode(refusal->reason);
+    refused(code);
+    return ErrorResponse(HandoverRefusalHttpStatus(refusal->reason), code, refusal->message);
   }
+  const Connection* redeemed = &std::get<Connection>(*redemption);
   log_.Info("handover redeemed", {{"connection_id", connection.id},
                                   {"token_prefix", token.lookup_prefix},
                                   {"remote_address", request.remote_address}});

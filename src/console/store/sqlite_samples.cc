@@ -10,10 +10,11 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
-#include <functional>
 #include <map>
 
 #include "common/text.h"
+#include "console/store/rules/sample_rules.h"
+#include "console/store/rules/upload_rules.h"
 #include "console/store/sqlite_statement.h"
 #include "console/store/sqlite_store.h"
 
@@ -21,8 +22,6 @@ namespace uplink::console {
 namespace {
 
 constexpr double kMaxPackedInteger = 4503599627370496.0;  // 2^52
-// Buckets rolled up for one node in one go: bounds what is read into memory at once.
-constexpr std::int64_t kRollupChunkBuckets = 12;
 
 void PutVarint(std::string& out, std::uint64_t value) {
   while (value >= 0x80) {
@@ -263,20 +262,21 @@ Status SqliteStore::StoreNodeSamples(const std::string& connection_id, const Upl
                                      const std::vector<const UploadRecord*>& records,
                                      WallTime now, const SampleRetention& retention,
                                      UploadOutcome& outcome) {
-  std::int64_t oldest_ms = ToUnixMillis(now - retention.raw_max_age);
-  std::int64_t newest_ms = ToUnixMillis(now + retention.max_clock_skew);
   // An upload's samples all come from the node its stream names, but nothing here relies on
   // it: they are grouped by node, each group in collection order.
   std::map<std::string_view, std::vector<const UploadRecord*>> by_node;
   for (const UploadRecord* record : records) {
     const NodeSampleFigures& sample = batch.node_samples.at(*record->node_sample);
-    std::int64_t at_ms = ToUnixMillis(sample.collected_at);
-    if (at_ms < oldest_ms) {
-      ++outcome.samples_too_old;
-    } else if (at_ms > newest_ms) {
-      ++outcome.samples_in_future;
-    } else {
-      by_node[sample.node].push_back(record);
+    switch (ClassifySampleTime(sample.collected_at, now, retention)) {
+      case SampleTiming::kTooOld:
+        ++outcome.samples_too_old;
+        break;
+      case SampleTiming::kInFuture:
+        ++outcome.samples_in_future;
+        break;
+      case SampleTiming::kKeep:
+        by_node[sample.node].push_back(record);
+        break;
     }
   }
   auto sample_of = [&](const UploadRecord* record) -> const NodeSampleFigures& {
@@ -383,20 +383,13 @@ Status SqliteStore::StoreNodeSamples(const std::string& connection_id, const Upl
     }
     if (inserted_at.empty()) continue;
 
-    // The latest two sample times, whatever order the samples arrived in.
     std::int64_t newest_at = inserted_at.back();
-    std::vector<std::int64_t> times = inserted_at;
-    if (row.latest_at) times.push_back(*row.latest_at);
-    if (row.previous_at) times.push_back(*row.previous_at);
-    std::sort(times.begin(), times.end(), std::greater<>());
-    times.erase(std::unique(times.begin(), times.end()), times.end());
-    std::optional<std::int64_t> previous_at;
-    if (times.size() > 1) previous_at = times[1];
+    LatestSamples latest = FollowLatestSamples(inserted_at, row.latest_at, row.previous_at);
+    const std::optional<std::int64_t>& previous_at = latest.previous_at;
     std::int64_t rolled_through = std::min(row.rolled_through, first_bucket);
-    bool newer = !row.latest_at || newest_at > *row.latest_at;
-    if (newer && found) {
+    if (latest.replaces_latest && found) {
       // `newest` is the newest of the group; it was stored unless its time was taken, in
-      // which case the latest is already that time and `newer` is false.
+      // which case the latest is already that time and does not move.
       UPLINK_RETURN_IF_ERROR(
           Change("UPDATE sample_nodes SET latest_at = ?, latest_boot_time = ?, "
                  "latest_payload = ?, previous_at = ?, rolled_through = ? WHERE id = ?",
@@ -422,11 +415,7 @@ Status SqliteStore::StoreNodeSamples(const std::string& connection_id, const Upl
 
 Status SqliteStore::MaintainSamples(WallTime now, std::chrono::seconds interval,
                                     const SampleRetention& retention, UploadOutcome& outcome) {
-  // A clock that went back runs it again rather than waiting for the old time to return.
-  if (last_sample_maintenance_ && now >= *last_sample_maintenance_ &&
-      now - *last_sample_maintenance_ < interval) {
-    return Status::Ok();
-  }
+  if (!MaintenanceDue(last_sample_maintenance_, now, interval)) return Status::Ok();
   last_sample_maintenance_ = now;
   // Rollups first: raw samples go only once their buckets are rolled up.
   UPLINK_RETURN_IF_ERROR(RollUpSamples(now, retention, outcome));
@@ -460,8 +449,7 @@ Status SqliteStore::MaintainSamples(WallTime now, std::chrono::seconds interval,
 Status SqliteStore::RollUpSamples(WallTime now, const SampleRetention& retention,
                                   UploadOutcome& outcome) {
   // Buckets before this one are complete (a late sample reworks its bucket anyway).
-  std::int64_t complete_before = BucketStart(ToUnixMillis(now - retention.rollup_delay),
-                                             kRollupSeconds);
+  std::int64_t complete_before = RollupCompleteBefore(now, retention);
   struct Pending {
     std::int64_t node_id;
     std::int64_t rolled_through;
@@ -489,20 +477,14 @@ Status SqliteStore::RollUpSamples(WallTime now, const SampleRetention& retention
             if (!row.IsNull(0)) next_at = row.Int(0);
           },
           "finding the next sample"));
-      std::int64_t start =
-          next_at ? std::max(rolled_through, BucketStart(*next_at, kRollupSeconds))
-                  : complete_before;
-      start = std::min(start, complete_before);
-      std::int64_t buckets = std::min({(complete_before - start) / kRollupSeconds,
-                                       kRollupChunkBuckets, budget});
-      std::int64_t end = start + buckets * kRollupSeconds;
-      if (buckets > 0) {
-        UPLINK_RETURN_IF_ERROR(RollUpNode(node.node_id, start, end,
+      RollupChunk chunk = NextRollupChunk(rolled_through, next_at, complete_before, budget);
+      if (chunk.buckets > 0) {
+        UPLINK_RETURN_IF_ERROR(RollUpNode(node.node_id, chunk.start, chunk.end,
                                           kMaxGapIntervals * node.interval_seconds * 1000,
                                           outcome));
-        budget -= buckets;
+        budget -= chunk.buckets;
       }
-      rolled_through = end;
+      rolled_through = chunk.end;
     }
     if (rolled_through == node.rolled_through) continue;
     UPLINK_RETURN_IF_ERROR(

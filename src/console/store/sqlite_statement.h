@@ -1,5 +1,5 @@
 // SqliteStore's prepared-statement wrapper, shared by the files that implement the store
-// (sqlite_store.cc, sqlite_samples.cc). Private to the store.
+// (sqlite_store.cc and one sqlite_<area>.cc per area). Private to the store.
 #pragma once
 
 #include <sqlite3.h>
@@ -21,6 +21,11 @@ inline std::int64_t ToUnixMillis(WallTime t) {
 
 inline WallTime FromUnixMillis(std::int64_t millis) {
   return WallTime(std::chrono::milliseconds(millis));
+}
+
+// "SELECT <columns> FROM <table_and_tail>".
+inline std::string SelectFrom(const char* columns, const char* table_and_tail) {
+  return std::string("SELECT ") + columns + " FROM " + table_and_tail;
 }
 
 // A cached prepared statement for one use: binds by position, steps, and is reset (and its

@@ -84,10 +84,10 @@ class SqliteStore : public Store {
 
   Result<std::vector<Handover>> FindHandoversByPrefix(const std::string& prefix) override;
   Result<std::optional<Handover>> LatestHandover(const std::string& connection_id) override;
-  Result<Connection> RedeemHandover(const std::string& handover_id, WallTime now,
-                                    const std::string& token_prefix,
-                                    const std::string& token_hash,
-                                    const AuditEvent& audit) override;
+  Result<HandoverRedemption> RedeemHandover(const std::string& handover_id, WallTime now,
+                                            const std::string& token_prefix,
+                                            const std::string& token_hash,
+                                            const AuditEvent& audit) override;
 
   // Also refuses (Unauthenticated, nothing written) a report whose connection's owner was
   // deactivated meanwhile.

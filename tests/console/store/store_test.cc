@@ -6,6 +6,7 @@
 #include <chrono>
 #include <latch>
 #include <thread>
+#include <variant>
 
 #include "common/json.h"
 #include "console/setup.h"
@@ -34,10 +35,6 @@ void RawExec(const std::string& path, const std::string& sql) {
   EXPECT_EQ(rc, SQLITE_OK) << (error ? error : "");
   sqlite3_free(error);
   sqlite3_close(db);
-}
-
-bool StartsWith(const std::string& text, std::string_view prefix) {
-  return text.compare(0, prefix.size(), prefix) == 0;
 }
 
 User MakeUser(const std::string& id, const std::string& email, Role role = Role::kMember) {
@@ -860,14 +857,34 @@ class HandoverTest : public SqliteStoreTest {
                     .ok());
   }
 
-  Result<Connection> Redeem(const std::string& handover_id, WallTime now = kT0 + minutes(1),
-                            const std::string& token_prefix = "agt_minted01",
-                            SqliteStore* store = nullptr) {
+  // What a redeem came to: the connection, the typed refusal, or the store's error.
+  struct Redeemed {
+    Status status;
+    std::optional<Connection> connection;
+    std::optional<HandoverRefusal> refusal;
+    bool ok() const { return connection.has_value(); }
+    bool RefusedFor(HandoverRefusalReason reason) const {
+      return status.ok() && refusal && refusal->reason == reason;
+    }
+  };
+
+  Redeemed Redeem(const std::string& handover_id, WallTime now = kT0 + minutes(1),
+                  const std::string& token_prefix = "agt_minted01",
+                  SqliteStore* store = nullptr) {
     AuditEvent audit = MakeAudit("handover.redeem", kConnectionId);
     audit.actor_type = "anonymous";
     audit.credential = "handover_code";
-    return (store ? store : store_.get())
+    auto redemption = (store ? store : store_.get())
         ->RedeemHandover(handover_id, now, token_prefix, "minted-hash-" + token_prefix, audit);
+    Redeemed redeemed;
+    if (!redemption.ok()) {
+      redeemed.status = redemption.status();
+    } else if (auto* connection = std::get_if<Connection>(&*redemption)) {
+      redeemed.connection = *connection;
+    } else {
+      redeemed.refusal = std::get<HandoverRefusal>(*redemption);
+    }
+    return redeemed;
   }
 };
 
@@ -909,10 +926,10 @@ TEST_F(HandoverTest, AConnectionIsCreatedWithItsHandoverOrNotAtAll) {
 TEST_F(HandoverTest, RedeemingInstallsTheMintedTokenKeepsTheExpiryAndWorksOnce) {
   CreateWithHandover();
   auto redeemed = Redeem("h1");
-  ASSERT_TRUE(redeemed.ok()) << redeemed.status().ToString();
-  EXPECT_EQ(redeemed->token_prefix, "agt_minted01");
-  EXPECT_EQ(redeemed->token_hash, "minted-hash-agt_minted01");
-  EXPECT_EQ(redeemed->expires_at, kT0 + hours(24));
+  ASSERT_TRUE(redeemed.ok()) << redeemed.status.ToString();
+  EXPECT_EQ(redeemed.connection->token_prefix, "agt_minted01");
+  EXPECT_EQ(redeemed.connection->token_hash, "minted-hash-agt_minted01");
+  EXPECT_EQ(redeemed.connection->expires_at, kT0 + hours(24));
   EXPECT_EQ((*store_->FindConnectionsByTokenPrefix("agt_minted01"))->size(), 1u);
   EXPECT_TRUE((*store_->FindConnectionsByTokenPrefix("agt_unusable"))->empty());
   EXPECT_EQ((*store_->LatestHandover(kConnectionId))->redeemed_at, kT0 + minutes(1));
@@ -922,10 +939,8 @@ TEST_F(HandoverTest, RedeemingInstallsTheMintedTokenKeepsTheExpiryAndWorksOnce) 
 
   auto twice = Redeem("h1", kT0 + minutes(2), "agt_minted02");
   ASSERT_FALSE(twice.ok());
-  EXPECT_EQ(twice.status().code(), StatusCode::kFailedPrecondition);
-  EXPECT_TRUE(StartsWith(twice.status().message(), "handover_redeemed: "))
-      << twice.status().message();
-  EXPECT_NE(twice.status().message().find("rotate"), std::string::npos);
+  EXPECT_TRUE(twice.RefusedFor(HandoverRefusalReason::kRedeemed));
+  EXPECT_NE(twice.refusal->message.find("rotate"), std::string::npos);
   EXPECT_EQ(store_->GetConnection(kConnectionId)->token_prefix, "agt_minted01");
   AuditEvent refused = NewestAudit();
   EXPECT_EQ(refused.action, "handover.refused");
@@ -933,7 +948,7 @@ TEST_F(HandoverTest, RedeemingInstallsTheMintedTokenKeepsTheExpiryAndWorksOnce) 
   EXPECT_EQ(refused.detail, R"({"reason":"handover_redeemed"})");
   EXPECT_EQ(refused.credential, "handover_code");
 
-  EXPECT_EQ(Redeem("nope").status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(Redeem("nope").status.code(), StatusCode::kNotFound);
 }
 
 TEST_F(HandoverTest, ConcurrentRedeemsOfOneCodeLetExactlyOneWin) {
@@ -943,7 +958,7 @@ TEST_F(HandoverTest, ConcurrentRedeemsOfOneCodeLetExactlyOneWin) {
   ASSERT_TRUE(other.ok()) << other.status().ToString();
   constexpr int kThreads = 8;
   std::latch start(kThreads);
-  std::vector<Result<Connection>> results(kThreads, Result<Connection>(InternalError("unset")));
+  std::vector<Redeemed> results(kThreads);
   std::vector<std::thread> threads;
   for (int i = 0; i < kThreads; ++i) {
     threads.emplace_back([&, i] {
@@ -959,12 +974,10 @@ TEST_F(HandoverTest, ConcurrentRedeemsOfOneCodeLetExactlyOneWin) {
   for (const auto& result : results) {
     if (result.ok()) {
       ++winners;
-      winning_prefix = result->token_prefix;
+      winning_prefix = result.connection->token_prefix;
     } else {
-      EXPECT_EQ(result.status().code(), StatusCode::kFailedPrecondition)
-          << result.status().ToString();
-      EXPECT_TRUE(StartsWith(result.status().message(), "handover_redeemed: "))
-          << result.status().message();
+      EXPECT_TRUE(result.RefusedFor(HandoverRefusalReason::kRedeemed))
+          << result.status.ToString();
     }
   }
   EXPECT_EQ(winners, 1);
@@ -977,9 +990,8 @@ TEST_F(HandoverTest, AnExpiredCodeIsRefusedAndChangesNothing) {
   CreateWithHandover();
   auto late = Redeem("h1", kT0 + minutes(10));  // expiry is exclusive
   ASSERT_FALSE(late.ok());
-  EXPECT_TRUE(StartsWith(late.status().message(), "handover_expired: "))
-      << late.status().message();
-  EXPECT_NE(late.status().message().find("rotate"), std::string::npos);
+  EXPECT_TRUE(late.RefusedFor(HandoverRefusalReason::kExpired));
+  EXPECT_NE(late.refusal->message.find("rotate"), std::string::npos);
   EXPECT_EQ(store_->GetConnection(kConnectionId)->token_prefix, "agt_unusable");
   EXPECT_FALSE((*store_->LatestHandover(kConnectionId))->redeemed_at.has_value());
   EXPECT_EQ(NewestAudit().detail, R"({"reason":"handover_expired"})");
@@ -994,8 +1006,7 @@ TEST_F(HandoverTest, ACodeOfADeactivatedOwnerIsRefusedUntilTheyAreReactivated) {
   ASSERT_TRUE(store_->SetUserDeactivated("u1", kT0, MakeAudit("user.deactivate", "u1", "u1")).ok());
   auto refused = Redeem("h1", kT0 + minutes(1));
   ASSERT_FALSE(refused.ok());
-  EXPECT_TRUE(StartsWith(refused.status().message(), "owner_deactivated: "))
-      << refused.status().message();
+  EXPECT_TRUE(refused.RefusedFor(HandoverRefusalReason::kOwnerDeactivated));
   EXPECT_EQ(store_->GetConnection(kConnectionId)->token_prefix, "agt_unusable");
   EXPECT_EQ(NewestAudit().detail, R"({"reason":"owner_deactivated"})");
   ASSERT_TRUE(
@@ -1013,9 +1024,8 @@ TEST_F(HandoverTest, ARotateSupersedesAnEarlierCodeWithOrWithoutANewOne) {
   EXPECT_EQ((*store_->LatestHandover(kConnectionId))->id, "h2");
   auto stale = Redeem("h1");
   ASSERT_FALSE(stale.ok());
-  EXPECT_TRUE(StartsWith(stale.status().message(), "handover_superseded: "))
-      << stale.status().message();
-  EXPECT_NE(stale.status().message().find("rotate"), std::string::npos);
+  EXPECT_TRUE(stale.RefusedFor(HandoverRefusalReason::kSuperseded));
+  EXPECT_NE(stale.refusal->message.find("rotate"), std::string::npos);
   EXPECT_EQ(store_->GetConnection(kConnectionId)->token_prefix, "agt_unusabl2");
 
   // A plain rotate (a token shown directly) turns the pending code off too.
@@ -1025,7 +1035,7 @@ TEST_F(HandoverTest, ARotateSupersedesAnEarlierCodeWithOrWithoutANewOne) {
                   .ok());
   auto after_plain = Redeem("h2");
   ASSERT_FALSE(after_plain.ok());
-  EXPECT_TRUE(StartsWith(after_plain.status().message(), "handover_superseded: "));
+  EXPECT_TRUE(after_plain.RefusedFor(HandoverRefusalReason::kSuperseded));
   EXPECT_EQ(store_->GetConnection(kConnectionId)->token_prefix, "agt_direct01");
 
   // A newer code after all that works.
@@ -1045,10 +1055,8 @@ TEST_F(HandoverTest, RevokingTheConnectionSupersedesItsPendingCode) {
                   .ok());
   auto refused = Redeem("h1");
   ASSERT_FALSE(refused.ok());
-  EXPECT_EQ(refused.status().code(), StatusCode::kFailedPrecondition);
-  EXPECT_TRUE(StartsWith(refused.status().message(), "handover_superseded: "))
-      << refused.status().message();
-  EXPECT_NE(refused.status().message().find("create a new connection"), std::string::npos);
+  EXPECT_TRUE(refused.RefusedFor(HandoverRefusalReason::kSuperseded));
+  EXPECT_NE(refused.refusal->message.find("create a new connection"), std::string::npos);
   EXPECT_EQ(store_->GetConnection(kConnectionId)->token_prefix, "agt_unusable");
   EXPECT_EQ(NewestAudit().detail, R"({"reason":"handover_superseded"})");
 }
@@ -1062,7 +1070,7 @@ TEST_F(HandoverTest, ARedeemedCodeIsNotSupersededByALaterRotate) {
                   .ok());
   auto again = Redeem("h1");
   ASSERT_FALSE(again.ok());
-  EXPECT_TRUE(StartsWith(again.status().message(), "handover_redeemed: "));
+  EXPECT_TRUE(again.RefusedFor(HandoverRefusalReason::kRedeemed));
 }
 
 // --- Reports ---------------------------------------------------------------------------------

@@ -1,0 +1,255 @@
+// SqliteStore's streams area (stream_store.h): uploads, their epochs, duplicates and loss
+// accounting, record retention, and the stream and record reads. What an upload's node
+// samples, snapshots and experiment records become is in sqlite_samples.cc, sqlite_cluster.cc
+// and sqlite_runs.cc.
+#include <sqlite3.h>
+
+#include <algorithm>
+#include <string>
+
+#include "common/json.h"
+#include "common/text.h"
+#include "console/store/rules/upload_rules.h"
+#include "console/store/sqlite_statement.h"
+#include "console/store/sqlite_store.h"
+
+namespace uplink::console {
+namespace {
+
+constexpr const char* kStreamColumns =
+    "stream, spool_id, epoch, acked_through, records_stored, duplicates_ignored, lost_records, "
+    "dropped_records, dropped_bytes, corrupt_records, corrupt_bytes, rejected_records, "
+    "rejected_bytes, first_upload_at, last_upload_at, agent_instance, agent_version";
+
+StreamSummary StreamFromRow(const auto& row) {
+  StreamSummary stream;
+  stream.stream = row.Text(0);
+  stream.spool_id = row.Text(1);
+  stream.epoch = row.Int(2);
+  stream.acked_through = row.Int(3);
+  stream.records_stored = row.Int(4);
+  stream.duplicates_ignored = row.Int(5);
+  stream.lost_records = row.Int(6);
+  stream.agent_losses = {{row.Int(7), row.Int(8)}, {row.Int(9), row.Int(10)},
+                         {row.Int(11), row.Int(12)}};
+  stream.first_upload_at = row.Time(13);
+  stream.last_upload_at = row.Time(14);
+  stream.agent_instance = row.Text(15);
+  stream.agent_version = row.Text(16);
+  return stream;
+}
+
+}  // namespace
+
+// --- Uploads -------------------------------------------------------------------------------
+
+Result<std::int64_t> SqliteStore::PruneRecords(WallTime now, const RecordRetention& retention) {
+  if (!MaintenanceDue(last_prune_, now, retention.interval)) return 0;
+  last_prune_ = now;
+  UPLINK_ASSIGN_OR_RETURN(
+      int deleted,
+      Change("DELETE FROM stream_records WHERE id IN (SELECT id FROM stream_records "
+             "WHERE received_at < ? ORDER BY received_at LIMIT ?)",
+             [&](Statement& s) {
+               s.Bind(ToUnixMillis(now - retention.max_age)).Bind(retention.max_records_per_run);
+             },
+             "deleting old records"));
+  return deleted;
+}
+
+Status SqliteStore::RememberSpool(std::int64_t stream_id, const std::string& spool_id,
+                                  std::int64_t epoch) {
+  return Change("INSERT INTO stream_spools (stream_id, spool_id, epoch) VALUES (?, ?, ?)",
+                [&](Statement& s) { s.Bind(stream_id).Bind(spool_id).Bind(epoch); },
+                "recording a stream's spool")
+      .status();
+}
+
+Result<UploadOutcome> SqliteStore::AcceptUpload(const std::string& connection_id,
+                                                const std::string& token_hash,
+                                                const UploadBatch& batch, WallTime received_at,
+                                                const RecordRetention& retention,
+                                                const AuditEvent& audit) {
+  UploadOutcome outcome;
+  Status status = WriteTransaction([&]() -> Status {
+    UPLINK_RETURN_IF_ERROR(
+        CheckTokenLive(connection_id, token_hash, received_at, "upload").status());
+
+    std::optional<StreamPosition> existing;
+    std::int64_t stream_id = 0;
+    UPLINK_RETURN_IF_ERROR(ForEachRow(
+        "SELECT id, spool_id, epoch, acked_through, dropped_records, dropped_bytes, "
+        "corrupt_records, corrupt_bytes, rejected_records, rejected_bytes FROM streams "
+        "WHERE connection_id = ? AND stream = ?",
+        [&](Statement& s) { s.Bind(connection_id).Bind(batch.stream); },
+        [&](const Statement& row) {
+          stream_id = row.Int(0);
+          existing = StreamPosition{row.Text(1),
+                                    row.Int(2),
+                                    row.Int(3),
+                                    {{row.Int(4), row.Int(5)},
+                                     {row.Int(6), row.Int(7)},
+                                     {row.Int(8), row.Int(9)}}};
+        },
+        "reading stream"));
+    std::optional<std::int64_t> spool_epoch;
+    if (SpoolChanged(existing, batch.spool_id)) {
+      UPLINK_RETURN_IF_ERROR(ForEachRow(
+          "SELECT epoch FROM stream_spools WHERE stream_id = ? AND spool_id = ?",
+          [&](Statement& s) { s.Bind(stream_id).Bind(batch.spool_id); },
+          [&](const Statement& row) { spool_epoch = row.Int(0); }, "reading stream spools"));
+    }
+    UPLINK_ASSIGN_OR_RETURN(UploadPlacement placement,
+                            PlaceUpload(existing, batch, spool_epoch));
+    outcome.new_stream = placement.new_stream;
+    outcome.restarted = placement.restarted;
+    outcome.epoch = placement.epoch;
+    if (placement.new_stream) {
+      UPLINK_RETURN_IF_ERROR(
+          Change("INSERT INTO streams (connection_id, stream, spool_id, first_upload_at, "
+                 "last_upload_at, agent_instance, agent_version) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                 [&](Statement& s) {
+                   s.Bind(connection_id).Bind(batch.stream).Bind(batch.spool_id);
+                   s.Bind(received_at).Bind(received_at).Bind(batch.agent_instance);
+                   s.Bind(batch.agent_version);
+                 },
+                 "creating stream")
+              .status());
+      stream_id = sqlite3_last_insert_rowid(db_);
+      UPLINK_RETURN_IF_ERROR(RememberSpool(stream_id, batch.spool_id, 0));
+    } else if (placement.restarted) {
+      UPLINK_RETURN_IF_ERROR(RememberSpool(stream_id, batch.spool_id, placement.epoch));
+      AuditEvent restart = audit;
+      restart.action = "stream.restart";
+      restart.outcome = "ok";
+      restart.detail = ToJson(json::object{{"stream", batch.stream},
+                                           {"spool_id", batch.spool_id},
+                                           {"previous_spool_id", existing->spool_id},
+                                           {"previous_acked_through", existing->acked_through},
+                                           {"epoch", placement.epoch}});
+      UPLINK_RETURN_IF_ERROR(InsertAudit(restart));
+    }
+
+    SequenceAccount account = AccountSequences(placement.acked_through, batch);
+    outcome.stored = account.stored;
+    outcome.duplicates = account.duplicates;
+    outcome.lost = account.lost;
+    outcome.acked_through = account.acked_through;
+    const AgentLosses& losses = placement.losses;
+
+    UPLINK_ASSIGN_OR_RETURN(
+        sqlite3_stmt * insert_stmt,
+        Prepare("INSERT INTO stream_records (stream_id, epoch, sequence, appended_at, "
+                "received_at, payload) VALUES (?, ?, ?, ?, ?, ?)"));
+    std::int64_t received_millis = ToUnixMillis(received_at);
+    std::vector<const UploadRecord*> new_samples;
+    std::vector<const UploadRecord*> new_snapshots;
+    std::vector<const UploadRecord*> new_experiments;
+    for (size_t index : account.new_records) {
+      const UploadRecord& record = batch.records[index];
+      if (record.node_sample) {
+        new_samples.push_back(&record);
+        continue;
+      }
+      if (record.cluster_snapshot_at) {
+        new_snapshots.push_back(&record);
+        continue;
+      }
+      if (record.experiment_record) {
+        new_experiments.push_back(&record);
+        continue;
+      }
+      Statement insert(insert_stmt);
+      insert.Bind(stream_id).Bind(outcome.epoch).Bind(record.sequence);
+      insert.Bind(ToUnixMillis(record.appended_at)).Bind(received_millis);
+      insert.BindUnowned(batch.Payload(record));
+      if (insert.Step() != SQLITE_DONE) {
+        return Error("storing record " + std::to_string(record.sequence));
+      }
+    }
+    UPLINK_RETURN_IF_ERROR(StoreNodeSamples(connection_id, batch, new_samples, received_at,
+                                            retention.samples, outcome));
+    UPLINK_RETURN_IF_ERROR(
+        StoreClusterSnapshot(connection_id, batch, new_snapshots, received_at, outcome));
+    UPLINK_RETURN_IF_ERROR(
+        StoreExperimentRecords(connection_id, batch, new_experiments, received_at, outcome));
+
+    UPLINK_RETURN_IF_ERROR(
+        Change("UPDATE streams SET spool_id = ?, epoch = ?, acked_through = ?, "
+               "records_stored = records_stored + ?, "
+               "duplicates_ignored = duplicates_ignored + ?, lost_records = lost_records + ?, "
+               "dropped_records = ?, dropped_bytes = ?, corrupt_records = ?, corrupt_bytes = ?, "
+               "rejected_records = ?, rejected_bytes = ?, last_upload_at = ?, "
+               "agent_instance = ?, agent_version = ? WHERE id = ?",
+               [&](Statement& s) {
+                 s.Bind(batch.spool_id).Bind(outcome.epoch).Bind(outcome.acked_through);
+                 s.Bind(outcome.stored).Bind(outcome.duplicates).Bind(outcome.lost);
+                 s.Bind(losses.dropped.records).Bind(losses.dropped.bytes);
+                 s.Bind(losses.corrupt.records).Bind(losses.corrupt.bytes);
+                 s.Bind(losses.rejected.records).Bind(losses.rejected.bytes);
+                 s.Bind(received_at).Bind(batch.agent_instance).Bind(batch.agent_version);
+                 s.Bind(stream_id);
+               },
+               "updating stream")
+            .status());
+    UPLINK_ASSIGN_OR_RETURN(outcome.records_pruned, PruneRecords(received_at, retention));
+    return MaintainSamples(received_at, retention.interval, retention.samples, outcome);
+  }, CredentialCache::kKeep);
+  if (!status.ok()) return status;
+  return outcome;
+}
+
+Result<std::vector<StreamSummary>> SqliteStore::ListStreams(const std::string& connection_id) {
+  static const std::string sql =
+      SelectFrom(kStreamColumns, "streams WHERE connection_id = ? ORDER BY stream");
+  std::lock_guard lock(mutex_);
+  std::vector<StreamSummary> streams;
+  UPLINK_RETURN_IF_ERROR(ForEachRow(
+      sql.c_str(), [&](Statement& s) { s.Bind(connection_id); },
+      [&](const Statement& row) { streams.push_back(StreamFromRow(row)); }, "listing streams"));
+  return streams;
+}
+
+Result<RecordPage> SqliteStore::ListStreamRecords(const RecordQuery& query) {
+  std::int64_t limit = std::clamp(query.limit, 1, kMaxRecordPage);
+  std::lock_guard lock(mutex_);
+  std::optional<std::pair<std::int64_t, std::int64_t>> stream;  // id, current epoch
+  UPLINK_RETURN_IF_ERROR(ForEachRow(
+      "SELECT id, epoch FROM streams WHERE connection_id = ? AND stream = ?",
+      [&](Statement& s) { s.Bind(query.connection_id).Bind(query.stream); },
+      [&](const Statement& row) { stream.emplace(row.Int(0), row.Int(1)); }, "reading stream"));
+  if (!stream) {
+    return NotFoundError("connection " + query.connection_id + " has no stream \"" +
+                         OneLineExcerpt(query.stream, 253) + "\"");
+  }
+  RecordPage page;
+  page.epoch = query.epoch.value_or(stream->second);
+  if (page.epoch < 0 || page.epoch > stream->second) {
+    return InvalidArgumentError("epoch must be from 0 to " + std::to_string(stream->second) +
+                                ", the stream's current epoch");
+  }
+  size_t payload_bytes = 0;
+  // One row more than asked says whether there is a next page.
+  UPLINK_RETURN_IF_ERROR(ForEachRow(
+      "SELECT sequence, appended_at, received_at, payload FROM stream_records "
+      "WHERE stream_id = ? AND epoch = ? AND sequence > ? ORDER BY sequence LIMIT ?",
+      [&](Statement& s) {
+        s.Bind(stream->first).Bind(page.epoch).Bind(query.after_sequence).Bind(limit + 1);
+      },
+      [&](const Statement& row) {
+        if (page.more) return;
+        if (static_cast<std::int64_t>(page.records.size()) == limit ||
+            (!page.records.empty() && payload_bytes >= query.max_payload_bytes)) {
+          page.more = true;
+          return;
+        }
+        StoredRecord record{row.Int(0), FromUnixMillis(row.Int(1)), FromUnixMillis(row.Int(2)),
+                            row.Text(3)};
+        payload_bytes += record.payload.size();
+        page.records.push_back(std::move(record));
+      },
+      "reading records"));
+  return page;
+}
+
+}  // namespace uplink::console
