@@ -164,9 +164,15 @@ TEST_F(SshBench, ThroughputKeystrokeLatencyAndMemory) {
   const std::string file = d_.dir() + "/payload.bin";
   ASSERT_NO_FATAL_FAILURE(RandomFile(file, static_cast<size_t>(g_options.file_mib) << 20));
   std::vector<double> relay, direct;
+  const pid_t console = d_.console_pid(), controller = cluster_->ControllerPid();
+  double console_cpu = 0, controller_cpu = 0;
   for (int round = 0; round < g_options.rounds; ++round) {
     direct.push_back(ScpSeconds(file, true));
+    const double console_at = uplink::testing::ProcessCpuSeconds(console);
+    const double controller_at = uplink::testing::ProcessCpuSeconds(controller);
     relay.push_back(ScpSeconds(file, false));
+    console_cpu += uplink::testing::ProcessCpuSeconds(console) - console_at;
+    controller_cpu += uplink::testing::ProcessCpuSeconds(controller) - controller_at;
   }
   std::filesystem::remove(file);
   const double mib = g_options.file_mib;
@@ -174,6 +180,10 @@ TEST_F(SshBench, ThroughputKeystrokeLatencyAndMemory) {
   std::printf("ssh: scp %d MiB: relay %.1f MiB/s, direct exec pipe %.1f MiB/s (median of %d): "
               "%.2fx direct (aim >= 0.5)\n",
               g_options.file_mib, relay_rate, direct_rate, g_options.rounds, relay_rate / direct_rate);
+  // What the relay's hops cost the CPU (the machine's cores are what bounds them here).
+  const double gib = mib / 1024 * g_options.rounds;
+  std::printf("ssh: relay CPU per GiB moved: console %.2f s, controller %.2f s\n",
+              console_cpu / gib, controller_cpu / gib);
 
   // 2. Keystroke latency.
   std::vector<double> relay_ms = KeystrokeMs(false), direct_ms = KeystrokeMs(true);
@@ -185,7 +195,6 @@ TEST_F(SshBench, ThroughputKeystrokeLatencyAndMemory) {
               Percentile(relay_ms, 0.99) - Percentile(direct_ms, 0.99));
 
   // 3. Memory with N idle sessions.
-  const pid_t console = d_.console_pid(), controller = cluster_->ControllerPid();
   auto rss = [](pid_t pid) { return uplink::testing::ProcessStatusKib(pid, "VmRSS"); };
   const long console_before = rss(console), controller_before = rss(controller);
   std::vector<std::unique_ptr<testing::ChildProcess>> sessions;

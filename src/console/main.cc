@@ -238,8 +238,8 @@ int Serve(const std::vector<std::string>& args) {
     return Fail(InvalidArgumentError("--command-timeout must be from 5s to 60s"));
   }
   options.command_timeout = std::chrono::duration_cast<std::chrono::seconds>(command_timeout);
-  if (ssh_channels_per_grant < 1 || ssh_channels_per_grant > 64) {
-    return Fail(InvalidArgumentError("--ssh-channels-per-grant must be from 1 to 64"));
+  if (ssh_channels_per_grant < 1 || ssh_channels_per_grant > 1024) {
+    return Fail(InvalidArgumentError("--ssh-channels-per-grant must be from 1 to 1024"));
   }
   if (ssh_idle_timeout < std::chrono::minutes(1) || ssh_idle_timeout > std::chrono::hours(24)) {
     return Fail(InvalidArgumentError("--ssh-idle-timeout must be from 1m to 24h"));

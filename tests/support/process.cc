@@ -223,6 +223,24 @@ long ProcessStatusKib(pid_t pid, const std::string& field) {
   return -1;
 }
 
+double ProcessCpuSeconds(pid_t pid) {
+  const std::string stat = ReadFileOrEmpty("/proc/" + std::to_string(pid) + "/stat");
+  // The fields after the command name (which may hold spaces and parentheses) from field 3.
+  const size_t paren = stat.rfind(')');
+  if (paren == std::string::npos) return -1;
+  std::istringstream fields(stat.substr(paren + 1));
+  std::string field;
+  unsigned long long utime = 0, stime = 0;
+  for (int index = 3; fields >> field; ++index) {
+    if (index == 14) utime = std::strtoull(field.c_str(), nullptr, 10);
+    if (index == 15) {
+      stime = std::strtoull(field.c_str(), nullptr, 10);
+      return static_cast<double>(utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
+    }
+  }
+  return -1;
+}
+
 std::string ReadFileOrEmpty(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   std::stringstream buffer;

@@ -77,6 +77,8 @@ std::string ReadFileOrEmpty(const std::string& path);
 
 // A KiB figure of /proc/PID/status (`field` is "VmRSS", "VmHWM", ...); -1 when absent.
 long ProcessStatusKib(pid_t pid, const std::string& field);
+// CPU seconds a process has used (utime + stime of /proc/PID/stat); -1 when unreadable.
+double ProcessCpuSeconds(pid_t pid);
 void WriteFileOrDie(const std::string& path, const std::string& content, unsigned mode = 0600);
 
 // Runs `body` in a forked child that has a mount namespace of its own, every mount private, so
