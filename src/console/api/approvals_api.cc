@@ -238,7 +238,10 @@ Result<net::Response> ApprovalsApi::ListApprovals(const net::Request& request,
   for (const CommandApproval& approval : approvals) {
     // A pending one past its expiry is shown as expired until the sweep records it.
     if (query.pending_only && approval.expires_at <= now) continue;
-    list.push_back(ApprovalJson(approval, now, false));
+    json::object item = ApprovalJson(approval, now, false);
+    // The credential that asked cannot approve (below): a page can say so before a click.
+    item["asked_by_you"] = approval.requested_credential == CredentialKey(caller);
+    list.push_back(std::move(item));
   }
   return JsonResponse(200, {{"approvals", std::move(list)}});
 }

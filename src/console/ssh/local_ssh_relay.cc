@@ -512,6 +512,9 @@ void LocalSshRelay::ReservationEnded(const std::string& reservation_id) {
   std::vector<std::shared_ptr<Channel>> ending;
   {
     std::lock_guard lock(mutex_);
+    // What the relay kept about the reservation goes with it.
+    refused_host_keys_.erase(reservation_id);
+    for (auto& [offer_id, tunnel] : tunnels_) tunnel->handed_over.erase(reservation_id);
     for (const auto& [id, channel] : channels_) {
       if (channel->purpose == protocol::kSshPurposeSession &&
           channel->reservation_id == reservation_id) {

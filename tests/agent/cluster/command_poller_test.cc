@@ -69,11 +69,17 @@ class CommandPollerTest : public ::testing::Test {
 
   ~CommandPollerTest() override { poller_.reset(); }
 
+  // For tests that read the delay PollOnce returns and never wait it: full jitter draws from
+  // [0, base], which at 10 ms truncates to 0 one time in ten; over an hour, never in practice.
+  void UseLongBackoff() {
+    backoff_ = BackoffOptions{.base = std::chrono::hours(1), .cap = std::chrono::hours(1)};
+  }
+
   // Starts the poller against the console; `options` as the test needs.
   CommandPoller& Start(CommandPollerOptions options = {}) {
     options.instance = "cluster-0";
     options.wait = seconds(0);
-    options.backoff = BackoffOptions{.base = milliseconds(10), .cap = milliseconds(20)};
+    options.backoff = backoff_;
     poll_client_ = Client(poll_timeout_);
     result_client_ = Client(std::chrono::seconds(10));
     auto runner = KubectlRunner::Create(KubectlRunnerOptions{.kubectl_path = kubectl_,
@@ -156,6 +162,7 @@ class CommandPollerTest : public ::testing::Test {
   std::string kubectl_ = dir_.File("kubectl");
   // How long the poll client waits for a reply: a held poll ends no sooner unless cut short.
   std::chrono::milliseconds poll_timeout_ = std::chrono::seconds(10);
+  BackoffOptions backoff_{.base = milliseconds(10), .cap = milliseconds(20)};
   FakeClock clock_;
   metrics::Registry registry_;
   uplink::testing::FakeHttp console_;
@@ -230,6 +237,7 @@ TEST_F(CommandPollerTest, AnArgvTheGuardRefusesNeverRunsAndTheRefusalIsReported)
 }
 
 TEST_F(CommandPollerTest, RefusedPollsMakeTheRoleUnreadyUntilAPollSucceeds) {
+  UseLongBackoff();
   ScriptPolls({ErrorReply(401, "revoked")});
   CommandPoller& poller = Start();
   EXPECT_TRUE(poller.CheckReadiness().ready);
@@ -245,6 +253,7 @@ TEST_F(CommandPollerTest, RefusedPollsMakeTheRoleUnreadyUntilAPollSucceeds) {
 }
 
 TEST_F(CommandPollerTest, AnUnavailableConsoleIsNotARefusal) {
+  UseLongBackoff();
   ScriptPolls({ErrorReply(503, "unavailable")});
   CommandPoller& poller = Start();
   EXPECT_GT(poller.PollOnce(), milliseconds(0));

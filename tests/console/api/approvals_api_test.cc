@@ -18,6 +18,7 @@ namespace {
 
 using std::chrono::minutes;
 using std::chrono::seconds;
+using testing::Body;
 using testing::ErrorCode;
 using testing::ErrorMessage;
 using testing::TestUser;
@@ -162,6 +163,16 @@ TEST_F(ApprovalsApiTest, AnApprovedCommandNoAgentTakesFailsAfterSixtySecondsFrom
 TEST_F(ApprovalsApiTest, TheCredentialThatAskedCannotApproveButMayWithdraw) {
   RuleId(R"({"verb":"get"})");
   const std::string id = Text(Waiting({"get", "nodes"}), "id");
+  // The list says so to whoever asked, and only to them.
+  auto asked_by_you = [&](const std::string& credential) {
+    net::Response listed = Send("GET", "/api/v1/approvals", credential);
+    EXPECT_EQ(listed.status, 200) << listed.body;
+    const json::array approvals = Body(listed).at("approvals").as_array();
+    EXPECT_EQ(approvals.size(), 1u) << listed.body;
+    return !approvals.empty() && approvals[0].at("asked_by_you").as_bool();
+  };
+  EXPECT_TRUE(asked_by_you(admin_key_));
+  EXPECT_FALSE(asked_by_you(approver_.api_key));
   net::Response own = Decide(id, "approve", admin_key_);
   EXPECT_EQ(own.status, 403) << own.body;
   EXPECT_EQ(ErrorCode(own), "own_request");

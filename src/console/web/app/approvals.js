@@ -77,7 +77,10 @@ function Decision({ approval, onDecided }) {
           <button type="button" class="secondary" onClick=${() => setRejecting(false)}>Cancel</button>
         </form>`
       : html`<div class="row">
-          <button type="button" onClick=${() => decide('approve')}>Approve</button>
+          ${approval.asked_by_you
+            ? html`<span class="muted" data-own-request>You asked for this command: another person
+                (or another of your credentials) approves it.</span>`
+            : html`<button type="button" onClick=${() => decide('approve')}>Approve</button>`}
           <button type="button" class="danger" onClick=${() => setRejecting(true)}>Reject…</button>
         </div>`}
     <${ErrorText} error=${error} />
