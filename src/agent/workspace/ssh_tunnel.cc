@@ -1,6 +1,7 @@
 #include "agent/workspace/ssh_tunnel.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "agent/console_client.h"
 #include "common/text.h"
@@ -275,19 +276,38 @@ void SshTunnel::RewriteKeys(const protocol::SshKeys& keys) {
               {{"reservation", keys.reservation_id}});
     return;
   }
-  std::uint64_t seq;
+  std::shared_ptr<KeysState> state;
   {
     std::lock_guard lock(mutex_);
-    seq = ++keys_seq_;
+    std::shared_ptr<KeysState>& slot = keys_[where->reservation_id];
+    if (!slot) slot = std::make_shared<KeysState>();
+    state = slot;
+    state->pending_seq = ++keys_seq_;
+    state->pending = keys.authorized_keys;
+    if (state->writer_running) return;  // it writes this list next
+    state->writer_running = true;
   }
-  Spawn([this, where = *where, list = keys.authorized_keys, seq] {
-    Status written = WriteKeys(where, list, seq);
-    if (written.ok()) {
-      log_.Info("authorized_keys rewritten", {{"reservation", where.reservation_id},
-                                              {"keys", static_cast<std::int64_t>(list.size())}});
-    } else {
-      log_.Warn("authorized_keys could not be rewritten; the next channel writes it again",
-                {{"reservation", where.reservation_id}, {"error", written}});
+  Spawn([this, where = *where, state] {
+    for (;;) {
+      std::uint64_t seq;
+      std::vector<std::string> list;
+      {
+        std::lock_guard lock(mutex_);
+        if (state->pending_seq == 0) {
+          state->writer_running = false;
+          return;
+        }
+        seq = std::exchange(state->pending_seq, 0);
+        list = std::move(state->pending);
+      }
+      Status written = WriteKeys(where, list, seq);
+      if (written.ok()) {
+        log_.Info("authorized_keys rewritten", {{"reservation", where.reservation_id},
+                                                {"keys", static_cast<std::int64_t>(list.size())}});
+      } else {
+        log_.Warn("authorized_keys could not be rewritten; the next channel writes it again",
+                  {{"reservation", where.reservation_id}, {"error", written}});
+      }
     }
   });
 }

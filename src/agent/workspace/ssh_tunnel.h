@@ -108,6 +108,11 @@ class SshTunnel {
   struct KeysState {
     std::mutex writing;
     std::uint64_t written_seq = 0;
+    // The newest `keys` list not yet written, and whether a writer is on it (both guarded by
+    // mutex_): a burst of messages costs one writer, which writes only the newest.
+    std::uint64_t pending_seq = 0;
+    std::vector<std::string> pending;
+    bool writer_running = false;
   };
   std::map<std::string, std::shared_ptr<KeysState>> keys_;  // by reservation
 };

@@ -14,15 +14,18 @@ constexpr std::string_view kHostKeyScript = R"SH(umask 077
 mkdir -p "$1" && cd "$1" || exit 1
 [ -s host_ed25519_key ] || { rm -f hk.tmp hk.tmp.pub && ssh-keygen -q -t ed25519 -N '' -C '' -f hk.tmp && mv hk.tmp.pub host_ed25519_key.pub && mv hk.tmp host_ed25519_key; } || exit 1
 { /usr/sbin/sshd -V; ssh -V; } 2>&1 | grep -o 'OpenSSH_[^ ,]*' | head -n 1 >&2
-cat host_ed25519_key.pub
+# The workspace's user owns this directory: a FIFO in place of the key would hang a reader.
+[ -f host_ed25519_key.pub ] && timeout 10 head -c 4096 host_ed25519_key.pub
 )SH";
 
-// $1 the directory, $2 the bytes on stdin. A temporary file per writer, checked for its
-// length before the rename: a cut exec session never leaves a shortened authorized_keys.
+// $1 the directory, $2 the bytes on stdin. A temporary file per writer, made new by mktemp
+// (the workspace's user owns the directory: a name planted in advance, a FIFO say, is never
+// opened), checked for its length before the rename: a cut exec session never leaves a
+// shortened authorized_keys; -T refuses to move it into a directory planted in its place.
 constexpr std::string_view kAuthorizedKeysScript = R"SH(umask 077
 mkdir -p "$1" || exit 1
-t="$1/ak.tmp.$$"
-head -c "$2" > "$t" && [ "$(wc -c < "$t")" -eq "$2" ] && mv -f "$t" "$1/authorized_keys" || { rm -f "$t"; exit 1; }
+t=$(mktemp "$1/ak.XXXXXX") || exit 1
+timeout 10 head -c "$2" > "$t" && [ "$(wc -c < "$t")" -eq "$2" ] && mv -fT "$t" "$1/authorized_keys" || { rm -f "$t"; exit 1; }
 )SH";
 
 std::string ExecFailure(const ExecResult& ran) {

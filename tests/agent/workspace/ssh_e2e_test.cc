@@ -135,8 +135,31 @@ TEST_F(SshTunnelTest, AuthorizedKeysHoldExactlyTheListedKeys) {
   EXPECT_EQ(AuthorizedKeys(), b + "\n" + c + "\n");
   // Written through temporary files renamed into place: none is left.
   for (const auto& entry : std::filesystem::directory_iterator(SshDir())) {
-    EXPECT_EQ(entry.path().filename().string().find(".tmp"), std::string::npos) << entry.path();
+    const std::string name = entry.path().filename().string();
+    EXPECT_FALSE(name.starts_with("ak.") || name.find(".tmp") != std::string::npos) << name;
   }
+}
+
+TEST_F(SshTunnelTest, ABurstOfKeysMessagesIsWrittenAsItsNewestListByOneWriter) {
+  ASSERT_TRUE(WaitForReports(1));
+  const std::string a = NewKeyLine(*dir_, "ssg_00000000000000d1");
+  const std::string b = NewKeyLine(*dir_, "ssg_00000000000000d2");
+  constexpr int kBurst = 100;
+  for (int i = 0; i < kBurst; ++i) {
+    cluster_->console().SendKeys(kReservation, i % 2 == 0 ? std::vector<std::string>{a}
+                                                          : std::vector<std::string>{a, b});
+  }
+  cluster_->console().SendKeys(kReservation, {b});
+  EXPECT_TRUE(WaitFor([&] { return AuthorizedKeys() == b + "\n"; }, 60s)) << AuthorizedKeys();
+  // Not one exec (and thread) per message: lists that arrived while one was written are
+  // replaced by the newest.
+  const std::string logs = cluster_->ControllerLogs();
+  size_t writes = 0;
+  for (size_t at = logs.find("authorized_keys rewritten"); at != std::string::npos;
+       at = logs.find("authorized_keys rewritten", at + 1)) {
+    ++writes;
+  }
+  EXPECT_LT(writes, static_cast<size_t>(kBurst)) << writes << " writes for " << kBurst + 1;
 }
 
 TEST_F(SshTunnelTest, AChannelToAWorkspaceNotRunningIsRefusedWithWhy) {
