@@ -914,6 +914,7 @@ Status SqliteStore::CreateSshGrant(const SshGrant& grant, const AuditEvent& audi
 }
 
 Result<std::vector<SshGrant>> SqliteStore::ListSshGrants(const std::string& reservation_id) {
+  std::lock_guard lock(mutex_);  // the connection is opened NOMUTEX: every call takes it
   std::vector<SshGrant> grants;
   const std::string sql = std::string("SELECT ") + kSshGrantColumns +
                           " FROM ssh_grants WHERE reservation_id = ? ORDER BY created_at DESC, id";
