@@ -1,0 +1,105 @@
+// The seam between the SQL store (SqlStore: its SQL, rules and transactions) and the database
+// engine that runs it: SQLite (sqlite_database.cc), the embedded default, or PostgreSQL
+// (postgres_database.cc), the scale path. The store's SQL is written once, in the subset both
+// engines accept the same way (ON CONFLICT, RETURNING, COALESCE, CASE; `?` parameters, which
+// the PostgreSQL engine numbers); what differs (schema DDL, how a write transaction takes the
+// write lock, error codes) is behind this interface.
+//
+// Not thread-safe: the store serialises its use of one Database under its own mutex.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "common/status.h"
+
+namespace uplink::console::sql {
+
+enum class Engine { kSqlite, kPostgres };
+
+// Why the last failed call failed, as far as the store's rules care.
+enum class Failure {
+  kNone,
+  kPrimaryKey,   // a second row with the same primary key
+  kUnique,       // a second row with the same value of another unique column
+  kForeignKey,   // a reference to a row that does not exist
+  kCheck,        // a CHECK constraint
+  kBusy,         // locked by another writer, or a serialisation conflict: try again
+  kUnavailable,  // the server is unreachable or the connection was lost
+  kCorrupt,      // the database is damaged
+  kOther,
+};
+
+// One prepared statement. Parameters are numbered from 1 in the order of the `?` in its SQL;
+// columns from 0. The store uses one statement for one call at a time and Reset()s it after.
+class Statement {
+ public:
+  enum class StepResult { kRow, kDone, kError };
+
+  virtual ~Statement() = default;
+
+  // `copy` false: `value` stays unchanged until Reset().
+  virtual void BindText(int index, std::string_view value, bool copy) = 0;
+  // Bytes rather than text, not copied: they stay unchanged until Reset().
+  virtual void BindBlob(int index, std::string_view bytes) = 0;
+  virtual void BindInt(int index, std::int64_t value) = 0;
+  virtual void BindDouble(int index, double value) = 0;
+  virtual void BindNull(int index) = 0;
+
+  // Runs the statement on the first call, then moves to the next row of its result.
+  virtual StepResult Step() = 0;
+
+  // The current row's columns; a view is valid until the next Step() or Reset(). Integers
+  // read from a boolean column are 0 or 1.
+  virtual std::string_view Text(int column) const = 0;
+  virtual std::string_view Blob(int column) const = 0;
+  virtual std::int64_t Int(int column) const = 0;
+  virtual double Double(int column) const = 0;
+  virtual bool IsNull(int column) const = 0;
+
+  // Rows the statement inserted, updated or deleted, once Step() returned kDone.
+  virtual std::int64_t Changes() const = 0;
+
+  // Ready for the next use: bindings cleared, the result dropped.
+  virtual void Reset() = 0;
+};
+
+class Database {
+ public:
+  virtual ~Database() = default;
+
+  virtual Engine engine() const = 0;
+
+  // A statement of one SQL text, prepared once and kept for the life of the database (or
+  // until its connection is re-established); owned by the database.
+  virtual Result<Statement*> Prepare(const std::string& sql) = 0;
+  // Runs one or more statements without parameters or rows (DDL, SAVEPOINT, COMMIT).
+  virtual Status Exec(const std::string& sql) = 0;
+
+  // Begins a transaction that holds the database's write lock until it ends, so that a
+  // store's read-check-write runs as if alone: BEGIN IMMEDIATE on SQLite; on PostgreSQL,
+  // BEGIN and a transaction-scoped advisory lock shared by every replica.
+  virtual Status BeginWrite() = 0;
+  // False once the engine ended a transaction on its own (SQLite after an I/O error, a lost
+  // PostgreSQL connection): work done in it since BeginWrite() is gone.
+  virtual bool InTransaction() const = 0;
+
+  // About the last call that failed.
+  virtual Failure LastFailure() const = 0;
+  virtual std::string LastMessage() const = 0;
+};
+
+// One step of the schema. Append only: a migration, once released, never changes. Each
+// engine has its own text of every version (sqlite_schema.cc, postgres_schema.cc), so a
+// database of either engine at version N has the same tables, columns and constraints.
+struct Migration {
+  int version;
+  const char* sql;
+};
+std::span<const Migration> SqliteMigrations();
+std::span<const Migration> PostgresMigrations();
+
+}  // namespace uplink::console::sql
