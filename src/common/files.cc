@@ -4,11 +4,18 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 
 #include "common/crypto.h"
 
 namespace uplink {
+namespace {
+
+// Far more than any password or token; a bound so that a wrong path (a log) is refused.
+constexpr size_t kMaxCredentialBytes = 64 << 10;
+
+}  // namespace
 
 Result<std::string> ReadFileBounded(const std::string& path, size_t max_bytes) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -88,6 +95,29 @@ std::string_view TrimWhitespace(std::string_view text) {
   while (!text.empty() && is_space(text.front())) text.remove_prefix(1);
   while (!text.empty() && is_space(text.back())) text.remove_suffix(1);
   return text;
+}
+
+Result<Secret> ReadCredentialFile(const std::string& path, std::string_view flag) {
+  auto content = ReadFileBounded(path, kMaxCredentialBytes);
+  if (!content.ok()) return content.status().WithContext("reading " + std::string(flag));
+  const std::string_view value = TrimWhitespace(*content);
+  Status problem = Status::Ok();
+  if (value.empty()) {
+    problem = FailedPreconditionError(std::string(flag) + " " + path + " is empty");
+  }
+  for (char c : value) {
+    // The credential goes into a header; a stray newline would split it.
+    if (static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) == 0x7f) {
+      problem = FailedPreconditionError(std::string(flag) + " " + path +
+                                        " holds control characters; it should hold the "
+                                        "credential alone, on one line");
+      break;
+    }
+  }
+  Secret secret{std::string(value)};
+  std::fill(content->begin(), content->end(), '\0');
+  if (!problem.ok()) return problem;
+  return secret;
 }
 
 }  // namespace uplink

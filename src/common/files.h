@@ -5,6 +5,7 @@
 #include <string>
 #include <string_view>
 
+#include "common/secret.h"
 #include "common/status.h"
 
 namespace uplink {
@@ -19,5 +20,10 @@ Status WriteFileAtomic(const std::string& path, std::string_view content, unsign
 
 // Trims ASCII whitespace from both ends (token files often end with a newline).
 std::string_view TrimWhitespace(std::string_view text);
+
+// A credential kept in a file (a mounted Secret): its content without surrounding
+// whitespace. FailedPrecondition, naming `flag` and the path but never the content, when the
+// file is empty or holds control characters (a credential alone, on one line, is expected).
+Result<Secret> ReadCredentialFile(const std::string& path, std::string_view flag);
 
 }  // namespace uplink

@@ -37,15 +37,31 @@ int Fail(const Status& status) {
   return 1;
 }
 
+void AddStoreFlags(FlagSet& flags, StoreLocation& store) {
+  flags.String("store", &store.url,
+               "postgres://HOST/DB?user=U: a PostgreSQL database several replicas share "
+               "(default: SQLite in --data-dir)");
+  flags.String("store-password-file", &store.password_file,
+               "file holding the PostgreSQL password (else PGPASSWORD or PGPASSFILE)");
+}
+
 int Init(const std::vector<std::string>& args) {
   std::string data_dir;
   std::string admin_email = "admin@localhost";
+  StoreLocation store;
   FlagSet flags("uplink-console init");
   flags.String("data-dir", &data_dir, "directory for the console's database (created, 0700)");
   flags.String("admin-email", &admin_email, "email of the first (admin) user");
+  AddStoreFlags(flags, store);
   if (Status parsed = flags.Parse(args); !parsed.ok()) return Fail(parsed);
-  auto key = InitializeConsole(data_dir, admin_email, SystemClock());
+  auto key = InitializeConsole(data_dir, admin_email, SystemClock(), store);
   if (!key.ok()) return Fail(key.status());
+  if (store.postgres()) {
+    // Made now, not at the first serve: every replica needs this same key (see LoadKeyFile).
+    if (auto made = LoadOrCreateKeyFile(TwoFactorKeyPath(data_dir)); !made.ok()) {
+      return Fail(made.status());
+    }
+  }
   // stdout carries the key and nothing else, so that scripts can capture it.
   std::cout << key->Reveal() << std::endl;
   Log().Info("console initialised; the API key above is shown only once",
@@ -88,6 +104,7 @@ std::int64_t RaiseOpenFileLimit() {
 
 int Serve(const std::vector<std::string>& args) {
   std::string data_dir;
+  StoreLocation store_location;
   std::string listen = "127.0.0.1:8443";
   std::string tls_cert;
   std::string tls_key;
@@ -118,6 +135,7 @@ int Serve(const std::vector<std::string>& args) {
   auto remote_write_queue_bytes = static_cast<std::int64_t>(remote_write.queue_max_bytes);
   FlagSet flags("uplink-console serve");
   flags.String("data-dir", &data_dir, "directory made by \"uplink-console init\"");
+  AddStoreFlags(flags, store_location);
   flags.String("listen", &listen, "HOST:PORT to serve on");
   flags.String("tls-cert", &tls_cert, "PEM certificate chain (leaf first)");
   flags.String("tls-key", &tls_key, "PEM private key");
@@ -321,11 +339,17 @@ int Serve(const std::vector<std::string>& args) {
     options.secure_cookies = false;
   }
 
-  auto store = OpenConsoleStore(data_dir);
+  auto store = OpenConsoleStore(data_dir, store_location);
   if (!store.ok()) return Fail(store.status());
-  auto lock = LockDataDirectory(data_dir);
-  if (!lock.ok()) return Fail(lock.status());
-  auto two_factor_key = LoadOrCreateKeyFile(TwoFactorKeyPath(data_dir));
+  // SQLite: one server per database file. PostgreSQL: replicas share the database.
+  std::unique_ptr<DataDirectoryLock> lock;
+  if (!store_location.postgres()) {
+    auto locked = LockDataDirectory(data_dir);
+    if (!locked.ok()) return Fail(locked.status());
+    lock = std::move(locked).value();
+  }
+  auto two_factor_key = store_location.postgres() ? LoadKeyFile(TwoFactorKeyPath(data_dir))
+                                                  : LoadOrCreateKeyFile(TwoFactorKeyPath(data_dir));
   if (!two_factor_key.ok()) return Fail(two_factor_key.status());
   options.two_factor_key = std::move(two_factor_key).value();
   std::unique_ptr<remote_write::RemoteWriteForwarder> forwarder;
@@ -351,7 +375,9 @@ int Serve(const std::vector<std::string>& args) {
   std::string url_host = host.find(':') != std::string::npos ? "[" + host + "]" : host;
   std::string url = std::string(server_options.tls ? "https" : "http") + "://" + url_host + ":" +
                     std::to_string((*server)->port());
-  Log().Info("serving", {{"url", url}, {"data_dir", data_dir}});
+  Log().Info("serving", {{"url", url},
+                         {"data_dir", data_dir},
+                         {"store", store_location.postgres() ? "postgres" : "sqlite"}});
 
   int signal_number = 0;
   sigwait(&stop_signals, &signal_number);
@@ -364,7 +390,9 @@ int Serve(const std::vector<std::string>& args) {
 
 constexpr const char* kUsage =
     "usage: uplink-console init --data-dir DIR [--admin-email E]\n"
+    "                           [--store postgres://HOST/DB?user=U [--store-password-file F]]\n"
     "       uplink-console serve --data-dir DIR --listen HOST:PORT [--tls-cert F --tls-key F]\n"
+    "                            [--store postgres://HOST/DB?user=U [--store-password-file F]]\n"
     "                            [--active-window 10m] [--stale-after 90s] [--offline-after 150s]\n"
     "                            [--report-interval 60s] [--auth-failures-per-address 30]\n"
     "                            [--auth-failures-per-prefix 10] [--login-failures-per-email 10]\n"

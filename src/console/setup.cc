@@ -11,10 +11,49 @@
 #include <filesystem>
 
 #include "common/crypto.h"
+#include "common/files.h"
 #include "common/json.h"
 #include "console/auth/credentials.h"
 
 namespace uplink::console {
+namespace {
+
+// Opens (creating or migrating) the store `location` names: the data directory's SQLite file,
+// or the PostgreSQL database.
+Result<std::unique_ptr<SqlStore>> OpenStoreAt(const std::string& data_dir,
+                                              const StoreLocation& location) {
+  if (!location.postgres()) return SqlStore::OpenSqlite(DatabasePath(data_dir));
+  UPLINK_ASSIGN_OR_RETURN(sql::PostgresLocation where, ResolvePostgresLocation(location));
+  auto database = sql::OpenPostgresDatabase(where);
+  if (!database.ok()) return database.status().WithContext("opening the --store database");
+  auto store = SqlStore::Open(std::move(database).value());
+  if (!store.ok()) return store.status().WithContext("migrating the --store database");
+  return store;
+}
+
+// How the console names its store in messages: never the URL, which may carry a user name.
+std::string StoreName(const std::string& data_dir, const StoreLocation& location) {
+  return location.postgres() ? "the --store database" : data_dir;
+}
+
+// The flags that name the same store again.
+std::string StoreFlags(const std::string& data_dir, const StoreLocation& location) {
+  return "--data-dir " + data_dir + (location.postgres() ? " --store …" : "");
+}
+
+}  // namespace
+
+Result<sql::PostgresLocation> ResolvePostgresLocation(const StoreLocation& store) {
+  auto parsed = sql::ParsePostgresLocation(store.url);
+  if (!parsed.ok()) return InvalidArgumentError("--store: " + parsed.status().message());
+  sql::PostgresLocation where = std::move(parsed).value();
+  if (!store.password_file.empty()) {
+    UPLINK_ASSIGN_OR_RETURN(Secret password,
+                            ReadCredentialFile(store.password_file, "--store-password-file"));
+    where.password = password.Reveal();
+  }
+  return where;
+}
 
 std::string DatabasePath(const std::string& data_dir) { return data_dir + "/console.db"; }
 
@@ -23,7 +62,7 @@ std::string TwoFactorKeyPath(const std::string& data_dir) {
 }
 
 Result<Secret> InitializeConsole(const std::string& data_dir, const std::string& admin_email,
-                                 const Clock& clock) {
+                                 const Clock& clock, const StoreLocation& location) {
   if (data_dir.empty()) return InvalidArgumentError("--data-dir is required");
   if (admin_email.size() < 3 || admin_email.size() > 254 ||
       std::count(admin_email.begin(), admin_email.end(), '@') != 1) {
@@ -38,11 +77,12 @@ Result<Secret> InitializeConsole(const std::string& data_dir, const std::string&
   if (::mkdir(data_dir.c_str(), 0700) != 0 && errno != EEXIST) {
     return ErrnoError("creating data directory " + data_dir, errno);
   }
-  UPLINK_ASSIGN_OR_RETURN(auto store, SqliteStore::Open(DatabasePath(data_dir)));
+  UPLINK_ASSIGN_OR_RETURN(auto store, OpenStoreAt(data_dir, location));
   UPLINK_ASSIGN_OR_RETURN(std::int64_t users, store->CountUsers());
   if (users > 0) {
-    return FailedPreconditionError(data_dir + " is already initialised; run \"uplink-console "
-                                   "serve --data-dir " + data_dir + "\" instead");
+    return FailedPreconditionError(StoreName(data_dir, location) +
+                                   " is already initialised; run \"uplink-console serve " +
+                                   StoreFlags(data_dir, location) + "\" instead");
   }
   WallTime now = clock.Now();
   User admin;
@@ -95,20 +135,25 @@ Result<std::unique_ptr<DataDirectoryLock>> LockDataDirectory(const std::string& 
   return std::make_unique<DataDirectoryLock>(fd);
 }
 
-Result<std::unique_ptr<SqliteStore>> OpenConsoleStore(const std::string& data_dir) {
+Result<std::unique_ptr<SqlStore>> OpenConsoleStore(const std::string& data_dir,
+                                                   const StoreLocation& location) {
   if (data_dir.empty()) return InvalidArgumentError("--data-dir is required");
-  std::string path = DatabasePath(data_dir);
-  struct stat info;
-  if (::stat(path.c_str(), &info) != 0) {
-    return FailedPreconditionError("no console database at " + path +
-                                   "; run \"uplink-console init --data-dir " + data_dir +
-                                   "\" first");
+  if (!location.postgres()) {
+    std::string path = DatabasePath(data_dir);
+    struct stat info;
+    if (::stat(path.c_str(), &info) != 0) {
+      return FailedPreconditionError("no console database at " + path +
+                                     "; run \"uplink-console init --data-dir " + data_dir +
+                                     "\" first");
+    }
   }
-  UPLINK_ASSIGN_OR_RETURN(auto store, SqliteStore::Open(path));
+  UPLINK_ASSIGN_OR_RETURN(auto store, OpenStoreAt(data_dir, location));
   UPLINK_ASSIGN_OR_RETURN(std::int64_t users, store->CountUsers());
   if (users == 0) {
-    return FailedPreconditionError(data_dir + " was never fully initialised; remove it and run "
-                                   "\"uplink-console init --data-dir " + data_dir + "\"");
+    return FailedPreconditionError(
+        StoreName(data_dir, location) + " was never initialised; run \"uplink-console init " +
+        StoreFlags(data_dir, location) + "\"" +
+        (location.postgres() ? "" : " (after removing " + data_dir + ")"));
   }
   return store;
 }

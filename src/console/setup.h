@@ -7,9 +7,23 @@
 #include "common/secret.h"
 #include "common/status.h"
 #include "common/time.h"
-#include "console/store/sqlite_store.h"
+#include "console/store/sql/postgres_database.h"
+#include "console/store/sql_store.h"
 
 namespace uplink::console {
+
+// Where the console's store is: SQLite in the data directory (the default, one server), or a
+// PostgreSQL database that several replicas share.
+struct StoreLocation {
+  std::string url;            // --store: empty for SQLite, else postgres://HOST/DB?user=…
+  std::string password_file;  // --store-password-file (PostgreSQL; else PGPASSWORD/PGPASSFILE)
+
+  bool postgres() const { return !url.empty(); }
+};
+
+// The PostgreSQL location `store` names, its password read from the file. InvalidArgument
+// for anything but a postgres:// URL without a password in it.
+Result<sql::PostgresLocation> ResolvePostgresLocation(const StoreLocation& store);
 
 // The database inside the data directory.
 std::string DatabasePath(const std::string& data_dir);
@@ -17,16 +31,16 @@ std::string DatabasePath(const std::string& data_dir);
 // it: a copy of the database alone opens none of them. `serve` creates it on first start.
 std::string TwoFactorKeyPath(const std::string& data_dir);
 
-// Creates the directory (mode 0700) and the database, the first admin user (no password) and
-// an API key for it named "init", which is returned: the only time it exists outside its
-// hash. Both are recorded as one "user.create" audit event by actor type "system".
-// FailedPrecondition if the directory already holds an initialised console.
+// Creates the directory (mode 0700) and the database (in it, or the PostgreSQL schema), the
+// first admin user (no password) and an API key for it named "init", which is returned: the
+// only time it exists outside its hash. Both are recorded as one "user.create" audit event by
+// actor type "system". FailedPrecondition if the store already holds an initialised console.
 Result<Secret> InitializeConsole(const std::string& data_dir, const std::string& admin_email,
-                                 const Clock& clock);
+                                 const Clock& clock, const StoreLocation& store = {});
 
-// An exclusive lock on a data directory, held while `uplink-console serve` runs: the store
-// caches what it wrote and rate limits live in memory, so a second server on the same
-// directory would see stale credentials.
+// An exclusive lock on a data directory, held while `uplink-console serve` runs on SQLite:
+// one server per database file. (On PostgreSQL replicas share the database and tell each other
+// what they cached, so no lock applies.)
 class DataDirectoryLock {
  public:
   explicit DataDirectoryLock(int fd) : fd_(fd) {}
@@ -41,8 +55,9 @@ class DataDirectoryLock {
 // FailedPrecondition when another process holds the lock.
 Result<std::unique_ptr<DataDirectoryLock>> LockDataDirectory(const std::string& data_dir);
 
-// Opens the store of an initialised data directory; FailedPrecondition, saying to run
+// Opens the store of an initialised console; FailedPrecondition, saying to run
 // "uplink-console init", when there is none.
-Result<std::unique_ptr<SqliteStore>> OpenConsoleStore(const std::string& data_dir);
+Result<std::unique_ptr<SqlStore>> OpenConsoleStore(const std::string& data_dir,
+                                                   const StoreLocation& store = {});
 
 }  // namespace uplink::console

@@ -119,7 +119,7 @@ class LiveConsole {
  private:
   std::string data_dir_;
   std::string admin_key_;
-  std::unique_ptr<console::SqliteStore> store_;
+  std::unique_ptr<console::SqlStore> store_;
   std::unique_ptr<console::ConsoleApi> api_;
   std::unique_ptr<net::HttpServer> server_;
   std::unique_ptr<net::HttpClient> client_;

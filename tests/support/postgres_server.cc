@@ -8,6 +8,7 @@
 #include <cctype>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 
 #include "common/crypto.h"
@@ -15,7 +16,6 @@
 namespace uplink::testing {
 namespace {
 
-constexpr const char* kDebianBinDir = "/usr/lib/postgresql/15/bin";
 constexpr const char* kSuperuser = "uplink";
 
 // Unreserved characters and '/' as they are; the rest %-escaped (a socket directory is a
@@ -37,14 +37,40 @@ std::string PercentEncode(std::string_view text) {
 }  // namespace
 
 Result<PostgresServer*> PostgresServer::Shared() {
-  static Result<std::unique_ptr<PostgresServer>> server = Launch(kDebianBinDir);
+  static Result<std::unique_ptr<PostgresServer>> server = [] {
+    const char* run_dir = std::getenv("UPLINK_TEST_POSTGRES_DIR");
+    return run_dir && *run_dir ? Attach(run_dir) : Launch(kDebianPostgresBinDir);
+  }();
   if (!server.ok()) return server.status();
   return server->get();
 }
 
 Result<std::unique_ptr<PostgresServer>> PostgresServer::Launch(const std::string& bin_dir) {
-  std::unique_ptr<PostgresServer> server(new PostgresServer(bin_dir));
+  auto temp = std::make_unique<TempDir>();
+  std::string dir = temp->path();
+  std::unique_ptr<PostgresServer> server(new PostgresServer(bin_dir, std::move(temp), dir));
   UPLINK_RETURN_IF_ERROR(server->Start());
+  return server;
+}
+
+Result<std::unique_ptr<PostgresServer>> PostgresServer::Serve(const std::string& dir) {
+  std::error_code error;
+  std::filesystem::create_directories(dir, error);
+  if (error) return IOError("creating " + dir + ": " + error.message());
+  std::unique_ptr<PostgresServer> server(new PostgresServer(kDebianPostgresBinDir, nullptr, dir));
+  UPLINK_RETURN_IF_ERROR(server->Start());
+  WriteFileOrDie(server->File("password"), server->password_);
+  return server;
+}
+
+Result<std::unique_ptr<PostgresServer>> PostgresServer::Attach(const std::string& dir) {
+  std::unique_ptr<PostgresServer> server(new PostgresServer(kDebianPostgresBinDir, nullptr, dir));
+  server->password_ = ReadFileOrEmpty(server->File("password"));
+  if (server->password_.empty()) {
+    return FailedPreconditionError("UPLINK_TEST_POSTGRES_DIR=" + dir +
+                                   " holds no running test server (no password file): run the "
+                                   "tests with ctest, which starts it, or unset the variable");
+  }
   return server;
 }
 
@@ -62,7 +88,7 @@ std::vector<std::string> PostgresServer::AsServerUser(std::vector<std::string> a
 }
 
 Status PostgresServer::Start() {
-  const bool initialised = std::filesystem::exists(dir_.File("data/PG_VERSION"));
+  const bool initialised = std::filesystem::exists(File("data/PG_VERSION"));
   if (!initialised) {
     for (const char* name : {"initdb", "postgres"}) {
       if (::access(Binary(name).c_str(), X_OK) != 0) {
@@ -75,15 +101,15 @@ Status PostgresServer::Start() {
       // postgres refuses to run as root; as `nobody` it needs the directory for its own.
       const passwd* nobody = ::getpwnam("nobody");
       if (nobody == nullptr) return FailedPreconditionError("there is no user `nobody` to run postgres as");
-      if (::chown(dir_.path().c_str(), nobody->pw_uid, nobody->pw_gid) != 0) {
-        return ErrnoError("chown " + dir_.path(), errno);
+      if (::chown(dir_.c_str(), nobody->pw_uid, nobody->pw_gid) != 0) {
+        return ErrnoError("chown " + dir_, errno);
       }
     }
     password_ = HexEncode(RandomBytes(16));
-    const std::string password_file = dir_.File("password");
+    const std::string password_file = File("password");
     WriteFileOrDie(password_file, password_ + "\n", 0644);
     CommandResult initdb = RunCommand(
-        AsServerUser({Binary("initdb"), "--pgdata=" + dir_.File("data"), "--username", kSuperuser,
+        AsServerUser({Binary("initdb"), "--pgdata=" + File("data"), "--username", kSuperuser,
                       "--pwfile=" + password_file, "--auth=scram-sha-256", "--encoding=UTF8",
                       "--no-locale", "--no-sync", "--no-instructions"}),
         std::chrono::minutes(2));
@@ -95,12 +121,12 @@ Status PostgresServer::Start() {
   }
   // Only a Unix socket in the test's directory: nothing else on the machine can reach it.
   postgres_.emplace(
-      AsServerUser({Binary("postgres"), "-D", dir_.File("data"), "-c", "listen_addresses=",
-                    "-c", "unix_socket_directories=" + dir_.path(), "-c", "fsync=off", "-c",
+      AsServerUser({Binary("postgres"), "-D", File("data"), "-c", "listen_addresses=",
+                    "-c", "unix_socket_directories=" + dir_, "-c", "fsync=off", "-c",
                     "synchronous_commit=off", "-c", "full_page_writes=off", "-c",
                     "max_connections=200", "-c", "shared_buffers=32MB"}),
-      dir_.path());
-  const std::string ping = "host=" + dir_.path() + " dbname=postgres user=" + kSuperuser;
+      dir_);
+  const std::string ping = "host=" + dir_ + " dbname=postgres user=" + kSuperuser;
   bool ready = WaitFor(
       [&] { return !postgres_->Running() || PQping(ping.c_str()) == PQPING_OK; },
       std::chrono::minutes(1));
@@ -122,30 +148,47 @@ Status PostgresServer::Stop() {
 }
 
 Status PostgresServer::Restart() {
+  if (!postgres_) return FailedPreconditionError("only a server this process started restarts");
   UPLINK_RETURN_IF_ERROR(Stop());
   return Start();
 }
 
 std::string PostgresServer::Log() const { return postgres_ ? postgres_->Stderr() : ""; }
 
-Result<std::string> PostgresServer::NewDatabase() {
-  const std::string name = "uplink_test_" + std::to_string(++databases_made_);
+Status PostgresServer::Admin(const std::string& sql) {
   const char* keywords[] = {"host", "dbname", "user", "password", nullptr};
-  const char* values[] = {dir_.path().c_str(), "postgres", kSuperuser, password_.c_str(), nullptr};
+  const char* values[] = {dir_.c_str(), "postgres", kSuperuser, password_.c_str(), nullptr};
   PGconn* conn = PQconnectdbParams(keywords, values, 0);
   Status status = Status::Ok();
   if (PQstatus(conn) != CONNECTION_OK) {
     status = UnavailableError(std::string("connecting to the test server: ") + PQerrorMessage(conn));
   } else {
-    PGresult* result = PQexec(conn, ("CREATE DATABASE " + name).c_str());
+    PGresult* result = PQexec(conn, sql.c_str());
     if (PQresultStatus(result) != PGRES_COMMAND_OK) {
-      status = InternalError("CREATE DATABASE " + name + ": " + PQerrorMessage(conn));
+      status = InternalError(sql + ": " + PQerrorMessage(conn));
     }
     PQclear(result);
   }
   PQfinish(conn);
-  if (!status.ok()) return status;
-  return "postgres:///" + name + "?host=" + PercentEncode(dir_.path()) + "&user=" + kSuperuser;
+  return status;
+}
+
+Result<std::string> PostgresServer::NewDatabase() {
+  // The process id keeps names apart between the test processes sharing a server.
+  const std::string name = "uplink_test_" + std::to_string(::getpid()) + "_" +
+                           std::to_string(++databases_made_);
+  UPLINK_RETURN_IF_ERROR(Admin("CREATE DATABASE " + name));
+  return "postgres:///" + name + "?host=" + PercentEncode(dir_) + "&user=" + kSuperuser;
+}
+
+Status PostgresServer::DropDatabase(const std::string& url) {
+  const size_t start = url.find(":///");
+  const size_t end = url.find('?');
+  if (start == std::string::npos || end == std::string::npos || end < start + 4) {
+    return InvalidArgumentError("not a URL NewDatabase made");
+  }
+  return Admin("DROP DATABASE IF EXISTS " + url.substr(start + 4, end - start - 4) +
+               " WITH (FORCE)");
 }
 
 }  // namespace uplink::testing

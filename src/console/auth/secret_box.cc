@@ -127,6 +127,17 @@ Result<Secret> SecretBox::Open(std::string_view sealed, std::string_view context
   return secret;
 }
 
+Result<Secret> LoadKeyFile(const std::string& path) {
+  struct stat info;
+  if (::lstat(path.c_str(), &info) != 0) {
+    return FailedPreconditionError(
+        "no two-factor key at " + path + "; every replica of a console on PostgreSQL needs a "
+        "copy of the two-factor.key that \"uplink-console init --store …\" made in its "
+        "--data-dir (mode 0600)");
+  }
+  return ReadKeyFile(path);
+}
+
 Result<Secret> LoadOrCreateKeyFile(const std::string& path) {
   auto created = CreateKeyFile(path);
   if (created.ok() || created.status().code() != StatusCode::kAlreadyExists) return created;

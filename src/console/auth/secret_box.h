@@ -39,5 +39,8 @@ class SecretBox {
 // not exist. FailedPrecondition for a file that is not a regular file, that group or others
 // may read or write, or that does not hold exactly kKeyBytes bytes, saying what to do.
 Result<Secret> LoadOrCreateKeyFile(const std::string& path);
+// The key in `path`, which must exist: replicas on one PostgreSQL database share the key made
+// by `uplink-console init`, since each opens what the others sealed.
+Result<Secret> LoadKeyFile(const std::string& path);
 
 }  // namespace uplink::console

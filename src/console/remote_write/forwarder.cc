@@ -29,7 +29,6 @@
 namespace uplink::console::remote_write {
 namespace {
 
-constexpr size_t kMaxCredentialBytes = 64 << 10;
 // A queue record holds at most this much of the hand-off; the sender reads about this much
 // at a time (node samples run about 2 KB, so some hundreds of them).
 constexpr size_t kMaxRecordBytes = 256 << 10;
@@ -65,29 +64,6 @@ std::string Origin(const net::ParsedUrl& url) {
   const bool v6 = url.host.find(':') != std::string::npos;
   const std::string host = v6 ? "[" + url.host + "]" : url.host;
   return url.scheme + "://" + host + ":" + std::to_string(url.port);
-}
-
-Result<Secret> ReadCredential(const std::string& path, std::string_view flag) {
-  auto content = ReadFileBounded(path, kMaxCredentialBytes);
-  if (!content.ok()) return content.status().WithContext("reading " + std::string(flag));
-  const std::string_view value = TrimWhitespace(*content);
-  Status problem = Status::Ok();
-  if (value.empty()) {
-    problem = FailedPreconditionError(std::string(flag) + " " + path + " is empty");
-  }
-  for (char c : value) {
-    // The credential goes into a header; a stray newline would split it.
-    if (static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) == 0x7f) {
-      problem = FailedPreconditionError(std::string(flag) + " " + path +
-                                        " holds control characters; it should hold the "
-                                        "credential alone, on one line");
-      break;
-    }
-  }
-  Secret secret{std::string(value)};
-  std::fill(content->begin(), content->end(), '\0');
-  if (!problem.ok()) return problem;
-  return secret;
 }
 
 // How the sender treats the TSDB's answer to one request.
@@ -152,7 +128,7 @@ Status ValidateRemoteWriteOptions(const RemoteWriteOptions& options) {
        {std::pair{options.bearer_token_file, "--remote-write-bearer-token-file"},
         std::pair{options.password_file, "--remote-write-password-file"}}) {
     if (file.empty()) continue;
-    if (auto credential = ReadCredential(file, flag); !credential.ok()) {
+    if (auto credential = ReadCredentialFile(file, flag); !credential.ok()) {
       return InvalidArgumentError(credential.status().message());
     }
   }
@@ -323,11 +299,11 @@ struct RemoteWriteForwarder::Impl {
     request.headers.Set("Content-Encoding", "snappy");
     request.headers.Set("X-Prometheus-Remote-Write-Version", "0.1.0");
     if (!options.bearer_token_file.empty()) {
-      auto token = ReadCredential(options.bearer_token_file, "--remote-write-bearer-token-file");
+      auto token = ReadCredentialFile(options.bearer_token_file, "--remote-write-bearer-token-file");
       if (!token.ok()) return NoteFailure(token.status().ToString(), 0);
       request.headers.Set("Authorization", "Bearer " + token->Reveal());
     } else if (!options.password_file.empty()) {
-      auto password = ReadCredential(options.password_file, "--remote-write-password-file");
+      auto password = ReadCredentialFile(options.password_file, "--remote-write-password-file");
       if (!password.ok()) return NoteFailure(password.status().ToString(), 0);
       Secret pair{options.username + ":" + password->Reveal()};
       request.headers.Set("Authorization", "Basic " + Base64Encode(pair.Reveal()));

@@ -1,5 +1,5 @@
 // The commands area of the console's store: approval rules, and the kubectl commands that
-// wait in the store for an approval (sqlite_approvals.cc).
+// wait in the store for an approval (sql_approvals.cc).
 #pragma once
 
 #include <chrono>

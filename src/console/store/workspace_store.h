@@ -1,7 +1,7 @@
 // Workspace execution as the console keeps it (docs/api.md, "Offers", "Reservations"): the
 // capacity suppliers offer, its review, the execution credential and settings, reservations
 // with every transition, and the commands run in them. The store interface of this area is
-// WorkspaceStore, which Store extends; SqliteStore implements it in sqlite_workspace.cc.
+// WorkspaceStore, which Store extends; SqlStore implements it in sql_workspace.cc.
 //
 // Every change to an offer, its credential or a reservation is written with its audit event
 // in one transaction.

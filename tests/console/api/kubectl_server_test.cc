@@ -87,7 +87,7 @@ class ConsoleServer {
  private:
   testing::ScratchDir dir_;
   std::string admin_key_;
-  std::unique_ptr<SqliteStore> store_;
+  std::unique_ptr<SqlStore> store_;
   std::unique_ptr<ConsoleApi> api_;
   std::unique_ptr<net::HttpServer> server_;
 };

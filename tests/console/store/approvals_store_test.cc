@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "console/store/sqlite_store.h"
+#include "console/store/sql_store.h"
 #include "store_fixture.h"
 
 namespace uplink::console {
@@ -42,14 +42,14 @@ CommandApproval Approval(const std::string& id, WallTime at = kT0) {
   return approval;
 }
 
-class ApprovalsStoreTest : public testing::SqliteStoreFixture {
+class ApprovalsStoreTest : public testing::SqlStoreFixture {
  protected:
   void CreateConnection() {
     ASSERT_TRUE(store_->CreateConnection(connection_, Event("connection.create")).ok());
   }
 };
 
-TEST_F(ApprovalsStoreTest, TheScopeChosenAtCreationIsWrittenWithTheConnectionAndOneEvent) {
+TEST_P(ApprovalsStoreTest, TheScopeChosenAtCreationIsWrittenWithTheConnectionAndOneEvent) {
   const std::int64_t events = Count("SELECT COUNT(*) FROM audit_events");
   ASSERT_TRUE(store_
                   ->CreateConnectionWithScope(connection_, std::nullopt, {"dev", "ml"},
@@ -82,7 +82,7 @@ TEST_F(ApprovalsStoreTest, TheScopeChosenAtCreationIsWrittenWithTheConnectionAnd
   EXPECT_TRUE(store_->LatestHandover(handed.id).value().has_value());
 }
 
-TEST_F(ApprovalsStoreTest, RulesAreAddedOnceListedAndRemovedWithTheirEvents) {
+TEST_P(ApprovalsStoreTest, RulesAreAddedOnceListedAndRemovedWithTheirEvents) {
   CreateConnection();
   ASSERT_TRUE(store_->AddApprovalRule(Rule("r1"), Event("connection.approval_rule_add")).ok());
   Status twice = store_->AddApprovalRule(Rule("r2"), Event("connection.approval_rule_add"));
@@ -109,7 +109,7 @@ TEST_F(ApprovalsStoreTest, RulesAreAddedOnceListedAndRemovedWithTheirEvents) {
   EXPECT_EQ(store_->AddApprovalRule(orphan, Event("x")).code(), StatusCode::kNotFound);
 }
 
-TEST_F(ApprovalsStoreTest, AnApprovalIsDecidedOnceAndFinishedWithItsResult) {
+TEST_P(ApprovalsStoreTest, AnApprovalIsDecidedOnceAndFinishedWithItsResult) {
   CreateConnection();
   ASSERT_TRUE(store_->CreateApproval(Approval("cmd_1"), 16, Event("kubectl.approval_requested"))
                   .ok());
@@ -150,7 +150,7 @@ TEST_F(ApprovalsStoreTest, AnApprovalIsDecidedOnceAndFinishedWithItsResult) {
   EXPECT_EQ(Count("SELECT COUNT(*) FROM audit_events WHERE action LIKE 'kubectl.%'"), 3);
 }
 
-TEST_F(ApprovalsStoreTest, PendingApprovalsAreBoundedAndExpireAndEndedOnesAreForgotten) {
+TEST_P(ApprovalsStoreTest, PendingApprovalsAreBoundedAndExpireAndEndedOnesAreForgotten) {
   CreateConnection();
   ASSERT_TRUE(store_->CreateApproval(Approval("cmd_1"), 2, Event("r")).ok());
   ASSERT_TRUE(store_->CreateApproval(Approval("cmd_2"), 2, Event("r")).ok());
@@ -182,7 +182,7 @@ TEST_F(ApprovalsStoreTest, PendingApprovalsAreBoundedAndExpireAndEndedOnesAreFor
   EXPECT_EQ(store_->GetApproval("cmd_3")->status, ApprovalStatus::kExpired);
 }
 
-TEST_F(ApprovalsStoreTest, AtStartUpApprovedCommandsWithoutAResultEnd) {
+TEST_P(ApprovalsStoreTest, AtStartUpApprovedCommandsWithoutAResultEnd) {
   CreateConnection();
   ASSERT_TRUE(store_->CreateApproval(Approval("cmd_1"), 16, Event("r")).ok());
   ASSERT_TRUE(store_->CreateApproval(Approval("cmd_2"), 16, Event("r")).ok());
@@ -203,7 +203,7 @@ TEST_F(ApprovalsStoreTest, AtStartUpApprovedCommandsWithoutAResultEnd) {
             1);
 }
 
-TEST_F(ApprovalsStoreTest, AnApprovalNeedsAConnectionThatExists) {
+TEST_P(ApprovalsStoreTest, AnApprovalNeedsAConnectionThatExists) {
   CreateConnection();
   ASSERT_TRUE(store_->CreateApproval(Approval("cmd_1"), 16, Event("r")).ok());
   CommandApproval orphan = Approval("cmd_2");
@@ -211,6 +211,8 @@ TEST_F(ApprovalsStoreTest, AnApprovalNeedsAConnectionThatExists) {
   EXPECT_EQ(store_->CreateApproval(orphan, 16, Event("r")).code(), StatusCode::kNotFound);
   EXPECT_EQ(Count("SELECT COUNT(*) FROM command_approvals"), 1);
 }
+
+INSTANTIATE_TEST_SUITE_P(Engines, ApprovalsStoreTest, testing::kStoreEngines, testing::StoreEngineName);
 
 }  // namespace
 }  // namespace uplink::console

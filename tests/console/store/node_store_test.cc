@@ -1,4 +1,4 @@
-// The SQLite store's side of node samples, on a real database file: samples stored exactly
+// The store's side of node samples, on a real database of each engine: samples stored exactly
 // once as series (not as records), in collection order whatever the arrival order, the latest
 // two per node, rollups made and made again after a late sample, retention, the series cap,
 // plans, and what one sample costs.
@@ -6,14 +6,16 @@
 
 #include <chrono>
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "console/api/node_sample_figures.h"
-#include "console/store/sqlite_store.h"
+#include "console/store/sql_store.h"
 #include "node_sample_util.h"
 #include "protocol/node_sample.h"
+#include "store_database.h"
 #include "test_util.h"
 
 namespace uplink::console {
@@ -22,10 +24,9 @@ namespace {
 using std::chrono::hours;
 using std::chrono::minutes;
 using std::chrono::seconds;
-using testing::RawCount;
 using testing::SampleJson;
 using testing::SampleSpec;
-using testing::ScratchDir;
+using testing::StoreEngine;
 
 const WallTime kT0 = FromUnixSeconds(1'800'000'000);  // a multiple of 300
 const std::string kTokenHash(64, 'a');
@@ -91,10 +92,11 @@ std::vector<SampleSpec> Every30s(seconds from, seconds to) {
   return samples;
 }
 
-class NodeStoreTest : public ::testing::Test {
+class NodeStoreTest : public ::testing::TestWithParam<StoreEngine> {
  protected:
   void SetUp() override {
-    auto opened = SqliteStore::Open(path_);
+    database_.emplace(GetParam());
+    auto opened = database_->OpenStore();
     ASSERT_TRUE(opened.ok()) << opened.status().ToString();
     store_ = std::move(opened).value();
     User user;
@@ -142,20 +144,21 @@ class NodeStoreTest : public ::testing::Test {
     return page.ok() && !page->nodes.empty() ? page->nodes.front() : SampleNodeState{};
   }
 
-  ScratchDir dir_;
-  std::string path_ = dir_.File("console.db");
-  std::unique_ptr<SqliteStore> store_;
+  std::int64_t Count(const std::string& sql) { return database_->Count(sql); }
+
+  std::optional<testing::TestDatabase> database_;
+  std::unique_ptr<SqlStore> store_;
   RecordRetention retention_;
   std::int64_t maintenance_sequence_ = 0;
 };
 
-TEST_F(NodeStoreTest, SamplesAreKeptAsSeriesAndTheLatestPayloadNotAsRecords) {
+TEST_P(NodeStoreTest, SamplesAreKeptAsSeriesAndTheLatestPayloadNotAsRecords) {
   UploadOutcome outcome =
       Accept(SampleBatch(1, Every30s(seconds(0), seconds(90))), kT0 + minutes(2));
   EXPECT_EQ(outcome.stored, 3);
   EXPECT_EQ(outcome.samples_stored, 3);
-  EXPECT_EQ(RawCount(path_, "SELECT COUNT(*) FROM stream_records"), 0);
-  EXPECT_EQ(RawCount(path_, "SELECT COUNT(*) FROM samples"), 3);
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM stream_records"), 0);
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM samples"), 3);
 
   RecordQuery query;
   query.connection_id = kConnectionId;
@@ -193,13 +196,13 @@ TEST_F(NodeStoreTest, SamplesAreKeptAsSeriesAndTheLatestPayloadNotAsRecords) {
   EXPECT_EQ((*gpus)[1].points.size(), 3u);
 }
 
-TEST_F(NodeStoreTest, ABatchSentAgainAddsNoSample) {
+TEST_P(NodeStoreTest, ABatchSentAgainAddsNoSample) {
   UploadBatch batch = SampleBatch(1, Every30s(seconds(0), seconds(120)));
   Accept(batch, kT0 + minutes(3));
   UploadOutcome again = Accept(batch, kT0 + minutes(4));
   EXPECT_EQ(again.duplicates, 4);
   EXPECT_EQ(again.samples_stored, 0);
-  EXPECT_EQ(RawCount(path_, "SELECT COUNT(*) FROM samples"), 4);
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM samples"), 4);
   EXPECT_EQ(CpuPoints(kT0, kT0 + hours(1)).size(), 4u);
   // Half of it again with one new record: only the new one is stored.
   UploadBatch overlap = SampleBatch(3, Every30s(seconds(60), seconds(150)));
@@ -209,7 +212,7 @@ TEST_F(NodeStoreTest, ABatchSentAgainAddsNoSample) {
   EXPECT_EQ(CpuPoints(kT0, kT0 + hours(1)).size(), 5u);
 }
 
-TEST_F(NodeStoreTest, SamplesArriveInAnyOrderAndAreReadInCollectionOrder) {
+TEST_P(NodeStoreTest, SamplesArriveInAnyOrderAndAreReadInCollectionOrder) {
   // Spooled while the console was down, shipped out of wall-clock order.
   Accept(SampleBatch(1, {At(seconds(90)), At(seconds(0)), At(seconds(60))}), kT0 + minutes(3));
   Accept(SampleBatch(4, {At(seconds(30))}), kT0 + minutes(3));
@@ -229,7 +232,7 @@ TEST_F(NodeStoreTest, SamplesArriveInAnyOrderAndAreReadInCollectionOrder) {
   EXPECT_EQ(node.latest_payload, ToJson(SampleJson(At(seconds(90)))));
 }
 
-TEST_F(NodeStoreTest, SamplesOutsideTheKeptRangeOrAtATakenTimeAreAcknowledgedNotStored) {
+TEST_P(NodeStoreTest, SamplesOutsideTheKeptRangeOrAtATakenTimeAreAcknowledgedNotStored) {
   WallTime now = kT0 + hours(49);
   UploadOutcome outcome =
       Accept(SampleBatch(1, {At(seconds(0)), At(hours(49) + minutes(6)),
@@ -243,11 +246,11 @@ TEST_F(NodeStoreTest, SamplesOutsideTheKeptRangeOrAtATakenTimeAreAcknowledgedNot
   twin.cpu_user = 1;
   outcome = Accept(SampleBatch(4, {twin}), now);
   EXPECT_EQ(outcome.samples_same_time, 1);
-  EXPECT_EQ(RawCount(path_, "SELECT COUNT(*) FROM samples"), 1);
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM samples"), 1);
   EXPECT_EQ(CpuPoints(kT0, now).front().value, At(hours(48) + seconds(30)).cpu_user + 5000);
 }
 
-TEST_F(NodeStoreTest, RollupsAreMadeForCompleteBucketsAndAgreeWithTheRawPoints) {
+TEST_P(NodeStoreTest, RollupsAreMadeForCompleteBucketsAndAgreeWithTheRawPoints) {
   // Two hours with a reboot in the middle (CPU time starts again from zero, and was 300 s by
   // the first sample after it) and a 10-minute outage.
   std::vector<SampleSpec> samples = Every30s(seconds(0), hours(2));
@@ -287,7 +290,7 @@ TEST_F(NodeStoreTest, RollupsAreMadeForCompleteBucketsAndAgreeWithTheRawPoints) 
   EXPECT_EQ(compared, 24 - 1);
 }
 
-TEST_F(NodeStoreTest, ALateSampleMakesItsBucketsRollupsAgain) {
+TEST_P(NodeStoreTest, ALateSampleMakesItsBucketsRollupsAgain) {
   std::vector<SampleSpec> samples = Every30s(seconds(0), minutes(30));
   SampleSpec missing = samples[3];
   samples.erase(samples.begin() + 3);
@@ -309,17 +312,17 @@ TEST_F(NodeStoreTest, ALateSampleMakesItsBucketsRollupsAgain) {
   EXPECT_EQ(Rate(after), 10);
 }
 
-TEST_F(NodeStoreTest, RawSamplesGoAfterTheirRetentionRollupsAfterTheirsThenTheNode) {
+TEST_P(NodeStoreTest, RawSamplesGoAfterTheirRetentionRollupsAfterTheirsThenTheNode) {
   retention_.samples.raw_max_age = hours(1);
   retention_.samples.max_age = hours(3);
   Accept(SampleBatch(1, Every30s(seconds(0), minutes(30))), kT0 + minutes(33));
-  std::int64_t rollups = RawCount(path_, "SELECT COUNT(*) FROM sample_rollups");
+  std::int64_t rollups = Count("SELECT COUNT(*) FROM sample_rollups");
   EXPECT_EQ(rollups, 6);
 
   UploadOutcome pruned = Maintain(kT0 + minutes(95));
   EXPECT_EQ(pruned.samples_pruned, 60);
-  EXPECT_EQ(RawCount(path_, "SELECT COUNT(*) FROM samples"), 0);
-  EXPECT_EQ(RawCount(path_, "SELECT COUNT(*) FROM sample_rollups"), rollups);
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM samples"), 0);
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM sample_rollups"), rollups);
   EXPECT_TRUE(CpuPoints(kT0, kT0 + hours(1)).empty());
   auto kept = store_->ReadSampleRollups(kConnectionId, testing::kSampleNode, kCpu, kT0,
                                         kT0 + hours(1));
@@ -330,14 +333,14 @@ TEST_F(NodeStoreTest, RawSamplesGoAfterTheirRetentionRollupsAfterTheirsThenTheNo
 
   UploadOutcome later = Maintain(kT0 + hours(3) + minutes(31));
   EXPECT_EQ(later.rollups_pruned, rollups);
-  EXPECT_EQ(RawCount(path_, "SELECT COUNT(*) FROM sample_nodes WHERE node = 'gpu-node-0001'"), 0);
-  EXPECT_EQ(RawCount(path_, "SELECT COUNT(*) FROM sample_series s JOIN sample_nodes n "
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM sample_nodes WHERE node = 'gpu-node-0001'"), 0);
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM sample_series s JOIN sample_nodes n "
                             "ON n.id = s.node_id WHERE n.node = 'gpu-node-0001'"),
             0);
   EXPECT_TRUE(store_->ListSampleNodes(kConnectionId, "", 10)->nodes.empty());
 }
 
-TEST_F(NodeStoreTest, RetentionRunsAtMostOnceAMinuteAndIsBounded) {
+TEST_P(NodeStoreTest, RetentionRunsAtMostOnceAMinuteAndIsBounded) {
   retention_.samples.raw_max_age = hours(1);
   retention_.samples.max_rows_per_run = 25;
   retention_.samples.max_rollup_buckets_per_run = 2;
@@ -355,7 +358,7 @@ TEST_F(NodeStoreTest, RetentionRunsAtMostOnceAMinuteAndIsBounded) {
   EXPECT_EQ(Maintain(kT0 + minutes(102)).samples_pruned, 10);
 }
 
-TEST_F(NodeStoreTest, ANodeKeepsAtMostItsSeriesCapAndCountsWhatItDrops) {
+TEST_P(NodeStoreTest, ANodeKeepsAtMostItsSeriesCapAndCountsWhatItDrops) {
   auto many_filesystems = [](const std::string& prefix, WallTime at) {
     SampleSpec spec;
     spec.at = at;
@@ -394,10 +397,10 @@ TEST_F(NodeStoreTest, ANodeKeepsAtMostItsSeriesCapAndCountsWhatItDrops) {
   // series the first one made.
   EXPECT_EQ(outcome.sample_values_dropped,
             2 * per_sample - kMaxSeriesPerNode - (per_sample - 2048));
-  EXPECT_EQ(RawCount(path_, "SELECT COUNT(*) FROM sample_series"), kMaxSeriesPerNode);
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM sample_series"), kMaxSeriesPerNode);
 }
 
-TEST_F(NodeStoreTest, PlansDefaultToEveryCollectorEvery30sAndAreSetWithTheirAuditEvent) {
+TEST_P(NodeStoreTest, PlansDefaultToEveryCollectorEvery30sAndAreSetWithTheirAuditEvent) {
   auto plan = store_->GetNodePlan(kConnectionId);
   ASSERT_TRUE(plan.ok());
   EXPECT_EQ(plan->interval_seconds, 30);
@@ -418,12 +421,12 @@ TEST_F(NodeStoreTest, PlansDefaultToEveryCollectorEvery30sAndAreSetWithTheirAudi
   ASSERT_TRUE(store_->SetNodePlan(kConnectionId, set, audit).ok());
   EXPECT_TRUE(store_->GetNodePlan(kConnectionId)->collectors.empty());
   EXPECT_EQ(
-      RawCount(path_, "SELECT COUNT(*) FROM audit_events WHERE action = 'connection.node_plan'"),
+      Count("SELECT COUNT(*) FROM audit_events WHERE action = 'connection.node_plan'"),
       2);
   EXPECT_EQ(store_->SetNodePlan("00000000000000ff", set, audit).code(), StatusCode::kNotFound);
 }
 
-TEST_F(NodeStoreTest, AnUnknownNodeIsNotFound) {
+TEST_P(NodeStoreTest, AnUnknownNodeIsNotFound) {
   EXPECT_EQ(
       store_->ReadSamplePoints(kConnectionId, "nope", kCpu, kT0, kT0 + hours(1)).status().code(),
       StatusCode::kNotFound);
@@ -434,11 +437,10 @@ TEST_F(NodeStoreTest, AnUnknownNodeIsNotFound) {
 
 // Not a benchmark and no threshold on time: it prints what one sample costs, and bounds the
 // bytes, which do not depend on the machine.
-TEST_F(NodeStoreTest, OneSampleCostsLittleTimeAndSpace) {
+TEST_P(NodeStoreTest, OneSampleCostsLittleTimeAndSpace) {
   constexpr int kSamples = 2880;  // a day at 30 s
   constexpr int kPerUpload = 120;
-  std::int64_t pages_before = RawCount(path_, "PRAGMA page_count");
-  std::int64_t page_size = RawCount(path_, "PRAGMA page_size");
+  std::int64_t bytes_before = database_->SizeBytes();
   // An 8-GPU node: 54 figures a sample.
   auto eight_gpus = [](std::vector<SampleSpec> samples) {
     for (SampleSpec& spec : samples) spec.gpus = 8;
@@ -470,16 +472,15 @@ TEST_F(NodeStoreTest, OneSampleCostsLittleTimeAndSpace) {
   }
   double single_us = std::chrono::duration<double, std::micro>(
                          std::chrono::steady_clock::now() - started).count() / kSingles;
-  std::int64_t raw_bytes = (RawCount(path_, "PRAGMA page_count") - pages_before) * page_size;
+  std::int64_t raw_bytes = database_->SizeBytes() - bytes_before;
   double bytes_per_sample = static_cast<double>(raw_bytes) / (kSamples + kSingles);
 
   // A day of rollups for the node: 288 rows.
   retention_.samples.max_rollup_buckets_per_run = 2'000;
-  std::int64_t pages_raw = RawCount(path_, "PRAGMA page_count");
+  std::int64_t bytes_raw = database_->SizeBytes();
   UploadOutcome rolled = Maintain(now + hours(1) + minutes(3));
   EXPECT_GE(rolled.rollups_written, 288);
-  double rollup_bytes = static_cast<double>((RawCount(path_, "PRAGMA page_count") - pages_raw) *
-                                            page_size) /
+  double rollup_bytes = static_cast<double>(database_->SizeBytes() - bytes_raw) /
                         static_cast<double>(rolled.rollups_written);
   std::printf("node samples: %.0f us per sample in uploads of %d, %.0f us per single-sample "
               "upload (synced); %.0f database bytes per raw sample (%zu figures), %.0f per "
@@ -491,6 +492,8 @@ TEST_F(NodeStoreTest, OneSampleCostsLittleTimeAndSpace) {
   EXPECT_LT(bytes_per_sample, 1024);
   EXPECT_LT(rollup_bytes, 2048);
 }
+
+INSTANTIATE_TEST_SUITE_P(Engines, NodeStoreTest, testing::kStoreEngines, testing::StoreEngineName);
 
 }  // namespace
 }  // namespace uplink::console

@@ -20,10 +20,20 @@ using StepResult = Statement::StepResult;
 
 class PostgresDatabaseTest : public ::testing::Test {
  protected:
+  // A test that restarts the server has one of its own; the rest share the run's.
+  virtual bool RestartsTheServer() const { return false; }
+
   void SetUp() override {
-    auto server = PostgresServer::Shared();
-    ASSERT_TRUE(server.ok()) << server.status().ToString();
-    server_ = *server;
+    if (RestartsTheServer()) {
+      auto own = PostgresServer::Launch(uplink::testing::kDebianPostgresBinDir);
+      ASSERT_TRUE(own.ok()) << own.status().ToString();
+      own_server_ = std::move(own).value();
+      server_ = own_server_.get();
+    } else {
+      auto server = PostgresServer::Shared();
+      ASSERT_TRUE(server.ok()) << server.status().ToString();
+      server_ = *server;
+    }
     auto url = server_->NewDatabase();
     ASSERT_TRUE(url.ok()) << url.status().ToString();
     url_ = *url;
@@ -74,6 +84,7 @@ class PostgresDatabaseTest : public ::testing::Test {
   }
 
   PostgresServer* server_ = nullptr;
+  std::unique_ptr<PostgresServer> own_server_;
   std::string url_;
   std::unique_ptr<Database> db_;
 };
@@ -346,7 +357,12 @@ TEST_F(PostgresDatabaseTest, ASecondWriterWaitsForTheFirstToCommit) {
   EXPECT_EQ(Count(*db_, "SELECT count(*) FROM w"), 2);
 }
 
-TEST_F(PostgresDatabaseTest, ALostConnectionFailsOneCallAndTheNextReconnects) {
+class PostgresRestartTest : public PostgresDatabaseTest {
+ protected:
+  bool RestartsTheServer() const override { return true; }
+};
+
+TEST_F(PostgresRestartTest, ALostConnectionFailsOneCallAndTheNextReconnects) {
   Statement* insert = TableR();
   ASSERT_NE(insert, nullptr);
   Statement& s = *insert;
@@ -360,7 +376,7 @@ TEST_F(PostgresDatabaseTest, ALostConnectionFailsOneCallAndTheNextReconnects) {
   EXPECT_EQ(Count(*db_, "SELECT sum(x) FROM r"), 4);
 }
 
-TEST_F(PostgresDatabaseTest, ATransactionLostWithItsConnectionStaysLostUntilRolledBack) {
+TEST_F(PostgresRestartTest, ATransactionLostWithItsConnectionStaysLostUntilRolledBack) {
   Statement* insert = TableR();
   ASSERT_NE(insert, nullptr);
   Statement& s = *insert;
@@ -396,7 +412,7 @@ TEST_F(PostgresDatabaseTest, AServerThatEndsTheSessionIsAnUnavailableFailure) {
   EXPECT_NE(Count(*db_, "SELECT pg_backend_pid()"), pid);
 }
 
-TEST_F(PostgresDatabaseTest, ErrorsNeverContainThePassword) {
+TEST_F(PostgresRestartTest, ErrorsNeverContainThePassword) {
   const std::string wrong = "wrong-" + server_->password();
   auto refused = OpenPostgresDatabase({url_, wrong});
   ASSERT_FALSE(refused.ok());

@@ -5,12 +5,14 @@
 #include <atomic>
 #include <chrono>
 #include <latch>
+#include <optional>
 #include <thread>
 #include <variant>
 
 #include "common/json.h"
 #include "console/setup.h"
-#include "console/store/sqlite_store.h"
+#include "console/store/sql_store.h"
+#include "store_database.h"
 #include "test_util.h"
 
 namespace uplink::console {
@@ -21,12 +23,13 @@ using std::chrono::minutes;
 using std::chrono::seconds;
 using testing::RawCount;
 using testing::ScratchDir;
+using testing::StoreEngine;
 
 const WallTime kT0 = FromUnixSeconds(1'800'000'000);
 const std::string kTokenHash(64, 'a');
 const std::string kConnectionId = "00000000000000c1";
 
-// Runs SQL on the database file behind the store's back.
+// Runs SQL on an SQLite database file behind the store's back.
 void RawExec(const std::string& path, const std::string& sql) {
   sqlite3* db = nullptr;
   ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
@@ -158,10 +161,14 @@ AuditEvent ReportAudit(const std::string& connection_id = kConnectionId) {
   return event;
 }
 
-class SqliteStoreTest : public ::testing::Test {
+class SqlStoreTest : public ::testing::TestWithParam<StoreEngine> {
  protected:
+  // The test's engine: its parameter, unless a fixture is for one engine only.
+  virtual StoreEngine Engine() const { return GetParam(); }
+
   void SetUp() override {
-    auto opened = SqliteStore::Open(path_);
+    database_.emplace(Engine());
+    auto opened = database_->OpenStore();
     ASSERT_TRUE(opened.ok()) << opened.status().ToString();
     store_ = std::move(opened).value();
     ASSERT_TRUE(store_->CreateUser(MakeUser("u1", "a@example.com", Role::kAdmin),
@@ -172,7 +179,8 @@ class SqliteStoreTest : public ::testing::Test {
             .ok());
   }
 
-  std::int64_t AuditCount() { return RawCount(path_, "SELECT COUNT(*) FROM audit_events"); }
+  std::int64_t Count(const std::string& sql) { return database_->Count(sql); }
+  std::int64_t AuditCount() { return Count("SELECT COUNT(*) FROM audit_events"); }
 
   std::vector<AuditEvent> Audit(AuditQuery query = {}) {
     auto events = store_->ListAudit(query);
@@ -198,27 +206,33 @@ class SqliteStoreTest : public ::testing::Test {
     return store_->AcceptReport(kConnectionId, token_hash, report, at, ReportAudit());
   }
 
-  ScratchDir dir_;
-  std::string path_ = dir_.File("console.db");
-  std::unique_ptr<SqliteStore> store_;
+  std::optional<testing::TestDatabase> database_;
+  std::unique_ptr<SqlStore> store_;
+};
+
+// Checks of SQLite's own file.
+class SqliteFileTest : public SqlStoreTest {
+ protected:
+  StoreEngine Engine() const override { return StoreEngine::kSqlite; }
 };
 
 // --- Opening and migrations ------------------------------------------------------------------
 
-TEST_F(SqliteStoreTest, OpeningAnEmptyFileAppliesEveryMigrationAndRecordsIt) {
-  EXPECT_EQ(RawCount(path_, "SELECT MAX(version) FROM schema_migrations"),
-            SqliteStore::LatestSchemaVersion());
-  EXPECT_EQ(RawCount(path_, "SELECT COUNT(*) FROM schema_migrations"),
-            SqliteStore::LatestSchemaVersion());
-  EXPECT_EQ(RawCount(path_, "SELECT COUNT(*) FROM users"), 2);
+TEST_P(SqlStoreTest, OpeningAnEmptyFileAppliesEveryMigrationAndRecordsIt) {
+  EXPECT_EQ(Count("SELECT MAX(version) FROM schema_migrations"),
+            SqlStore::LatestSchemaVersion());
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM schema_migrations"),
+            SqlStore::LatestSchemaVersion());
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM users"), 2);
 }
 
-TEST_F(SqliteStoreTest, DatabaseFileIsReadableByItsOwnerOnlyAndUsesWal) {
+TEST_F(SqliteFileTest, DatabaseFileIsReadableByItsOwnerOnlyAndUsesWal) {
+  const std::string& path = database_->sqlite_path();
   struct stat info;
-  ASSERT_EQ(::stat(path_.c_str(), &info), 0);
+  ASSERT_EQ(::stat(path.c_str(), &info), 0);
   EXPECT_EQ(info.st_mode & 0777, 0600u);
   sqlite3* db = nullptr;
-  ASSERT_EQ(sqlite3_open(path_.c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
   sqlite3_stmt* stmt = nullptr;
   ASSERT_EQ(sqlite3_prepare_v2(db, "PRAGMA journal_mode", -1, &stmt, nullptr), SQLITE_OK);
   ASSERT_EQ(sqlite3_step(stmt), SQLITE_ROW);
@@ -227,23 +241,23 @@ TEST_F(SqliteStoreTest, DatabaseFileIsReadableByItsOwnerOnlyAndUsesWal) {
   sqlite3_close(db);
 }
 
-TEST_F(SqliteStoreTest, ReopeningKeepsDataAndDoesNotReapplyMigrations) {
+TEST_P(SqlStoreTest, ReopeningKeepsDataAndDoesNotReapplyMigrations) {
   CreateConnection();
   store_.reset();
-  auto reopened = SqliteStore::Open(path_);
+  auto reopened = database_->OpenStore();
   ASSERT_TRUE(reopened.ok()) << reopened.status().ToString();
-  EXPECT_EQ(RawCount(path_, "SELECT COUNT(*) FROM schema_migrations"),
-            SqliteStore::LatestSchemaVersion());
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM schema_migrations"),
+            SqlStore::LatestSchemaVersion());
   auto connection = (*reopened)->GetConnection(kConnectionId);
   ASSERT_TRUE(connection.ok());
   EXPECT_EQ(connection->cluster_name, "prod");
   EXPECT_EQ(*(*reopened)->CountUsers(), 2);
 }
 
-TEST_F(SqliteStoreTest, DatabaseFromANewerBinaryIsRefusedWithAClearError) {
+TEST_P(SqlStoreTest, DatabaseFromANewerBinaryIsRefusedWithAClearError) {
   store_.reset();
-  RawExec(path_, "INSERT INTO schema_migrations (version, applied_at) VALUES (999, 0)");
-  auto reopened = SqliteStore::Open(path_);
+  database_->Exec("INSERT INTO schema_migrations (version, applied_at) VALUES (999, 0)");
+  auto reopened = database_->OpenStore();
   ASSERT_FALSE(reopened.ok());
   EXPECT_EQ(reopened.status().code(), StatusCode::kFailedPrecondition);
   EXPECT_NE(reopened.status().message().find("schema version 999"), std::string::npos);
@@ -325,7 +339,7 @@ CREATE TABLE node_taints (
 CREATE INDEX node_taints_by_node ON node_taints(node_id);
 )sql";
 
-TEST(SqliteStoreMigrationTest, AVersion1DatabaseIsUpgradedWithItsRowsAndSensibleDefaults) {
+TEST(SqlStoreMigrationTest, AVersion1DatabaseIsUpgradedWithItsRowsAndSensibleDefaults) {
   ScratchDir dir;
   std::string path = dir.File("console.db");
   RawExec(path, kVersion1Schema);
@@ -338,11 +352,11 @@ TEST(SqliteStoreMigrationTest, AVersion1DatabaseIsUpgradedWithItsRowsAndSensible
           "VALUES ('conn1', 'admin1', 'gpu-agent', 'prod-a', 'agt_12345678', 'thash', "
           "1700000000, 1800000000, 'uid-a', 4, 1700000100);");
 
-  auto opened = SqliteStore::Open(path);
+  auto opened = SqlStore::OpenSqlite(path);
   ASSERT_TRUE(opened.ok()) << opened.status().ToString();
-  SqliteStore& store = **opened;
+  SqlStore& store = **opened;
   EXPECT_EQ(RawCount(path, "SELECT MAX(version) FROM schema_migrations"),
-            SqliteStore::LatestSchemaVersion());
+            SqlStore::LatestSchemaVersion());
 
   auto admin = store.GetUser("admin1");
   ASSERT_TRUE(admin.ok()) << admin.status().ToString();
@@ -385,7 +399,7 @@ TEST(SqliteStoreMigrationTest, AVersion1DatabaseIsUpgradedWithItsRowsAndSensible
 
 // --- Users -----------------------------------------------------------------------------------
 
-TEST_F(SqliteStoreTest, UsersRoundTripAndAreListedInCreationOrder) {
+TEST_P(SqlStoreTest, UsersRoundTripAndAreListedInCreationOrder) {
   User carol = MakeUser("u3", "carol@example.com", Role::kAdmin);
   carol.password_hash = "$argon2id$v=19$m=65536,t=2,p=1$c2FsdA$aGFzaA";
   carol.created_at = kT0 + seconds(5);
@@ -413,7 +427,7 @@ TEST_F(SqliteStoreTest, UsersRoundTripAndAreListedInCreationOrder) {
             StatusCode::kNotFound);
 }
 
-TEST_F(SqliteStoreTest, EmailsAreStoredLowerCaseAndComparedCaseInsensitively) {
+TEST_P(SqlStoreTest, EmailsAreStoredLowerCaseAndComparedCaseInsensitively) {
   ASSERT_TRUE(
       store_->CreateUser(MakeUser("u3", "Mixed.Case@Example.COM"), MakeAudit("user.create"))
           .ok());
@@ -431,7 +445,7 @@ TEST_F(SqliteStoreTest, EmailsAreStoredLowerCaseAndComparedCaseInsensitively) {
   EXPECT_EQ(store_->GetUser("u4").status().code(), StatusCode::kNotFound);
 }
 
-TEST_F(SqliteStoreTest, TheLastActiveAdminCannotBeDeactivatedAndNothingIsWritten) {
+TEST_P(SqlStoreTest, TheLastActiveAdminCannotBeDeactivatedAndNothingIsWritten) {
   std::int64_t audit_before = AuditCount();
   Status refused = store_->SetUserDeactivated("u1", kT0, MakeAudit("user.deactivate", "u1", "u1"));
   EXPECT_EQ(refused.code(), StatusCode::kFailedPrecondition);
@@ -448,7 +462,7 @@ TEST_F(SqliteStoreTest, TheLastActiveAdminCannotBeDeactivatedAndNothingIsWritten
             StatusCode::kFailedPrecondition);
 }
 
-TEST_F(SqliteStoreTest, DeactivationRevokesLiveSessionsAndReactivationDoesNotRestoreThem) {
+TEST_P(SqlStoreTest, DeactivationRevokesLiveSessionsAndReactivationDoesNotRestoreThem) {
   ASSERT_TRUE(store_->CreateSession(MakeSession("s1", "u2"), MakeAudit("session.create")).ok());
   Session revoked_earlier = MakeSession("s2", "u2");
   revoked_earlier.revoked_at = kT0 + seconds(1);
@@ -486,7 +500,7 @@ TEST_F(SqliteStoreTest, DeactivationRevokesLiveSessionsAndReactivationDoesNotRes
   EXPECT_EQ(AuditCount(), audit_before);
 }
 
-TEST_F(SqliteStoreTest, SetPasswordRevokesEverySessionButTheOneKept) {
+TEST_P(SqlStoreTest, SetPasswordRevokesEverySessionButTheOneKept) {
   for (const char* id : {"s1", "s2", "s3"}) {
     ASSERT_TRUE(store_->CreateSession(MakeSession(id, "u2"), MakeAudit("session.create")).ok());
   }
@@ -514,7 +528,7 @@ TEST_F(SqliteStoreTest, SetPasswordRevokesEverySessionButTheOneKept) {
 
 // --- API keys --------------------------------------------------------------------------------
 
-TEST_F(SqliteStoreTest, ApiKeysRoundTripAreListedPerUserAndFoundByARepeatablePrefix) {
+TEST_P(SqlStoreTest, ApiKeysRoundTripAreListedPerUserAndFoundByARepeatablePrefix) {
   ApiKey ci = MakeApiKey("k1", "u1", "uk_AAAAAAAA", kT0);
   ci.name = "ci";
   ci.expires_at = kT0 + hours(24 * 30);
@@ -553,7 +567,7 @@ TEST_F(SqliteStoreTest, ApiKeysRoundTripAreListedPerUserAndFoundByARepeatablePre
   EXPECT_EQ(AuditCount(), audit_before);
 }
 
-TEST_F(SqliteStoreTest, RevokingAnApiKeyKeepsTheFirstTimeAndAuditsOnlyTheChange) {
+TEST_P(SqlStoreTest, RevokingAnApiKeyKeepsTheFirstTimeAndAuditsOnlyTheChange) {
   ASSERT_TRUE(store_->CreateApiKey(MakeApiKey("k1", "u1", "uk_AAAAAAAA"),
                                    MakeAudit("api_key.create", "k1"))
                   .ok());
@@ -567,7 +581,7 @@ TEST_F(SqliteStoreTest, RevokingAnApiKeyKeepsTheFirstTimeAndAuditsOnlyTheChange)
   EXPECT_EQ(AuditCount(), audit_after_first);
 }
 
-TEST_F(SqliteStoreTest, UserWithApiKeyIsCreatedWhollyOrNotAtAll) {
+TEST_P(SqlStoreTest, UserWithApiKeyIsCreatedWhollyOrNotAtAll) {
   ASSERT_TRUE(store_
                   ->CreateUserWithApiKey(MakeUser("u9", "nine@example.com", Role::kAdmin),
                                          MakeApiKey("k9", "u9", "uk_99999999"),
@@ -588,7 +602,7 @@ TEST_F(SqliteStoreTest, UserWithApiKeyIsCreatedWhollyOrNotAtAll) {
 
 // --- Sessions --------------------------------------------------------------------------------
 
-TEST_F(SqliteStoreTest, SessionsAreFoundByPrefixConfirmedAndRevoked) {
+TEST_P(SqlStoreTest, SessionsAreFoundByPrefixConfirmedAndRevoked) {
   ASSERT_TRUE(store_->CreateSession(MakeSession("s1", "u1"), MakeAudit("session.create")).ok());
   auto found = store_->FindSessionsByPrefix("skt_s1");
   ASSERT_TRUE(found.ok());
@@ -624,7 +638,7 @@ TEST_F(SqliteStoreTest, SessionsAreFoundByPrefixConfirmedAndRevoked) {
 
 // --- Audit atomicity -------------------------------------------------------------------------
 
-TEST_F(SqliteStoreTest, EachChangeWritesItsAuditEventWithAStoreAssignedIncreasingId) {
+TEST_P(SqlStoreTest, EachChangeWritesItsAuditEventWithAStoreAssignedIncreasingId) {
   std::int64_t before = AuditCount();
   CreateConnection();
   AuditEvent created = NewestAudit();
@@ -662,7 +676,7 @@ TEST(DataDirectoryLock, OneServerPerDataDirectory) {
   EXPECT_TRUE(LockDataDirectory(dir.path()).ok()) << "the lock outlived its holder";
 }
 
-TEST_F(SqliteStoreTest, TokenLookupsSeeEveryChangeAtOnceDespiteTheirCache) {
+TEST_P(SqlStoreTest, TokenLookupsSeeEveryChangeAtOnceDespiteTheirCache) {
   CreateConnection();
   const std::string prefix = "agt_" + std::string(kConnectionId).substr(0, 8);
   ASSERT_EQ((*store_->FindConnectionsByTokenPrefix(prefix))->size(), 1u);  // now cached
@@ -692,7 +706,26 @@ TEST_F(SqliteStoreTest, TokenLookupsSeeEveryChangeAtOnceDespiteTheirCache) {
   EXPECT_EQ((*store_->FindConnectionsByTokenPrefix("agt_rotated2"))->size(), 1u);
 }
 
-TEST_F(SqliteStoreTest, TheFirstReportsBindingIsSeenByTokenLookups) {
+TEST_P(SqlStoreTest, AnotherStoresRevokeIsSeenOnceThisOneIsToldToDropItsCache) {
+  CreateConnection();
+  const std::string prefix = "agt_" + std::string(kConnectionId).substr(0, 8);
+  ASSERT_EQ((*store_->FindConnectionsByTokenPrefix(prefix))->size(), 1u);  // now cached
+  // A second store on the same database: another replica.
+  auto other = database_->OpenStore();
+  ASSERT_TRUE(other.ok()) << other.status().ToString();
+  ASSERT_TRUE((*other)
+                  ->RevokeConnection(kConnectionId, kT0 + seconds(1),
+                                     MakeAudit("connection.revoke", kConnectionId))
+                  .ok());
+  // Cached until told: the other store's write cannot empty this one's cache itself.
+  EXPECT_FALSE((*store_->FindConnectionsByTokenPrefix(prefix))->at(0).revoked_at.has_value());
+  // What the replica bus does when the other's commit notifies it.
+  store_->DropCachedCredentials();
+  EXPECT_EQ((*store_->FindConnectionsByTokenPrefix(prefix))->at(0).revoked_at,
+            kT0 + seconds(1));
+}
+
+TEST_P(SqlStoreTest, TheFirstReportsBindingIsSeenByTokenLookups) {
   CreateConnection();
   const std::string prefix = "agt_" + std::string(kConnectionId).substr(0, 8);
   ASSERT_FALSE((*store_->FindConnectionsByTokenPrefix(prefix))->at(0).cluster_uid.has_value());
@@ -707,7 +740,7 @@ TEST_F(SqliteStoreTest, TheFirstReportsBindingIsSeenByTokenLookups) {
   EXPECT_TRUE((*store_->FindConnectionsByTokenPrefix(prefix))->at(0).revoked_at.has_value());
 }
 
-TEST_F(SqliteStoreTest, AChangeThatFailsWritesNoAuditEventAndABadEventUndoesTheChange) {
+TEST_P(SqlStoreTest, AChangeThatFailsWritesNoAuditEventAndABadEventUndoesTheChange) {
   CreateConnection();
   std::int64_t before = AuditCount();
   EXPECT_EQ(store_
@@ -745,7 +778,7 @@ TEST_F(SqliteStoreTest, AChangeThatFailsWritesNoAuditEventAndABadEventUndoesTheC
 
 // --- Connections -----------------------------------------------------------------------------
 
-TEST_F(SqliteStoreTest, ConnectionsAreCreatedListedPerOwnerAndFoundByTokenPrefix) {
+TEST_P(SqlStoreTest, ConnectionsAreCreatedListedPerOwnerAndFoundByTokenPrefix) {
   CreateConnection("00000000000000c1", "u1", "prod");
   CreateConnection("00000000000000c2", "u1", "dev");
   CreateConnection("00000000000000c3", "u2", "prod");
@@ -772,7 +805,7 @@ TEST_F(SqliteStoreTest, ConnectionsAreCreatedListedPerOwnerAndFoundByTokenPrefix
             StatusCode::kNotFound);
 }
 
-TEST_F(SqliteStoreTest, EveryConnectionQueryCarriesTheOwnersDeactivation) {
+TEST_P(SqlStoreTest, EveryConnectionQueryCarriesTheOwnersDeactivation) {
   CreateConnection(kConnectionId, "u2");
   CreateConnection("00000000000000c2", "u1", "dev");
   const WallTime at = kT0 + minutes(3);
@@ -792,7 +825,7 @@ TEST_F(SqliteStoreTest, EveryConnectionQueryCarriesTheOwnersDeactivation) {
   }
 }
 
-TEST_F(SqliteStoreTest, ClusterNameIsUniquePerOwnerUntilTheConnectionIsRevoked) {
+TEST_P(SqlStoreTest, ClusterNameIsUniquePerOwnerUntilTheConnectionIsRevoked) {
   CreateConnection(kConnectionId, "u1", "prod");
   Status conflict = store_->CreateConnection(MakeConnection("00000000000000c2", "u1", "prod"),
                                              MakeAudit("connection.create"));
@@ -805,7 +838,7 @@ TEST_F(SqliteStoreTest, ClusterNameIsUniquePerOwnerUntilTheConnectionIsRevoked) 
                   .ok());
 }
 
-TEST_F(SqliteStoreTest, ReplaceTokenAndRevokeUpdateTheRowAndRevokeKeepsTheFirstTime) {
+TEST_P(SqlStoreTest, ReplaceTokenAndRevokeUpdateTheRowAndRevokeKeepsTheFirstTime) {
   CreateConnection();
   ASSERT_TRUE(store_
                   ->ReplaceToken(kConnectionId, "agt_newnewne", std::string(64, 'b'),
@@ -844,7 +877,7 @@ TEST_F(SqliteStoreTest, ReplaceTokenAndRevokeUpdateTheRowAndRevokeKeepsTheFirstT
 
 // --- Handovers -------------------------------------------------------------------------------
 
-class HandoverTest : public SqliteStoreTest {
+class HandoverTest : public SqlStoreTest {
  protected:
   // A connection made for handover: its token hash is one nobody knows.
   void CreateWithHandover(const std::string& handover_id = "h1") {
@@ -870,7 +903,7 @@ class HandoverTest : public SqliteStoreTest {
 
   Redeemed Redeem(const std::string& handover_id, WallTime now = kT0 + minutes(1),
                   const std::string& token_prefix = "agt_minted01",
-                  SqliteStore* store = nullptr) {
+                  SqlStore* store = nullptr) {
     AuditEvent audit = MakeAudit("handover.redeem", kConnectionId);
     audit.actor_type = "anonymous";
     audit.credential = "handover_code";
@@ -888,7 +921,7 @@ class HandoverTest : public SqliteStoreTest {
   }
 };
 
-TEST_F(HandoverTest, AConnectionIsCreatedWithItsHandoverOrNotAtAll) {
+TEST_P(HandoverTest, AConnectionIsCreatedWithItsHandoverOrNotAtAll) {
   CreateWithHandover();
   auto latest = store_->LatestHandover(kConnectionId);
   ASSERT_TRUE(latest.ok());
@@ -923,7 +956,7 @@ TEST_F(HandoverTest, AConnectionIsCreatedWithItsHandoverOrNotAtAll) {
   EXPECT_EQ(store_->GetConnection("00000000000000c3").status().code(), StatusCode::kNotFound);
 }
 
-TEST_F(HandoverTest, RedeemingInstallsTheMintedTokenKeepsTheExpiryAndWorksOnce) {
+TEST_P(HandoverTest, RedeemingInstallsTheMintedTokenKeepsTheExpiryAndWorksOnce) {
   CreateWithHandover();
   auto redeemed = Redeem("h1");
   ASSERT_TRUE(redeemed.ok()) << redeemed.status.ToString();
@@ -951,10 +984,10 @@ TEST_F(HandoverTest, RedeemingInstallsTheMintedTokenKeepsTheExpiryAndWorksOnce) 
   EXPECT_EQ(Redeem("nope").status.code(), StatusCode::kNotFound);
 }
 
-TEST_F(HandoverTest, ConcurrentRedeemsOfOneCodeLetExactlyOneWin) {
+TEST_P(HandoverTest, ConcurrentRedeemsOfOneCodeLetExactlyOneWin) {
   CreateWithHandover();
-  // A second connection to the same file stands for another console process.
-  auto other = SqliteStore::Open(path_);
+  // A second connection to the same database stands for another console process.
+  auto other = database_->OpenStore();
   ASSERT_TRUE(other.ok()) << other.status().ToString();
   constexpr int kThreads = 8;
   std::latch start(kThreads);
@@ -986,7 +1019,7 @@ TEST_F(HandoverTest, ConcurrentRedeemsOfOneCodeLetExactlyOneWin) {
   EXPECT_EQ(Audit({.action = "handover.refused"}).size(), static_cast<size_t>(kThreads - 1));
 }
 
-TEST_F(HandoverTest, AnExpiredCodeIsRefusedAndChangesNothing) {
+TEST_P(HandoverTest, AnExpiredCodeIsRefusedAndChangesNothing) {
   CreateWithHandover();
   auto late = Redeem("h1", kT0 + minutes(10));  // expiry is exclusive
   ASSERT_FALSE(late.ok());
@@ -998,7 +1031,7 @@ TEST_F(HandoverTest, AnExpiredCodeIsRefusedAndChangesNothing) {
   EXPECT_TRUE(Redeem("h1", kT0 + minutes(10) - seconds(1)).ok());
 }
 
-TEST_F(HandoverTest, ACodeOfADeactivatedOwnerIsRefusedUntilTheyAreReactivated) {
+TEST_P(HandoverTest, ACodeOfADeactivatedOwnerIsRefusedUntilTheyAreReactivated) {
   CreateWithHandover();
   ASSERT_TRUE(store_->CreateUser(MakeUser("u3", "c@example.com", Role::kAdmin),
                                  MakeAudit("user.create", "u3", "u3"))
@@ -1014,7 +1047,7 @@ TEST_F(HandoverTest, ACodeOfADeactivatedOwnerIsRefusedUntilTheyAreReactivated) {
   EXPECT_TRUE(Redeem("h1", kT0 + minutes(2)).ok());
 }
 
-TEST_F(HandoverTest, ARotateSupersedesAnEarlierCodeWithOrWithoutANewOne) {
+TEST_P(HandoverTest, ARotateSupersedesAnEarlierCodeWithOrWithoutANewOne) {
   CreateWithHandover("h1");
   Handover second = MakeHandover("h2", kConnectionId, kT0 + seconds(30));
   ASSERT_TRUE(store_
@@ -1047,7 +1080,7 @@ TEST_F(HandoverTest, ARotateSupersedesAnEarlierCodeWithOrWithoutANewOne) {
   EXPECT_TRUE(Redeem("h3").ok());
 }
 
-TEST_F(HandoverTest, RevokingTheConnectionSupersedesItsPendingCode) {
+TEST_P(HandoverTest, RevokingTheConnectionSupersedesItsPendingCode) {
   CreateWithHandover();
   ASSERT_TRUE(store_
                   ->RevokeConnection(kConnectionId, kT0 + seconds(10),
@@ -1061,7 +1094,7 @@ TEST_F(HandoverTest, RevokingTheConnectionSupersedesItsPendingCode) {
   EXPECT_EQ(NewestAudit().detail, R"({"reason":"handover_superseded"})");
 }
 
-TEST_F(HandoverTest, ARedeemedCodeIsNotSupersededByALaterRotate) {
+TEST_P(HandoverTest, ARedeemedCodeIsNotSupersededByALaterRotate) {
   CreateWithHandover();
   ASSERT_TRUE(Redeem("h1").ok());
   ASSERT_TRUE(store_
@@ -1075,7 +1108,7 @@ TEST_F(HandoverTest, ARedeemedCodeIsNotSupersededByALaterRotate) {
 
 // --- Reports ---------------------------------------------------------------------------------
 
-TEST_F(SqliteStoreTest, FirstReportBindsTheClusterAndIsAuditedOnce) {
+TEST_P(SqlStoreTest, FirstReportBindsTheClusterAndIsAuditedOnce) {
   CreateConnection();
   ASSERT_TRUE(Report(MakeReport("uid-a", 3), kT0 + seconds(1)).ok());
   auto binds = Audit({.action = "connection.bind"});
@@ -1090,7 +1123,7 @@ TEST_F(SqliteStoreTest, FirstReportBindsTheClusterAndIsAuditedOnce) {
   EXPECT_EQ(AuditCount(), audit_after_bind) << "an ordinary report was audited";
 }
 
-TEST_F(SqliteStoreTest, AReportFromAnotherClusterIsRefusedAuditedAndStoresNothingElse) {
+TEST_P(SqlStoreTest, AReportFromAnotherClusterIsRefusedAuditedAndStoresNothingElse) {
   CreateConnection();
   ASSERT_TRUE(Report(MakeReport("uid-a", 3, "pod-a"), kT0 + seconds(1)).ok());
   InventoryReport foreign = MakeReport("uid-\"b\"", 5, "pod-b");
@@ -1119,7 +1152,7 @@ TEST_F(SqliteStoreTest, AReportFromAnotherClusterIsRefusedAuditedAndStoresNothin
   EXPECT_EQ(detail->as_object().at("bound_cluster_uid").as_string(), "uid-a");
 }
 
-TEST_F(SqliteStoreTest, EachReportRecordsItsAgentAndAgentsAreListedMostRecentFirst) {
+TEST_P(SqlStoreTest, EachReportRecordsItsAgentAndAgentsAreListedMostRecentFirst) {
   CreateConnection();
   ASSERT_TRUE(Report(MakeReport("uid-a", 1, "pod-a"), kT0 + seconds(1)).ok());
   ASSERT_TRUE(Report(MakeReport("uid-a", 1, "pod-b"), kT0 + seconds(2)).ok());
@@ -1143,7 +1176,7 @@ TEST_F(SqliteStoreTest, EachReportRecordsItsAgentAndAgentsAreListedMostRecentFir
   EXPECT_TRUE(store_->ListAgents("ffffffffffffffff", 100)->empty());
 }
 
-TEST_F(SqliteStoreTest, EachReportReplacesTheNodeListWithChildRowsAndTotals) {
+TEST_P(SqlStoreTest, EachReportReplacesTheNodeListWithChildRowsAndTotals) {
   CreateConnection();
   ASSERT_TRUE(Report(MakeReport("uid-a", 10), kT0).ok());
   InventoryReport second = MakeReport("uid-a", 2);
@@ -1162,8 +1195,8 @@ TEST_F(SqliteStoreTest, EachReportReplacesTheNodeListWithChildRowsAndTotals) {
   ASSERT_EQ((*nodes)[0].taints.size(), 1u);
   EXPECT_EQ((*nodes)[0].taints[0].effect, "NoSchedule");
   EXPECT_EQ((*nodes)[1].error, second.nodes[1].error);
-  EXPECT_EQ(RawCount(path_, "SELECT COUNT(*) FROM node_resources"), 2);
-  EXPECT_EQ(RawCount(path_, "SELECT COUNT(*) FROM node_taints"), 2);
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM node_resources"), 2);
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM node_taints"), 2);
 
   auto totals = store_->GetConnection(kConnectionId)->totals;
   EXPECT_EQ(totals.nodes, 2);
@@ -1172,17 +1205,17 @@ TEST_F(SqliteStoreTest, EachReportReplacesTheNodeListWithChildRowsAndTotals) {
   EXPECT_EQ(totals.gpus_ready, 0);  // node 0 is cordoned, node 1 is not ready
 }
 
-TEST_F(SqliteStoreTest, RepeatedReportsOfFiveThousandNodesLeaveExactlyTheLatestSet) {
+TEST_P(SqlStoreTest, RepeatedReportsOfFiveThousandNodesLeaveExactlyTheLatestSet) {
   CreateConnection();
   InventoryReport report = MakeReport("uid-a", 5000);
   for (int round = 0; round < 3; ++round) {
     ASSERT_TRUE(Report(report, kT0 + seconds(round)).ok());
   }
   EXPECT_EQ(store_->ListNodes(kConnectionId)->size(), 5000u);
-  EXPECT_EQ(RawCount(path_, "SELECT COUNT(*) FROM connection_nodes"), 5000);
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM connection_nodes"), 5000);
 }
 
-TEST_F(SqliteStoreTest, AReportForAMissingConnectionIsNotFoundAndLeavesNoTransactionOpen) {
+TEST_P(SqlStoreTest, AReportForAMissingConnectionIsNotFoundAndLeavesNoTransactionOpen) {
   EXPECT_EQ(store_
                 ->AcceptReport("ffffffffffffffff", kTokenHash, MakeReport("uid", 1), kT0,
                                ReportAudit("ffffffffffffffff"))
@@ -1192,7 +1225,7 @@ TEST_F(SqliteStoreTest, AReportForAMissingConnectionIsNotFoundAndLeavesNoTransac
   EXPECT_TRUE(Report(MakeReport("uid", 1), kT0).ok());
 }
 
-TEST_F(SqliteStoreTest, AReportWhoseTokenWasRotatedRevokedOrOwnerDeactivatedMeanwhileIsRefused) {
+TEST_P(SqlStoreTest, AReportWhoseTokenWasRotatedRevokedOrOwnerDeactivatedMeanwhileIsRefused) {
   CreateConnection();
   ASSERT_TRUE(Report(MakeReport("uid-a", 2), kT0).ok());
   // Rotation lands while a report authenticated with the old token is still being received.
@@ -1228,7 +1261,7 @@ TEST_F(SqliteStoreTest, AReportWhoseTokenWasRotatedRevokedOrOwnerDeactivatedMean
 
 // --- Presence and the cluster binding on every call ------------------------------------------
 
-TEST_F(SqliteStoreTest, PresenceMovesLastSeenForwardOnlyAndRecordsEachAgent) {
+TEST_P(SqlStoreTest, PresenceMovesLastSeenForwardOnlyAndRecordsEachAgent) {
   CreateConnection();
   PresenceUpdate update;
   update.connections = {{kConnectionId, kT0 + seconds(30)}, {"ffffffffffffffff", kT0}};
@@ -1259,7 +1292,7 @@ TEST_F(SqliteStoreTest, PresenceMovesLastSeenForwardOnlyAndRecordsEachAgent) {
   EXPECT_TRUE(store_->RecordPresence({}).ok());
 }
 
-TEST_F(SqliteStoreTest, BindClusterBindsOnceAndRefusesAnotherClusterWithAnAuditEvent) {
+TEST_P(SqlStoreTest, BindClusterBindsOnceAndRefusesAnotherClusterWithAnAuditEvent) {
   CreateConnection();
   AuditEvent audit = ReportAudit();
   audit.detail = R"({"call":"/api/v1/agent/uploads"})";
@@ -1298,7 +1331,7 @@ TEST_F(SqliteStoreTest, BindClusterBindsOnceAndRefusesAnotherClusterWithAnAuditE
 
 // --- Audit log queries -----------------------------------------------------------------------
 
-TEST_F(SqliteStoreTest, AuditFiltersByOwnerOrActorTargetAndActionNewestFirst) {
+TEST_P(SqlStoreTest, AuditFiltersByOwnerOrActorTargetAndActionNewestFirst) {
   auto event = [](const std::string& actor_type, const std::string& actor_id,
                   const std::string& owner, const std::string& target,
                   const std::string& action) {
@@ -1335,9 +1368,9 @@ TEST_F(SqliteStoreTest, AuditFiltersByOwnerOrActorTargetAndActionNewestFirst) {
   for (size_t i = 1; i < all.size(); ++i) EXPECT_GT(all[i - 1].id, all[i].id);
 }
 
-TEST_F(SqliteStoreTest, AuditPagesWithBeforeIdAndClampsTheLimit) {
+TEST_P(SqlStoreTest, AuditPagesWithBeforeIdAndClampsTheLimit) {
   // One transaction behind the store's back: 510 committed appends would each wait for fsync.
-  RawExec(path_,
+  database_->Exec(
           "WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i < 509) "
           "INSERT INTO audit_events (at, actor_type, actor_id, actor_label, credential, action, "
           "target_type, target_id, owner_id, source_address, outcome, detail) "
@@ -1381,7 +1414,7 @@ TEST_F(SqliteStoreTest, AuditPagesWithBeforeIdAndClampsTheLimit) {
 
 // --- Hostile input ---------------------------------------------------------------------------
 
-TEST_F(SqliteStoreTest, HostileStringsRoundTripByteForByte) {
+TEST_P(SqlStoreTest, HostileStringsRoundTripByteForByte) {
   const std::string quotes = "'; DROP TABLE users; -- \"\\ %_ ?1 :name @x $y";
   const std::string unicode = "Zürich-東京-🚀-\u202Eevil\u202C";
   const std::string huge(100'000, 'x');
@@ -1437,7 +1470,10 @@ TEST_F(SqliteStoreTest, HostileStringsRoundTripByteForByte) {
   EXPECT_EQ(events[0].detail, event.detail);
 }
 
-TEST_F(SqliteStoreTest, PingAnswersOnAnOpenStore) { EXPECT_TRUE(store_->Ping().ok()); }
+TEST_P(SqlStoreTest, PingAnswersOnAnOpenStore) { EXPECT_TRUE(store_->Ping().ok()); }
+
+INSTANTIATE_TEST_SUITE_P(Engines, SqlStoreTest, testing::kStoreEngines, testing::StoreEngineName);
+INSTANTIATE_TEST_SUITE_P(Engines, HandoverTest, testing::kStoreEngines, testing::StoreEngineName);
 
 }  // namespace
 }  // namespace uplink::console

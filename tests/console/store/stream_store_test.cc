@@ -1,17 +1,18 @@
-// The SQLite store's side of spool uploads: streams, exactly-once delivery, loss accounting,
-// restarts, retention and paging, on a real database file.
+// The store's side of spool uploads: streams, exactly-once delivery, loss accounting,
+// restarts, retention and paging, on a real database of each engine.
 #include <gtest/gtest.h>
-#include <sqlite3.h>
 
 #include <atomic>
 #include <chrono>
 #include <thread>
 #include <initializer_list>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "common/json.h"
-#include "console/store/sqlite_store.h"
+#include "console/store/sql_store.h"
+#include "store_database.h"
 #include "test_util.h"
 
 namespace uplink::console {
@@ -22,8 +23,7 @@ using std::chrono::milliseconds;
 using std::chrono::minutes;
 using std::chrono::seconds;
 using testing::CommittedTransactions;
-using testing::RawCount;
-using testing::ScratchDir;
+using testing::StoreEngine;
 
 const WallTime kT0 = FromUnixSeconds(1'800'000'000);
 const std::string kTokenHash(64, 'a');
@@ -94,10 +94,11 @@ std::vector<std::int64_t> Range(std::int64_t first, std::int64_t last) {
   return sequences;
 }
 
-class StreamStoreTest : public ::testing::Test {
+class StreamStoreTest : public ::testing::TestWithParam<StoreEngine> {
  protected:
   void SetUp() override {
-    auto opened = SqliteStore::Open(path_);
+    database_.emplace(GetParam());
+    auto opened = database_->OpenStore();
     ASSERT_TRUE(opened.ok()) << opened.status().ToString();
     store_ = std::move(opened).value();
     for (const char* id : {"u1", "u2"}) {
@@ -156,16 +157,15 @@ class StreamStoreTest : public ::testing::Test {
     }
   }
 
-  std::int64_t RecordRows() { return RawCount(path_, "SELECT COUNT(*) FROM stream_records"); }
-  std::int64_t AuditRows() { return RawCount(path_, "SELECT COUNT(*) FROM audit_events"); }
+  std::int64_t RecordRows() { return database_->Count("SELECT COUNT(*) FROM stream_records"); }
+  std::int64_t AuditRows() { return database_->Count("SELECT COUNT(*) FROM audit_events"); }
 
-  ScratchDir dir_;
-  std::string path_ = dir_.File("console.db");
-  std::unique_ptr<SqliteStore> store_;
+  std::optional<testing::TestDatabase> database_;
+  std::unique_ptr<SqlStore> store_;
   RecordRetention retention_;
 };
 
-TEST_F(StreamStoreTest, AFirstUploadCreatesTheStreamAndCountsEverySequenceBeforeItAsLost) {
+TEST_P(StreamStoreTest, AFirstUploadCreatesTheStreamAndCountsEverySequenceBeforeItAsLost) {
   std::int64_t audit_before = AuditRows();
   UploadBatch batch = MakeBatch(500, 502, {500, 501, 502});
   batch.losses = {{12, 49152}, {1, 100}, {2, 2048}};
@@ -210,7 +210,7 @@ TEST_F(StreamStoreTest, AFirstUploadCreatesTheStreamAndCountsEverySequenceBefore
   EXPECT_EQ(AuditRows(), audit_before);
 }
 
-TEST_F(StreamStoreTest, TheSameBatchTwiceIsStoredOnceAndCountedAsDuplicates) {
+TEST_P(StreamStoreTest, TheSameBatchTwiceIsStoredOnceAndCountedAsDuplicates) {
   UploadBatch batch = MakeBatch(1, 50, Range(1, 50));
   ASSERT_EQ(UploadOk(batch).stored, 50);
   UploadOutcome again = UploadOk(batch, kT0 + seconds(30));
@@ -228,7 +228,7 @@ TEST_F(StreamStoreTest, TheSameBatchTwiceIsStoredOnceAndCountedAsDuplicates) {
   EXPECT_EQ(stream.last_upload_at, kT0 + seconds(30));
 }
 
-TEST_F(StreamStoreTest, AnOverlappingBatchStoresOnlyWhatIsNew) {
+TEST_P(StreamStoreTest, AnOverlappingBatchStoresOnlyWhatIsNew) {
   ASSERT_EQ(UploadOk(MakeBatch(1, 10, Range(1, 10))).stored, 10);
   UploadOutcome overlap = UploadOk(MakeBatch(6, 15, Range(6, 15)));
   EXPECT_EQ(overlap.duplicates, 5);
@@ -238,7 +238,7 @@ TEST_F(StreamStoreTest, AnOverlappingBatchStoresOnlyWhatIsNew) {
   EXPECT_EQ(StoredSequences(), Range(1, 15));
 }
 
-TEST_F(StreamStoreTest, GapsInsideABatchAndBetweenBatchesAreLost) {
+TEST_P(StreamStoreTest, GapsInsideABatchAndBetweenBatchesAreLost) {
   UploadOutcome gaps = UploadOk(MakeBatch(1, 10, {1, 2, 5, 10}));
   EXPECT_EQ(gaps.stored, 4);
   EXPECT_EQ(gaps.lost, 6);
@@ -255,7 +255,7 @@ TEST_F(StreamStoreTest, GapsInsideABatchAndBetweenBatchesAreLost) {
   EXPECT_EQ(StoredSequences(), (std::vector<std::int64_t>{1, 2, 5, 10, 20}));
 }
 
-TEST_F(StreamStoreTest, AnOldBatchNeverMovesTheAcknowledgementBack) {
+TEST_P(StreamStoreTest, AnOldBatchNeverMovesTheAcknowledgementBack) {
   ASSERT_TRUE(Upload(MakeBatch(1, 10, Range(1, 10))).ok());
   UploadOutcome old = UploadOk(MakeBatch(3, 5, Range(3, 5)));
   EXPECT_EQ(old.acked_through, 10);
@@ -264,7 +264,7 @@ TEST_F(StreamStoreTest, AnOldBatchNeverMovesTheAcknowledgementBack) {
   EXPECT_EQ(OnlyStream().acked_through, 10);
 }
 
-TEST_F(StreamStoreTest, ANewSpoolIdStartsANewEpochKeepsTheOldRecordsAndIsAudited) {
+TEST_P(StreamStoreTest, ANewSpoolIdStartsANewEpochKeepsTheOldRecordsAndIsAudited) {
   UploadBatch first = MakeBatch(1, 20, Range(1, 20));
   first.losses.dropped = {7, 700};
   ASSERT_TRUE(Upload(first).ok());
@@ -329,7 +329,7 @@ TEST_F(StreamStoreTest, ANewSpoolIdStartsANewEpochKeepsTheOldRecordsAndIsAudited
   EXPECT_EQ(next.stored, 1);
 }
 
-TEST_F(StreamStoreTest, TheAgentsLossesKeepTheLargerOfStoredAndSent) {
+TEST_P(StreamStoreTest, TheAgentsLossesKeepTheLargerOfStoredAndSent) {
   UploadBatch batch = MakeBatch(1, 1, {1});
   batch.losses = {{5, 500}, {2, 20}, {1, 10}};
   ASSERT_TRUE(Upload(batch).ok());
@@ -345,7 +345,7 @@ TEST_F(StreamStoreTest, TheAgentsLossesKeepTheLargerOfStoredAndSent) {
   EXPECT_EQ(losses.rejected.bytes, 10);
 }
 
-TEST_F(StreamStoreTest, StreamsAreSeparatePerConnectionAndPerName) {
+TEST_P(StreamStoreTest, StreamsAreSeparatePerConnectionAndPerName) {
   CreateConnection("00000000000000c2", "u2");
   ASSERT_TRUE(Upload(MakeBatch(1, 3, Range(1, 3))).ok());
   ASSERT_TRUE(Upload(MakeBatch(1, 2, Range(1, 2), kSpoolA, "cluster/main")).ok());
@@ -364,7 +364,7 @@ TEST_F(StreamStoreTest, StreamsAreSeparatePerConnectionAndPerName) {
   EXPECT_TRUE(store_->ListStreams("no-such-connection")->empty());
 }
 
-TEST_F(StreamStoreTest, AnUploadWhoseTokenStoppedWorkingMeanwhileStoresNothing) {
+TEST_P(StreamStoreTest, AnUploadWhoseTokenStoppedWorkingMeanwhileStoresNothing) {
   ASSERT_TRUE(Upload(MakeBatch(1, 2, Range(1, 2))).ok());
   ASSERT_TRUE(store_
                   ->ReplaceToken(kConnectionId, "agt_rotated1", std::string(64, 'b'),
@@ -404,7 +404,7 @@ TEST_F(StreamStoreTest, AnUploadWhoseTokenStoppedWorkingMeanwhileStoresNothing) 
   EXPECT_EQ(RecordRows(), 4);
 }
 
-TEST_F(StreamStoreTest, AnUploadForAMissingConnectionIsNotFoundAndLeavesNoTransactionOpen) {
+TEST_P(StreamStoreTest, AnUploadForAMissingConnectionIsNotFoundAndLeavesNoTransactionOpen) {
   EXPECT_EQ(Upload(MakeBatch(1, 1, {1}), kT0, "no-such-connection").status().code(),
             StatusCode::kNotFound);
   // A transaction left open would make this one fail.
@@ -412,7 +412,7 @@ TEST_F(StreamStoreTest, AnUploadForAMissingConnectionIsNotFoundAndLeavesNoTransa
   EXPECT_EQ(RecordRows(), 1);
 }
 
-TEST_F(StreamStoreTest, UploadsKeepTheCachedTokenLookupsWhichStillSeeARevoke) {
+TEST_P(StreamStoreTest, UploadsKeepTheCachedTokenLookupsWhichStillSeeARevoke) {
   const std::string prefix = "agt_" + kConnectionId.substr(0, 8);
   auto before = store_->FindConnectionsByTokenPrefix(prefix);
   ASSERT_TRUE(before.ok());
@@ -428,7 +428,7 @@ TEST_F(StreamStoreTest, UploadsKeepTheCachedTokenLookupsWhichStillSeeARevoke) {
   EXPECT_TRUE((*store_->FindConnectionsByTokenPrefix(prefix))->at(0).revoked_at.has_value());
 }
 
-TEST_F(StreamStoreTest, RetentionDeletesOldRecordsAtMostOnceAMinuteAndBoundedPerRun) {
+TEST_P(StreamStoreTest, RetentionDeletesOldRecordsAtMostOnceAMinuteAndBoundedPerRun) {
   retention_.max_age = hours(24 * 7);
   retention_.max_records_per_run = 4;
   ASSERT_EQ(UploadOk(MakeBatch(1, 10, Range(1, 10)), kT0).records_pruned, 0);
@@ -452,7 +452,7 @@ TEST_F(StreamStoreTest, RetentionDeletesOldRecordsAtMostOnceAMinuteAndBoundedPer
   EXPECT_EQ(StoredSequences(), Range(17, 18));
 }
 
-TEST_F(StreamStoreTest, RecordsArePagedInOrderByCountAndBySize) {
+TEST_P(StreamStoreTest, RecordsArePagedInOrderByCountAndBySize) {
   ASSERT_TRUE(Upload(MakeBatch(1, 25, Range(1, 25))).ok());
   RecordQuery query{kConnectionId, kStream, std::nullopt, 0, 10};
   auto first = store_->ListStreamRecords(query);
@@ -492,7 +492,7 @@ TEST_F(StreamStoreTest, RecordsArePagedInOrderByCountAndBySize) {
   EXPECT_EQ(store_->ListStreamRecords(query)->records.size(), 25u);
 }
 
-TEST_F(StreamStoreTest, PagingAnUnknownStreamOrEpochSaysWhich) {
+TEST_P(StreamStoreTest, PagingAnUnknownStreamOrEpochSaysWhich) {
   ASSERT_TRUE(Upload(MakeBatch(1, 3, Range(1, 3))).ok());
   auto unknown = store_->ListStreamRecords({kConnectionId, "node/other", std::nullopt, 0, 10});
   EXPECT_EQ(unknown.status().code(), StatusCode::kNotFound);
@@ -511,7 +511,7 @@ TEST_F(StreamStoreTest, PagingAnUnknownStreamOrEpochSaysWhich) {
   EXPECT_EQ(store_->ListStreamRecords({kConnectionId, kStream, 0, 0, 10})->records.size(), 3u);
 }
 
-TEST_F(StreamStoreTest, PayloadsAndNamesRoundTripByteForByte) {
+TEST_P(StreamStoreTest, PayloadsAndNamesRoundTripByteForByte) {
   UploadBatch batch = MakeBatch(1, 1, {});
   batch.agent_instance = "pod-\xc3\xa9\xe2\x9c\x93";
   UploadRecord record;
@@ -528,17 +528,20 @@ TEST_F(StreamStoreTest, PayloadsAndNamesRoundTripByteForByte) {
   EXPECT_EQ(OnlyStream().agent_instance, batch.agent_instance);
 }
 
-TEST_F(StreamStoreTest, ALargeBatchIsStoredInOneTransaction) {
+TEST_P(StreamStoreTest, ALargeBatchIsStoredInOneTransaction) {
   ASSERT_EQ(UploadOk(MakeBatch(1, 10'000, Range(1, 10'000))).stored, 10'000);
   EXPECT_EQ(RecordRows(), 10'000);
   EXPECT_EQ(UploadOk(MakeBatch(1, 10'000, Range(1, 10'000))).duplicates, 10'000);
   EXPECT_EQ(RecordRows(), 10'000);
 }
 
-TEST_F(StreamStoreTest, ConcurrentUploadsShareCommitsAndAFailingOneTakesNothingWithIt) {
+TEST_P(StreamStoreTest, ConcurrentUploadsShareCommitsAndAFailingOneTakesNothingWithIt) {
   constexpr int kThreads = 8;
   constexpr int kUploads = 10;  // each; small enough that no checkpoint resets the log
-  const std::int64_t commits_before = CommittedTransactions(path_ + "-wal");
+  // SQLite's log shows the group commits; PostgreSQL commits them the same way, unseen.
+  const bool sqlite = GetParam() == StoreEngine::kSqlite;
+  const std::string wal = database_->sqlite_path() + "-wal";
+  const std::int64_t commits_before = sqlite ? CommittedTransactions(wal) : 0;
   std::vector<std::vector<Status>> refusals(kThreads);
   std::vector<std::vector<std::int64_t>> stored(kThreads);
   std::atomic<int> ready{0};
@@ -573,11 +576,16 @@ TEST_F(StreamStoreTest, ConcurrentUploadsShareCommitsAndAFailingOneTakesNothingW
     EXPECT_EQ(sequences, Range(1, kUploads)) << "thread " << t;
   }
   EXPECT_EQ(RecordRows(), kThreads * kUploads);
-  // Uploads that arrived while another group committed were committed together.
-  const std::int64_t commits = CommittedTransactions(path_ + "-wal") - commits_before;
-  EXPECT_GT(commits, 0);
-  EXPECT_LT(commits, kThreads * kUploads);
+  if (sqlite) {
+    // Uploads that arrived while another group committed were committed together.
+    const std::int64_t commits = CommittedTransactions(wal) - commits_before;
+    EXPECT_GT(commits, 0);
+    EXPECT_LT(commits, kThreads * kUploads);
+  }
 }
+
+INSTANTIATE_TEST_SUITE_P(Engines, StreamStoreTest, testing::kStoreEngines,
+                         testing::StoreEngineName);
 
 }  // namespace
 }  // namespace uplink::console

@@ -1,17 +1,20 @@
-// The store's two-factor sign-in on real SQLite: enrolment, each factor used up once in the
+// The store's two-factor sign-in on a real database of each engine: enrolment, each factor used up once in the
 // transaction of what it allows, recovery codes, and the settings and owner state that ride
 // the cached connection rows agents are authenticated with.
 #include <gtest/gtest.h>
 
+#include <optional>
+
 #include "common/json.h"
-#include "console/store/sqlite_store.h"
+#include "console/store/sql_store.h"
+#include "store_database.h"
 #include "test_util.h"
 
 namespace uplink::console {
 namespace {
 
 using std::chrono::hours;
-using testing::RawCount;
+using testing::StoreEngine;
 
 const WallTime kStart = FromUnixSeconds(1'800'000'000);
 
@@ -30,10 +33,11 @@ AuditEvent Event(std::string action, const std::string& user_id) {
   return event;
 }
 
-class TwoFactorStoreTest : public ::testing::Test {
+class TwoFactorStoreTest : public ::testing::TestWithParam<StoreEngine> {
  protected:
   void SetUp() override {
-    auto opened = SqliteStore::Open(dir_.File("console.db"));
+    database_.emplace(GetParam());
+    auto opened = database_->OpenStore();
     ASSERT_TRUE(opened.ok()) << opened.status().ToString();
     store_ = std::move(opened).value();
     for (const char* id : {"alice", "bob"}) {
@@ -63,7 +67,7 @@ class TwoFactorStoreTest : public ::testing::Test {
     ASSERT_TRUE(enabled.ok()) << enabled.ToString();
   }
 
-  std::int64_t Count(const std::string& sql) { return RawCount(dir_.File("console.db"), sql); }
+  std::int64_t Count(const std::string& sql) { return database_->Count(sql); }
 
   bool AgentRefused() {
     auto rows = store_->FindConnectionsByTokenPrefix("agt_abcdefgh");
@@ -71,11 +75,11 @@ class TwoFactorStoreTest : public ::testing::Test {
     return rows.ok() && !(*rows)->empty() && (*rows)->front().owner_needs_two_factor;
   }
 
-  testing::ScratchDir dir_;
-  std::unique_ptr<SqliteStore> store_;
+  std::optional<testing::TestDatabase> database_;
+  std::unique_ptr<SqlStore> store_;
 };
 
-TEST_F(TwoFactorStoreTest, EnrolmentIsPendingUntilAFirstCodeAndThenCannotBeRestarted) {
+TEST_P(TwoFactorStoreTest, EnrolmentIsPendingUntilAFirstCodeAndThenCannotBeRestarted) {
   EXPECT_FALSE(store_->GetTwoFactor("alice")->has_value());
   ASSERT_TRUE(store_->BeginTwoFactor({"alice", "v1.first", kStart}, Event("two_factor.enroll", "alice")).ok());
   auto pending = store_->GetTwoFactor("alice");
@@ -108,7 +112,7 @@ TEST_F(TwoFactorStoreTest, EnrolmentIsPendingUntilAFirstCodeAndThenCannotBeResta
   EXPECT_EQ(Count("SELECT COUNT(*) FROM audit_events WHERE action = 'two_factor.enable'"), 1);
 }
 
-TEST_F(TwoFactorStoreTest, ACodeStepIsUsedUpOnceAndNeverBeforeTheLastOne) {
+TEST_P(TwoFactorStoreTest, ACodeStepIsUsedUpOnceAndNeverBeforeTheLastOne) {
   Enable("alice", 100);
   Session session;
   session.id = "s1";
@@ -134,7 +138,7 @@ TEST_F(TwoFactorStoreTest, ACodeStepIsUsedUpOnceAndNeverBeforeTheLastOne) {
   EXPECT_EQ(none.code(), StatusCode::kFailedPrecondition);
 }
 
-TEST_F(TwoFactorStoreTest, ARecoveryCodeWorksOnceAndItsUseIsAudited) {
+TEST_P(TwoFactorStoreTest, ARecoveryCodeWorksOnceAndItsUseIsAudited) {
   Enable("alice", 100, {{"", std::string(64, '1')}, {"", std::string(64, '2')}});
   auto codes = store_->ListUnusedRecoveryCodes("alice");
   ASSERT_TRUE(codes.ok());
@@ -161,7 +165,7 @@ TEST_F(TwoFactorStoreTest, ARecoveryCodeWorksOnceAndItsUseIsAudited) {
   EXPECT_EQ(store_->ListUnusedRecoveryCodes("alice")->size(), 1u);
 }
 
-TEST_F(TwoFactorStoreTest, DisablingForgetsTheSecretAndTheCodesAndAResetNeedsNoFactor) {
+TEST_P(TwoFactorStoreTest, DisablingForgetsTheSecretAndTheCodesAndAResetNeedsNoFactor) {
   Enable("alice", 100, {{"", std::string(64, '1')}});
   EXPECT_EQ(store_->DisableTwoFactor("alice", SecondFactorUse{100, ""}, Event("two_factor.disable", "alice")).code(),
             StatusCode::kFailedPrecondition);  // a replayed step turns nothing off
@@ -177,7 +181,7 @@ TEST_F(TwoFactorStoreTest, DisablingForgetsTheSecretAndTheCodesAndAResetNeedsNoF
   EXPECT_FALSE(store_->GetUser("bob")->two_factor_enabled_at.has_value());
 }
 
-TEST_F(TwoFactorStoreTest, TheRequirementAndTheOwnersEnrolmentRideTheCachedConnectionRow) {
+TEST_P(TwoFactorStoreTest, TheRequirementAndTheOwnersEnrolmentRideTheCachedConnectionRow) {
   EXPECT_FALSE(store_->GetConsoleSettings()->require_two_factor);
   EXPECT_FALSE(AgentRefused());
   ConsoleSettings on{true, std::nullopt};
@@ -202,14 +206,17 @@ TEST_F(TwoFactorStoreTest, TheRequirementAndTheOwnersEnrolmentRideTheCachedConne
   EXPECT_EQ(Count("SELECT COUNT(*) FROM audit_events WHERE action = 'settings.update'"), 2);
 }
 
-TEST_F(TwoFactorStoreTest, SettingsSurviveReopeningTheDatabase) {
+TEST_P(TwoFactorStoreTest, SettingsSurviveReopeningTheDatabase) {
   ASSERT_TRUE(store_->SetConsoleSettings({true, std::nullopt}, Event("settings.update", "bob")).ok());
   store_.reset();
-  auto reopened = SqliteStore::Open(dir_.File("console.db"));
+  auto reopened = database_->OpenStore();
   ASSERT_TRUE(reopened.ok());
   EXPECT_TRUE((*reopened)->GetConsoleSettings()->require_two_factor);
-  EXPECT_EQ(RawCount(dir_.File("console.db"), "SELECT COUNT(*) FROM console_settings"), 1);
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM console_settings"), 1);
 }
+
+INSTANTIATE_TEST_SUITE_P(Engines, TwoFactorStoreTest, testing::kStoreEngines,
+                         testing::StoreEngineName);
 
 }  // namespace
 }  // namespace uplink::console

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "console/store/sqlite_store.h"
+#include "console/store/sql_store.h"
 #include "protocol/workspace.h"
 #include "store_fixture.h"
 
@@ -43,10 +43,10 @@ OfferReview FullReview(std::vector<std::string> nodes) {
   return review;
 }
 
-class WorkspaceStoreTest : public testing::SqliteStoreFixture {
+class WorkspaceStoreTest : public testing::SqlStoreFixture {
  protected:
   void SetUp() override {
-    testing::SqliteStoreFixture::SetUp();
+    testing::SqlStoreFixture::SetUp();
     if (HasFatalFailure()) return;
     offer_.id = kOfferId;
     offer_.owner_id = "u1";
@@ -107,7 +107,7 @@ class WorkspaceStoreTest : public testing::SqliteStoreFixture {
   Offer offer_;
 };
 
-TEST_F(WorkspaceStoreTest, AnOfferIsMadeWithItsConnectionAndBothEventsOrNotAtAll) {
+TEST_P(WorkspaceStoreTest, AnOfferIsMadeWithItsConnectionAndBothEventsOrNotAtAll) {
   const std::int64_t events = Events();
   ASSERT_TRUE(
       store_->CreateOffer(offer_, connection_, Event("connection.create"), Event("offer.create"))
@@ -135,7 +135,7 @@ TEST_F(WorkspaceStoreTest, AnOfferIsMadeWithItsConnectionAndBothEventsOrNotAtAll
   EXPECT_EQ(Events(), events + 2);
 }
 
-TEST_F(WorkspaceStoreTest, TheFirstInventoryReportConnectsADraftOfferOnceWithAnEvent) {
+TEST_P(WorkspaceStoreTest, TheFirstInventoryReportConnectsADraftOfferOnceWithAnEvent) {
   ASSERT_TRUE(
       store_->CreateOffer(offer_, connection_, Event("connection.create"), Event("offer.create"))
           .ok());
@@ -153,7 +153,7 @@ TEST_F(WorkspaceStoreTest, TheFirstInventoryReportConnectsADraftOfferOnceWithAnE
   EXPECT_EQ(Count("SELECT COUNT(*) FROM audit_events WHERE action = 'offer.connected'"), 1);
 }
 
-TEST_F(WorkspaceStoreTest, AStateChangeThatLostARaceWritesNothing) {
+TEST_P(WorkspaceStoreTest, AStateChangeThatLostARaceWritesNothing) {
   Qualified({"gpu-1"});
   const std::int64_t events = Events();
   Status stale = store_->SetOfferState(kOfferId, OfferState::kConnected, OfferState::kSuspended,
@@ -170,7 +170,7 @@ TEST_F(WorkspaceStoreTest, AStateChangeThatLostARaceWritesNothing) {
   EXPECT_FALSE(offer->credential->revoked_at);
 }
 
-TEST_F(WorkspaceStoreTest, PlacementFillsTheTightestNodeAndNeverPassesCapacityOrRoom) {
+TEST_P(WorkspaceStoreTest, PlacementFillsTheTightestNodeAndNeverPassesCapacityOrRoom) {
   Qualified({"big", "small"});
   const std::vector<PlacementCandidate> nodes = {{"big", 4}, {"small", 2}};
   auto first = store_->CreateReservation(Wanted(2), nodes, Event("reservation.create"));
@@ -198,7 +198,7 @@ TEST_F(WorkspaceStoreTest, PlacementFillsTheTightestNodeAndNeverPassesCapacityOr
   EXPECT_TRUE(store_->CreateReservation(Wanted(2), nodes, Event("reservation.create")).ok());
 }
 
-TEST_F(WorkspaceStoreTest, AnUnqualifiedOfferOrDisabledExecutionIsRefused) {
+TEST_P(WorkspaceStoreTest, AnUnqualifiedOfferOrDisabledExecutionIsRefused) {
   ASSERT_TRUE(
       store_->CreateOffer(offer_, connection_, Event("connection.create"), Event("offer.create"))
           .ok());
@@ -208,7 +208,7 @@ TEST_F(WorkspaceStoreTest, AnUnqualifiedOfferOrDisabledExecutionIsRefused) {
   EXPECT_EQ(Count("SELECT COUNT(*) FROM reservations"), 0);
 }
 
-TEST_F(WorkspaceStoreTest, DisablingExecutionIsRefusedWhileReservationsAreActive) {
+TEST_P(WorkspaceStoreTest, DisablingExecutionIsRefusedWhileReservationsAreActive) {
   Qualified({"gpu-1"});
   auto reservation =
       store_->CreateReservation(Wanted(1), {{"gpu-1", 8}}, Event("reservation.create"));
@@ -224,7 +224,7 @@ TEST_F(WorkspaceStoreTest, DisablingExecutionIsRefusedWhileReservationsAreActive
   EXPECT_TRUE(offer->credential->revoked_at);
 }
 
-TEST_F(WorkspaceStoreTest, ControllerEventsApplyOnceAndOnlyAsTheStateMachineAllows) {
+TEST_P(WorkspaceStoreTest, ControllerEventsApplyOnceAndOnlyAsTheStateMachineAllows) {
   Qualified({"gpu-1"});
   auto r = store_->CreateReservation(Wanted(1), {{"gpu-1", 8}}, Event("reservation.create"));
   ASSERT_TRUE(r.ok());
@@ -268,7 +268,7 @@ TEST_F(WorkspaceStoreTest, ControllerEventsApplyOnceAndOnlyAsTheStateMachineAllo
   EXPECT_TRUE(store_->ReadWorkspaceWork(kOfferId, 16)->reservations.empty());
 }
 
-TEST_F(WorkspaceStoreTest, OutputIsAppendedOnceCappedAndGapsAreRefused) {
+TEST_P(WorkspaceStoreTest, OutputIsAppendedOnceCappedAndGapsAreRefused) {
   Qualified({"gpu-1"});
   auto r = store_->CreateReservation(Wanted(1), {{"gpu-1", 8}}, Event("reservation.create"));
   ASSERT_TRUE(r.ok());
@@ -313,7 +313,7 @@ TEST_F(WorkspaceStoreTest, OutputIsAppendedOnceCappedAndGapsAreRefused) {
   EXPECT_TRUE(store_->ReadWorkspaceWork(kOfferId, 16)->commands.empty());
 }
 
-TEST_F(WorkspaceStoreTest, OverdueReservationsExpireAndTheirCommandsAreCancelled) {
+TEST_P(WorkspaceStoreTest, OverdueReservationsExpireAndTheirCommandsAreCancelled) {
   Qualified({"gpu-1"});
   auto r = store_->CreateReservation(Wanted(1), {{"gpu-1", 8}}, Event("reservation.create"));
   ASSERT_TRUE(r.ok());
@@ -340,7 +340,7 @@ TEST(ReservationStates, TheMachineGoesForwardOnly) {
   EXPECT_FALSE(ReservationTransitionAllowed("reserved", "bogus"));
 }
 
-TEST_F(WorkspaceStoreTest, TheFirstHostKeyReportedIsPinnedWithItsEventAndAnotherChangesNothing) {
+TEST_P(WorkspaceStoreTest, TheFirstHostKeyReportedIsPinnedWithItsEventAndAnotherChangesNothing) {
   Qualified({"gpu-1"});
   auto r = store_->CreateReservation(Wanted(1), {{"gpu-1", 8}}, Event("reservation.create"));
   ASSERT_TRUE(r.ok());
@@ -372,7 +372,7 @@ TEST_F(WorkspaceStoreTest, TheFirstHostKeyReportedIsPinnedWithItsEventAndAnother
             StatusCode::kNotFound);
 }
 
-TEST_F(WorkspaceStoreTest, TransferUsedIsAddedAtomicallyFromManyThreads) {
+TEST_P(WorkspaceStoreTest, TransferUsedIsAddedAtomicallyFromManyThreads) {
   Qualified({"gpu-1"});
   auto r = store_->CreateReservation(Wanted(1), {{"gpu-1", 8}}, Event("reservation.create"));
   ASSERT_TRUE(r.ok());
@@ -389,6 +389,8 @@ TEST_F(WorkspaceStoreTest, TransferUsedIsAddedAtomicallyFromManyThreads) {
   EXPECT_EQ(store_->AddTransferUsed("res_0000000000000000", 5).code(), StatusCode::kNotFound);
   EXPECT_EQ(store_->GetReservation(r->id)->transfer_used_bytes, 200'000);
 }
+
+INSTANTIATE_TEST_SUITE_P(Engines, WorkspaceStoreTest, testing::kStoreEngines, testing::StoreEngineName);
 
 }  // namespace
 }  // namespace uplink::console

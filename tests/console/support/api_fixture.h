@@ -298,7 +298,7 @@ class ApiTest : public ::testing::Test {
   ScratchDir dir_;
   FakeClock clock_;
   std::string admin_key_;
-  std::unique_ptr<SqliteStore> store_;
+  std::unique_ptr<SqlStore> store_;
   std::unique_ptr<ConsoleApi> api_;
   std::vector<std::string> logs_;
 };

@@ -1,4 +1,5 @@
-// What the SQLite store's area tests start from: a store on a fresh database file, the admin
+// What the store's area tests start from: a store on a fresh database of the test's engine
+// (TEST_P, instantiated with kStoreEngines), the admin
 // `u1` created in it, and the connection `00000000000000c1` of that user ready to be created
 // (each area creates it its own way: alone, with a namespace scope, or with an offer).
 #pragma once
@@ -8,9 +9,11 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
-#include "console/store/sqlite_store.h"
+#include "console/store/sql_store.h"
+#include "store_database.h"
 #include "test_util.h"
 
 namespace uplink::console::testing {
@@ -34,10 +37,11 @@ inline AuditEvent AdminEvent(const std::string& action, const std::string& targe
                     .detail = "{}"};
 }
 
-class SqliteStoreFixture : public ::testing::Test {
+class SqlStoreFixture : public ::testing::TestWithParam<StoreEngine> {
  protected:
   void SetUp() override {
-    auto opened = SqliteStore::Open(path_);
+    database_.emplace(GetParam());
+    auto opened = database_->OpenStore();
     ASSERT_TRUE(opened.ok()) << opened.status().ToString();
     store_ = std::move(opened).value();
     User user{.id = "u1", .email = "a@example.com", .role = Role::kAdmin, .created_at = kStoreT0};
@@ -53,11 +57,10 @@ class SqliteStoreFixture : public ::testing::Test {
   }
 
   // The first column of the first row of `sql`, read past the store.
-  std::int64_t Count(const std::string& sql) { return RawCount(path_, sql); }
+  std::int64_t Count(const std::string& sql) { return database_->Count(sql); }
 
-  ScratchDir dir_;
-  std::string path_ = dir_.File("console.db");
-  std::unique_ptr<SqliteStore> store_;
+  std::optional<TestDatabase> database_;
+  std::unique_ptr<SqlStore> store_;
   Connection connection_;
 };
 

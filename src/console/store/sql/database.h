@@ -20,6 +20,16 @@ namespace uplink::console::sql {
 
 enum class Engine { kSqlite, kPostgres };
 
+// One step of the schema. Append only: a migration, once released, never changes. Each
+// engine has its own text of every version (sqlite_schema.cc, postgres_schema.cc), so a
+// database of either engine at version N has the same tables, columns and constraints.
+struct Migration {
+  int version;
+  const char* sql;
+};
+std::span<const Migration> SqliteMigrations();
+std::span<const Migration> PostgresMigrations();
+
 // Why the last failed call failed, as far as the store's rules care.
 enum class Failure {
   kNone,
@@ -72,6 +82,8 @@ class Database {
   virtual ~Database() = default;
 
   virtual Engine engine() const = 0;
+  // The engine's text of the store's schema migrations.
+  virtual std::span<const Migration> Migrations() const = 0;
 
   // A statement of one SQL text, prepared once and kept for the life of the database (or
   // until its connection is re-established); owned by the database.
@@ -92,14 +104,5 @@ class Database {
   virtual std::string LastMessage() const = 0;
 };
 
-// One step of the schema. Append only: a migration, once released, never changes. Each
-// engine has its own text of every version (sqlite_schema.cc, postgres_schema.cc), so a
-// database of either engine at version N has the same tables, columns and constraints.
-struct Migration {
-  int version;
-  const char* sql;
-};
-std::span<const Migration> SqliteMigrations();
-std::span<const Migration> PostgresMigrations();
 
 }  // namespace uplink::console::sql

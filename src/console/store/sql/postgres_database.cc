@@ -235,6 +235,7 @@ class PostgresDatabase final : public Database {
   PostgresDatabase& operator=(const PostgresDatabase&) = delete;
 
   Engine engine() const override { return Engine::kPostgres; }
+  std::span<const Migration> Migrations() const override { return PostgresMigrations(); }
   Result<Statement*> Prepare(const std::string& sql) override;
   Status Exec(const std::string& sql) override;
   Status BeginWrite() override;

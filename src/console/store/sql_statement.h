@@ -1,8 +1,6 @@
-// SqliteStore's prepared-statement wrapper, shared by the files that implement the store
-// (sqlite_store.cc and one sqlite_<area>.cc per area). Private to the store.
+// SqlStore's prepared-statement wrapper, shared by the files that implement the store
+// (sql_store.cc and one sql_<area>.cc per area). Private to the store.
 #pragma once
-
-#include <sqlite3.h>
 
 #include <chrono>
 #include <cstdint>
@@ -11,7 +9,8 @@
 #include <string_view>
 
 #include "common/time.h"
-#include "console/store/sqlite_store.h"
+#include "console/store/sql/database.h"
+#include "console/store/sql_store.h"
 
 namespace uplink::console {
 
@@ -30,76 +29,64 @@ inline std::string SelectFrom(const char* columns, const char* table_and_tail) {
 
 // A cached prepared statement for one use: binds by position, steps, and is reset (and its
 // bindings cleared) when it goes out of scope so the next user finds it clean.
-class SqliteStore::Statement {
+class SqlStore::Statement {
  public:
-  explicit Statement(sqlite3_stmt* stmt) : stmt_(stmt) {}
-  ~Statement() {
-    sqlite3_reset(stmt_);
-    sqlite3_clear_bindings(stmt_);
-  }
+  using StepResult = sql::Statement::StepResult;
+  static constexpr StepResult kRow = StepResult::kRow;
+  static constexpr StepResult kDone = StepResult::kDone;
+
+  explicit Statement(sql::Statement* stmt) : stmt_(stmt) {}
+  ~Statement() { stmt_->Reset(); }
   Statement(const Statement&) = delete;
   Statement& operator=(const Statement&) = delete;
 
   Statement& Bind(std::string_view value) {
-    sqlite3_bind_text(stmt_, ++index_, value.data(), static_cast<int>(value.size()),
-                      SQLITE_TRANSIENT);
+    stmt_->BindText(++index_, value, /*copy=*/true);
     return *this;
   }
   // Without copying: `value` must stay unchanged until this statement goes out of scope.
   Statement& BindUnowned(std::string_view value) {
-    sqlite3_bind_text(stmt_, ++index_, value.data(), static_cast<int>(value.size()),
-                      SQLITE_STATIC);
+    stmt_->BindText(++index_, value, /*copy=*/false);
     return *this;
   }
   // Bytes rather than text; without copying, as BindUnowned.
   Statement& BindBlobUnowned(std::string_view bytes) {
-    sqlite3_bind_blob(stmt_, ++index_, bytes.data(), static_cast<int>(bytes.size()),
-                      SQLITE_STATIC);
+    stmt_->BindBlob(++index_, bytes);
     return *this;
   }
   // Without it a literal would convert to bool rather than to string_view.
   Statement& Bind(const char* value) { return Bind(std::string_view(value)); }
   Statement& Bind(std::int64_t value) {
-    sqlite3_bind_int64(stmt_, ++index_, value);
+    stmt_->BindInt(++index_, value);
     return *this;
   }
   Statement& Bind(bool value) { return Bind(static_cast<std::int64_t>(value)); }
   // Named apart from Bind: an int argument must never silently become a double.
   Statement& BindDouble(double value) {
-    sqlite3_bind_double(stmt_, ++index_, value);
+    stmt_->BindDouble(++index_, value);
     return *this;
   }
   Statement& BindNull() {
-    sqlite3_bind_null(stmt_, ++index_);
+    stmt_->BindNull(++index_);
     return *this;
   }
   Statement& Bind(WallTime value) { return Bind(ToUnixSeconds(value)); }
   template <typename T>
   Statement& Bind(const std::optional<T>& value) {
     if (value) return Bind(*value);
-    sqlite3_bind_null(stmt_, ++index_);
-    return *this;
+    return BindNull();
   }
 
-  // SQLITE_ROW, SQLITE_DONE or an error code.
-  int Step() { return sqlite3_step(stmt_); }
+  StepResult Step() { return stmt_->Step(); }
+  // Rows the statement changed, once Step() returned kDone.
+  std::int64_t Changes() const { return stmt_->Changes(); }
 
-  std::string Text(int column) const {
-    const unsigned char* text = sqlite3_column_text(stmt_, column);
-    return text ? std::string(reinterpret_cast<const char*>(text),
-                              static_cast<size_t>(sqlite3_column_bytes(stmt_, column)))
-                : std::string();
-  }
+  std::string Text(int column) const { return std::string(stmt_->Text(column)); }
   // Valid until the next Step() or the end of this statement.
-  std::string_view Blob(int column) const {
-    const void* bytes = sqlite3_column_blob(stmt_, column);
-    return bytes ? std::string_view(static_cast<const char*>(bytes),
-                                    static_cast<size_t>(sqlite3_column_bytes(stmt_, column)))
-                 : std::string_view();
-  }
-  std::int64_t Int(int column) const { return sqlite3_column_int64(stmt_, column); }
-  double Double(int column) const { return sqlite3_column_double(stmt_, column); }
-  bool IsNull(int column) const { return sqlite3_column_type(stmt_, column) == SQLITE_NULL; }
+  std::string_view Blob(int column) const { return stmt_->Blob(column); }
+  std::int64_t Int(int column) const { return stmt_->Int(column); }
+  double Double(int column) const { return stmt_->Double(column); }
+  bool IsNull(int column) const { return stmt_->IsNull(column); }
   WallTime Time(int column) const { return FromUnixSeconds(Int(column)); }
   std::optional<WallTime> OptionalTime(int column) const {
     return IsNull(column) ? std::nullopt : std::optional(Time(column));
@@ -109,7 +96,7 @@ class SqliteStore::Statement {
   }
 
  private:
-  sqlite3_stmt* stmt_;
+  sql::Statement* stmt_;
   int index_ = 0;
 };
 

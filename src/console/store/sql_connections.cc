@@ -1,6 +1,5 @@
-// SqliteStore's connections area (connection_store.h): connections, tokens and handovers,
+// SqlStore's connections area (connection_store.h): connections, tokens and handovers,
 // inventory reports, the cluster binding, presence and agents.
-#include <sqlite3.h>
 
 #include <string>
 #include <unordered_map>
@@ -8,8 +7,8 @@
 #include "common/json.h"
 #include "common/text.h"
 #include "console/store/rules/connection_rules.h"
-#include "console/store/sqlite_statement.h"
-#include "console/store/sqlite_store.h"
+#include "console/store/sql_statement.h"
+#include "console/store/sql_store.h"
 
 namespace uplink::console {
 namespace {
@@ -26,7 +25,7 @@ constexpr const char* kConnectionColumns =
     "c.gpu_capacity, c.gpu_allocatable, c.gpus_ready, u.deactivated_at, "
     // Whether the owner lacks the two-factor sign-in the console requires: answered with the
     // row, so that the agent's cached row carries it (every write empties that cache).
-    "(SELECT require_two_factor FROM console_settings WHERE id = 1) AND NOT EXISTS "
+    "(SELECT require_two_factor <> 0 FROM console_settings WHERE id = 1) AND NOT EXISTS "
     "(SELECT 1 FROM two_factor t WHERE t.user_id = c.owner_id AND t.enabled_at IS NOT NULL), "
     "c.last_seen_at";
 
@@ -89,7 +88,7 @@ InventoryTotals ComputeTotals(const std::vector<Node>& nodes) {
 
 // --- Connections and handovers -------------------------------------------------------------
 
-Status SqliteStore::InsertConnection(const Connection& c) {
+Status SqlStore::InsertConnection(const Connection& c) {
   auto inserted = Change(
       "INSERT INTO connections (id, owner_id, agent_name, cluster_name, token_prefix, "
       "token_hash, created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
@@ -99,19 +98,19 @@ Status SqliteStore::InsertConnection(const Connection& c) {
       },
       "creating connection");
   if (!inserted.ok()) {
-    int code = sqlite3_extended_errcode(db_);
-    if (code == SQLITE_CONSTRAINT_UNIQUE) {
+    sql::Failure failure = db_->LastFailure();
+    if (failure == sql::Failure::kUnique) {
       return ConflictError("a connection for cluster \"" + OneLineExcerpt(c.cluster_name, 63) +
                            "\" already exists; rotate its token, or revoke it first");
     }
-    if (code == SQLITE_CONSTRAINT_FOREIGNKEY) {
+    if (failure == sql::Failure::kForeignKey) {
       return NotFoundError("user " + c.owner_id + " does not exist");
     }
   }
   return inserted.status();
 }
 
-Status SqliteStore::InsertHandover(const Handover& h) {
+Status SqlStore::InsertHandover(const Handover& h) {
   auto inserted = Change(
       "INSERT INTO handovers (id, connection_id, lookup_prefix, code_hash, created_at, "
       "expires_at, redeemed_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
@@ -120,13 +119,13 @@ Status SqliteStore::InsertHandover(const Handover& h) {
         s.Bind(h.created_at).Bind(h.expires_at).Bind(h.redeemed_at);
       },
       "creating handover");
-  if (!inserted.ok() && sqlite3_extended_errcode(db_) == SQLITE_CONSTRAINT_FOREIGNKEY) {
+  if (!inserted.ok() && db_->LastFailure() == sql::Failure::kForeignKey) {
     return NotFoundError("connection " + h.connection_id + " does not exist");
   }
   return inserted.status();
 }
 
-Status SqliteStore::SupersedePendingHandovers(const std::string& connection_id, WallTime at) {
+Status SqlStore::SupersedePendingHandovers(const std::string& connection_id, WallTime at) {
   return Change(
              "UPDATE handovers SET superseded_at = ? WHERE connection_id = ? "
              "AND redeemed_at IS NULL AND superseded_at IS NULL",
@@ -134,14 +133,14 @@ Status SqliteStore::SupersedePendingHandovers(const std::string& connection_id, 
       .status();
 }
 
-Status SqliteStore::CreateConnection(const Connection& connection, const AuditEvent& audit) {
+Status SqlStore::CreateConnection(const Connection& connection, const AuditEvent& audit) {
   return WriteTransaction([&]() -> Status {
     UPLINK_RETURN_IF_ERROR(InsertConnection(connection));
     return InsertAudit(audit);
   });
 }
 
-Status SqliteStore::CreateConnectionWithHandover(const Connection& connection,
+Status SqlStore::CreateConnectionWithHandover(const Connection& connection,
                                                  const Handover& handover,
                                                  const AuditEvent& audit) {
   if (handover.connection_id != connection.id) {
@@ -155,7 +154,7 @@ Status SqliteStore::CreateConnectionWithHandover(const Connection& connection,
   });
 }
 
-Result<std::vector<Connection>> SqliteStore::QueryConnections(const char* sql,
+Result<std::vector<Connection>> SqlStore::QueryConnections(std::string_view sql,
                                                               const std::string& key) {
   std::vector<Connection> connections;
   UPLINK_RETURN_IF_ERROR(ForEachRow(
@@ -168,32 +167,32 @@ Result<std::vector<Connection>> SqliteStore::QueryConnections(const char* sql,
   return connections;
 }
 
-Result<Connection> SqliteStore::ReadConnection(const std::string& id) {
+Result<Connection> SqlStore::ReadConnection(const std::string& id) {
   static const std::string sql = ConnectionQuery("WHERE c.id = ?");
   UPLINK_ASSIGN_OR_RETURN(auto found, QueryConnections(sql.c_str(), id));
   if (found.empty()) return NotFoundError("connection " + id + " does not exist");
   return std::move(found.front());
 }
 
-Result<Connection> SqliteStore::GetConnection(const std::string& id) {
+Result<Connection> SqlStore::GetConnection(const std::string& id) {
   std::lock_guard lock(mutex_);
   return ReadConnection(id);
 }
 
-Result<std::vector<Connection>> SqliteStore::ListConnections(const std::string& owner_id) {
+Result<std::vector<Connection>> SqlStore::ListConnections(const std::string& owner_id) {
   static const std::string sql =
       ConnectionQuery("WHERE c.owner_id = ? ORDER BY c.created_at, c.rowid");
   std::lock_guard lock(mutex_);
   return QueryConnections(sql.c_str(), owner_id);
 }
 
-Result<std::vector<Connection>> SqliteStore::ListAllConnections() {
+Result<std::vector<Connection>> SqlStore::ListAllConnections() {
   static const std::string sql = ConnectionQuery("ORDER BY c.created_at, c.rowid");
   std::lock_guard lock(mutex_);
   return QueryConnections(sql.c_str(), "");
 }
 
-Result<ConnectionRows> SqliteStore::FindConnectionsByTokenPrefix(
+Result<ConnectionRows> SqlStore::FindConnectionsByTokenPrefix(
     const std::string& prefix) {
   static const std::string sql = ConnectionQuery("WHERE c.token_prefix = ?");
   // Bounds the cache: prefixes are 48 random bits, so only well-formed tokens that match a
@@ -215,7 +214,7 @@ Result<ConnectionRows> SqliteStore::FindConnectionsByTokenPrefix(
   return ConnectionRows(std::move(connections));
 }
 
-Status SqliteStore::ReplaceToken(const std::string& id, const std::string& token_prefix,
+Status SqlStore::ReplaceToken(const std::string& id, const std::string& token_prefix,
                                  const std::string& token_hash, WallTime expires_at,
                                  const std::optional<Handover>& handover,
                                  const AuditEvent& audit) {
@@ -246,7 +245,7 @@ Status SqliteStore::ReplaceToken(const std::string& id, const std::string& token
   });
 }
 
-Status SqliteStore::RevokeConnection(const std::string& id, WallTime at,
+Status SqlStore::RevokeConnection(const std::string& id, WallTime at,
                                      const AuditEvent& audit) {
   return WriteTransaction([&]() -> Status {
     UPLINK_ASSIGN_OR_RETURN(
@@ -261,7 +260,7 @@ Status SqliteStore::RevokeConnection(const std::string& id, WallTime at,
   });
 }
 
-Result<std::vector<Handover>> SqliteStore::FindHandoversByPrefix(const std::string& prefix) {
+Result<std::vector<Handover>> SqlStore::FindHandoversByPrefix(const std::string& prefix) {
   static const std::string sql =
       SelectFrom(kHandoverColumns, "handovers WHERE lookup_prefix = ?");
   std::lock_guard lock(mutex_);
@@ -273,7 +272,7 @@ Result<std::vector<Handover>> SqliteStore::FindHandoversByPrefix(const std::stri
   return handovers;
 }
 
-Result<std::optional<Handover>> SqliteStore::LatestHandover(const std::string& connection_id) {
+Result<std::optional<Handover>> SqlStore::LatestHandover(const std::string& connection_id) {
   static const std::string sql = SelectFrom(
       kHandoverColumns,
       "handovers WHERE connection_id = ? ORDER BY created_at DESC, rowid DESC LIMIT 1");
@@ -285,7 +284,7 @@ Result<std::optional<Handover>> SqliteStore::LatestHandover(const std::string& c
   return latest;
 }
 
-Result<HandoverRedemption> SqliteStore::RedeemHandover(const std::string& handover_id,
+Result<HandoverRedemption> SqlStore::RedeemHandover(const std::string& handover_id,
                                                        WallTime now,
                                                        const std::string& token_prefix,
                                                        const std::string& token_hash,
@@ -339,7 +338,7 @@ Result<HandoverRedemption> SqliteStore::RedeemHandover(const std::string& handov
 
 // --- Reports -------------------------------------------------------------------------------
 
-Status SqliteStore::AcceptReport(const std::string& connection_id, const std::string& token_hash,
+Status SqlStore::AcceptReport(const std::string& connection_id, const std::string& token_hash,
                                  const InventoryReport& report, WallTime received_at,
                                  const AuditEvent& audit) {
   Status refusal;
@@ -358,12 +357,13 @@ Status SqliteStore::AcceptReport(const std::string& connection_id, const std::st
     InventoryTotals totals = ComputeTotals(report.nodes);
     UPLINK_RETURN_IF_ERROR(
         Change("UPDATE connections SET cluster_uid = ?, last_report_at = ?, "
-               "last_seen_at = max(coalesce(last_seen_at, 0), ?), agent_version = ?, "
+               "last_seen_at = CASE WHEN last_seen_at > ? THEN last_seen_at ELSE ? END, "
+               "agent_version = ?, "
                "selector = ?, collected_at = ?, node_count = ?, nodes_ready = ?, "
                "gpu_capacity = ?, gpu_allocatable = ?, gpus_ready = ? WHERE id = ?",
                [&](Statement& s) {
                  s.Bind(report.cluster_uid).Bind(received_at).Bind(received_at);
-                 s.Bind(report.agent_version);
+                 s.Bind(received_at).Bind(report.agent_version);
                  s.Bind(report.selector).Bind(report.collected_at).Bind(totals.nodes);
                  s.Bind(totals.nodes_ready).Bind(totals.gpu_capacity);
                  s.Bind(totals.gpu_allocatable).Bind(totals.gpus_ready).Bind(connection_id);
@@ -371,7 +371,7 @@ Status SqliteStore::AcceptReport(const std::string& connection_id, const std::st
                "updating connection")
             .status());
     if (!bound) {
-      connections_by_token_prefix_.clear();
+      ForgetCachedCredentials();
       AuditEvent bind = audit;
       bind.action = "connection.bind";
       bind.outcome = "ok";
@@ -389,38 +389,40 @@ Status SqliteStore::AcceptReport(const std::string& connection_id, const std::st
                                   "replacing nodes")
                                .status());
     UPLINK_ASSIGN_OR_RETURN(
-        sqlite3_stmt * node_stmt,
+        sql::Statement * node_stmt,
         Prepare("INSERT INTO connection_nodes (connection_id, position, name, uid, ready, "
                 "unschedulable, gpu_resource, gpu_capacity, gpu_allocatable, gpu_product, "
-                "error) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
+                "error) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id"));
     UPLINK_ASSIGN_OR_RETURN(
-        sqlite3_stmt * resource_stmt,
+        sql::Statement * resource_stmt,
         Prepare("INSERT INTO node_resources (node_id, name, capacity, allocatable) "
                 "VALUES (?, ?, ?, ?)"));
     UPLINK_ASSIGN_OR_RETURN(
-        sqlite3_stmt * taint_stmt,
+        sql::Statement * taint_stmt,
         Prepare("INSERT INTO node_taints (node_id, key, value, effect) VALUES (?, ?, ?, ?)"));
     std::int64_t position = 0;
     for (const Node& node : report.nodes) {
+      std::int64_t node_id = 0;
       {
         Statement insert(node_stmt);
         insert.Bind(connection_id).Bind(position++).Bind(node.name).Bind(node.uid);
         insert.Bind(node.ready).Bind(node.unschedulable).Bind(node.gpu_resource);
         insert.Bind(node.gpu_capacity).Bind(node.gpu_allocatable).Bind(node.gpu_product);
         insert.Bind(node.error);
-        if (insert.Step() != SQLITE_DONE) return Error("storing node " + node.name);
+        if (insert.Step() != Statement::kRow) return Error("storing node " + node.name);
+        node_id = insert.Int(0);
+        if (insert.Step() != Statement::kDone) return Error("storing node " + node.name);
       }
-      std::int64_t node_id = sqlite3_last_insert_rowid(db_);
       for (const GpuResource& resource : node.resources) {
         Statement insert(resource_stmt);
         insert.Bind(node_id).Bind(resource.name).Bind(resource.capacity).Bind(
             resource.allocatable);
-        if (insert.Step() != SQLITE_DONE) return Error("storing resources of " + node.name);
+        if (insert.Step() != Statement::kDone) return Error("storing resources of " + node.name);
       }
       for (const Taint& taint : node.taints) {
         Statement insert(taint_stmt);
         insert.Bind(node_id).Bind(taint.key).Bind(taint.value).Bind(taint.effect);
-        if (insert.Step() != SQLITE_DONE) return Error("storing taints of " + node.name);
+        if (insert.Step() != Statement::kDone) return Error("storing taints of " + node.name);
       }
     }
     return Status::Ok();
@@ -429,7 +431,7 @@ Status SqliteStore::AcceptReport(const std::string& connection_id, const std::st
   return refusal;
 }
 
-Result<std::optional<std::string>> SqliteStore::CheckTokenLive(const std::string& connection_id,
+Result<std::optional<std::string>> SqlStore::CheckTokenLive(const std::string& connection_id,
                                                                const std::string& token_hash,
                                                                WallTime at, std::string_view what) {
   std::optional<StoredAgentToken> stored;
@@ -453,7 +455,7 @@ Result<std::optional<std::string>> SqliteStore::CheckTokenLive(const std::string
   return bound;
 }
 
-Status SqliteStore::RefuseClusterMismatch(const AuditEvent& audit, const std::string& cluster_uid,
+Status SqlStore::RefuseClusterMismatch(const AuditEvent& audit, const std::string& cluster_uid,
                                           const std::string& bound) {
   AuditEvent mismatch = audit;
   mismatch.action = "connection.cluster_mismatch";
@@ -475,14 +477,15 @@ Status SqliteStore::RefuseClusterMismatch(const AuditEvent& audit, const std::st
 
 // --- Presence, cluster binding, agents and nodes ---------------------------------------------
 
-Status SqliteStore::RecordPresence(const PresenceUpdate& update) {
+Status SqlStore::RecordPresence(const PresenceUpdate& update) {
   if (update.connections.empty() && update.agents.empty()) return Status::Ok();
   return WriteTransaction([&]() -> Status {
     for (const auto& [id, at] : update.connections) {
       UPLINK_RETURN_IF_ERROR(
-          Change("UPDATE connections SET last_seen_at = max(coalesce(last_seen_at, 0), ?) "
-                 "WHERE id = ?",
-                 [&](Statement& s) { s.Bind(at).Bind(id); }, "recording when agents called")
+          Change("UPDATE connections SET last_seen_at = ? "
+                 "WHERE id = ? AND (last_seen_at IS NULL OR last_seen_at < ?)",
+                 [&](Statement& s) { s.Bind(at).Bind(id).Bind(at); },
+                 "recording when agents called")
               .status());
     }
     for (const auto& [id, agent] : update.agents) UPLINK_RETURN_IF_ERROR(RecordAgent(id, agent));
@@ -490,15 +493,16 @@ Status SqliteStore::RecordPresence(const PresenceUpdate& update) {
   }, CredentialCache::kKeep);
 }
 
-Status SqliteStore::RecordAgent(const std::string& connection_id, const AgentSeen& agent) {
+Status SqlStore::RecordAgent(const std::string& connection_id, const AgentSeen& agent) {
   // A connection deleted meanwhile has no agents to record: skipped, not an error. An older
   // sighting (a flush retried after a newer one) moves nothing back.
   return Change("INSERT INTO connection_agents (connection_id, role, instance, version, "
                 "last_seen_at) SELECT id, ?, ?, ?, ? FROM connections WHERE id = ? "
                 "ON CONFLICT (connection_id, role, instance) DO UPDATE SET "
-                "version = CASE WHEN excluded.last_seen_at >= last_seen_at "
-                "THEN excluded.version ELSE version END, "
-                "last_seen_at = max(last_seen_at, excluded.last_seen_at)",
+                "version = CASE WHEN excluded.last_seen_at >= connection_agents.last_seen_at "
+                "THEN excluded.version ELSE connection_agents.version END, "
+                "last_seen_at = CASE WHEN excluded.last_seen_at > connection_agents.last_seen_at "
+                "THEN excluded.last_seen_at ELSE connection_agents.last_seen_at END",
                 [&](Statement& s) {
                   s.Bind(agent.role).Bind(agent.instance).Bind(agent.version);
                   s.Bind(agent.last_seen_at).Bind(connection_id);
@@ -507,7 +511,7 @@ Status SqliteStore::RecordAgent(const std::string& connection_id, const AgentSee
       .status();
 }
 
-Status SqliteStore::BindCluster(const std::string& connection_id, const std::string& token_hash,
+Status SqlStore::BindCluster(const std::string& connection_id, const std::string& token_hash,
                                 const std::string& cluster_uid, const AuditEvent& audit) {
   Status refusal;
   Status status = WriteTransaction([&]() -> Status {
@@ -520,7 +524,7 @@ Status SqliteStore::BindCluster(const std::string& connection_id, const std::str
   return refusal;
 }
 
-Status SqliteStore::BindOrRefuse(const std::string& connection_id,
+Status SqlStore::BindOrRefuse(const std::string& connection_id,
                                  const std::optional<std::string>& bound,
                                  const std::string& cluster_uid, const AuditEvent& audit,
                                  const json::object& bind_detail, Status& refusal) {
@@ -539,7 +543,7 @@ Status SqliteStore::BindOrRefuse(const std::string& connection_id,
                                 "binding the connection to its cluster")
                              .status());
   // Authentication hands out the connection row: the next call must see the binding.
-  connections_by_token_prefix_.clear();
+  ForgetCachedCredentials();
   AuditEvent bind = audit;
   bind.action = "connection.bind";
   bind.outcome = "ok";
@@ -547,7 +551,7 @@ Status SqliteStore::BindOrRefuse(const std::string& connection_id,
   return InsertAudit(bind);
 }
 
-Result<std::vector<AgentSeen>> SqliteStore::ListAgents(const std::string& connection_id,
+Result<std::vector<AgentSeen>> SqlStore::ListAgents(const std::string& connection_id,
                                                        int limit) {
   std::lock_guard lock(mutex_);
   std::vector<AgentSeen> agents;
@@ -564,7 +568,7 @@ Result<std::vector<AgentSeen>> SqliteStore::ListAgents(const std::string& connec
   return agents;
 }
 
-Result<std::vector<Node>> SqliteStore::ListNodes(const std::string& connection_id) {
+Result<std::vector<Node>> SqlStore::ListNodes(const std::string& connection_id) {
   std::lock_guard lock(mutex_);
   // One snapshot across the three reads, so a report landing in between cannot mix lists.
   UPLINK_RETURN_IF_ERROR(Exec("BEGIN"));

@@ -1,11 +1,10 @@
-// SqliteStore's node samples (docs/api.md, "Node metrics"): storing an upload's samples,
+// SqlStore's node samples (docs/api.md, "Node metrics"): storing an upload's samples,
 // rolling them up into 5-minute buckets, pruning by age, and reading them back.
 //
 // A sample's points are one blob of (series id, value) pairs and a rollup row one blob of
 // (series id, aggregate) entries. Numbers are packed: a whole number below 2^52 in magnitude
 // (byte counts, temperatures, percentages) as a zigzag varint shifted left by one, anything
 // else as the tag 1 followed by the 8 bytes of the double, little-endian.
-#include <sqlite3.h>
 
 #include <algorithm>
 #include <bit>
@@ -15,8 +14,8 @@
 #include "common/text.h"
 #include "console/store/rules/sample_rules.h"
 #include "console/store/rules/upload_rules.h"
-#include "console/store/sqlite_statement.h"
-#include "console/store/sqlite_store.h"
+#include "console/store/sql_statement.h"
+#include "console/store/sql_store.h"
 
 namespace uplink::console {
 namespace {
@@ -189,7 +188,7 @@ NodePlan DefaultNodePlan() {
 
 // --- Plans ---------------------------------------------------------------------------------
 
-Result<NodePlan> SqliteStore::GetNodePlan(const std::string& connection_id) {
+Result<NodePlan> SqlStore::GetNodePlan(const std::string& connection_id) {
   std::lock_guard lock(mutex_);
   NodePlan plan = DefaultNodePlan();
   UPLINK_RETURN_IF_ERROR(ForEachRow(
@@ -204,7 +203,7 @@ Result<NodePlan> SqliteStore::GetNodePlan(const std::string& connection_id) {
   return plan;
 }
 
-Status SqliteStore::SetNodePlan(const std::string& connection_id, const NodePlan& plan,
+Status SqlStore::SetNodePlan(const std::string& connection_id, const NodePlan& plan,
                                 const AuditEvent& audit) {
   return WriteTransaction(
       [&]() -> Status {
@@ -218,7 +217,7 @@ Status SqliteStore::SetNodePlan(const std::string& connection_id, const NodePlan
               s.Bind(JoinCollectors(plan.collectors)).Bind(audit.at);
             },
             "setting node plan");
-        if (!written.ok() && sqlite3_extended_errcode(db_) == SQLITE_CONSTRAINT_FOREIGNKEY) {
+        if (!written.ok() && db_->LastFailure() == sql::Failure::kForeignKey) {
           return NotFoundError("connection " + connection_id + " does not exist");
         }
         UPLINK_RETURN_IF_ERROR(written.status());
@@ -229,7 +228,7 @@ Status SqliteStore::SetNodePlan(const std::string& connection_id, const NodePlan
 
 // --- Storing -------------------------------------------------------------------------------
 
-Result<SqliteStore::SeriesById> SqliteStore::LoadSeries(std::int64_t node_id) {
+Result<SqlStore::SeriesById> SqlStore::LoadSeries(std::int64_t node_id) {
   SeriesById series;
   UPLINK_RETURN_IF_ERROR(ForEachRow(
       "SELECT id, metric, label FROM sample_series WHERE node_id = ?",
@@ -244,7 +243,7 @@ Result<SqliteStore::SeriesById> SqliteStore::LoadSeries(std::int64_t node_id) {
   return series;
 }
 
-Result<std::int64_t> SqliteStore::SampleNodeId(const std::string& connection_id,
+Result<std::int64_t> SqlStore::SampleNodeId(const std::string& connection_id,
                                                const std::string& node) {
   std::optional<std::int64_t> id;
   UPLINK_RETURN_IF_ERROR(ForEachRow(
@@ -258,7 +257,7 @@ Result<std::int64_t> SqliteStore::SampleNodeId(const std::string& connection_id,
   return *id;
 }
 
-Status SqliteStore::StoreNodeSamples(const std::string& connection_id, const UploadBatch& batch,
+Status SqlStore::StoreNodeSamples(const std::string& connection_id, const UploadBatch& batch,
                                      const std::vector<const UploadRecord*>& records,
                                      WallTime now, const SampleRetention& retention,
                                      UploadOutcome& outcome) {
@@ -311,18 +310,18 @@ Status SqliteStore::StoreNodeSamples(const std::string& connection_id, const Upl
         },
         "reading sample node"));
     if (!found) {
-      UPLINK_RETURN_IF_ERROR(
-          Change("INSERT INTO sample_nodes (connection_id, node, latest_at, latest_boot_time, "
-                 "latest_payload, rolled_through) VALUES (?, ?, ?, ?, ?, ?)",
-                 [&](Statement& s) {
-                   s.Bind(connection_id).Bind(node);
-                   s.Bind(ToUnixMillis(sample_of(newest).collected_at));
-                   s.Bind(sample_of(newest).boot_time).BindUnowned(batch.Payload(*newest));
-                   s.Bind(first_bucket);
-                 },
-                 "creating sample node")
-              .status());
-      row.id = sqlite3_last_insert_rowid(db_);
+      UPLINK_ASSIGN_OR_RETURN(
+          row.id,
+          InsertReturningId(
+              "INSERT INTO sample_nodes (connection_id, node, latest_at, latest_boot_time, "
+              "latest_payload, rolled_through) VALUES (?, ?, ?, ?, ?, ?) RETURNING id",
+              [&](Statement& s) {
+                s.Bind(connection_id).Bind(node);
+                s.Bind(ToUnixMillis(sample_of(newest).collected_at));
+                s.Bind(sample_of(newest).boot_time).BindUnowned(batch.Payload(*newest));
+                s.Bind(first_bucket);
+              },
+              "creating sample node"));
       row.rolled_through = first_bucket;
     }
 
@@ -338,7 +337,7 @@ Status SqliteStore::StoreNodeSamples(const std::string& connection_id, const Upl
         [&](const Statement& r) { series_count = r.Int(0); }, "counting series"));
 
     UPLINK_ASSIGN_OR_RETURN(
-        sqlite3_stmt * insert_stmt,
+        sql::Statement * insert_stmt,
         Prepare("INSERT INTO samples (node_id, at, boot_time, points) VALUES (?, ?, ?, ?) "
                 "ON CONFLICT (node_id, at) DO NOTHING"));
     std::string points;
@@ -355,17 +354,17 @@ Status SqliteStore::StoreNodeSamples(const std::string& connection_id, const Upl
             ++outcome.sample_values_dropped;
             continue;
           }
-          UPLINK_RETURN_IF_ERROR(
-              Change("INSERT INTO sample_series (node_id, metric, label, last_seen) "
-                     "VALUES (?, ?, ?, ?)",
-                     [&](Statement& s) {
-                       s.Bind(row.id).Bind(SampleMetricName(value.metric)).Bind(value.label);
-                       s.Bind(now_seconds);
-                     },
-                     "creating series")
-                  .status());
+          UPLINK_ASSIGN_OR_RETURN(
+              std::int64_t series_id,
+              InsertReturningId("INSERT INTO sample_series (node_id, metric, label, last_seen) "
+                                "VALUES (?, ?, ?, ?) RETURNING id",
+                                [&](Statement& s) {
+                                  s.Bind(row.id).Bind(SampleMetricName(value.metric));
+                                  s.Bind(value.label).Bind(now_seconds);
+                                },
+                                "creating series"));
           ++series_count;
-          it = series_ids.emplace(std::move(key), sqlite3_last_insert_rowid(db_)).first;
+          it = series_ids.emplace(std::move(key), series_id).first;
         }
         PutVarint(points, static_cast<std::uint64_t>(it->second));
         PutNumber(points, value.value);
@@ -373,8 +372,8 @@ Status SqliteStore::StoreNodeSamples(const std::string& connection_id, const Upl
       std::int64_t at_ms = ToUnixMillis(sample.collected_at);
       Statement insert(insert_stmt);
       insert.Bind(row.id).Bind(at_ms).Bind(sample.boot_time).BindBlobUnowned(points);
-      if (insert.Step() != SQLITE_DONE) return Error("storing a node sample");
-      if (sqlite3_changes(db_) == 0) {
+      if (insert.Step() != Statement::kDone) return Error("storing a node sample");
+      if (insert.Changes() == 0) {
         ++outcome.samples_same_time;
         continue;
       }
@@ -413,7 +412,7 @@ Status SqliteStore::StoreNodeSamples(const std::string& connection_id, const Upl
 
 // --- Rollups and retention -----------------------------------------------------------------
 
-Status SqliteStore::MaintainSamples(WallTime now, std::chrono::seconds interval,
+Status SqlStore::MaintainSamples(WallTime now, std::chrono::seconds interval,
                                     const SampleRetention& retention, UploadOutcome& outcome) {
   if (!MaintenanceDue(last_sample_maintenance_, now, interval)) return Status::Ok();
   last_sample_maintenance_ = now;
@@ -446,7 +445,7 @@ Status SqliteStore::MaintainSamples(WallTime now, std::chrono::seconds interval,
       .status();
 }
 
-Status SqliteStore::RollUpSamples(WallTime now, const SampleRetention& retention,
+Status SqlStore::RollUpSamples(WallTime now, const SampleRetention& retention,
                                   UploadOutcome& outcome) {
   // Buckets before this one are complete (a late sample reworks its bucket anyway).
   std::int64_t complete_before = RollupCompleteBefore(now, retention);
@@ -496,7 +495,7 @@ Status SqliteStore::RollUpSamples(WallTime now, const SampleRetention& retention
   return Status::Ok();
 }
 
-Status SqliteStore::RollUpNode(std::int64_t node_id, std::int64_t start, std::int64_t end,
+Status SqlStore::RollUpNode(std::int64_t node_id, std::int64_t start, std::int64_t end,
                                std::int64_t max_gap_ms, UploadOutcome& outcome) {
   UPLINK_ASSIGN_OR_RETURN(SeriesById series, LoadSeries(node_id));
   std::map<std::int64_t, std::vector<RawPoint>> points;  // by series id
@@ -553,7 +552,7 @@ Status SqliteStore::RollUpNode(std::int64_t node_id, std::int64_t start, std::in
 
 // --- Reading -------------------------------------------------------------------------------
 
-Result<SampleNodePage> SqliteStore::ListSampleNodes(const std::string& connection_id,
+Result<SampleNodePage> SqlStore::ListSampleNodes(const std::string& connection_id,
                                                     const std::string& after_node, int limit) {
   std::int64_t page_size = std::clamp(limit, 1, kMaxSampleNodePage);
   std::lock_guard lock(mutex_);
@@ -612,7 +611,7 @@ Result<SampleNodePage> SqliteStore::ListSampleNodes(const std::string& connectio
   return page;
 }
 
-Result<std::vector<SeriesPoints>> SqliteStore::ReadSamplePoints(
+Result<std::vector<SeriesPoints>> SqlStore::ReadSamplePoints(
     const std::string& connection_id, const std::string& node,
     std::span<const SampleMetric> metrics, WallTime from, WallTime to) {
   std::lock_guard lock(mutex_);
@@ -651,7 +650,7 @@ Result<std::vector<SeriesPoints>> SqliteStore::ReadSamplePoints(
   return result;
 }
 
-Result<RollupRead> SqliteStore::ReadSampleRollups(const std::string& connection_id,
+Result<RollupRead> SqlStore::ReadSampleRollups(const std::string& connection_id,
                                                   const std::string& node,
                                                   std::span<const SampleMetric> metrics,
                                                   WallTime from, WallTime to) {

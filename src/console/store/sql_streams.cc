@@ -1,8 +1,7 @@
-// SqliteStore's streams area (stream_store.h): uploads, their epochs, duplicates and loss
+// SqlStore's streams area (stream_store.h): uploads, their epochs, duplicates and loss
 // accounting, record retention, and the stream and record reads. What an upload's node
-// samples, snapshots and experiment records become is in sqlite_samples.cc, sqlite_cluster.cc
-// and sqlite_runs.cc.
-#include <sqlite3.h>
+// samples, snapshots and experiment records become is in sql_samples.cc, sql_cluster.cc
+// and sql_runs.cc.
 
 #include <algorithm>
 #include <string>
@@ -10,8 +9,8 @@
 #include "common/json.h"
 #include "common/text.h"
 #include "console/store/rules/upload_rules.h"
-#include "console/store/sqlite_statement.h"
-#include "console/store/sqlite_store.h"
+#include "console/store/sql_statement.h"
+#include "console/store/sql_store.h"
 
 namespace uplink::console {
 namespace {
@@ -43,7 +42,7 @@ StreamSummary StreamFromRow(const auto& row) {
 
 // --- Uploads -------------------------------------------------------------------------------
 
-Result<std::int64_t> SqliteStore::PruneRecords(WallTime now, const RecordRetention& retention) {
+Result<std::int64_t> SqlStore::PruneRecords(WallTime now, const RecordRetention& retention) {
   if (!MaintenanceDue(last_prune_, now, retention.interval)) return 0;
   last_prune_ = now;
   UPLINK_ASSIGN_OR_RETURN(
@@ -57,7 +56,7 @@ Result<std::int64_t> SqliteStore::PruneRecords(WallTime now, const RecordRetenti
   return deleted;
 }
 
-Status SqliteStore::RememberSpool(std::int64_t stream_id, const std::string& spool_id,
+Status SqlStore::RememberSpool(std::int64_t stream_id, const std::string& spool_id,
                                   std::int64_t epoch) {
   return Change("INSERT INTO stream_spools (stream_id, spool_id, epoch) VALUES (?, ?, ?)",
                 [&](Statement& s) { s.Bind(stream_id).Bind(spool_id).Bind(epoch); },
@@ -65,7 +64,7 @@ Status SqliteStore::RememberSpool(std::int64_t stream_id, const std::string& spo
       .status();
 }
 
-Result<UploadOutcome> SqliteStore::AcceptUpload(const std::string& connection_id,
+Result<UploadOutcome> SqlStore::AcceptUpload(const std::string& connection_id,
                                                 const std::string& token_hash,
                                                 const UploadBatch& batch, WallTime received_at,
                                                 const RecordRetention& retention,
@@ -105,17 +104,18 @@ Result<UploadOutcome> SqliteStore::AcceptUpload(const std::string& connection_id
     outcome.restarted = placement.restarted;
     outcome.epoch = placement.epoch;
     if (placement.new_stream) {
-      UPLINK_RETURN_IF_ERROR(
-          Change("INSERT INTO streams (connection_id, stream, spool_id, first_upload_at, "
-                 "last_upload_at, agent_instance, agent_version) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                 [&](Statement& s) {
-                   s.Bind(connection_id).Bind(batch.stream).Bind(batch.spool_id);
-                   s.Bind(received_at).Bind(received_at).Bind(batch.agent_instance);
-                   s.Bind(batch.agent_version);
-                 },
-                 "creating stream")
-              .status());
-      stream_id = sqlite3_last_insert_rowid(db_);
+      UPLINK_ASSIGN_OR_RETURN(
+          stream_id,
+          InsertReturningId(
+              "INSERT INTO streams (connection_id, stream, spool_id, first_upload_at, "
+              "last_upload_at, agent_instance, agent_version) VALUES (?, ?, ?, ?, ?, ?, ?) "
+              "RETURNING id",
+              [&](Statement& s) {
+                s.Bind(connection_id).Bind(batch.stream).Bind(batch.spool_id);
+                s.Bind(received_at).Bind(received_at).Bind(batch.agent_instance);
+                s.Bind(batch.agent_version);
+              },
+              "creating stream"));
       UPLINK_RETURN_IF_ERROR(RememberSpool(stream_id, batch.spool_id, 0));
     } else if (placement.restarted) {
       UPLINK_RETURN_IF_ERROR(RememberSpool(stream_id, batch.spool_id, placement.epoch));
@@ -138,7 +138,7 @@ Result<UploadOutcome> SqliteStore::AcceptUpload(const std::string& connection_id
     const AgentLosses& losses = placement.losses;
 
     UPLINK_ASSIGN_OR_RETURN(
-        sqlite3_stmt * insert_stmt,
+        sql::Statement * insert_stmt,
         Prepare("INSERT INTO stream_records (stream_id, epoch, sequence, appended_at, "
                 "received_at, payload) VALUES (?, ?, ?, ?, ?, ?)"));
     std::int64_t received_millis = ToUnixMillis(received_at);
@@ -163,7 +163,7 @@ Result<UploadOutcome> SqliteStore::AcceptUpload(const std::string& connection_id
       insert.Bind(stream_id).Bind(outcome.epoch).Bind(record.sequence);
       insert.Bind(ToUnixMillis(record.appended_at)).Bind(received_millis);
       insert.BindUnowned(batch.Payload(record));
-      if (insert.Step() != SQLITE_DONE) {
+      if (insert.Step() != Statement::kDone) {
         return Error("storing record " + std::to_string(record.sequence));
       }
     }
@@ -199,7 +199,7 @@ Result<UploadOutcome> SqliteStore::AcceptUpload(const std::string& connection_id
   return outcome;
 }
 
-Result<std::vector<StreamSummary>> SqliteStore::ListStreams(const std::string& connection_id) {
+Result<std::vector<StreamSummary>> SqlStore::ListStreams(const std::string& connection_id) {
   static const std::string sql =
       SelectFrom(kStreamColumns, "streams WHERE connection_id = ? ORDER BY stream");
   std::lock_guard lock(mutex_);
@@ -210,7 +210,7 @@ Result<std::vector<StreamSummary>> SqliteStore::ListStreams(const std::string& c
   return streams;
 }
 
-Result<RecordPage> SqliteStore::ListStreamRecords(const RecordQuery& query) {
+Result<RecordPage> SqlStore::ListStreamRecords(const RecordQuery& query) {
   std::int64_t limit = std::clamp(query.limit, 1, kMaxRecordPage);
   std::lock_guard lock(mutex_);
   std::optional<std::pair<std::int64_t, std::int64_t>> stream;  // id, current epoch

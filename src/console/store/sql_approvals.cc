@@ -1,14 +1,13 @@
-// SqliteStore's approval rules and the kubectl commands that wait for approval (docs/api.md,
+// SqlStore's approval rules and the kubectl commands that wait for approval (docs/api.md,
 // "Approval rules"). Each change is one write transaction with its audit event, like every
 // other change of the store; none touches what authentication reads.
-#include <sqlite3.h>
 
 #include <algorithm>
 
 #include "common/json.h"
 #include "common/text.h"
-#include "console/store/sqlite_statement.h"
-#include "console/store/sqlite_store.h"
+#include "console/store/sql_statement.h"
+#include "console/store/sql_store.h"
 
 namespace uplink::console {
 namespace {
@@ -81,7 +80,7 @@ json::object RuleJson(const ApprovalRule& rule) {
 
 }  // namespace
 
-Result<std::vector<ApprovalRule>> SqliteStore::ListApprovalRules(
+Result<std::vector<ApprovalRule>> SqlStore::ListApprovalRules(
     const std::string& connection_id) {
   static const std::string sql = std::string("SELECT ") + kRuleColumns +
                                  " FROM approval_rules WHERE connection_id = ? "
@@ -94,7 +93,7 @@ Result<std::vector<ApprovalRule>> SqliteStore::ListApprovalRules(
   return rules;
 }
 
-Status SqliteStore::AddApprovalRule(const ApprovalRule& rule, const AuditEvent& audit) {
+Status SqlStore::AddApprovalRule(const ApprovalRule& rule, const AuditEvent& audit) {
   return WriteTransaction(
       [&]() -> Status {
         std::int64_t count = 0;
@@ -127,7 +126,7 @@ Status SqliteStore::AddApprovalRule(const ApprovalRule& rule, const AuditEvent& 
               s.Bind(rule.namespace_name).Bind(rule.created_at).Bind(rule.created_by);
             },
             "adding approval rule");
-        if (!inserted.ok() && sqlite3_extended_errcode(db_) == SQLITE_CONSTRAINT_FOREIGNKEY) {
+        if (!inserted.ok() && db_->LastFailure() == sql::Failure::kForeignKey) {
           return NotFoundError("connection " + rule.connection_id + " does not exist");
         }
         UPLINK_RETURN_IF_ERROR(inserted.status());
@@ -136,7 +135,7 @@ Status SqliteStore::AddApprovalRule(const ApprovalRule& rule, const AuditEvent& 
       CredentialCache::kKeep);
 }
 
-Status SqliteStore::RemoveApprovalRule(const std::string& connection_id,
+Status SqlStore::RemoveApprovalRule(const std::string& connection_id,
                                        const std::string& rule_id, const AuditEvent& audit) {
   return WriteTransaction(
       [&]() -> Status {
@@ -151,7 +150,7 @@ Status SqliteStore::RemoveApprovalRule(const std::string& connection_id,
       CredentialCache::kKeep);
 }
 
-Status SqliteStore::CreateApproval(const CommandApproval& approval, size_t max_pending,
+Status SqlStore::CreateApproval(const CommandApproval& approval, size_t max_pending,
                                    const AuditEvent& audit) {
   return WriteTransaction(
       [&]() -> Status {
@@ -180,7 +179,7 @@ Status SqliteStore::CreateApproval(const CommandApproval& approval, size_t max_p
               s.Bind(approval.requested_at).Bind(approval.expires_at);
             },
             "recording the approval request");
-        if (!inserted.ok() && sqlite3_extended_errcode(db_) == SQLITE_CONSTRAINT_FOREIGNKEY) {
+        if (!inserted.ok() && db_->LastFailure() == sql::Failure::kForeignKey) {
           return NotFoundError("connection " + approval.connection_id + " does not exist");
         }
         UPLINK_RETURN_IF_ERROR(inserted.status());
@@ -189,7 +188,7 @@ Status SqliteStore::CreateApproval(const CommandApproval& approval, size_t max_p
       CredentialCache::kKeep);
 }
 
-Result<std::vector<CommandApproval>> SqliteStore::QueryApprovals(const std::string& sql,
+Result<std::vector<CommandApproval>> SqlStore::QueryApprovals(const std::string& sql,
                                                                  const Binder& bind) {
   std::vector<CommandApproval> approvals;
   UPLINK_RETURN_IF_ERROR(ForEachRow(
@@ -223,7 +222,7 @@ Result<std::vector<CommandApproval>> SqliteStore::QueryApprovals(const std::stri
   return approvals;
 }
 
-Result<CommandApproval> SqliteStore::GetApproval(const std::string& id) {
+Result<CommandApproval> SqlStore::GetApproval(const std::string& id) {
   static const std::string sql = "SELECT " + ApprovalColumns(true) + " WHERE a.id = ?";
   std::lock_guard lock(mutex_);
   UPLINK_ASSIGN_OR_RETURN(auto found, QueryApprovals(sql, [&](Statement& s) { s.Bind(id); }));
@@ -231,9 +230,9 @@ Result<CommandApproval> SqliteStore::GetApproval(const std::string& id) {
   return std::move(found.front());
 }
 
-Result<std::vector<CommandApproval>> SqliteStore::ListApprovals(const ApprovalQuery& query) {
+Result<std::vector<CommandApproval>> SqlStore::ListApprovals(const ApprovalQuery& query) {
   // Lists leave kubectl's output out: a page of them could be hundreds of MiB.
-  std::string sql = "SELECT " + ApprovalColumns(false) + " WHERE 1";
+  std::string sql = "SELECT " + ApprovalColumns(false) + " WHERE TRUE";
   if (query.owner_id) sql += " AND c.owner_id = ?";
   if (query.connection_id) sql += " AND a.connection_id = ?";
   if (query.pending_only) sql += " AND a.status = 'pending'";
@@ -246,7 +245,7 @@ Result<std::vector<CommandApproval>> SqliteStore::ListApprovals(const ApprovalQu
   });
 }
 
-Result<CommandApproval> SqliteStore::DecideApproval(const std::string& id, bool approve,
+Result<CommandApproval> SqlStore::DecideApproval(const std::string& id, bool approve,
                                                     const std::string& reason,
                                                     const AuditEvent& audit) {
   static const std::string sql = "SELECT " + ApprovalColumns(false) + " WHERE a.id = ?";
@@ -293,7 +292,7 @@ Result<CommandApproval> SqliteStore::DecideApproval(const std::string& id, bool 
   return std::move(*decided);
 }
 
-Status SqliteStore::FinishApproval(const std::string& id, const ApprovalResult& result,
+Status SqlStore::FinishApproval(const std::string& id, const ApprovalResult& result,
                                    const AuditEvent& audit) {
   return WriteTransaction(
       [&]() -> Status {
@@ -319,12 +318,12 @@ Status SqliteStore::FinishApproval(const std::string& id, const ApprovalResult& 
       CredentialCache::kKeep);
 }
 
-Result<std::int64_t> SqliteStore::EndApprovals(WallTime now, bool abandon_approved,
+Result<std::int64_t> SqlStore::EndApprovals(WallTime now, bool abandon_approved,
                                                const AuditEvent& expired_event,
                                                const AuditEvent& abandoned_event) {
   static const std::string due_sql =
       "SELECT " + ApprovalColumns(false) +
-      " WHERE (a.status = 'pending' AND a.expires_at <= ?) OR (a.status = 'approved' AND ?)";
+      " WHERE (a.status = 'pending' AND a.expires_at <= ?) OR (a.status = 'approved' AND ? <> 0)";
   std::int64_t ended = 0;
   UPLINK_RETURN_IF_ERROR(WriteTransaction(
       [&]() -> Status {

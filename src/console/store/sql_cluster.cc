@@ -1,11 +1,10 @@
-// SqliteStore's kubectl data (docs/api.md, "kubectl"): each connection's namespace scope, its
+// SqlStore's kubectl data (docs/api.md, "kubectl"): each connection's namespace scope, its
 // latest cluster snapshot and the last hour of its pods' usage.
-#include <sqlite3.h>
 
 #include <algorithm>
 
-#include "console/store/sqlite_statement.h"
-#include "console/store/sqlite_store.h"
+#include "console/store/sql_statement.h"
+#include "console/store/sql_store.h"
 
 namespace uplink::console {
 namespace {
@@ -34,7 +33,7 @@ std::vector<std::string> SplitNamespaces(std::string_view joined) {
 
 }  // namespace
 
-Result<NamespaceScope> SqliteStore::GetNamespaceScope(const std::string& connection_id) {
+Result<NamespaceScope> SqlStore::GetNamespaceScope(const std::string& connection_id) {
   std::lock_guard lock(mutex_);
   NamespaceScope scope;
   UPLINK_RETURN_IF_ERROR(ForEachRow(
@@ -45,7 +44,7 @@ Result<NamespaceScope> SqliteStore::GetNamespaceScope(const std::string& connect
   return scope;
 }
 
-Status SqliteStore::WriteNamespaceScope(const std::string& connection_id,
+Status SqlStore::WriteNamespaceScope(const std::string& connection_id,
                                         const std::vector<std::string>& namespaces, WallTime at) {
   auto written = Change(
       "INSERT INTO namespace_scopes (connection_id, namespaces, updated_at) "
@@ -53,13 +52,13 @@ Status SqliteStore::WriteNamespaceScope(const std::string& connection_id,
       "namespaces = excluded.namespaces, updated_at = excluded.updated_at",
       [&](Statement& s) { s.Bind(connection_id).Bind(JoinNamespaces(namespaces)).Bind(at); },
       "setting namespace scope");
-  if (!written.ok() && sqlite3_extended_errcode(db_) == SQLITE_CONSTRAINT_FOREIGNKEY) {
+  if (!written.ok() && db_->LastFailure() == sql::Failure::kForeignKey) {
     return NotFoundError("connection " + connection_id + " does not exist");
   }
   return written.status();
 }
 
-Status SqliteStore::SetNamespaceScope(const std::string& connection_id,
+Status SqlStore::SetNamespaceScope(const std::string& connection_id,
                                       const std::vector<std::string>& namespaces,
                                       const AuditEvent& audit) {
   return WriteTransaction(
@@ -70,7 +69,7 @@ Status SqliteStore::SetNamespaceScope(const std::string& connection_id,
       CredentialCache::kKeep);
 }
 
-Status SqliteStore::CreateConnectionWithScope(const Connection& connection,
+Status SqlStore::CreateConnectionWithScope(const Connection& connection,
                                               const std::optional<Handover>& handover,
                                               const std::vector<std::string>& namespaces,
                                               const AuditEvent& audit) {
@@ -86,7 +85,7 @@ Status SqliteStore::CreateConnectionWithScope(const Connection& connection,
   });
 }
 
-Result<std::optional<ClusterSnapshot>> SqliteStore::GetClusterSnapshot(
+Result<std::optional<ClusterSnapshot>> SqlStore::GetClusterSnapshot(
     const std::string& connection_id) {
   std::lock_guard lock(mutex_);
   std::optional<ClusterSnapshot> snapshot;
@@ -102,7 +101,7 @@ Result<std::optional<ClusterSnapshot>> SqliteStore::GetClusterSnapshot(
   return snapshot;
 }
 
-Status SqliteStore::StoreClusterSnapshot(const std::string& connection_id, const UploadBatch& batch,
+Status SqlStore::StoreClusterSnapshot(const std::string& connection_id, const UploadBatch& batch,
                                          const std::vector<const UploadRecord*>& records,
                                          WallTime now, UploadOutcome& outcome) {
   outcome.snapshots_received = static_cast<std::int64_t>(records.size());
@@ -131,7 +130,7 @@ Status SqliteStore::StoreClusterSnapshot(const std::string& connection_id, const
   return Status::Ok();
 }
 
-Status SqliteStore::StorePodUsage(const std::string& connection_id, const UploadBatch& batch,
+Status SqlStore::StorePodUsage(const std::string& connection_id, const UploadBatch& batch,
                                   const std::vector<const UploadRecord*>& records, WallTime now) {
   // A little more than the window, so that a summary read right after an upload whose
   // snapshots are a few seconds older than the console's clock still sees a full hour.
@@ -161,13 +160,13 @@ Status SqliteStore::StorePodUsage(const std::string& connection_id, const Upload
   return Status::Ok();
 }
 
-Result<std::vector<PodUsageSummary>> SqliteStore::SummarizePodUsage(
+Result<std::vector<PodUsageSummary>> SqlStore::SummarizePodUsage(
     const std::string& connection_id, WallTime since) {
   std::lock_guard lock(mutex_);
   std::vector<PodUsageSummary> summaries;
   UPLINK_RETURN_IF_ERROR(ForEachRow(
-      "SELECT namespace, pod, COUNT(*), CAST(ROUND(AVG(cpu_millicores)) AS INTEGER), "
-      "MAX(cpu_millicores), CAST(ROUND(AVG(memory_bytes)) AS INTEGER), MAX(memory_bytes) "
+      "SELECT namespace, pod, COUNT(*), CAST(ROUND(AVG(cpu_millicores)) AS BIGINT), "
+      "MAX(cpu_millicores), CAST(ROUND(AVG(memory_bytes)) AS BIGINT), MAX(memory_bytes) "
       "FROM pod_usage WHERE connection_id = ? AND collected_at >= ? "
       "GROUP BY namespace, pod ORDER BY namespace, pod",
       [&](Statement& s) { s.Bind(connection_id).Bind(ToUnixMillis(since)); },

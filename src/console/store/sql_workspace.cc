@@ -1,7 +1,6 @@
-// SqliteStore's workspace execution (workspace_store.h): offers, reviews, execution
+// SqlStore's workspace execution (workspace_store.h): offers, reviews, execution
 // credentials, reservations and their transitions, the controller's events, and commands
 // with their output.
-#include <sqlite3.h>
 
 #include <algorithm>
 #include <limits>
@@ -9,8 +8,8 @@
 
 #include "common/crypto.h"
 #include "common/json.h"
-#include "console/store/sqlite_statement.h"
-#include "console/store/sqlite_store.h"
+#include "console/store/sql_statement.h"
+#include "console/store/sql_store.h"
 #include "protocol/agent_api.h"
 
 namespace uplink::console {
@@ -240,7 +239,7 @@ bool ReservationTransitionAllowed(std::string_view from, std::string_view to) {
 
 // ---- offers -----------------------------------------------------------------------------------
 
-Result<std::vector<Offer>> SqliteStore::QueryOffers(const std::string& tail, const Binder& bind) {
+Result<std::vector<Offer>> SqlStore::QueryOffers(const std::string& tail, const Binder& bind) {
   std::vector<Offer> offers;
   std::string sql = std::string("SELECT ") + kOfferColumns +
                     " FROM offers o JOIN connections c ON c.id = o.connection_id " + tail;
@@ -293,14 +292,14 @@ Result<std::vector<Offer>> SqliteStore::QueryOffers(const std::string& tail, con
   return offers;
 }
 
-Result<Offer> SqliteStore::ReadOffer(const std::string& id) {
+Result<Offer> SqlStore::ReadOffer(const std::string& id) {
   UPLINK_ASSIGN_OR_RETURN(std::vector<Offer> offers,
                           QueryOffers("WHERE o.id = ?", [&](Statement& s) { s.Bind(id); }));
   if (offers.empty()) return NotFoundError("offer " + id + " does not exist");
   return std::move(offers.front());
 }
 
-Status SqliteStore::CreateOffer(const Offer& offer, const Connection& connection,
+Status SqlStore::CreateOffer(const Offer& offer, const Connection& connection,
                                 const AuditEvent& connection_audit,
                                 const AuditEvent& offer_audit) {
   return WriteTransaction([&]() -> Status {
@@ -324,19 +323,19 @@ Status SqliteStore::CreateOffer(const Offer& offer, const Connection& connection
   });
 }
 
-Result<Offer> SqliteStore::GetOffer(const std::string& id) {
+Result<Offer> SqlStore::GetOffer(const std::string& id) {
   std::lock_guard lock(mutex_);
   return ReadOffer(id);
 }
 
-Result<std::vector<Offer>> SqliteStore::ListOffers(const std::string& owner_id) {
+Result<std::vector<Offer>> SqlStore::ListOffers(const std::string& owner_id) {
   std::lock_guard lock(mutex_);
   if (owner_id.empty()) return QueryOffers("ORDER BY o.created_at DESC, o.id", [](Statement&) {});
   return QueryOffers("WHERE o.owner_id = ? ORDER BY o.created_at DESC, o.id",
                      [&](Statement& s) { s.Bind(owner_id); });
 }
 
-Status SqliteStore::MoveOfferState(const std::string& offer_id, OfferState expected,
+Status SqlStore::MoveOfferState(const std::string& offer_id, OfferState expected,
                                    OfferState state, WallTime at) {
   UPLINK_ASSIGN_OR_RETURN(
       int changed, Change("UPDATE offers SET state = ?, updated_at = ? WHERE id = ? AND state = ?",
@@ -354,18 +353,33 @@ Status SqliteStore::MoveOfferState(const std::string& offer_id, OfferState expec
   return Status::Ok();
 }
 
-Status SqliteStore::SaveOfferReview(const std::string& offer_id, OfferState expected,
+Status SqlStore::SaveOfferReview(const std::string& offer_id, OfferState expected,
                                     const OfferReview& review, OfferState state,
                                     const AuditEvent& audit) {
   return WriteTransaction([&]() -> Status {
     UPLINK_RETURN_IF_ERROR(MoveOfferState(offer_id, expected, state, audit.at));
     UPLINK_RETURN_IF_ERROR(
-        Change("INSERT OR REPLACE INTO offer_reviews (offer_id, authority_confirmed, "
+        Change("INSERT INTO offer_reviews (offer_id, authority_confirmed, "
                "hardware_compatible, isolation_verified, expiry_and_cleanup_checked, "
                "disk_eviction_tested, network_policy_enforced, price_includes_traffic, "
                "cpu_millis_per_gpu, memory_bytes_per_gpu, disk_bytes_per_gpu, "
                "transfer_budget_bytes, notes, reviewed_by, reviewed_by_label, reviewed_at) "
-               "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+               "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+               "ON CONFLICT (offer_id) DO UPDATE SET "
+               "authority_confirmed = excluded.authority_confirmed, "
+               "hardware_compatible = excluded.hardware_compatible, "
+               "isolation_verified = excluded.isolation_verified, "
+               "expiry_and_cleanup_checked = excluded.expiry_and_cleanup_checked, "
+               "disk_eviction_tested = excluded.disk_eviction_tested, "
+               "network_policy_enforced = excluded.network_policy_enforced, "
+               "price_includes_traffic = excluded.price_includes_traffic, "
+               "cpu_millis_per_gpu = excluded.cpu_millis_per_gpu, "
+               "memory_bytes_per_gpu = excluded.memory_bytes_per_gpu, "
+               "disk_bytes_per_gpu = excluded.disk_bytes_per_gpu, "
+               "transfer_budget_bytes = excluded.transfer_budget_bytes, "
+               "notes = excluded.notes, reviewed_by = excluded.reviewed_by, "
+               "reviewed_by_label = excluded.reviewed_by_label, "
+               "reviewed_at = excluded.reviewed_at",
                [&](Statement& s) {
                  s.Bind(offer_id).Bind(review.authority_confirmed);
                  s.Bind(review.hardware_compatible).Bind(review.isolation_verified);
@@ -392,7 +406,7 @@ Status SqliteStore::SaveOfferReview(const std::string& offer_id, OfferState expe
   });
 }
 
-Status SqliteStore::SetOfferState(const std::string& offer_id, OfferState expected,
+Status SqlStore::SetOfferState(const std::string& offer_id, OfferState expected,
                                   OfferState state, const AuditEvent& audit) {
   return WriteTransaction([&]() -> Status {
     UPLINK_RETURN_IF_ERROR(MoveOfferState(offer_id, expected, state, audit.at));
@@ -400,7 +414,7 @@ Status SqliteStore::SetOfferState(const std::string& offer_id, OfferState expect
   });
 }
 
-Status SqliteStore::MarkOfferConnected(const std::string& connection_id, const AuditEvent& audit) {
+Status SqlStore::MarkOfferConnected(const std::string& connection_id, const AuditEvent& audit) {
   std::optional<std::pair<std::string, std::string>> offer;  // id, owner
   UPLINK_RETURN_IF_ERROR(ForEachRow(
       "SELECT id, owner_id FROM offers WHERE connection_id = ? AND state = 'draft'",
@@ -421,7 +435,7 @@ Status SqliteStore::MarkOfferConnected(const std::string& connection_id, const A
 
 // ---- execution --------------------------------------------------------------------------------
 
-Status SqliteStore::EnableExecution(const std::string& offer_id, const ExecutionSettings& settings,
+Status SqlStore::EnableExecution(const std::string& offer_id, const ExecutionSettings& settings,
                                     const std::optional<ExecutionCredential>& credential,
                                     const AuditEvent& audit) {
   return WriteTransaction([&]() -> Status {
@@ -456,7 +470,7 @@ Status SqliteStore::EnableExecution(const std::string& offer_id, const Execution
   });
 }
 
-Result<std::int64_t> SqliteStore::CountActiveReservations(const std::string& offer_id) {
+Result<std::int64_t> SqlStore::CountActiveReservations(const std::string& offer_id) {
   std::int64_t count = 0;
   UPLINK_RETURN_IF_ERROR(ForEachRow(
       (std::string("SELECT COUNT(*) FROM reservations WHERE offer_id = ? AND state IN ") +
@@ -467,7 +481,7 @@ Result<std::int64_t> SqliteStore::CountActiveReservations(const std::string& off
   return count;
 }
 
-Status SqliteStore::DisableExecution(const std::string& offer_id, bool revoke_credential,
+Status SqlStore::DisableExecution(const std::string& offer_id, bool revoke_credential,
                                      const AuditEvent& audit) {
   return WriteTransaction([&]() -> Status {
     UPLINK_ASSIGN_OR_RETURN(std::int64_t active, CountActiveReservations(offer_id));
@@ -494,7 +508,7 @@ Status SqliteStore::DisableExecution(const std::string& offer_id, bool revoke_cr
   });
 }
 
-Result<std::vector<ExecutionCredential>> SqliteStore::FindExecutionCredentialsByPrefix(
+Result<std::vector<ExecutionCredential>> SqlStore::FindExecutionCredentialsByPrefix(
     const std::string& lookup_prefix) {
   std::lock_guard lock(mutex_);
   std::vector<ExecutionCredential> found;
@@ -510,7 +524,7 @@ Result<std::vector<ExecutionCredential>> SqliteStore::FindExecutionCredentialsBy
   return found;
 }
 
-Status SqliteStore::BindExecutionCluster(const std::string& offer_id,
+Status SqlStore::BindExecutionCluster(const std::string& offer_id,
                                          const std::string& credential_hash,
                                          const std::string& cluster_uid,
                                          const AuditEvent& audit) {
@@ -544,7 +558,7 @@ Status SqliteStore::BindExecutionCluster(const std::string& offer_id,
 
 // ---- reservations -----------------------------------------------------------------------------
 
-Result<std::vector<Reservation>> SqliteStore::QueryReservations(const std::string& tail,
+Result<std::vector<Reservation>> SqlStore::QueryReservations(const std::string& tail,
                                                                 const Binder& bind) {
   std::vector<Reservation> reservations;
   std::string sql = std::string("SELECT ") + kReservationColumns +
@@ -566,19 +580,19 @@ Result<std::vector<Reservation>> SqliteStore::QueryReservations(const std::strin
   return reservations;
 }
 
-Result<Reservation> SqliteStore::ReadReservation(const std::string& id) {
+Result<Reservation> SqlStore::ReadReservation(const std::string& id) {
   UPLINK_ASSIGN_OR_RETURN(std::vector<Reservation> found,
                           QueryReservations("WHERE r.id = ?", [&](Statement& s) { s.Bind(id); }));
   if (found.empty()) return NotFoundError("reservation " + id + " does not exist");
   return std::move(found.front());
 }
 
-Status SqliteStore::TransitionReservation(const Reservation& reservation, std::string_view state,
+Status SqlStore::TransitionReservation(const Reservation& reservation, std::string_view state,
                                           std::string_view reason, std::string_view source,
                                           WallTime at, const AuditEvent& audit) {
   const bool final = IsFinalReservationState(state);
   UPLINK_RETURN_IF_ERROR(
-      Change("UPDATE reservations SET state = ?, ended_at = CASE WHEN ? THEN ? ELSE ended_at END "
+      Change("UPDATE reservations SET state = ?, ended_at = CASE WHEN ? <> 0 THEN ? ELSE ended_at END "
              "WHERE id = ?",
              [&](Statement& s) { s.Bind(state).Bind(final).Bind(at).Bind(reservation.id); },
              "changing the reservation's state")
@@ -613,7 +627,7 @@ Status SqliteStore::TransitionReservation(const Reservation& reservation, std::s
   return InsertAudit(event);
 }
 
-Result<Reservation> SqliteStore::CreateReservation(
+Result<Reservation> SqlStore::CreateReservation(
     const Reservation& reservation, const std::vector<PlacementCandidate>& candidates,
     const AuditEvent& audit) {
   Reservation placed = reservation;
@@ -697,14 +711,14 @@ Result<Reservation> SqliteStore::CreateReservation(
   return GetReservation(placed.id);
 }
 
-Result<Reservation> SqliteStore::GetReservation(const std::string& id) {
+Result<Reservation> SqlStore::GetReservation(const std::string& id) {
   std::lock_guard lock(mutex_);
   return ReadReservation(id);
 }
 
-Result<std::vector<Reservation>> SqliteStore::ListReservations(const ReservationQuery& query) {
+Result<std::vector<Reservation>> SqlStore::ListReservations(const ReservationQuery& query) {
   std::lock_guard lock(mutex_);
-  std::string where = "WHERE 1";
+  std::string where = "WHERE TRUE";
   if (query.owner_id) where += " AND r.owner_id = ?";
   if (query.offer_id) where += " AND r.offer_id = ?";
   if (query.active_only) where += std::string(" AND r.state IN ") + kActiveStates;
@@ -716,7 +730,7 @@ Result<std::vector<Reservation>> SqliteStore::ListReservations(const Reservation
   });
 }
 
-Result<Reservation> SqliteStore::StopReservation(const std::string& id, const std::string& reason,
+Result<Reservation> SqlStore::StopReservation(const std::string& id, const std::string& reason,
                                                  const AuditEvent& audit) {
   Status status = WriteTransaction([&]() -> Status {
     UPLINK_ASSIGN_OR_RETURN(Reservation reservation, ReadReservation(id));
@@ -736,7 +750,7 @@ Result<Reservation> SqliteStore::StopReservation(const std::string& id, const st
   return GetReservation(id);
 }
 
-Result<Reservation> SqliteStore::ExtendReservation(const std::string& id, WallTime expires_at,
+Result<Reservation> SqlStore::ExtendReservation(const std::string& id, WallTime expires_at,
                                                    const AuditEvent& audit) {
   Status status = WriteTransaction([&]() -> Status {
     UPLINK_ASSIGN_OR_RETURN(Reservation reservation, ReadReservation(id));
@@ -758,7 +772,7 @@ Result<Reservation> SqliteStore::ExtendReservation(const std::string& id, WallTi
   return GetReservation(id);
 }
 
-Result<std::int64_t> SqliteStore::ExpireOverdueReservations(WallTime now,
+Result<std::int64_t> SqlStore::ExpireOverdueReservations(WallTime now,
                                                             std::chrono::seconds grace,
                                                             const AuditEvent& audit) {
   std::int64_t ended = 0;
@@ -785,7 +799,7 @@ Result<std::int64_t> SqliteStore::ExpireOverdueReservations(WallTime now,
 
 // ---- the controller ---------------------------------------------------------------------------
 
-Result<std::vector<std::string>> SqliteStore::ApplyWorkspaceSync(
+Result<std::vector<std::string>> SqlStore::ApplyWorkspaceSync(
     const std::string& offer_id, const protocol::WorkspaceSync& sync, WallTime now,
     const AuditEvent& audit) {
   std::vector<std::string> acknowledged;
@@ -804,8 +818,8 @@ Result<std::vector<std::string>> SqliteStore::ApplyWorkspaceSync(
     if (changed == 0) return NotFoundError("offer " + offer_id + " does not exist");
     for (const protocol::WorkspaceEvent& event : sync.events) {
       UPLINK_ASSIGN_OR_RETURN(
-          int fresh, Change("INSERT OR IGNORE INTO workspace_event_keys (offer_id, key, "
-                            "applied_at) VALUES (?, ?, ?)",
+          int fresh, Change("INSERT INTO workspace_event_keys (offer_id, key, "
+                            "applied_at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
                             [&](Statement& s) { s.Bind(offer_id).Bind(event.key).Bind(now); },
                             "remembering the event"));
       acknowledged.push_back(event.key);
@@ -837,7 +851,7 @@ Result<std::vector<std::string>> SqliteStore::ApplyWorkspaceSync(
   return acknowledged;
 }
 
-Result<WorkspaceWork> SqliteStore::ReadWorkspaceWork(const std::string& offer_id,
+Result<WorkspaceWork> SqlStore::ReadWorkspaceWork(const std::string& offer_id,
                                                      size_t max_commands) {
   std::lock_guard lock(mutex_);
   WorkspaceWork work;
@@ -872,7 +886,7 @@ Result<WorkspaceWork> SqliteStore::ReadWorkspaceWork(const std::string& offer_id
 
 // ---- SSH grants ------------------------------------------------------------------------------
 
-Status SqliteStore::CreateSshGrant(const SshGrant& grant, const AuditEvent& audit) {
+Status SqlStore::CreateSshGrant(const SshGrant& grant, const AuditEvent& audit) {
   return WriteTransaction([&]() -> Status {
     UPLINK_ASSIGN_OR_RETURN(Reservation reservation, ReadReservation(grant.reservation_id));
     UPLINK_RETURN_IF_ERROR(RequireNotStopped(reservation, "SSH keys are granted"));
@@ -913,7 +927,7 @@ Status SqliteStore::CreateSshGrant(const SshGrant& grant, const AuditEvent& audi
   });
 }
 
-Result<std::vector<SshGrant>> SqliteStore::ListSshGrants(const std::string& reservation_id) {
+Result<std::vector<SshGrant>> SqlStore::ListSshGrants(const std::string& reservation_id) {
   std::lock_guard lock(mutex_);  // the connection is opened NOMUTEX: every call takes it
   std::vector<SshGrant> grants;
   const std::string sql = std::string("SELECT ") + kSshGrantColumns +
@@ -925,7 +939,7 @@ Result<std::vector<SshGrant>> SqliteStore::ListSshGrants(const std::string& rese
   return grants;
 }
 
-Result<SshHostKeyCheck> SqliteStore::RecordSshCapability(const std::string& reservation_id,
+Result<SshHostKeyCheck> SqlStore::RecordSshCapability(const std::string& reservation_id,
                                                          const std::string& host_key,
                                                          const AuditEvent& audit) {
   SshHostKeyCheck check = SshHostKeyCheck::kSame;
@@ -950,7 +964,7 @@ Result<SshHostKeyCheck> SqliteStore::RecordSshCapability(const std::string& rese
   return check;
 }
 
-Status SqliteStore::RecordSshHandover(const std::string& reservation_id,
+Status SqlStore::RecordSshHandover(const std::string& reservation_id,
                                       const std::string& host_key, WallTime at) {
   return WriteTransaction([&]() -> Status {
     UPLINK_ASSIGN_OR_RETURN(
@@ -966,7 +980,7 @@ Status SqliteStore::RecordSshHandover(const std::string& reservation_id,
   });
 }
 
-Status SqliteStore::AddTransferUsed(const std::string& reservation_id, std::int64_t bytes) {
+Status SqlStore::AddTransferUsed(const std::string& reservation_id, std::int64_t bytes) {
   if (bytes < 0) return InvalidArgumentError("a transfer is counted in bytes from 0 up");
   if (bytes == 0) return Status::Ok();
   return WriteTransaction([&]() -> Status {
@@ -981,7 +995,7 @@ Status SqliteStore::AddTransferUsed(const std::string& reservation_id, std::int6
   });
 }
 
-Result<SshGrant> SqliteStore::RevokeSshGrant(const std::string& reservation_id,
+Result<SshGrant> SqlStore::RevokeSshGrant(const std::string& reservation_id,
                                              const std::string& grant_id, const std::string& by,
                                              const AuditEvent& audit) {
   std::optional<SshGrant> found;
@@ -1016,7 +1030,7 @@ Result<SshGrant> SqliteStore::RevokeSshGrant(const std::string& reservation_id,
 
 // ---- commands ---------------------------------------------------------------------------------
 
-Status SqliteStore::CreateWorkspaceCommand(const WorkspaceCommandRecord& command,
+Status SqlStore::CreateWorkspaceCommand(const WorkspaceCommandRecord& command,
                                            const AuditEvent& audit) {
   return WriteTransaction([&]() -> Status {
     UPLINK_ASSIGN_OR_RETURN(Reservation reservation, ReadReservation(command.reservation_id));
@@ -1050,7 +1064,7 @@ Status SqliteStore::CreateWorkspaceCommand(const WorkspaceCommandRecord& command
   });
 }
 
-Result<WorkspaceCommandRecord> SqliteStore::ReadWorkspaceCommand(const std::string& id) {
+Result<WorkspaceCommandRecord> SqlStore::ReadWorkspaceCommand(const std::string& id) {
   std::optional<WorkspaceCommandRecord> found;
   UPLINK_RETURN_IF_ERROR(ForEachRow(
       (std::string("SELECT ") + kCommandColumns + " FROM workspace_commands WHERE id = ?").c_str(),
@@ -1060,12 +1074,12 @@ Result<WorkspaceCommandRecord> SqliteStore::ReadWorkspaceCommand(const std::stri
   return std::move(*found);
 }
 
-Result<WorkspaceCommandRecord> SqliteStore::GetWorkspaceCommand(const std::string& id) {
+Result<WorkspaceCommandRecord> SqlStore::GetWorkspaceCommand(const std::string& id) {
   std::lock_guard lock(mutex_);
   return ReadWorkspaceCommand(id);
 }
 
-Result<std::vector<WorkspaceCommandRecord>> SqliteStore::ListWorkspaceCommands(
+Result<std::vector<WorkspaceCommandRecord>> SqlStore::ListWorkspaceCommands(
     const std::string& reservation_id, int limit) {
   std::lock_guard lock(mutex_);
   std::vector<WorkspaceCommandRecord> commands;
@@ -1082,7 +1096,7 @@ Result<std::vector<WorkspaceCommandRecord>> SqliteStore::ListWorkspaceCommands(
   return commands;
 }
 
-Result<std::string> SqliteStore::ReadCommandOutput(const std::string& id, std::int64_t offset,
+Result<std::string> SqlStore::ReadCommandOutput(const std::string& id, std::int64_t offset,
                                                    size_t max_bytes) {
   std::lock_guard lock(mutex_);
   std::string out;
@@ -1101,7 +1115,7 @@ Result<std::string> SqliteStore::ReadCommandOutput(const std::string& id, std::i
   return out;
 }
 
-Result<OutputAck> SqliteStore::AppendCommandOutput(const std::string& offer_id,
+Result<OutputAck> SqlStore::AppendCommandOutput(const std::string& offer_id,
                                                    const std::string& command_id,
                                                    const protocol::WorkspaceOutput& output,
                                                    WallTime now) {
@@ -1147,7 +1161,7 @@ Result<OutputAck> SqliteStore::AppendCommandOutput(const std::string& offer_id,
     return Change(
                "UPDATE workspace_commands SET output_bytes = ?, truncated = ?, state = ?, "
                "exit_code = ?, message = ?, started_at = coalesce(started_at, ?), "
-               "finished_at = CASE WHEN ? THEN ? ELSE finished_at END WHERE id = ?",
+               "finished_at = CASE WHEN ? <> 0 THEN ? ELSE finished_at END WHERE id = ?",
                [&](Statement& s) {
                  s.Bind(ack.have).Bind(truncated).Bind(output.state);
                  if (output.exit_code) {

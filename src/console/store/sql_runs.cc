@@ -1,13 +1,12 @@
-// SqliteStore's experiment runs (docs/api.md, "Experiment runs"): upserts, points stored once
+// SqlStore's experiment runs (docs/api.md, "Experiment runs"): upserts, points stored once
 // each, deletions, problems, and the reads behind the runs API.
-#include <sqlite3.h>
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
 
-#include "console/store/sqlite_statement.h"
-#include "console/store/sqlite_store.h"
+#include "console/store/sql_statement.h"
+#include "console/store/sql_store.h"
 
 namespace uplink::console {
 namespace {
@@ -64,7 +63,7 @@ bool After(const RunPoint& a, std::int64_t step, std::int64_t timestamp) {
 
 }  // namespace
 
-Result<std::optional<std::int64_t>> SqliteStore::RunRowId(const std::string& connection_id,
+Result<std::optional<std::int64_t>> SqlStore::RunRowId(const std::string& connection_id,
                                                           const std::string& run_id,
                                                           const std::string& stream, WallTime now,
                                                           bool create) {
@@ -76,21 +75,22 @@ Result<std::optional<std::int64_t>> SqliteStore::RunRowId(const std::string& con
   if (id || !create) return id;
   // Points of a run whose upsert never arrived (the spool dropped it at its cap): kept under
   // a placeholder that the next upsert fills in.
-  UPLINK_RETURN_IF_ERROR(
-      Change("INSERT INTO runs (connection_id, run_id, source, experiment_id, experiment, name, "
-             "user_name, status, offline, started_at, location, params, tags, summary, redacted, "
-             "omitted, stream, first_seen_at, updated_at) VALUES (?, ?, '', '', '', '', '', "
-             "'unknown', 0, 0, '', '{}', '{}', '{}', '[]', 0, ?, ?, ?)",
-             [&](Statement& s) {
-               s.Bind(connection_id).Bind(run_id).Bind(stream);
-               s.Bind(ToUnixMillis(now)).Bind(ToUnixMillis(now));
-             },
-             "creating run")
-          .status());
-  return std::optional<std::int64_t>(sqlite3_last_insert_rowid(db_));
+  UPLINK_ASSIGN_OR_RETURN(
+      std::int64_t created,
+      InsertReturningId(
+          "INSERT INTO runs (connection_id, run_id, source, experiment_id, experiment, name, "
+          "user_name, status, offline, started_at, location, params, tags, summary, redacted, "
+          "omitted, stream, first_seen_at, updated_at) VALUES (?, ?, '', '', '', '', '', "
+          "'unknown', 0, 0, '', '{}', '{}', '{}', '[]', 0, ?, ?, ?) RETURNING id",
+          [&](Statement& s) {
+            s.Bind(connection_id).Bind(run_id).Bind(stream);
+            s.Bind(ToUnixMillis(now)).Bind(ToUnixMillis(now));
+          },
+          "creating run"));
+  return std::optional<std::int64_t>(created);
 }
 
-Status SqliteStore::StoreExperimentRecords(const std::string& connection_id,
+Status SqlStore::StoreExperimentRecords(const std::string& connection_id,
                                            const UploadBatch& batch,
                                            const std::vector<const UploadRecord*>& records,
                                            WallTime now, UploadOutcome& outcome) {
@@ -165,28 +165,27 @@ Status SqliteStore::StoreExperimentRecords(const std::string& connection_id,
           },
           "reading run metric"));
       if (!metric_id) {
-        UPLINK_RETURN_IF_ERROR(
-            Change("INSERT INTO run_metrics (run, key, latest_step, latest_value, "
-                   "latest_timestamp, points) VALUES (?, ?, ?, ?, ?, 0)",
-                   [&](Statement& s) {
-                     s.Bind(*run_row).Bind(series.metric).Bind(newest->step);
-                     if (std::isnan(newest->value)) {
-                       s.BindNull();
-                     } else {
-                       s.BindDouble(newest->value);
-                     }
-                     s.Bind(newest->timestamp_ms);
-                   },
-                   "creating run metric")
-                .status());
-        metric_id = sqlite3_last_insert_rowid(db_);
+        UPLINK_ASSIGN_OR_RETURN(
+            metric_id,
+            InsertReturningId("INSERT INTO run_metrics (run, key, latest_step, latest_value, "
+                              "latest_timestamp, points) VALUES (?, ?, ?, ?, ?, 0) RETURNING id",
+                              [&](Statement& s) {
+                                s.Bind(*run_row).Bind(series.metric).Bind(newest->step);
+                                if (std::isnan(newest->value)) {
+                                  s.BindNull();
+                                } else {
+                                  s.BindDouble(newest->value);
+                                }
+                                s.Bind(newest->timestamp_ms);
+                              },
+                              "creating run metric"));
         latest_step = newest->step;
         latest_timestamp = newest->timestamp_ms;
       }
       UPLINK_ASSIGN_OR_RETURN(
-          sqlite3_stmt * insert_stmt,
-          Prepare("INSERT OR IGNORE INTO run_metric_points (metric, step, timestamp, value) "
-                  "VALUES (?, ?, ?, ?)"));
+          sql::Statement * insert_stmt,
+          Prepare("INSERT INTO run_metric_points (metric, step, timestamp, value) "
+                  "VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING"));
       std::int64_t stored = 0;
       for (const RunPoint& point : series.points) {
         Statement insert(insert_stmt);
@@ -196,8 +195,8 @@ Status SqliteStore::StoreExperimentRecords(const std::string& connection_id,
         } else {
           insert.BindDouble(point.value);
         }
-        if (insert.Step() != SQLITE_DONE) return Error("storing run metric point");
-        stored += sqlite3_changes(db_);
+        if (insert.Step() != Statement::kDone) return Error("storing run metric point");
+        stored += insert.Changes();
       }
       outcome.run_points_stored += stored;
       outcome.run_points_duplicate += static_cast<std::int64_t>(series.points.size()) - stored;
@@ -265,7 +264,7 @@ Status SqliteStore::StoreExperimentRecords(const std::string& connection_id,
   return Status::Ok();
 }
 
-Result<RunPage> SqliteStore::ListRuns(const RunQuery& query) {
+Result<RunPage> SqlStore::ListRuns(const RunQuery& query) {
   std::string sql = std::string("SELECT ") + kRunColumns + " FROM runs r WHERE r.connection_id = ?";
   if (query.experiment) sql += " AND (r.experiment = ? OR r.experiment_id = ?)";
   if (query.status) sql += " AND r.status = ?";
@@ -299,7 +298,7 @@ Result<RunPage> SqliteStore::ListRuns(const RunQuery& query) {
   return page;
 }
 
-Result<RunFacets> SqliteStore::ListRunFacets(const std::string& connection_id) {
+Result<RunFacets> SqlStore::ListRunFacets(const std::string& connection_id) {
   std::lock_guard lock(mutex_);
   RunFacets facets;
   auto group = [&](const char* sql, std::vector<std::pair<std::string, std::int64_t>>& out) {
@@ -321,7 +320,7 @@ Result<RunFacets> SqliteStore::ListRunFacets(const std::string& connection_id) {
   return facets;
 }
 
-Result<StoredRun> SqliteStore::GetRun(const std::string& connection_id, const std::string& run_id) {
+Result<StoredRun> SqlStore::GetRun(const std::string& connection_id, const std::string& run_id) {
   static const std::string sql = std::string("SELECT ") + kRunColumns +
                                  " FROM runs r WHERE r.connection_id = ? AND r.run_id = ?";
   std::lock_guard lock(mutex_);
@@ -333,7 +332,7 @@ Result<StoredRun> SqliteStore::GetRun(const std::string& connection_id, const st
   return std::move(*run);
 }
 
-Result<std::vector<RunMetric>> SqliteStore::ListRunMetrics(const std::string& connection_id,
+Result<std::vector<RunMetric>> SqlStore::ListRunMetrics(const std::string& connection_id,
                                                            const std::string& run_id) {
   std::lock_guard lock(mutex_);
   std::vector<RunMetric> metrics;
@@ -350,7 +349,7 @@ Result<std::vector<RunMetric>> SqliteStore::ListRunMetrics(const std::string& co
   return metrics;
 }
 
-Result<std::vector<RunHistory>> SqliteStore::ReadRunHistory(const std::string& connection_id,
+Result<std::vector<RunHistory>> SqlStore::ReadRunHistory(const std::string& connection_id,
                                                             const std::string& run_id,
                                                             const std::vector<std::string>& metrics,
                                                             size_t max_points) {
@@ -392,7 +391,7 @@ Result<std::vector<RunHistory>> SqliteStore::ReadRunHistory(const std::string& c
   return histories;
 }
 
-Result<std::vector<RunProblem>> SqliteStore::ListRunProblems(const std::string& connection_id,
+Result<std::vector<RunProblem>> SqlStore::ListRunProblems(const std::string& connection_id,
                                                              int limit) {
   std::lock_guard lock(mutex_);
   std::vector<RunProblem> problems;

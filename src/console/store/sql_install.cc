@@ -1,13 +1,12 @@
-// SqliteStore's install plans (docs/api.md, "Install commands"): what each connection's
+// SqlStore's install plans (docs/api.md, "Install commands"): what each connection's
 // install commands were last generated with.
-#include <sqlite3.h>
 
-#include "console/store/sqlite_statement.h"
-#include "console/store/sqlite_store.h"
+#include "console/store/sql_statement.h"
+#include "console/store/sql_store.h"
 
 namespace uplink::console {
 
-Result<std::optional<InstallPlan>> SqliteStore::GetInstallPlan(const std::string& connection_id) {
+Result<std::optional<InstallPlan>> SqlStore::GetInstallPlan(const std::string& connection_id) {
   std::lock_guard lock(mutex_);
   std::optional<InstallPlan> plan;
   UPLINK_RETURN_IF_ERROR(ForEachRow(
@@ -21,7 +20,7 @@ Result<std::optional<InstallPlan>> SqliteStore::GetInstallPlan(const std::string
   return plan;
 }
 
-Status SqliteStore::SetInstallPlan(const std::string& connection_id, const InstallPlan& plan,
+Status SqlStore::SetInstallPlan(const std::string& connection_id, const InstallPlan& plan,
                                    const AuditEvent& audit) {
   return WriteTransaction(
       [&]() -> Status {
@@ -35,7 +34,7 @@ Status SqliteStore::SetInstallPlan(const std::string& connection_id, const Insta
               s.Bind(plan.selector).Bind(plan.updated_at);
             },
             "setting install plan");
-        if (!written.ok() && sqlite3_extended_errcode(db_) == SQLITE_CONSTRAINT_FOREIGNKEY) {
+        if (!written.ok() && db_->LastFailure() == sql::Failure::kForeignKey) {
           return NotFoundError("connection " + connection_id + " does not exist");
         }
         UPLINK_RETURN_IF_ERROR(written.status());

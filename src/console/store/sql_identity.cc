@@ -1,12 +1,11 @@
-// SqliteStore's identity area (identity_store.h): users, API keys and sessions. Two-factor
-// credentials and the console settings are in sqlite_two_factor.cc.
-#include <sqlite3.h>
+// SqlStore's identity area (identity_store.h): users, API keys and sessions. Two-factor
+// credentials and the console settings are in sql_two_factor.cc.
 
 #include <string>
 
 #include "common/text.h"
-#include "console/store/sqlite_statement.h"
-#include "console/store/sqlite_store.h"
+#include "console/store/sql_statement.h"
+#include "console/store/sql_store.h"
 
 namespace uplink::console {
 namespace {
@@ -74,7 +73,7 @@ Session SessionFromRow(const auto& row) {
 
 // --- Users ---------------------------------------------------------------------------------
 
-Status SqliteStore::InsertUser(const User& user) {
+Status SqlStore::InsertUser(const User& user) {
   std::string email = LowerAscii(user.email);
   auto inserted = Change(
       "INSERT INTO users (id, email, role, password_hash, created_at, deactivated_at) "
@@ -84,21 +83,21 @@ Status SqliteStore::InsertUser(const User& user) {
         s.Bind(user.created_at).Bind(user.deactivated_at);
       },
       "creating user");
-  if (!inserted.ok() && sqlite3_extended_errcode(db_) == SQLITE_CONSTRAINT_UNIQUE) {
+  if (!inserted.ok() && db_->LastFailure() == sql::Failure::kUnique) {
     return ConflictError("the email " + OneLineExcerpt(email, 254) +
                          " is taken by another user; choose another email");
   }
   return inserted.status();
 }
 
-Status SqliteStore::CreateUser(const User& user, const AuditEvent& audit) {
+Status SqlStore::CreateUser(const User& user, const AuditEvent& audit) {
   return WriteTransaction([&]() -> Status {
     UPLINK_RETURN_IF_ERROR(InsertUser(user));
     return InsertAudit(audit);
   });
 }
 
-Status SqliteStore::CreateUserWithApiKey(const User& user, const ApiKey& key,
+Status SqlStore::CreateUserWithApiKey(const User& user, const ApiKey& key,
                                          const AuditEvent& audit) {
   return WriteTransaction([&]() -> Status {
     UPLINK_RETURN_IF_ERROR(InsertUser(user));
@@ -107,7 +106,7 @@ Status SqliteStore::CreateUserWithApiKey(const User& user, const ApiKey& key,
   });
 }
 
-Result<User> SqliteStore::GetUser(const std::string& id) {
+Result<User> SqlStore::GetUser(const std::string& id) {
   static const std::string sql = SelectFrom(kUserColumns, "users WHERE id = ?");
   std::lock_guard lock(mutex_);
   std::optional<User> user;
@@ -118,7 +117,7 @@ Result<User> SqliteStore::GetUser(const std::string& id) {
   return std::move(*user);
 }
 
-Result<User> SqliteStore::FindUserByEmail(const std::string& email) {
+Result<User> SqlStore::FindUserByEmail(const std::string& email) {
   static const std::string sql = SelectFrom(kUserColumns, "users WHERE email = ?");
   std::string lowered = LowerAscii(email);
   std::lock_guard lock(mutex_);
@@ -130,7 +129,7 @@ Result<User> SqliteStore::FindUserByEmail(const std::string& email) {
   return std::move(*user);
 }
 
-Result<std::vector<User>> SqliteStore::ListUsers() {
+Result<std::vector<User>> SqlStore::ListUsers() {
   static const std::string sql = SelectFrom(kUserColumns, "users ORDER BY created_at, rowid");
   std::lock_guard lock(mutex_);
   std::vector<User> users;
@@ -140,15 +139,15 @@ Result<std::vector<User>> SqliteStore::ListUsers() {
   return users;
 }
 
-Result<std::int64_t> SqliteStore::CountUsers() {
+Result<std::int64_t> SqlStore::CountUsers() {
   std::lock_guard lock(mutex_);
-  UPLINK_ASSIGN_OR_RETURN(sqlite3_stmt * stmt, Prepare("SELECT COUNT(*) FROM users"));
+  UPLINK_ASSIGN_OR_RETURN(sql::Statement * stmt, Prepare("SELECT COUNT(*) FROM users"));
   Statement query(stmt);
-  if (query.Step() != SQLITE_ROW) return Error("counting users");
+  if (query.Step() != Statement::kRow) return Error("counting users");
   return query.Int(0);
 }
 
-Status SqliteStore::RevokeLiveSessions(const std::string& user_id,
+Status SqlStore::RevokeLiveSessions(const std::string& user_id,
                                        const std::string& except_session_id, WallTime at) {
   return Change(
              "UPDATE sessions SET revoked_at = ? WHERE user_id = ? AND id != ? "
@@ -158,7 +157,7 @@ Status SqliteStore::RevokeLiveSessions(const std::string& user_id,
       .status();
 }
 
-Status SqliteStore::SetUserDeactivated(const std::string& id, std::optional<WallTime> at,
+Status SqlStore::SetUserDeactivated(const std::string& id, std::optional<WallTime> at,
                                        const AuditEvent& audit) {
   return WriteTransaction([&]() -> Status {
     UPLINK_ASSIGN_OR_RETURN(int changed,
@@ -169,11 +168,11 @@ Status SqliteStore::SetUserDeactivated(const std::string& id, std::optional<Wall
     if (at) {
       // Checked inside the transaction, so two admins deactivating each other at once cannot
       // both succeed and leave nobody able to administer the console.
-      UPLINK_ASSIGN_OR_RETURN(sqlite3_stmt * stmt,
+      UPLINK_ASSIGN_OR_RETURN(sql::Statement * stmt,
                               Prepare("SELECT COUNT(*) FROM users WHERE role = 'admin' AND "
                                       "deactivated_at IS NULL"));
       Statement query(stmt);
-      if (query.Step() != SQLITE_ROW) return Error("counting active admins");
+      if (query.Step() != Statement::kRow) return Error("counting active admins");
       if (query.Int(0) == 0) {
         return FailedPreconditionError(
             "this would leave no active admin; make another user an admin first");
@@ -185,7 +184,7 @@ Status SqliteStore::SetUserDeactivated(const std::string& id, std::optional<Wall
   });
 }
 
-Status SqliteStore::SetPassword(const std::string& id, const std::string& password_hash,
+Status SqlStore::SetPassword(const std::string& id, const std::string& password_hash,
                                 const std::string& keep_session_id, WallTime at,
                                 const AuditEvent& audit) {
   return WriteTransaction([&]() -> Status {
@@ -201,7 +200,7 @@ Status SqliteStore::SetPassword(const std::string& id, const std::string& passwo
 
 // --- API keys ------------------------------------------------------------------------------
 
-Status SqliteStore::InsertApiKey(const ApiKey& key) {
+Status SqlStore::InsertApiKey(const ApiKey& key) {
   auto inserted = Change(
       "INSERT INTO api_keys (id, user_id, name, lookup_prefix, token_hash, created_at, "
       "expires_at, revoked_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
@@ -210,20 +209,20 @@ Status SqliteStore::InsertApiKey(const ApiKey& key) {
         s.Bind(key.token_hash).Bind(key.created_at).Bind(key.expires_at).Bind(key.revoked_at);
       },
       "creating API key");
-  if (!inserted.ok() && sqlite3_extended_errcode(db_) == SQLITE_CONSTRAINT_FOREIGNKEY) {
+  if (!inserted.ok() && db_->LastFailure() == sql::Failure::kForeignKey) {
     return NotFoundError("user " + key.user_id + " does not exist");
   }
   return inserted.status();
 }
 
-Status SqliteStore::CreateApiKey(const ApiKey& key, const AuditEvent& audit) {
+Status SqlStore::CreateApiKey(const ApiKey& key, const AuditEvent& audit) {
   return WriteTransaction([&]() -> Status {
     UPLINK_RETURN_IF_ERROR(InsertApiKey(key));
     return InsertAudit(audit);
   });
 }
 
-Result<ApiKey> SqliteStore::GetApiKey(const std::string& id) {
+Result<ApiKey> SqlStore::GetApiKey(const std::string& id) {
   static const std::string sql = SelectFrom(kApiKeyColumns, "api_keys WHERE id = ?");
   std::lock_guard lock(mutex_);
   std::optional<ApiKey> key;
@@ -234,7 +233,7 @@ Result<ApiKey> SqliteStore::GetApiKey(const std::string& id) {
   return std::move(*key);
 }
 
-Result<std::vector<ApiKey>> SqliteStore::ListApiKeys(const std::string& user_id) {
+Result<std::vector<ApiKey>> SqlStore::ListApiKeys(const std::string& user_id) {
   static const std::string sql =
       SelectFrom(kApiKeyColumns, "api_keys WHERE user_id = ? ORDER BY created_at, rowid");
   std::lock_guard lock(mutex_);
@@ -245,7 +244,7 @@ Result<std::vector<ApiKey>> SqliteStore::ListApiKeys(const std::string& user_id)
   return keys;
 }
 
-Result<std::vector<ApiKey>> SqliteStore::FindApiKeysByPrefix(const std::string& prefix) {
+Result<std::vector<ApiKey>> SqlStore::FindApiKeysByPrefix(const std::string& prefix) {
   static const std::string sql = SelectFrom(kApiKeyColumns, "api_keys WHERE lookup_prefix = ?");
   std::lock_guard lock(mutex_);
   std::vector<ApiKey> keys;
@@ -255,7 +254,7 @@ Result<std::vector<ApiKey>> SqliteStore::FindApiKeysByPrefix(const std::string& 
   return keys;
 }
 
-Status SqliteStore::RevokeApiKey(const std::string& id, WallTime at, const AuditEvent& audit) {
+Status SqlStore::RevokeApiKey(const std::string& id, WallTime at, const AuditEvent& audit) {
   return WriteTransaction([&]() -> Status {
     UPLINK_ASSIGN_OR_RETURN(
         int changed,
@@ -268,7 +267,7 @@ Status SqliteStore::RevokeApiKey(const std::string& id, WallTime at, const Audit
 
 // --- Sessions ------------------------------------------------------------------------------
 
-Status SqliteStore::InsertSession(const Session& session) {
+Status SqlStore::InsertSession(const Session& session) {
   auto inserted = Change(
       "INSERT INTO sessions (id, user_id, lookup_prefix, token_hash, created_at, expires_at, "
       "confirmed_until, revoked_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
@@ -278,20 +277,20 @@ Status SqliteStore::InsertSession(const Session& session) {
         s.Bind(session.confirmed_until).Bind(session.revoked_at);
       },
       "creating session");
-  if (!inserted.ok() && sqlite3_extended_errcode(db_) == SQLITE_CONSTRAINT_FOREIGNKEY) {
+  if (!inserted.ok() && db_->LastFailure() == sql::Failure::kForeignKey) {
     return NotFoundError("user " + session.user_id + " does not exist");
   }
   return inserted.status();
 }
 
-Status SqliteStore::CreateSession(const Session& session, const AuditEvent& audit) {
+Status SqlStore::CreateSession(const Session& session, const AuditEvent& audit) {
   return WriteTransaction([&]() -> Status {
     UPLINK_RETURN_IF_ERROR(InsertSession(session));
     return InsertAudit(audit);
   });
 }
 
-Result<std::vector<Session>> SqliteStore::FindSessionsByPrefix(const std::string& prefix) {
+Result<std::vector<Session>> SqlStore::FindSessionsByPrefix(const std::string& prefix) {
   static const std::string sql = SelectFrom(kSessionColumns, "sessions WHERE lookup_prefix = ?");
   std::lock_guard lock(mutex_);
   std::vector<Session> sessions;
@@ -302,7 +301,7 @@ Result<std::vector<Session>> SqliteStore::FindSessionsByPrefix(const std::string
   return sessions;
 }
 
-Status SqliteStore::ConfirmSession(const std::string& id, WallTime until,
+Status SqlStore::ConfirmSession(const std::string& id, WallTime until,
                                    const AuditEvent& audit) {
   return WriteTransaction([&]() -> Status {
     UPLINK_ASSIGN_OR_RETURN(
@@ -318,7 +317,7 @@ Status SqliteStore::ConfirmSession(const std::string& id, WallTime until,
   });
 }
 
-Status SqliteStore::RevokeSession(const std::string& id, WallTime at, const AuditEvent& audit) {
+Status SqlStore::RevokeSession(const std::string& id, WallTime at, const AuditEvent& audit) {
   return WriteTransaction([&]() -> Status {
     UPLINK_ASSIGN_OR_RETURN(
         int changed,

@@ -1,11 +1,12 @@
-// The SQLite Store: one database file, WAL mode, foreign keys on, prepared statements kept
-// for the life of the store, one connection serialised by a mutex (the console's write load
-// is one report per connection per minute, plus one transaction per spool upload, which
-// agents batch).
+// The SQL Store: the store's SQL and rules, written once, over a sql::Database engine (SQLite,
+// the embedded default, or PostgreSQL, shared by several console replicas). Prepared
+// statements are kept for the life of the store; one connection, serialised by a mutex (the
+// console's write load is one report per connection per minute, plus one transaction per
+// spool upload, which agents batch).
 //
-// Every change runs in a BEGIN IMMEDIATE transaction together with its audit event, so a
-// second process on the same file (init racing serve) waits for the write lock instead of
-// reading a row that is about to change. Emails are stored lower-cased (ASCII, as SQLite's
+// Every change runs in a write transaction (sql::Database::BeginWrite: the engine's write
+// lock) together with its audit event, so a second process on the same database (init racing
+// serve, another replica) waits for the lock instead of reading a row that is about to change. Emails are stored lower-cased (ASCII, as SQLite's
 // lower() does). Revoking something already revoked keeps the first time, changes nothing
 // and records no audit event: the log shows only changes that happened.
 #pragma once
@@ -25,24 +26,33 @@
 #include "common/json_fwd.h"
 #include "console/store/store.h"
 
-struct sqlite3;
-struct sqlite3_stmt;
-
 namespace uplink::console {
 
-class SqliteStore : public Store {
+namespace sql {
+class Database;
+class Statement;
+}  // namespace sql
+
+class SqlStore : public Store {
  public:
-  // Creates the file (mode 0600) if needed and applies pending schema migrations. Refuses,
-  // with FailedPrecondition, a database written by a newer uplink-console.
-  static Result<std::unique_ptr<SqliteStore>> Open(const std::string& path);
+  // Applies pending schema migrations. Refuses, with FailedPrecondition, a database written
+  // by a newer uplink-console.
+  static Result<std::unique_ptr<SqlStore>> Open(std::unique_ptr<sql::Database> database);
+  // An SQLite database file, created (mode 0600) if needed.
+  static Result<std::unique_ptr<SqlStore>> OpenSqlite(const std::string& path);
   // The schema version this binary writes.
   static int LatestSchemaVersion();
 
-  ~SqliteStore() override;
-  SqliteStore(const SqliteStore&) = delete;
-  SqliteStore& operator=(const SqliteStore&) = delete;
+  ~SqlStore() override;
+  SqlStore(const SqlStore&) = delete;
+  SqlStore& operator=(const SqlStore&) = delete;
 
   Status Ping() override;
+
+  // Forgets the cached connection rows and console settings: another replica changed what
+  // authentication reads. (This store's own writes forget them themselves; on PostgreSQL
+  // they also tell the other replicas, through a NOTIFY sent when they commit.)
+  void DropCachedCredentials();
 
   Status CreateUser(const User& user, const AuditEvent& audit) override;
   Result<User> GetUser(const std::string& id) override;
@@ -113,7 +123,7 @@ class SqliteStore : public Store {
   Result<std::vector<StreamSummary>> ListStreams(const std::string& connection_id) override;
   Result<RecordPage> ListStreamRecords(const RecordQuery& query) override;
 
-  // Node samples (sqlite_samples.cc). Each sample is one row whose points are packed into a
+  // Node samples (sql_samples.cc). Each sample is one row whose points are packed into a
   // blob of (series id, value) pairs; rollups likewise, one row per node and 5-minute bucket.
   Result<NodePlan> GetNodePlan(const std::string& connection_id) override;
   Status SetNodePlan(const std::string& connection_id, const NodePlan& plan,
@@ -128,12 +138,12 @@ class SqliteStore : public Store {
                                        std::span<const SampleMetric> metrics, WallTime from,
                                        WallTime to) override;
 
-  // Install plans (sqlite_install.cc).
+  // Install plans (sql_install.cc).
   Result<std::optional<InstallPlan>> GetInstallPlan(const std::string& connection_id) override;
   Status SetInstallPlan(const std::string& connection_id, const InstallPlan& plan,
                         const AuditEvent& audit) override;
 
-  // Namespace scopes and cluster snapshots (sqlite_cluster.cc).
+  // Namespace scopes and cluster snapshots (sql_cluster.cc).
   Result<NamespaceScope> GetNamespaceScope(const std::string& connection_id) override;
   Status SetNamespaceScope(const std::string& connection_id,
                            const std::vector<std::string>& namespaces,
@@ -147,7 +157,7 @@ class SqliteStore : public Store {
   Result<std::vector<PodUsageSummary>> SummarizePodUsage(const std::string& connection_id,
                                                          WallTime since) override;
 
-  // Approval rules and approvals (sqlite_approvals.cc).
+  // Approval rules and approvals (sql_approvals.cc).
   Result<std::vector<ApprovalRule>> ListApprovalRules(const std::string& connection_id) override;
   Status AddApprovalRule(const ApprovalRule& rule, const AuditEvent& audit) override;
   Status RemoveApprovalRule(const std::string& connection_id, const std::string& rule_id,
@@ -165,7 +175,7 @@ class SqliteStore : public Store {
                                     const AuditEvent& expired_event,
                                     const AuditEvent& abandoned_event) override;
 
-  // Two-factor sign-in and console settings (sqlite_two_factor.cc). The settings are cached
+  // Two-factor sign-in and console settings (sql_two_factor.cc). The settings are cached
   // (authenticating every user request reads them) until SetConsoleSettings.
   Result<std::optional<TwoFactorCredential>> GetTwoFactor(const std::string& user_id) override;
   Result<std::vector<RecoveryCode>> ListUnusedRecoveryCodes(const std::string& user_id) override;
@@ -183,7 +193,7 @@ class SqliteStore : public Store {
   Result<ConsoleSettings> GetConsoleSettings() override;
   Status SetConsoleSettings(const ConsoleSettings& settings, const AuditEvent& audit) override;
 
-  // Experiment runs (sqlite_runs.cc).
+  // Experiment runs (sql_runs.cc).
   Result<RunPage> ListRuns(const RunQuery& query) override;
   Result<RunFacets> ListRunFacets(const std::string& connection_id) override;
   Result<StoredRun> GetRun(const std::string& connection_id, const std::string& run_id) override;
@@ -196,7 +206,7 @@ class SqliteStore : public Store {
   Result<std::vector<RunProblem>> ListRunProblems(const std::string& connection_id,
                                                   int limit) override;
 
-  // Workspace execution (sqlite_workspace.cc).
+  // Workspace execution (sql_workspace.cc).
   Status CreateOffer(const Offer& offer, const Connection& connection,
                      const AuditEvent& connection_audit, const AuditEvent& offer_audit) override;
   Result<Offer> GetOffer(const std::string& id) override;
@@ -262,20 +272,21 @@ class SqliteStore : public Store {
   using Binder = std::function<void(Statement&)>;
   using RowReader = std::function<void(const Statement&)>;
 
-  explicit SqliteStore(sqlite3* db);
+  explicit SqlStore(std::unique_ptr<sql::Database> database);
 
   Status Migrate();
   Status Exec(const char* sql);
-  Result<sqlite3_stmt*> Prepare(const char* sql);
+  Result<sql::Statement*> Prepare(std::string_view sql);
+  // The last failure of the database, as a Status saying `what` failed.
   Status Error(std::string_view what) const;
 
   enum class CredentialCache { kEmpty, kKeep };
-  // Runs `body` in a write transaction (BEGIN IMMEDIATE) under mutex_: committed when it
+  // Runs `body` in a write transaction (BeginWrite) under mutex_: committed when it
   // returns ok, rolled back otherwise, and returns once it is durable. The credential cache
   // is emptied first unless the caller knows the transaction changes nothing authentication
   // reads.
   //
-  // Group commit: each commit waits for an fsync (synchronous=FULL), so bodies that arrive
+  // Group commit: each commit waits for an fsync, so bodies that arrive
   // while one group commits are run together by the next caller to lead, each in a savepoint
   // of one transaction (a failing body rolls back only its own work), and made durable by one
   // COMMIT. A caller whose body ran in a group returns when that group's COMMIT did; readers
@@ -287,10 +298,16 @@ class SqliteStore : public Store {
   void CommitGroup(const std::vector<PendingWrite*>& group);
 
   // The helpers below expect the caller to hold mutex_.
+  // Inside a write transaction: empties the credential caches, and has the commit tell the
+  // other replicas to empty theirs.
+  void ForgetCachedCredentials();
   // Runs a statement that returns no rows; the number of rows it changed.
-  Result<int> Change(const char* sql, const Binder& bind, std::string_view what);
-  Status ForEachRow(const char* sql, const Binder& bind, const RowReader& read,
+  Result<int> Change(std::string_view sql, const Binder& bind, std::string_view what);
+  Status ForEachRow(std::string_view sql, const Binder& bind, const RowReader& read,
                     std::string_view what);
+  // Runs an INSERT ... RETURNING id; the new row's id.
+  Result<std::int64_t> InsertReturningId(std::string_view sql, const Binder& bind,
+                                         std::string_view what);
   Status InsertUser(const User& user);
   Status InsertApiKey(const ApiKey& key);
   Status InsertSession(const Session& session);
@@ -299,8 +316,8 @@ class SqliteStore : public Store {
   Status InsertAudit(const AuditEvent& event);
   Status SupersedePendingHandovers(const std::string& connection_id, WallTime at);
   // NotFound ("<what> <id> does not exist") unless `sql` ("SELECT 1 ... WHERE id = ?") finds a row.
-  Status CheckExists(const char* sql, const std::string& id, std::string_view what);
-  Result<std::vector<Connection>> QueryConnections(const char* sql, const std::string& key);
+  Status CheckExists(std::string_view sql, const std::string& id, std::string_view what);
+  Result<std::vector<Connection>> QueryConnections(std::string_view sql, const std::string& key);
   Result<Connection> ReadConnection(const std::string& id);
   // Revokes the user's sessions that are neither revoked nor expired at `at`, except one.
   Status RevokeLiveSessions(const std::string& user_id, const std::string& except_session_id,
@@ -325,7 +342,7 @@ class SqliteStore : public Store {
   Status BindOrRefuse(const std::string& connection_id, const std::optional<std::string>& bound,
                       const std::string& cluster_uid, const AuditEvent& audit,
                       const json::object& bind_detail, Status& refusal);
-  // Two-factor (sqlite_two_factor.cc), inside a write transaction: uses up `use` for `audit`
+  // Two-factor (sql_two_factor.cc), inside a write transaction: uses up `use` for `audit`
   // (see Store), and replaces the user's recovery codes with `codes`.
   Status UseSecondFactor(const std::string& user_id, const SecondFactorUse& use,
                          const AuditEvent& audit);
@@ -337,22 +354,22 @@ class SqliteStore : public Store {
 
   // Keeps the newest of `records` (cluster snapshots of `batch` above acked_through) as the
   // connection's snapshot unless the kept one was collected later; inside the upload's
-  // transaction (sqlite_cluster.cc).
+  // transaction (sql_cluster.cc).
   Status StoreClusterSnapshot(const std::string& connection_id, const UploadBatch& batch,
                               const std::vector<const UploadRecord*>& records, WallTime now,
                               UploadOutcome& outcome);
-  // Inside the upload's transaction: the pod usage of `records` (sqlite_cluster.cc).
+  // Inside the upload's transaction: the pod usage of `records` (sql_cluster.cc).
   Status StorePodUsage(const std::string& connection_id, const UploadBatch& batch,
                        const std::vector<const UploadRecord*>& records, WallTime now);
-  // Inside a write transaction: replaces the connection's namespace scope (sqlite_cluster.cc).
+  // Inside a write transaction: replaces the connection's namespace scope (sql_cluster.cc).
   Status WriteNamespaceScope(const std::string& connection_id,
                              const std::vector<std::string>& namespaces, WallTime at);
-  // Under mutex_: the approvals `where` selects, with the connection's owner (sqlite_approvals.cc).
+  // Under mutex_: the approvals `where` selects, with the connection's owner (sql_approvals.cc).
   Result<std::vector<CommandApproval>> QueryApprovals(const std::string& where,
                                                       const Binder& bind);
 
   // Stores the experiments records of `batch` above acked_through, inside the upload's
-  // transaction (sqlite_runs.cc).
+  // transaction (sql_runs.cc).
   Status StoreExperimentRecords(const std::string& connection_id, const UploadBatch& batch,
                                 const std::vector<const UploadRecord*>& records, WallTime now,
                                 UploadOutcome& outcome);
@@ -361,7 +378,7 @@ class SqliteStore : public Store {
                                                const std::string& run_id, const std::string& stream,
                                                WallTime now, bool create);
 
-  // Node samples (sqlite_samples.cc); the caller holds mutex_ inside a write transaction
+  // Node samples (sql_samples.cc); the caller holds mutex_ inside a write transaction
   // unless it says otherwise.
   struct SeriesName {
     SampleMetric metric;
@@ -384,7 +401,7 @@ class SqliteStore : public Store {
   // The id of the connection's node, or NotFound.
   Result<std::int64_t> SampleNodeId(const std::string& connection_id, const std::string& node);
 
-  // Workspace execution (sqlite_workspace.cc), under mutex_.
+  // Workspace execution (sql_workspace.cc), under mutex_.
   Result<std::vector<Offer>> QueryOffers(const std::string& tail, const Binder& bind);
   Result<Offer> ReadOffer(const std::string& id);
   // FailedPrecondition, saying what it is now, unless the offer is in `expected`.
@@ -408,16 +425,18 @@ class SqliteStore : public Store {
   std::condition_variable writes_changed_;
   std::vector<PendingWrite*> pending_writes_;
   bool committing_ = false;
-  sqlite3* db_;
+  std::unique_ptr<sql::Database> db_;
   // Connections by token prefix, for authenticating agents without a query per request.
   // Emptied by every write transaction of this object, so a rotate, revoke or deactivation is
-  // seen by the very next request. Writes by another process would not empty it: the console
-  // holds its data directory's lock (LockDataDirectory) so that none can happen while it serves.
+  // seen by the very next request. Writes by another process do not empty it by themselves:
+  // on SQLite the console holds its data directory's lock (LockDataDirectory) so that none
+  // happen while it serves; on PostgreSQL each replica's writes notify the others, which call
+  // DropCachedCredentials.
   std::unordered_map<std::string, ConnectionRows> connections_by_token_prefix_;
-  std::map<std::string, sqlite3_stmt*, std::less<>> statements_;  // keyed by SQL text
   std::optional<WallTime> last_prune_;  // when PruneRecords last ran, under mutex_
   std::optional<WallTime> last_sample_maintenance_;  // when MaintainSamples last ran, under mutex_
   std::optional<ConsoleSettings> settings_;  // GetConsoleSettings' cache, under mutex_
+  bool forgot_credentials_ = false;  // by the open write transaction, under mutex_
 };
 
 }  // namespace uplink::console

@@ -1,11 +1,10 @@
-// SqliteStore's two-factor sign-in (docs/security.md, "Two-factor sign-in"): each user's
+// SqlStore's two-factor sign-in (docs/security.md, "Two-factor sign-in"): each user's
 // sealed TOTP secret and recovery code hashes, and the console-wide settings.
-#include <sqlite3.h>
 
 #include "common/crypto.h"
 #include "common/json.h"
-#include "console/store/sqlite_statement.h"
-#include "console/store/sqlite_store.h"
+#include "console/store/sql_statement.h"
+#include "console/store/sql_store.h"
 
 namespace uplink::console {
 namespace {
@@ -14,7 +13,7 @@ constexpr size_t kRecoveryCodeIdBytes = 8;
 
 }  // namespace
 
-Result<std::optional<TwoFactorCredential>> SqliteStore::GetTwoFactor(const std::string& user_id) {
+Result<std::optional<TwoFactorCredential>> SqlStore::GetTwoFactor(const std::string& user_id) {
   std::lock_guard lock(mutex_);
   std::optional<TwoFactorCredential> credential;
   UPLINK_RETURN_IF_ERROR(ForEachRow(
@@ -30,7 +29,7 @@ Result<std::optional<TwoFactorCredential>> SqliteStore::GetTwoFactor(const std::
   return credential;
 }
 
-Result<std::vector<RecoveryCode>> SqliteStore::ListUnusedRecoveryCodes(
+Result<std::vector<RecoveryCode>> SqlStore::ListUnusedRecoveryCodes(
     const std::string& user_id) {
   std::lock_guard lock(mutex_);
   std::vector<RecoveryCode> codes;
@@ -42,7 +41,7 @@ Result<std::vector<RecoveryCode>> SqliteStore::ListUnusedRecoveryCodes(
   return codes;
 }
 
-Status SqliteStore::BeginTwoFactor(const TwoFactorCredential& pending, const AuditEvent& audit) {
+Status SqlStore::BeginTwoFactor(const TwoFactorCredential& pending, const AuditEvent& audit) {
   return WriteTransaction([&]() -> Status {
     // Replaces a pending enrolment, never an enabled one.
     auto written = Change(
@@ -54,7 +53,7 @@ Status SqliteStore::BeginTwoFactor(const TwoFactorCredential& pending, const Aud
           s.Bind(pending.user_id).Bind(pending.sealed_secret).Bind(pending.created_at);
         },
         "beginning two-factor enrolment");
-    if (!written.ok() && sqlite3_extended_errcode(db_) == SQLITE_CONSTRAINT_FOREIGNKEY) {
+    if (!written.ok() && db_->LastFailure() == sql::Failure::kForeignKey) {
       return NotFoundError("user " + pending.user_id + " does not exist");
     }
     UPLINK_ASSIGN_OR_RETURN(int changed, std::move(written));
@@ -67,7 +66,7 @@ Status SqliteStore::BeginTwoFactor(const TwoFactorCredential& pending, const Aud
   });
 }
 
-Status SqliteStore::InsertRecoveryCodes(const std::string& user_id,
+Status SqlStore::InsertRecoveryCodes(const std::string& user_id,
                                         const std::vector<RecoveryCode>& codes, WallTime at) {
   UPLINK_RETURN_IF_ERROR(Change("DELETE FROM recovery_codes WHERE user_id = ?",
                                 [&](Statement& s) { s.Bind(user_id); },
@@ -86,7 +85,7 @@ Status SqliteStore::InsertRecoveryCodes(const std::string& user_id,
   return Status::Ok();
 }
 
-Status SqliteStore::EnableTwoFactor(const std::string& user_id, std::int64_t step,
+Status SqlStore::EnableTwoFactor(const std::string& user_id, std::int64_t step,
                                     const std::vector<RecoveryCode>& codes,
                                     const AuditEvent& audit) {
   return WriteTransaction([&]() -> Status {
@@ -106,7 +105,7 @@ Status SqliteStore::EnableTwoFactor(const std::string& user_id, std::int64_t ste
   });
 }
 
-Status SqliteStore::UseSecondFactor(const std::string& user_id, const SecondFactorUse& use,
+Status SqlStore::UseSecondFactor(const std::string& user_id, const SecondFactorUse& use,
                                     const AuditEvent& audit) {
   if (use.totp_step) {
     UPLINK_ASSIGN_OR_RETURN(
@@ -147,7 +146,7 @@ Status SqliteStore::UseSecondFactor(const std::string& user_id, const SecondFact
   return InsertAudit(used);
 }
 
-Status SqliteStore::DisableTwoFactor(const std::string& user_id,
+Status SqlStore::DisableTwoFactor(const std::string& user_id,
                                      const std::optional<SecondFactorUse>& use,
                                      const AuditEvent& audit) {
   return WriteTransaction([&]() -> Status {
@@ -164,7 +163,7 @@ Status SqliteStore::DisableTwoFactor(const std::string& user_id,
   });
 }
 
-Status SqliteStore::ReplaceRecoveryCodes(const std::string& user_id, const SecondFactorUse& use,
+Status SqlStore::ReplaceRecoveryCodes(const std::string& user_id, const SecondFactorUse& use,
                                          const std::vector<RecoveryCode>& codes,
                                          const AuditEvent& audit) {
   return WriteTransaction([&]() -> Status {
@@ -174,7 +173,7 @@ Status SqliteStore::ReplaceRecoveryCodes(const std::string& user_id, const Secon
   });
 }
 
-Status SqliteStore::CreateSessionWithSecondFactor(const Session& session,
+Status SqlStore::CreateSessionWithSecondFactor(const Session& session,
                                                   const SecondFactorUse& use,
                                                   const AuditEvent& audit) {
   return WriteTransaction([&]() -> Status {
@@ -184,7 +183,7 @@ Status SqliteStore::CreateSessionWithSecondFactor(const Session& session,
   });
 }
 
-Result<ConsoleSettings> SqliteStore::GetConsoleSettings() {
+Result<ConsoleSettings> SqlStore::GetConsoleSettings() {
   std::lock_guard lock(mutex_);
   if (settings_) return *settings_;
   ConsoleSettings settings;
@@ -200,10 +199,10 @@ Result<ConsoleSettings> SqliteStore::GetConsoleSettings() {
   return settings;
 }
 
-Status SqliteStore::SetConsoleSettings(const ConsoleSettings& settings, const AuditEvent& audit) {
+Status SqlStore::SetConsoleSettings(const ConsoleSettings& settings, const AuditEvent& audit) {
   return WriteTransaction([&]() -> Status {
     // Emptied whether or not the write commits: the next read asks the database.
-    settings_.reset();
+    ForgetCachedCredentials();
     UPLINK_RETURN_IF_ERROR(Change("UPDATE console_settings SET require_two_factor = ?, "
                                   "updated_at = ? WHERE id = 1",
                                   [&](Statement& s) {

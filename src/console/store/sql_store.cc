@@ -1,0 +1,351 @@
+#include "console/store/sql_store.h"
+
+#include <algorithm>
+#include <span>
+#include <unordered_map>
+
+#include "common/json.h"
+#include "common/text.h"
+#include "console/store/sql/database.h"
+#include "console/store/sql/sqlite_database.h"
+#include "console/store/sql_statement.h"
+
+namespace uplink::console {
+namespace {
+
+
+constexpr const char* kAuditColumns =
+    "id, at, actor_type, actor_id, actor_label, credential, action, target_type, target_id, "
+    "owner_id, source_address, outcome, detail";
+
+constexpr int kMaxAuditPage = 500;
+
+AuditEvent AuditEventFromRow(const auto& row) {
+  AuditEvent event;
+  event.id = row.Int(0);
+  event.at = row.Time(1);
+  event.actor_type = row.Text(2);
+  event.actor_id = row.Text(3);
+  event.actor_label = row.Text(4);
+  event.credential = row.Text(5);
+  event.action = row.Text(6);
+  event.target_type = row.Text(7);
+  event.target_id = row.Text(8);
+  event.owner_id = row.Text(9);
+  event.source_address = row.Text(10);
+  event.outcome = row.Text(11);
+  event.detail = row.Text(12);
+  return event;
+}
+
+}  // namespace
+
+int SqlStore::LatestSchemaVersion() { return sql::SqliteMigrations().back().version; }
+
+SqlStore::SqlStore(std::unique_ptr<sql::Database> database) : db_(std::move(database)) {}
+
+SqlStore::~SqlStore() = default;
+
+Result<std::unique_ptr<SqlStore>> SqlStore::Open(std::unique_ptr<sql::Database> database) {
+  std::unique_ptr<SqlStore> store(new SqlStore(std::move(database)));
+  UPLINK_RETURN_IF_ERROR(store->Migrate());
+  return store;
+}
+
+Result<std::unique_ptr<SqlStore>> SqlStore::OpenSqlite(const std::string& path) {
+  UPLINK_ASSIGN_OR_RETURN(std::unique_ptr<sql::Database> database, sql::OpenSqliteDatabase(path));
+  auto store = Open(std::move(database));
+  if (!store.ok()) return store.status().WithContext("migrating database " + path);
+  return store;
+}
+
+Status SqlStore::Error(std::string_view what) const {
+  std::string message = std::string(what) + ": " + db_->LastMessage();
+  switch (db_->LastFailure()) {
+    case sql::Failure::kBusy:
+    case sql::Failure::kUnavailable:
+      return UnavailableError(std::move(message));
+    case sql::Failure::kCorrupt:
+      return DataLossError(std::move(message));
+    case sql::Failure::kPrimaryKey:
+      return AlreadyExistsError(std::move(message));
+    case sql::Failure::kForeignKey:
+      return NotFoundError(std::move(message));
+    case sql::Failure::kCheck:
+      return InvalidArgumentError(std::move(message));
+    default:
+      return IOError(std::move(message));
+  }
+}
+
+Status SqlStore::Exec(const char* sql) { return db_->Exec(sql); }
+
+Result<sql::Statement*> SqlStore::Prepare(std::string_view sql) {
+  return db_->Prepare(std::string(sql));
+}
+
+struct SqlStore::PendingWrite {
+  const std::function<Status()>& body;
+  CredentialCache cache;
+  Status status = Status::Ok();
+  bool done = false;
+};
+
+Status SqlStore::WriteTransaction(const std::function<Status()>& body,
+                                     CredentialCache cache) {
+  // Bodies of one group share a transaction; beyond this many they wait for the next, so
+  // that one caller's wait stays bounded.
+  constexpr size_t kMaxGroup = 64;
+  PendingWrite mine{body, cache};
+  std::unique_lock writes(writes_mutex_);
+  pending_writes_.push_back(&mine);
+  while (!mine.done) {
+    writes_changed_.wait(writes, [&] { return mine.done || !committing_; });
+    if (mine.done) break;
+    // Lead a group: this write and those waiting with it, in arrival order.
+    committing_ = true;
+    const size_t size = std::min(pending_writes_.size(), kMaxGroup);
+    std::vector<PendingWrite*> group(pending_writes_.begin(),
+                                     pending_writes_.begin() + static_cast<std::ptrdiff_t>(size));
+    pending_writes_.erase(pending_writes_.begin(),
+                          pending_writes_.begin() + static_cast<std::ptrdiff_t>(size));
+    writes.unlock();
+    CommitGroup(group);
+    writes.lock();
+    for (PendingWrite* write : group) write->done = true;
+    committing_ = false;
+    writes_changed_.notify_all();
+  }
+  return mine.status;
+}
+
+void SqlStore::CommitGroup(const std::vector<PendingWrite*>& group) {
+  std::lock_guard lock(mutex_);
+  auto fail_all = [](std::span<PendingWrite* const> writes, const Status& status) {
+    for (PendingWrite* write : writes) write->status = status;
+  };
+  if (Status begun = db_->BeginWrite(); !begun.ok()) return fail_all(group, begun);
+  std::vector<PendingWrite*> applied;  // in the open transaction, not yet committed
+  for (size_t i = 0; i < group.size(); ++i) {
+    PendingWrite& write = *group[i];
+    if (write.cache == CredentialCache::kEmpty) ForgetCachedCredentials();
+    Status status = Exec("SAVEPOINT uplink_write");
+    if (status.ok()) {
+      try {
+        status = write.body();
+      } catch (const std::exception& e) {
+        status = InternalError(std::string("a store write threw: ") + e.what());
+      }
+    }
+    if (!db_->InTransaction()) {
+      // The engine rolled the whole transaction back (an I/O error, a full disk, a lost
+      // connection): the writes before this one in the group are undone with it. The rest
+      // get a transaction of their own.
+      if (status.ok()) status = UnavailableError("the store's transaction was rolled back");
+      write.status = status;
+      fail_all(applied, status);
+      applied.clear();
+      if (Status begun = db_->BeginWrite(); !begun.ok()) {
+        return fail_all(std::span(group).subspan(i + 1), begun);
+      }
+      continue;
+    }
+    if (status.ok()) status = Exec("RELEASE uplink_write");
+    if (!status.ok()) {
+      (void)Exec("ROLLBACK TO uplink_write");
+      (void)Exec("RELEASE uplink_write");
+    } else {
+      applied.push_back(&write);
+    }
+    write.status = status;
+  }
+  if (forgot_credentials_ && db_->engine() == sql::Engine::kPostgres) {
+    // Other replicas forget theirs when this commits (a NOTIFY is sent only then); the
+    // replica bus (console/replicas/) calls their DropCachedCredentials.
+    (void)Exec(R"(SELECT pg_notify('uplink_replicas', '{"topic":"credentials"}'))");
+  }
+  forgot_credentials_ = false;
+  if (Status committed = Exec("COMMIT"); !committed.ok()) {
+    (void)Exec("ROLLBACK");
+    fail_all(applied, committed);
+  }
+}
+
+void SqlStore::ForgetCachedCredentials() {
+  connections_by_token_prefix_.clear();
+  settings_.reset();
+  forgot_credentials_ = true;
+}
+
+void SqlStore::DropCachedCredentials() {
+  std::lock_guard lock(mutex_);
+  connections_by_token_prefix_.clear();
+  settings_.reset();
+}
+
+Result<int> SqlStore::Change(std::string_view sql, const Binder& bind, std::string_view what) {
+  UPLINK_ASSIGN_OR_RETURN(sql::Statement * stmt, Prepare(sql));
+  Statement statement(stmt);
+  bind(statement);
+  if (statement.Step() != Statement::kDone) return Error(what);
+  return static_cast<int>(statement.Changes());
+}
+
+Status SqlStore::ForEachRow(std::string_view sql, const Binder& bind, const RowReader& read,
+                            std::string_view what) {
+  UPLINK_ASSIGN_OR_RETURN(sql::Statement * stmt, Prepare(sql));
+  Statement query(stmt);
+  bind(query);
+  Statement::StepResult step;
+  while ((step = query.Step()) == Statement::kRow) read(query);
+  if (step != Statement::kDone) return Error(what);
+  return Status::Ok();
+}
+
+Result<std::int64_t> SqlStore::InsertReturningId(std::string_view sql, const Binder& bind,
+                                                  std::string_view what) {
+  std::optional<std::int64_t> id;
+  UPLINK_RETURN_IF_ERROR(
+      ForEachRow(sql, bind, [&](const Statement& row) { id = row.Int(0); }, what));
+  if (!id) return InternalError(std::string(what) + ": the insert returned no id");
+  return *id;
+}
+
+Status SqlStore::CheckExists(std::string_view sql, const std::string& id, std::string_view what) {
+  bool found = false;
+  UPLINK_RETURN_IF_ERROR(ForEachRow(
+      sql, [&](Statement& s) { s.Bind(id); }, [&](const Statement&) { found = true; },
+      "reading " + std::string(what)));
+  if (!found) return NotFoundError(std::string(what) + " " + id + " does not exist");
+  return Status::Ok();
+}
+
+Status SqlStore::Migrate() {
+  std::lock_guard lock(mutex_);
+  // The version is read inside the write transaction, so two processes opening a new
+  // database at once (init racing serve, two replicas) apply each migration exactly once.
+  UPLINK_RETURN_IF_ERROR(db_->BeginWrite());
+  auto apply = [&]() -> Status {
+    UPLINK_RETURN_IF_ERROR(Exec(
+        "CREATE TABLE IF NOT EXISTS schema_migrations ("
+        "version INTEGER PRIMARY KEY, applied_at BIGINT NOT NULL)"));
+    UPLINK_ASSIGN_OR_RETURN(sql::Statement * max_stmt,
+                            Prepare("SELECT COALESCE(MAX(version), 0) FROM schema_migrations"));
+    std::int64_t current = 0;
+    {
+      Statement query(max_stmt);
+      if (query.Step() != Statement::kRow) return Error("reading schema version");
+      current = query.Int(0);
+    }
+    if (current > LatestSchemaVersion()) {
+      return FailedPreconditionError(
+          "the database has schema version " + std::to_string(current) +
+          " but this uplink-console supports up to " + std::to_string(LatestSchemaVersion()) +
+          "; run a newer uplink-console (or restore a backup made before the upgrade)");
+    }
+    for (const sql::Migration& migration : db_->Migrations()) {
+      if (migration.version <= current) continue;
+      Status status = Exec(migration.sql);
+      if (!status.ok()) {
+        return status.WithContext("applying schema migration " + std::to_string(migration.version));
+      }
+      UPLINK_ASSIGN_OR_RETURN(
+          sql::Statement * record,
+          Prepare("INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)"));
+      Statement insert(record);
+      insert.Bind(static_cast<std::int64_t>(migration.version))
+          .Bind(std::chrono::system_clock::now());
+      if (insert.Step() != Statement::kDone) return Error("recording schema migration");
+    }
+    return Status::Ok();
+  };
+  Status status = apply();
+  if (status.ok()) status = Exec("COMMIT");
+  if (!status.ok()) (void)Exec("ROLLBACK");
+  return status;
+}
+
+Status SqlStore::Ping() {
+  std::lock_guard lock(mutex_);
+  UPLINK_ASSIGN_OR_RETURN(sql::Statement * stmt, Prepare("SELECT 1"));
+  Statement query(stmt);
+  if (query.Step() != Statement::kRow) return Error("querying the database");
+  return Status::Ok();
+}
+
+// --- Audit ---------------------------------------------------------------------------------
+
+Status SqlStore::InsertAudit(const AuditEvent& e) {
+  auto inserted = Change(
+      "INSERT INTO audit_events (at, actor_type, actor_id, actor_label, credential, action, "
+      "target_type, target_id, owner_id, source_address, outcome, detail) "
+      "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+      [&](Statement& s) {
+        s.Bind(e.at).Bind(e.actor_type).Bind(e.actor_id).Bind(e.actor_label).Bind(e.credential);
+        s.Bind(e.action).Bind(e.target_type).Bind(e.target_id).Bind(e.owner_id);
+        s.Bind(e.source_address).Bind(e.outcome).Bind(e.detail.empty() ? "{}" : e.detail);
+      },
+      "recording audit event");
+  if (!inserted.ok() && db_->LastFailure() == sql::Failure::kCheck) {
+    return InvalidArgumentError("audit event \"" + OneLineExcerpt(e.action, 64) +
+                                "\" refused: its outcome must be \"ok\" or \"refused\" and its "
+                                "detail a JSON object; nothing was changed");
+  }
+  return inserted.status();
+}
+
+Status SqlStore::AppendAudit(const AuditEvent& event) {
+  std::lock_guard lock(mutex_);
+  return InsertAudit(event);
+}
+
+Result<std::vector<AuditEvent>> SqlStore::ListAudit(const AuditQuery& query) {
+  // The SQL depends on which filters are set (16 combinations, each cached once).
+  std::string filters;
+  if (query.target_id) filters += " AND target_id = ?";
+  if (query.action) filters += " AND action = ?";
+  if (query.before_id) filters += " AND id < ?";
+  auto newest = [&](const char* condition) {
+    return SelectFrom(kAuditColumns, "audit_events WHERE ") + condition + filters +
+           " ORDER BY id DESC LIMIT ?";
+  };
+  std::string sql;
+  if (query.owner_id) {
+    // "About their things or by them": each side walks its own index from the newest down
+    // and stops after one page, rather than sorting all of the user's events for every page.
+    // UNION drops an event that is both.
+    sql = std::string("SELECT * FROM (") + newest("owner_id = ?") +
+          ") AS owned UNION SELECT * FROM (" + newest("actor_id = ? AND actor_type = 'user'") +
+          ") AS acted ORDER BY id DESC LIMIT ?";
+  } else {
+    sql = newest("TRUE");
+  }
+  std::int64_t limit = std::clamp(query.limit, 1, kMaxAuditPage);
+
+  std::lock_guard lock(mutex_);
+  std::vector<AuditEvent> events;
+  UPLINK_RETURN_IF_ERROR(ForEachRow(
+      sql.c_str(),
+      [&](Statement& s) {
+        auto bind_filters = [&] {
+          if (query.target_id) s.Bind(*query.target_id);
+          if (query.action) s.Bind(*query.action);
+          if (query.before_id) s.Bind(*query.before_id);
+          s.Bind(limit);
+        };
+        if (query.owner_id) {
+          s.Bind(*query.owner_id);
+          bind_filters();
+          s.Bind(*query.owner_id);
+          bind_filters();
+          s.Bind(limit);
+        } else {
+          bind_filters();
+        }
+      },
+      [&](const Statement& row) { events.push_back(AuditEventFromRow(row)); },
+      "reading the audit log"));
+  return events;
+}
+
+}  // namespace uplink::console
