@@ -20,12 +20,14 @@ packages=(
   libboost1.81-dev libssl-dev libsqlite3-dev zlib1g-dev libyaml-dev libsodium-dev
   libqrencode-dev  # the console's two-factor set-up: the otpauth:// URI as a QR code
   libsnappy-dev  # the console's remote write bodies (serve --remote-write-url)
+  libpq-dev  # the console's PostgreSQL store (libpq)
   libgtest-dev libgmock-dev libbenchmark-dev
 )
 if [[ "$profile" == all ]]; then
   packages+=(
     # real tools the tests drive
     kubectl openssl sqlite3 curl procps
+    postgresql-15  # the PostgreSQL store's tests start a real server (tests/support/postgres_server.cc)
     zbar-tools  # zbarimg: the two-factor tests read the console's QR codes back with a real scanner
     chromium  # headless, for the web console's browser tests (tests/browser, playwright-core)
     # clang and its libFuzzer runtime: make test runs the kubectl guard's fuzz target for a

@@ -1,0 +1,681 @@
+#include "console/store/sql/postgres_database.h"
+
+#include <libpq-fe.h>
+
+#include <algorithm>
+#include <array>
+#include <bit>
+#include <charconv>
+#include <cctype>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <map>
+#include <optional>
+#include <unordered_map>
+#include <vector>
+
+#include "common/log.h"
+
+namespace uplink::console::sql {
+namespace {
+
+const log::Logger& Log() {
+  static const log::Logger logger("console.store.postgres");
+  return logger;
+}
+
+// The type OIDs of pg_type that parameters are sent as (fixed since PostgreSQL 7).
+constexpr Oid kUnknownOid = 0;  // text and NULL: the server gives them the column's type
+constexpr Oid kByteaOid = 17;
+constexpr Oid kInt8Oid = 20;
+constexpr Oid kFloat8Oid = 701;
+
+// BEGIN IMMEDIATE's equivalent: the transaction-scoped advisory lock every replica's write
+// transaction takes (its key is "uplink" in ASCII, 0x75706c696e6b). A writer waits as long
+// as SQLite's busy timeout behind another, then fails with kBusy (55P03).
+constexpr const char* kBeginWrite =
+    "BEGIN; SET LOCAL lock_timeout = '5s'; SELECT pg_advisory_xact_lock(129125715635819)";
+
+bool IsIdentifierByte(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+         c == '_' || static_cast<unsigned char>(c) >= 0x80;
+}
+
+// The end (one past) of the construct starting at `at` that `?` must not be looked for in,
+// or `at` when none starts there. An unterminated one runs to the end: the server reports it.
+size_t SkipQuoted(std::string_view sql, size_t at) {
+  const char c = sql[at];
+  const char next = at + 1 < sql.size() ? sql[at + 1] : '\0';
+  if (c == '\'' || c == '"') {  // a doubled quote inside is an escaped one
+    size_t i = at + 1;
+    while (i < sql.size()) {
+      if (sql[i] != c) {
+        ++i;
+      } else if (i + 1 < sql.size() && sql[i + 1] == c) {
+        i += 2;
+      } else {
+        return i + 1;
+      }
+    }
+    return sql.size();
+  }
+  if (c == '-' && next == '-') {
+    size_t end = sql.find('\n', at);
+    return end == std::string_view::npos ? sql.size() : end + 1;
+  }
+  if (c == '/' && next == '*') {  // PostgreSQL's block comments nest
+    int depth = 0;
+    size_t i = at;
+    while (i + 1 < sql.size()) {
+      if (sql[i] == '/' && sql[i + 1] == '*') {
+        ++depth;
+        i += 2;
+      } else if (sql[i] == '*' && sql[i + 1] == '/') {
+        i += 2;
+        if (--depth == 0) return i;
+      } else {
+        ++i;
+      }
+    }
+    return sql.size();
+  }
+  // $tag$ ... $tag$, where a `$` inside an identifier (a$b) or before a digit ($1) is not one.
+  if (c == '$' && (at == 0 || !IsIdentifierByte(sql[at - 1])) && !(next >= '0' && next <= '9')) {
+    size_t tag_end = at + 1;
+    while (tag_end < sql.size() && IsIdentifierByte(sql[tag_end])) ++tag_end;
+    if (tag_end >= sql.size() || sql[tag_end] != '$') return at;
+    std::string_view tag = sql.substr(at, tag_end + 1 - at);
+    size_t close = sql.find(tag, tag_end + 1);
+    return close == std::string_view::npos ? sql.size() : close + tag.size();
+  }
+  return at;
+}
+
+// The message of a failed call on one line, without DETAIL: a constraint's DETAIL repeats the
+// row's values, which may be token hashes or anything else the store keeps.
+std::string OneLine(std::string_view text) {
+  std::string out;
+  for (char c : text) {
+    if (c == '\n' || c == '\t' || c == '\r') c = ' ';
+    if (c == ' ' && (out.empty() || out.back() == ' ')) continue;
+    out += c;
+  }
+  while (!out.empty() && out.back() == ' ') out.pop_back();
+  return out;
+}
+
+Failure FailureOfSqlState(std::string_view state, std::string_view constraint) {
+  if (state == "23505") return constraint.ends_with("_pkey") ? Failure::kPrimaryKey : Failure::kUnique;
+  if (state == "23503") return Failure::kForeignKey;
+  if (state == "23514") return Failure::kCheck;
+  if (state == "40001" || state == "40P01" || state == "55P03") return Failure::kBusy;
+  if (state.starts_with("08") || state == "57P01" || state == "57P02" || state == "57P03") {
+    return Failure::kUnavailable;
+  }
+  if (state == "XX001" || state == "XX002") return Failure::kCorrupt;
+  return Failure::kOther;
+}
+
+// What a transaction-control statement run through Exec() does to the transaction.
+enum class TransactionControl { kNone, kBegin, kCommit, kRollback };
+
+TransactionControl TransactionControlOf(std::string_view sql) {
+  auto word = [&sql]() {
+    size_t start = sql.find_first_not_of(" \t\r\n");
+    if (start == std::string_view::npos) return std::string();
+    size_t end = start;
+    while (end < sql.size() && IsIdentifierByte(sql[end])) ++end;
+    std::string w(sql.substr(start, end - start));
+    for (char& c : w) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    sql.remove_prefix(end);
+    return w;
+  };
+  std::string first = word();
+  if (first == "BEGIN" || first == "START") return TransactionControl::kBegin;
+  if (first == "COMMIT" || first == "END") return TransactionControl::kCommit;
+  // ROLLBACK TO [SAVEPOINT] x stays inside the transaction.
+  if (first == "ROLLBACK" || first == "ABORT") {
+    return word() == "TO" ? TransactionControl::kNone : TransactionControl::kRollback;
+  }
+  return TransactionControl::kNone;
+}
+
+// Integers as the store reads them: booleans ('t'/'f') as 1/0; numerics ("12.000", SUM or AVG
+// of bigints) and floats truncated toward zero and clamped, as SQLite converts them.
+std::int64_t ParseInt(std::string_view text) {
+  if (text == "t") return 1;
+  if (text == "f") return 0;
+  std::int64_t value = 0;
+  auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  const bool fraction_follows =
+      end != text.data() + text.size() && *end == '.' &&
+      std::all_of(end + 1, text.data() + text.size(), [](char c) { return c >= '0' && c <= '9'; });
+  if (error == std::errc() && (end == text.data() + text.size() || fraction_follows)) return value;
+  double d = 0;
+  if (std::from_chars(text.data(), text.data() + text.size(), d).ec != std::errc() ||
+      std::isnan(d)) {
+    return 0;
+  }
+  if (d >= 9223372036854775807.0) return std::numeric_limits<std::int64_t>::max();
+  if (d <= -9223372036854775808.0) return std::numeric_limits<std::int64_t>::min();
+  return static_cast<std::int64_t>(d);
+}
+
+double ParseDouble(std::string_view text) {
+  if (text == "t") return 1;
+  if (text == "f") return 0;
+  double value = 0;
+  std::from_chars(text.data(), text.data() + text.size(), value);  // NaN, Infinity included
+  return value;
+}
+
+int HexDigit(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+// bytea's output in the default hex format, "\x0a1b..."; nullopt when it is not that.
+std::optional<std::string> DecodeByteaHex(std::string_view text) {
+  if (!text.starts_with("\\x") || text.size() % 2 != 0) return std::nullopt;
+  std::string bytes;
+  bytes.resize((text.size() - 2) / 2);
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    int high = HexDigit(text[2 + 2 * i]);
+    int low = HexDigit(text[3 + 2 * i]);
+    if (high < 0 || low < 0) return std::nullopt;
+    bytes[i] = static_cast<char>(high << 4 | low);
+  }
+  return bytes;
+}
+
+std::string BigEndian(std::uint64_t value) {
+  std::string bytes(8, '\0');
+  for (int i = 7; i >= 0; --i) {
+    bytes[static_cast<size_t>(i)] = static_cast<char>(value & 0xff);
+    value >>= 8;
+  }
+  return bytes;
+}
+
+
+Status StatusOfFailure(Failure failure, std::string message) {
+  switch (failure) {
+    case Failure::kBusy:
+    case Failure::kUnavailable:
+      return UnavailableError(std::move(message));
+    case Failure::kCorrupt:
+      return DataLossError(std::move(message));
+    case Failure::kPrimaryKey:
+    case Failure::kUnique:
+      return AlreadyExistsError(std::move(message));
+    case Failure::kForeignKey:
+      return NotFoundError(std::move(message));
+    case Failure::kCheck:
+      return InvalidArgumentError(std::move(message));
+    case Failure::kNone:
+    case Failure::kOther:
+      break;
+  }
+  return IOError(std::move(message));
+}
+
+class PostgresStatement;
+
+class PostgresDatabase final : public Database {
+ public:
+  explicit PostgresDatabase(PGconn* conn) : conn_(conn) {}
+  ~PostgresDatabase() override {
+    statements_.clear();
+    PQfinish(conn_);
+  }
+  PostgresDatabase(const PostgresDatabase&) = delete;
+  PostgresDatabase& operator=(const PostgresDatabase&) = delete;
+
+  Engine engine() const override { return Engine::kPostgres; }
+  Result<Statement*> Prepare(const std::string& sql) override;
+  Status Exec(const std::string& sql) override;
+  Status BeginWrite() override;
+  bool InTransaction() const override {
+    PGTransactionStatusType status = PQtransactionStatus(conn_);
+    return status == PQTRANS_INTRANS || status == PQTRANS_INERROR;
+  }
+  Failure LastFailure() const override { return failure_; }
+  std::string LastMessage() const override { return message_; }
+
+  // Whether a statement may be sent now: connected (reconnecting when the connection was
+  // lost) and not inside a transaction that the lost connection took with it. `control` is
+  // what the statement does to the transaction.
+  Status ReadyToSend(TransactionControl control);
+  // Runs one libpq call that returns a result; nullptr when it failed, the failure recorded.
+  template <typename Call>
+  PGresult* Run(Call call);
+  Status Fail(Failure failure, std::string message) {
+    failure_ = failure;
+    message_ = std::move(message);
+    return StatusOfFailure(failure_, message_);
+  }
+  std::string NextStatementName() { return "uplink_" + std::to_string(++statements_named_); }
+  PGconn* conn() { return conn_; }
+
+ private:
+  void RecordFailure(const PGresult* result);
+
+  PGconn* conn_;
+  std::unordered_map<std::string, std::unique_ptr<PostgresStatement>> statements_;
+  std::uint64_t statements_named_ = 0;
+  // The connection was lost inside a transaction: until the store ends it (ROLLBACK) or
+  // begins another, statements would run outside the transaction it thinks it is in.
+  bool transaction_lost_ = false;
+  Failure failure_ = Failure::kNone;
+  std::string message_;
+};
+
+class PostgresStatement final : public Statement {
+ public:
+  PostgresStatement(PostgresDatabase& db, NumberedSql sql)
+      : db_(db), sql_(std::move(sql)), bindings_(static_cast<size_t>(sql_.parameters)) {}
+  ~PostgresStatement() override { PQclear(result_); }
+  PostgresStatement(const PostgresStatement&) = delete;
+  PostgresStatement& operator=(const PostgresStatement&) = delete;
+
+  void BindText(int index, std::string_view value, bool /*copy*/) override {
+    // Text parameters travel as C strings, so they are always copied. PostgreSQL's text
+    // cannot hold a NUL, which would silently cut the value short: refused at Step().
+    if (value.find('\0') != std::string_view::npos) {
+      bind_error_ = "parameter " + std::to_string(index) +
+                    " is text with a NUL byte, which PostgreSQL's text cannot hold";
+      return;
+    }
+    if (Binding* b = At(index)) *b = {Kind::kText, std::string(value), {}};
+  }
+  void BindBlob(int index, std::string_view bytes) override {
+    if (Binding* b = At(index)) *b = {Kind::kBlob, {}, bytes};
+  }
+  void BindInt(int index, std::int64_t value) override {
+    if (Binding* b = At(index)) *b = {Kind::kInt, BigEndian(static_cast<std::uint64_t>(value)), {}};
+  }
+  void BindDouble(int index, double value) override {
+    if (Binding* b = At(index)) {
+      *b = {Kind::kDouble, BigEndian(std::bit_cast<std::uint64_t>(value)), {}};
+    }
+  }
+  void BindNull(int index) override {
+    if (Binding* b = At(index)) *b = Binding{};
+  }
+
+  StepResult Step() override;
+
+  std::string_view Text(int column) const override {
+    if (!ValidCell(column)) return {};
+    // A bytea column reads as its bytes, as SQLite reads a blob as text.
+    if (PQftype(result_, column) == kByteaOid) return Blob(column);
+    return RawCell(column);
+  }
+  std::string_view Blob(int column) const override {
+    if (!ValidCell(column)) return {};
+    std::string_view text = RawCell(column);
+    if (PQftype(result_, column) != kByteaOid) return text;
+    // Decoded once per row and column: the view stays valid until the next Step() or Reset().
+    if (decoded_.empty()) decoded_.resize(static_cast<size_t>(PQnfields(result_)));
+    auto& cached = decoded_[static_cast<size_t>(column)];
+    if (!cached) cached = DecodeByteaHex(text).value_or(std::string(text));
+    return *cached;
+  }
+  std::int64_t Int(int column) const override {
+    return ValidCell(column) ? ParseInt(RawCell(column)) : 0;
+  }
+  double Double(int column) const override {
+    return ValidCell(column) ? ParseDouble(RawCell(column)) : 0;
+  }
+  bool IsNull(int column) const override {
+    return !ValidCell(column) || PQgetisnull(result_, row_, column);
+  }
+
+  std::int64_t Changes() const override {
+    if (result_ == nullptr) return 0;
+    std::string_view tuples = PQcmdTuples(result_);
+    std::int64_t changes = 0;
+    std::from_chars(tuples.data(), tuples.data() + tuples.size(), changes);
+    return changes;
+  }
+
+  void Reset() override {
+    PQclear(result_);
+    result_ = nullptr;
+    row_ = -1;
+    executed_ = false;
+    bind_error_.clear();
+    std::fill(bindings_.begin(), bindings_.end(), Binding{});
+    decoded_.clear();
+  }
+
+  // A new connection: the server knows none of this statement's prepared forms.
+  void ForgetPrepared() { prepared_.clear(); }
+
+ private:
+  enum class Kind { kNull, kText, kBlob, kInt, kDouble };
+  struct Binding {
+    Kind kind = Kind::kNull;
+    std::string owned;      // text, or an int8 or float8 in network byte order
+    std::string_view blob;  // the caller's bytes, unchanged until Reset()
+  };
+
+  Binding* At(int index) {
+    if (index >= 1 && index <= sql_.parameters) return &bindings_[static_cast<size_t>(index - 1)];
+    bind_error_ = "parameter " + std::to_string(index) + " is out of range: the statement has " +
+                  std::to_string(sql_.parameters);
+    return nullptr;
+  }
+
+  bool ValidCell(int column) const {
+    return result_ != nullptr && row_ >= 0 && row_ < PQntuples(result_) && column >= 0 &&
+           column < PQnfields(result_);
+  }
+  std::string_view RawCell(int column) const {
+    return {PQgetvalue(result_, row_, column),
+            static_cast<size_t>(PQgetlength(result_, row_, column))};
+  }
+
+  // This statement's server-side name for parameters of `types`, prepared first when this
+  // connection has not seen that combination; nullopt when preparing failed.
+  std::optional<std::string> PreparedFor(const std::vector<Oid>& types);
+
+  PostgresDatabase& db_;
+  const NumberedSql sql_;
+  std::vector<Binding> bindings_;
+  std::string bind_error_;
+  std::map<std::vector<Oid>, std::string> prepared_;
+  PGresult* result_ = nullptr;
+  int row_ = -1;
+  bool executed_ = false;
+  mutable std::vector<std::optional<std::string>> decoded_;
+};
+
+Result<Statement*> PostgresDatabase::Prepare(const std::string& sql) {
+  auto it = statements_.find(sql);
+  if (it == statements_.end()) {
+    it = statements_
+             .emplace(sql, std::make_unique<PostgresStatement>(*this, NumberParameters(sql)))
+             .first;
+  }
+  return it->second.get();
+}
+
+Status PostgresDatabase::ReadyToSend(TransactionControl control) {
+  if (PQstatus(conn_) != CONNECTION_OK) {
+    PQreset(conn_);
+    if (PQstatus(conn_) != CONNECTION_OK) {
+      return Fail(Failure::kUnavailable,
+                  "PostgreSQL is unreachable: " + OneLine(PQerrorMessage(conn_)));
+    }
+    for (auto& [sql, statement] : statements_) statement->ForgetPrepared();
+    Log().Info("reconnected to PostgreSQL");
+  }
+  if (transaction_lost_) {
+    if (control != TransactionControl::kRollback && control != TransactionControl::kBegin) {
+      return Fail(Failure::kUnavailable,
+                  "the connection to PostgreSQL was lost inside a transaction, which the server "
+                  "rolled back: roll back and start the transaction again");
+    }
+    transaction_lost_ = false;
+  }
+  return Status::Ok();
+}
+
+template <typename Call>
+PGresult* PostgresDatabase::Run(Call call) {
+  const bool was_in_transaction = InTransaction();
+  PGresult* result = call(conn_);
+  ExecStatusType status = result != nullptr ? PQresultStatus(result) : PGRES_FATAL_ERROR;
+  if (status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK) return result;
+  RecordFailure(result);
+  PQclear(result);
+  if (PQstatus(conn_) == CONNECTION_BAD && was_in_transaction) transaction_lost_ = true;
+  return nullptr;
+}
+
+void PostgresDatabase::RecordFailure(const PGresult* result) {
+  if (PQstatus(conn_) == CONNECTION_BAD) {
+    failure_ = Failure::kUnavailable;
+    message_ = "the connection to PostgreSQL was lost: " + OneLine(PQerrorMessage(conn_));
+    return;
+  }
+  auto field = [result](int code) -> std::string_view {
+    const char* value = result != nullptr ? PQresultErrorField(result, code) : nullptr;
+    return value != nullptr ? value : "";
+  };
+  std::string_view state = field(PG_DIAG_SQLSTATE);
+  std::string_view primary = field(PG_DIAG_MESSAGE_PRIMARY);
+  failure_ = FailureOfSqlState(state, field(PG_DIAG_CONSTRAINT_NAME));
+  message_ = "PostgreSQL: " + OneLine(primary.empty() ? PQerrorMessage(conn_) : primary);
+  if (!state.empty()) message_ += " (SQLSTATE " + std::string(state) + ")";
+}
+
+Status PostgresDatabase::Exec(const std::string& sql) {
+  UPLINK_RETURN_IF_ERROR(ReadyToSend(TransactionControlOf(sql)));
+  PGresult* result = Run([&sql](PGconn* conn) { return PQexec(conn, sql.c_str()); });
+  if (result == nullptr) return StatusOfFailure(failure_, message_);
+  PQclear(result);
+  return Status::Ok();
+}
+
+Status PostgresDatabase::BeginWrite() {
+  UPLINK_RETURN_IF_ERROR(ReadyToSend(TransactionControl::kBegin));
+  PGresult* result = Run([](PGconn* conn) { return PQexec(conn, kBeginWrite); });
+  if (result == nullptr) {
+    // A lock that timed out leaves a failed transaction: end it, as a failed BEGIN IMMEDIATE
+    // leaves none. The failure reported stays the lock's.
+    if (InTransaction()) PQclear(PQexec(conn_, "ROLLBACK"));
+    return StatusOfFailure(failure_, message_);
+  }
+  PQclear(result);
+  return Status::Ok();
+}
+
+std::optional<std::string> PostgresStatement::PreparedFor(const std::vector<Oid>& types) {
+  auto it = prepared_.find(types);
+  if (it != prepared_.end()) return it->second;
+  std::string name = db_.NextStatementName();
+  PGresult* result = db_.Run([&](PGconn* conn) {
+    return PQprepare(conn, name.c_str(), sql_.sql.c_str(), sql_.parameters, types.data());
+  });
+  if (result == nullptr) return std::nullopt;
+  PQclear(result);
+  prepared_.emplace(types, name);
+  return name;
+}
+
+Statement::StepResult PostgresStatement::Step() {
+  if (executed_) {
+    decoded_.clear();
+    return ++row_ < PQntuples(result_) ? StepResult::kRow : StepResult::kDone;
+  }
+  if (!bind_error_.empty()) {
+    (void)db_.Fail(Failure::kOther, bind_error_);
+    return StepResult::kError;
+  }
+  if (!db_.ReadyToSend(TransactionControl::kNone).ok()) return StepResult::kError;
+
+  const size_t n = bindings_.size();
+  std::vector<Oid> types(n);
+  std::vector<const char*> values(n);
+  std::vector<int> lengths(n);
+  std::vector<int> formats(n);
+  for (size_t i = 0; i < n; ++i) {
+    const Binding& b = bindings_[i];
+    switch (b.kind) {
+      case Kind::kNull:
+        types[i] = kUnknownOid;
+        values[i] = nullptr;
+        break;
+      case Kind::kText:
+        types[i] = kUnknownOid;
+        values[i] = b.owned.c_str();
+        break;
+      case Kind::kBlob:
+        types[i] = kByteaOid;
+        // libpq takes a null pointer for NULL: an empty blob must still point somewhere.
+        values[i] = b.blob.empty() ? "" : b.blob.data();
+        lengths[i] = static_cast<int>(b.blob.size());
+        formats[i] = 1;
+        break;
+      case Kind::kInt:
+      case Kind::kDouble:
+        types[i] = b.kind == Kind::kInt ? kInt8Oid : kFloat8Oid;
+        values[i] = b.owned.data();
+        lengths[i] = 8;
+        formats[i] = 1;
+        break;
+    }
+  }
+  std::optional<std::string> name = PreparedFor(types);
+  if (!name) return StepResult::kError;
+  result_ = db_.Run([&](PGconn* conn) {
+    return PQexecPrepared(conn, name->c_str(), static_cast<int>(n), values.data(), lengths.data(),
+                          formats.data(), /*resultFormat=*/0);
+  });
+  if (result_ == nullptr) return StepResult::kError;
+  executed_ = true;
+  row_ = 0;
+  return row_ < PQntuples(result_) ? StepResult::kRow : StepResult::kDone;
+}
+
+constexpr std::string_view kPasswordHelp =
+    "put the password in a file given with --store-password-file, or in PGPASSWORD or the "
+    "PGPASSFILE (~/.pgpass) of the user the console runs as";
+
+// Whether every % starts an escape of two hex digits, as libpq requires (it refuses %00 too:
+// the value would end at it). Checked here so that libpq never quotes a bad token back.
+bool ValidPercentEscapes(std::string_view text) {
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text[i] != '%') continue;
+    if (i + 2 >= text.size()) return false;
+    int high = HexDigit(text[i + 1]);
+    int low = HexDigit(text[i + 2]);
+    if (high < 0 || low < 0 || (high == 0 && low == 0)) return false;
+    i += 2;
+  }
+  return true;
+}
+
+// `text` has valid escapes only (ValidPercentEscapes).
+std::string PercentDecode(std::string_view text) {
+  std::string out;
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text[i] == '%' && i + 2 < text.size()) {
+      out += static_cast<char>(HexDigit(text[i + 1]) << 4 | HexDigit(text[i + 2]));
+      i += 2;
+    } else {
+      out += text[i];
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+NumberedSql NumberParameters(std::string_view sql) {
+  NumberedSql out;
+  out.sql.reserve(sql.size() + 16);
+  size_t i = 0;
+  while (i < sql.size()) {
+    size_t skipped = SkipQuoted(sql, i);
+    if (skipped != i) {
+      out.sql.append(sql.substr(i, skipped - i));
+      i = skipped;
+    } else if (sql[i] == '?') {
+      out.sql += '$';
+      out.sql += std::to_string(++out.parameters);
+      ++i;
+    } else {
+      out.sql += sql[i++];
+    }
+  }
+  return out;
+}
+
+Result<PostgresLocation> ParsePostgresLocation(std::string_view url) {
+  // No error below repeats any part of the URL: it may hold a password.
+  constexpr size_t kMaxLength = 4096;
+  if (url.empty()) {
+    return InvalidArgumentError("the store URL is empty: give postgres://[user@]host[:port]/database");
+  }
+  if (url.size() > kMaxLength) {
+    return InvalidArgumentError("the store URL is longer than " + std::to_string(kMaxLength) +
+                                " bytes");
+  }
+  if (std::any_of(url.begin(), url.end(), [](char c) {
+        return static_cast<unsigned char>(c) < 0x20 || c == 0x7f;
+      })) {
+    return InvalidArgumentError("the store URL contains a control character or a NUL byte");
+  }
+  std::string_view rest;
+  for (std::string_view scheme : {"postgresql://", "postgres://"}) {
+    if (url.starts_with(scheme)) rest = url.substr(scheme.size());
+  }
+  if (rest.data() == nullptr) {
+    return InvalidArgumentError(
+        "the store URL must begin with postgres:// or postgresql:// (libpq's URL form)");
+  }
+  if (!ValidPercentEscapes(url)) {
+    return InvalidArgumentError(
+        "the store URL has a % that does not start an escape of two hex digits (or is %00)");
+  }
+  const std::string password_error =
+      "the store URL carries a password, and a URL shows in process lists, shell history and "
+      "logs: remove it from the URL and " + std::string(kPasswordHelp);
+  // As libpq reads it: user[:password]@ when an @ comes before the first /.
+  size_t at = rest.find_first_of("@/");
+  if (at != std::string_view::npos && rest[at] == '@') {
+    std::string_view userinfo = rest.substr(0, at);
+    size_t colon = userinfo.find(':');
+    if (colon != std::string_view::npos && colon + 1 < userinfo.size()) {
+      return InvalidArgumentError(password_error);
+    }
+    rest.remove_prefix(at + 1);
+  }
+  if (size_t query = rest.find('?'); query != std::string_view::npos) {
+    std::string_view parameters = rest.substr(query + 1);
+    while (!parameters.empty()) {
+      size_t amp = parameters.find('&');
+      std::string_view parameter = parameters.substr(0, amp);
+      parameters.remove_prefix(amp == std::string_view::npos ? parameters.size() : amp + 1);
+      std::string key = PercentDecode(parameter.substr(0, parameter.find('=')));
+      if (key == "password" || key == "sslpassword") return InvalidArgumentError(password_error);
+    }
+  }
+  return PostgresLocation{std::string(url), std::nullopt};
+}
+
+Result<std::unique_ptr<Database>> OpenPostgresDatabase(const PostgresLocation& where) {
+  UPLINK_ASSIGN_OR_RETURN(PostgresLocation checked, ParsePostgresLocation(where.url));
+  // Keywords before dbname are defaults the URL may override; client_encoding after it is
+  // not overridable: the store's text is UTF-8.
+  std::vector<const char*> keywords = {"application_name", "connect_timeout"};
+  std::vector<const char*> values = {"uplink-console", "10"};
+  if (where.password) {
+    keywords.push_back("password");
+    values.push_back(where.password->c_str());
+  }
+  keywords.insert(keywords.end(), {"dbname", "client_encoding", nullptr});
+  values.insert(values.end(), {checked.url.c_str(), "UTF8", nullptr});
+  PGconn* conn = PQconnectdbParams(keywords.data(), values.data(), /*expand_dbname=*/1);
+  if (conn == nullptr) return UnavailableError("connecting to PostgreSQL: out of memory");
+  if (PQstatus(conn) != CONNECTION_OK) {
+    std::string message = "connecting to PostgreSQL: " + OneLine(PQerrorMessage(conn));
+    PQfinish(conn);
+    return UnavailableError(std::move(message));
+  }
+  // Errors without DETAIL or CONTEXT, which may quote the row; notices to the log at debug
+  // level rather than libpq's default of raw stderr.
+  PQsetErrorVerbosity(conn, PQERRORS_TERSE);
+  PQsetNoticeProcessor(
+      conn, [](void*, const char* message) { Log().Debug("notice", {{"message", OneLine(message)}}); },
+      nullptr);
+  return std::unique_ptr<Database>(std::make_unique<PostgresDatabase>(conn));
+}
+
+}  // namespace uplink::console::sql

@@ -1,0 +1,53 @@
+// The PostgreSQL engine of the SQL store (libpq): the scale path, where several console
+// replicas share one database. See database.h for the contract it keeps.
+//
+// How it maps the contract onto PostgreSQL:
+// - `?` parameters are numbered $1..$n (not inside '...' literals, "..." identifiers,
+//   $tag$...$tag$ bodies or comments).
+// - A statement is prepared on the server (PQprepare) at its first Step() with the types of
+//   its bindings: int64 as int8, double as float8, blobs as bytea (all three sent in binary),
+//   text and NULL as `unknown`, which PostgreSQL resolves to the column's type. A statement
+//   later bound with other types is prepared once more under another name.
+// - Results come back as text: booleans read as 1/0 through Int(), numerics (SUM and AVG of
+//   bigints) parse as integers, bytea columns are decoded from their hex form.
+// - BeginWrite() is BEGIN plus a transaction-scoped advisory lock that every replica takes,
+//   so writes serialise as under SQLite's BEGIN IMMEDIATE, waiting at most 5 s (kBusy after).
+// - A lost connection fails the call that finds it (kUnavailable); the next call reconnects
+//   and prepares its statements again.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "common/status.h"
+#include "console/store/sql/database.h"
+
+namespace uplink::console::sql {
+
+// Where the store's PostgreSQL database is: a libpq URL that carries no password, and the
+// password when it was given apart (--store-password-file). Without one, libpq reads
+// PGPASSWORD or the PGPASSFILE (~/.pgpass) itself.
+struct PostgresLocation {
+  std::string url;
+  std::optional<std::string> password;
+};
+
+// Accepts postgres:// and postgresql:// URLs (libpq's form; the host may be empty, with
+// ?host=/socket/dir). Refuses a URL with a password in it, since a URL is seen in process
+// lists, shell history and logs; the error never repeats any part of the URL.
+Result<PostgresLocation> ParsePostgresLocation(std::string_view url);
+
+// Connects (application_name uplink-console, a 10 s connect timeout unless the URL sets
+// one). Fails with kUnavailable when the server cannot be reached or refuses the login.
+Result<std::unique_ptr<Database>> OpenPostgresDatabase(const PostgresLocation& where);
+
+// The SQL with its `?` parameters numbered $1..$n, and n. Exposed for tests.
+struct NumberedSql {
+  std::string sql;
+  int parameters = 0;
+};
+NumberedSql NumberParameters(std::string_view sql);
+
+}  // namespace uplink::console::sql

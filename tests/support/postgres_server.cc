@@ -1,0 +1,151 @@
+#include "support/postgres_server.h"
+
+#include <libpq-fe.h>
+#include <pwd.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cctype>
+#include <cerrno>
+#include <cstdio>
+#include <filesystem>
+
+#include "common/crypto.h"
+
+namespace uplink::testing {
+namespace {
+
+constexpr const char* kDebianBinDir = "/usr/lib/postgresql/15/bin";
+constexpr const char* kSuperuser = "uplink";
+
+// Unreserved characters and '/' as they are; the rest %-escaped (a socket directory is a
+// path, which may hold anything).
+std::string PercentEncode(std::string_view text) {
+  std::string out;
+  for (unsigned char c : text) {
+    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~' || c == '/') {
+      out += static_cast<char>(c);
+    } else {
+      char escape[4];
+      std::snprintf(escape, sizeof escape, "%%%02X", c);
+      out += escape;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+Result<PostgresServer*> PostgresServer::Shared() {
+  static Result<std::unique_ptr<PostgresServer>> server = Launch(kDebianBinDir);
+  if (!server.ok()) return server.status();
+  return server->get();
+}
+
+Result<std::unique_ptr<PostgresServer>> PostgresServer::Launch(const std::string& bin_dir) {
+  std::unique_ptr<PostgresServer> server(new PostgresServer(bin_dir));
+  UPLINK_RETURN_IF_ERROR(server->Start());
+  return server;
+}
+
+PostgresServer::~PostgresServer() { (void)Stop(); }
+
+std::vector<std::string> PostgresServer::AsServerUser(std::vector<std::string> argv) const {
+  if (::geteuid() != 0) return argv;
+  const passwd* nobody = ::getpwnam("nobody");
+  std::vector<std::string> wrapped = {"/usr/bin/setpriv",
+                                      "--reuid=" + std::to_string(nobody->pw_uid),
+                                      "--regid=" + std::to_string(nobody->pw_gid),
+                                      "--clear-groups", "--"};
+  wrapped.insert(wrapped.end(), argv.begin(), argv.end());
+  return wrapped;
+}
+
+Status PostgresServer::Start() {
+  const bool initialised = std::filesystem::exists(dir_.File("data/PG_VERSION"));
+  if (!initialised) {
+    for (const char* name : {"initdb", "postgres"}) {
+      if (::access(Binary(name).c_str(), X_OK) != 0) {
+        return FailedPreconditionError(
+            "PostgreSQL 15's server is not installed (" + Binary(name) +
+            " is missing): run `make deps`, which installs Debian's postgresql-15");
+      }
+    }
+    if (::geteuid() == 0) {
+      // postgres refuses to run as root; as `nobody` it needs the directory for its own.
+      const passwd* nobody = ::getpwnam("nobody");
+      if (nobody == nullptr) return FailedPreconditionError("there is no user `nobody` to run postgres as");
+      if (::chown(dir_.path().c_str(), nobody->pw_uid, nobody->pw_gid) != 0) {
+        return ErrnoError("chown " + dir_.path(), errno);
+      }
+    }
+    password_ = HexEncode(RandomBytes(16));
+    const std::string password_file = dir_.File("password");
+    WriteFileOrDie(password_file, password_ + "\n", 0644);
+    CommandResult initdb = RunCommand(
+        AsServerUser({Binary("initdb"), "--pgdata=" + dir_.File("data"), "--username", kSuperuser,
+                      "--pwfile=" + password_file, "--auth=scram-sha-256", "--encoding=UTF8",
+                      "--no-locale", "--no-sync", "--no-instructions"}),
+        std::chrono::minutes(2));
+    std::filesystem::remove(password_file);
+    if (initdb.exit_code != 0) {
+      return InternalError("initdb failed (exit " + std::to_string(initdb.exit_code) +
+                           "): " + initdb.out + initdb.err);
+    }
+  }
+  // Only a Unix socket in the test's directory: nothing else on the machine can reach it.
+  postgres_.emplace(
+      AsServerUser({Binary("postgres"), "-D", dir_.File("data"), "-c", "listen_addresses=",
+                    "-c", "unix_socket_directories=" + dir_.path(), "-c", "fsync=off", "-c",
+                    "synchronous_commit=off", "-c", "full_page_writes=off", "-c",
+                    "max_connections=200", "-c", "shared_buffers=32MB"}),
+      dir_.path());
+  const std::string ping = "host=" + dir_.path() + " dbname=postgres user=" + kSuperuser;
+  bool ready = WaitFor(
+      [&] { return !postgres_->Running() || PQping(ping.c_str()) == PQPING_OK; },
+      std::chrono::minutes(1));
+  if (!ready || !postgres_->Running()) {
+    return InternalError("postgres did not start; its log: " + Log());
+  }
+  return Status::Ok();
+}
+
+Status PostgresServer::Stop() {
+  if (!postgres_) return Status::Ok();
+  // SIGINT, postgres's fast shutdown: it ends every session rather than waiting for the
+  // clients to leave, as SIGTERM would.
+  ::kill(postgres_->pid(), SIGINT);
+  std::optional<int> exit_code = postgres_->Wait(std::chrono::minutes(1));
+  postgres_.reset();  // SIGTERM, then SIGKILL, if it had not stopped
+  if (!exit_code) return InternalError("postgres did not stop within a minute of SIGINT");
+  return Status::Ok();
+}
+
+Status PostgresServer::Restart() {
+  UPLINK_RETURN_IF_ERROR(Stop());
+  return Start();
+}
+
+std::string PostgresServer::Log() const { return postgres_ ? postgres_->Stderr() : ""; }
+
+Result<std::string> PostgresServer::NewDatabase() {
+  const std::string name = "uplink_test_" + std::to_string(++databases_made_);
+  const char* keywords[] = {"host", "dbname", "user", "password", nullptr};
+  const char* values[] = {dir_.path().c_str(), "postgres", kSuperuser, password_.c_str(), nullptr};
+  PGconn* conn = PQconnectdbParams(keywords, values, 0);
+  Status status = Status::Ok();
+  if (PQstatus(conn) != CONNECTION_OK) {
+    status = UnavailableError(std::string("connecting to the test server: ") + PQerrorMessage(conn));
+  } else {
+    PGresult* result = PQexec(conn, ("CREATE DATABASE " + name).c_str());
+    if (PQresultStatus(result) != PGRES_COMMAND_OK) {
+      status = InternalError("CREATE DATABASE " + name + ": " + PQerrorMessage(conn));
+    }
+    PQclear(result);
+  }
+  PQfinish(conn);
+  if (!status.ok()) return status;
+  return "postgres:///" + name + "?host=" + PercentEncode(dir_.path()) + "&user=" + kSuperuser;
+}
+
+}  // namespace uplink::testing
