@@ -32,6 +32,9 @@ void DeclareSshMetrics(metrics::Registry& registry) {
                           "SSH channels that could not be opened (open_failed sent).");
   registry.DeclareCounter(kSshBytesMetric,
                           "SSH bytes relayed, by direction (to_workspace, from_workspace).");
+  registry.DeclareCounter("uplink_workspace_ssh_keys_writes_total",
+                          "authorized_keys writes through exec (one serves every channel and "
+                          "keys message that arrived while the one before it was written).");
   registry.DeclareCounter("uplink_workspace_ssh_capability_reports_total",
                           "SSH capability reports sent.");
 }

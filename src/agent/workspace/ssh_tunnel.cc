@@ -131,6 +131,7 @@ void SshTunnel::Run(StopSignal& stop) {
     if (tunnel_) tunnel_->Abort();
     for (const auto& [id, channel] : channels_) channel->Abort();
     report_now_.notify_all();
+    keys_written_.notify_all();
     sessions_.AbortAll();
   });
   Backoff backoff(options_.backoff);
@@ -247,7 +248,7 @@ void SshTunnel::OpenChannel(const protocol::SshOpen& open) {
           SshChannelRequest{.channel_id = open.channel, .where = *where,
                             .credential = Secret(open.credential)},
           kube_, options_.paths, options_.console, registry_,
-          [this, where = *where, keys, seq] { return WriteKeys(where, keys, seq); },
+          [this, where = *where, keys, seq] { return WaitForKeys(where, keys, seq); },
           [this, id = open.channel](const std::string& message) {
             (void)Send(protocol::EncodeSshOpenFailed({.channel = id, .message = message}));
           });
@@ -276,58 +277,68 @@ void SshTunnel::RewriteKeys(const protocol::SshKeys& keys) {
               {{"reservation", keys.reservation_id}});
     return;
   }
-  std::shared_ptr<KeysState> state;
+  std::uint64_t seq;
   {
     std::lock_guard lock(mutex_);
-    std::shared_ptr<KeysState>& slot = keys_[where->reservation_id];
-    if (!slot) slot = std::make_shared<KeysState>();
-    state = slot;
-    state->pending_seq = ++keys_seq_;
-    state->pending = keys.authorized_keys;
-    if (state->writer_running) return;  // it writes this list next
-    state->writer_running = true;
+    seq = ++keys_seq_;
   }
-  Spawn([this, where = *where, state] {
-    for (;;) {
-      std::uint64_t seq;
-      std::vector<std::string> list;
-      {
-        std::lock_guard lock(mutex_);
-        if (state->pending_seq == 0) {
-          state->writer_running = false;
-          return;
-        }
-        seq = std::exchange(state->pending_seq, 0);
-        list = std::move(state->pending);
-      }
-      Status written = WriteKeys(where, list, seq);
-      if (written.ok()) {
-        log_.Info("authorized_keys rewritten", {{"reservation", where.reservation_id},
-                                                {"keys", static_cast<std::int64_t>(list.size())}});
-      } else {
-        log_.Warn("authorized_keys could not be rewritten; the next channel writes it again",
-                  {{"reservation", where.reservation_id}, {"error", written}});
-      }
-    }
-  });
+  SubmitKeys(*where, keys.authorized_keys, seq);
 }
 
-Status SshTunnel::WriteKeys(const WorkspacePod& where, const std::vector<std::string>& keys,
-                            std::uint64_t seq) {
+std::shared_ptr<SshTunnel::KeysState> SshTunnel::SubmitKeys(const WorkspacePod& where,
+                                                            std::vector<std::string> keys,
+                                                            std::uint64_t seq) {
   std::shared_ptr<KeysState> state;
   {
     std::lock_guard lock(mutex_);
     std::shared_ptr<KeysState>& slot = keys_[where.reservation_id];
     if (!slot) slot = std::make_shared<KeysState>();
     state = slot;
+    if (seq > state->pending_seq && seq > state->tried_seq) {
+      state->pending_seq = seq;
+      state->pending = std::move(keys);
+      state->pending_where = where;
+    }
+    if (state->writer_running || state->pending_seq == 0) return state;
+    state->writer_running = true;
   }
-  // One writer per workspace, and never an older list over a newer one: messages are
-  // numbered as they arrive, and the console sends the keys valid at that moment.
-  std::lock_guard writing(state->writing);
-  if (state->written_seq > seq) return Status::Ok();
-  UPLINK_RETURN_IF_ERROR(WriteAuthorizedKeys(kube_, where, options_.paths, keys, sessions_));
-  state->written_seq = seq;
-  return Status::Ok();
+  Spawn([this, state] { WriteNewestKeys(state); });
+  return state;
+}
+
+Status SshTunnel::WaitForKeys(const WorkspacePod& where, const std::vector<std::string>& keys,
+                              std::uint64_t seq) {
+  std::shared_ptr<KeysState> state = SubmitKeys(where, keys, seq);
+  std::unique_lock lock(mutex_);
+  keys_written_.wait(lock, [&] { return state->tried_seq >= seq || stopping_; });
+  if (state->written_seq >= seq) return Status::Ok();
+  if (state->tried_seq >= seq) return state->tried;
+  return UnavailableError("the controller is stopping");
+}
+
+void SshTunnel::WriteNewestKeys(const std::shared_ptr<KeysState>& state) {
+  std::unique_lock lock(mutex_);
+  while (state->pending_seq != 0) {
+    const std::uint64_t seq = std::exchange(state->pending_seq, 0);
+    const std::vector<std::string> list = std::exchange(state->pending, {});
+    const WorkspacePod where = state->pending_where;
+    lock.unlock();
+    Status written = WriteAuthorizedKeys(kube_, where, options_.paths, list, sessions_);
+    registry_.Increment("uplink_workspace_ssh_keys_writes_total");
+    if (written.ok()) {
+      log_.Info("authorized_keys rewritten", {{"reservation", where.reservation_id},
+                                              {"keys", static_cast<std::int64_t>(list.size())}});
+    } else {
+      log_.Warn("authorized_keys could not be rewritten; the next channel writes it again",
+                {{"reservation", where.reservation_id}, {"error", written}});
+    }
+    lock.lock();
+    state->tried_seq = seq;
+    state->tried = written;
+    if (written.ok()) state->written_seq = seq;
+    keys_written_.notify_all();
+  }
+  state->writer_running = false;
 }
 
 void SshTunnel::ReportCapabilities(StopSignal& stop) {

@@ -10,7 +10,10 @@
 //   capabilities  makes each running workspace's host key once and reports it to the console
 //                 when the workspace starts running, on every new tunnel and every 30 s.
 //   channels      two threads per open channel (ssh_channel.h), at most max_channels at once;
-//                 and one short thread per `keys` message (authorized_keys rewritten).
+//                 and one writer per workspace at a time for authorized_keys: the lists of
+//                 the `keys` messages and channels that arrive while it writes are written
+//                 once, as the newest, so twelve channels opened at once cost two writes,
+//                 not twelve in turn.
 //
 // Nothing here touches the sync loop or /readyz: with SSH off or the tunnel down, commands
 // and workspaces work as before.
@@ -78,9 +81,17 @@ class SshTunnel {
   void Handle(std::string_view text);
   void OpenChannel(const protocol::SshOpen& open);
   void RewriteKeys(const protocol::SshKeys& keys);
-  // Writes `keys` unless a newer set (a later `seq`) of the same workspace was written.
-  Status WriteKeys(const WorkspacePod& where, const std::vector<std::string>& keys,
-                   std::uint64_t seq);
+  struct KeysState;
+  // Hands `keys` (numbered `seq` as its message arrived) to the workspace's one writer, and
+  // starts the writer unless it runs.
+  std::shared_ptr<KeysState> SubmitKeys(const WorkspacePod& where, std::vector<std::string> keys,
+                                        std::uint64_t seq);
+  // For a channel: until a list as new as `seq` or newer is written (or the write of one
+  // failed: its error). Channels opened together share a write instead of taking turns.
+  Status WaitForKeys(const WorkspacePod& where, const std::vector<std::string>& keys,
+                     std::uint64_t seq);
+  // The writer: writes the newest list it was handed until no newer one is waiting.
+  void WriteNewestKeys(const std::shared_ptr<KeysState>& state);
   void ReportCapabilities(StopSignal& stop);
   // Sends on the current tunnel; false when there is none or the write failed.
   bool Send(const std::string& message);
@@ -96,6 +107,7 @@ class SshTunnel {
 
   mutable std::mutex mutex_;
   std::condition_variable report_now_;
+  std::condition_variable keys_written_;  // after each authorized_keys write, and at the stop
   bool report_pending_ = false;
   bool stopping_ = false;
   std::shared_ptr<net::WebSocket> tunnel_;
@@ -105,14 +117,18 @@ class SshTunnel {
   std::map<std::string, std::shared_ptr<SshChannel>> channels_;  // by channel id
   std::vector<Task> tasks_;
   std::uint64_t keys_seq_ = 0;
+  // Guarded by mutex_. The newest list not yet written, and whether the writer is on it: a
+  // burst of `keys` messages or of channels costs one writer, which writes only the newest,
+  // never an older list over a newer one (lists are numbered as their messages arrive, and
+  // the console sends the keys valid at that moment).
   struct KeysState {
-    std::mutex writing;
-    std::uint64_t written_seq = 0;
-    // The newest `keys` list not yet written, and whether a writer is on it (both guarded by
-    // mutex_): a burst of messages costs one writer, which writes only the newest.
-    std::uint64_t pending_seq = 0;
+    std::uint64_t pending_seq = 0;  // 0: none waiting
     std::vector<std::string> pending;
+    WorkspacePod pending_where;
     bool writer_running = false;
+    std::uint64_t written_seq = 0;  // the newest list written
+    std::uint64_t tried_seq = 0;    // the newest list whose write ended, and how
+    Status tried;
   };
   std::map<std::string, std::shared_ptr<KeysState>> keys_;  // by reservation
 };

@@ -162,6 +162,28 @@ TEST_F(SshTunnelTest, ABurstOfKeysMessagesIsWrittenAsItsNewestListByOneWriter) {
   EXPECT_LT(writes, static_cast<size_t>(kBurst)) << writes << " writes for " << kBurst + 1;
 }
 
+TEST_F(SshTunnelTest, ChannelsOpenedTogetherShareAuthorizedKeysWritesInsteadOfTakingTurns) {
+  ASSERT_TRUE(WaitForReports(1));
+  const std::string key = NewKeyLine(*dir_, "ssg_00000000000000e1");
+  const double writes_before = cluster_->ControllerMetric("uplink_workspace_ssh_keys_writes_total");
+  constexpr int kChannels = 12;
+  std::vector<std::string> channels;
+  for (int i = 0; i < kChannels; ++i) channels.push_back(cluster_->console().OpenChannel(kReservation, {key}));
+  // Each channel's keys were in place before its sshd ran (which then fails here, as root).
+  for (const std::string& channel : channels) {
+    std::optional<std::string> failure = WaitForOpenFailure(channel);
+    ASSERT_TRUE(failure) << channel;
+    EXPECT_TRUE(failure->starts_with("sshd ended before it spoke")) << *failure;
+  }
+  EXPECT_EQ(AuthorizedKeys(), key + "\n");
+  // One write in flight and one for all that came meanwhile, not one per channel in turn
+  // (then the last channel waited for twelve execs: 13 s on a loaded machine).
+  const double writes = cluster_->ControllerMetric("uplink_workspace_ssh_keys_writes_total") - writes_before;
+  std::printf("%g authorized_keys writes for %d channels opened at once\n", writes, kChannels);
+  EXPECT_GE(writes, 1);
+  EXPECT_LE(writes, kChannels / 3) << writes << " authorized_keys writes for " << kChannels << " channels";
+}
+
 TEST_F(SshTunnelTest, AChannelToAWorkspaceNotRunningIsRefusedWithWhy) {
   ASSERT_TRUE(WaitFor([] { return cluster_->console().TunnelOpen(); }, 60s));
   const std::string channel = cluster_->console().OpenChannel("res_00000000000fffff", {});
