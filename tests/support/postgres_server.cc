@@ -15,10 +15,8 @@
 namespace uplink::testing {
 namespace {
 
-constexpr const char* kBinDir = "/usr/lib/postgresql/15/bin";
+constexpr const char* kDebianBinDir = "/usr/lib/postgresql/15/bin";
 constexpr const char* kSuperuser = "uplink";
-
-std::string Binary(const char* name) { return std::string(kBinDir) + "/" + name; }
 
 // Unreserved characters and '/' as they are; the rest %-escaped (a socket directory is a
 // path, which may hold anything).
@@ -39,13 +37,15 @@ std::string PercentEncode(std::string_view text) {
 }  // namespace
 
 Result<PostgresServer*> PostgresServer::Shared() {
-  static std::unique_ptr<PostgresServer> server;
-  static const Status started = [] {
-    server.reset(new PostgresServer());
-    return server->Start();
-  }();
-  if (!started.ok()) return started;
-  return server.get();
+  static Result<std::unique_ptr<PostgresServer>> server = Launch(kDebianBinDir);
+  if (!server.ok()) return server.status();
+  return server->get();
+}
+
+Result<std::unique_ptr<PostgresServer>> PostgresServer::Launch(const std::string& bin_dir) {
+  std::unique_ptr<PostgresServer> server(new PostgresServer(bin_dir));
+  UPLINK_RETURN_IF_ERROR(server->Start());
+  return server;
 }
 
 PostgresServer::~PostgresServer() { (void)Stop(); }

@@ -8,6 +8,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "common/status.h"
 #include "support/process.h"
@@ -19,6 +20,8 @@ class PostgresServer {
   // The server of this test binary, started on first use. Fails, saying to run `make deps`,
   // when PostgreSQL's binaries are missing.
   static Result<PostgresServer*> Shared();
+  // A server of its own, from the binaries in `bin_dir` (Shared() uses Debian's).
+  static Result<std::unique_ptr<PostgresServer>> Launch(const std::string& bin_dir);
 
   ~PostgresServer();
   PostgresServer(const PostgresServer&) = delete;
@@ -37,12 +40,14 @@ class PostgresServer {
   std::string Log() const;
 
  private:
-  PostgresServer() = default;
+  explicit PostgresServer(std::string bin_dir) : bin_dir_(std::move(bin_dir)) {}
+  std::string Binary(const char* name) const { return bin_dir_ + "/" + name; }
   Status Start();
   Status Stop();
   // argv run as the server's user (nobody when this process is root).
   std::vector<std::string> AsServerUser(std::vector<std::string> argv) const;
 
+  const std::string bin_dir_;
   TempDir dir_;
   std::string password_;
   std::optional<ChildProcess> postgres_;

@@ -78,6 +78,15 @@ class PostgresDatabaseTest : public ::testing::Test {
   std::unique_ptr<Database> db_;
 };
 
+// Without PostgreSQL's server the tests fail, saying how to install it; they never skip.
+TEST(PostgresServerTest, MissingBinariesFailWithWhatToDo) {
+  auto server = PostgresServer::Launch("/nonexistent/postgresql/bin");
+  ASSERT_FALSE(server.ok());
+  EXPECT_EQ(server.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(server.status().message().find("make deps"), std::string::npos)
+      << server.status().message();
+}
+
 TEST_F(PostgresDatabaseTest, NumbersQuestionMarksOutsideLiteralsIdentifiersAndComments) {
   EXPECT_EQ(db_->engine(), Engine::kPostgres);
   MustExec(*db_, "CREATE TABLE t (\"a?b\" BIGINT, note TEXT)");
