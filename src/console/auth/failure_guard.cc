@@ -4,6 +4,7 @@
 
 #include <cstring>
 
+#include "common/json.h"
 #include "console/replies.h"
 
 namespace uplink::console {
@@ -11,6 +12,8 @@ namespace {
 
 constexpr const char* kAuthFailuresTotal = "uplink_console_auth_failures_total";
 constexpr const char* kAuthRateLimitedTotal = "uplink_console_auth_rate_limited_total";
+constexpr const char* kReplicaChargesTotal = "uplink_console_auth_replica_charges_total";
+constexpr std::string_view kChargeTopic = "auth_failure";
 
 // The address bucket's key: an IPv4 address as it is, an IPv6 address by its /64 (one host
 // usually holds a whole /64, so keying by address would let it spread its guesses), and an
@@ -86,16 +89,56 @@ std::optional<net::Response> FailureGuard::Refused(const AuthRefusal& refusal) {
                                          {"email", refusal.email}});
   }
   if (!refusal.is_failure) return std::nullopt;
+  json::object charge;
   if (!refusal.credential_matched) {
-    by_address_.RecordFailure(AddressBucketKey(refusal.remote_address));
+    std::string address = AddressBucketKey(refusal.remote_address);
+    by_address_.RecordFailure(address);
+    charge["address"] = address;
   }
-  if (!refusal.email.empty()) by_email_.RecordFailure(std::string(refusal.email));
+  if (!refusal.email.empty()) {
+    by_email_.RecordFailure(std::string(refusal.email));
+    charge["email"] = refusal.email;
+  }
+  std::optional<std::chrono::seconds> prefix_wait;
+  if (!refusal.lookup_prefix.empty()) {
+    std::string prefix(refusal.lookup_prefix);
+    prefix_wait = by_prefix_.Check(prefix);
+    by_prefix_.RecordFailure(prefix);
+    charge["prefix"] = prefix;
+  }
+  if (bus_ != nullptr && !charge.empty()) {
+    // Lost while the bus reconnects: the other replicas' budgets are then briefly larger.
+    if (Status sent = bus_->Publish(kChargeTopic, charge); !sent.ok()) {
+      log_.Warn("could not send a failed authentication to the other replicas",
+                {{"error", sent}});
+    }
+  }
   if (refusal.lookup_prefix.empty()) return std::nullopt;
-  std::string prefix(refusal.lookup_prefix);
-  auto wait = by_prefix_.Check(prefix);
-  by_prefix_.RecordFailure(prefix);
-  return Limited("prefix", wait, "too many failed attempts with credentials of this prefix",
+  return Limited("prefix", prefix_wait, "too many failed attempts with credentials of this prefix",
                  "try again with the right credential");
+}
+
+void FailureGuard::JoinReplicas(ReplicaBus& bus) {
+  metrics_.DeclareCounter(kReplicaChargesTotal,
+                          "Failed authentications other replicas charged to this one's buckets.");
+  bus_ = &bus;
+  replica_charges_ = bus.Subscribe(std::string(kChargeTopic), [this](const json::object& message) {
+    ChargeFromReplica(message);
+  });
+}
+
+void FailureGuard::ChargeFromReplica(const json::object& message) {
+  // Keys are charged as sent, and only when they are strings: a malformed message charges
+  // what it can and nothing else.
+  std::string address = StringAt(message, "address");
+  std::string email = StringAt(message, "email");
+  std::string prefix = StringAt(message, "prefix");
+  if (!address.empty()) by_address_.RecordFailure(address);
+  if (!email.empty()) by_email_.RecordFailure(email);
+  if (!prefix.empty()) by_prefix_.RecordFailure(prefix);
+  if (!address.empty() || !email.empty() || !prefix.empty()) {
+    metrics_.Increment(kReplicaChargesTotal);
+  }
 }
 
 }  // namespace uplink::console

@@ -5,6 +5,11 @@
 // whose bucket is empty is refused before any credential is looked at; a prefix's bucket is
 // consulted only after verification failed, so knowing a token's prefix never locks its holder
 // out.
+//
+// Replicas on one database (docs/architecture.md, "Replicas") share the budgets: each charged
+// refusal is sent to the others (the bucket keys only: an address, a lookup prefix, an email;
+// never a credential), which charge the same buckets, so N replicas do not give N times the
+// attempts.
 #pragma once
 
 #include <chrono>
@@ -15,6 +20,7 @@
 #include "common/metrics.h"
 #include "common/time.h"
 #include "console/auth/rate_limiter.h"
+#include "console/replicas/replica_bus.h"
 #include "net/http.h"
 
 namespace uplink::console {
@@ -55,7 +61,14 @@ class FailureGuard {
   // when the prefix's bucket was already empty.
   std::optional<net::Response> Refused(const AuthRefusal& refusal);
 
+  // Sends this guard's charges to the other replicas and charges theirs here. `bus` must
+  // outlive this object; call once, before serving.
+  void JoinReplicas(ReplicaBus& bus);
+
  private:
+  // Another replica's charge, as Refused() took it there.
+  void ChargeFromReplica(const json::object& message);
+
   // The 429 reply when `wait` is set: "<what>; wait N seconds, then <then>".
   std::optional<net::Response> Limited(std::string_view scope,
                                        std::optional<std::chrono::seconds> wait,
@@ -66,6 +79,9 @@ class FailureGuard {
   RateLimiter by_prefix_;
   RateLimiter by_email_;
   log::Logger log_{"console.auth"};
+  ReplicaBus* bus_ = nullptr;
+  // Last: ends before the buckets its handler charges.
+  ReplicaBus::Subscription replica_charges_;
 };
 
 }  // namespace uplink::console

@@ -31,6 +31,7 @@ CommandBroker::~CommandBroker() {
   {
     std::lock_guard lock(mutex_);
     for (auto& [id, command] : commands_) {
+      if (!command.done) continue;  // another replica's: its owner tells its user
       const ConnectionState& state = connections_[command.connection_id];
       calls.ends.emplace_back(std::move(command.done),
                               CommandEnd{CommandEnd::Kind::kShutdown, id, std::nullopt,
@@ -51,6 +52,7 @@ Result<std::string> CommandBroker::Submit(const std::string& connection_id,
                                           std::vector<std::string> argv, Done done) {
   Calls calls;
   std::string id;
+  std::vector<std::string> announced;
   {
     std::lock_guard lock(mutex_);
     ConnectionState& state = connections_[connection_id];
@@ -64,11 +66,12 @@ Result<std::string> CommandBroker::Submit(const std::string& connection_id,
     do {
       id = protocol::NewCommandId();
     } while (commands_.contains(id) || ended_.contains(id));
+    if (peers_ != nullptr) announced = argv;
     commands_.emplace(id, Command{connection_id, std::move(argv), clock_.SteadyNow(), std::nullopt,
-                                  std::move(done)});
+                                  std::move(done), "", peers_ == nullptr});
     ++state.waiting;
     state.queued.push_back(id);
-    if (!state.polls.empty()) {
+    if (peers_ == nullptr && !state.polls.empty()) {
       HeldPoll poll = std::move(state.polls.back());
       state.polls.pop_back();
       --held_polls_;
@@ -76,13 +79,133 @@ Result<std::string> CommandBroker::Submit(const std::string& connection_id,
     }
   }
   calls.Run();
+  if (peers_ != nullptr) {
+    // Announced first, so that a poll held on another replica may claim it at once.
+    peers_->Queued(connection_id, id, announced);
+    HandToHeldPoll(connection_id);
+  }
   return id;
+}
+
+void CommandBroker::ClaimQueued(const std::string& connection_id, size_t max) {
+  std::vector<std::string> unclaimed;
+  {
+    std::lock_guard lock(mutex_);
+    for (const std::string& id : connections_[connection_id].queued) {
+      if (unclaimed.size() >= max) break;
+      if (!commands_.at(id).claimed) unclaimed.push_back(id);
+    }
+  }
+  for (const std::string& id : unclaimed) {
+    Result<bool> claimed = peers_->Claim(id);
+    if (!claimed.ok()) continue;  // stays unclaimed: a later poll tries again
+    std::lock_guard lock(mutex_);
+    auto found = commands_.find(id);
+    if (found == commands_.end() || found->second.taken_at) continue;
+    if (*claimed) {
+      found->second.claimed = true;
+    } else {  // another replica handed it out
+      ConnectionState& state = connections_[connection_id];
+      state.queued.erase(std::find(state.queued.begin(), state.queued.end(), id));
+      found->second.taken_at = clock_.Now();
+    }
+  }
+}
+
+void CommandBroker::HandToHeldPoll(const std::string& connection_id) {
+  size_t max = 0;
+  {
+    std::lock_guard lock(mutex_);
+    ConnectionState& state = connections_[connection_id];
+    if (state.polls.empty() || state.queued.empty()) return;
+    max = state.polls.back().max_commands;
+  }
+  ClaimQueued(connection_id, max);
+  Calls calls;
+  {
+    std::lock_guard lock(mutex_);
+    ConnectionState& state = connections_[connection_id];
+    if (state.polls.empty()) return;  // the claimed commands wait for the next poll
+    std::vector<PendingCommand> taken = TakeLocked(state, state.polls.back().max_commands);
+    if (taken.empty()) return;
+    calls.polls.emplace_back(std::move(state.polls.back().done), std::move(taken));
+    state.polls.pop_back();
+    --held_polls_;
+  }
+  Finish(calls);
+}
+
+bool CommandBroker::HasUnclaimedLocked(const ConnectionState& state) const {
+  return std::any_of(state.queued.begin(), state.queued.end(),
+                     [this](const std::string& id) { return !commands_.at(id).claimed; });
+}
+
+void CommandBroker::Finish(Calls& calls) {
+  if (peers_ != nullptr) {
+    // Before the poll's reply: the owner knows a command was taken before its result can come.
+    for (const auto& [done, commands] : calls.polls) {
+      for (const PendingCommand& command : commands) peers_->Taken(command.id);
+    }
+    for (const auto& [connection_id, id, stored] : calls.ended) {
+      peers_->Ended(connection_id, id, stored);
+    }
+  }
+  calls.Run();
+}
+
+void CommandBroker::AddFromReplica(const std::string& owner, const std::string& connection_id,
+                                   const std::string& id, std::vector<std::string> argv) {
+  {
+    std::lock_guard lock(mutex_);
+    if (commands_.contains(id) || ended_.contains(id)) return;
+    commands_.emplace(id, Command{connection_id, std::move(argv), clock_.SteadyNow(), std::nullopt,
+                                  Done(), owner, false});
+    connections_[connection_id].queued.push_back(id);
+  }
+  HandToHeldPoll(connection_id);
+}
+
+void CommandBroker::TakenOnReplica(const std::string& id) {
+  std::lock_guard lock(mutex_);
+  auto found = commands_.find(id);
+  if (found == commands_.end() || found->second.taken_at) return;
+  ConnectionState& state = connections_[found->second.connection_id];
+  state.queued.erase(std::find(state.queued.begin(), state.queued.end(), id));
+  found->second.taken_at = clock_.Now();
+}
+
+void CommandBroker::EndedOnReplica(const std::string& id, bool stored) {
+  std::lock_guard lock(mutex_);
+  auto found = commands_.find(id);
+  if (found == commands_.end() || found->second.owner.empty()) return;
+  EndLocked(id, stored ? Delivery::kStored : Delivery::kDiscarded);
+}
+
+void CommandBroker::ResultFromReplica(const std::string& connection_id, const std::string& id,
+                                      CommandResult result) {
+  Calls calls;
+  {
+    std::lock_guard lock(mutex_);
+    auto found = commands_.find(id);
+    if (found == commands_.end() || found->second.connection_id != connection_id) return;
+    const bool owned = found->second.owner.empty();
+    Command command = EndLocked(id, Delivery::kStored);
+    if (!owned) return;
+    calls.ends.emplace_back(std::move(command.done),
+                            CommandEnd{CommandEnd::Kind::kResult, id, std::move(result),
+                                       command.taken_at,
+                                       connections_[connection_id].last_poll_at});
+    calls.ended.emplace_back(connection_id, id, true);
+  }
+  Finish(calls);
 }
 
 void CommandBroker::Poll(const std::string& connection_id, const std::string& agent_instance,
                          size_t max_commands, std::chrono::seconds wait, PollDone done) {
   max_commands = std::max<size_t>(max_commands, 1);
+  if (peers_ != nullptr) ClaimQueued(connection_id, max_commands);
   Calls calls;
+  bool held_with_unclaimed = false;
   {
     std::lock_guard lock(mutex_);
     ConnectionState& state = connections_[connection_id];
@@ -111,18 +234,25 @@ void CommandBroker::Poll(const std::string& connection_id, const std::string& ag
       state.polls.push_back(
           HeldPoll{agent_instance, max_commands, clock_.SteadyNow() + wait, std::move(done)});
       ++held_polls_;
+      // A command announced since the claims above found no held poll: claim it now.
+      held_with_unclaimed = peers_ != nullptr && HasUnclaimedLocked(state);
     }
   }
-  calls.Run();
+  Finish(calls);
+  if (held_with_unclaimed) HandToHeldPoll(connection_id);
 }
 
 std::vector<PendingCommand> CommandBroker::TakeLocked(ConnectionState& state, size_t max) {
   std::vector<PendingCommand> taken;
   SteadyTime now = clock_.SteadyNow();
-  while (!state.queued.empty() && taken.size() < max) {
-    std::string id = std::move(state.queued.front());
-    state.queued.pop_front();
-    Command& command = commands_.at(id);
+  for (auto queued = state.queued.begin(); queued != state.queued.end() && taken.size() < max;) {
+    Command& command = commands_.at(*queued);
+    if (!command.claimed) {
+      ++queued;
+      continue;
+    }
+    std::string id = std::move(*queued);
+    queued = state.queued.erase(queued);
     command.taken_at = clock_.Now();
     pickup_latency_.Observe(now - command.queued_at);
     taken.push_back(PendingCommand{std::move(id), command.argv});
@@ -135,7 +265,7 @@ CommandBroker::Command CommandBroker::EndLocked(const std::string& id, Delivery 
   Command command = std::move(found->second);
   commands_.erase(found);
   ConnectionState& state = connections_[command.connection_id];
-  --state.waiting;
+  if (command.owner.empty()) --state.waiting;
   if (!command.taken_at) {
     state.queued.erase(std::find(state.queued.begin(), state.queued.end(), id));
   }
@@ -155,23 +285,29 @@ Result<CommandBroker::Delivery> CommandBroker::Deliver(const std::string& connec
       "this connection has no command " + (id.size() <= 64 ? id : std::string("with that id")) +
       " waiting for a result (the console may have restarted since it was handed out); drop "
       "the result");
-  Done done;
-  CommandEnd end;
+  Calls calls;
+  std::string owner;
   {
     std::lock_guard lock(mutex_);
     auto waiting = commands_.find(id);
+    // Among replicas a command may have been handed out by another: it counts as taken.
     if (waiting == commands_.end() || waiting->second.connection_id != connection_id ||
-        !waiting->second.taken_at) {
+        (!waiting->second.taken_at && peers_ == nullptr)) {
       auto ended = ended_.find(id);
       if (ended == ended_.end() || ended->second.connection_id != connection_id) return unknown;
       return ended->second.delivery;
     }
+    owner = waiting->second.owner;
     Command command = EndLocked(id, Delivery::kStored);
-    done = std::move(command.done);
-    end = CommandEnd{CommandEnd::Kind::kResult, id, std::move(result), command.taken_at,
-                     connections_[connection_id].last_poll_at};
+    if (owner.empty()) {
+      calls.ends.emplace_back(std::move(command.done),
+                              CommandEnd{CommandEnd::Kind::kResult, id, result, command.taken_at,
+                                         connections_[connection_id].last_poll_at});
+      if (peers_ != nullptr) calls.ended.emplace_back(connection_id, id, true);
+    }
   }
-  done(std::move(end));
+  if (!owner.empty()) peers_->ResultForOwner(owner, connection_id, id, result);
+  Finish(calls);
   return Delivery::kStored;
 }
 
@@ -186,6 +322,8 @@ void CommandBroker::ExpireDue() {
     }
     for (const std::string& id : due) {
       Command command = EndLocked(id, Delivery::kDiscarded);
+      if (!command.done) continue;  // another replica's copy: its owner gives it up there
+      if (peers_ != nullptr) calls.ended.emplace_back(command.connection_id, id, false);
       CommandEnd::Kind kind =
           command.taken_at ? CommandEnd::Kind::kNoResult : CommandEnd::Kind::kNotPickedUp;
       calls.ends.emplace_back(std::move(command.done),
@@ -211,7 +349,7 @@ void CommandBroker::ExpireDue() {
       ended_order_.pop_front();
     }
   }
-  calls.Run();
+  Finish(calls);
 }
 
 void CommandBroker::StartReaper() {

@@ -8,6 +8,12 @@
 // command is queued for its connection, so pickup does not wait for a timer. Nothing is kept
 // across a restart: a user waits on every command, and nothing stale may run later.
 //
+// Among replicas (docs/architecture.md, "Replicas") the broker is given CommandPeers: a command
+// queued here is announced to the other replicas, which hold a copy for the polls they hold;
+// before any replica hands a command out it claims it in the database, so exactly one poll
+// gets it; a result posted to a replica holding a copy is sent to the owner, where the user
+// waits. Without peers nothing of this runs (no database round trip on the one-server path).
+//
 // Time is the injected clock's steady time; ExpireDue() gives up commands and answers polls
 // whose time has passed. StartReaper() runs it on a background thread (at least once a
 // second); tests call it themselves after moving a FakeClock.
@@ -23,6 +29,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <unordered_map>
 #include <vector>
 
@@ -70,6 +77,24 @@ struct CommandBrokerOptions {
   // result sent again after a lost reply, or after the give-up, gets the same answer.
   std::chrono::seconds remember_ended{300};
   size_t max_remembered = 4096;
+};
+
+// What a broker among replicas tells the others and asks the database (replica_commands.h).
+// Called outside the broker's lock.
+class CommandPeers {
+ public:
+  virtual ~CommandPeers() = default;
+  // True for exactly one replica's claim of `id`, false for the others; an error when the
+  // database cannot be reached (the command then waits for a poll that can claim it).
+  virtual Result<bool> Claim(const std::string& id) = 0;
+  virtual void Queued(const std::string& connection_id, const std::string& id,
+                      const std::vector<std::string>& argv) = 0;
+  virtual void Taken(const std::string& id) = 0;
+  // By the owner: the command ended (its result, or given up).
+  virtual void Ended(const std::string& connection_id, const std::string& id, bool stored) = 0;
+  // The result of another replica's command, posted here.
+  virtual void ResultForOwner(const std::string& owner, const std::string& connection_id,
+                              const std::string& id, const CommandResult& result) = 0;
 };
 
 class CommandBroker {
@@ -120,6 +145,20 @@ class CommandBroker {
   // Runs ExpireDue on a background thread until this object is destroyed.
   void StartReaper();
 
+  // Joins the other replicas through `peers`, which must outlive this object; before serving.
+  void SetPeers(CommandPeers* peers) { peers_ = peers; }
+  // From another replica (`owner`): a command queued there; this replica holds a copy for
+  // its polls until the owner says it ended or it is given up here too.
+  void AddFromReplica(const std::string& owner, const std::string& connection_id,
+                      const std::string& id, std::vector<std::string> argv);
+  // Another replica handed command `id` out.
+  void TakenOnReplica(const std::string& id);
+  // The owner ended command `id`; a result posted here later gets `stored`'s answer.
+  void EndedOnReplica(const std::string& id, bool stored);
+  // A result posted to another replica for command `id` (ends it here, where it is owned).
+  void ResultFromReplica(const std::string& connection_id, const std::string& id,
+                         CommandResult result);
+
   Stats stats() const;
   // Queued to taken, for every command taken.
   const LatencyHistogram& pickup_latency() const { return pickup_latency_; }
@@ -130,7 +169,9 @@ class CommandBroker {
     std::vector<std::string> argv;
     SteadyTime queued_at;
     std::optional<WallTime> taken_at;
-    Done done;
+    Done done;   // empty for another replica's command
+    std::string owner;  // the replica it was queued on; empty: this one
+    bool claimed = true;  // among replicas: this replica may hand it out
   };
   struct HeldPoll {
     std::string agent_instance;
@@ -153,9 +194,20 @@ class CommandBroker {
   struct Calls {
     std::vector<std::pair<Done, CommandEnd>> ends;
     std::vector<std::pair<PollDone, std::vector<PendingCommand>>> polls;
+    // Among replicas, what the owner ended: connection, id, whether a result was stored.
+    std::vector<std::tuple<std::string, std::string, bool>> ended;
     void Run();
   };
 
+  // Among replicas: claims up to `max` unclaimed queued commands of the connection (outside
+  // mutex_, a database round trip each); those another replica has are marked taken.
+  void ClaimQueued(const std::string& connection_id, size_t max);
+  // Hands queued, claimed commands to the connection's newest held poll, if any.
+  void HandToHeldPoll(const std::string& connection_id);
+  // Runs `calls` outside mutex_, telling peers which commands were handed out.
+  void Finish(Calls& calls);
+  // Under mutex_: whether `state` has commands waiting for a claim.
+  bool HasUnclaimedLocked(const ConnectionState& state) const;
   // Under mutex_: hands out up to `max` queued commands of `state`, marking them taken.
   std::vector<PendingCommand> TakeLocked(ConnectionState& state, size_t max);
   // Under mutex_: removes command `id` and remembers how a late result is to be answered.
@@ -175,6 +227,7 @@ class CommandBroker {
   std::condition_variable reaper_wake_;
   bool stopping_ = false;
   std::thread reaper_;
+  CommandPeers* peers_ = nullptr;
 };
 
 }  // namespace uplink::console

@@ -651,32 +651,40 @@ Result<PostgresLocation> ParsePostgresLocation(std::string_view url) {
   return PostgresLocation{std::string(url), std::nullopt};
 }
 
-Result<std::unique_ptr<Database>> OpenPostgresDatabase(const PostgresLocation& where) {
+void PgConnectionClose::operator()(pg_conn* conn) const { PQfinish(conn); }
+
+std::string OneLinePostgresMessage(std::string_view text) { return OneLine(text); }
+
+Result<PgConnection> ConnectPostgres(const PostgresLocation& where, const char* application_name) {
   UPLINK_ASSIGN_OR_RETURN(PostgresLocation checked, ParsePostgresLocation(where.url));
   // Keywords before dbname are defaults the URL may override; client_encoding after it is
   // not overridable: the store's text is UTF-8.
   std::vector<const char*> keywords = {"application_name", "connect_timeout"};
-  std::vector<const char*> values = {"uplink-console", "10"};
+  std::vector<const char*> values = {application_name, "10"};
   if (where.password) {
     keywords.push_back("password");
     values.push_back(where.password->c_str());
   }
   keywords.insert(keywords.end(), {"dbname", "client_encoding", nullptr});
   values.insert(values.end(), {checked.url.c_str(), "UTF8", nullptr});
-  PGconn* conn = PQconnectdbParams(keywords.data(), values.data(), /*expand_dbname=*/1);
+  PgConnection conn(PQconnectdbParams(keywords.data(), values.data(), /*expand_dbname=*/1));
   if (conn == nullptr) return UnavailableError("connecting to PostgreSQL: out of memory");
-  if (PQstatus(conn) != CONNECTION_OK) {
-    std::string message = "connecting to PostgreSQL: " + OneLine(PQerrorMessage(conn));
-    PQfinish(conn);
-    return UnavailableError(std::move(message));
+  if (PQstatus(conn.get()) != CONNECTION_OK) {
+    return UnavailableError("connecting to PostgreSQL: " + OneLine(PQerrorMessage(conn.get())));
   }
   // Errors without DETAIL or CONTEXT, which may quote the row; notices to the log at debug
   // level rather than libpq's default of raw stderr.
-  PQsetErrorVerbosity(conn, PQERRORS_TERSE);
+  PQsetErrorVerbosity(conn.get(), PQERRORS_TERSE);
   PQsetNoticeProcessor(
-      conn, [](void*, const char* message) { Log().Debug("notice", {{"message", OneLine(message)}}); },
+      conn.get(),
+      [](void*, const char* message) { Log().Debug("notice", {{"message", OneLine(message)}}); },
       nullptr);
-  return std::unique_ptr<Database>(std::make_unique<PostgresDatabase>(conn));
+  return conn;
+}
+
+Result<std::unique_ptr<Database>> OpenPostgresDatabase(const PostgresLocation& where) {
+  UPLINK_ASSIGN_OR_RETURN(PgConnection conn, ConnectPostgres(where));
+  return std::unique_ptr<Database>(std::make_unique<PostgresDatabase>(conn.release()));
 }
 
 }  // namespace uplink::console::sql

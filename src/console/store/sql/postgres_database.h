@@ -24,6 +24,8 @@
 #include "common/status.h"
 #include "console/store/sql/database.h"
 
+struct pg_conn;  // libpq's PGconn
+
 namespace uplink::console::sql {
 
 // Where the store's PostgreSQL database is: a libpq URL that carries no password, and the
@@ -42,6 +44,18 @@ Result<PostgresLocation> ParsePostgresLocation(std::string_view url);
 // Connects (application_name uplink-console, a 10 s connect timeout unless the URL sets
 // one). Fails with kUnavailable when the server cannot be reached or refuses the login.
 Result<std::unique_ptr<Database>> OpenPostgresDatabase(const PostgresLocation& where);
+
+// A libpq connection of its own (the replica bus's LISTEN), made as the store's is; closed
+// with PQfinish when the pointer goes.
+struct PgConnectionClose {
+  void operator()(pg_conn* conn) const;
+};
+using PgConnection = std::unique_ptr<pg_conn, PgConnectionClose>;
+Result<PgConnection> ConnectPostgres(const PostgresLocation& where,
+                                     const char* application_name = "uplink-console");
+
+// The message of a failed libpq call on one line, without DETAIL (which may quote a row).
+std::string OneLinePostgresMessage(std::string_view text);
 
 // The SQL with its `?` parameters numbered $1..$n, and n. Exposed for tests.
 struct NumberedSql {

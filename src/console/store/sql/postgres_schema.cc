@@ -560,6 +560,25 @@ ALTER TABLE reservations ADD COLUMN ssh_host_key TEXT NOT NULL DEFAULT '';
 ALTER TABLE reservations ADD COLUMN ssh_reported_at BIGINT;
 ALTER TABLE reservations ADD COLUMN ssh_handover_at BIGINT;
 )sql"},
+    {14, R"sql(
+-- Replicas on one database (docs/architecture.md, "Replicas"): which replica handed a kubectl
+-- command out (exactly one: the primary key decides), and a command's argv or result too large
+-- for a notification, read by the replica that needs it.
+CREATE TABLE command_claims (
+  id TEXT PRIMARY KEY,
+  replica TEXT NOT NULL,
+  claimed_at BIGINT NOT NULL
+);
+CREATE INDEX command_claims_by_time ON command_claims(claimed_at);
+CREATE TABLE command_bodies (
+  command_id TEXT NOT NULL,
+  kind TEXT NOT NULL CHECK (kind IN ('argv', 'result')),
+  body TEXT NOT NULL,
+  created_at BIGINT NOT NULL,
+  PRIMARY KEY (command_id, kind)
+);
+CREATE INDEX command_bodies_by_time ON command_bodies(created_at);
+)sql"},
 };
 
 }  // namespace
