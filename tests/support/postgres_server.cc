@@ -45,6 +45,13 @@ Result<PostgresServer*> PostgresServer::Shared() {
   return server->get();
 }
 
+Result<PostgresServer*> PostgresServer::ForTest(bool restarts_it,
+                                               std::unique_ptr<PostgresServer>& own) {
+  if (!restarts_it) return Shared();
+  UPLINK_ASSIGN_OR_RETURN(own, Launch(kDebianPostgresBinDir));
+  return own.get();
+}
+
 Result<std::unique_ptr<PostgresServer>> PostgresServer::Launch(const std::string& bin_dir) {
   auto temp = std::make_unique<TempDir>();
   std::string dir = temp->path();

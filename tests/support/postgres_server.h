@@ -31,6 +31,9 @@ class PostgresServer {
   // A server of its own in a temporary directory, from the binaries in `bin_dir` (Shared()
   // uses Debian's). Tests that restart the server use one, not the shared one.
   static Result<std::unique_ptr<PostgresServer>> Launch(const std::string& bin_dir);
+  // The server a test uses: one of its own, kept in `own`, when the test restarts it (the run's
+  // is shared by tests running at the same time), else Shared().
+  static Result<PostgresServer*> ForTest(bool restarts_it, std::unique_ptr<PostgresServer>& own);
   // A server in `dir` (created) from Debian's binaries, for other processes to attach to:
   // writes `dir`/password once it answers.
   static Result<std::unique_ptr<PostgresServer>> Serve(const std::string& dir);

@@ -7,6 +7,7 @@
 #include "common/json.h"
 #include "protocol/agent_api.h"
 #include "protocol/errors.h"
+#include "support/process.h"
 
 namespace uplink::agent::workspace::testing {
 namespace {
@@ -129,6 +130,19 @@ ConsoleStandIn::CommandView ConsoleStandIn::Command(const std::string& id) const
   std::lock_guard lock(mutex_);
   auto it = commands_.find(id);
   return it == commands_.end() ? CommandView{} : it->second.view;
+}
+
+ConsoleStandIn::CommandView ConsoleStandIn::RunToEnd(const std::string& reservation_id,
+                                                     std::string kind, std::string code) {
+  const std::string id = AddCommand(reservation_id, std::move(kind), std::move(code), 60);
+  CommandView view;
+  uplink::testing::WaitFor(
+      [&] {
+        view = Command(id);
+        return protocol::IsFinalCommandState(view.state);
+      },
+      std::chrono::minutes(2));
+  return view;
 }
 
 std::string ConsoleStandIn::State(const std::string& reservation_id) const {

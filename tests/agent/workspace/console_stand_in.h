@@ -51,6 +51,8 @@ class ConsoleStandIn {
     int posts = 0;
   };
   CommandView Command(const std::string& id) const;
+  // Adds a command and waits (up to two minutes) for it to end; how it ended.
+  CommandView RunToEnd(const std::string& reservation_id, std::string kind, std::string code);
   // The reservation's state as the events moved it (reserved first).
   std::string State(const std::string& reservation_id) const;
   std::vector<std::string> EventKeys() const;

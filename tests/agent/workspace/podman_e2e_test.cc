@@ -40,13 +40,7 @@ class WorkspacePodmanTest : public ::testing::Test {
   void SetUp() override { ASSERT_NE(cluster_, nullptr); }
 
   static ConsoleStandIn::CommandView Run(const std::string& kind, const std::string& code) {
-    std::string id = cluster_->console().AddCommand(kReservation, kind, code, 60);
-    ConsoleStandIn::CommandView view;
-    WaitFor([&] {
-      view = cluster_->console().Command(id);
-      return protocol::IsFinalCommandState(view.state);
-    }, 120s);
-    return view;
+    return cluster_->console().RunToEnd(kReservation, kind, code);
   }
 
   static constexpr char kReservation[] = "res_0000000000000a0d";

@@ -73,13 +73,7 @@ class SshPodmanTest : public ::testing::Test {
            << "\n" << cluster_->ControllerLogs();
   }
   static ConsoleStandIn::CommandView Run(const std::string& code) {
-    std::string id = cluster_->console().AddCommand(kReservation, "shell", code, 60);
-    ConsoleStandIn::CommandView view;
-    WaitFor([&] {
-      view = cluster_->console().Command(id);
-      return protocol::IsFinalCommandState(view.state);
-    }, 120s);
-    return view;
+    return cluster_->console().RunToEnd(kReservation, "shell", code);
   }
 
   static constexpr char kReservation[] = "res_000000000000a55a";

@@ -24,16 +24,9 @@ class PostgresDatabaseTest : public ::testing::Test {
   virtual bool RestartsTheServer() const { return false; }
 
   void SetUp() override {
-    if (RestartsTheServer()) {
-      auto own = PostgresServer::Launch(uplink::testing::kDebianPostgresBinDir);
-      ASSERT_TRUE(own.ok()) << own.status().ToString();
-      own_server_ = std::move(own).value();
-      server_ = own_server_.get();
-    } else {
-      auto server = PostgresServer::Shared();
-      ASSERT_TRUE(server.ok()) << server.status().ToString();
-      server_ = *server;
-    }
+    auto server = PostgresServer::ForTest(RestartsTheServer(), own_server_);
+    ASSERT_TRUE(server.ok()) << server.status().ToString();
+    server_ = *server;
     auto url = server_->NewDatabase();
     ASSERT_TRUE(url.ok()) << url.status().ToString();
     url_ = *url;
