@@ -360,6 +360,17 @@ int Serve(const std::vector<std::string>& args) {
     forwarder = std::move(started).value();
     options.upload_sink = forwarder.get();
   }
+  // PostgreSQL: the other replicas' messages, before the first request is served.
+  std::unique_ptr<ReplicaLink> replicas;
+  if (store_location.postgres()) {
+    auto joined = JoinReplicas(**store, store_location);
+    if (!joined.ok()) return Fail(joined.status());
+    replicas = std::move(joined).value();
+    options.replica_bus = replicas->bus.get();
+    options.command_claims = replicas->claims.get();
+    Log().Info("joined the replicas on the --store database",
+               {{"replica_id", replicas->bus->replica_id()}});
+  }
   ConsoleApi api(**store, SystemClock(), options);
 
   // Block the stop signals before the server starts its threads, so that only sigwait below

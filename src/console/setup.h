@@ -3,10 +3,13 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "common/secret.h"
 #include "common/status.h"
 #include "common/time.h"
+#include "console/replicas/replica_bus.h"
+#include "console/replicas/replica_commands.h"
 #include "console/store/sql/postgres_database.h"
 #include "console/store/sql_store.h"
 
@@ -59,5 +62,20 @@ Result<std::unique_ptr<DataDirectoryLock>> LockDataDirectory(const std::string& 
 // "uplink-console init", when there is none.
 Result<std::unique_ptr<SqlStore>> OpenConsoleStore(const std::string& data_dir,
                                                    const StoreLocation& store = {});
+
+// What `serve` holds on PostgreSQL to act as one console with the other replicas
+// (docs/architecture.md, "Replicas"): the bus, the command claims on a connection of their
+// own, and the store's credential cache emptied on every "credentials" message and after every
+// reconnect of the bus. Must outlive the ConsoleApi given `bus` and `claims`.
+struct ReplicaLink {
+  std::unique_ptr<PostgresReplicaBus> bus;
+  std::unique_ptr<CommandClaims> claims;
+  // After `bus`: unsubscribed before it goes.
+  std::vector<ReplicaBus::Subscription> store_subscriptions;
+};
+
+// Connects the bus and the claims to the database `location` names (a postgres:// --store)
+// and subscribes `store`, which must outlive the link.
+Result<std::unique_ptr<ReplicaLink>> JoinReplicas(SqlStore& store, const StoreLocation& location);
 
 }  // namespace uplink::console

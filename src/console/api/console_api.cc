@@ -57,6 +57,17 @@ ConsoleApi::ConsoleApi(Store& store, const Clock& clock, ConsoleOptions options)
       return text;
     });
   }
+  if (options_.replica_bus != nullptr) {
+    ReplicaBus& bus = *options_.replica_bus;
+    guard_.JoinReplicas(bus);
+    replica_commands_ =
+        std::make_unique<ReplicaCommands>(bus, *options_.command_claims, commands_, clock);
+    operations_.AddToScrape([&bus] {
+      std::string text;
+      bus.RenderMetrics(text);
+      return text;
+    });
+  }
   commands_.StartReaper();
   signals_.StartReaper();
   presence_.StartFlusher(store, options_.presence_flush_interval);
@@ -68,6 +79,8 @@ ConsoleApi::~ConsoleApi() {
   // The sweeper first; then the broker (the last member) ends the commands still waiting.
   approvals_.Stop();
   ssh_relay_.StopSweeper();
+  // No more messages from the other replicas before the broker ends what still waits.
+  if (replica_commands_) replica_commands_->Leave();
 }
 
 }  // namespace uplink::console

@@ -13,6 +13,8 @@
 // ssh_api.h (SSH into workspaces through the relay of console/ssh/).
 #pragma once
 
+#include <memory>
+
 #include "common/metrics.h"
 #include "common/time.h"
 #include "console/api/accounts_api.h"
@@ -40,6 +42,7 @@
 #include "console/auth/failure_guard.h"
 #include "console/auth/password.h"
 #include "console/commands/command_broker.h"
+#include "console/replicas/replica_commands.h"
 #include "console/ssh/local_ssh_relay.h"
 #include "console/store/store.h"
 #include "net/router.h"
@@ -48,7 +51,7 @@ namespace uplink::console {
 
 class ConsoleApi {
  public:
-  // `store` and `clock` must outlive this object. Starts the thread that gives up kubectl
+  // `store`, `clock` and options.replica_bus and command_claims must outlive this object. Starts the thread that gives up kubectl
   // commands after options.command_timeout, the one that writes agent calls to the store and
   // the one that ends expired approvals; destroying this object stops them and ends the
   // commands still waiting.
@@ -102,6 +105,9 @@ class ConsoleApi {
   // After the areas: destroyed before them, answering the long polls still waiting while what
   // their callbacks use still exists.
   WorkspaceSignals signals_;
+  // With a replica bus: the broker's link to the other replicas. Before the broker, which may
+  // call it until destroyed; ~ConsoleApi makes it Leave() the bus first.
+  std::unique_ptr<ReplicaCommands> replica_commands_;
   // Last: destroyed first, while what its callbacks use (the areas, the store, metrics) still
   // exists.
   CommandBroker commands_;

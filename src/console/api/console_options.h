@@ -14,6 +14,7 @@
 #include "console/api/upload_sink.h"
 #include "console/auth/failure_guard.h"
 #include "console/auth/password.h"
+#include "console/replicas/replica_commands.h"
 #include "protocol/ssh.h"
 #include "protocol/upload.h"
 #include "protocol/workspace.h"
@@ -75,6 +76,11 @@ struct ConsoleOptions {
   // Told of every stored upload (serve --remote-write-url forwards node samples); not owned,
   // outlives the ConsoleApi. Null: nothing beyond the store.
   UploadSink* upload_sink = nullptr;
+  // Replicas on one PostgreSQL store (docs/architecture.md, "Replicas"): the bus to the others
+  // and the command claims, both set or both null (SQLite: one console, no bus). Not owned;
+  // both outlive the ConsoleApi.
+  ReplicaBus* replica_bus = nullptr;
+  CommandClaims* command_claims = nullptr;
 };
 
 }  // namespace uplink::console

@@ -98,6 +98,14 @@ net::Response OperationsApi::Readyz() {
     log_.Warn("not ready: the store does not answer", {{"error", ping}});
     return ErrorResponse(503, "not_ready", "the store does not answer: " + ping.message());
   }
+  // A replica that cannot hear the others would keep serving credentials they revoked.
+  if (options_.replica_bus != nullptr) {
+    Status bus = options_.replica_bus->Health();
+    if (!bus.ok()) {
+      log_.Warn("not ready: the replica bus is disconnected", {{"error", bus}});
+      return ErrorResponse(503, "not_ready", bus.message());
+    }
+  }
   return JsonResponse(200, {{"status", "ready"}});
 }
 

@@ -1,0 +1,385 @@
+// End to end: two `uplink-console serve` processes (replicas A and B) on one real PostgreSQL
+// database act as one console (docs/architecture.md, "Replicas"). A user's kubectl command
+// posted to A reaches an agent's long poll held on B and its result comes back on A; a token
+// revoked through A is refused by B; failed authentications split
+// over both meet one budget; B keeps serving when A is killed, and A restarted rejoins; a
+// replica whose bus is cut off says so on /readyz until it reconnects.
+#include <signal.h>
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <future>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/gzip.h"
+#include "common/json.h"
+#include "common/files.h"
+#include "console/store/sql/postgres_database.h"
+#include "net/client.h"
+#include "support/postgres_server.h"
+#include "support/process.h"
+
+namespace uplink::e2e {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::PostgresServer;
+using testing::WaitFor;
+
+std::string Bin(const std::string& name) { return std::string(UPLINK_BIN_DIR) + "/" + name; }
+
+// One `uplink-console serve` on the shared database, on a port it keeps across restarts.
+class Replica {
+ public:
+  Replica(std::string name, std::string dir, std::vector<std::string> store_flags)
+      : name_(std::move(name)),
+        dir_(std::move(dir)),
+        store_flags_(std::move(store_flags)),
+        port_(testing::FreePort()),
+        url_("http://127.0.0.1:" + std::to_string(port_)) {
+    std::filesystem::create_directories(logs());
+  }
+
+  std::string data_dir() const { return dir_ + "/data"; }
+  std::string logs() const { return dir_ + "/logs"; }
+  const std::string& name() const { return name_; }
+
+  // Starts serve and waits until /readyz answers 200 (the store and the bus are up).
+  void Start(const std::vector<std::string>& extra = {}) {
+    std::vector<std::string> argv{Bin("uplink-console"), "serve", "--data-dir", data_dir(),
+                                  "--listen", "127.0.0.1:" + std::to_string(port_)};
+    argv.insert(argv.end(), store_flags_.begin(), store_flags_.end());
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    process_ = std::make_unique<testing::ChildProcess>(argv, logs());
+    ASSERT_TRUE(WaitFor([&] { return Get("/readyz").status == 200; }, 30s))
+        << name_ << " did not become ready:\n" << Stderr();
+  }
+
+  void Kill() {
+    ASSERT_EQ(::kill(process_->pid(), SIGKILL), 0);
+    ASSERT_TRUE(process_->Wait(20s).has_value());
+  }
+
+  std::string Stderr() const { return process_ ? process_->Stderr() : ""; }
+
+  // One request on a connection of its own (callers run on several threads); status 0 when
+  // the replica could not be reached.
+  net::Response Call(const std::string& method, const std::string& target,
+                     const std::string& bearer, const std::string& body = "",
+                     bool gzip = false) const {
+    net::Response failed;
+    failed.status = 0;
+    auto client = net::HttpClient::Create({.base_url = url_, .request_timeout = 90s});
+    if (!client.ok()) {
+      failed.body = client.status().ToString();
+      return failed;
+    }
+    net::Request request;
+    request.method = method;
+    request.target = target;
+    if (!bearer.empty()) request.headers.Set("Authorization", "Bearer " + bearer);
+    if (!body.empty()) request.headers.Set("Content-Type", "application/json");
+    if (gzip) request.headers.Set("Content-Encoding", "gzip");
+    request.body = gzip ? GzipCompress(body).value() : body;
+    auto response = (*client)->Send(std::move(request));
+    if (!response.ok()) {
+      failed.body = response.status().ToString();
+      return failed;
+    }
+    return *response;
+  }
+  net::Response Get(const std::string& target) const { return Call("GET", target, ""); }
+
+  // A series' value on /metrics (the first line that starts with `series` and a space); -1
+  // when absent.
+  double Metric(const std::string& series) const {
+    const std::string text = Get("/metrics").body;
+    const std::string prefix = series + " ";
+    for (size_t start = 0; start < text.size();) {
+      size_t end = std::min(text.find('\n', start), text.size());
+      std::string_view line(text.data() + start, end - start);
+      if (line.starts_with(prefix)) return std::stod(std::string(line.substr(prefix.size())));
+      start = end + 1;
+    }
+    return -1;
+  }
+
+ private:
+  std::string name_;
+  std::string dir_;
+  std::vector<std::string> store_flags_;
+  int port_;
+  std::string url_;
+  std::unique_ptr<testing::ChildProcess> process_;
+};
+
+json::object BodyOf(const net::Response& response) {
+  auto parsed = ParseJson(response.body);
+  if (!parsed.ok() || !parsed->is_object()) return {};
+  return parsed->as_object();
+}
+
+std::string TextAt(const json::object& object, const char* field) {
+  const json::value* value = object.if_contains(field);
+  return value != nullptr && value->is_string() ? std::string(value->as_string()) : "";
+}
+
+// The "code" of an error body ({"error": {"code", "message"}}), or "".
+std::string ErrorCode(const net::Response& response) {
+  const json::object body = BodyOf(response);
+  const json::value* error = body.if_contains("error");
+  return error != nullptr && error->is_object() ? TextAt(error->as_object(), "code") : "";
+}
+
+double Median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  return values.empty() ? 0 : values[values.size() / 2];
+}
+
+class ReplicasEndToEnd : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto server = PostgresServer::Shared();
+    ASSERT_TRUE(server.ok()) << server.status().ToString();
+    server_ = *server;
+    auto url = server_->NewDatabase();
+    ASSERT_TRUE(url.ok()) << url.status().ToString();
+    database_url_ = *url;
+    const std::string password_file = dir_.File("store-password");
+    testing::WriteFileOrDie(password_file, server_->password() + "\n");
+    const std::vector<std::string> store_flags{"--store", database_url_,
+                                               "--store-password-file", password_file};
+    a_.emplace("A", dir_.File("a"), store_flags);
+    b_.emplace("B", dir_.File("b"), store_flags);
+
+    std::vector<std::string> init{Bin("uplink-console"), "init", "--data-dir", a_->data_dir()};
+    init.insert(init.end(), store_flags.begin(), store_flags.end());
+    auto initialised = testing::RunCommand(init);
+    ASSERT_EQ(initialised.exit_code, 0) << initialised.err;
+    admin_key_ = std::string(TrimWhitespace(initialised.out));
+    ASSERT_EQ(admin_key_.rfind("uk_", 0), 0u) << "init printed: " << initialised.out;
+    // Every replica seals two-factor secrets with the same key, made by init.
+    std::filesystem::create_directories(b_->data_dir());
+    std::filesystem::permissions(b_->data_dir(), std::filesystem::perms::owner_all);
+    std::filesystem::copy_file(a_->data_dir() + "/two-factor.key",
+                               b_->data_dir() + "/two-factor.key");
+  }
+
+  void TearDown() override {
+    a_.reset();
+    b_.reset();
+    if (server_ != nullptr) (void)server_->DropDatabase(database_url_);
+  }
+
+  void StartBoth(const std::vector<std::string>& extra = {}) {
+    ASSERT_NO_FATAL_FAILURE(a_->Start(extra));
+    ASSERT_NO_FATAL_FAILURE(b_->Start(extra));
+  }
+
+  // A connection created through A, with every namespace chosen: {id, token}.
+  std::pair<std::string, std::string> CreateConnection(const std::string& name) {
+    net::Response created = a_->Call("POST", "/api/v1/connections", admin_key_,
+                                     R"({"agent_name":"cluster","cluster_name":")" + name + "\"}");
+    EXPECT_EQ(created.status, 201) << created.body;
+    json::object body = BodyOf(created);
+    const std::string id = TextAt(body, "id");
+    net::Response scoped = a_->Call("PUT", "/api/v1/connections/" + id + "/namespaces",
+                                    admin_key_, R"({"namespaces":["*"]})");
+    EXPECT_EQ(scoped.status, 200) << scoped.body;
+    return {id, TextAt(body, "token")};
+  }
+
+  // One kubectl command from a user on `user_side` to an agent polling `agent_side`: the poll
+  // is held first, then the command posted; returns the seconds from the post to the poll's
+  // answer (the pickup), after checking that the result came back to the user.
+  double RoundTrip(const Replica& user_side, const Replica& agent_side,
+                   const std::string& connection_id, const std::string& token, int round) {
+    const std::string polls_waiting = "uplink_console_kubectl_polls_waiting";
+    const double waiting_before = agent_side.Metric(polls_waiting);
+    std::promise<std::chrono::steady_clock::time_point> picked_up;
+    auto picked_up_at = picked_up.get_future();
+    std::thread agent([&] {
+      net::Response polled = agent_side.Call("POST", "/api/v1/agent/commands/poll", token,
+                                             R"({"wait_seconds":50,"max_commands":1})");
+      picked_up.set_value(std::chrono::steady_clock::now());
+      ASSERT_EQ(polled.status, 200) << polled.body;
+      json::array commands = BodyOf(polled).at("commands").as_array();
+      ASSERT_EQ(commands.size(), 1u) << polled.body;
+      const std::string id = TextAt(commands[0].as_object(), "id");
+      std::string result = json::serialize(json::object{
+          {"exit_code", 0},
+          {"stdout", "round " + std::to_string(round) + " via " + agent_side.name() + "\n"},
+          {"stderr", ""},
+          {"duration_ms", 1}});
+      net::Response stored = agent_side.Call("POST", "/api/v1/agent/commands/" + id + "/result",
+                                             token, result, true);
+      EXPECT_EQ(stored.status, 200) << stored.body;
+      EXPECT_EQ(TextAt(BodyOf(stored), "status"), "stored") << stored.body;
+    });
+    // The poll is held (not merely sent) before the command is posted.
+    EXPECT_TRUE(WaitFor([&] { return agent_side.Metric(polls_waiting) > waiting_before; }, 20s));
+    const auto posted_at = std::chrono::steady_clock::now();
+    net::Response reply = user_side.Call("POST", "/api/v1/connections/" + connection_id + "/kubectl",
+                                         admin_key_, R"({"argv":["kubectl","version","--client"]})");
+    agent.join();
+    EXPECT_EQ(reply.status, 200) << reply.body;
+    EXPECT_EQ(TextAt(BodyOf(reply), "stdout"),
+              "round " + std::to_string(round) + " via " + agent_side.name() + "\n")
+        << reply.body;
+    if (picked_up_at.wait_for(0s) != std::future_status::ready) return -1;
+    return std::chrono::duration<double>(picked_up_at.get() - posted_at).count();
+  }
+
+  testing::TempDir dir_;
+  PostgresServer* server_ = nullptr;
+  std::string database_url_;
+  std::string admin_key_;
+  std::optional<Replica> a_;
+  std::optional<Replica> b_;
+};
+
+TEST_F(ReplicasEndToEnd, ACommandPostedToAReachesAPollHeldOnBAndItsResultComesBackToA) {
+  ASSERT_NO_FATAL_FAILURE(StartBoth());
+  auto [connection_id, token] = CreateConnection("replicas");
+  constexpr int kRounds = 5;
+  std::vector<double> across;
+  std::vector<double> same;
+  for (int round = 0; round < kRounds; ++round) {
+    across.push_back(RoundTrip(*a_, *b_, connection_id, token, round));
+    same.push_back(RoundTrip(*a_, *a_, connection_id, token, round));
+  }
+  for (double seconds : across) EXPECT_GE(seconds, 0);
+  // A figure for the report, not a threshold.
+  std::printf("kubectl pickup latency, median of %d: A->B %.2f ms, A->A %.2f ms\n", kRounds,
+              Median(across) * 1000, Median(same) * 1000);
+  // B took each of A's announcements off the bus.
+  EXPECT_GE(b_->Metric("uplink_console_replica_messages_received_total{topic=\"command_queued\"}"),
+            kRounds);
+}
+
+// B forgets a cached credential when A's revoking transaction commits, through one
+// notification: B's next request usually sees it, but the notification and that request race
+// (nothing makes A's reply wait for B). The test holds B to refusing the token within a bounded
+// wait and prints how often the very next request was already refused: a figure, not a
+// threshold.
+TEST_F(ReplicasEndToEnd, ATokenRevokedThroughAIsRefusedByB) {
+  ASSERT_NO_FATAL_FAILURE(StartBoth());
+  constexpr int kRounds = 10;
+  int refused_at_once = 0;
+  // Each round B has the connection's credential cached when A revokes it.
+  for (int round = 0; round < kRounds; ++round) {
+    auto [connection_id, token] = CreateConnection("revoked-" + std::to_string(round));
+    ASSERT_EQ(b_->Call("GET", "/api/v1/agent/whoami", token).status, 200) << "round " << round;
+    net::Response revoked =
+        a_->Call("POST", "/api/v1/connections/" + connection_id + "/revoke", admin_key_);
+    ASSERT_EQ(revoked.status, 200) << revoked.body;
+    net::Response next = b_->Call("GET", "/api/v1/agent/whoami", token);
+    if (next.status == 401) ++refused_at_once;
+    net::Response refused = next;
+    EXPECT_TRUE(WaitFor([&] {
+      if (refused.status == 401) return true;
+      refused = b_->Call("GET", "/api/v1/agent/whoami", token);
+      return refused.status == 401;
+    }, 5s)) << "round " << round << ": " << refused.body;
+    EXPECT_EQ(ErrorCode(refused), "revoked") << refused.body;
+  }
+  std::printf("revocation through A: B's very next request refused in %d of %d rounds\n",
+              refused_at_once, kRounds);
+}
+
+TEST_F(ReplicasEndToEnd, FailedAuthenticationsSplitOverAAndBMeetTheOneReplicaBudget) {
+  constexpr int kBudget = 6;
+  ASSERT_NO_FATAL_FAILURE(StartBoth({"--auth-failures-per-address", std::to_string(kBudget)}));
+  // A well-formed API key that is not the admin's.
+  std::string wrong = admin_key_;
+  wrong.back() = wrong.back() == 'a' ? 'b' : 'a';
+  const std::string charges = "uplink_console_auth_replica_charges_total";
+  int failures_on_a = 0;
+  int failures_on_b = 0;
+  for (int attempt = 0; attempt < kBudget; ++attempt) {
+    const bool on_a = attempt % 2 == 0;
+    Replica& target = on_a ? *a_ : *b_;
+    Replica& other = on_a ? *b_ : *a_;
+    net::Response refused = target.Call("GET", "/api/v1/me", wrong);
+    ASSERT_EQ(refused.status, 401) << "attempt " << attempt << ": " << refused.body;
+    const int charged_here = on_a ? ++failures_on_a : ++failures_on_b;
+    // The other replica charged it before the next attempt: one notification away.
+    ASSERT_TRUE(WaitFor([&] { return other.Metric(charges) >= charged_here; }))
+        << other.name() << " never heard of failure " << attempt;
+  }
+  // Each replica saw only half of the failures itself, yet both refuse the next one.
+  EXPECT_EQ(a_->Call("GET", "/api/v1/me", wrong).status, 429);
+  EXPECT_EQ(b_->Call("GET", "/api/v1/me", wrong).status, 429);
+}
+
+TEST_F(ReplicasEndToEnd, BKeepsServingWhenAIsKilledAndARestartedRejoins) {
+  ASSERT_NO_FATAL_FAILURE(StartBoth());
+  auto [connection_id, token] = CreateConnection("failover");
+  ASSERT_NO_FATAL_FAILURE(a_->Kill());
+  EXPECT_EQ(b_->Get("/readyz").status, 200) << b_->Get("/readyz").body;
+  EXPECT_EQ(b_->Call("GET", "/api/v1/me", admin_key_).status, 200);
+  EXPECT_GE(RoundTrip(*b_, *b_, connection_id, token, 0), 0);
+
+  ASSERT_NO_FATAL_FAILURE(a_->Start());
+  EXPECT_EQ(a_->Metric("uplink_console_replica_bus_connected"), 1);
+  // A command from B reaches a poll on A again, and one from A a poll on B.
+  EXPECT_GE(RoundTrip(*b_, *a_, connection_id, token, 1), 0);
+  EXPECT_GE(RoundTrip(*a_, *b_, connection_id, token, 2), 0);
+}
+
+TEST_F(ReplicasEndToEnd, AReplicaCutOffFromTheBusIsNotReadyAndForgetsItsCacheWhenItReconnects) {
+  ASSERT_NO_FATAL_FAILURE(StartBoth());
+  auto [connection_id, token] = CreateConnection("cut-off");
+  ASSERT_EQ(b_->Call("GET", "/api/v1/agent/whoami", token).status, 200);  // cached on B
+
+  // The database takes no new connections, and the buses' are ended: both reconnect in vain.
+  // ALTER DATABASE ... ALLOW_CONNECTIONS is refused on the database itself: from another.
+  const size_t name_at = database_url_.find("///") + 3;
+  const std::string maintenance_url =
+      database_url_.substr(0, name_at) + "postgres" +
+      database_url_.substr(database_url_.find('?'));
+  const std::string database_name =
+      database_url_.substr(name_at, database_url_.find('?') - name_at);
+  auto admin = console::sql::OpenPostgresDatabase({maintenance_url, server_->password()});
+  ASSERT_TRUE(admin.ok()) << admin.status().ToString();
+  auto allow_connections = [&](bool allow) {
+    ASSERT_TRUE((*admin)->Exec("ALTER DATABASE \"" + database_name + "\" ALLOW_CONNECTIONS " +
+                               (allow ? "true" : "false")).ok())
+        << (*admin)->LastMessage();
+  };
+  ASSERT_NO_FATAL_FAILURE(allow_connections(false));
+  ASSERT_TRUE((*admin)
+                  ->Exec("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE "
+                         "application_name = 'uplink-console replica bus' AND "
+                         "datname = '" + database_name + "'")
+                  .ok())
+      << (*admin)->LastMessage();
+  for (Replica* replica : {&*a_, &*b_}) {
+    net::Response readyz;
+    EXPECT_TRUE(WaitFor([&] { return (readyz = replica->Get("/readyz")).status == 503; }))
+        << replica->name() << ": " << readyz.body;
+    EXPECT_EQ(ErrorCode(readyz), "not_ready") << readyz.body;
+    EXPECT_NE(readyz.body.find("replica bus"), std::string::npos) << readyz.body;
+    EXPECT_EQ(replica->Metric("uplink_console_replica_bus_connected"), 0);
+  }
+  // Revoked while B cannot hear it: B's cache still has the token...
+  ASSERT_EQ(a_->Call("POST", "/api/v1/connections/" + connection_id + "/revoke", admin_key_).status,
+            200);
+  ASSERT_NO_FATAL_FAILURE(allow_connections(true));
+  for (Replica* replica : {&*a_, &*b_}) {
+    EXPECT_TRUE(WaitFor([&] { return replica->Get("/readyz").status == 200; }, 60s))
+        << replica->name() << ":\n" << replica->Stderr();
+    EXPECT_GE(replica->Metric("uplink_console_replica_bus_reconnects_total"), 1);
+  }
+  // ...which the reconnect's resync dropped: the revocation holds on B too.
+  EXPECT_EQ(ErrorCode(b_->Call("GET", "/api/v1/agent/whoami", token)), "revoked");
+}
+
+}  // namespace
+}  // namespace uplink::e2e
