@@ -1,6 +1,7 @@
 // bench_load: ten thousand simulated agents against one console, and nginx answering 204 to
-// the same requests on the same machine as the HTTP floor. `make bench` runs it; the last
-// line it prints starts with `load:`.
+// the same requests on the same machine as the HTTP floor. `make bench` runs it on SQLite (its
+// last line starts with `load:`), on PostgreSQL (`--store postgres`: `load (postgres):`) and
+// in the fail-over (`--failover`: `failover:`, below).
 //
 // Every agent is a connection (its own token) with three roles: the inventory role reports
 // four GPU nodes every 60 s, the node role uploads one node sample every 30 s (gzip, through
@@ -25,7 +26,19 @@
 // and reports share a pool of --pool keep-alive connections, as many agents' requests
 // multiplexed over a few hundred connections; the console raises its own limit to the hard
 // one. --console URL runs the phases against a console already running (--admin-key-file,
-// and --console-pid for its figures), which is also how replicas will be targeted.
+// and --console-pid for its figures).
+//
+// --store postgres runs the same phases with the console on a PostgreSQL server the bench
+// starts on the console's core, durable (fsync and synchronous commit on, as SQLite's store
+// flushes every commit), so that the two compare; --store postgres://... uses one given.
+//
+// --failover: two `serve` replicas on one PostgreSQL database; each agent uploads to its
+// primary (replica i % 2) as the agent's shipper does: one upload in flight, the same records
+// sent again until acknowledged, and after a refused or broken connection sent to the other
+// replica. Replica 1 gets SIGKILL after --kill-after; once every upload is acknowledged, the
+// database's rows are compared with the acknowledgements: lost (acknowledged, absent) and
+// duplicated (stored more than once) must be 0, and every agent of the killed replica must
+// have had an upload acknowledged by the other (kill to that acknowledgement: p50/p99/max).
 #include <libpq-fe.h>
 #include <sched.h>
 #include <signal.h>
@@ -503,7 +516,8 @@ int Run(const Options& options) {
   std::printf("bench_load: %d agents against %s on %s (%s), uploads every %.0f s, reports every "
               "%.0f s\n",
               agents_count, console->url().c_str(), StoreName(options).c_str(),
-              pin ? "console and nginx pinned to core 1, the generator to core 0"
+              pin ? "console (and a database of the bench's own) and nginx pinned to core 1, "
+                    "the generator to core 0"
                   : "one core: nothing pinned",
               std::chrono::duration<double>(options.upload_interval).count(),
               std::chrono::duration<double>(options.report_interval).count());
