@@ -69,6 +69,7 @@ Result<Target> ParseTarget(std::string_view url) {
 struct HttpLoad::Connection {
   int id = 0;
   bool dedicated = false;
+  size_t target_index = 0;
   Target target;
   int fd = -1;
   bool connected = false;
@@ -82,7 +83,10 @@ struct HttpLoad::Connection {
 };
 
 HttpLoad::HttpLoad(std::vector<Target> targets, OnReply on_reply)
-    : targets_(std::move(targets)), on_reply_(std::move(on_reply)) {
+    : targets_(std::move(targets)),
+      on_reply_(std::move(on_reply)),
+      idle_pool_(targets_.size()),
+      queue_(targets_.size()) {
   epoll_ = ::epoll_create1(EPOLL_CLOEXEC);
 }
 
@@ -128,7 +132,8 @@ Status HttpLoad::OpenPool(size_t count) {
   for (size_t i = 0; i < count; ++i) {
     auto connection = std::make_unique<Connection>();
     connection->id = static_cast<int>(connections_.size());
-    connection->target = targets_[next_target_++ % targets_.size()];
+    connection->target_index = next_target_++ % targets_.size();
+    connection->target = targets_[connection->target_index];
     UPLINK_RETURN_IF_ERROR(Connect(*connection));
     connections_.push_back(std::move(connection));
     Feed(*connections_.back());
@@ -148,15 +153,22 @@ Result<int> HttpLoad::OpenDedicated(LoadRequest first) {
 }
 
 void HttpLoad::Queue(LoadRequest request) {
-  while (!idle_pool_.empty()) {
-    Connection* connection = idle_pool_.back();
-    idle_pool_.pop_back();
+  std::vector<Connection*>& idle = idle_pool_.at(request.target);
+  while (!idle.empty()) {
+    Connection* connection = idle.back();
+    idle.pop_back();
     connection->idle_listed = false;
     if (connection->current) continue;  // taken meanwhile
     Start(*connection, std::move(request));
     return;
   }
-  queue_.push_back(std::move(request));
+  queue_[request.target].push_back(std::move(request));
+}
+
+size_t HttpLoad::queued() const {
+  size_t total = 0;
+  for (const auto& waiting : queue_) total += waiting.size();
+  return total;
 }
 
 void HttpLoad::SendOn(int id, LoadRequest request) {
@@ -198,13 +210,14 @@ void HttpLoad::Feed(Connection& connection) {
     }
     return;
   }
-  if (!queue_.empty()) {
-    LoadRequest next = std::move(queue_.front());
-    queue_.pop_front();
+  std::deque<LoadRequest>& waiting = queue_[connection.target_index];
+  if (!waiting.empty()) {
+    LoadRequest next = std::move(waiting.front());
+    waiting.pop_front();
     Start(connection, std::move(next));
   } else if (!connection.idle_listed) {
     connection.idle_listed = true;
-    idle_pool_.push_back(&connection);
+    idle_pool_[connection.target_index].push_back(&connection);
   }
 }
 
@@ -229,17 +242,27 @@ bool HttpLoad::Flush(Connection& connection) {
 void HttpLoad::Fail(Connection& connection) {
   if (connection.fd >= 0) ::close(connection.fd);
   connection.fd = -1;
+  const bool refused = !connection.connected;
   connection.connected = false;
-  if (connection.current) {
-    LoadRequest failed = std::move(*connection.current);
-    connection.current.reset();
-    --in_flight_;
+  auto fail = [&](LoadRequest failed) {
     LoadReply reply;
     reply.status = 0;
     reply.latency = LoadClock::now() - failed.due;
     reply.request = &failed;
     reply.connection = connection.id;
     on_reply_(reply);
+  };
+  if (connection.current) {
+    LoadRequest failed = std::move(*connection.current);
+    connection.current.reset();
+    --in_flight_;
+    fail(std::move(failed));
+  }
+  // The server refuses connections: what waits for it would wait for good.
+  if (refused && !connection.dedicated) {
+    for (LoadRequest& waiting : std::exchange(queue_[connection.target_index], {})) {
+      fail(std::move(waiting));
+    }
   }
   if (!connection.closed && !connection.reconnect_at) {
     connection.reconnect_at = LoadClock::now() + kReconnectDelay;

@@ -4,8 +4,10 @@
 //
 // Two kinds of connection:
 //   - a pool of connections taking queued requests in order (uploads, reports: a request
-//     waits for a free connection, and that wait counts in its latency, which runs from the
-//     time the request was due, so a slow server cannot hide behind a slow generator);
+//     waits for a free connection to its target, and that wait counts in its latency, which
+//     runs from the time the request was due, so a slow server cannot hide behind a slow
+//     generator); when a target refuses connections, the requests waiting for it end
+//     unanswered, as a client behind a load balancer that drops a dead server sees;
 //   - dedicated connections, one per agent, that send again what `on_reply` hands back (an
 //     agent's long poll, sent again as soon as it is answered).
 //
@@ -42,6 +44,7 @@ struct LoadRequest {
   int kind = 0;                              // the caller's: which route
   int agent = 0;                             // the caller's: which simulated agent
   LoadClock::time_point due;                 // latency runs from here
+  size_t target = 0;                         // pool requests: the index of the server
 };
 
 struct LoadReply {
@@ -62,7 +65,7 @@ class HttpLoad {
   HttpLoad(const HttpLoad&) = delete;
   HttpLoad& operator=(const HttpLoad&) = delete;
 
-  // Opens `count` pool connections, spread over the targets.
+  // Opens `count` pool connections, spread evenly over the targets.
   Status OpenPool(size_t count);
   void Queue(LoadRequest request);
   // Opens a connection of its own that sends `first` once connected; returns its id.
@@ -76,7 +79,7 @@ class HttpLoad {
   void RunUntil(LoadClock::time_point until, const std::function<void(LoadClock::time_point)>& tick,
                 std::chrono::milliseconds tick_every = std::chrono::milliseconds(5));
 
-  size_t queued() const { return queue_.size(); }
+  size_t queued() const;
   size_t in_flight() const { return in_flight_; }
   // Connections that failed or were closed by the server and opened again.
   std::uint64_t reconnects() const { return reconnects_; }
@@ -96,8 +99,9 @@ class HttpLoad {
   OnReply on_reply_;
   int epoll_ = -1;
   std::vector<std::unique_ptr<Connection>> connections_;
-  std::vector<Connection*> idle_pool_;
-  std::deque<LoadRequest> queue_;
+  // Per target: pool connections waiting for a request, requests waiting for a connection.
+  std::vector<std::vector<Connection*>> idle_pool_;
+  std::vector<std::deque<LoadRequest>> queue_;
   std::vector<int> reconnecting_;
   size_t in_flight_ = 0;
   std::uint64_t reconnects_ = 0;

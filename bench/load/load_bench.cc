@@ -1,6 +1,7 @@
 // bench_load: ten thousand simulated agents against one console, and nginx answering 204 to
-// the same requests on the same machine as the HTTP floor. `make bench` runs it; the last
-// line it prints starts with `load:`.
+// the same requests on the same machine as the HTTP floor. `make bench` runs it on SQLite (its
+// last line starts with `load:`), on PostgreSQL (`--store postgres`: `load (postgres):`) and
+// in the fail-over (`--failover`: `failover:`, below).
 //
 // Every agent is a connection (its own token) with three roles: the inventory role reports
 // four GPU nodes every 60 s, the node role uploads one node sample every 30 s (gzip, through
@@ -25,7 +26,20 @@
 // and reports share a pool of --pool keep-alive connections, as many agents' requests
 // multiplexed over a few hundred connections; the console raises its own limit to the hard
 // one. --console URL runs the phases against a console already running (--admin-key-file,
-// and --console-pid for its figures), which is also how replicas will be targeted.
+// and --console-pid for its figures).
+//
+// --store postgres runs the same phases with the console on a PostgreSQL server the bench
+// starts on the console's core, durable (fsync and synchronous commit on, as SQLite's store
+// flushes every commit), so that the two compare; --store postgres://... uses one given.
+//
+// --failover: two `serve` replicas on one PostgreSQL database; each agent uploads to its
+// primary (replica i % 2) as the agent's shipper does: one upload in flight, the same records
+// sent again until acknowledged, and after a refused or broken connection sent to the other
+// replica. Replica 1 gets SIGKILL after --kill-after; once every upload is acknowledged, the
+// database's rows are compared with the acknowledgements: lost (acknowledged, absent) and
+// duplicated (stored more than once) must be 0, and every agent of the killed replica must
+// have had an upload acknowledged by the other (kill to that acknowledgement: p50/p99/max).
+#include <libpq-fe.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/resource.h>
@@ -35,12 +49,15 @@
 #include <cinttypes>
 #include <cmath>
 #include <cstdio>
+#include <deque>
 #include <filesystem>
 #include <map>
 #include <numeric>
 #include <optional>
 #include <string>
 #include <thread>
+#include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "bench/load/agents.h"
@@ -49,6 +66,7 @@
 #include "common/flags.h"
 #include "common/json.h"
 #include "common/log.h"
+#include "support/postgres_server.h"
 #include "support/process.h"
 
 namespace uplink::bench {
@@ -74,6 +92,11 @@ struct Options {
   std::int64_t console_pid = 0;
   bool nginx = true;
   bool smoke = false;
+  // sqlite; postgres (a durable server the bench starts); or a postgres:// URL.
+  std::string store = "sqlite";
+  std::string store_password_file;
+  bool failover = false;
+  std::chrono::milliseconds kill_after = 10s;
 };
 
 [[noreturn]] void Die(const std::string& message) {
@@ -200,23 +223,85 @@ double MetricValue(std::string_view text, std::string_view name) {
   return 0;
 }
 
+// The consoles' store: SQLite in each data directory, or one PostgreSQL database that the
+// bench starts itself (durable, as SQLite's store is, so that the two compare) or is given.
+class Store {
+ public:
+  // SQLite.
+  Store() = default;
+  // PostgreSQL: `url` (no password in it) and its password, written to a file in `dir` for
+  // --store-password-file; an empty `url` launches a server of the bench's own.
+  Store(const TempDir& dir, std::string url, std::string password,
+        testing::PostgresServer::Durability durability) {
+    if (url.empty()) {
+      auto server = testing::PostgresServer::Launch(testing::kDebianPostgresBinDir, durability);
+      if (!server.ok()) Die("starting PostgreSQL: " + server.status().ToString());
+      server_ = std::move(*server);
+      auto database = server_->NewDatabase();
+      if (!database.ok()) Die("creating the database: " + database.status().ToString());
+      url = *database;
+      password = server_->password();
+    }
+    url_ = std::move(url);
+    password_ = std::move(password);
+    password_file_ = dir.File("store-password");
+    testing::WriteFileOrDie(password_file_, password_, 0600);
+  }
+  bool postgres() const { return !url_.empty(); }
+  // A libpq connection of the bench's own, to count what the consoles stored.
+  PGconn* Connect() const {
+    const char* keywords[] = {"dbname", "password", nullptr};
+    const char* values[] = {url_.c_str(), password_.c_str(), nullptr};
+    PGconn* conn = PQconnectdbParams(keywords, values, /*expand_dbname=*/1);
+    if (PQstatus(conn) != CONNECTION_OK) {
+      Die(std::string("connecting to the store: ") + PQerrorMessage(conn));
+    }
+    return conn;
+  }
+  // What init and serve are given to use it.
+  std::vector<std::string> Flags() const {
+    if (!postgres()) return {};
+    return {"--store", url_, "--store-password-file", password_file_};
+  }
+
+ private:
+  std::unique_ptr<testing::PostgresServer> server_;
+  std::string url_;
+  std::string password_;
+  std::string password_file_;
+};
+
+// `uplink-console init` in `data_dir`: the admin's API key.
+std::string InitConsole(const std::string& data_dir, const Store& store) {
+  std::vector<std::string> argv = {std::string(UPLINK_BIN_DIR) + "/uplink-console", "init",
+                                   "--data-dir", data_dir};
+  for (std::string& flag : store.Flags()) argv.push_back(std::move(flag));
+  auto init = testing::RunCommand(argv);
+  if (init.exit_code != 0) Die("uplink-console init failed: " + init.err);
+  return std::string(TrimWhitespace(init.out));
+}
+
 class Console {
  public:
-  // Starts its own console on core `core` (or on any core when `core` < 0).
-  Console(const TempDir& dir, int core) {
-    const std::string bin = UPLINK_BIN_DIR;
-    auto init =
-        testing::RunCommand({bin + "/uplink-console", "init", "--data-dir", dir.File("console")});
-    if (init.exit_code != 0) Die("uplink-console init failed: " + init.err);
-    api_key_ = std::string(TrimWhitespace(init.out));
+  // Starts `uplink-console serve` on `data_dir` (initialised) and `store`, on core `core` (or
+  // on any core when `core` < 0).
+  Console(const std::string& data_dir, const Store& store, std::string api_key, int core)
+      : api_key_(std::move(api_key)) {
     const int port = testing::FreePort();
     url_ = "http://127.0.0.1:" + std::to_string(port);
     if (core >= 0) PinToCpu(core);
-    process_ = std::make_unique<ChildProcess>(
-        std::vector<std::string>{bin + "/uplink-console", "serve", "--data-dir",
-                                 dir.File("console"), "--listen",
-                                 "127.0.0.1:" + std::to_string(port), "--log-level", "warn"},
-        dir.path());
+    std::vector<std::string> argv = {std::string(UPLINK_BIN_DIR) + "/uplink-console",
+                                     "serve",
+                                     "--data-dir",
+                                     data_dir,
+                                     "--listen",
+                                     "127.0.0.1:" + std::to_string(port),
+                                     "--log-level",
+                                     "warn"};
+    for (std::string& flag : store.Flags()) argv.push_back(std::move(flag));
+    const std::string logs = data_dir + "-logs";
+    std::filesystem::create_directories(logs);
+    process_ = std::make_unique<ChildProcess>(argv, logs);
   }
   // One already running.
   Console(std::string url, std::string api_key, pid_t pid)
@@ -226,6 +311,11 @@ class Console {
   const std::string& url() const { return url_; }
   const std::string& api_key() const { return api_key_; }
   std::string Stderr() const { return process_ ? process_->Stderr() : ""; }
+  // SIGKILL, as a crashed replica or a lost machine: no shutdown of any kind.
+  void Kill() {
+    ::kill(process_->pid(), SIGKILL);
+    (void)process_->Wait(std::chrono::seconds(30));
+  }
 
  private:
   std::string url_;
@@ -245,6 +335,23 @@ bool RunUntilDone(HttpLoad& load, const std::function<bool()>& done,
     load.RunUntil(std::min(deadline, now + 100ms), tick);
   }
   return true;
+}
+
+// One connection per agent through the admin API, agent i's on target i % `targets`; their
+// replies go to `load`'s on_reply, which counts them in `creates`. Dies unless all were made.
+void CreateConnections(HttpLoad& load, const AgentRequests& requests, const std::string& api_key,
+                       int count, size_t targets, const Tally& creates) {
+  for (int i = 0; i < count; ++i) {
+    load.Queue({requests.CreateConnection(api_key, i), kCreate, i, LoadClock::now(),
+                static_cast<size_t>(i) % targets});
+  }
+  if (!RunUntilDone(
+          load, [&] { return creates.ok + creates.failed() == count; },
+          std::chrono::milliseconds(60'000 + count * 20)) ||
+      creates.failed() > 0) {
+    Die("creating connections: " + std::to_string(creates.ok) +
+        " created; failures: " + creates.Failures());
+  }
 }
 
 // GET /metrics through `load`'s pool (its reply comes to `on_metrics`).
@@ -351,6 +458,22 @@ bool WaitForHttp(const Target& target) {
   return answered;
 }
 
+std::string StoreName(const Options& options) {
+  if (!options.console.empty()) return "its own store";
+  if (options.store == "sqlite") return "SQLite";
+  return options.store == "postgres" ? "PostgreSQL (durable: fsync on)" : "PostgreSQL (given)";
+}
+
+std::unique_ptr<Store> MakeStore(const TempDir& dir, const Options& options,
+                                 testing::PostgresServer::Durability durability) {
+  if (options.store == "sqlite") return std::make_unique<Store>();
+  if (options.store == "postgres") return std::make_unique<Store>(dir, "", "", durability);
+  auto password = ReadFileBounded(options.store_password_file, 4096);
+  if (!password.ok()) Die("--store URL needs --store-password-file: " + password.status().ToString());
+  return std::make_unique<Store>(dir, options.store, std::string(TrimWhitespace(*password)),
+                                 durability);
+}
+
 std::string Mib(double bytes) {
   char text[32];
   std::snprintf(text, sizeof(text), "%.0f MiB", bytes / (1 << 20));
@@ -364,9 +487,15 @@ int Run(const Options& options) {
   const int generator_core = pin ? 0 : -1;
   const int server_core = pin ? 1 : -1;
   TempDir dir;
+  std::unique_ptr<Store> store;
   std::unique_ptr<Console> console;
   if (options.console.empty()) {
-    console = std::make_unique<Console>(dir, server_core);
+    // The database, when the bench starts one, shares the console's core.
+    if (server_core >= 0) PinToCpu(server_core);
+    store = MakeStore(dir, options, testing::PostgresServer::Durability::kDurable);
+    const std::string data_dir = dir.File("console");
+    console = std::make_unique<Console>(data_dir, *store, InitConsole(data_dir, *store),
+                                        server_core);
   } else {
     auto key = ReadFileBounded(options.admin_key_file, 4096);
     if (!key.ok()) Die("--console needs --admin-key-file: " + key.status().ToString());
@@ -384,9 +513,11 @@ int Run(const Options& options) {
       "bench_load: machine load average %s with %d usable cores\n",
       std::string(TrimWhitespace(testing::ReadFileOrEmpty("/proc/loadavg").substr(0, 14))).c_str(),
       cores);
-  std::printf("bench_load: %d agents against %s (%s), uploads every %.0f s, reports every %.0f s\n",
-              agents_count, console->url().c_str(),
-              pin ? "console and nginx pinned to core 1, the generator to core 0"
+  std::printf("bench_load: %d agents against %s on %s (%s), uploads every %.0f s, reports every "
+              "%.0f s\n",
+              agents_count, console->url().c_str(), StoreName(options).c_str(),
+              pin ? "console (and a database of the bench's own) and nginx pinned to core 1, "
+                    "the generator to core 0"
                   : "one core: nothing pinned",
               std::chrono::duration<double>(options.upload_interval).count(),
               std::chrono::duration<double>(options.report_interval).count());
@@ -454,16 +585,7 @@ int Run(const Options& options) {
     Die("opening the pool: " + opened.ToString());
   }
   const auto setup_start = LoadClock::now();
-  for (int i = 0; i < agents_count; ++i) {
-    load.Queue({requests.CreateConnection(console->api_key(), i), kCreate, i, LoadClock::now()});
-  }
-  if (!RunUntilDone(
-          load, [&] { return creates.ok + creates.failed() == agents_count; },
-          std::chrono::milliseconds(60'000 + agents_count * 20)) ||
-      creates.failed() > 0) {
-    Die("creating connections: " + std::to_string(creates.ok) +
-        " created; failures: " + creates.Failures());
-  }
+  CreateConnections(load, requests, console->api_key(), agents_count, 1, creates);
   std::printf("  setup: %d connections created in %.1f s\n", agents_count,
               std::chrono::duration<double>(LoadClock::now() - setup_start).count());
 
@@ -645,11 +767,13 @@ int Run(const Options& options) {
                   nginx_per_core);
     ratio = text;
   }
+  // SQLite's line is `load:`, the issue's; PostgreSQL's says so, so that both read side by side.
+  const std::string label = options.store == "sqlite" ? "load" : "load (postgres)";
   std::printf(
-      "load: %d agents; console %.0f authenticated gzip uploads/s per core = %s (aim "
+      "%s: %d agents; console %.0f authenticated gzip uploads/s per core = %s (aim "
       ">= 0.5x); upload p50 %.1f ms p99 %.1f ms at %.0f/s (aim p99 < 50 ms); %.0f long "
       "polls held in %s of console RSS (aim < 1 GiB), %d open connections\n",
-      agents_count, console_per_core, ratio.c_str(), upload_p50, upload_p99,
+      label.c_str(), agents_count, console_per_core, ratio.c_str(), upload_p50, upload_p99,
       static_cast<double>(uploads.ok) / sustain_seconds, held, Mib(memory).c_str(),
       std::max(peak.sockets, with_polls ? with_polls->sockets : -1));
 
@@ -680,6 +804,279 @@ int Run(const Options& options) {
   return 0;
 }
 
+// --failover: two `serve` replicas on one PostgreSQL database, each agent's node role shipping
+// to its primary (agent i's is replica i % 2) as the agent ships its spool: one upload in
+// flight, sent again until acknowledged, and on a refused or broken connection sent to the
+// other replica (as behind a load balancer that drops a dead server). Replica 1 is killed with
+// SIGKILL after --kill-after; once every upload is acknowledged the database is read directly
+// and compared with what the replicas acknowledged.
+struct PendingUpload {
+  std::int64_t sequence = 0;
+  std::shared_ptr<const std::string> bytes;
+  LoadClock::time_point due;
+};
+
+struct Shipper {
+  size_t primary = 0;
+  size_t replica = 0;  // where it sends now
+  std::deque<PendingUpload> unacked;
+  bool in_flight = false;
+  LoadClock::time_point retry_at{};
+  std::int64_t acked_through = 0;
+  std::vector<std::int64_t> collected_ms;  // by sequence - 1: how its stored sample is found
+  // From the kill to its first acknowledgement by the other replica; and from the later of
+  // the kill and when that upload was due (what the move itself cost, not the schedule).
+  std::optional<LoadClock::duration> moved_after;
+  std::optional<LoadClock::duration> move_cost;
+};
+
+// What the database holds for each connection's node stream.
+struct StoredStream {
+  std::unordered_set<std::int64_t> sample_times;  // samples.at
+  std::int64_t sample_rows = 0;
+  std::int64_t records_stored = 0;  // the console's own count (streams.records_stored)
+};
+
+std::unordered_map<std::string, StoredStream> ReadStoredStreams(const Store& store) {
+  PGconn* conn = store.Connect();
+  std::unordered_map<std::string, StoredStream> streams;
+  auto query = [&](const char* sql, const std::function<void(PGresult*, int)>& row) {
+    PGresult* result = PQexec(conn, sql);
+    if (PQresultStatus(result) != PGRES_TUPLES_OK) {
+      Die(std::string(sql) + ": " + PQerrorMessage(conn));
+    }
+    for (int i = 0; i < PQntuples(result); ++i) row(result, i);
+    PQclear(result);
+  };
+  query(
+      "SELECT n.connection_id, s.at FROM samples s JOIN sample_nodes n ON n.id = s.node_id",
+      [&](PGresult* result, int i) {
+        StoredStream& stream = streams[PQgetvalue(result, i, 0)];
+        stream.sample_times.insert(std::strtoll(PQgetvalue(result, i, 1), nullptr, 10));
+        ++stream.sample_rows;
+      });
+  query("SELECT connection_id, records_stored FROM streams", [&](PGresult* result, int i) {
+    streams[PQgetvalue(result, i, 0)].records_stored +=
+        std::strtoll(PQgetvalue(result, i, 1), nullptr, 10);
+  });
+  PQfinish(conn);
+  return streams;
+}
+
+int RunFailover(const Options& options) {
+  constexpr size_t kKilled = 1;
+  TempDir dir;
+  // The smoke run checks counts, not speed: its database need not flush.
+  auto store = MakeStore(dir, options,
+                         options.smoke ? testing::PostgresServer::Durability::kFast
+                                       : testing::PostgresServer::Durability::kDurable);
+  const std::vector<std::string> data_dirs = {dir.File("replica-0"), dir.File("replica-1")};
+  const std::string api_key = InitConsole(data_dirs[0], *store);
+  // Every replica needs the two-factor key init wrote (setup.h's TwoFactorKeyPath).
+  std::filesystem::create_directories(data_dirs[1]);
+  std::filesystem::permissions(data_dirs[1], std::filesystem::perms::owner_all);
+  std::filesystem::copy_file(data_dirs[0] + "/two-factor.key", data_dirs[1] + "/two-factor.key");
+  std::vector<std::unique_ptr<Console>> replicas;
+  std::vector<Target> targets;
+  for (const std::string& data_dir : data_dirs) {
+    replicas.push_back(std::make_unique<Console>(data_dir, *store, api_key, -1));
+    auto target = ParseTarget(replicas.back()->url());
+    if (!target.ok() || !WaitForHttp(*target)) {
+      Die("replica " + data_dir + " did not answer:\n" + replicas.back()->Stderr());
+    }
+    targets.push_back(*target);
+  }
+  const AgentRequests requests(targets[0].host + ":" + std::to_string(targets[0].port));
+  const auto agents_count = static_cast<int>(options.agents);
+  std::printf("bench_load --failover: machine load average %s; %d agents on 2 replicas (%s, %s) "
+              "sharing %s, uploads every %.0f s, replica 1 killed after %.0f s\n",
+              std::string(TrimWhitespace(testing::ReadFileOrEmpty("/proc/loadavg").substr(0, 14)))
+                  .c_str(),
+              agents_count, replicas[0]->url().c_str(), replicas[1]->url().c_str(),
+              options.smoke ? "PostgreSQL (fsync off)" : StoreName(options).c_str(),
+              std::chrono::duration<double>(options.upload_interval).count(),
+              std::chrono::duration<double>(options.kill_after).count());
+
+  std::vector<SimulatedAgent> agents;
+  std::vector<Shipper> shippers(static_cast<size_t>(agents_count));
+  for (int i = 0; i < agents_count; ++i) {
+    agents.push_back(MakeAgent(i, "", ""));
+    shippers[static_cast<size_t>(i)].primary = static_cast<size_t>(i) % 2;
+    shippers[static_cast<size_t>(i)].replica = static_cast<size_t>(i) % 2;
+  }
+  Tally creates, uploads;
+  std::int64_t moves = 0;
+  std::optional<LoadClock::time_point> killed_at;
+  HttpLoad* load_ptr = nullptr;
+  auto send = [&](int index, LoadClock::time_point now) {
+    Shipper& shipper = shippers[static_cast<size_t>(index)];
+    if (shipper.in_flight || shipper.unacked.empty() || now < shipper.retry_at) return;
+    shipper.in_flight = true;
+    load_ptr->Queue({shipper.unacked.front().bytes, kUpload, index, now, shipper.replica});
+  };
+  HttpLoad load(targets, [&](const LoadReply& reply) {
+    const LoadRequest& request = *reply.request;
+    if (request.kind == kCreate) {
+      creates.Add(reply);
+      auto body = ParseJson(reply.body);
+      if (reply.status == 201 && body.ok() && body->is_object()) {
+        SimulatedAgent& agent = agents[static_cast<size_t>(request.agent)];
+        agent.connection_id = StringAt(body->get_object(), "id");
+        agent.token = StringAt(body->get_object(), "token");
+      }
+      return;
+    }
+    uploads.Add(reply);
+    Shipper& shipper = shippers[static_cast<size_t>(request.agent)];
+    shipper.in_flight = false;
+    const auto now = LoadClock::now();
+    if (reply.status == 200) {
+      auto body = ParseJson(reply.body);
+      const json::value* acked =
+          body.ok() && body->is_object() ? body->get_object().if_contains("acked_through") : nullptr;
+      if (acked == nullptr || !acked->is_int64()) Die("an upload's reply without acked_through");
+      shipper.acked_through = std::max(shipper.acked_through, acked->get_int64());
+      if (killed_at && shipper.primary == kKilled && shipper.replica != kKilled &&
+          !shipper.moved_after && !shipper.unacked.empty()) {
+        shipper.moved_after = now - *killed_at;
+        shipper.move_cost = now - std::max(*killed_at, shipper.unacked.front().due);
+      }
+      while (!shipper.unacked.empty() &&
+             shipper.unacked.front().sequence <= shipper.acked_through) {
+        shipper.unacked.pop_front();
+      }
+    } else if (reply.status == 0) {
+      // Refused or broken: the other replica, at once.
+      shipper.replica = 1 - shipper.replica;
+      ++moves;
+    } else {
+      // The console is up but could not take it now (say, the store is busy): as the agent's
+      // shipper, try again shortly.
+      shipper.retry_at = now + 200ms;
+    }
+    send(request.agent, now);
+  });
+  load_ptr = &load;
+  if (Status opened = load.OpenPool(static_cast<size_t>(options.pool)); !opened.ok()) {
+    Die("opening the pool: " + opened.ToString());
+  }
+  CreateConnections(load, requests, api_key, agents_count, targets.size(), creates);
+
+  // Agent i's upload is due at (i / N) of each interval, as in the sustained phase.
+  const auto start = LoadClock::now();
+  const WallTime wall_start = SystemClock().Now();
+  std::int64_t issued = 0;
+  std::int64_t in_flight_at_kill = 0;
+  auto tick = [&](LoadClock::time_point now) {
+    for (;;) {
+      const std::int64_t round = issued / agents_count;
+      const std::int64_t slot = issued % agents_count;
+      const auto due =
+          start + options.upload_interval * round + options.upload_interval * slot / agents_count;
+      if (due > now || due >= start + options.sustain) break;
+      SimulatedAgent& agent = agents[static_cast<size_t>(slot)];
+      Shipper& shipper = shippers[static_cast<size_t>(slot)];
+      auto bytes = requests.Upload(
+          agent, wall_start + std::chrono::duration_cast<std::chrono::nanoseconds>(due - start));
+      shipper.collected_ms.push_back(agent.last_collected_ms);
+      shipper.unacked.push_back({agent.sequence, std::move(bytes), due});
+      send(static_cast<int>(slot), now);
+      ++issued;
+    }
+    if (!killed_at && now >= start + options.kill_after) {
+      in_flight_at_kill = static_cast<std::int64_t>(load.in_flight());
+      replicas[kKilled]->Kill();
+      killed_at = LoadClock::now();
+    }
+    // Those told to wait, when their time comes.
+    for (int i = 0; i < agents_count; ++i) {
+      const Shipper& shipper = shippers[static_cast<size_t>(i)];
+      if (!shipper.in_flight && !shipper.unacked.empty() && now >= shipper.retry_at) send(i, now);
+    }
+  };
+  load.RunUntil(start + options.sustain, tick, 5ms);
+  const auto drained = [&] {
+    return std::all_of(shippers.begin(), shippers.end(),
+                       [](const Shipper& shipper) { return shipper.unacked.empty(); });
+  };
+  if (!RunUntilDone(load, drained, 120s, tick)) {
+    std::fprintf(stderr, "bench_load: some uploads were never acknowledged (failures: %s)\n",
+                 uploads.Failures().c_str());
+  }
+  const double seconds = std::chrono::duration<double>(LoadClock::now() - start).count();
+
+  // The count: what was acknowledged against what the database holds.
+  const auto stored = ReadStoredStreams(*store);
+  std::int64_t acknowledged = 0, lost = 0, duplicated = 0, records = 0, unacknowledged = 0;
+  std::int64_t on_killed = 0, moved = 0;
+  std::vector<double> moved_seconds, move_cost_seconds;
+  for (int i = 0; i < agents_count; ++i) {
+    const Shipper& shipper = shippers[static_cast<size_t>(i)];
+    const SimulatedAgent& agent = agents[static_cast<size_t>(i)];
+    acknowledged += shipper.acked_through;
+    unacknowledged += static_cast<std::int64_t>(shipper.unacked.size());
+    auto found = stored.find(agent.connection_id);
+    const StoredStream empty;
+    const StoredStream& stream = found == stored.end() ? empty : found->second;
+    std::int64_t present = 0;
+    for (std::int64_t sequence = 1; sequence <= agent.sequence; ++sequence) {
+      const bool is_stored =
+          stream.sample_times.contains(shipper.collected_ms[static_cast<size_t>(sequence - 1)]);
+      present += is_stored ? 1 : 0;
+      if (!is_stored && sequence <= shipper.acked_through) ++lost;
+    }
+    records += stream.sample_rows;
+    // More rows, or more stores counted by the console, than distinct samples sent.
+    duplicated += std::max<std::int64_t>(0, stream.sample_rows - present) +
+                  std::max<std::int64_t>(0, stream.records_stored - present);
+    if (shipper.primary == kKilled) {
+      ++on_killed;
+      if (shipper.moved_after) {
+        ++moved;
+        moved_seconds.push_back(std::chrono::duration<double>(*shipper.moved_after).count());
+        move_cost_seconds.push_back(std::chrono::duration<double>(*shipper.move_cost).count());
+      }
+    }
+  }
+  auto quantile = [](std::vector<double>& values, double q) {
+    if (values.empty()) return 0.0;
+    std::sort(values.begin(), values.end());
+    return values[static_cast<size_t>(q * static_cast<double>(values.size() - 1))];
+  };
+  std::printf("  %" PRId64 " uploads answered in %.1f s (%.0f/s), %" PRId64
+              " in flight at the kill; failed tries (sent again): %s; %" PRId64
+              " moves to the other replica\n",
+              uploads.ok, seconds, static_cast<double>(uploads.ok) / seconds, in_flight_at_kill,
+              uploads.Failures().c_str(), moves);
+  std::printf("failover: %d agents on 2 PostgreSQL replicas, one SIGKILLed under %.0f uploads/s; "
+              "%" PRId64 " uploads acknowledged, %" PRId64 " samples stored, lost %" PRId64
+              ", duplicated %" PRId64 ", never acknowledged %" PRId64 "; %" PRId64 " of %" PRId64
+              " agents of the killed replica moved, kill to next acknowledged upload p50 %.2f s "
+              "p99 %.2f s max %.2f s (uploads every %.0f s; beyond the upload's schedule p99 "
+              "%.2f s max %.2f s)\n",
+              agents_count, static_cast<double>(uploads.ok) / seconds, acknowledged, records,
+              lost, duplicated, unacknowledged, moved, on_killed, quantile(moved_seconds, 0.5),
+              quantile(moved_seconds, 0.99), quantile(moved_seconds, 1.0),
+              std::chrono::duration<double>(options.upload_interval).count(),
+              quantile(move_cost_seconds, 0.99), quantile(move_cost_seconds, 1.0));
+  if (options.smoke) {
+    // Counts, not times.
+    std::vector<std::string> problems;
+    if (acknowledged == 0) problems.push_back("no upload was acknowledged");
+    if (lost != 0) problems.push_back(std::to_string(lost) + " acknowledged uploads lost");
+    if (duplicated != 0) problems.push_back(std::to_string(duplicated) + " stored twice");
+    if (unacknowledged != 0) problems.push_back(std::to_string(unacknowledged) + " never acked");
+    if (moved != on_killed) {
+      problems.push_back(std::to_string(on_killed - moved) +
+                         " agents of the killed replica never moved");
+    }
+    for (const std::string& problem : problems)
+      std::fprintf(stderr, "FAILED: %s\n", problem.c_str());
+    if (!problems.empty()) return 1;
+  }
+  return 0;
+}
+
 }  // namespace
 }  // namespace uplink::bench
 
@@ -702,8 +1099,28 @@ int main(int argc, char** argv) {
   flags.Int("console-pid", &options.console_pid, "its process, for CPU and memory figures");
   flags.Bool("nginx", &options.nginx, "measure nginx-light answering 204 as the floor");
   flags.Bool("smoke", &options.smoke, "check that every request was answered and counted");
+  flags.String("store", &options.store,
+               "the consoles' store: sqlite, postgres (a durable server of the bench's own) or "
+               "postgres://HOST/DB?user=U");
+  flags.String("store-password-file", &options.store_password_file,
+               "the password of a --store postgres:// URL");
+  flags.Bool("failover", &options.failover,
+             "two replicas on PostgreSQL under uploads, one killed with SIGKILL after "
+             "--kill-after: count what was acknowledged, stored, lost and duplicated");
+  flags.Duration("kill-after", &options.kill_after, "with --failover: when the kill comes");
   if (Status parsed = flags.Parse(std::vector<std::string>(argv + 1, argv + argc)); !parsed.ok()) {
     std::fprintf(stderr, "%s\n%s", parsed.ToString().c_str(), flags.Usage().c_str());
+    return 2;
+  }
+  if (options.store != "sqlite" && options.store != "postgres" &&
+      !options.store.starts_with("postgres://") && !options.store.starts_with("postgresql://")) {
+    std::fprintf(stderr, "--store must be sqlite, postgres or a postgres:// URL\n");
+    return 2;
+  }
+  if (options.failover && options.store == "sqlite") options.store = "postgres";
+  if (options.failover && options.kill_after + options.upload_interval > options.sustain) {
+    // Else some agents of the killed replica would have nothing left to send.
+    std::fprintf(stderr, "--kill-after must leave at least --upload-interval of --sustain\n");
     return 2;
   }
   if (options.agents < 1 || options.pool < 1 || options.closed_loop < 1 ||
@@ -715,5 +1132,5 @@ int main(int argc, char** argv) {
   (void)log::SetMinLevel("error");
   ::signal(SIGPIPE, SIG_IGN);
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // each phase's figures as they come, piped or not
-  return bench::Run(options);
+  return options.failover ? bench::RunFailover(options) : bench::Run(options);
 }

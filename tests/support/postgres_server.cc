@@ -52,10 +52,12 @@ Result<PostgresServer*> PostgresServer::ForTest(bool restarts_it,
   return own.get();
 }
 
-Result<std::unique_ptr<PostgresServer>> PostgresServer::Launch(const std::string& bin_dir) {
+Result<std::unique_ptr<PostgresServer>> PostgresServer::Launch(const std::string& bin_dir,
+                                                              Durability durability) {
   auto temp = std::make_unique<TempDir>();
   std::string dir = temp->path();
-  std::unique_ptr<PostgresServer> server(new PostgresServer(bin_dir, std::move(temp), dir));
+  std::unique_ptr<PostgresServer> server(
+      new PostgresServer(bin_dir, std::move(temp), dir, durability));
   UPLINK_RETURN_IF_ERROR(server->Start());
   return server;
 }
@@ -127,12 +129,15 @@ Status PostgresServer::Start() {
     }
   }
   // Only a Unix socket in the test's directory: nothing else on the machine can reach it.
-  postgres_.emplace(
-      AsServerUser({Binary("postgres"), "-D", File("data"), "-c", "listen_addresses=",
-                    "-c", "unix_socket_directories=" + dir_, "-c", "fsync=off", "-c",
-                    "synchronous_commit=off", "-c", "full_page_writes=off", "-c",
-                    "max_connections=200", "-c", "shared_buffers=32MB"}),
-      dir_);
+  std::vector<std::string> argv = {Binary("postgres"), "-D", File("data"), "-c",
+                                   "listen_addresses=", "-c", "unix_socket_directories=" + dir_,
+                                   "-c", "max_connections=200", "-c", "shared_buffers=32MB"};
+  if (durability_ == Durability::kFast) {
+    for (const char* setting : {"fsync=off", "synchronous_commit=off", "full_page_writes=off"}) {
+      argv.insert(argv.end(), {"-c", setting});
+    }
+  }
+  postgres_.emplace(AsServerUser(std::move(argv)), dir_);
   const std::string ping = "host=" + dir_ + " dbname=postgres user=" + kSuperuser;
   bool ready = WaitFor(
       [&] { return !postgres_->Running() || PQping(ping.c_str()) == PQPING_OK; },

@@ -1,7 +1,7 @@
 // A real PostgreSQL 15 server for the PostgreSQL store's tests: Debian's initdb and postgres
 // in a fresh temporary directory, reachable only on a Unix socket there, with the durability
 // settings off (fsync, synchronous_commit, full_page_writes: a test's data may be lost in a
-// power cut). When the tests run as root, as CI does, it runs as `nobody`: postgres refuses
+// power cut) unless launched kDurable, as the load test's figures need. When the tests run as root, as CI does, it runs as `nobody`: postgres refuses
 // root.
 //
 // Under ctest one server serves the whole run (the `postgres` fixture: uplink_test_postgres
@@ -24,13 +24,18 @@ inline constexpr const char* kDebianPostgresBinDir = "/usr/lib/postgresql/15/bin
 
 class PostgresServer {
  public:
+  // kFast: fsync, synchronous_commit and full_page_writes off (tests); kDurable: PostgreSQL's
+  // defaults, every commit flushed before it returns (benchmarks that compare with SQLite's).
+  enum class Durability { kFast, kDurable };
+
   // The run's server when $UPLINK_TEST_POSTGRES_DIR names one (see Serve), else this test
   // binary's own, started on first use. Fails, saying to run `make deps`, when PostgreSQL's
   // binaries are missing.
   static Result<PostgresServer*> Shared();
   // A server of its own in a temporary directory, from the binaries in `bin_dir` (Shared()
   // uses Debian's). Tests that restart the server use one, not the shared one.
-  static Result<std::unique_ptr<PostgresServer>> Launch(const std::string& bin_dir);
+  static Result<std::unique_ptr<PostgresServer>> Launch(const std::string& bin_dir,
+                                                        Durability durability = Durability::kFast);
   // The server a test uses: one of its own, kept in `own`, when the test restarts it (the run's
   // is shared by tests running at the same time), else Shared().
   static Result<PostgresServer*> ForTest(bool restarts_it, std::unique_ptr<PostgresServer>& own);
@@ -59,8 +64,12 @@ class PostgresServer {
   std::string Log() const;
 
  private:
-  PostgresServer(std::string bin_dir, std::unique_ptr<TempDir> temp_dir, std::string dir)
-      : bin_dir_(std::move(bin_dir)), temp_dir_(std::move(temp_dir)), dir_(std::move(dir)) {}
+  PostgresServer(std::string bin_dir, std::unique_ptr<TempDir> temp_dir, std::string dir,
+                 Durability durability = Durability::kFast)
+      : bin_dir_(std::move(bin_dir)),
+        temp_dir_(std::move(temp_dir)),
+        dir_(std::move(dir)),
+        durability_(durability) {}
   // The server another process serves from `dir` (see Serve).
   static Result<std::unique_ptr<PostgresServer>> Attach(const std::string& dir);
   std::string Binary(const char* name) const { return bin_dir_ + "/" + name; }
@@ -75,6 +84,7 @@ class PostgresServer {
   const std::string bin_dir_;
   std::unique_ptr<TempDir> temp_dir_;  // removed with this object; none for Serve and Attach
   std::string dir_;
+  const Durability durability_;
   std::string password_;
   std::optional<ChildProcess> postgres_;
   int databases_made_ = 0;
