@@ -363,7 +363,7 @@ int Serve(const std::vector<std::string>& args) {
   // PostgreSQL: the other replicas' messages, before the first request is served.
   std::unique_ptr<ReplicaLink> replicas;
   if (store_location.postgres()) {
-    auto joined = JoinReplicas(**store, store_location);
+    auto joined = JoinReplicas(store_location);
     if (!joined.ok()) return Fail(joined.status());
     replicas = std::move(joined).value();
     options.replica_bus = replicas->bus.get();

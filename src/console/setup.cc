@@ -158,8 +158,7 @@ Result<std::unique_ptr<SqlStore>> OpenConsoleStore(const std::string& data_dir,
   return store;
 }
 
-Result<std::unique_ptr<ReplicaLink>> JoinReplicas(SqlStore& store,
-                                                  const StoreLocation& location) {
+Result<std::unique_ptr<ReplicaLink>> JoinReplicas(const StoreLocation& location) {
   UPLINK_ASSIGN_OR_RETURN(sql::PostgresLocation where, ResolvePostgresLocation(location));
   auto link = std::make_unique<ReplicaLink>();
   auto bus = PostgresReplicaBus::Start(where);
@@ -170,12 +169,6 @@ Result<std::unique_ptr<ReplicaLink>> JoinReplicas(SqlStore& store,
     return claims_database.status().WithContext("opening the --store database for command claims");
   }
   link->claims = std::make_unique<CommandClaims>(std::move(claims_database).value());
-  // Another replica's write changed what authentication reads; after a reconnect, messages
-  // may have been missed, so everything cached is suspect.
-  link->store_subscriptions.push_back(link->bus->Subscribe(
-      "credentials", [&store](const json::object&) { store.DropCachedCredentials(); }));
-  link->store_subscriptions.push_back(
-      link->bus->OnResync([&store] { store.DropCachedCredentials(); }));
   return link;
 }
 

@@ -64,18 +64,15 @@ Result<std::unique_ptr<SqlStore>> OpenConsoleStore(const std::string& data_dir,
                                                    const StoreLocation& store = {});
 
 // What `serve` holds on PostgreSQL to act as one console with the other replicas
-// (docs/architecture.md, "Replicas"): the bus, the command claims on a connection of their
-// own, and the store's credential cache emptied on every "credentials" message and after every
-// reconnect of the bus. Must outlive the ConsoleApi given `bus` and `claims`.
+// (docs/architecture.md, "Replicas"): the bus, and the command claims on a connection of their
+// own. Must outlive the ConsoleApi given `bus` and `claims`. (The store caches no credentials
+// on PostgreSQL, so there is no cache to tell about another replica's revoke.)
 struct ReplicaLink {
   std::unique_ptr<PostgresReplicaBus> bus;
   std::unique_ptr<CommandClaims> claims;
-  // After `bus`: unsubscribed before it goes.
-  std::vector<ReplicaBus::Subscription> store_subscriptions;
 };
 
-// Connects the bus and the claims to the database `location` names (a postgres:// --store)
-// and subscribes `store`, which must outlive the link.
-Result<std::unique_ptr<ReplicaLink>> JoinReplicas(SqlStore& store, const StoreLocation& location);
+// Connects the bus and the claims to the database `location` names (a postgres:// --store).
+Result<std::unique_ptr<ReplicaLink>> JoinReplicas(const StoreLocation& location);
 
 }  // namespace uplink::console

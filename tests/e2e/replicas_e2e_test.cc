@@ -271,8 +271,7 @@ TEST_F(ReplicasEndToEnd, ACommandPostedToAReachesAPollHeldOnBAndItsResultComesBa
 TEST_F(ReplicasEndToEnd, ATokenRevokedThroughAIsRefusedByB) {
   ASSERT_NO_FATAL_FAILURE(StartBoth());
   constexpr int kRounds = 10;
-  int refused_at_once = 0;
-  // Each round B has the connection's credential cached when A revokes it.
+  // Each round B has just authenticated the token when A revokes it.
   for (int round = 0; round < kRounds; ++round) {
     auto [connection_id, token] = CreateConnection("revoked-" + std::to_string(round));
     ASSERT_EQ(b_->Call("GET", "/api/v1/agent/whoami", token).status, 200) << "round " << round;
@@ -280,17 +279,9 @@ TEST_F(ReplicasEndToEnd, ATokenRevokedThroughAIsRefusedByB) {
         a_->Call("POST", "/api/v1/connections/" + connection_id + "/revoke", admin_key_);
     ASSERT_EQ(revoked.status, 200) << revoked.body;
     net::Response next = b_->Call("GET", "/api/v1/agent/whoami", token);
-    if (next.status == 401) ++refused_at_once;
-    net::Response refused = next;
-    EXPECT_TRUE(WaitFor([&] {
-      if (refused.status == 401) return true;
-      refused = b_->Call("GET", "/api/v1/agent/whoami", token);
-      return refused.status == 401;
-    }, 5s)) << "round " << round << ": " << refused.body;
-    EXPECT_EQ(ErrorCode(refused), "revoked") << refused.body;
+    EXPECT_EQ(next.status, 401) << "round " << round << ": " << next.body;
+    EXPECT_EQ(ErrorCode(next), "revoked") << next.body;
   }
-  std::printf("revocation through A: B's very next request refused in %d of %d rounds\n",
-              refused_at_once, kRounds);
 }
 
 TEST_F(ReplicasEndToEnd, FailedAuthenticationsSplitOverAAndBMeetTheOneReplicaBudget) {
@@ -333,10 +324,10 @@ TEST_F(ReplicasEndToEnd, BKeepsServingWhenAIsKilledAndARestartedRejoins) {
   EXPECT_GE(RoundTrip(*a_, *b_, connection_id, token, 2), 0);
 }
 
-TEST_F(ReplicasEndToEnd, AReplicaCutOffFromTheBusIsNotReadyAndForgetsItsCacheWhenItReconnects) {
+TEST_F(ReplicasEndToEnd, AReplicaCutOffFromTheBusIsNotReadyAndStillSeesARevokeMeanwhile) {
   ASSERT_NO_FATAL_FAILURE(StartBoth());
   auto [connection_id, token] = CreateConnection("cut-off");
-  ASSERT_EQ(b_->Call("GET", "/api/v1/agent/whoami", token).status, 200);  // cached on B
+  ASSERT_EQ(b_->Call("GET", "/api/v1/agent/whoami", token).status, 200);
 
   // The database takes no new connections, and the buses' are ended: both reconnect in vain.
   // ALTER DATABASE ... ALLOW_CONNECTIONS is refused on the database itself: from another.
@@ -368,7 +359,8 @@ TEST_F(ReplicasEndToEnd, AReplicaCutOffFromTheBusIsNotReadyAndForgetsItsCacheWhe
     EXPECT_NE(readyz.body.find("replica bus"), std::string::npos) << readyz.body;
     EXPECT_EQ(replica->Metric("uplink_console_replica_bus_connected"), 0);
   }
-  // Revoked while B cannot hear it: B's cache still has the token...
+  // Revoked while B cannot hear the bus: B reads credentials from the database, not from
+  // anything the bus keeps fresh...
   ASSERT_EQ(a_->Call("POST", "/api/v1/connections/" + connection_id + "/revoke", admin_key_).status,
             200);
   ASSERT_NO_FATAL_FAILURE(allow_connections(true));
@@ -377,7 +369,7 @@ TEST_F(ReplicasEndToEnd, AReplicaCutOffFromTheBusIsNotReadyAndForgetsItsCacheWhe
         << replica->name() << ":\n" << replica->Stderr();
     EXPECT_GE(replica->Metric("uplink_console_replica_bus_reconnects_total"), 1);
   }
-  // ...which the reconnect's resync dropped: the revocation holds on B too.
+  // ...so the revocation holds on B too.
   EXPECT_EQ(ErrorCode(b_->Call("GET", "/api/v1/agent/whoami", token)), "revoked");
 }
 

@@ -1,5 +1,5 @@
 // Messages between console replicas that share one PostgreSQL store (docs/architecture.md,
-// "Replicas"): a credential-cache invalidation, a charged authentication failure, a kubectl
+// "Replicas"): a charged authentication failure, a kubectl
 // command queued on one replica for an agent polling another. Delivery is best effort and
 // immediate; what must not be lost (a claim, a large body) is in the database, and after a
 // lost connection subscribers are told to resync, since messages sent meanwhile are gone.
@@ -65,8 +65,8 @@ class ReplicaBus {
   // Unavailable while the bus has no connection.
   virtual Status Publish(std::string_view topic, const json::object& fields) = 0;
 
-  // `handler` gets every message of `topic` from another replica (and messages without a
-  // "from", which the store's transactions send), on the bus's thread, one at a time.
+  // `handler` gets every message of `topic` from another replica (and any without a "from",
+  // which reaches every replica), on the bus's thread, one at a time.
   [[nodiscard]] virtual Subscription Subscribe(std::string topic, Handler handler) = 0;
   // `handler` runs on the bus's thread after a reconnect: messages may have been missed, so
   // whatever they keep fresh must be dropped or re-read.

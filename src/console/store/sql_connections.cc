@@ -205,7 +205,7 @@ Result<ConnectionRows> SqlStore::FindConnectionsByTokenPrefix(
   }
   UPLINK_ASSIGN_OR_RETURN(std::vector<Connection> found, QueryConnections(sql.c_str(), prefix));
   auto connections = std::make_shared<const std::vector<Connection>>(std::move(found));
-  if (!connections->empty()) {
+  if (caches_credentials_ && !connections->empty()) {
     if (connections_by_token_prefix_.size() >= kMaxCachedPrefixes) {
       connections_by_token_prefix_.clear();
     }

@@ -42,7 +42,8 @@ AuditEvent AuditEventFromRow(const auto& row) {
 
 int SqlStore::LatestSchemaVersion() { return sql::SqliteMigrations().back().version; }
 
-SqlStore::SqlStore(std::unique_ptr<sql::Database> database) : db_(std::move(database)) {}
+SqlStore::SqlStore(std::unique_ptr<sql::Database> database)
+    : db_(std::move(database)), caches_credentials_(db_->engine() == sql::Engine::kSqlite) {}
 
 SqlStore::~SqlStore() = default;
 
@@ -159,12 +160,6 @@ void SqlStore::CommitGroup(const std::vector<PendingWrite*>& group) {
     }
     write.status = status;
   }
-  if (forgot_credentials_ && db_->engine() == sql::Engine::kPostgres) {
-    // Other replicas forget theirs when this commits (a NOTIFY is sent only then); the
-    // replica bus (console/replicas/) calls their DropCachedCredentials.
-    (void)Exec(R"(SELECT pg_notify('uplink_replicas', '{"topic":"credentials"}'))");
-  }
-  forgot_credentials_ = false;
   if (Status committed = Exec("COMMIT"); !committed.ok()) {
     (void)Exec("ROLLBACK");
     fail_all(applied, committed);
@@ -172,13 +167,6 @@ void SqlStore::CommitGroup(const std::vector<PendingWrite*>& group) {
 }
 
 void SqlStore::ForgetCachedCredentials() {
-  connections_by_token_prefix_.clear();
-  settings_.reset();
-  forgot_credentials_ = true;
-}
-
-void SqlStore::DropCachedCredentials() {
-  std::lock_guard lock(mutex_);
   connections_by_token_prefix_.clear();
   settings_.reset();
 }

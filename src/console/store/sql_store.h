@@ -49,11 +49,6 @@ class SqlStore : public Store {
 
   Status Ping() override;
 
-  // Forgets the cached connection rows and console settings: another replica changed what
-  // authentication reads. (This store's own writes forget them themselves; on PostgreSQL
-  // they also tell the other replicas, through a NOTIFY sent when they commit.)
-  void DropCachedCredentials();
-
   Status CreateUser(const User& user, const AuditEvent& audit) override;
   Result<User> GetUser(const std::string& id) override;
   Result<User> FindUserByEmail(const std::string& email) override;
@@ -298,8 +293,7 @@ class SqlStore : public Store {
   void CommitGroup(const std::vector<PendingWrite*>& group);
 
   // The helpers below expect the caller to hold mutex_.
-  // Inside a write transaction: empties the credential caches, and has the commit tell the
-  // other replicas to empty theirs.
+  // Inside a write transaction: empties the credential caches.
   void ForgetCachedCredentials();
   // Runs a statement that returns no rows; the number of rows it changed.
   Result<int> Change(std::string_view sql, const Binder& bind, std::string_view what);
@@ -428,15 +422,16 @@ class SqlStore : public Store {
   std::unique_ptr<sql::Database> db_;
   // Connections by token prefix, for authenticating agents without a query per request.
   // Emptied by every write transaction of this object, so a rotate, revoke or deactivation is
-  // seen by the very next request. Writes by another process do not empty it by themselves:
-  // on SQLite the console holds its data directory's lock (LockDataDirectory) so that none
-  // happen while it serves; on PostgreSQL each replica's writes notify the others, which call
-  // DropCachedCredentials.
+  // seen by the very next request. Writes by another process would not empty it: on SQLite the
+  // console holds its data directory's lock (LockDataDirectory) so that none happen while it
+  // serves. On PostgreSQL, where replicas write too, nothing is cached (caches_credentials_):
+  // a revoke through one replica must be refused by every other on its very next request, and
+  // a notification, however fast, arrives after the revoke's reply.
+  const bool caches_credentials_;
   std::unordered_map<std::string, ConnectionRows> connections_by_token_prefix_;
   std::optional<WallTime> last_prune_;  // when PruneRecords last ran, under mutex_
   std::optional<WallTime> last_sample_maintenance_;  // when MaintainSamples last ran, under mutex_
   std::optional<ConsoleSettings> settings_;  // GetConsoleSettings' cache, under mutex_
-  bool forgot_credentials_ = false;  // by the open write transaction, under mutex_
 };
 
 }  // namespace uplink::console

@@ -195,7 +195,7 @@ Result<ConsoleSettings> SqlStore::GetConsoleSettings() {
         settings.updated_at = row.OptionalTime(1);
       },
       "reading console settings"));
-  settings_ = settings;
+  if (caches_credentials_) settings_ = settings;
   return settings;
 }
 

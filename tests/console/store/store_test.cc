@@ -706,23 +706,31 @@ TEST_P(SqlStoreTest, TokenLookupsSeeEveryChangeAtOnceDespiteTheirCache) {
   EXPECT_EQ((*store_->FindConnectionsByTokenPrefix("agt_rotated2"))->size(), 1u);
 }
 
-TEST_P(SqlStoreTest, AnotherStoresRevokeIsSeenOnceThisOneIsToldToDropItsCache) {
+// Replicas on one PostgreSQL database.
+class PostgresReplicaStoreTest : public SqlStoreTest {
+ protected:
+  StoreEngine Engine() const override { return StoreEngine::kPostgres; }
+};
+
+TEST_F(PostgresReplicaStoreTest, AnotherReplicasRevokeIsSeenOnTheVeryNextLookup) {
   CreateConnection();
   const std::string prefix = "agt_" + std::string(kConnectionId).substr(0, 8);
-  ASSERT_EQ((*store_->FindConnectionsByTokenPrefix(prefix))->size(), 1u);  // now cached
-  // A second store on the same database: another replica.
+  ASSERT_EQ((*store_->FindConnectionsByTokenPrefix(prefix))->size(), 1u);
+  auto settings = store_->GetConsoleSettings();
+  ASSERT_TRUE(settings.ok());
+  ASSERT_FALSE(settings->require_two_factor);
   auto other = database_->OpenStore();
   ASSERT_TRUE(other.ok()) << other.status().ToString();
   ASSERT_TRUE((*other)
                   ->RevokeConnection(kConnectionId, kT0 + seconds(1),
                                      MakeAudit("connection.revoke", kConnectionId))
                   .ok());
-  // Cached until told: the other store's write cannot empty this one's cache itself.
-  EXPECT_FALSE((*store_->FindConnectionsByTokenPrefix(prefix))->at(0).revoked_at.has_value());
-  // What the replica bus does when the other's commit notifies it.
-  store_->DropCachedCredentials();
+  ASSERT_TRUE((*other)
+                  ->SetConsoleSettings({true, std::nullopt}, MakeAudit("settings.update", "u1"))
+                  .ok());
   EXPECT_EQ((*store_->FindConnectionsByTokenPrefix(prefix))->at(0).revoked_at,
             kT0 + seconds(1));
+  EXPECT_TRUE(store_->GetConsoleSettings()->require_two_factor);
 }
 
 TEST_P(SqlStoreTest, TheFirstReportsBindingIsSeenByTokenLookups) {
