@@ -26,7 +26,9 @@ Result<std::unique_ptr<SqlStore>> OpenStoreAt(const std::string& data_dir,
   UPLINK_ASSIGN_OR_RETURN(sql::PostgresLocation where, ResolvePostgresLocation(location));
   auto database = sql::OpenPostgresDatabase(where);
   if (!database.ok()) return database.status().WithContext("opening the --store database");
-  auto store = SqlStore::Open(std::move(database).value());
+  auto lookups = sql::OpenPostgresDatabase(where);
+  if (!lookups.ok()) return lookups.status().WithContext("opening the --store database");
+  auto store = SqlStore::Open(std::move(database).value(), std::move(lookups).value());
   if (!store.ok()) return store.status().WithContext("migrating the --store database");
   return store;
 }

@@ -42,13 +42,17 @@ AuditEvent AuditEventFromRow(const auto& row) {
 
 int SqlStore::LatestSchemaVersion() { return sql::SqliteMigrations().back().version; }
 
-SqlStore::SqlStore(std::unique_ptr<sql::Database> database)
-    : db_(std::move(database)), caches_credentials_(db_->engine() == sql::Engine::kSqlite) {}
+SqlStore::SqlStore(std::unique_ptr<sql::Database> database,
+                   std::unique_ptr<sql::Database> lookups)
+    : db_(std::move(database)),
+      caches_credentials_(db_->engine() == sql::Engine::kSqlite),
+      lookups_db_(std::move(lookups)) {}
 
 SqlStore::~SqlStore() = default;
 
-Result<std::unique_ptr<SqlStore>> SqlStore::Open(std::unique_ptr<sql::Database> database) {
-  std::unique_ptr<SqlStore> store(new SqlStore(std::move(database)));
+Result<std::unique_ptr<SqlStore>> SqlStore::Open(std::unique_ptr<sql::Database> database,
+                                                 std::unique_ptr<sql::Database> lookups) {
+  std::unique_ptr<SqlStore> store(new SqlStore(std::move(database), std::move(lookups)));
   UPLINK_RETURN_IF_ERROR(store->Migrate());
   return store;
 }
@@ -60,9 +64,9 @@ Result<std::unique_ptr<SqlStore>> SqlStore::OpenSqlite(const std::string& path) 
   return store;
 }
 
-Status SqlStore::Error(std::string_view what) const {
-  std::string message = std::string(what) + ": " + db_->LastMessage();
-  switch (db_->LastFailure()) {
+Status SqlStore::ErrorOf(const sql::Database& database, std::string_view what) {
+  std::string message = std::string(what) + ": " + database.LastMessage();
+  switch (database.LastFailure()) {
     case sql::Failure::kBusy:
     case sql::Failure::kUnavailable:
       return UnavailableError(std::move(message));
@@ -179,14 +183,14 @@ Result<int> SqlStore::Change(std::string_view sql, const Binder& bind, std::stri
   return static_cast<int>(statement.Changes());
 }
 
-Status SqlStore::ForEachRow(std::string_view sql, const Binder& bind, const RowReader& read,
-                            std::string_view what) {
-  UPLINK_ASSIGN_OR_RETURN(sql::Statement * stmt, Prepare(sql));
+Status SqlStore::ForEachRowOn(sql::Database& database, std::string_view sql, const Binder& bind,
+                              const RowReader& read, std::string_view what) {
+  UPLINK_ASSIGN_OR_RETURN(sql::Statement * stmt, database.Prepare(std::string(sql)));
   Statement query(stmt);
   bind(query);
   Statement::StepResult step;
   while ((step = query.Step()) == Statement::kRow) read(query);
-  if (step != Statement::kDone) return Error(what);
+  if (step != Statement::kDone) return ErrorOf(database, what);
   return Status::Ok();
 }
 

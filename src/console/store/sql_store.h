@@ -36,8 +36,11 @@ class Statement;
 class SqlStore : public Store {
  public:
   // Applies pending schema migrations. Refuses, with FailedPrecondition, a database written
-  // by a newer uplink-console.
-  static Result<std::unique_ptr<SqlStore>> Open(std::unique_ptr<sql::Database> database);
+  // by a newer uplink-console. `lookups`, a second connection to the same database, is where
+  // authentication reads its rows when they are not cached (PostgreSQL), so that they do not
+  // wait behind the write transactions of the first.
+  static Result<std::unique_ptr<SqlStore>> Open(std::unique_ptr<sql::Database> database,
+                                                std::unique_ptr<sql::Database> lookups = nullptr);
   // An SQLite database file, created (mode 0600) if needed.
   static Result<std::unique_ptr<SqlStore>> OpenSqlite(const std::string& path);
   // The schema version this binary writes.
@@ -267,13 +270,14 @@ class SqlStore : public Store {
   using Binder = std::function<void(Statement&)>;
   using RowReader = std::function<void(const Statement&)>;
 
-  explicit SqlStore(std::unique_ptr<sql::Database> database);
+  SqlStore(std::unique_ptr<sql::Database> database, std::unique_ptr<sql::Database> lookups);
 
   Status Migrate();
   Status Exec(const char* sql);
   Result<sql::Statement*> Prepare(std::string_view sql);
   // The last failure of the database, as a Status saying `what` failed.
-  Status Error(std::string_view what) const;
+  Status Error(std::string_view what) const { return ErrorOf(*db_, what); }
+  static Status ErrorOf(const sql::Database& database, std::string_view what);
 
   enum class CredentialCache { kEmpty, kKeep };
   // Runs `body` in a write transaction (BeginWrite) under mutex_: committed when it
@@ -298,7 +302,11 @@ class SqlStore : public Store {
   // Runs a statement that returns no rows; the number of rows it changed.
   Result<int> Change(std::string_view sql, const Binder& bind, std::string_view what);
   Status ForEachRow(std::string_view sql, const Binder& bind, const RowReader& read,
-                    std::string_view what);
+                    std::string_view what) {
+    return ForEachRowOn(*db_, sql, bind, read, what);
+  }
+  static Status ForEachRowOn(sql::Database& database, std::string_view sql, const Binder& bind,
+                             const RowReader& read, std::string_view what);
   // Runs an INSERT ... RETURNING id; the new row's id.
   Result<std::int64_t> InsertReturningId(std::string_view sql, const Binder& bind,
                                          std::string_view what);
@@ -428,6 +436,9 @@ class SqlStore : public Store {
   // a revoke through one replica must be refused by every other on its very next request, and
   // a notification, however fast, arrives after the revoke's reply.
   const bool caches_credentials_;
+  // Authentication's reads when nothing is cached (see Open); under lookups_mutex_.
+  std::unique_ptr<sql::Database> lookups_db_;
+  std::mutex lookups_mutex_;
   std::unordered_map<std::string, ConnectionRows> connections_by_token_prefix_;
   std::optional<WallTime> last_prune_;  // when PruneRecords last ran, under mutex_
   std::optional<WallTime> last_sample_maintenance_;  // when MaintainSamples last ran, under mutex_

@@ -184,17 +184,25 @@ Status SqlStore::CreateSessionWithSecondFactor(const Session& session,
 }
 
 Result<ConsoleSettings> SqlStore::GetConsoleSettings() {
+  auto read = [](sql::Database& database) -> Result<ConsoleSettings> {
+    ConsoleSettings settings;
+    UPLINK_RETURN_IF_ERROR(ForEachRowOn(
+        database, "SELECT require_two_factor, updated_at FROM console_settings WHERE id = 1",
+        [](Statement&) {},
+        [&](const Statement& row) {
+          settings.require_two_factor = row.Int(0) != 0;
+          settings.updated_at = row.OptionalTime(1);
+        },
+        "reading console settings"));
+    return settings;
+  };
+  if (lookups_db_) {
+    std::lock_guard lock(lookups_mutex_);
+    return read(*lookups_db_);
+  }
   std::lock_guard lock(mutex_);
   if (settings_) return *settings_;
-  ConsoleSettings settings;
-  UPLINK_RETURN_IF_ERROR(ForEachRow(
-      "SELECT require_two_factor, updated_at FROM console_settings WHERE id = 1",
-      [](Statement&) {},
-      [&](const Statement& row) {
-        settings.require_two_factor = row.Int(0) != 0;
-        settings.updated_at = row.OptionalTime(1);
-      },
-      "reading console settings"));
+  UPLINK_ASSIGN_OR_RETURN(ConsoleSettings settings, read(*db_));
   if (caches_credentials_) settings_ = settings;
   return settings;
 }

@@ -56,10 +56,13 @@ class TestDatabase {
   // The SQLite file (only for checks of the file itself).
   const std::string& sqlite_path() const { return sqlite_path_; }
 
-  // A store on this database; each call opens another (a restart, or a second replica).
+  // A store on this database, as the console opens it; each call opens another (a restart,
+  // or a second replica).
   Result<std::unique_ptr<SqlStore>> OpenStore() const {
     UPLINK_ASSIGN_OR_RETURN(std::unique_ptr<sql::Database> database, OpenRaw());
-    return SqlStore::Open(std::move(database));
+    if (engine_ == StoreEngine::kSqlite) return SqlStore::Open(std::move(database));
+    UPLINK_ASSIGN_OR_RETURN(std::unique_ptr<sql::Database> lookups, OpenRaw());
+    return SqlStore::Open(std::move(database), std::move(lookups));
   }
 
   // The first column of the first row `sql` returns, read past the store; -1 when none.
