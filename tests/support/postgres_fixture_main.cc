@@ -22,9 +22,16 @@ using uplink::testing::ReadFileOrEmpty;
 using uplink::testing::WaitFor;
 using uplink::testing::WriteFileOrDie;
 
+// Whether `pid` is still a keeper: a keeper.pid left by a crashed run may name a process that
+// has since taken its number.
+bool IsKeeper(pid_t pid) {
+  const std::string command_line = ReadFileOrEmpty("/proc/" + std::to_string(pid) + "/cmdline");
+  return command_line.find("uplink_test_postgres") != std::string::npos;
+}
+
 int Stop(const std::string& dir) {
   const std::string pid_text = ReadFileOrEmpty(dir + "/keeper.pid");
-  if (!pid_text.empty()) {
+  if (!pid_text.empty() && IsKeeper(static_cast<pid_t>(std::stol(pid_text)))) {
     const pid_t keeper = static_cast<pid_t>(std::stol(pid_text));
     ::kill(keeper, SIGTERM);
     if (!WaitFor([&] { return ::kill(keeper, 0) != 0; }, std::chrono::minutes(1))) {
