@@ -7,6 +7,7 @@
 #include <string>
 
 #include "common/time.h"
+#include "postgres_fixture.h"
 #include "support/postgres_server.h"
 #include "test_util.h"
 
@@ -14,24 +15,15 @@ namespace uplink::console {
 namespace {
 
 using testing::ScratchDir;
-using uplink::testing::PostgresServer;
 using uplink::testing::WriteFileOrDie;
 
-class PostgresSetupTest : public ::testing::Test {
+class PostgresSetupTest : public testing::PostgresFixture {
  protected:
   void SetUp() override {
-    auto server = PostgresServer::Shared();
-    ASSERT_TRUE(server.ok()) << server.status().ToString();
-    server_ = *server;
-    auto url = server_->NewDatabase();
-    ASSERT_TRUE(url.ok()) << url.status().ToString();
-    url_ = *url;
+    ASSERT_NO_FATAL_FAILURE(PostgresFixture::SetUp());
     WriteFileOrDie(password_file_, server_->password() + "\n");
   }
-  void TearDown() override { (void)server_->DropDatabase(url_); }
 
-  PostgresServer* server_ = nullptr;
-  std::string url_;
   ScratchDir dir_;
   std::string password_file_ = dir_.File("pg-password");
   FakeClock clock_;

@@ -11,13 +11,13 @@
 #include <vector>
 
 #include "common/json.h"
+#include "postgres_fixture.h"
 #include "support/postgres_server.h"
 #include "support/process.h"
 
 namespace uplink::console {
 namespace {
 
-using uplink::testing::PostgresServer;
 using uplink::testing::WaitFor;
 
 // What one subscriber saw, in order.
@@ -40,18 +40,11 @@ class Inbox {
   std::vector<json::object> messages_;
 };
 
-class ReplicaBusTest : public ::testing::Test {
+class ReplicaBusTest : public testing::PostgresFixture {
  protected:
-  // A test that restarts the server has one of its own; the rest share the run's.
-  virtual bool RestartsTheServer() const { return false; }
-
   void SetUp() override {
-    auto server = PostgresServer::ForTest(RestartsTheServer(), own_server_);
-    ASSERT_TRUE(server.ok()) << server.status().ToString();
-    server_ = *server;
-    auto url = server_->NewDatabase();
-    ASSERT_TRUE(url.ok()) << url.status().ToString();
-    where_ = sql::PostgresLocation{*url, server_->password()};
+    ASSERT_NO_FATAL_FAILURE(PostgresFixture::SetUp());
+    where_ = location();
   }
 
   std::unique_ptr<PostgresReplicaBus> StartBus() {
@@ -79,8 +72,6 @@ class ReplicaBusTest : public ::testing::Test {
     return std::stod(text.substr(at + series.size() + 2));
   }
 
-  PostgresServer* server_ = nullptr;
-  std::unique_ptr<PostgresServer> own_server_;
   sql::PostgresLocation where_;
 };
 

@@ -11,13 +11,13 @@
 #include <optional>
 
 #include "common/json.h"
+#include "postgres_fixture.h"
 #include "support/postgres_server.h"
 #include "support/process.h"
 
 namespace uplink::console {
 namespace {
 
-using uplink::testing::PostgresServer;
 using uplink::testing::WaitFor;
 
 constexpr char kConnection[] = "conn_0123456789abcdef";
@@ -56,14 +56,11 @@ struct Replica {
   }
 };
 
-class ReplicaCommandsTest : public ::testing::Test {
+class ReplicaCommandsTest : public testing::PostgresFixture {
  protected:
   void SetUp() override {
-    auto server = PostgresServer::Shared();
-    ASSERT_TRUE(server.ok()) << server.status().ToString();
-    auto url = (*server)->NewDatabase();
-    ASSERT_TRUE(url.ok()) << url.status().ToString();
-    where_ = {*url, (*server)->password()};
+    ASSERT_NO_FATAL_FAILURE(PostgresFixture::SetUp());
+    where_ = location();
     auto db = sql::OpenPostgresDatabase(where_);
     ASSERT_TRUE(db.ok()) << db.status().ToString();
     for (const sql::Migration& migration : sql::PostgresMigrations()) {

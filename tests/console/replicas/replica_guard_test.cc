@@ -9,13 +9,13 @@
 #include "common/metrics.h"
 #include "console/auth/failure_guard.h"
 #include "console/replicas/replica_bus.h"
+#include "postgres_fixture.h"
 #include "support/postgres_server.h"
 #include "support/process.h"
 
 namespace uplink::console {
 namespace {
 
-using uplink::testing::PostgresServer;
 using uplink::testing::WaitFor;
 
 constexpr char kChargesSeries[] = "uplink_console_auth_replica_charges_total";
@@ -30,15 +30,12 @@ struct Replica {
   FailureGuard guard;
 };
 
-class ReplicaGuardTest : public ::testing::Test {
+class ReplicaGuardTest : public testing::PostgresFixture {
  protected:
   void SetUp() override {
-    auto server = PostgresServer::Shared();
-    ASSERT_TRUE(server.ok()) << server.status().ToString();
-    auto url = (*server)->NewDatabase();
-    ASSERT_TRUE(url.ok()) << url.status().ToString();
+    ASSERT_NO_FATAL_FAILURE(PostgresFixture::SetUp());
     for (auto* bus : {&bus_a_, &bus_b_}) {
-      auto started = PostgresReplicaBus::Start({*url, (*server)->password()});
+      auto started = PostgresReplicaBus::Start(location());
       ASSERT_TRUE(started.ok()) << started.status().ToString();
       *bus = std::move(*started);
     }

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "console/store/sql/postgres_database.h"
+#include "postgres_fixture.h"
 #include "support/postgres_server.h"
 
 namespace uplink::console::sql {
@@ -18,24 +19,16 @@ namespace {
 using uplink::testing::PostgresServer;
 using StepResult = Statement::StepResult;
 
-class PostgresDatabaseTest : public ::testing::Test {
+class PostgresDatabaseTest : public console::testing::PostgresFixture {
  protected:
-  // A test that restarts the server has one of its own; the rest share the run's.
-  virtual bool RestartsTheServer() const { return false; }
-
   void SetUp() override {
-    auto server = PostgresServer::ForTest(RestartsTheServer(), own_server_);
-    ASSERT_TRUE(server.ok()) << server.status().ToString();
-    server_ = *server;
-    auto url = server_->NewDatabase();
-    ASSERT_TRUE(url.ok()) << url.status().ToString();
-    url_ = *url;
+    ASSERT_NO_FATAL_FAILURE(PostgresFixture::SetUp());
     db_ = Open();
     ASSERT_NE(db_, nullptr);
   }
 
   std::unique_ptr<Database> Open() {
-    auto db = OpenPostgresDatabase({url_, server_->password()});
+    auto db = OpenPostgresDatabase(location());
     EXPECT_TRUE(db.ok()) << db.status().ToString();
     return db.ok() ? std::move(*db) : nullptr;
   }
@@ -76,9 +69,6 @@ class PostgresDatabaseTest : public ::testing::Test {
     s.Reset();
   }
 
-  PostgresServer* server_ = nullptr;
-  std::unique_ptr<PostgresServer> own_server_;
-  std::string url_;
   std::unique_ptr<Database> db_;
 };
 
@@ -443,9 +433,11 @@ TEST_F(PostgresDatabaseTest, WithoutAPasswordLibpqReadsPgpassword) {
   EXPECT_FALSE(without.ok());
   ASSERT_TRUE(with_environment.ok()) << with_environment.status().ToString();
   EXPECT_EQ(Count(**with_environment, "SELECT 1"), 1);
-  // The application name says who is connected, for the server's operators.
+  // The application name says who is connected, for the server's operators. (Counted in
+  // this test's database: other tests use the run's server at the same time.)
   EXPECT_EQ(Count(**with_environment,
-                  "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'uplink-console'"),
+                  "SELECT count(*) FROM pg_stat_activity WHERE application_name = "
+                  "'uplink-console' AND datname = current_database()"),
             2);
 }
 
