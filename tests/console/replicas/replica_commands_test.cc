@@ -181,6 +181,14 @@ TEST_F(ReplicaCommandsTest, ExactlyOnePollGetsACommandWhenBothReplicasHoldOne) {
         (void)replica->broker->Deliver(kConnection, done, Output(""));
       }
     }
+    // Both ends reach their owner (through the bus when delivered on the other replica)
+    // before this round's mailboxes go.
+    EXPECT_EQ(ended.WaitOne().id, id);
+    EXPECT_EQ(next.WaitOne().id, next_id);
+    Fence(a_, b_);
+    Fence(b_, a_);
+    EXPECT_EQ(ended.values().size(), 1u);
+    EXPECT_EQ(next.values().size(), 1u);
   }
 }
 
