@@ -13,9 +13,10 @@
 // CPU time is the process's (user + system: the store's statements, SQLite's work and the
 // flush's system time; PostgreSQL's own work is the server's and not counted), per call, so
 // that the machine's other load does not count. A node's first upload, which creates its
-// series, is reported apart from the steady state.
+// series, is reported apart from the steady state, and so is the upload that runs the store's
+// once-a-minute rollups and retention (amortised over all uploads).
 //
-//   bench_ingest [--agents N (1000)] [--uploads U (6)] [--store sqlite|postgres|both]
+//   bench_ingest [--agents N (1000)] [--uploads U (15)] [--store sqlite|postgres|both]
 //                [--smoke]
 // --smoke: a few agents, PostgreSQL without fsync; it checks that every upload was stored and
 // that every figure of every sample reads back as sent, and judges no time.
@@ -50,7 +51,7 @@ using console::UploadOutcome;
 
 struct Options {
   int agents = 1000;
-  int uploads = 6;
+  int uploads = 15;
   std::string store = "both";
   bool smoke = false;
 };
@@ -182,19 +183,29 @@ std::vector<bench::SimulatedAgent> CreateAgents(SqlStore& store, int count, Wall
 struct Calls {
   std::vector<double> cpu_us;
   std::vector<double> wall_us;
+  std::int64_t rollups_written = 0;
 };
 
+// An upload, timed into `calls`, or into `maintenance` when it was the one that ran the
+// once-a-minute rollups and retention for the whole store: that work is the store's, not the
+// upload's, and lands on a sample or a plain record by chance.
 UploadOutcome TimedUpload(SqlStore& store, const std::string& connection_id,
-                          const UploadBatch& batch, WallTime at, Calls& calls) {
+                          const UploadBatch& batch, WallTime at, Calls& calls,
+                          Calls& maintenance) {
   const console::AuditEvent audit = Audit(at, "stream.restart");
   const console::RecordRetention retention;
   const double cpu = ProcessCpuMicros();
   const auto wall = std::chrono::steady_clock::now();
-  auto outcome = store.AcceptUpload(connection_id, kTokenHash, batch, at, retention, audit);
-  calls.wall_us.push_back(
-      std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - wall).count());
-  calls.cpu_us.push_back(ProcessCpuMicros() - cpu);
-  return Check(std::move(outcome), "storing an upload");
+  auto result = store.AcceptUpload(connection_id, kTokenHash, batch, at, retention, audit);
+  const double wall_us =
+      std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - wall).count();
+  const double cpu_us = ProcessCpuMicros() - cpu;
+  UploadOutcome outcome = Check(std::move(result), "storing an upload");
+  Calls& into = outcome.rollups_written > 0 ? maintenance : calls;
+  into.wall_us.push_back(wall_us);
+  into.cpu_us.push_back(cpu_us);
+  into.rollups_written += outcome.rollups_written;
+  return outcome;
 }
 
 // Every figure of every sample of `sent` read back from the store, as sent.
@@ -235,11 +246,14 @@ void CheckReadBack(SqlStore& store, const bench::SimulatedAgent& agent,
 void Run(const std::string& engine, const Options& options) {
   BenchStore opened = OpenStore(engine, options.smoke);
   SqlStore& store = *opened.store;
-  const WallTime start = std::chrono::system_clock::now();
+  // On a 5-minute boundary, so that the first bucket is complete, and rolled up, from the
+  // 15th upload on (its end plus the rollup delay) whatever the time of day.
+  const auto now = std::chrono::floor<std::chrono::seconds>(std::chrono::system_clock::now());
+  const WallTime start = now - now.time_since_epoch() % std::chrono::minutes(5);
   std::vector<bench::SimulatedAgent> agents = CreateAgents(store, options.agents, start);
   std::vector<std::vector<console::NodeSampleFigures>> sent(agents.size());
 
-  Calls first_sample, first_plain, samples, plain;
+  Calls first_sample, first_plain, samples, plain, maintenance;
   size_t figures = 0;
   for (int round = 0; round < options.uploads; ++round) {
     // An agent's uploads are 30 s apart, as the node role's default plan sends them.
@@ -254,9 +268,12 @@ void Run(const std::string& engine, const Options& options) {
       Calls& plain_calls = round == 0 ? first_plain : plain;
       // In turn first and second, so that neither gains from what the other warmed.
       const bool sample_first = (i + static_cast<size_t>(round)) % 2 == 0;
-      if (!sample_first) TimedUpload(store, agent.connection_id, plain_batch, received, plain_calls);
-      UploadOutcome outcome = TimedUpload(store, agent.connection_id, batch, received, sample_calls);
-      if (sample_first) TimedUpload(store, agent.connection_id, plain_batch, received, plain_calls);
+      auto upload = [&](const UploadBatch& upload_batch, Calls& calls) {
+        return TimedUpload(store, agent.connection_id, upload_batch, received, calls, maintenance);
+      };
+      if (!sample_first) upload(plain_batch, plain_calls);
+      UploadOutcome outcome = upload(batch, sample_calls);
+      if (sample_first) upload(plain_batch, plain_calls);
       if (outcome.samples_stored != 1 || outcome.sample_values_dropped != 0) {
         Die(agent.connection_id + ": the sample was not stored whole");
       }
@@ -289,6 +306,14 @@ void Run(const std::string& engine, const Options& options) {
   std::printf("  a node's first upload (creates its series): %.1f us CPU; its plain record's "
               "%.1f us\n",
               Mean(first_sample.cpu_us), Mean(first_plain.cpu_us));
+  // A node's bucket holds ten samples at 30 s: its rollup's share of each.
+  const double buckets = static_cast<double>(std::max<std::int64_t>(1, maintenance.rollups_written));
+  const double bucket_cpu = Mean(maintenance.cpu_us) * static_cast<double>(maintenance.cpu_us.size()) / buckets;
+  const double bucket_wall = Mean(maintenance.wall_us) * static_cast<double>(maintenance.wall_us.size()) / buckets;
+  std::printf("  rollups and retention: %zu runs, %lld node-buckets rolled up, %.1f us CPU and "
+              "%.0f us wall each (%.1f us CPU per sample)\n",
+              maintenance.cpu_us.size(), static_cast<long long>(maintenance.rollups_written),
+              bucket_cpu, bucket_wall, bucket_cpu / 10);
   std::printf("%s: sample / plain record = %.2f (the series path adds %.1f us CPU per upload)\n",
               label, sample_cpu / plain_cpu, sample_cpu - plain_cpu);
 }
