@@ -76,11 +76,10 @@ void AgentApi::Register(Routes& routes) {
         return ReportInventory(request, connection);
       },
       kReportsRefusedTotal);
-  routes.AgentRoute(
+  routes.AsyncAgentRoute(
       "POST", std::string(protocol::kUploadsPath),
-      [this](const net::Request& request, const Connection& connection) {
-        return ReceiveUpload(request, connection);
-      },
+      [this](const net::Request& request, const net::PathParams&, const Connection& connection,
+             net::Reply reply) { ReceiveUpload(request, connection, std::move(reply)); },
       kUploadsRefusedTotal);
   routes.AgentRoute(
       "GET", std::string(protocol::kWhoAmIPath),
@@ -157,9 +156,24 @@ Result<net::Response> AgentApi::AcceptInventory(const net::Request& request,
                                .expires_at = connection.expires_at}));
 }
 
-Result<net::Response> AgentApi::ReceiveUpload(const net::Request& request,
-                                              const Connection& connection) {
-  auto reply = AcceptUpload(request, connection);
+AgentApi::~AgentApi() { FinishUploads(); }
+
+void AgentApi::FinishUploads() {
+  std::unique_lock lock(uploads_mutex_);
+  uploads_finished_.wait(lock, [this] { return uploads_in_store_ == 0; });
+}
+
+void AgentApi::ReceiveUpload(const net::Request& request, const Connection& connection,
+                             net::Reply reply) {
+  AcceptUpload(request, connection,
+               [this, connection_id = connection.id,
+                reply = std::move(reply)](Result<net::Response> accepted) {
+                 reply(Reply(CountUpload(connection_id, std::move(accepted))));
+               });
+}
+
+Result<net::Response> AgentApi::CountUpload(const std::string& connection_id,
+                                            Result<net::Response> reply) {
   int http_status = reply.ok() ? reply->status : HttpStatusFor(reply.status().code());
   if (http_status == 200) {
     metrics_.Increment(kUploadsAcceptedTotal);
@@ -174,7 +188,7 @@ Result<net::Response> AgentApi::ReceiveUpload(const net::Request& request,
     // Either a reply built here (415, 422) or an error the caller turns into one.
     std::string error = reply.ok() ? OneLineExcerpt(reply->body, 512) : reply.status().ToString();
     log_.Warn("agent upload refused",
-              {{"connection_id", connection.id}, {"status", http_status}, {"error", error}});
+              {{"connection_id", connection_id}, {"status", http_status}, {"error", error}});
   }
   if (!reply.ok() && reply.status().code() == StatusCode::kConflict) {
     // The store's only conflict here: an earlier spool of the stream came back.
@@ -183,32 +197,32 @@ Result<net::Response> AgentApi::ReceiveUpload(const net::Request& request,
   return reply;
 }
 
-Result<net::Response> AgentApi::AcceptUpload(const net::Request& request,
-                                             const Connection& connection) {
+void AgentApi::AcceptUpload(const net::Request& request, const Connection& connection,
+                            UploadAnswer answer) {
   // The server refuses larger bodies before reading them; this covers a router used without it.
   if (request.body.size() > options_.max_upload_bytes) {
-    return ResourceExhaustedError("the upload is " + std::to_string(request.body.size()) +
-                                  " bytes; the limit is " +
-                                  std::to_string(options_.max_upload_bytes) +
-                                  "; send fewer records per upload");
+    return answer(ResourceExhaustedError(
+        "the upload is " + std::to_string(request.body.size()) + " bytes; the limit is " +
+        std::to_string(options_.max_upload_bytes) + "; send fewer records per upload"));
   }
-  UploadBatch batch;
+  auto batch = std::make_shared<UploadBatch>();
   {
     // The body, its decompressed copy and the parsed document are gone before the store
-    // transaction: only the batch is held while it runs.
+    // transaction: only the batch is held while it waits and runs.
     std::string decompressed;
     auto decoded = AgentJsonBody(request, options_.max_upload_bytes, decompressed);
-    if (auto* refusal = std::get_if<net::Response>(&decoded)) return std::move(*refusal);
+    if (auto* refusal = std::get_if<net::Response>(&decoded)) return answer(std::move(*refusal));
     const std::string_view body = std::get<std::string_view>(decoded);
-    UPLINK_ASSIGN_OR_RETURN(
-        json::value document,
-        ParseJson(body, JsonLimits{options_.max_upload_bytes, protocol::kMaxUploadDocumentDepth}));
-    UPLINK_ASSIGN_OR_RETURN(auto decoded_upload, protocol::DecodeUpload(document));
-    if (auto* invalid = std::get_if<protocol::InvalidRecord>(&decoded_upload)) {
+    auto document =
+        ParseJson(body, JsonLimits{options_.max_upload_bytes, protocol::kMaxUploadDocumentDepth});
+    if (!document.ok()) return answer(document.status());
+    auto decoded_upload = protocol::DecodeUpload(*document);
+    if (!decoded_upload.ok()) return answer(decoded_upload.status());
+    if (auto* invalid = std::get_if<protocol::InvalidRecord>(&*decoded_upload)) {
       if (invalid->kind == protocol::PayloadKind::kNodeSample) nodes_.CountInvalidSample();
-      return InvalidRecordResponse(invalid->sequence, invalid->message);
+      return answer(InvalidRecordResponse(invalid->sequence, invalid->message));
     }
-    batch = StoreBatchOf(std::move(std::get<protocol::DecodedUpload>(decoded_upload)));
+    *batch = StoreBatchOf(std::move(std::get<protocol::DecodedUpload>(*decoded_upload)));
   }
 
   WallTime now = clock_.Now();
@@ -218,10 +232,27 @@ Result<net::Response> AgentApi::AcceptUpload(const net::Request& request,
   retention.max_age = options_.record_retention;
   retention.samples.raw_max_age = options_.sample_raw_retention;
   retention.samples.max_age = options_.sample_retention;
-  UPLINK_ASSIGN_OR_RETURN(
-      UploadOutcome outcome,
-      store_.AcceptUpload(connection.id, connection.token_hash, batch, now, retention, audit));
+  {
+    std::lock_guard lock(uploads_mutex_);
+    ++uploads_in_store_;
+  }
+  // The HTTP thread goes back to other requests meanwhile; the store runs the upload in its
+  // next group commit and answers on its writer thread.
+  store_.AcceptUploadThen(
+      connection.id, connection.token_hash, batch, now, retention, std::move(audit),
+      [this, connection, batch, now, answer = std::move(answer)](Result<UploadOutcome> outcome) {
+        if (outcome.ok()) {
+          answer(UploadStored(connection, *batch, *outcome, now));
+        } else {
+          answer(outcome.status());
+        }
+        std::lock_guard lock(uploads_mutex_);
+        if (--uploads_in_store_ == 0) uploads_finished_.notify_all();
+      });
+}
 
+net::Response AgentApi::UploadStored(const Connection& connection, const UploadBatch& batch,
+                                     const UploadOutcome& outcome, WallTime now) {
   metrics_.Increment(kUploadRecordsStoredTotal, {}, static_cast<double>(outcome.stored));
   metrics_.Increment(kUploadDuplicatesTotal, {}, static_cast<double>(outcome.duplicates));
   metrics_.Increment(kUploadRecordsLostTotal, {}, static_cast<double>(outcome.lost));

@@ -3,6 +3,10 @@
 // cluster role's command poll and results are the kubectl area's (kubectl_api.h).
 #pragma once
 
+#include <condition_variable>
+#include <functional>
+#include <mutex>
+
 #include "console/api/api_context.h"
 #include "console/api/kubectl_api.h"
 #include "console/api/nodes_api.h"
@@ -17,20 +21,39 @@ class AgentApi : private ApiArea {
   // also give the plans of the upload replies; all must outlive this object.
   AgentApi(const ApiContext& context, NodesApi& nodes, KubectlApi& kubectl, RunsApi& runs);
 
+  // Waits for the uploads handed to the store (FinishUploads).
+  ~AgentApi();
+  AgentApi(const AgentApi&) = delete;
+  AgentApi& operator=(const AgentApi&) = delete;
+
   void Register(Routes& routes);
+  // Returns once every upload handed to the store has been answered: after the server has
+  // stopped, so that what the answers use (the remote-write forwarder) can stop next.
+  void FinishUploads();
 
  private:
   // Counts the outcome of AcceptInventory.
   Result<net::Response> ReportInventory(const net::Request& request, const Connection& connection);
   Result<net::Response> AcceptInventory(const net::Request& request, const Connection& connection);
   Result<net::Response> WhoAmI(const Connection& connection);
-  // Counts the outcome of AcceptUpload.
-  Result<net::Response> ReceiveUpload(const net::Request& request, const Connection& connection);
-  Result<net::Response> AcceptUpload(const net::Request& request, const Connection& connection);
+  using UploadAnswer = std::function<void(Result<net::Response>)>;
+  // Answers through `reply` once the upload is stored or refused; counts the outcome.
+  void ReceiveUpload(const net::Request& request, const Connection& connection, net::Reply reply);
+  Result<net::Response> CountUpload(const std::string& connection_id, Result<net::Response> reply);
+  // Decodes the upload on the calling thread and hands it to the store, whose writer thread
+  // calls `answer`, so that no HTTP thread waits for a commit.
+  void AcceptUpload(const net::Request& request, const Connection& connection,
+                    UploadAnswer answer);
+  // The reply to a stored upload, after counting and forwarding it.
+  net::Response UploadStored(const Connection& connection, const UploadBatch& batch,
+                             const UploadOutcome& outcome, WallTime now);
 
   NodesApi& nodes_;
   KubectlApi& kubectl_;
   RunsApi& runs_;
+  std::mutex uploads_mutex_;
+  std::condition_variable uploads_finished_;
+  int uploads_in_store_ = 0;  // handed to the store, not yet answered; under uploads_mutex_
 };
 
 }  // namespace uplink::console

@@ -61,7 +61,7 @@ class ConsoleApi {
   ~ConsoleApi();
 
   // Serves every route; valid as long as this object. Some routes answer later, from another
-  // thread (kubectl commands and the agent's long poll).
+  // thread (kubectl commands, the agent's long poll, uploads once the store commits them).
   const net::Router& router() const { return router_; }
   const metrics::Registry& metrics() const { return metrics_; }
   // The kubectl commands in flight; tests move a FakeClock and call ExpireDue().
@@ -73,6 +73,9 @@ class ConsoleApi {
   // Ends approvals whose expiry passed (ApprovalsApi::EndDueApprovals); tests call it after
   // moving a FakeClock.
   void EndDueApprovals() { approvals_.EndDueApprovals(); }
+  // Once the server has stopped: returns when every upload it handed to the store has been
+  // stored and answered (and so handed to the remote-write forwarder, which may stop next).
+  void FinishUploads() { agent_.FinishUploads(); }
 
  private:
   const ConsoleOptions options_;

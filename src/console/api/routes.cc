@@ -209,9 +209,9 @@ void Routes::AsyncUserRoute(const std::string& method, const std::string& patter
 }
 
 void Routes::AsyncAgentRoute(const std::string& method, const std::string& pattern,
-                             AsyncAgentHandler handler) {
+                             AsyncAgentHandler handler, std::string_view refusals_metric) {
   AsyncRoute(method, pattern,
-             [this, pattern, handler = std::move(handler)](
+             [this, pattern, refusals_metric, handler = std::move(handler)](
                  const net::Request& request, const net::PathParams& params, net::Reply reply) {
                AgentAuthentication authentication = auth_.AuthenticateAgent(request);
                if (auto* refusal = std::get_if<net::Response>(&authentication)) {
@@ -220,7 +220,8 @@ void Routes::AsyncAgentRoute(const std::string& method, const std::string& patte
                }
                const Connection& connection =
                    *std::get<std::shared_ptr<const Connection>>(authentication);
-               if (auto refused = CheckClusterIdentity(request, connection, pattern, {})) {
+               if (auto refused =
+                       CheckClusterIdentity(request, connection, pattern, refusals_metric)) {
                  reply(std::move(*refused));
                  return;
                }

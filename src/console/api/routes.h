@@ -65,7 +65,7 @@ class Routes : private ApiArea {
   void AsyncUserRoute(const std::string& method, const std::string& pattern, Access access,
                       AsyncUserHandler handler);
   void AsyncAgentRoute(const std::string& method, const std::string& pattern,
-                       AsyncAgentHandler handler);
+                       AsyncAgentHandler handler, std::string_view refusals_metric = {});
 
   // The replies to what no route takes: the web console's pages and assets, else 404 or 405.
   void SetFallbacks();

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <span>
+#include <thread>
 #include <unordered_map>
 
 #include "common/json.h"
@@ -46,9 +47,18 @@ SqlStore::SqlStore(std::unique_ptr<sql::Database> database,
                    std::unique_ptr<sql::Database> lookups)
     : db_(std::move(database)),
       caches_credentials_(db_->engine() == sql::Engine::kSqlite),
-      lookups_db_(std::move(lookups)) {}
+      lookups_db_(std::move(lookups)) {
+  writer_ = std::thread([this] { RunWriter(); });
+}
 
-SqlStore::~SqlStore() = default;
+SqlStore::~SqlStore() {
+  {
+    std::lock_guard lock(writes_mutex_);
+    closing_ = true;
+  }
+  writes_queued_.notify_one();
+  writer_.join();  // after the writes already queued
+}
 
 Result<std::unique_ptr<SqlStore>> SqlStore::Open(std::unique_ptr<sql::Database> database,
                                                  std::unique_ptr<sql::Database> lookups) {
@@ -90,38 +100,64 @@ Result<sql::Statement*> SqlStore::Prepare(std::string_view sql) {
 }
 
 struct SqlStore::PendingWrite {
-  const std::function<Status()>& body;
+  std::function<Status()> body;
   CredentialCache cache;
+  std::function<void(Status)> done;  // empty when the caller waits instead
   Status status = Status::Ok();
-  bool done = false;
+  bool finished = false;
 };
 
 Status SqlStore::WriteTransaction(const std::function<Status()>& body,
-                                     CredentialCache cache) {
-  // Bodies of one group share a transaction; beyond this many they wait for the next, so
-  // that one caller's wait stays bounded.
-  constexpr size_t kMaxGroup = 64;
-  PendingWrite mine{body, cache};
+                                  CredentialCache cache) {
+  auto mine = std::make_shared<PendingWrite>(PendingWrite{body, cache, nullptr});
+  if (std::this_thread::get_id() == writer_.get_id()) {
+    // From a `done` of WriteTransactionThen: no group is open, and waiting for the writer
+    // would wait for itself.
+    CommitGroup({mine.get()});
+    return mine->status;
+  }
   std::unique_lock writes(writes_mutex_);
-  pending_writes_.push_back(&mine);
-  while (!mine.done) {
-    writes_changed_.wait(writes, [&] { return mine.done || !committing_; });
-    if (mine.done) break;
-    // Lead a group: this write and those waiting with it, in arrival order.
-    committing_ = true;
+  pending_writes_.push_back(mine);
+  writes_queued_.notify_one();
+  writes_finished_.wait(writes, [&] { return mine->finished; });
+  return mine->status;
+}
+
+void SqlStore::WriteTransactionThen(std::function<Status()> body,
+                                    std::function<void(Status)> done, CredentialCache cache) {
+  auto write = std::make_shared<PendingWrite>(PendingWrite{std::move(body), cache, std::move(done)});
+  std::lock_guard writes(writes_mutex_);
+  pending_writes_.push_back(std::move(write));
+  writes_queued_.notify_one();
+}
+
+void SqlStore::RunWriter() {
+  // Bodies of one group share a transaction; beyond this many they wait for the next, so
+  // that one write's wait stays bounded.
+  constexpr size_t kMaxGroup = 64;
+  std::unique_lock writes(writes_mutex_);
+  while (true) {
+    writes_queued_.wait(writes, [&] { return closing_ || !pending_writes_.empty(); });
+    if (pending_writes_.empty()) return;  // closing, and every queued write has run
     const size_t size = std::min(pending_writes_.size(), kMaxGroup);
-    std::vector<PendingWrite*> group(pending_writes_.begin(),
-                                     pending_writes_.begin() + static_cast<std::ptrdiff_t>(size));
+    std::vector<std::shared_ptr<PendingWrite>> group(
+        std::make_move_iterator(pending_writes_.begin()),
+        std::make_move_iterator(pending_writes_.begin() + static_cast<std::ptrdiff_t>(size)));
     pending_writes_.erase(pending_writes_.begin(),
                           pending_writes_.begin() + static_cast<std::ptrdiff_t>(size));
     writes.unlock();
-    CommitGroup(group);
+    std::vector<PendingWrite*> bodies;
+    for (const auto& write : group) bodies.push_back(write.get());
+    CommitGroup(bodies);
     writes.lock();
-    for (PendingWrite* write : group) write->done = true;
-    committing_ = false;
-    writes_changed_.notify_all();
+    for (const auto& write : group) write->finished = true;
+    writes.unlock();
+    writes_finished_.notify_all();
+    for (const auto& write : group) {
+      if (write->done) write->done(write->status);
+    }
+    writes.lock();
   }
-  return mine.status;
 }
 
 void SqlStore::CommitGroup(const std::vector<PendingWrite*>& group) {

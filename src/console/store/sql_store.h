@@ -1,17 +1,18 @@
 // The SQL Store: the store's SQL and rules, written once, over a sql::Database engine (SQLite,
 // the embedded default, or PostgreSQL, shared by several console replicas). Prepared
-// statements are kept for the life of the store; one connection, serialised by a mutex (the
-// console's write load is one report per connection per minute, plus one transaction per
-// spool upload, which agents batch).
+// statements are kept for the life of the store; one connection, serialised by a mutex, and
+// one writer thread that runs every write transaction, many to a commit (WriteTransaction).
 //
 // Every change runs in a write transaction (sql::Database::BeginWrite: the engine's write
 // lock) together with its audit event, so a second process on the same database (init racing
-// serve, another replica) waits for the lock instead of reading a row that is about to change. Emails are stored lower-cased (ASCII, as SQLite's
-// lower() does). Revoking something already revoked keeps the first time, changes nothing
-// and records no audit event: the log shows only changes that happened.
+// serve, another replica) waits for the lock instead of reading a row that is about to
+// change. Emails are stored lower-cased (ASCII, as SQLite's lower() does). Revoking
+// something already revoked keeps the first time, changes nothing and records no audit event:
+// the log shows only changes that happened.
 #pragma once
 
 #include <condition_variable>
+#include <deque>
 #include <functional>
 #include <map>
 #include <unordered_map>
@@ -21,6 +22,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "common/json_fwd.h"
@@ -119,6 +121,9 @@ class SqlStore : public Store {
                                      const std::string& token_hash, const UploadBatch& batch,
                                      WallTime received_at, const RecordRetention& retention,
                                      const AuditEvent& audit) override;
+  void AcceptUploadThen(std::string connection_id, std::string token_hash,
+                        std::shared_ptr<const UploadBatch> batch, WallTime received_at,
+                        RecordRetention retention, AuditEvent audit, UploadDone done) override;
   Result<std::vector<StreamSummary>> ListStreams(const std::string& connection_id) override;
   Result<RecordPage> ListStreamRecords(const RecordQuery& query) override;
 
@@ -281,19 +286,29 @@ class SqlStore : public Store {
   static Status ErrorOf(const sql::Database& database, std::string_view what);
 
   enum class CredentialCache { kEmpty, kKeep };
-  // Runs `body` in a write transaction (BeginWrite) under mutex_: committed when it
-  // returns ok, rolled back otherwise, and returns once it is durable. The credential cache
-  // is emptied first unless the caller knows the transaction changes nothing authentication
-  // reads.
+  // Runs `body` in a write transaction (BeginWrite) under mutex_, on the store's writer
+  // thread: committed when it returns ok, rolled back otherwise, and returns once it is
+  // durable. The credential cache is emptied first unless the caller knows the transaction
+  // changes nothing authentication reads.
   //
-  // Group commit: each commit waits for an fsync, so bodies that arrive
-  // while one group commits are run together by the next caller to lead, each in a savepoint
-  // of one transaction (a failing body rolls back only its own work), and made durable by one
-  // COMMIT. A caller whose body ran in a group returns when that group's COMMIT did; readers
-  // never see a group before it is committed, since the leader holds mutex_ throughout.
+  // Group commit: each commit waits for an fsync, so the writer runs the bodies that arrive
+  // while one group commits together as the next group, each in a savepoint of one
+  // transaction (a failing body rolls back only its own work), made durable by one COMMIT.
+  // Every write goes through the one writer thread so that a group can be as large as the
+  // writes waiting, not as the threads able to wait: an HTTP thread that waited for its own
+  // group would cap a group at the server's few threads (2.3 writes per fsync measured under
+  // load, against 22 with the uploads' writes queued). Readers never see a group before it
+  // is committed, since the writer holds mutex_ throughout.
   Status WriteTransaction(const std::function<Status()>& body,
                           CredentialCache cache = CredentialCache::kEmpty);
+  // As WriteTransaction without waiting: `done` gets the status on the writer thread once the
+  // group is durable or the body failed. `done` runs between groups, so it must be short; it
+  // may read the store, and a write from it runs at once, in a group of its own.
+  void WriteTransactionThen(std::function<Status()> body, std::function<void(Status)> done,
+                            CredentialCache cache = CredentialCache::kEmpty);
   struct PendingWrite;
+  // The writer thread: runs the pending writes, a group at a time, until the store closes.
+  void RunWriter();
   // Runs `group` in one transaction under mutex_, setting each one's status.
   void CommitGroup(const std::vector<PendingWrite*>& group);
 
@@ -388,6 +403,11 @@ class SqlStore : public Store {
     std::string label;
   };
   using SeriesById = std::unordered_map<std::int64_t, SeriesName>;
+  // AcceptUpload's transaction: what it stored, refused or counted goes to `outcome`.
+  Status StoreUpload(const std::string& connection_id, const std::string& token_hash,
+                     const UploadBatch& batch, WallTime received_at,
+                     const RecordRetention& retention, const AuditEvent& audit,
+                     UploadOutcome& outcome);
   // Stores the figures of `records` (node samples of `batch` above acked_through).
   Status StoreNodeSamples(const std::string& connection_id, const UploadBatch& batch,
                           const std::vector<const UploadRecord*>& records, WallTime now,
@@ -425,11 +445,14 @@ class SqlStore : public Store {
   Result<WorkspaceCommandRecord> ReadWorkspaceCommand(const std::string& id);
 
   std::mutex mutex_;
-  // Write transactions waiting for a group (WriteTransaction), and whether one is committing.
+  // Write transactions waiting for the writer thread (WriteTransaction), under writes_mutex_:
+  // writes_queued_ wakes the writer, writes_finished_ the callers that wait.
   std::mutex writes_mutex_;
-  std::condition_variable writes_changed_;
-  std::vector<PendingWrite*> pending_writes_;
-  bool committing_ = false;
+  std::condition_variable writes_queued_;
+  std::condition_variable writes_finished_;
+  std::deque<std::shared_ptr<PendingWrite>> pending_writes_;
+  bool closing_ = false;
+  std::thread writer_;
   std::unique_ptr<sql::Database> db_;
   // Connections by token prefix, for authenticating agents without a query per request.
   // Emptied by every write transaction of this object, so a rotate, revoke or deactivation is

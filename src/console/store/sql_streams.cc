@@ -65,138 +65,179 @@ Status SqlStore::RememberSpool(std::int64_t stream_id, const std::string& spool_
 }
 
 Result<UploadOutcome> SqlStore::AcceptUpload(const std::string& connection_id,
-                                                const std::string& token_hash,
-                                                const UploadBatch& batch, WallTime received_at,
-                                                const RecordRetention& retention,
-                                                const AuditEvent& audit) {
+                                             const std::string& token_hash,
+                                             const UploadBatch& batch, WallTime received_at,
+                                             const RecordRetention& retention,
+                                             const AuditEvent& audit) {
   UploadOutcome outcome;
-  Status status = WriteTransaction([&]() -> Status {
-    UPLINK_RETURN_IF_ERROR(
-        CheckTokenLive(connection_id, token_hash, received_at, "upload").status());
-
-    std::optional<StreamPosition> existing;
-    std::int64_t stream_id = 0;
-    UPLINK_RETURN_IF_ERROR(ForEachRow(
-        "SELECT id, spool_id, epoch, acked_through, dropped_records, dropped_bytes, "
-        "corrupt_records, corrupt_bytes, rejected_records, rejected_bytes FROM streams "
-        "WHERE connection_id = ? AND stream = ?",
-        [&](Statement& s) { s.Bind(connection_id).Bind(batch.stream); },
-        [&](const Statement& row) {
-          stream_id = row.Int(0);
-          existing = StreamPosition{row.Text(1),
-                                    row.Int(2),
-                                    row.Int(3),
-                                    {{row.Int(4), row.Int(5)},
-                                     {row.Int(6), row.Int(7)},
-                                     {row.Int(8), row.Int(9)}}};
-        },
-        "reading stream"));
-    std::optional<std::int64_t> spool_epoch;
-    if (SpoolChanged(existing, batch.spool_id)) {
-      UPLINK_RETURN_IF_ERROR(ForEachRow(
-          "SELECT epoch FROM stream_spools WHERE stream_id = ? AND spool_id = ?",
-          [&](Statement& s) { s.Bind(stream_id).Bind(batch.spool_id); },
-          [&](const Statement& row) { spool_epoch = row.Int(0); }, "reading stream spools"));
-    }
-    UPLINK_ASSIGN_OR_RETURN(UploadPlacement placement,
-                            PlaceUpload(existing, batch, spool_epoch));
-    outcome.new_stream = placement.new_stream;
-    outcome.restarted = placement.restarted;
-    outcome.epoch = placement.epoch;
-    if (placement.new_stream) {
-      UPLINK_ASSIGN_OR_RETURN(
-          stream_id,
-          InsertReturningId(
-              "INSERT INTO streams (connection_id, stream, spool_id, first_upload_at, "
-              "last_upload_at, agent_instance, agent_version) VALUES (?, ?, ?, ?, ?, ?, ?) "
-              "RETURNING id",
-              [&](Statement& s) {
-                s.Bind(connection_id).Bind(batch.stream).Bind(batch.spool_id);
-                s.Bind(received_at).Bind(received_at).Bind(batch.agent_instance);
-                s.Bind(batch.agent_version);
-              },
-              "creating stream"));
-      UPLINK_RETURN_IF_ERROR(RememberSpool(stream_id, batch.spool_id, 0));
-    } else if (placement.restarted) {
-      UPLINK_RETURN_IF_ERROR(RememberSpool(stream_id, batch.spool_id, placement.epoch));
-      AuditEvent restart = audit;
-      restart.action = "stream.restart";
-      restart.outcome = "ok";
-      restart.detail = ToJson(json::object{{"stream", batch.stream},
-                                           {"spool_id", batch.spool_id},
-                                           {"previous_spool_id", existing->spool_id},
-                                           {"previous_acked_through", existing->acked_through},
-                                           {"epoch", placement.epoch}});
-      UPLINK_RETURN_IF_ERROR(InsertAudit(restart));
-    }
-
-    SequenceAccount account = AccountSequences(placement.acked_through, batch);
-    outcome.stored = account.stored;
-    outcome.duplicates = account.duplicates;
-    outcome.lost = account.lost;
-    outcome.acked_through = account.acked_through;
-    const AgentLosses& losses = placement.losses;
-
-    UPLINK_ASSIGN_OR_RETURN(
-        sql::Statement * insert_stmt,
-        Prepare("INSERT INTO stream_records (stream_id, epoch, sequence, appended_at, "
-                "received_at, payload) VALUES (?, ?, ?, ?, ?, ?)"));
-    std::int64_t received_millis = ToUnixMillis(received_at);
-    std::vector<const UploadRecord*> new_samples;
-    std::vector<const UploadRecord*> new_snapshots;
-    std::vector<const UploadRecord*> new_experiments;
-    for (size_t index : account.new_records) {
-      const UploadRecord& record = batch.records[index];
-      if (record.node_sample) {
-        new_samples.push_back(&record);
-        continue;
-      }
-      if (record.cluster_snapshot_at) {
-        new_snapshots.push_back(&record);
-        continue;
-      }
-      if (record.experiment_record) {
-        new_experiments.push_back(&record);
-        continue;
-      }
-      Statement insert(insert_stmt);
-      insert.Bind(stream_id).Bind(outcome.epoch).Bind(record.sequence);
-      insert.Bind(ToUnixMillis(record.appended_at)).Bind(received_millis);
-      insert.BindUnowned(batch.Payload(record));
-      if (insert.Step() != Statement::kDone) {
-        return Error("storing record " + std::to_string(record.sequence));
-      }
-    }
-    UPLINK_RETURN_IF_ERROR(StoreNodeSamples(connection_id, batch, new_samples, received_at,
-                                            retention.samples, outcome));
-    UPLINK_RETURN_IF_ERROR(
-        StoreClusterSnapshot(connection_id, batch, new_snapshots, received_at, outcome));
-    UPLINK_RETURN_IF_ERROR(
-        StoreExperimentRecords(connection_id, batch, new_experiments, received_at, outcome));
-
-    UPLINK_RETURN_IF_ERROR(
-        Change("UPDATE streams SET spool_id = ?, epoch = ?, acked_through = ?, "
-               "records_stored = records_stored + ?, "
-               "duplicates_ignored = duplicates_ignored + ?, lost_records = lost_records + ?, "
-               "dropped_records = ?, dropped_bytes = ?, corrupt_records = ?, corrupt_bytes = ?, "
-               "rejected_records = ?, rejected_bytes = ?, last_upload_at = ?, "
-               "agent_instance = ?, agent_version = ? WHERE id = ?",
-               [&](Statement& s) {
-                 s.Bind(batch.spool_id).Bind(outcome.epoch).Bind(outcome.acked_through);
-                 s.Bind(outcome.stored).Bind(outcome.duplicates).Bind(outcome.lost);
-                 s.Bind(losses.dropped.records).Bind(losses.dropped.bytes);
-                 s.Bind(losses.corrupt.records).Bind(losses.corrupt.bytes);
-                 s.Bind(losses.rejected.records).Bind(losses.rejected.bytes);
-                 s.Bind(received_at).Bind(batch.agent_instance).Bind(batch.agent_version);
-                 s.Bind(stream_id);
-               },
-               "updating stream")
-            .status());
-    UPLINK_ASSIGN_OR_RETURN(outcome.records_pruned, PruneRecords(received_at, retention));
-    return MaintainSamples(received_at, retention.interval, retention.samples, outcome);
-  }, CredentialCache::kKeep);
+  Status status = WriteTransaction(
+      [&] {
+        return StoreUpload(connection_id, token_hash, batch, received_at, retention, audit,
+                           outcome);
+      },
+      CredentialCache::kKeep);
   if (!status.ok()) return status;
   return outcome;
+}
+
+void SqlStore::AcceptUploadThen(std::string connection_id, std::string token_hash,
+                                std::shared_ptr<const UploadBatch> batch, WallTime received_at,
+                                RecordRetention retention, AuditEvent audit, UploadDone done) {
+  struct Upload {
+    std::string connection_id;
+    std::string token_hash;
+    std::shared_ptr<const UploadBatch> batch;
+    WallTime received_at;
+    RecordRetention retention;
+    AuditEvent audit;
+    UploadOutcome outcome;
+  };
+  auto upload = std::make_shared<Upload>(Upload{std::move(connection_id), std::move(token_hash),
+                                                std::move(batch), received_at,
+                                                std::move(retention), std::move(audit), {}});
+  WriteTransactionThen(
+      [this, upload] {
+        return StoreUpload(upload->connection_id, upload->token_hash, *upload->batch,
+                           upload->received_at, upload->retention, upload->audit,
+                           upload->outcome);
+      },
+      [upload, done = std::move(done)](Status status) {
+        if (status.ok()) {
+          done(upload->outcome);
+        } else {
+          done(std::move(status));
+        }
+      },
+      CredentialCache::kKeep);
+}
+
+Status SqlStore::StoreUpload(const std::string& connection_id, const std::string& token_hash,
+                             const UploadBatch& batch, WallTime received_at,
+                             const RecordRetention& retention, const AuditEvent& audit,
+                             UploadOutcome& outcome) {
+  UPLINK_RETURN_IF_ERROR(
+      CheckTokenLive(connection_id, token_hash, received_at, "upload").status());
+
+  std::optional<StreamPosition> existing;
+  std::int64_t stream_id = 0;
+  UPLINK_RETURN_IF_ERROR(ForEachRow(
+      "SELECT id, spool_id, epoch, acked_through, dropped_records, dropped_bytes, "
+      "corrupt_records, corrupt_bytes, rejected_records, rejected_bytes FROM streams "
+      "WHERE connection_id = ? AND stream = ?",
+      [&](Statement& s) { s.Bind(connection_id).Bind(batch.stream); },
+      [&](const Statement& row) {
+        stream_id = row.Int(0);
+        existing = StreamPosition{row.Text(1),
+                                  row.Int(2),
+                                  row.Int(3),
+                                  {{row.Int(4), row.Int(5)},
+                                   {row.Int(6), row.Int(7)},
+                                   {row.Int(8), row.Int(9)}}};
+      },
+      "reading stream"));
+  std::optional<std::int64_t> spool_epoch;
+  if (SpoolChanged(existing, batch.spool_id)) {
+    UPLINK_RETURN_IF_ERROR(ForEachRow(
+        "SELECT epoch FROM stream_spools WHERE stream_id = ? AND spool_id = ?",
+        [&](Statement& s) { s.Bind(stream_id).Bind(batch.spool_id); },
+        [&](const Statement& row) { spool_epoch = row.Int(0); }, "reading stream spools"));
+  }
+  UPLINK_ASSIGN_OR_RETURN(UploadPlacement placement,
+                          PlaceUpload(existing, batch, spool_epoch));
+  outcome.new_stream = placement.new_stream;
+  outcome.restarted = placement.restarted;
+  outcome.epoch = placement.epoch;
+  if (placement.new_stream) {
+    UPLINK_ASSIGN_OR_RETURN(
+        stream_id,
+        InsertReturningId(
+            "INSERT INTO streams (connection_id, stream, spool_id, first_upload_at, "
+            "last_upload_at, agent_instance, agent_version) VALUES (?, ?, ?, ?, ?, ?, ?) "
+            "RETURNING id",
+            [&](Statement& s) {
+              s.Bind(connection_id).Bind(batch.stream).Bind(batch.spool_id);
+              s.Bind(received_at).Bind(received_at).Bind(batch.agent_instance);
+              s.Bind(batch.agent_version);
+            },
+            "creating stream"));
+    UPLINK_RETURN_IF_ERROR(RememberSpool(stream_id, batch.spool_id, 0));
+  } else if (placement.restarted) {
+    UPLINK_RETURN_IF_ERROR(RememberSpool(stream_id, batch.spool_id, placement.epoch));
+    AuditEvent restart = audit;
+    restart.action = "stream.restart";
+    restart.outcome = "ok";
+    restart.detail = ToJson(json::object{{"stream", batch.stream},
+                                         {"spool_id", batch.spool_id},
+                                         {"previous_spool_id", existing->spool_id},
+                                         {"previous_acked_through", existing->acked_through},
+                                         {"epoch", placement.epoch}});
+    UPLINK_RETURN_IF_ERROR(InsertAudit(restart));
+  }
+
+  SequenceAccount account = AccountSequences(placement.acked_through, batch);
+  outcome.stored = account.stored;
+  outcome.duplicates = account.duplicates;
+  outcome.lost = account.lost;
+  outcome.acked_through = account.acked_through;
+  const AgentLosses& losses = placement.losses;
+
+  UPLINK_ASSIGN_OR_RETURN(
+      sql::Statement * insert_stmt,
+      Prepare("INSERT INTO stream_records (stream_id, epoch, sequence, appended_at, "
+              "received_at, payload) VALUES (?, ?, ?, ?, ?, ?)"));
+  std::int64_t received_millis = ToUnixMillis(received_at);
+  std::vector<const UploadRecord*> new_samples;
+  std::vector<const UploadRecord*> new_snapshots;
+  std::vector<const UploadRecord*> new_experiments;
+  for (size_t index : account.new_records) {
+    const UploadRecord& record = batch.records[index];
+    if (record.node_sample) {
+      new_samples.push_back(&record);
+      continue;
+    }
+    if (record.cluster_snapshot_at) {
+      new_snapshots.push_back(&record);
+      continue;
+    }
+    if (record.experiment_record) {
+      new_experiments.push_back(&record);
+      continue;
+    }
+    Statement insert(insert_stmt);
+    insert.Bind(stream_id).Bind(outcome.epoch).Bind(record.sequence);
+    insert.Bind(ToUnixMillis(record.appended_at)).Bind(received_millis);
+    insert.BindUnowned(batch.Payload(record));
+    if (insert.Step() != Statement::kDone) {
+      return Error("storing record " + std::to_string(record.sequence));
+    }
+  }
+  UPLINK_RETURN_IF_ERROR(StoreNodeSamples(connection_id, batch, new_samples, received_at,
+                                          retention.samples, outcome));
+  UPLINK_RETURN_IF_ERROR(
+      StoreClusterSnapshot(connection_id, batch, new_snapshots, received_at, outcome));
+  UPLINK_RETURN_IF_ERROR(
+      StoreExperimentRecords(connection_id, batch, new_experiments, received_at, outcome));
+
+  UPLINK_RETURN_IF_ERROR(
+      Change("UPDATE streams SET spool_id = ?, epoch = ?, acked_through = ?, "
+             "records_stored = records_stored + ?, "
+             "duplicates_ignored = duplicates_ignored + ?, lost_records = lost_records + ?, "
+             "dropped_records = ?, dropped_bytes = ?, corrupt_records = ?, corrupt_bytes = ?, "
+             "rejected_records = ?, rejected_bytes = ?, last_upload_at = ?, "
+             "agent_instance = ?, agent_version = ? WHERE id = ?",
+             [&](Statement& s) {
+               s.Bind(batch.spool_id).Bind(outcome.epoch).Bind(outcome.acked_through);
+               s.Bind(outcome.stored).Bind(outcome.duplicates).Bind(outcome.lost);
+               s.Bind(losses.dropped.records).Bind(losses.dropped.bytes);
+               s.Bind(losses.corrupt.records).Bind(losses.corrupt.bytes);
+               s.Bind(losses.rejected.records).Bind(losses.rejected.bytes);
+               s.Bind(received_at).Bind(batch.agent_instance).Bind(batch.agent_version);
+               s.Bind(stream_id);
+             },
+             "updating stream")
+          .status());
+  UPLINK_ASSIGN_OR_RETURN(outcome.records_pruned, PruneRecords(received_at, retention));
+  return MaintainSamples(received_at, retention.interval, retention.samples, outcome);
 }
 
 Result<std::vector<StreamSummary>> SqlStore::ListStreams(const std::string& connection_id) {

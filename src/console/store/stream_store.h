@@ -8,6 +8,8 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -300,6 +302,15 @@ class StreamStore {
                                              const UploadBatch& batch, WallTime received_at,
                                              const RecordRetention& retention,
                                              const AuditEvent& audit) = 0;
+  // AcceptUpload without waiting for it, for callers that must not hold a thread meanwhile
+  // (the HTTP handler of uploads): `done` gets what AcceptUpload would return, once, on a
+  // thread of the store's, after the upload is durable or refused. `done` must be short
+  // and must not throw.
+  using UploadDone = std::function<void(Result<UploadOutcome>)>;
+  virtual void AcceptUploadThen(std::string connection_id, std::string token_hash,
+                                std::shared_ptr<const UploadBatch> batch, WallTime received_at,
+                                RecordRetention retention, AuditEvent audit,
+                                UploadDone done) = 0;
   // The connection's streams, by name.
   virtual Result<std::vector<StreamSummary>> ListStreams(const std::string& connection_id) = 0;
   // NotFound when the connection has no such stream; InvalidArgument for an epoch the stream

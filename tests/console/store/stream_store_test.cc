@@ -4,9 +4,13 @@
 
 #include <atomic>
 #include <chrono>
-#include <thread>
+#include <condition_variable>
+#include <future>
 #include <initializer_list>
+#include <map>
+#include <mutex>
 #include <optional>
+#include <thread>
 #include <string>
 #include <vector>
 
@@ -591,6 +595,109 @@ TEST_P(StreamStoreTest, ConcurrentUploadsShareCommitsAndAFailingOneTakesNothingW
     EXPECT_GT(commits, 0);
     EXPECT_LT(commits, kThreads * kUploads);
   }
+}
+
+// Uploads handed to the store without waiting (AcceptUploadThen, as the HTTP handler does),
+// collected by `done` from the store's writer thread.
+class HandedUploads {
+ public:
+  StreamStore::UploadDone Done(size_t index) {
+    return [this, index](Result<UploadOutcome> outcome) {
+      std::lock_guard lock(mutex_);
+      outcomes_.emplace(index, std::move(outcome));
+      answered_.notify_all();
+    };
+  }
+  // Waits for `count` answers; each upload's, by index.
+  std::map<size_t, Result<UploadOutcome>> WaitFor(size_t count) {
+    std::unique_lock lock(mutex_);
+    EXPECT_TRUE(answered_.wait_for(lock, std::chrono::seconds(60),
+                                   [&] { return outcomes_.size() >= count; }))
+        << outcomes_.size() << " of " << count << " answered";
+    return outcomes_;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable answered_;
+  std::map<size_t, Result<UploadOutcome>> outcomes_;
+};
+
+TEST_P(StreamStoreTest, UploadsHandedOverWithoutWaitingAreAnsweredOnceEachAndCommittedTogether) {
+  constexpr size_t kUploads = 50;  // under the 64 writes of one group
+  const bool sqlite = GetParam() == StoreEngine::kSqlite;
+  const std::string wal = database_->sqlite_path() + "-wal";
+  const std::int64_t commits_before = sqlite ? CommittedTransactions(wal) : 0;
+  HandedUploads handed;
+  std::promise<void> holding, release;
+  std::shared_future<void> released = release.get_future().share();
+  std::optional<Result<UploadOutcome>> written_from_done;
+  // The first upload's answer holds the writer thread until the others are queued, so that
+  // they make one group; meanwhile it writes from that thread, which must not wait for itself.
+  store_->AcceptUploadThen(
+      kConnectionId, kTokenHash,
+      std::make_shared<UploadBatch>(MakeBatch(1, 1, {1}, kSpoolA, "node/first")), kT0,
+      retention_, UploadAudit(), [&, done = handed.Done(0)](Result<UploadOutcome> outcome) {
+        written_from_done = Upload(MakeBatch(1, 1, {1}, kSpoolA, "node/from-done"));
+        holding.set_value();
+        released.wait();
+        done(std::move(outcome));
+      });
+  holding.get_future().wait();
+  for (size_t i = 1; i <= kUploads; ++i) {
+    const auto sequence = static_cast<std::int64_t>(i);
+    // One in the middle with a token rotated away: refused alone.
+    const std::string token = i == kUploads / 2 ? std::string(64, 'b') : kTokenHash;
+    store_->AcceptUploadThen(
+        kConnectionId, token,
+        std::make_shared<UploadBatch>(MakeBatch(sequence, sequence, {sequence})), kT0,
+        retention_, UploadAudit(), handed.Done(i));
+  }
+  release.set_value();
+  std::map<size_t, Result<UploadOutcome>> outcomes = handed.WaitFor(kUploads + 1);
+
+  ASSERT_EQ(outcomes.size(), kUploads + 1);
+  ASSERT_TRUE(written_from_done.has_value());
+  EXPECT_TRUE(written_from_done->ok()) << written_from_done->status().ToString();
+  for (const auto& [index, outcome] : outcomes) {
+    if (index == kUploads / 2) {
+      EXPECT_EQ(outcome.status().code(), StatusCode::kUnauthenticated);
+      continue;
+    }
+    ASSERT_TRUE(outcome.ok()) << index << ": " << outcome.status().ToString();
+    EXPECT_EQ(outcome->stored, 1) << index;
+    EXPECT_EQ(outcome->acked_through, index == 0 ? 1 : static_cast<std::int64_t>(index));
+  }
+  std::vector<std::int64_t> expected = Range(1, kUploads);
+  expected.erase(expected.begin() + kUploads / 2 - 1);
+  EXPECT_EQ(StoredSequences(), expected);
+  EXPECT_EQ(RecordRows(), static_cast<std::int64_t>(kUploads - 1 + 2));
+  if (sqlite) {
+    // The first upload, the write from its answer, then the 50 in one commit.
+    EXPECT_EQ(CommittedTransactions(wal) - commits_before, 3);
+  }
+}
+
+TEST_P(StreamStoreTest, ClosingTheStoreRunsAndAnswersTheUploadsHandedToIt) {
+  HandedUploads handed;
+  constexpr size_t kUploads = 20;
+  for (size_t i = 1; i <= kUploads; ++i) {
+    const auto sequence = static_cast<std::int64_t>(i);
+    store_->AcceptUploadThen(
+        kConnectionId, kTokenHash,
+        std::make_shared<UploadBatch>(MakeBatch(sequence, sequence, {sequence})), kT0,
+        retention_, UploadAudit(), handed.Done(i));
+  }
+  store_.reset();
+  std::map<size_t, Result<UploadOutcome>> outcomes = handed.WaitFor(0);
+  ASSERT_EQ(outcomes.size(), kUploads);
+  for (const auto& [index, outcome] : outcomes) {
+    EXPECT_TRUE(outcome.ok()) << index << ": " << outcome.status().ToString();
+  }
+  auto reopened = database_->OpenStore();
+  ASSERT_TRUE(reopened.ok()) << reopened.status().ToString();
+  store_ = std::move(reopened).value();
+  EXPECT_EQ(StoredSequences(), Range(1, kUploads));
 }
 
 INSTANTIATE_TEST_SUITE_P(Engines, StreamStoreTest, testing::kStoreEngines,

@@ -4,8 +4,11 @@
 #include <gtest/gtest.h>
 #include <sqlite3.h>
 
+#include <chrono>
 #include <cstdint>
 #include <filesystem>
+#include <future>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -43,11 +46,17 @@ inline std::int64_t RawCount(const std::string& path, const std::string& sql) {
   return value;
 }
 
+// The reply to `request`, which may come from another thread (an upload is answered by the
+// store's writer once committed).
 inline net::Response Call(const net::Router& router, net::Request request) {
-  std::optional<net::Response> response;
-  router.Dispatch(std::move(request), [&](net::Response r) { response = std::move(r); });
-  EXPECT_TRUE(response.has_value()) << "the handler did not reply";
-  return response.value_or(net::Response{});
+  auto answer = std::make_shared<std::promise<net::Response>>();
+  std::future<net::Response> response = answer->get_future();
+  router.Dispatch(std::move(request), [answer](net::Response r) { answer->set_value(std::move(r)); });
+  if (response.wait_for(std::chrono::seconds(60)) != std::future_status::ready) {
+    ADD_FAILURE() << "the handler did not reply";
+    return net::Response{};
+  }
+  return response.get();
 }
 
 // Transactions committed to the database's write-ahead log so far: its frames that end a
