@@ -87,16 +87,20 @@ double Quantile(std::vector<double> values, double fraction) {
   return values[static_cast<size_t>(fraction * static_cast<double>(values.size() - 1) + 0.5)];
 }
 
-double Mean(const std::vector<double>& values) {
+double Sum(const std::vector<double>& values) {
   double sum = 0;
   for (double value : values) sum += value;
-  return values.empty() ? 0 : sum / static_cast<double>(values.size());
+  return sum;
+}
+
+double Mean(const std::vector<double>& values) {
+  return values.empty() ? 0 : Sum(values) / static_cast<double>(values.size());
 }
 
 // The store's view of an upload body, through the console's own decoder.
 UploadBatch BatchOf(const std::string& body) {
-  json::value document = Check(ParseJson(body, JsonLimits{1 << 20, protocol::kMaxUploadDocumentDepth}),
-                               "parsing an upload");
+  const JsonLimits limits{1 << 20, protocol::kMaxUploadDocumentDepth};
+  json::value document = Check(ParseJson(body, limits), "parsing an upload");
   auto decoded = Check(protocol::DecodeUpload(document), "decoding an upload");
   auto* upload = std::get_if<protocol::DecodedUpload>(&decoded);
   if (upload == nullptr) Die("the simulated upload has an invalid record");
@@ -132,11 +136,12 @@ BenchStore OpenStore(const std::string& engine, bool smoke) {
                             smoke ? testing::PostgresServer::Durability::kFast
                                   : testing::PostgresServer::Durability::kDurable),
                         "starting PostgreSQL");
-  console::sql::PostgresLocation location{Check(opened.server->NewDatabase(), "creating a database"),
-                                          opened.server->password()};
+  console::sql::PostgresLocation location{
+      Check(opened.server->NewDatabase(), "creating a database"), opened.server->password()};
   auto database = Check(console::sql::OpenPostgresDatabase(location), "connecting");
   auto lookups = Check(console::sql::OpenPostgresDatabase(location), "connecting");
-  opened.store = Check(SqlStore::Open(std::move(database), std::move(lookups)), "opening the store");
+  opened.store =
+      Check(SqlStore::Open(std::move(database), std::move(lookups)), "opening the store");
   return opened;
 }
 
@@ -307,9 +312,9 @@ void Run(const std::string& engine, const Options& options) {
               "%.1f us\n",
               Mean(first_sample.cpu_us), Mean(first_plain.cpu_us));
   // A node's bucket holds ten samples at 30 s: its rollup's share of each.
-  const double buckets = static_cast<double>(std::max<std::int64_t>(1, maintenance.rollups_written));
-  const double bucket_cpu = Mean(maintenance.cpu_us) * static_cast<double>(maintenance.cpu_us.size()) / buckets;
-  const double bucket_wall = Mean(maintenance.wall_us) * static_cast<double>(maintenance.wall_us.size()) / buckets;
+  const auto buckets = static_cast<double>(std::max<std::int64_t>(1, maintenance.rollups_written));
+  const double bucket_cpu = Sum(maintenance.cpu_us) / buckets;
+  const double bucket_wall = Sum(maintenance.wall_us) / buckets;
   std::printf("  rollups and retention: %zu runs, %lld node-buckets rolled up, %.1f us CPU and "
               "%.0f us wall each (%.1f us CPU per sample)\n",
               maintenance.cpu_us.size(), static_cast<long long>(maintenance.rollups_written),
