@@ -354,9 +354,12 @@ Status SqlStore::AcceptReport(const std::string& connection_id, const std::strin
   // IMMEDIATE: two reports racing for the first binding must not both see it unset. A report
   // changes nothing authentication reads (token, expiry, revocation, owner), so it keeps the
   // credential cache, except for the first binding, which callers see on the connection.
+  const std::string nodes_digest = NodesDigest(report.nodes);
   Status status = WriteTransaction([&]() -> Status {
-    UPLINK_ASSIGN_OR_RETURN(std::optional<std::string> bound,
-                            CheckTokenLive(connection_id, token_hash, received_at, "report"));
+    std::optional<std::string> stored_digest;
+    UPLINK_ASSIGN_OR_RETURN(
+        std::optional<std::string> bound,
+        CheckTokenLive(connection_id, token_hash, received_at, "report", &stored_digest));
     if (bound && *bound != report.cluster_uid) {
       // Commits only the refusal's audit event.
       refusal = RefuseClusterMismatch(audit, report.cluster_uid, *bound);
@@ -369,13 +372,15 @@ Status SqlStore::AcceptReport(const std::string& connection_id, const std::strin
                "last_seen_at = CASE WHEN last_seen_at > ? THEN last_seen_at ELSE ? END, "
                "agent_version = ?, "
                "selector = ?, collected_at = ?, node_count = ?, nodes_ready = ?, "
-               "gpu_capacity = ?, gpu_allocatable = ?, gpus_ready = ? WHERE id = ?",
+               "gpu_capacity = ?, gpu_allocatable = ?, gpus_ready = ?, nodes_digest = ? "
+               "WHERE id = ?",
                [&](Statement& s) {
                  s.Bind(report.cluster_uid).Bind(received_at).Bind(received_at);
                  s.Bind(received_at).Bind(report.agent_version);
                  s.Bind(report.selector).Bind(report.collected_at).Bind(totals.nodes);
                  s.Bind(totals.nodes_ready).Bind(totals.gpu_capacity);
-                 s.Bind(totals.gpu_allocatable).Bind(totals.gpus_ready).Bind(connection_id);
+                 s.Bind(totals.gpu_allocatable).Bind(totals.gpus_ready).Bind(nodes_digest);
+                 s.Bind(connection_id);
                },
                "updating connection")
             .status());
@@ -393,6 +398,8 @@ Status SqlStore::AcceptReport(const std::string& connection_id, const std::strin
     // An offer waiting for its cluster's inventory is connected now.
     UPLINK_RETURN_IF_ERROR(MarkOfferConnected(connection_id, audit));
 
+    // The same nodes as the last report's (most reports): their rows stand.
+    if (stored_digest == nodes_digest) return Status::Ok();
     UPLINK_RETURN_IF_ERROR(Change("DELETE FROM connection_nodes WHERE connection_id = ?",
                                   [&](Statement& s) { s.Bind(connection_id); },
                                   "replacing nodes")
@@ -440,19 +447,20 @@ Status SqlStore::AcceptReport(const std::string& connection_id, const std::strin
   return refusal;
 }
 
-Result<std::optional<std::string>> SqlStore::CheckTokenLive(const std::string& connection_id,
-                                                               const std::string& token_hash,
-                                                               WallTime at, std::string_view what) {
+Result<std::optional<std::string>> SqlStore::CheckTokenLive(
+    const std::string& connection_id, const std::string& token_hash, WallTime at,
+    std::string_view what, std::optional<std::string>* nodes_digest) {
   std::optional<StoredAgentToken> stored;
   std::optional<std::string> bound;
   UPLINK_RETURN_IF_ERROR(ForEachRow(
       "SELECT c.token_hash, c.expires_at, c.revoked_at IS NOT NULL, "
-      "u.deactivated_at IS NOT NULL, c.cluster_uid FROM connections c "
+      "u.deactivated_at IS NOT NULL, c.cluster_uid, c.nodes_digest FROM connections c "
       "JOIN users u ON u.id = c.owner_id WHERE c.id = ?",
       [&](Statement& s) { s.Bind(connection_id); },
       [&](const Statement& row) {
         stored = StoredAgentToken{row.Text(0), row.Time(1), row.Int(2) != 0, row.Int(3) != 0};
         bound = row.OptionalText(4);
+        if (nodes_digest != nullptr) *nodes_digest = row.OptionalText(5);
       },
       "reading connection"));
   if (!stored) return NotFoundError("connection " + connection_id + " does not exist");

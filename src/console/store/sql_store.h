@@ -345,10 +345,10 @@ class SqlStore : public Store {
   Status RememberSpool(std::int64_t stream_id, const std::string& spool_id, std::int64_t epoch);
   // Inside a write transaction: token, expiry, revocation and owner still as authenticated
   // (Unauthenticated naming `what` otherwise). The cluster UID the connection is bound to, if
-  // any.
-  Result<std::optional<std::string>> CheckTokenLive(const std::string& connection_id,
-                                                    const std::string& token_hash, WallTime at,
-                                                    std::string_view what);
+  // any; the digest of its last report's nodes goes to `nodes_digest` when given.
+  Result<std::optional<std::string>> CheckTokenLive(
+      const std::string& connection_id, const std::string& token_hash, WallTime at,
+      std::string_view what, std::optional<std::string>* nodes_digest = nullptr);
   // Inside a write transaction: writes `audit` as the refusal of a call from `cluster_uid` to
   // a connection bound to `bound`, and returns the Conflict that refuses it.
   Status RefuseClusterMismatch(const AuditEvent& audit, const std::string& cluster_uid,
