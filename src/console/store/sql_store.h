@@ -104,6 +104,9 @@ class SqlStore : public Store {
   Status AcceptReport(const std::string& connection_id, const std::string& token_hash,
                       const InventoryReport& report, WallTime received_at,
                       const AuditEvent& audit) override;
+  void AcceptReportThen(std::string connection_id, std::string token_hash,
+                        std::shared_ptr<const InventoryReport> report, WallTime received_at,
+                        AuditEvent audit, std::function<void(Status)> done) override;
   Result<std::vector<Node>> ListNodes(const std::string& connection_id) override;
   // Keeps the credential cache: last-seen times are nothing authentication reads.
   Status RecordPresence(const PresenceUpdate& update) override;
@@ -402,6 +405,11 @@ class SqlStore : public Store {
     std::string label;
   };
   using SeriesById = std::unordered_map<std::int64_t, SeriesName>;
+  // AcceptReport's transaction, given the digest of the report's nodes: a report from
+  // another cluster commits only its audit event and leaves its Conflict in `refusal`.
+  Status StoreReport(const std::string& connection_id, const std::string& token_hash,
+                     const InventoryReport& report, const std::string& nodes_digest,
+                     WallTime received_at, const AuditEvent& audit, Status& refusal);
   // AcceptUpload's transaction: what it stored, refused or counted goes to `outcome`.
   Status StoreUpload(const std::string& connection_id, const std::string& token_hash,
                      const UploadBatch& batch, WallTime received_at,
