@@ -394,7 +394,7 @@ int Serve(const std::vector<std::string>& args) {
   sigwait(&stop_signals, &signal_number);
   Log().Info("shutting down", {{"signal", signal_number == SIGINT ? "SIGINT" : "SIGTERM"}});
   (*server)->Stop();
-  api.FinishUploads();
+  api.FinishStoreWrites();
   // What waits in memory goes to the queue's files, sent after the next start.
   if (forwarder) forwarder->Stop();
   return 0;

@@ -70,11 +70,10 @@ AgentApi::AgentApi(const ApiContext& context, NodesApi& nodes, KubectlApi& kubec
 }
 
 void AgentApi::Register(Routes& routes) {
-  routes.AgentRoute(
+  routes.AsyncAgentRoute(
       "POST", std::string(protocol::kInventoryPath),
-      [this](const net::Request& request, const Connection& connection) {
-        return ReportInventory(request, connection);
-      },
+      [this](const net::Request& request, const net::PathParams&, const Connection& connection,
+             net::Reply reply) { ReportInventory(request, connection, std::move(reply)); },
       kReportsRefusedTotal);
   routes.AsyncAgentRoute(
       "POST", std::string(protocol::kUploadsPath),
@@ -86,9 +85,21 @@ void AgentApi::Register(Routes& routes) {
       [this](const net::Request&, const Connection& connection) { return WhoAmI(connection); });
 }
 
-Result<net::Response> AgentApi::ReportInventory(const net::Request& request,
-                                                const Connection& connection) {
-  auto accepted = AcceptInventory(request, connection);
+void AgentApi::ReportInventory(const net::Request& request, const Connection& connection,
+                               net::Reply reply) {
+  AcceptInventory(request, connection,
+                  [this, connection_id = connection.id, remote_address = request.remote_address,
+                   cluster_uid = connection.cluster_uid,
+                   reply = std::move(reply)](Result<net::Response> accepted) {
+                    reply(Reply(CountReport(connection_id, remote_address, cluster_uid,
+                                            std::move(accepted))));
+                  });
+}
+
+Result<net::Response> AgentApi::CountReport(const std::string& connection_id,
+                                            const std::string& remote_address,
+                                            const std::optional<std::string>& bound_cluster_uid,
+                                            Result<net::Response> accepted) {
   if (accepted.ok()) {
     if (accepted->status != 200) {
       metrics_.Increment(kReportsRefusedTotal, {{"reason", "unsupported_media_type"}});
@@ -107,9 +118,9 @@ Result<net::Response> AgentApi::ReportInventory(const net::Request& request,
     // store recorded it in the audit log; the connection shows it under security_events.
     log_.Warn("security: report from another cluster refused",
               {{"event", "cluster_mismatch"},
-               {"connection_id", connection.id},
-               {"bound_cluster_uid", connection.cluster_uid.value_or("")},
-               {"remote_address", request.remote_address}});
+               {"connection_id", connection_id},
+               {"bound_cluster_uid", bound_cluster_uid.value_or("")},
+               {"remote_address", remote_address}});
     return ErrorResponse(409, "cluster_mismatch", status.message());
   }
   if (status.code() == StatusCode::kUnauthenticated) {
@@ -120,47 +131,71 @@ Result<net::Response> AgentApi::ReportInventory(const net::Request& request,
                                 "stored");
   }
   if (HttpStatusFor(status.code()) < 500) {
-    log_.Warn("agent report refused", {{"connection_id", connection.id}, {"error", status}});
+    log_.Warn("agent report refused", {{"connection_id", connection_id}, {"error", status}});
   }
   return status;
 }
 
-Result<net::Response> AgentApi::AcceptInventory(const net::Request& request,
-                                                const Connection& connection) {
+void AgentApi::AcceptInventory(const net::Request& request, const Connection& connection,
+                               Answer answer) {
   std::string decompressed;
   auto decoded = AgentJsonBody(request, protocol::kMaxReportBytes, decompressed);
-  if (auto* refusal = std::get_if<net::Response>(&decoded)) return std::move(*refusal);
+  if (auto* refusal = std::get_if<net::Response>(&decoded)) return answer(std::move(*refusal));
   const std::string_view body = std::get<std::string_view>(decoded);
-  UPLINK_ASSIGN_OR_RETURN(
-      json::value document,
-      ParseJson(body, JsonLimits{protocol::kMaxReportBytes, protocol::kMaxReportDepth}));
-  UPLINK_ASSIGN_OR_RETURN(InventoryReport report, protocol::DecodeInventoryReport(document));
+  auto document =
+      ParseJson(body, JsonLimits{protocol::kMaxReportBytes, protocol::kMaxReportDepth});
+  if (!document.ok()) return answer(document.status());
+  auto decoded_report = protocol::DecodeInventoryReport(*document);
+  if (!decoded_report.ok()) return answer(decoded_report.status());
+  auto report = std::make_shared<const InventoryReport>(std::move(decoded_report).value());
 
   // The store records connection.bind or connection.cluster_mismatch with its own detail;
   // who reported, from where, is known here.
   WallTime now = clock_.Now();
   AuditEvent audit = AgentEvent(connection, request.remote_address, now, "connection.bind", "ok");
-  audit.detail = ToJson(json::object{{"cluster_uid", report.cluster_uid}});
-  UPLINK_RETURN_IF_ERROR(
-      store_.AcceptReport(connection.id, connection.token_hash, report, now, audit));
+  audit.detail = ToJson(json::object{{"cluster_uid", report->cluster_uid}});
   // A report that named its cluster in the header was bound (and logged) before this.
-  if (!connection.cluster_uid && !request.headers.Get(protocol::kClusterUidHeader)) {
-    log_.Info("connection bound to its cluster",
-              {{"connection_id", connection.id}, {"cluster_uid", report.cluster_uid}});
-  }
-  log_.Debug("report accepted", {{"connection_id", connection.id}, {"nodes", report.nodes.size()}});
-  return JsonResponse(200, protocol::EncodeInventoryReply(protocol::InventoryReply{
-                               .accepted = true,
-                               .connection_id = connection.id,
-                               .report_interval_seconds = options_.report_interval.count(),
-                               .expires_at = connection.expires_at}));
+  const bool binds = !connection.cluster_uid && !request.headers.Get(protocol::kClusterUidHeader);
+  StartStoreWrite();
+  store_.AcceptReportThen(
+      connection.id, connection.token_hash, report, now, std::move(audit),
+      [this, connection_id = connection.id, expires_at = connection.expires_at, report, binds,
+       now, answer = std::move(answer)](Status stored) {
+        if (!stored.ok()) {
+          answer(std::move(stored));
+        } else {
+          presence_.Seen(connection_id, now);
+          if (binds) {
+            log_.Info("connection bound to its cluster",
+                      {{"connection_id", connection_id}, {"cluster_uid", report->cluster_uid}});
+          }
+          log_.Debug("report accepted",
+                     {{"connection_id", connection_id}, {"nodes", report->nodes.size()}});
+          answer(JsonResponse(200, protocol::EncodeInventoryReply(protocol::InventoryReply{
+                                       .accepted = true,
+                                       .connection_id = connection_id,
+                                       .report_interval_seconds = options_.report_interval.count(),
+                                       .expires_at = expires_at})));
+        }
+        StoreWriteAnswered();
+      });
 }
 
-AgentApi::~AgentApi() { FinishUploads(); }
+AgentApi::~AgentApi() { FinishStoreWrites(); }
 
-void AgentApi::FinishUploads() {
-  std::unique_lock lock(uploads_mutex_);
-  uploads_finished_.wait(lock, [this] { return uploads_in_store_ == 0; });
+void AgentApi::FinishStoreWrites() {
+  std::unique_lock lock(writes_mutex_);
+  writes_answered_.wait(lock, [this] { return writes_in_store_ == 0; });
+}
+
+void AgentApi::StartStoreWrite() {
+  std::lock_guard lock(writes_mutex_);
+  ++writes_in_store_;
+}
+
+void AgentApi::StoreWriteAnswered() {
+  std::lock_guard lock(writes_mutex_);
+  if (--writes_in_store_ == 0) writes_answered_.notify_all();
 }
 
 void AgentApi::ReceiveUpload(const net::Request& request, const Connection& connection,
@@ -198,7 +233,7 @@ Result<net::Response> AgentApi::CountUpload(const std::string& connection_id,
 }
 
 void AgentApi::AcceptUpload(const net::Request& request, const Connection& connection,
-                            UploadAnswer answer) {
+                            Answer answer) {
   // The server refuses larger bodies before reading them; this covers a router used without it.
   if (request.body.size() > options_.max_upload_bytes) {
     return answer(ResourceExhaustedError(
@@ -232,10 +267,7 @@ void AgentApi::AcceptUpload(const net::Request& request, const Connection& conne
   retention.max_age = options_.record_retention;
   retention.samples.raw_max_age = options_.sample_raw_retention;
   retention.samples.max_age = options_.sample_retention;
-  {
-    std::lock_guard lock(uploads_mutex_);
-    ++uploads_in_store_;
-  }
+  StartStoreWrite();
   // The HTTP thread goes back to other requests meanwhile; the store runs the upload in its
   // next group commit and answers on its writer thread.
   store_.AcceptUploadThen(
@@ -246,8 +278,7 @@ void AgentApi::AcceptUpload(const net::Request& request, const Connection& conne
         } else {
           answer(outcome.status());
         }
-        std::lock_guard lock(uploads_mutex_);
-        if (--uploads_in_store_ == 0) uploads_finished_.notify_all();
+        StoreWriteAnswered();
       });
 }
 

@@ -21,29 +21,38 @@ class AgentApi : private ApiArea {
   // also give the plans of the upload replies; all must outlive this object.
   AgentApi(const ApiContext& context, NodesApi& nodes, KubectlApi& kubectl, RunsApi& runs);
 
-  // Waits for the uploads handed to the store (FinishUploads).
+  // Waits for the reports and uploads handed to the store (FinishStoreWrites).
   ~AgentApi();
   AgentApi(const AgentApi&) = delete;
   AgentApi& operator=(const AgentApi&) = delete;
 
   void Register(Routes& routes);
-  // Returns once every upload handed to the store has been answered: after the server has
-  // stopped, so that what the answers use (the remote-write forwarder) can stop next.
-  void FinishUploads();
+  // Returns once every report and upload handed to the store has been answered: after the
+  // server has stopped, so that what the answers use (the remote-write forwarder) can stop
+  // next.
+  void FinishStoreWrites();
 
  private:
-  // Counts the outcome of AcceptInventory.
-  Result<net::Response> ReportInventory(const net::Request& request, const Connection& connection);
-  Result<net::Response> AcceptInventory(const net::Request& request, const Connection& connection);
+  using Answer = std::function<void(Result<net::Response>)>;
+  // Answers through `reply` once the report is stored or refused; counts the outcome.
+  void ReportInventory(const net::Request& request, const Connection& connection,
+                       net::Reply reply);
+  Result<net::Response> CountReport(const std::string& connection_id,
+                                    const std::string& remote_address,
+                                    const std::optional<std::string>& bound_cluster_uid,
+                                    Result<net::Response> accepted);
+  // Decodes the report on the calling thread and hands it to the store, whose writer thread
+  // calls `answer`.
+  void AcceptInventory(const net::Request& request, const Connection& connection,
+                       Answer answer);
   Result<net::Response> WhoAmI(const Connection& connection);
-  using UploadAnswer = std::function<void(Result<net::Response>)>;
   // Answers through `reply` once the upload is stored or refused; counts the outcome.
   void ReceiveUpload(const net::Request& request, const Connection& connection, net::Reply reply);
   Result<net::Response> CountUpload(const std::string& connection_id, Result<net::Response> reply);
   // Decodes the upload on the calling thread and hands it to the store, whose writer thread
   // calls `answer`, so that no HTTP thread waits for a commit.
   void AcceptUpload(const net::Request& request, const Connection& connection,
-                    UploadAnswer answer);
+                    Answer answer);
   // The reply to a stored upload, after counting and forwarding it.
   net::Response UploadStored(const Connection& connection, const UploadBatch& batch,
                              const UploadOutcome& outcome, WallTime now);
@@ -51,9 +60,13 @@ class AgentApi : private ApiArea {
   NodesApi& nodes_;
   KubectlApi& kubectl_;
   RunsApi& runs_;
-  std::mutex uploads_mutex_;
-  std::condition_variable uploads_finished_;
-  int uploads_in_store_ = 0;  // handed to the store, not yet answered; under uploads_mutex_
+  // Around each report and upload handed to the store, for FinishStoreWrites.
+  void StartStoreWrite();
+  void StoreWriteAnswered();
+
+  std::mutex writes_mutex_;
+  std::condition_variable writes_answered_;
+  int writes_in_store_ = 0;  // handed to the store, not yet answered; under writes_mutex_
 };
 
 }  // namespace uplink::console

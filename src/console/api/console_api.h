@@ -73,9 +73,10 @@ class ConsoleApi {
   // Ends approvals whose expiry passed (ApprovalsApi::EndDueApprovals); tests call it after
   // moving a FakeClock.
   void EndDueApprovals() { approvals_.EndDueApprovals(); }
-  // Once the server has stopped: returns when every upload it handed to the store has been
-  // stored and answered (and so handed to the remote-write forwarder, which may stop next).
-  void FinishUploads() { agent_.FinishUploads(); }
+  // Once the server has stopped: returns when every report and upload it handed to the store
+  // has been stored and answered (an upload so handed to the remote-write forwarder, which
+  // may stop next).
+  void FinishStoreWrites() { agent_.FinishStoreWrites(); }
 
  private:
   const ConsoleOptions options_;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -175,6 +176,13 @@ class ConnectionStore {
   virtual Status AcceptReport(const std::string& connection_id, const std::string& token_hash,
                               const InventoryReport& report, WallTime received_at,
                               const AuditEvent& audit) = 0;
+  // AcceptReport without waiting for it (the HTTP handler of reports): `done` gets what
+  // AcceptReport would return, once, on a thread of the store's, after the report is durable
+  // or refused. `done` must be short and must not throw.
+  virtual void AcceptReportThen(std::string connection_id, std::string token_hash,
+                                std::shared_ptr<const InventoryReport> report,
+                                WallTime received_at, AuditEvent audit,
+                                std::function<void(Status)> done) = 0;
   virtual Result<std::vector<Node>> ListNodes(const std::string& connection_id) = 0;
 
   // Liveness and the cluster binding on every agent call (docs/api.md, "Liveness").

@@ -348,111 +348,158 @@ Result<HandoverRedemption> SqlStore::RedeemHandover(const std::string& handover_
 // --- Reports -------------------------------------------------------------------------------
 
 Status SqlStore::AcceptReport(const std::string& connection_id, const std::string& token_hash,
-                                 const InventoryReport& report, WallTime received_at,
-                                 const AuditEvent& audit) {
+                              const InventoryReport& report, WallTime received_at,
+                              const AuditEvent& audit) {
+  const std::string nodes_digest = NodesDigest(report.nodes);
   Status refusal;
-  // IMMEDIATE: two reports racing for the first binding must not both see it unset. A report
-  // changes nothing authentication reads (token, expiry, revocation, owner), so it keeps the
-  // credential cache, except for the first binding, which callers see on the connection.
-  Status status = WriteTransaction([&]() -> Status {
-    UPLINK_ASSIGN_OR_RETURN(std::optional<std::string> bound,
-                            CheckTokenLive(connection_id, token_hash, received_at, "report"));
-    if (bound && *bound != report.cluster_uid) {
-      // Commits only the refusal's audit event.
-      refusal = RefuseClusterMismatch(audit, report.cluster_uid, *bound);
-      return refusal.code() == StatusCode::kConflict ? Status::Ok() : refusal;
-    }
-
-    InventoryTotals totals = ComputeTotals(report.nodes);
-    UPLINK_RETURN_IF_ERROR(
-        Change("UPDATE connections SET cluster_uid = ?, last_report_at = ?, "
-               "last_seen_at = CASE WHEN last_seen_at > ? THEN last_seen_at ELSE ? END, "
-               "agent_version = ?, "
-               "selector = ?, collected_at = ?, node_count = ?, nodes_ready = ?, "
-               "gpu_capacity = ?, gpu_allocatable = ?, gpus_ready = ? WHERE id = ?",
-               [&](Statement& s) {
-                 s.Bind(report.cluster_uid).Bind(received_at).Bind(received_at);
-                 s.Bind(received_at).Bind(report.agent_version);
-                 s.Bind(report.selector).Bind(report.collected_at).Bind(totals.nodes);
-                 s.Bind(totals.nodes_ready).Bind(totals.gpu_capacity);
-                 s.Bind(totals.gpu_allocatable).Bind(totals.gpus_ready).Bind(connection_id);
-               },
-               "updating connection")
-            .status());
-    if (!bound) {
-      ForgetCachedCredentials();
-      AuditEvent bind = audit;
-      bind.action = "connection.bind";
-      bind.outcome = "ok";
-      bind.detail = ToJson(json::object{{"cluster_uid", report.cluster_uid}});
-      UPLINK_RETURN_IF_ERROR(InsertAudit(bind));
-    }
-    UPLINK_RETURN_IF_ERROR(RecordAgent(
-        connection_id,
-        AgentSeen{"inventory", report.agent_instance, report.agent_version, received_at}));
-    // An offer waiting for its cluster's inventory is connected now.
-    UPLINK_RETURN_IF_ERROR(MarkOfferConnected(connection_id, audit));
-
-    UPLINK_RETURN_IF_ERROR(Change("DELETE FROM connection_nodes WHERE connection_id = ?",
-                                  [&](Statement& s) { s.Bind(connection_id); },
-                                  "replacing nodes")
-                               .status());
-    UPLINK_ASSIGN_OR_RETURN(
-        sql::Statement * node_stmt,
-        Prepare("INSERT INTO connection_nodes (connection_id, position, name, uid, ready, "
-                "unschedulable, gpu_resource, gpu_capacity, gpu_allocatable, gpu_product, "
-                "error) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id"));
-    UPLINK_ASSIGN_OR_RETURN(
-        sql::Statement * resource_stmt,
-        Prepare("INSERT INTO node_resources (node_id, name, capacity, allocatable) "
-                "VALUES (?, ?, ?, ?)"));
-    UPLINK_ASSIGN_OR_RETURN(
-        sql::Statement * taint_stmt,
-        Prepare("INSERT INTO node_taints (node_id, key, value, effect) VALUES (?, ?, ?, ?)"));
-    std::int64_t position = 0;
-    for (const Node& node : report.nodes) {
-      std::int64_t node_id = 0;
-      {
-        Statement insert(node_stmt);
-        insert.Bind(connection_id).Bind(position++).Bind(node.name).Bind(node.uid);
-        insert.Bind(node.ready).Bind(node.unschedulable).Bind(node.gpu_resource);
-        insert.Bind(node.gpu_capacity).Bind(node.gpu_allocatable).Bind(node.gpu_product);
-        insert.Bind(node.error);
-        if (insert.Step() != Statement::kRow) return Error("storing node " + node.name);
-        node_id = insert.Int(0);
-        if (insert.Step() != Statement::kDone) return Error("storing node " + node.name);
-      }
-      for (const GpuResource& resource : node.resources) {
-        Statement insert(resource_stmt);
-        insert.Bind(node_id).Bind(resource.name).Bind(resource.capacity).Bind(
-            resource.allocatable);
-        if (insert.Step() != Statement::kDone) return Error("storing resources of " + node.name);
-      }
-      for (const Taint& taint : node.taints) {
-        Statement insert(taint_stmt);
-        insert.Bind(node_id).Bind(taint.key).Bind(taint.value).Bind(taint.effect);
-        if (insert.Step() != Statement::kDone) return Error("storing taints of " + node.name);
-      }
-    }
-    return Status::Ok();
-  }, CredentialCache::kKeep);
+  Status status = WriteTransaction(
+      [&] {
+        return StoreReport(connection_id, token_hash, report, nodes_digest, received_at, audit,
+                           refusal);
+      },
+      CredentialCache::kKeep);
   if (!status.ok()) return status;
   return refusal;
 }
 
-Result<std::optional<std::string>> SqlStore::CheckTokenLive(const std::string& connection_id,
-                                                               const std::string& token_hash,
-                                                               WallTime at, std::string_view what) {
+void SqlStore::AcceptReportThen(std::string connection_id, std::string token_hash,
+                                std::shared_ptr<const InventoryReport> report,
+                                WallTime received_at, AuditEvent audit,
+                                std::function<void(Status)> done) {
+  struct Report {
+    std::string connection_id;
+    std::string token_hash;
+    std::shared_ptr<const InventoryReport> report;
+    std::string nodes_digest;
+    WallTime received_at;
+    AuditEvent audit;
+    Status refusal;
+  };
+  // The digest on the caller's thread: the writer's is the one every write waits for.
+  std::string nodes_digest = NodesDigest(report->nodes);
+  auto pending = std::make_shared<Report>(Report{std::move(connection_id), std::move(token_hash),
+                                                 std::move(report), std::move(nodes_digest),
+                                                 received_at, std::move(audit), Status::Ok()});
+  WriteTransactionThen(
+      [this, pending] {
+        return StoreReport(pending->connection_id, pending->token_hash, *pending->report,
+                           pending->nodes_digest, pending->received_at, pending->audit,
+                           pending->refusal);
+      },
+      [pending, done = std::move(done)](Status status) {
+        done(status.ok() ? pending->refusal : std::move(status));
+      },
+      CredentialCache::kKeep);
+}
+
+// IMMEDIATE: two reports racing for the first binding must not both see it unset. A report
+// changes nothing authentication reads (token, expiry, revocation, owner), so it keeps the
+// credential cache, except for the first binding, which callers see on the connection.
+Status SqlStore::StoreReport(const std::string& connection_id, const std::string& token_hash,
+                             const InventoryReport& report, const std::string& nodes_digest,
+                             WallTime received_at, const AuditEvent& audit, Status& refusal) {
+  std::optional<std::string> stored_digest;
+  UPLINK_ASSIGN_OR_RETURN(
+      std::optional<std::string> bound,
+      CheckTokenLive(connection_id, token_hash, received_at, "report", &stored_digest));
+  if (bound && *bound != report.cluster_uid) {
+    // Commits only the refusal's audit event.
+    refusal = RefuseClusterMismatch(audit, report.cluster_uid, *bound);
+    return refusal.code() == StatusCode::kConflict ? Status::Ok() : refusal;
+  }
+
+  InventoryTotals totals = ComputeTotals(report.nodes);
+  UPLINK_RETURN_IF_ERROR(
+      Change("UPDATE connections SET cluster_uid = ?, last_report_at = ?, "
+             "last_seen_at = CASE WHEN last_seen_at > ? THEN last_seen_at ELSE ? END, "
+             "agent_version = ?, "
+             "selector = ?, collected_at = ?, node_count = ?, nodes_ready = ?, "
+             "gpu_capacity = ?, gpu_allocatable = ?, gpus_ready = ?, nodes_digest = ? "
+             "WHERE id = ?",
+             [&](Statement& s) {
+               s.Bind(report.cluster_uid).Bind(received_at).Bind(received_at);
+               s.Bind(received_at).Bind(report.agent_version);
+               s.Bind(report.selector).Bind(report.collected_at).Bind(totals.nodes);
+               s.Bind(totals.nodes_ready).Bind(totals.gpu_capacity);
+               s.Bind(totals.gpu_allocatable).Bind(totals.gpus_ready).Bind(nodes_digest);
+               s.Bind(connection_id);
+             },
+             "updating connection")
+          .status());
+  if (!bound) {
+    ForgetCachedCredentials();
+    AuditEvent bind = audit;
+    bind.action = "connection.bind";
+    bind.outcome = "ok";
+    bind.detail = ToJson(json::object{{"cluster_uid", report.cluster_uid}});
+    UPLINK_RETURN_IF_ERROR(InsertAudit(bind));
+  }
+  UPLINK_RETURN_IF_ERROR(RecordAgent(
+      connection_id,
+      AgentSeen{"inventory", report.agent_instance, report.agent_version, received_at}));
+  // An offer waiting for its cluster's inventory is connected now.
+  UPLINK_RETURN_IF_ERROR(MarkOfferConnected(connection_id, audit));
+
+  // The same nodes as the last report's (most reports): their rows stand.
+  if (stored_digest == nodes_digest) return Status::Ok();
+  UPLINK_RETURN_IF_ERROR(Change("DELETE FROM connection_nodes WHERE connection_id = ?",
+                                [&](Statement& s) { s.Bind(connection_id); },
+                                "replacing nodes")
+                             .status());
+  UPLINK_ASSIGN_OR_RETURN(
+      sql::Statement * node_stmt,
+      Prepare("INSERT INTO connection_nodes (connection_id, position, name, uid, ready, "
+              "unschedulable, gpu_resource, gpu_capacity, gpu_allocatable, gpu_product, "
+              "error) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id"));
+  UPLINK_ASSIGN_OR_RETURN(
+      sql::Statement * resource_stmt,
+      Prepare("INSERT INTO node_resources (node_id, name, capacity, allocatable) "
+              "VALUES (?, ?, ?, ?)"));
+  UPLINK_ASSIGN_OR_RETURN(
+      sql::Statement * taint_stmt,
+      Prepare("INSERT INTO node_taints (node_id, key, value, effect) VALUES (?, ?, ?, ?)"));
+  std::int64_t position = 0;
+  for (const Node& node : report.nodes) {
+    std::int64_t node_id = 0;
+    {
+      Statement insert(node_stmt);
+      insert.Bind(connection_id).Bind(position++).Bind(node.name).Bind(node.uid);
+      insert.Bind(node.ready).Bind(node.unschedulable).Bind(node.gpu_resource);
+      insert.Bind(node.gpu_capacity).Bind(node.gpu_allocatable).Bind(node.gpu_product);
+      insert.Bind(node.error);
+      if (insert.Step() != Statement::kRow) return Error("storing node " + node.name);
+      node_id = insert.Int(0);
+      if (insert.Step() != Statement::kDone) return Error("storing node " + node.name);
+    }
+    for (const GpuResource& resource : node.resources) {
+      Statement insert(resource_stmt);
+      insert.Bind(node_id).Bind(resource.name).Bind(resource.capacity).Bind(
+          resource.allocatable);
+      if (insert.Step() != Statement::kDone) return Error("storing resources of " + node.name);
+    }
+    for (const Taint& taint : node.taints) {
+      Statement insert(taint_stmt);
+      insert.Bind(node_id).Bind(taint.key).Bind(taint.value).Bind(taint.effect);
+      if (insert.Step() != Statement::kDone) return Error("storing taints of " + node.name);
+    }
+  }
+  return Status::Ok();
+}
+
+Result<std::optional<std::string>> SqlStore::CheckTokenLive(
+    const std::string& connection_id, const std::string& token_hash, WallTime at,
+    std::string_view what, std::optional<std::string>* nodes_digest) {
   std::optional<StoredAgentToken> stored;
   std::optional<std::string> bound;
   UPLINK_RETURN_IF_ERROR(ForEachRow(
       "SELECT c.token_hash, c.expires_at, c.revoked_at IS NOT NULL, "
-      "u.deactivated_at IS NOT NULL, c.cluster_uid FROM connections c "
+      "u.deactivated_at IS NOT NULL, c.cluster_uid, c.nodes_digest FROM connections c "
       "JOIN users u ON u.id = c.owner_id WHERE c.id = ?",
       [&](Statement& s) { s.Bind(connection_id); },
       [&](const Statement& row) {
         stored = StoredAgentToken{row.Text(0), row.Time(1), row.Int(2) != 0, row.Int(3) != 0};
         bound = row.OptionalText(4);
+        if (nodes_digest != nullptr) *nodes_digest = row.OptionalText(5);
       },
       "reading connection"));
   if (!stored) return NotFoundError("connection " + connection_id + " does not exist");

@@ -105,6 +105,9 @@ class SqlStore : public Store {
   Status AcceptReport(const std::string& connection_id, const std::string& token_hash,
                       const InventoryReport& report, WallTime received_at,
                       const AuditEvent& audit) override;
+  void AcceptReportThen(std::string connection_id, std::string token_hash,
+                        std::shared_ptr<const InventoryReport> report, WallTime received_at,
+                        AuditEvent audit, std::function<void(Status)> done) override;
   Result<std::vector<Node>> ListNodes(const std::string& connection_id) override;
   // Keeps the credential cache: last-seen times are nothing authentication reads.
   Status RecordPresence(const PresenceUpdate& update) override;
@@ -346,10 +349,10 @@ class SqlStore : public Store {
   Status RememberSpool(std::int64_t stream_id, const std::string& spool_id, std::int64_t epoch);
   // Inside a write transaction: token, expiry, revocation and owner still as authenticated
   // (Unauthenticated naming `what` otherwise). The cluster UID the connection is bound to, if
-  // any.
-  Result<std::optional<std::string>> CheckTokenLive(const std::string& connection_id,
-                                                    const std::string& token_hash, WallTime at,
-                                                    std::string_view what);
+  // any; the digest of its last report's nodes goes to `nodes_digest` when given.
+  Result<std::optional<std::string>> CheckTokenLive(
+      const std::string& connection_id, const std::string& token_hash, WallTime at,
+      std::string_view what, std::optional<std::string>* nodes_digest = nullptr);
   // Inside a write transaction: writes `audit` as the refusal of a call from `cluster_uid` to
   // a connection bound to `bound`, and returns the Conflict that refuses it.
   Status RefuseClusterMismatch(const AuditEvent& audit, const std::string& cluster_uid,
@@ -403,6 +406,11 @@ class SqlStore : public Store {
     std::string label;
   };
   using SeriesById = std::unordered_map<std::int64_t, SeriesName>;
+  // AcceptReport's transaction, given the digest of the report's nodes: a report from
+  // another cluster commits only its audit event and leaves its Conflict in `refusal`.
+  Status StoreReport(const std::string& connection_id, const std::string& token_hash,
+                     const InventoryReport& report, const std::string& nodes_digest,
+                     WallTime received_at, const AuditEvent& audit, Status& refusal);
   // AcceptUpload's transaction: what it stored, refused or counted goes to `outcome`.
   Status StoreUpload(const std::string& connection_id, const std::string& token_hash,
                      const UploadBatch& batch, WallTime received_at,

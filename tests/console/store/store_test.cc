@@ -4,7 +4,9 @@
 
 #include <atomic>
 #include <chrono>
+#include <future>
 #include <latch>
+#include <memory>
 #include <optional>
 #include <thread>
 #include <variant>
@@ -1221,6 +1223,53 @@ TEST_P(SqlStoreTest, RepeatedReportsOfFiveThousandNodesLeaveExactlyTheLatestSet)
   }
   EXPECT_EQ(store_->ListNodes(kConnectionId)->size(), 5000u);
   EXPECT_EQ(Count("SELECT COUNT(*) FROM connection_nodes"), 5000);
+}
+
+TEST_P(SqlStoreTest, AReportOfTheSameNodesKeepsTheirRowsAndAChangedOneReplacesThem) {
+  CreateConnection();
+  ASSERT_TRUE(Report(MakeReport("uid-a", 4), kT0).ok());
+  // A mark on a stored row shows whether a report writes the rows again.
+  database_->Exec("UPDATE connection_nodes SET gpu_product = 'marked' WHERE position = 0");
+  auto marked = [&] {
+    return Count("SELECT COUNT(*) FROM connection_nodes WHERE gpu_product = 'marked'");
+  };
+  // The same nodes a minute later: the report is taken (its time, its agent) and no node
+  // row is written again.
+  ASSERT_TRUE(Report(MakeReport("uid-a", 4), kT0 + seconds(60)).ok());
+  EXPECT_EQ(marked(), 1);
+  EXPECT_EQ(store_->GetConnection(kConnectionId)->last_report_at, kT0 + seconds(60));
+  // One field of one node changed: every row is replaced, and the change reads back.
+  InventoryReport changed = MakeReport("uid-a", 4);
+  changed.nodes[3].gpu_allocatable = 3;
+  ASSERT_TRUE(Report(changed, kT0 + seconds(120)).ok());
+  EXPECT_EQ(marked(), 0);
+  auto nodes = store_->ListNodes(kConnectionId);
+  ASSERT_TRUE(nodes.ok());
+  ASSERT_EQ(nodes->size(), 4u);
+  EXPECT_EQ((*nodes)[3].gpu_allocatable, 3);
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM connection_nodes"), 4);
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM node_resources"), 4);
+}
+
+TEST_P(SqlStoreTest, AReportHandedOverWithoutWaitingIsAnsweredOnceStoredOrRefused) {
+  CreateConnection();
+  auto hand_over = [&](const InventoryReport& report, WallTime at) {
+    std::promise<Status> answered;
+    std::future<Status> answer = answered.get_future();
+    store_->AcceptReportThen(kConnectionId, kTokenHash,
+                             std::make_shared<const InventoryReport>(report), at, ReportAudit(),
+                             [&answered](Status status) { answered.set_value(std::move(status)); });
+    EXPECT_EQ(answer.wait_for(std::chrono::seconds(60)), std::future_status::ready);
+    return answer.get();
+  };
+  EXPECT_TRUE(hand_over(MakeReport("uid-a", 3), kT0).ok());
+  EXPECT_EQ(store_->ListNodes(kConnectionId)->size(), 3u);
+  EXPECT_EQ(store_->GetConnection(kConnectionId)->cluster_uid, "uid-a");
+  // From another cluster: refused with Conflict, its audit event kept, the nodes untouched.
+  const std::int64_t audit_before = Count("SELECT COUNT(*) FROM audit_events");
+  EXPECT_EQ(hand_over(MakeReport("uid-b", 1), kT0 + seconds(60)).code(), StatusCode::kConflict);
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM audit_events"), audit_before + 1);
+  EXPECT_EQ(store_->ListNodes(kConnectionId)->size(), 3u);
 }
 
 TEST_P(SqlStoreTest, AReportForAMissingConnectionIsNotFoundAndLeavesNoTransactionOpen) {

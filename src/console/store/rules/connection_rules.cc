@@ -1,5 +1,8 @@
 #include "console/store/rules/connection_rules.h"
 
+#include "common/crypto.h"
+#include "common/json.h"
+
 namespace uplink::console {
 
 bool AgentTokenStillLive(const StoredAgentToken& stored, const std::string& token_hash,
@@ -13,6 +16,15 @@ ClusterBinding DecideClusterBinding(const std::optional<std::string>& bound_clus
   if (!bound_cluster_uid) return ClusterBinding::kBind;
   return *bound_cluster_uid == cluster_uid ? ClusterBinding::kAlreadyBound
                                            : ClusterBinding::kMismatch;
+}
+
+std::string NodesDigest(std::span<const protocol::InventoryNode> nodes) {
+  json::array encoded;
+  encoded.reserve(nodes.size());
+  for (const protocol::InventoryNode& node : nodes) {
+    encoded.emplace_back(protocol::EncodeInventoryNode(node));
+  }
+  return Sha256Hex(ToJson(encoded));
 }
 
 }  // namespace uplink::console

@@ -5,9 +5,11 @@
 #pragma once
 
 #include <optional>
+#include <span>
 #include <string>
 
 #include "common/time.h"
+#include "protocol/inventory.h"
 
 namespace uplink::console {
 
@@ -33,5 +35,10 @@ enum class ClusterBinding {
 
 ClusterBinding DecideClusterBinding(const std::optional<std::string>& bound_cluster_uid,
                                     const std::string& cluster_uid);
+
+// The SHA-256 (hex) of a report's nodes, in order, as the protocol encodes them: equal
+// digests mean the nodes' stored rows would be written again the same, so they are not.
+// Built from the encoder so that a field added to a node is covered without a change here.
+std::string NodesDigest(std::span<const protocol::InventoryNode> nodes);
 
 }  // namespace uplink::console

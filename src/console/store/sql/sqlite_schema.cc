@@ -637,6 +637,11 @@ CREATE TABLE command_bodies (
 CREATE INDEX command_bodies_by_time ON command_bodies(created_at);
 )sql"},
     {15, R"sql(
+-- The SHA-256 of the last report's nodes as the protocol encodes them: a report whose nodes
+-- are the same (most are: one a minute per cluster) rewrites none of their rows.
+ALTER TABLE connections ADD COLUMN nodes_digest TEXT;
+)sql"},
+    {16, R"sql(
 -- Changes, to a fresh random value, in every transaction that adds or deletes any of the
 -- node's series: a console keeps a node's series ids between uploads only while it is the
 -- value they were read at (console/store/series_id_cache.h).
