@@ -48,6 +48,7 @@ bench: configure
 	@$(BUILD_DIR)/bin/bench_gpu
 	@$(BUILD_DIR)/bin/bench_kubectl
 	@$(BUILD_DIR)/bin/bench_experiments
+	@$(BUILD_DIR)/bin/bench_ingest
 	@$(BUILD_DIR)/bin/bench_load
 	@$(BUILD_DIR)/bin/bench_load --store postgres
 	@$(BUILD_DIR)/bin/bench_load --failover --agents 1000 --upload-interval 5s --sustain 30s --kill-after 10s --pool 64

@@ -105,6 +105,29 @@ SimulatedAgent MakeAgent(int index, std::string connection_id, std::string token
   return agent;
 }
 
+std::string NodeUploadBody(SimulatedAgent& agent, WallTime now) {
+  std::int64_t at_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count();
+  at_ms = std::max(at_ms, agent.last_collected_ms + 1);
+  agent.last_collected_ms = at_ms;
+  ++agent.sequence;
+  const WallTime collected_at{std::chrono::milliseconds(at_ms)};
+  const std::string sequence = std::to_string(agent.sequence);
+  std::string body;
+  body.reserve(3000);
+  Append(body,
+         R"({"agent_version":"%s","agent_instance":"%s","stream":"node/%s","spool_id":"%s",)"
+         R"("first_sequence":%s,"last_sequence":%s,"losses":{"dropped":{"records":0,"bytes":0},)"
+         R"("corrupt":{"records":0,"bytes":0},"rejected":{"records":0,"bytes":0}},"records":[)"
+         R"({"sequence":%s,"appended_at":"%s","payload":)",
+         UPLINK_VERSION, NodeName(agent, 0).c_str(), NodeName(agent, 0).c_str(),
+         agent.spool_id.c_str(), sequence.c_str(), sequence.c_str(), sequence.c_str(),
+         FormatRfc3339Millis(collected_at).c_str());
+  body += NodeSample(agent, collected_at);
+  body += "}]}";
+  return body;
+}
+
 std::string AgentRequests::Post(std::string_view path, std::string_view authorization,
                                 std::string_view extra_headers, std::string_view body) const {
   std::string message;
@@ -156,26 +179,7 @@ std::shared_ptr<const std::string> AgentRequests::Inventory(const SimulatedAgent
 
 std::shared_ptr<const std::string> AgentRequests::Upload(SimulatedAgent& agent,
                                                          WallTime now) const {
-  std::int64_t at_ms =
-      std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count();
-  at_ms = std::max(at_ms, agent.last_collected_ms + 1);
-  agent.last_collected_ms = at_ms;
-  ++agent.sequence;
-  const WallTime collected_at{std::chrono::milliseconds(at_ms)};
-  const std::string sequence = std::to_string(agent.sequence);
-  std::string body;
-  body.reserve(3000);
-  Append(body,
-         R"({"agent_version":"%s","agent_instance":"%s","stream":"node/%s","spool_id":"%s",)"
-         R"("first_sequence":%s,"last_sequence":%s,"losses":{"dropped":{"records":0,"bytes":0},)"
-         R"("corrupt":{"records":0,"bytes":0},"rejected":{"records":0,"bytes":0}},"records":[)"
-         R"({"sequence":%s,"appended_at":"%s","payload":)",
-         UPLINK_VERSION, NodeName(agent, 0).c_str(), NodeName(agent, 0).c_str(),
-         agent.spool_id.c_str(), sequence.c_str(), sequence.c_str(), sequence.c_str(),
-         FormatRfc3339Millis(collected_at).c_str());
-  body += NodeSample(agent, collected_at);
-  body += "}]}";
-  auto compressed = GzipCompress(body);
+  auto compressed = GzipCompress(NodeUploadBody(agent, now));
   if (!compressed.ok()) {
     std::fprintf(stderr, "gzip failed: %s\n", compressed.status().ToString().c_str());
     std::abort();

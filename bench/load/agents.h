@@ -24,6 +24,11 @@ struct SimulatedAgent {
 
 SimulatedAgent MakeAgent(int index, std::string connection_id, std::string token);
 
+// The JSON body (uncompressed) of the agent's next node-stream upload: its next sequence, one
+// node sample (eight GPUs, two network interfaces, two disks, three filesystems: about 2 KB)
+// collected at `now` (or a millisecond after the last one). Advances the agent.
+std::string NodeUploadBody(SimulatedAgent& agent, WallTime now);
+
 class AgentRequests {
  public:
   // `host` is the Host header's value.
@@ -33,9 +38,7 @@ class AgentRequests {
   std::shared_ptr<const std::string> CreateConnection(const std::string& api_key, int index) const;
   // POST /api/v1/agent/inventory: four GPU nodes of eight GPUs.
   std::shared_ptr<const std::string> Inventory(const SimulatedAgent& agent, WallTime now) const;
-  // POST /api/v1/agent/uploads: the next sequence of the agent's node stream, one node sample
-  // (eight GPUs, two network interfaces, two disks, three filesystems: about 2 KB of JSON)
-  // collected at `now` (or a millisecond after the last one), gzip-compressed.
+  // POST /api/v1/agent/uploads: NodeUploadBody, gzip-compressed.
   std::shared_ptr<const std::string> Upload(SimulatedAgent& agent, WallTime now) const;
   // POST /api/v1/agent/commands/poll, held up to 50 s by the console.
   std::shared_ptr<const std::string> Poll(const SimulatedAgent& agent) const;

@@ -10,6 +10,8 @@
 #include <bit>
 #include <cmath>
 #include <map>
+#include <span>
+#include <tuple>
 
 #include "common/text.h"
 #include "console/store/rules/sample_rules.h"
@@ -136,13 +138,6 @@ Status ForEachAggregate(std::string_view blob, const Visit& visit) {
   return Status::Ok();
 }
 
-std::string SeriesKey(SampleMetric metric, std::string_view label) {
-  std::string key(SampleMetricName(metric));
-  key += '\n';
-  key += label;
-  return key;
-}
-
 std::string JoinCollectors(const std::vector<std::string>& collectors) {
   std::string joined;
   for (const std::string& name : collectors) {
@@ -243,6 +238,28 @@ Result<SqlStore::SeriesById> SqlStore::LoadSeries(std::int64_t node_id) {
   return series;
 }
 
+Result<NodeSeriesIds*> SqlStore::SeriesIdsOf(std::int64_t node_id,
+                                              std::int64_t series_version) {
+  if (NodeSeriesIds* cached = series_ids_.Find(node_id, series_version)) return cached;
+  NodeSeriesIds& entry = series_ids_.Reset(node_id);
+  std::vector<NodeSeriesIds::Series> series;
+  std::int64_t unknown_rows = 0;
+  UPLINK_RETURN_IF_ERROR(ForEachRow(
+      "SELECT id, metric, label FROM sample_series WHERE node_id = ?",
+      [&](Statement& s) { s.Bind(node_id); },
+      [&](const Statement& row) {
+        if (auto metric = SampleMetricFromName(row.Text(1))) {
+          series.push_back({*metric, std::string(row.Text(2)), row.Int(0)});
+        } else {
+          ++unknown_rows;
+        }
+      },
+      "reading series"));
+  entry.Assign(std::move(series), unknown_rows);
+  entry.version = series_version;
+  return &entry;
+}
+
 Result<std::int64_t> SqlStore::SampleNodeId(const std::string& connection_id,
                                                const std::string& node) {
   std::optional<std::int64_t> id;
@@ -261,12 +278,13 @@ Status SqlStore::StoreNodeSamples(const std::string& connection_id, const Upload
                                      const std::vector<const UploadRecord*>& records,
                                      WallTime now, const SampleRetention& retention,
                                      UploadOutcome& outcome) {
-  // An upload's samples all come from the node its stream names, but nothing here relies on
-  // it: they are grouped by node, each group in collection order.
-  std::map<std::string_view, std::vector<const UploadRecord*>> by_node;
+  auto sample_of = [&](const UploadRecord* record) -> const NodeSampleFigures& {
+    return batch.node_samples.at(*record->node_sample);
+  };
+  std::vector<const UploadRecord*> kept;
+  kept.reserve(records.size());
   for (const UploadRecord* record : records) {
-    const NodeSampleFigures& sample = batch.node_samples.at(*record->node_sample);
-    switch (ClassifySampleTime(sample.collected_at, now, retention)) {
+    switch (ClassifySampleTime(sample_of(record).collected_at, now, retention)) {
       case SampleTiming::kTooOld:
         ++outcome.samples_too_old;
         break;
@@ -274,18 +292,29 @@ Status SqlStore::StoreNodeSamples(const std::string& connection_id, const Upload
         ++outcome.samples_in_future;
         break;
       case SampleTiming::kKeep:
-        by_node[sample.node].push_back(record);
+        kept.push_back(record);
         break;
     }
   }
-  auto sample_of = [&](const UploadRecord* record) -> const NodeSampleFigures& {
-    return batch.node_samples.at(*record->node_sample);
-  };
+  // An upload's samples all come from the node its stream names, but nothing here relies on
+  // it: they are grouped by node, each group in collection order (samples of one time in the
+  // order sent: the first is kept).
+  std::stable_sort(kept.begin(), kept.end(), [&](const UploadRecord* a, const UploadRecord* b) {
+    const NodeSampleFigures& x = sample_of(a);
+    const NodeSampleFigures& y = sample_of(b);
+    return std::tie(x.node, x.collected_at) < std::tie(y.node, y.collected_at);
+  });
 
-  for (auto& [node, group] : by_node) {
-    std::sort(group.begin(), group.end(), [&](const UploadRecord* a, const UploadRecord* b) {
-      return sample_of(a).collected_at < sample_of(b).collected_at;
+  std::string points;
+  std::vector<std::int64_t> inserted_at;  // in time order
+  const std::int64_t now_seconds = ToUnixSeconds(now);
+  for (auto group_begin = kept.begin(); group_begin != kept.end();) {
+    const std::string& node = sample_of(*group_begin).node;
+    auto group_end = std::find_if(group_begin, kept.end(), [&](const UploadRecord* record) {
+      return sample_of(record).node != node;
     });
+    std::span<const UploadRecord* const> group(group_begin, group_end);
+    group_begin = group_end;
     const UploadRecord* newest = group.back();
     std::int64_t first_bucket = BucketStart(ToUnixMillis(sample_of(group.front()).collected_at),
                                             kRollupSeconds);
@@ -295,10 +324,11 @@ Status SqlStore::StoreNodeSamples(const std::string& connection_id, const Upload
       std::optional<std::int64_t> latest_at;
       std::optional<std::int64_t> previous_at;
       std::int64_t rolled_through = 0;
+      std::int64_t series_version = 0;
     } row;
     bool found = false;
     UPLINK_RETURN_IF_ERROR(ForEachRow(
-        "SELECT id, latest_at, previous_at, rolled_through FROM sample_nodes "
+        "SELECT id, latest_at, previous_at, rolled_through, series_version FROM sample_nodes "
         "WHERE connection_id = ? AND node = ?",
         [&](Statement& s) { s.Bind(connection_id).Bind(node); },
         [&](const Statement& r) {
@@ -307,66 +337,62 @@ Status SqlStore::StoreNodeSamples(const std::string& connection_id, const Upload
           row.latest_at = r.Int(1);
           if (!r.IsNull(2)) row.previous_at = r.Int(2);
           row.rolled_through = r.Int(3);
+          row.series_version = r.Int(4);
         },
         "reading sample node"));
-    if (!found) {
+    NodeSeriesIds* series = nullptr;
+    if (found) {
+      UPLINK_ASSIGN_OR_RETURN(series, SeriesIdsOf(row.id, row.series_version));
+    } else {
+      // A version of its own even before it has series: the row may take the id of a node
+      // deleted before, whose ids this store may still hold.
+      row.series_version = series_ids_.NewVersion();
       UPLINK_ASSIGN_OR_RETURN(
           row.id,
           InsertReturningId(
               "INSERT INTO sample_nodes (connection_id, node, latest_at, latest_boot_time, "
-              "latest_payload, rolled_through) VALUES (?, ?, ?, ?, ?, ?) RETURNING id",
+              "latest_payload, rolled_through, series_version) VALUES (?, ?, ?, ?, ?, ?, ?) "
+              "RETURNING id",
               [&](Statement& s) {
                 s.Bind(connection_id).Bind(node);
                 s.Bind(ToUnixMillis(sample_of(newest).collected_at));
                 s.Bind(sample_of(newest).boot_time).BindUnowned(batch.Payload(*newest));
-                s.Bind(first_bucket);
+                s.Bind(first_bucket).Bind(row.series_version);
               },
               "creating sample node"));
       row.rolled_through = first_bucket;
+      series = &series_ids_.Reset(row.id);
+      series->version = row.series_version;
     }
-
-    UPLINK_ASSIGN_OR_RETURN(SeriesById series, LoadSeries(row.id));
-    std::unordered_map<std::string, std::int64_t> series_ids;
-    for (const auto& [id, name] : series) {
-      series_ids.emplace(SeriesKey(name.metric, name.label), id);
-    }
-    std::int64_t series_count = 0;
-    UPLINK_RETURN_IF_ERROR(ForEachRow(
-        "SELECT COUNT(*) FROM sample_series WHERE node_id = ?",
-        [&](Statement& s) { s.Bind(row.id); },
-        [&](const Statement& r) { series_count = r.Int(0); }, "counting series"));
 
     UPLINK_ASSIGN_OR_RETURN(
         sql::Statement * insert_stmt,
         Prepare("INSERT INTO samples (node_id, at, boot_time, points) VALUES (?, ?, ?, ?) "
                 "ON CONFLICT (node_id, at) DO NOTHING"));
-    std::string points;
-    std::vector<std::int64_t> inserted_at;  // in time order
-    std::int64_t now_seconds = ToUnixSeconds(now);
+    inserted_at.clear();
     for (const UploadRecord* record : group) {
       const NodeSampleFigures& sample = sample_of(record);
       points.clear();
       for (const SampleValue& value : sample.values) {
-        std::string key = SeriesKey(value.metric, value.label);
-        auto it = series_ids.find(key);
-        if (it == series_ids.end()) {
-          if (series_count >= kMaxSeriesPerNode) {
+        std::optional<std::int64_t> id = series->Find(value.metric, value.label);
+        if (!id) {
+          if (series->rows() >= kMaxSeriesPerNode) {
             ++outcome.sample_values_dropped;
             continue;
           }
+          // The entry matches no row until the node's new series_version is written below.
+          series->version.reset();
           UPLINK_ASSIGN_OR_RETURN(
-              std::int64_t series_id,
-              InsertReturningId("INSERT INTO sample_series (node_id, metric, label, last_seen) "
-                                "VALUES (?, ?, ?, ?) RETURNING id",
-                                [&](Statement& s) {
-                                  s.Bind(row.id).Bind(SampleMetricName(value.metric));
-                                  s.Bind(value.label).Bind(now_seconds);
-                                },
-                                "creating series"));
-          ++series_count;
-          it = series_ids.emplace(std::move(key), series_id).first;
+              id, InsertReturningId("INSERT INTO sample_series (node_id, metric, label, last_seen) "
+                                    "VALUES (?, ?, ?, ?) RETURNING id",
+                                    [&](Statement& s) {
+                                      s.Bind(row.id).Bind(SampleMetricName(value.metric));
+                                      s.Bind(value.label).Bind(now_seconds);
+                                    },
+                                    "creating series"));
+          series->Add(value.metric, value.label, *id);
         }
-        PutVarint(points, static_cast<std::uint64_t>(it->second));
+        PutVarint(points, static_cast<std::uint64_t>(*id));
         PutNumber(points, value.value);
       }
       std::int64_t at_ms = ToUnixMillis(sample.collected_at);
@@ -380,8 +406,20 @@ Status SqlStore::StoreNodeSamples(const std::string& connection_id, const Upload
       ++outcome.samples_stored;
       inserted_at.push_back(at_ms);
     }
-    if (inserted_at.empty()) continue;
 
+    const bool series_added = !series->version.has_value();
+    const std::int64_t series_version =
+        series_added ? series_ids_.NewVersion() : row.series_version;
+    if (inserted_at.empty()) {
+      if (!series_added) continue;
+      UPLINK_RETURN_IF_ERROR(
+          Change("UPDATE sample_nodes SET series_version = ? WHERE id = ?",
+                 [&](Statement& s) { s.Bind(series_version).Bind(row.id); },
+                 "updating sample node")
+              .status());
+      series->version = series_version;
+      continue;
+    }
     std::int64_t newest_at = inserted_at.back();
     LatestSamples latest = FollowLatestSamples(inserted_at, row.latest_at, row.previous_at);
     const std::optional<std::int64_t>& previous_at = latest.previous_at;
@@ -391,21 +429,26 @@ Status SqlStore::StoreNodeSamples(const std::string& connection_id, const Upload
       // which case the latest is already that time and does not move.
       UPLINK_RETURN_IF_ERROR(
           Change("UPDATE sample_nodes SET latest_at = ?, latest_boot_time = ?, "
-                 "latest_payload = ?, previous_at = ?, rolled_through = ? WHERE id = ?",
+                 "latest_payload = ?, previous_at = ?, rolled_through = ?, series_version = ? "
+                 "WHERE id = ?",
                  [&](Statement& s) {
                    s.Bind(newest_at).Bind(sample_of(newest).boot_time);
                    s.BindUnowned(batch.Payload(*newest)).Bind(previous_at);
-                   s.Bind(rolled_through).Bind(row.id);
+                   s.Bind(rolled_through).Bind(series_version).Bind(row.id);
                  },
                  "updating sample node")
               .status());
     } else {
       UPLINK_RETURN_IF_ERROR(
-          Change("UPDATE sample_nodes SET previous_at = ?, rolled_through = ? WHERE id = ?",
-                 [&](Statement& s) { s.Bind(previous_at).Bind(rolled_through).Bind(row.id); },
+          Change("UPDATE sample_nodes SET previous_at = ?, rolled_through = ?, "
+                 "series_version = ? WHERE id = ?",
+                 [&](Statement& s) {
+                   s.Bind(previous_at).Bind(rolled_through).Bind(series_version).Bind(row.id);
+                 },
                  "updating sample node")
               .status());
     }
+    series->version = series_version;
   }
   return Status::Ok();
 }
@@ -432,17 +475,29 @@ Status SqlStore::MaintainSamples(WallTime now, std::chrono::seconds interval,
       Change("DELETE FROM sample_rollups WHERE id IN (SELECT id FROM sample_rollups "
              "WHERE bucket < ? ORDER BY bucket LIMIT ?)",
              [&](Statement& s) { s.Bind(oldest_seconds).Bind(limit); }, "deleting old rollups"));
-  UPLINK_RETURN_IF_ERROR(
-      Change("DELETE FROM sample_series WHERE id IN (SELECT id FROM sample_series "
-             "WHERE last_seen < ? ORDER BY last_seen LIMIT ?)",
-             [&](Statement& s) { s.Bind(oldest_seconds).Bind(limit); }, "deleting old series")
-          .status());
+  std::vector<std::int64_t> changed_nodes;
+  UPLINK_RETURN_IF_ERROR(ForEachRow(
+      "DELETE FROM sample_series WHERE id IN (SELECT id FROM sample_series "
+      "WHERE last_seen < ? ORDER BY last_seen LIMIT ?) RETURNING node_id",
+      [&](Statement& s) { s.Bind(oldest_seconds).Bind(limit); },
+      [&](const Statement& row) { changed_nodes.push_back(row.Int(0)); }, "deleting old series"));
+  std::sort(changed_nodes.begin(), changed_nodes.end());
+  changed_nodes.erase(std::unique(changed_nodes.begin(), changed_nodes.end()),
+                      changed_nodes.end());
+  for (std::int64_t node_id : changed_nodes) {
+    series_ids_.Forget(node_id);
+    UPLINK_RETURN_IF_ERROR(
+        Change("UPDATE sample_nodes SET series_version = ? WHERE id = ?",
+               [&](Statement& s) { s.Bind(series_ids_.NewVersion()).Bind(node_id); },
+               "recording forgotten series")
+            .status());
+  }
   // A node silent for the whole retention goes, with what is left of it.
-  return Change("DELETE FROM sample_nodes WHERE id IN (SELECT id FROM sample_nodes "
-                "WHERE latest_at < ? ORDER BY latest_at LIMIT ?)",
-                [&](Statement& s) { s.Bind(oldest_seconds * 1000).Bind(limit); },
-                "deleting silent nodes")
-      .status();
+  return ForEachRow(
+      "DELETE FROM sample_nodes WHERE id IN (SELECT id FROM sample_nodes "
+      "WHERE latest_at < ? ORDER BY latest_at LIMIT ?) RETURNING id",
+      [&](Statement& s) { s.Bind(oldest_seconds * 1000).Bind(limit); },
+      [&](const Statement& row) { series_ids_.Forget(row.Int(0)); }, "deleting silent nodes");
 }
 
 Status SqlStore::RollUpSamples(WallTime now, const SampleRetention& retention,
@@ -540,6 +595,24 @@ Status SqlStore::RollUpNode(std::int64_t node_id, std::int64_t start, std::int64
                "writing rollup")
             .status());
     ++outcome.rollups_written;
+  }
+  if (seen.size() == series.size()) {
+    // Every series of the node that this binary knows (the usual case): one statement rather
+    // than one per series. A newer console's metrics are left to it, as below.
+    static const std::string every_known = [] {
+      std::string sql = "UPDATE sample_series SET last_seen = ? WHERE node_id = ? AND "
+                        "last_seen < ? AND metric IN (";
+      for (SampleMetric metric : kAllSampleMetrics) {
+        if (metric != kAllSampleMetrics[0]) sql += ", ";
+        sql += '\'';
+        sql += SampleMetricName(metric);
+        sql += '\'';
+      }
+      return sql + ")";
+    }();
+    return Change(every_known, [&](Statement& s) { s.Bind(end).Bind(node_id).Bind(end); },
+                  "recording the node's series")
+        .status();
   }
   for (std::int64_t id : seen) {
     UPLINK_RETURN_IF_ERROR(

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "common/json_fwd.h"
+#include "console/store/series_id_cache.h"
 #include "console/store/store.h"
 
 namespace uplink::console {
@@ -428,6 +429,8 @@ class SqlStore : public Store {
                     std::int64_t max_gap_ms, UploadOutcome& outcome);
   // Series of the node whose metric this binary knows.
   Result<SeriesById> LoadSeries(std::int64_t node_id);
+  // The node's series ids as of its row's `series_version`: cached, or read and cached.
+  Result<NodeSeriesIds*> SeriesIdsOf(std::int64_t node_id, std::int64_t series_version);
   // The id of the connection's node, or NotFound.
   Result<std::int64_t> SampleNodeId(const std::string& connection_id, const std::string& node);
 
@@ -474,6 +477,7 @@ class SqlStore : public Store {
   std::optional<WallTime> last_prune_;  // when PruneRecords last ran, under mutex_
   std::optional<WallTime> last_sample_maintenance_;  // when MaintainSamples last ran, under mutex_
   std::optional<ConsoleSettings> settings_;  // GetConsoleSettings' cache, under mutex_
+  SeriesIdCache series_ids_;  // node series ids between uploads (sql_samples.cc), under mutex_
 };
 
 }  // namespace uplink::console

@@ -146,6 +146,101 @@ class NodeStoreTest : public ::testing::TestWithParam<StoreEngine> {
 
   std::int64_t Count(const std::string& sql) { return database_->Count(sql); }
 
+  // The id of GPU `label`'s utilization series, or -1 when the node has none.
+  std::int64_t GpuSeriesId(const std::string& label) {
+    return Count("SELECT id FROM sample_series WHERE metric = 'gpu_utilization_percent' AND "
+                 "label = '" + label + "'");
+  }
+
+  std::vector<RawPoint> GpuPoints(const std::string& label, WallTime from, WallTime to,
+                                  SqlStore* store = nullptr) {
+    if (store == nullptr) store = store_.get();
+    auto series =
+        store->ReadSamplePoints(kConnectionId, testing::kSampleNode, kGpuUtilization, from, to);
+    EXPECT_TRUE(series.ok()) << series.status().ToString();
+    if (!series.ok()) return {};
+    for (const SeriesPoints& gpu : *series) {
+      if (gpu.label == label) return gpu.points;
+    }
+    return {};
+  }
+
+  // From the fixture's first 30 minutes on (two GPUs), the node reports GPU 0 alone for four
+  // hours, through `store`: retention (max_age 3 h) forgets GPU 1's series. The next
+  // sequence is `sequence`.
+  void ReportOneGpuForFourHours(SqlStore& store, std::int64_t& sequence) {
+    for (hours hour{0}; hour < hours(4); ++hour) {
+      std::vector<SampleSpec> samples =
+          Every30s(minutes(30) + hour, minutes(30) + hour + hours(1));
+      for (SampleSpec& spec : samples) spec.gpus = 1;
+      auto outcome = store.AcceptUpload(kConnectionId, kTokenHash, SampleBatch(sequence, samples),
+                                        samples.back().at + minutes(3), retention_,
+                                        Audit("stream.restart"));
+      ASSERT_TRUE(outcome.ok()) << outcome.status().ToString();
+      sequence += static_cast<std::int64_t>(samples.size());
+    }
+  }
+
+  // SQL that makes every write transaction that inserts a series fail when it commits (a
+  // deferred check), and the SQL that undoes it.
+  std::pair<std::string, std::string> FailCommitsThatAddSeries() const {
+    if (GetParam() == StoreEngine::kSqlite) {
+      return {"CREATE TABLE commit_guard_parent (id INTEGER PRIMARY KEY);"
+              "CREATE TABLE commit_guard (parent INTEGER REFERENCES commit_guard_parent(id) "
+              "DEFERRABLE INITIALLY DEFERRED);"
+              "CREATE TRIGGER fail_commit AFTER INSERT ON sample_series "
+              "BEGIN INSERT INTO commit_guard VALUES (-1); END;",
+              "DROP TRIGGER fail_commit"};
+    }
+    return {"CREATE FUNCTION fail_commit() RETURNS trigger LANGUAGE plpgsql AS "
+            "$$ BEGIN RAISE EXCEPTION 'refused at commit by the test'; END $$;"
+            "CREATE CONSTRAINT TRIGGER fail_commit AFTER INSERT ON sample_series "
+            "DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION fail_commit();",
+            "DROP TRIGGER fail_commit ON sample_series"};
+  }
+
+  // SQL that makes every update of a stream fail (the last statement of an upload's body,
+  // after its samples' series were inserted), and the SQL that undoes it.
+  std::pair<std::string, std::string> FailStreamUpdates() const {
+    if (GetParam() == StoreEngine::kSqlite) {
+      return {"CREATE TRIGGER fail_stream_update BEFORE UPDATE ON streams "
+              "BEGIN SELECT RAISE(ABORT, 'refused by the test'); END;",
+              "DROP TRIGGER fail_stream_update"};
+    }
+    return {"CREATE FUNCTION fail_stream_update() RETURNS trigger LANGUAGE plpgsql AS "
+            "$$ BEGIN RAISE EXCEPTION 'refused by the test'; END $$;"
+            "CREATE TRIGGER fail_stream_update BEFORE UPDATE ON streams "
+            "FOR EACH ROW EXECUTE FUNCTION fail_stream_update();",
+            "DROP TRIGGER fail_stream_update ON streams"};
+  }
+
+  // An upload whose transaction `failure` makes fail after it inserted GPU 1's series: nothing
+  // of it stays, and the same upload once `failure` is undone stores GPU 1 and reads back as
+  // sent, whatever the store kept in memory from the failed one.
+  void FailedSeriesLeaveNothing(const std::pair<std::string, std::string>& failure) {
+    SampleSpec one_gpu = At(seconds(0));
+    one_gpu.gpus = 1;
+    EXPECT_EQ(Accept(SampleBatch(1, {one_gpu}), kT0 + minutes(1)).samples_stored, 1);
+    SampleSpec two_gpus = At(seconds(30));
+    two_gpus.gpu_utilization = 55;
+    UploadBatch batch = SampleBatch(2, {two_gpus});
+
+    database_->Exec(failure.first);
+    auto refused = store_->AcceptUpload(kConnectionId, kTokenHash, batch, kT0 + minutes(1),
+                                        retention_, Audit("stream.restart"));
+    EXPECT_FALSE(refused.ok());
+    EXPECT_EQ(GpuSeriesId("1"), -1);
+    database_->Exec(failure.second);
+
+    EXPECT_EQ(Accept(batch, kT0 + minutes(1)).samples_stored, 1);
+    EXPECT_GT(GpuSeriesId("1"), 0);
+    std::vector<RawPoint> gpu1 = GpuPoints("1", kT0, kT0 + hours(1));
+    ASSERT_EQ(gpu1.size(), 1u);
+    EXPECT_EQ(gpu1[0].at_ms, ToUnixSeconds(two_gpus.at) * 1000);
+    EXPECT_EQ(gpu1[0].value, 55);
+    EXPECT_EQ(GpuPoints("0", kT0, kT0 + hours(1)).size(), 2u);
+  }
+
   std::optional<testing::TestDatabase> database_;
   std::unique_ptr<SqlStore> store_;
   RecordRetention retention_;
@@ -398,6 +493,106 @@ TEST_P(NodeStoreTest, ANodeKeepsAtMostItsSeriesCapAndCountsWhatItDrops) {
   EXPECT_EQ(outcome.sample_values_dropped,
             2 * per_sample - kMaxSeriesPerNode - (per_sample - 2048));
   EXPECT_EQ(Count("SELECT COUNT(*) FROM sample_series"), kMaxSeriesPerNode);
+}
+
+// The store keeps each node's series ids between uploads (series_id_cache.h); these check
+// that what it keeps never outlives the rows.
+TEST_P(NodeStoreTest, ASeriesForgottenByRetentionAndSeenAgainGetsANewIdAndReadsBackRight) {
+  retention_.samples.raw_max_age = hours(1);
+  retention_.samples.max_age = hours(3);
+  std::vector<SampleSpec> first = Every30s(seconds(0), minutes(30));
+  Accept(SampleBatch(1, first), kT0 + minutes(33));
+  const std::int64_t forgotten = GpuSeriesId("1");
+  ASSERT_GT(forgotten, 0);
+  std::int64_t sequence = static_cast<std::int64_t>(first.size()) + 1;
+  ReportOneGpuForFourHours(*store_, sequence);
+  ASSERT_EQ(GpuSeriesId("1"), -1);
+  ASSERT_GT(GpuSeriesId("0"), 0);
+
+  SampleSpec back = At(hours(4) + minutes(31));
+  back.gpu_utilization = 42;
+  EXPECT_EQ(Accept(SampleBatch(sequence, {back}), back.at + seconds(1)).samples_stored, 1);
+  EXPECT_GT(GpuSeriesId("1"), forgotten);
+  std::vector<RawPoint> gpu1 = GpuPoints("1", back.at - hours(1), back.at + seconds(1));
+  ASSERT_EQ(gpu1.size(), 1u);
+  EXPECT_EQ(gpu1[0].at_ms, ToUnixSeconds(back.at) * 1000);
+  EXPECT_EQ(gpu1[0].value, 42);
+}
+
+TEST_P(NodeStoreTest, AnUploadRolledBackAfterCreatingSeriesLeavesNoIdBehind) {
+  FailedSeriesLeaveNothing(FailStreamUpdates());
+}
+
+TEST_P(NodeStoreTest, ACommitThatFailsAfterCreatingSeriesLeavesNoIdBehind) {
+  FailedSeriesLeaveNothing(FailCommitsThatAddSeries());
+}
+
+// Two stores on one database, as two replicas on PostgreSQL (or a restart beside a store
+// still open): series one adds or forgets are seen by the other.
+TEST_P(NodeStoreTest, SeriesAnotherStoreAddsOrForgetsAreSeen) {
+  retention_.samples.raw_max_age = hours(1);
+  retention_.samples.max_age = hours(3);
+  auto other = database_->OpenStore();
+  ASSERT_TRUE(other.ok()) << other.status().ToString();
+  auto upload = [&](SqlStore& store, std::int64_t sequence, SampleSpec spec) {
+    auto outcome = store.AcceptUpload(kConnectionId, kTokenHash, SampleBatch(sequence, {spec}),
+                                      spec.at + seconds(1), retention_, Audit("stream.restart"));
+    EXPECT_TRUE(outcome.ok()) << outcome.status().ToString();
+    return outcome.ok() ? outcome->samples_stored : 0;
+  };
+  SampleSpec one_gpu = At(seconds(0));
+  one_gpu.gpus = 1;
+  EXPECT_EQ(upload(*store_, 1, one_gpu), 1);
+  EXPECT_EQ(upload(**other, 2, At(seconds(30))), 1);  // adds GPU 1
+  SampleSpec both = At(seconds(60));
+  both.gpu_utilization = 33;
+  EXPECT_EQ(upload(*store_, 3, both), 1);
+  std::vector<RawPoint> gpu1 = GpuPoints("1", kT0, kT0 + hours(1));
+  ASSERT_EQ(gpu1.size(), 2u);
+  EXPECT_EQ(gpu1[1].value, 33);
+
+  // The other store's retention forgets GPU 1; this one still knew its id.
+  std::vector<SampleSpec> rest = Every30s(seconds(90), minutes(30));
+  Accept(SampleBatch(4, rest), kT0 + minutes(33));
+  std::int64_t sequence = 4 + static_cast<std::int64_t>(rest.size());
+  const std::int64_t forgotten = GpuSeriesId("1");
+  ReportOneGpuForFourHours(**other, sequence);
+  ASSERT_EQ(GpuSeriesId("1"), -1);
+  SampleSpec back = At(hours(4) + minutes(31));
+  back.gpu_utilization = 42;
+  EXPECT_EQ(upload(*store_, sequence, back), 1);
+  EXPECT_GT(GpuSeriesId("1"), forgotten);
+  gpu1 = GpuPoints("1", back.at - hours(1), back.at + seconds(1), other->get());
+  ASSERT_EQ(gpu1.size(), 1u);
+  EXPECT_EQ(gpu1[0].value, 42);
+}
+
+TEST_P(NodeStoreTest, SeriesOfMetricsANewerConsoleStoredTakePlacesUnderTheCapAndAreLeftAlone) {
+  EXPECT_EQ(Accept(SampleBatch(1, {At(seconds(0))}), kT0 + minutes(1)).samples_stored, 1);
+  const std::int64_t known = Count("SELECT COUNT(*) FROM sample_series");
+  const std::int64_t newer = kMaxSeriesPerNode - known - 1;
+  // Written as a newer console would: its series, and the node's series_version moved.
+  std::string sql = "INSERT INTO sample_series (node_id, metric, label, last_seen) VALUES ";
+  const std::string node_id = std::to_string(Count("SELECT id FROM sample_nodes"));
+  for (std::int64_t i = 0; i < newer; ++i) {
+    if (i > 0) sql += ", ";
+    sql += "(" + node_id + ", 'a_newer_metric', '" + std::to_string(i) + "', " +
+           std::to_string(ToUnixSeconds(kT0)) + ")";
+  }
+  database_->Exec(sql + "; UPDATE sample_nodes SET series_version = series_version + 1");
+
+  // A third GPU: five new series, and one place left.
+  SampleSpec three_gpus = At(seconds(30));
+  three_gpus.gpus = 3;
+  UploadOutcome outcome = Accept(SampleBatch(2, {three_gpus}), kT0 + minutes(1));
+  EXPECT_EQ(outcome.samples_stored, 1);
+  EXPECT_EQ(outcome.sample_values_dropped, 4);
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM sample_series"), kMaxSeriesPerNode);
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM sample_series WHERE metric = 'a_newer_metric'"), newer);
+  auto read = store_->ReadSamplePoints(kConnectionId, testing::kSampleNode, kAllSampleMetrics,
+                                       kT0, kT0 + hours(1));
+  ASSERT_TRUE(read.ok()) << read.status().ToString();
+  EXPECT_EQ(static_cast<std::int64_t>(read->size()), known + 1);
 }
 
 TEST_P(NodeStoreTest, PlansDefaultToEveryCollectorEvery30sAndAreSetWithTheirAuditEvent) {

@@ -641,6 +641,12 @@ CREATE INDEX command_bodies_by_time ON command_bodies(created_at);
 -- are the same (most are: one a minute per cluster) rewrites none of their rows.
 ALTER TABLE connections ADD COLUMN nodes_digest TEXT;
 )sql"},
+    {16, R"sql(
+-- Changes, to a fresh random value, in every transaction that adds or deletes any of the
+-- node's series: a console keeps a node's series ids between uploads only while it is the
+-- value they were read at (console/store/series_id_cache.h).
+ALTER TABLE sample_nodes ADD COLUMN series_version INTEGER NOT NULL DEFAULT 0;
+)sql"},
 };
 
 }  // namespace
