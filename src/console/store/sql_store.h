@@ -427,6 +427,10 @@ class SqlStore : public Store {
   // Recomputes the node's rollups for the buckets in [start, end) (Unix seconds).
   Status RollUpNode(std::int64_t node_id, std::int64_t start, std::int64_t end,
                     std::int64_t max_gap_ms, UploadOutcome& outcome);
+  // Inserts a series for each of `values` (the node has none of them yet), adding their ids
+  // to `series`.
+  Status InsertSeries(std::int64_t node_id, std::span<const SampleValue* const> values,
+                      std::int64_t now_seconds, NodeSeriesIds& series);
   // Series of the node whose metric this binary knows.
   Result<SeriesById> LoadSeries(std::int64_t node_id);
   // The node's series ids as of its row's `series_version`: cached, or read and cached.
