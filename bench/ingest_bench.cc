@@ -139,7 +139,8 @@ BenchStore OpenStore(const std::string& engine, bool smoke) {
   console::sql::PostgresLocation location{
       Check(opened.server->NewDatabase(), "creating a database"), opened.server->password()};
   auto database = Check(console::sql::OpenPostgresDatabase(location), "connecting");
-  auto lookups = Check(console::sql::OpenPostgresDatabase(location), "connecting");
+  std::vector<std::unique_ptr<console::sql::Database>> lookups;
+  lookups.push_back(Check(console::sql::OpenPostgresDatabase(location), "connecting"));
   opened.store =
       Check(SqlStore::Open(std::move(database), std::move(lookups)), "opening the store");
   return opened;

@@ -26,9 +26,15 @@ Result<std::unique_ptr<SqlStore>> OpenStoreAt(const std::string& data_dir,
   UPLINK_ASSIGN_OR_RETURN(sql::PostgresLocation where, ResolvePostgresLocation(location));
   auto database = sql::OpenPostgresDatabase(where);
   if (!database.ok()) return database.status().WithContext("opening the --store database");
-  auto lookups = sql::OpenPostgresDatabase(where);
-  if (!lookups.ok()) return lookups.status().WithContext("opening the --store database");
-  auto store = SqlStore::Open(std::move(database).value(), std::move(lookups).value());
+  // As many as the HTTP threads that authenticate requests (net::ServerOptions::threads).
+  constexpr int kLookupConnections = 4;
+  std::vector<std::unique_ptr<sql::Database>> lookups;
+  for (int i = 0; i < kLookupConnections; ++i) {
+    auto lookup = sql::OpenPostgresDatabase(where);
+    if (!lookup.ok()) return lookup.status().WithContext("opening the --store database");
+    lookups.push_back(std::move(lookup).value());
+  }
+  auto store = SqlStore::Open(std::move(database).value(), std::move(lookups));
   if (!store.ok()) return store.status().WithContext("migrating the --store database");
   return store;
 }

@@ -198,11 +198,11 @@ Result<ConnectionRows> SqlStore::FindConnectionsByTokenPrefix(
   // Bounds the cache: prefixes are 48 random bits, so only well-formed tokens that match a
   // connection are kept, and there are far fewer live connections than this.
   constexpr size_t kMaxCachedPrefixes = 65536;
-  if (lookups_db_) {
-    std::lock_guard lock(lookups_mutex_);
+  if (!lookups_.empty()) {
+    sql::ConnectionPool::Lease lookup = lookups_.Borrow();
     std::vector<Connection> found;
     UPLINK_RETURN_IF_ERROR(ForEachRowOn(
-        *lookups_db_, sql, [&](Statement& s) { s.Bind(prefix); },
+        *lookup, sql, [&](Statement& s) { s.Bind(prefix); },
         [&](const Statement& row) { found.push_back(ConnectionFromRow(row)); },
         "reading connections"));
     return ConnectionRows(std::make_shared<const std::vector<Connection>>(std::move(found)));

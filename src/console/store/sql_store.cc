@@ -44,10 +44,10 @@ AuditEvent AuditEventFromRow(const auto& row) {
 int SqlStore::LatestSchemaVersion() { return sql::SqliteMigrations().back().version; }
 
 SqlStore::SqlStore(std::unique_ptr<sql::Database> database,
-                   std::unique_ptr<sql::Database> lookups)
+                   std::vector<std::unique_ptr<sql::Database>> lookups)
     : db_(std::move(database)),
       caches_credentials_(db_->engine() == sql::Engine::kSqlite),
-      lookups_db_(std::move(lookups)) {
+      lookups_(std::move(lookups)) {
   writer_ = std::thread([this] { RunWriter(); });
 }
 
@@ -60,8 +60,9 @@ SqlStore::~SqlStore() {
   writer_.join();  // after the writes already queued
 }
 
-Result<std::unique_ptr<SqlStore>> SqlStore::Open(std::unique_ptr<sql::Database> database,
-                                                 std::unique_ptr<sql::Database> lookups) {
+Result<std::unique_ptr<SqlStore>> SqlStore::Open(
+    std::unique_ptr<sql::Database> database,
+    std::vector<std::unique_ptr<sql::Database>> lookups) {
   std::unique_ptr<SqlStore> store(new SqlStore(std::move(database), std::move(lookups)));
   UPLINK_RETURN_IF_ERROR(store->Migrate());
   return store;

@@ -27,6 +27,7 @@
 
 #include "common/json_fwd.h"
 #include "console/store/series_id_cache.h"
+#include "console/store/sql/connection_pool.h"
 #include "console/store/store.h"
 
 namespace uplink::console {
@@ -39,11 +40,13 @@ class Statement;
 class SqlStore : public Store {
  public:
   // Applies pending schema migrations. Refuses, with FailedPrecondition, a database written
-  // by a newer uplink-console. `lookups`, a second connection to the same database, is where
-  // authentication reads its rows when they are not cached (PostgreSQL), so that they do not
-  // wait behind the write transactions of the first.
-  static Result<std::unique_ptr<SqlStore>> Open(std::unique_ptr<sql::Database> database,
-                                                std::unique_ptr<sql::Database> lookups = nullptr);
+  // by a newer uplink-console. `lookups`, more connections to the same database, are where
+  // authentication reads its rows when they are not cached (PostgreSQL), one request to a
+  // connection at a time, so that they wait neither behind the write transactions of the
+  // first nor behind each other's round trips.
+  static Result<std::unique_ptr<SqlStore>> Open(
+      std::unique_ptr<sql::Database> database,
+      std::vector<std::unique_ptr<sql::Database>> lookups = {});
   // An SQLite database file, created (mode 0600) if needed.
   static Result<std::unique_ptr<SqlStore>> OpenSqlite(const std::string& path);
   // The schema version this binary writes.
@@ -279,7 +282,8 @@ class SqlStore : public Store {
   using Binder = std::function<void(Statement&)>;
   using RowReader = std::function<void(const Statement&)>;
 
-  SqlStore(std::unique_ptr<sql::Database> database, std::unique_ptr<sql::Database> lookups);
+  SqlStore(std::unique_ptr<sql::Database> database,
+           std::vector<std::unique_ptr<sql::Database>> lookups);
 
   Status Migrate();
   Status Exec(const char* sql);
@@ -474,9 +478,9 @@ class SqlStore : public Store {
   // a revoke through one replica must be refused by every other on its very next request, and
   // a notification, however fast, arrives after the revoke's reply.
   const bool caches_credentials_;
-  // Authentication's reads when nothing is cached (see Open); under lookups_mutex_.
-  std::unique_ptr<sql::Database> lookups_db_;
-  std::mutex lookups_mutex_;
+  // Authentication's reads when nothing is cached (see Open), one connection per caller at
+  // a time.
+  sql::ConnectionPool lookups_;
   std::unordered_map<std::string, ConnectionRows> connections_by_token_prefix_;
   std::optional<WallTime> last_prune_;  // when PruneRecords last ran, under mutex_
   std::optional<WallTime> last_sample_maintenance_;  // when MaintainSamples last ran, under mutex_

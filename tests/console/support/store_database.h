@@ -61,7 +61,11 @@ class TestDatabase {
   Result<std::unique_ptr<SqlStore>> OpenStore() const {
     UPLINK_ASSIGN_OR_RETURN(std::unique_ptr<sql::Database> database, OpenRaw());
     if (engine_ == StoreEngine::kSqlite) return SqlStore::Open(std::move(database));
-    UPLINK_ASSIGN_OR_RETURN(std::unique_ptr<sql::Database> lookups, OpenRaw());
+    std::vector<std::unique_ptr<sql::Database>> lookups;
+    for (int i = 0; i < 2; ++i) {
+      UPLINK_ASSIGN_OR_RETURN(std::unique_ptr<sql::Database> lookup, OpenRaw());
+      lookups.push_back(std::move(lookup));
+    }
     return SqlStore::Open(std::move(database), std::move(lookups));
   }
 
