@@ -300,7 +300,8 @@ class SqlStore : public Store {
   //
   // Group commit: each commit waits for an fsync, so the writer runs the bodies that arrive
   // while one group commits together as the next group, each in a savepoint of one
-  // transaction (a failing body rolls back only its own work), made durable by one COMMIT.
+  // transaction (a failing body rolls back only its own work; a write alone in its group
+  // needs none), made durable by one COMMIT.
   // Every write goes through the one writer thread so that a group can be as large as the
   // writes waiting, not as the threads able to wait: an HTTP thread that waited for its own
   // group would cap a group at the server's few threads (2.3 writes per fsync measured under
