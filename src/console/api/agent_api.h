@@ -57,13 +57,13 @@ class AgentApi : private ApiArea {
   net::Response UploadStored(const Connection& connection, const UploadBatch& batch,
                              const UploadOutcome& outcome, WallTime now);
 
-  NodesApi& nodes_;
-  KubectlApi& kubectl_;
-  RunsApi& runs_;
   // Around each report and upload handed to the store, for FinishStoreWrites.
   void StartStoreWrite();
   void StoreWriteAnswered();
 
+  NodesApi& nodes_;
+  KubectlApi& kubectl_;
+  RunsApi& runs_;
   std::mutex writes_mutex_;
   std::condition_variable writes_answered_;
   int writes_in_store_ = 0;  // handed to the store, not yet answered; under writes_mutex_
