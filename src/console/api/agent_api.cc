@@ -1,5 +1,7 @@
 #include "console/api/agent_api.h"
 
+#include <optional>
+
 #include "common/files.h"
 #include "common/gzip.h"
 #include "common/text.h"
@@ -161,9 +163,8 @@ void AgentApi::AcceptInventory(const net::Request& request, const Connection& co
       connection.id, connection.token_hash, report, now, std::move(audit),
       [this, connection_id = connection.id, expires_at = connection.expires_at, report, binds,
        now, answer = std::move(answer)](Status stored) {
-        if (!stored.ok()) {
-          answer(std::move(stored));
-        } else {
+        AnswerStoreWrite(answer, [&]() -> Result<net::Response> {
+          if (!stored.ok()) return stored;
           presence_.Seen(connection_id, now);
           if (binds) {
             log_.Info("connection bound to its cluster",
@@ -171,13 +172,12 @@ void AgentApi::AcceptInventory(const net::Request& request, const Connection& co
           }
           log_.Debug("report accepted",
                      {{"connection_id", connection_id}, {"nodes", report->nodes.size()}});
-          answer(JsonResponse(200, protocol::EncodeInventoryReply(protocol::InventoryReply{
+          return JsonResponse(200, protocol::EncodeInventoryReply(protocol::InventoryReply{
                                        .accepted = true,
                                        .connection_id = connection_id,
                                        .report_interval_seconds = options_.report_interval.count(),
-                                       .expires_at = expires_at})));
-        }
-        StoreWriteAnswered();
+                                       .expires_at = expires_at}));
+        });
       });
 }
 
@@ -196,6 +196,24 @@ void AgentApi::StartStoreWrite() {
 void AgentApi::StoreWriteAnswered() {
   std::lock_guard lock(writes_mutex_);
   if (--writes_in_store_ == 0) writes_answered_.notify_all();
+}
+
+void AgentApi::AnswerStoreWrite(const Answer& answer,
+                                const std::function<Result<net::Response>()>& build) {
+  struct CountAnswered {
+    AgentApi& api;
+    ~CountAnswered() { api.StoreWriteAnswered(); }
+  } count_answered{*this};
+  std::optional<Result<net::Response>> response;
+  try {
+    response.emplace(build());
+  } catch (const std::exception& e) {
+    log_.Error("building the answer to a stored report or upload failed", {{"error", e.what()}});
+    response.emplace(InternalError(
+        "the console failed while answering; send again (records already stored are "
+        "acknowledged as duplicates)"));
+  }
+  answer(std::move(*response));
 }
 
 void AgentApi::ReceiveUpload(const net::Request& request, const Connection& connection,
@@ -273,12 +291,10 @@ void AgentApi::AcceptUpload(const net::Request& request, const Connection& conne
   store_.AcceptUploadThen(
       connection.id, connection.token_hash, batch, now, retention, std::move(audit),
       [this, connection, batch, now, answer = std::move(answer)](Result<UploadOutcome> outcome) {
-        if (outcome.ok()) {
-          answer(UploadStored(connection, *batch, *outcome, now));
-        } else {
-          answer(outcome.status());
-        }
-        StoreWriteAnswered();
+        AnswerStoreWrite(answer, [&]() -> Result<net::Response> {
+          if (!outcome.ok()) return outcome.status();
+          return UploadStored(connection, *batch, *outcome, now);
+        });
       });
 }
 

@@ -60,6 +60,10 @@ class AgentApi : private ApiArea {
   // Around each report and upload handed to the store, for FinishStoreWrites.
   void StartStoreWrite();
   void StoreWriteAnswered();
+  // On the store's writer thread: answers a handed-over report or upload with what `build`
+  // makes of its outcome, or 500 if `build` throws, and counts it answered whatever happens,
+  // so that neither the agent nor FinishStoreWrites waits for an answer that never comes.
+  void AnswerStoreWrite(const Answer& answer, const std::function<Result<net::Response>()>& build);
 
   NodesApi& nodes_;
   KubectlApi& kubectl_;

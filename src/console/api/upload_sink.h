@@ -12,7 +12,7 @@ namespace uplink::console {
 class UploadSink {
  public:
   virtual ~UploadSink() = default;
-  // Called on the request's thread once the upload's transaction committed, before the
+  // Called on the store's writer thread once the upload's transaction committed, before the
   // reply. It must not block nor fail the upload: what it cannot take, it drops and counts.
   // The records forwarded are those the upload stored: `outcome.duplicates` of them, at the
   // front (sequences are increasing), were already stored by an earlier upload.

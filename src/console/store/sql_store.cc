@@ -155,7 +155,13 @@ void SqlStore::RunWriter() {
     writes.unlock();
     writes_finished_.notify_all();
     for (const auto& write : group) {
-      if (write->done) write->done(write->status);
+      if (!write->done) continue;
+      // A throwing answer must not take the writer, and with it every later write, down.
+      try {
+        write->done(write->status);
+      } catch (const std::exception& e) {
+        log_.Error("answering a store write failed", {{"error", e.what()}});
+      }
     }
     writes.lock();
   }

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "common/json_fwd.h"
+#include "common/log.h"
 #include "console/store/series_id_cache.h"
 #include "console/store/sql/connection_pool.h"
 #include "console/store/store.h"
@@ -311,7 +312,8 @@ class SqlStore : public Store {
                           CredentialCache cache = CredentialCache::kEmpty);
   // As WriteTransaction without waiting: `done` gets the status on the writer thread once the
   // group is durable or the body failed. `done` runs between groups, so it must be short; it
-  // may read the store, and a write from it runs at once, in a group of its own.
+  // may read the store, and a write from it runs at once, in a group of its own. An exception
+  // from `done` is logged and the writer goes on.
   void WriteTransactionThen(std::function<Status()> body, std::function<void(Status)> done,
                             CredentialCache cache = CredentialCache::kEmpty);
   struct PendingWrite;
@@ -470,6 +472,7 @@ class SqlStore : public Store {
   std::deque<std::shared_ptr<PendingWrite>> pending_writes_;
   bool closing_ = false;
   std::thread writer_;
+  log::Logger log_{"store"};
   std::unique_ptr<sql::Database> db_;
   // Connections by token prefix, for authenticating agents without a query per request.
   // Emptied by every write transaction of this object, so a rotate, revoke or deactivation is

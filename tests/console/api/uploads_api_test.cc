@@ -4,8 +4,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -629,6 +631,44 @@ TEST_F(SmallUploadLimitTest, TheUploadLimitIsAnOption) {
   response = Upload(ToJson(body));
   EXPECT_EQ(response.status, 413) << response.body;
   EXPECT_TRUE(Streams().empty());
+}
+
+// A sink that fails while the first upload is being answered, as an allocation could.
+class ThrowingSink : public UploadSink {
+ public:
+  void UploadStored(const Connection&, const UploadBatch&, const UploadOutcome&) override {
+    if (!thrown_.exchange(true)) throw std::runtime_error("out of memory");
+  }
+  void RenderMetrics(std::string&) const override {}
+
+ private:
+  std::atomic<bool> thrown_{false};
+};
+
+class ThrowingSinkTest : public UploadsApiTest {
+ protected:
+  ConsoleOptions Options() override {
+    ConsoleOptions options = testing::FastOptions();
+    options.upload_sink = &sink_;
+    return options;
+  }
+  void TearDown() override {
+    api_.reset();  // waits for every handed-over upload's answer, then drops its sink pointer
+    UploadsApiTest::TearDown();
+  }
+  ThrowingSink sink_;
+};
+
+TEST_F(ThrowingSinkTest, AFailureWhileAnsweringIs500AndTheResentBatchIsADuplicate) {
+  net::Response failed = Upload(UploadJson(1, 3, Range(1, 3)));
+  EXPECT_EQ(failed.status, 500) << failed.body;
+  EXPECT_EQ(ErrorCode(failed), "internal");
+  // Stored before the answer failed: sent again, it is acknowledged as duplicates.
+  json::object again = UploadOk(UploadJson(1, 3, Range(1, 3)));
+  EXPECT_EQ(again.at("stored").as_int64(), 0);
+  EXPECT_EQ(again.at("duplicates").as_int64(), 3);
+  EXPECT_EQ(UploadOk(UploadJson(4, 4, {4})).at("stored").as_int64(), 1);
+  EXPECT_EQ(StoredSequences(), Range(1, 4));
 }
 
 TEST(UploadBodyLimit, UploadsGetTheirOwnLimitFromTheRequestHead) {

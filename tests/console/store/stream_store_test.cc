@@ -10,6 +10,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <stdexcept>
 #include <thread>
 #include <string>
 #include <vector>
@@ -676,6 +677,41 @@ TEST_P(StreamStoreTest, UploadsHandedOverWithoutWaitingAreAnsweredOnceEachAndCom
     // The first upload, the write from its answer, then the 50 in one commit.
     EXPECT_EQ(CommittedTransactions(wal) - commits_before, 3);
   }
+}
+
+TEST_P(StreamStoreTest, AnAnswerThatThrowsLeavesTheWriterRunningAndTheOthersAnswered) {
+  HandedUploads handed;
+  std::promise<void> holding, release;
+  std::shared_future<void> released = release.get_future().share();
+  // The first answer holds the writer so that the next three make one group, whose middle
+  // answer throws.
+  store_->AcceptUploadThen(kConnectionId, kTokenHash,
+                           std::make_shared<UploadBatch>(MakeBatch(1, 1, {1})), kT0, retention_,
+                           UploadAudit(), [&, done = handed.Done(1)](Result<UploadOutcome> outcome) {
+                             holding.set_value();
+                             released.wait();
+                             done(std::move(outcome));
+                           });
+  holding.get_future().wait();
+  for (std::int64_t sequence = 2; sequence <= 4; ++sequence) {
+    StreamStore::UploadDone done = handed.Done(static_cast<size_t>(sequence));
+    if (sequence == 3) {
+      done = [](Result<UploadOutcome>) { throw std::runtime_error("answer failed"); };
+    }
+    store_->AcceptUploadThen(kConnectionId, kTokenHash,
+                             std::make_shared<UploadBatch>(MakeBatch(sequence, sequence, {sequence})),
+                             kT0, retention_, UploadAudit(), std::move(done));
+  }
+  release.set_value();
+  std::map<size_t, Result<UploadOutcome>> outcomes = handed.WaitFor(3);
+  ASSERT_EQ(outcomes.size(), 3u);
+  for (const auto& [index, outcome] : outcomes) {
+    EXPECT_TRUE(outcome.ok()) << index << ": " << outcome.status().ToString();
+  }
+  // The write whose answer threw was committed with its group, and the writer takes more.
+  auto after = Upload(MakeBatch(5, 5, {5}));
+  ASSERT_TRUE(after.ok()) << after.status().ToString();
+  EXPECT_EQ(StoredSequences(), Range(1, 5));
 }
 
 TEST_P(StreamStoreTest, ClosingTheStoreRunsAndAnswersTheUploadsHandedToIt) {
