@@ -38,12 +38,13 @@ CommandBroker::~CommandBroker() {
                                          command.taken_at, state.last_poll_at});
     }
     commands_.clear();
+    give_ups_.clear();
     for (auto& [connection_id, state] : connections_) {
-      for (HeldPoll& poll : state.polls)
-        calls.polls.emplace_back(std::move(poll.done), std::vector<PendingCommand>{});
-      state.polls.clear();
+      while (!state.polls.empty()) {
+        calls.polls.emplace_back(ReleaseLocked(state, state.polls.begin()),
+                                 std::vector<PendingCommand>{});
+      }
     }
-    held_polls_ = 0;
   }
   calls.Run();
 }
@@ -67,15 +68,14 @@ Result<std::string> CommandBroker::Submit(const std::string& connection_id,
       id = protocol::NewCommandId();
     } while (commands_.contains(id) || ended_.contains(id));
     if (peers_ != nullptr) announced = argv;
-    commands_.emplace(id, Command{connection_id, std::move(argv), clock_.SteadyNow(), std::nullopt,
-                                  std::move(done), "", peers_ == nullptr});
+    AddLocked(id, Command{connection_id, std::move(argv), clock_.SteadyNow(), {}, std::nullopt,
+                          std::move(done), "", peers_ == nullptr});
     ++state.waiting;
     state.queued.push_back(id);
     if (peers_ == nullptr && !state.polls.empty()) {
-      HeldPoll poll = std::move(state.polls.back());
-      state.polls.pop_back();
-      --held_polls_;
-      calls.polls.emplace_back(std::move(poll.done), TakeLocked(state, poll.max_commands));
+      const size_t max = state.polls.back().max_commands;
+      PollDone poll = ReleaseLocked(state, std::prev(state.polls.end()));
+      calls.polls.emplace_back(std::move(poll), TakeLocked(state, max));
     }
   }
   calls.Run();
@@ -128,9 +128,8 @@ void CommandBroker::HandToHeldPoll(const std::string& connection_id) {
     if (state.polls.empty()) return;  // the claimed commands wait for the next poll
     std::vector<PendingCommand> taken = TakeLocked(state, state.polls.back().max_commands);
     if (taken.empty()) return;
-    calls.polls.emplace_back(std::move(state.polls.back().done), std::move(taken));
-    state.polls.pop_back();
-    --held_polls_;
+    calls.polls.emplace_back(ReleaseLocked(state, std::prev(state.polls.end())),
+                             std::move(taken));
   }
   Finish(calls);
 }
@@ -158,8 +157,8 @@ void CommandBroker::AddFromReplica(const std::string& owner, const std::string& 
   {
     std::lock_guard lock(mutex_);
     if (commands_.contains(id) || ended_.contains(id)) return;
-    commands_.emplace(id, Command{connection_id, std::move(argv), clock_.SteadyNow(), std::nullopt,
-                                  Done(), owner, false});
+    AddLocked(id, Command{connection_id, std::move(argv), clock_.SteadyNow(), {}, std::nullopt,
+                          Done(), owner, false});
     connections_[connection_id].queued.push_back(id);
   }
   HandToHeldPoll(connection_id);
@@ -216,9 +215,8 @@ void CommandBroker::Poll(const std::string& connection_id, const std::string& ag
           ++held;
           continue;
         }
-        calls.polls.emplace_back(std::move(held->done), std::vector<PendingCommand>{});
-        held = state.polls.erase(held);
-        --held_polls_;
+        calls.polls.emplace_back(ReleaseLocked(state, held), std::vector<PendingCommand>{});
+        held = state.polls.begin();  // released polls leave the deque: look again from the start
       }
     }
     std::vector<PendingCommand> taken = TakeLocked(state, max_commands);
@@ -226,14 +224,11 @@ void CommandBroker::Poll(const std::string& connection_id, const std::string& ag
       calls.polls.emplace_back(std::move(done), std::move(taken));
     } else {
       if (state.polls.size() >= options_.max_polls_per_connection) {
-        calls.polls.emplace_back(std::move(state.polls.front().done),
+        calls.polls.emplace_back(ReleaseLocked(state, state.polls.begin()),
                                  std::vector<PendingCommand>{});
-        state.polls.pop_front();
-        --held_polls_;
       }
-      state.polls.push_back(
-          HeldPoll{agent_instance, max_commands, clock_.SteadyNow() + wait, std::move(done)});
-      ++held_polls_;
+      HoldLocked(state, connection_id, HeldPoll{agent_instance, max_commands, {}, std::move(done)},
+                 clock_.SteadyNow() + wait);
       // A command announced since the claims above found no held poll: claim it now.
       held_with_unclaimed = peers_ != nullptr && HasUnclaimedLocked(state);
     }
@@ -264,6 +259,7 @@ CommandBroker::Command CommandBroker::EndLocked(const std::string& id, Delivery 
   auto found = commands_.find(id);
   Command command = std::move(found->second);
   commands_.erase(found);
+  give_ups_.erase(command.give_up);
   ConnectionState& state = connections_[command.connection_id];
   if (command.owner.empty()) --state.waiting;
   if (!command.taken_at) {
@@ -276,6 +272,27 @@ CommandBroker::Command CommandBroker::EndLocked(const std::string& id, Delivery 
     ended_order_.pop_front();
   }
   return command;
+}
+
+void CommandBroker::AddLocked(const std::string& id, Command command) {
+  command.give_up = give_ups_.emplace(command.queued_at + options_.give_up_after, id);
+  commands_.emplace(id, std::move(command));
+}
+
+void CommandBroker::HoldLocked(ConnectionState& state, const std::string& connection_id,
+                               HeldPoll poll, SteadyTime deadline) {
+  poll.deadline = poll_deadlines_.emplace(deadline, connection_id);
+  state.polls.push_back(std::move(poll));
+  ++held_polls_;
+}
+
+CommandBroker::PollDone CommandBroker::ReleaseLocked(ConnectionState& state,
+                                                     std::deque<HeldPoll>::iterator poll) {
+  PollDone done = std::move(poll->done);
+  poll_deadlines_.erase(poll->deadline);
+  state.polls.erase(poll);
+  --held_polls_;
+  return done;
 }
 
 Result<CommandBroker::Delivery> CommandBroker::Deliver(const std::string& connection_id,
@@ -316,11 +333,8 @@ void CommandBroker::ExpireDue() {
   {
     std::lock_guard lock(mutex_);
     SteadyTime now = clock_.SteadyNow();
-    std::vector<std::string> due;
-    for (const auto& [id, command] : commands_) {
-      if (now - command.queued_at >= options_.give_up_after) due.push_back(id);
-    }
-    for (const std::string& id : due) {
+    while (!give_ups_.empty() && give_ups_.begin()->first <= now) {
+      const std::string id = give_ups_.begin()->second;
       Command command = EndLocked(id, Delivery::kDiscarded);
       if (!command.done) continue;  // another replica's copy: its owner gives it up there
       if (peers_ != nullptr) calls.ended.emplace_back(command.connection_id, id, false);
@@ -330,17 +344,12 @@ void CommandBroker::ExpireDue() {
                               CommandEnd{kind, id, std::nullopt, command.taken_at,
                                          connections_[command.connection_id].last_poll_at});
     }
-    for (auto& [connection_id, state] : connections_) {
-      // Polls wait for different times: look at every one.
-      for (auto poll = state.polls.begin(); poll != state.polls.end();) {
-        if (poll->deadline > now) {
-          ++poll;
-          continue;
-        }
-        calls.polls.emplace_back(std::move(poll->done), std::vector<PendingCommand>{});
-        poll = state.polls.erase(poll);
-        --held_polls_;
-      }
+    while (!poll_deadlines_.empty() && poll_deadlines_.begin()->first <= now) {
+      const Deadlines::iterator due = poll_deadlines_.begin();
+      ConnectionState& state = connections_.at(due->second);
+      auto poll = std::find_if(state.polls.begin(), state.polls.end(),
+                               [&](const HeldPoll& held) { return held.deadline == due; });
+      calls.polls.emplace_back(ReleaseLocked(state, poll), std::vector<PendingCommand>{});
     }
     while (!ended_order_.empty()) {
       auto oldest = ended_.find(ended_order_.front());
@@ -364,12 +373,8 @@ void CommandBroker::ReaperLoop() {
     // The earliest deadline by the clock, but never more than kMaxReaperSleep of real time.
     SteadyTime now = clock_.SteadyNow();
     SteadyTime next = now + kMaxReaperSleep;
-    for (const auto& [id, command] : commands_) {
-      next = std::min(next, command.queued_at + options_.give_up_after);
-    }
-    for (const auto& [connection_id, state] : connections_) {
-      for (const HeldPoll& poll : state.polls) next = std::min(next, poll.deadline);
-    }
+    if (!give_ups_.empty()) next = std::min(next, give_ups_.begin()->first);
+    if (!poll_deadlines_.empty()) next = std::min(next, poll_deadlines_.begin()->first);
     if (next > now) reaper_wake_.wait_for(lock, next - now);
     if (stopping_) break;
     lock.unlock();

@@ -25,6 +25,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -164,10 +165,16 @@ class CommandBroker {
   const LatencyHistogram& pickup_latency() const { return pickup_latency_; }
 
  private:
+  // When each held poll is due, and each command is given up, in time order, so that the
+  // reaper finds what is due without visiting every connection: with ten thousand agents
+  // holding polls, due times come a millisecond apart.
+  using Deadlines = std::multimap<SteadyTime, std::string>;  // to a connection id or command id
+
   struct Command {
     std::string connection_id;
     std::vector<std::string> argv;
     SteadyTime queued_at;
+    Deadlines::iterator give_up;  // in give_ups_
     std::optional<WallTime> taken_at;
     Done done;   // empty for another replica's command
     std::string owner;  // the replica it was queued on; empty: this one
@@ -176,7 +183,7 @@ class CommandBroker {
   struct HeldPoll {
     std::string agent_instance;
     size_t max_commands = 1;
-    SteadyTime deadline;
+    Deadlines::iterator deadline;  // in poll_deadlines_, to its connection's id
     PollDone done;
   };
   struct ConnectionState {
@@ -212,6 +219,13 @@ class CommandBroker {
   std::vector<PendingCommand> TakeLocked(ConnectionState& state, size_t max);
   // Under mutex_: removes command `id` and remembers how a late result is to be answered.
   Command EndLocked(const std::string& id, Delivery delivery);
+  // Under mutex_: adds a command, its give-up time indexed.
+  void AddLocked(const std::string& id, Command command);
+  // Under mutex_: holds a poll of `state` (a connection's) until `deadline`.
+  void HoldLocked(ConnectionState& state, const std::string& connection_id, HeldPoll poll,
+                  SteadyTime deadline);
+  // Under mutex_: removes a held poll of `state`, with its deadline, and returns its `done`.
+  PollDone ReleaseLocked(ConnectionState& state, std::deque<HeldPoll>::iterator poll);
   void ReaperLoop();
 
   const Clock& clock_;
@@ -219,6 +233,8 @@ class CommandBroker {
   mutable std::mutex mutex_;
   std::unordered_map<std::string, Command> commands_;  // waiting, by id
   std::unordered_map<std::string, ConnectionState> connections_;
+  Deadlines give_ups_;       // command ids
+  Deadlines poll_deadlines_;  // connection ids, one entry per held poll
   std::unordered_map<std::string, Ended> ended_;
   std::deque<std::string> ended_order_;  // oldest first
   size_t held_polls_ = 0;

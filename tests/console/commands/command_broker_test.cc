@@ -11,6 +11,7 @@
 #include <mutex>
 #include <set>
 #include <thread>
+#include <vector>
 
 namespace uplink::console {
 namespace {
@@ -365,6 +366,51 @@ TEST_F(CommandBrokerTest, PollsWithShorterWaitsBehindLongerOnesAreAnsweredInTime
   broker_.ExpireDue();
   EXPECT_TRUE(shorter.commands());
   EXPECT_FALSE(longer.commands());
+}
+
+TEST_F(CommandBrokerTest, PollsOfManyConnectionsAreEachAnsweredOnceWhenTheirOwnWaitPasses) {
+  // Polls of many connections with waits of 1-30 s; every tenth connection gets a command
+  // first, which answers its poll early and must not answer it again when its wait passes.
+  constexpr int kConnections = 300;
+  std::vector<int> answers(kConnections, 0);
+  std::vector<size_t> commands_taken(kConnections, 0);
+  std::vector<EndSlot> ends(kConnections);
+  auto connection = [](int i) { return "connection-" + std::to_string(i); };
+  auto wait = [](int i) { return seconds(1 + i % 30); };
+  for (int i = 0; i < kConnections; ++i) {
+    broker_.Poll(connection(i), "", 4, wait(i),
+                 [&, i](std::vector<PendingCommand> taken) {
+                   ++answers[i];
+                   commands_taken[i] += taken.size();
+                 });
+  }
+  for (int i = 0; i < kConnections; i += 10) Submit(ends[i], connection(i));
+  EXPECT_EQ(broker_.stats().waiting_polls, static_cast<size_t>(kConnections - kConnections / 10));
+  for (int second = 1; second <= 30; ++second) {
+    clock_.Advance(seconds(1));
+    broker_.ExpireDue();
+    for (int i = 0; i < kConnections; ++i) {
+      const bool early = i % 10 == 0;
+      const bool due = wait(i) <= seconds(second);
+      EXPECT_EQ(answers[i], early || due ? 1 : 0) << "connection " << i << " at " << second << " s";
+    }
+  }
+  EXPECT_EQ(broker_.stats().waiting_polls, 0u);
+  for (int i = 0; i < kConnections; ++i) {
+    EXPECT_EQ(commands_taken[i], i % 10 == 0 ? 1u : 0u) << i;
+  }
+  // The commands taken without a result are given up at 60 s, each once.
+  clock_.Advance(seconds(29));
+  broker_.ExpireDue();
+  EXPECT_EQ(broker_.stats().waiting_commands, static_cast<size_t>(kConnections / 10));
+  clock_.Advance(seconds(1));
+  broker_.ExpireDue();
+  EXPECT_EQ(broker_.stats().waiting_commands, 0u);
+  for (int i = 0; i < kConnections; i += 10) {
+    ASSERT_TRUE(ends[i].ended()) << i;
+    EXPECT_EQ(ends[i].ended()->kind, CommandEnd::Kind::kNoResult);
+    EXPECT_EQ(ends[i].calls(), 1);
+  }
 }
 
 TEST_F(CommandBrokerTest, APollWithoutWaitIsAnsweredAtOnce) {
