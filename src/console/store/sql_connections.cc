@@ -1,7 +1,11 @@
 // SqlStore's connections area (connection_store.h): connections, tokens and handovers,
 // inventory reports, the cluster binding, presence and agents.
 
+#include <map>
+#include <span>
 #include <string>
+#include <string_view>
+#include <tuple>
 #include <unordered_map>
 
 #include "common/json.h"
@@ -434,9 +438,9 @@ Status SqlStore::StoreReport(const std::string& connection_id, const std::string
     bind.detail = ToJson(json::object{{"cluster_uid", report.cluster_uid}});
     UPLINK_RETURN_IF_ERROR(InsertAudit(bind));
   }
-  UPLINK_RETURN_IF_ERROR(RecordAgent(
-      connection_id,
-      AgentSeen{"inventory", report.agent_instance, report.agent_version, received_at}));
+  const AgentSeen reporter{"inventory", report.agent_instance, report.agent_version, received_at};
+  const std::pair<std::string_view, const AgentSeen*> reporter_row{connection_id, &reporter};
+  UPLINK_RETURN_IF_ERROR(RecordAgents({&reporter_row, 1}));
   // An offer waiting for its cluster's inventory is connected now.
   UPLINK_RETURN_IF_ERROR(MarkOfferConnected(connection_id, audit));
 
@@ -535,36 +539,77 @@ Status SqlStore::RefuseClusterMismatch(const AuditEvent& audit, const std::strin
 
 Status SqlStore::RecordPresence(const PresenceUpdate& update) {
   if (update.connections.empty() && update.agents.empty()) return Status::Ok();
+  // One row per connection and per agent, the latest sighting of each, in key order: a
+  // statement may not change a row twice (PostgreSQL refuses it in an upsert), and replicas
+  // flushing the same connections lock their rows in the same order.
+  std::map<std::string_view, WallTime> connections;
+  for (const auto& [id, at] : update.connections) {
+    auto [it, added] = connections.emplace(id, at);
+    if (!added) it->second = std::max(it->second, at);
+  }
+  using AgentKey = std::tuple<std::string_view, std::string_view, std::string_view>;
+  std::map<AgentKey, const AgentSeen*> agents;
+  for (const auto& [id, agent] : update.agents) {
+    auto [it, added] = agents.emplace(AgentKey(id, agent.role, agent.instance), &agent);
+    if (!added && it->second->last_seen_at < agent.last_seen_at) it->second = &agent;
+  }
+  std::vector<std::pair<std::string_view, WallTime>> connection_rows(connections.begin(),
+                                                                     connections.end());
+  std::vector<std::pair<std::string_view, const AgentSeen*>> agent_rows;
+  agent_rows.reserve(agents.size());
+  for (const auto& [key, agent] : agents) agent_rows.emplace_back(std::get<0>(key), agent);
   return WriteTransaction([&]() -> Status {
-    for (const auto& [id, at] : update.connections) {
+    std::span<const std::pair<std::string_view, WallTime>> left = connection_rows;
+    while (!left.empty()) {
+      const size_t rows = RowsPerStatement(left.size());
       UPLINK_RETURN_IF_ERROR(
-          Change("UPDATE connections SET last_seen_at = ? "
-                 "WHERE id = ? AND (last_seen_at IS NULL OR last_seen_at < ?)",
-                 [&](Statement& s) { s.Bind(at).Bind(id).Bind(at); },
+          Change("UPDATE connections SET last_seen_at = seen.column2 FROM (VALUES " +
+                     PlaceholderRows(rows, 2) +
+                     ") AS seen WHERE connections.id = seen.column1 AND "
+                     "(connections.last_seen_at IS NULL OR connections.last_seen_at < "
+                     "seen.column2)",
+                 [&](Statement& s) {
+                   for (const auto& [id, at] : left.first(rows)) s.BindUnowned(id).Bind(at);
+                 },
                  "recording when agents called")
               .status());
+      left = left.subspan(rows);
     }
-    for (const auto& [id, agent] : update.agents) UPLINK_RETURN_IF_ERROR(RecordAgent(id, agent));
-    return Status::Ok();
+    return RecordAgents(agent_rows);
   }, CredentialCache::kKeep);
 }
 
-Status SqlStore::RecordAgent(const std::string& connection_id, const AgentSeen& agent) {
+Status SqlStore::RecordAgents(
+    std::span<const std::pair<std::string_view, const AgentSeen*>> agents) {
   // A connection deleted meanwhile has no agents to record: skipped, not an error. An older
-  // sighting (a flush retried after a newer one) moves nothing back.
-  return Change("INSERT INTO connection_agents (connection_id, role, instance, version, "
-                "last_seen_at) SELECT id, ?, ?, ?, ? FROM connections WHERE id = ? "
-                "ON CONFLICT (connection_id, role, instance) DO UPDATE SET "
-                "version = CASE WHEN excluded.last_seen_at >= connection_agents.last_seen_at "
-                "THEN excluded.version ELSE connection_agents.version END, "
-                "last_seen_at = CASE WHEN excluded.last_seen_at > connection_agents.last_seen_at "
-                "THEN excluded.last_seen_at ELSE connection_agents.last_seen_at END",
-                [&](Statement& s) {
-                  s.Bind(agent.role).Bind(agent.instance).Bind(agent.version);
-                  s.Bind(agent.last_seen_at).Bind(connection_id);
-                },
-                "recording an agent")
-      .status();
+  // sighting (a flush retried after a newer one) moves nothing back. The WHERE is SQLite's
+  // way to read an upsert after a join.
+  while (!agents.empty()) {
+    const size_t rows = RowsPerStatement(agents.size());
+    UPLINK_RETURN_IF_ERROR(
+        Change("INSERT INTO connection_agents (connection_id, role, instance, version, "
+               "last_seen_at) SELECT connections.id, seen.column2, seen.column3, seen.column4, "
+               "seen.column5 FROM (VALUES " +
+                   PlaceholderRows(rows, 5) +
+                   ") AS seen JOIN connections ON connections.id = seen.column1 WHERE true "
+                   "ON CONFLICT (connection_id, role, instance) DO UPDATE SET "
+                   "version = CASE WHEN excluded.last_seen_at >= connection_agents.last_seen_at "
+                   "THEN excluded.version ELSE connection_agents.version END, "
+                   "last_seen_at = CASE WHEN excluded.last_seen_at > "
+                   "connection_agents.last_seen_at THEN excluded.last_seen_at "
+                   "ELSE connection_agents.last_seen_at END",
+               [&](Statement& s) {
+                 for (const auto& [connection_id, agent] : agents.first(rows)) {
+                   s.BindUnowned(connection_id).BindUnowned(agent->role);
+                   s.BindUnowned(agent->instance).BindUnowned(agent->version);
+                   s.Bind(agent->last_seen_at);
+                 }
+               },
+               "recording an agent")
+            .status());
+    agents = agents.subspan(rows);
+  }
+  return Status::Ok();
 }
 
 Status SqlStore::BindCluster(const std::string& connection_id, const std::string& token_hash,

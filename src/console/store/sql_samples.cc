@@ -262,14 +262,10 @@ Result<NodeSeriesIds*> SqlStore::SeriesIdsOf(std::int64_t node_id,
 
 Status SqlStore::InsertSeries(std::int64_t node_id, std::span<const SampleValue* const> values,
                               std::int64_t now_seconds, NodeSeriesIds& series) {
-  // Statements of a few fixed sizes, so that few texts are prepared and kept.
-  constexpr size_t kChunkSizes[] = {32, 8, 1};
   while (!values.empty()) {
-    const size_t chunk = *std::find_if(std::begin(kChunkSizes), std::end(kChunkSizes),
-                                       [&](size_t size) { return size <= values.size(); });
-    std::string sql = "INSERT INTO sample_series (node_id, metric, label, last_seen) VALUES ";
-    for (size_t i = 0; i < chunk; ++i) sql += i == 0 ? "(?, ?, ?, ?)" : ", (?, ?, ?, ?)";
-    sql += " RETURNING id, metric, label";
+    const size_t chunk = RowsPerStatement(values.size());
+    const std::string sql = "INSERT INTO sample_series (node_id, metric, label, last_seen) VALUES " +
+                            PlaceholderRows(chunk, 4) + " RETURNING id, metric, label";
     const std::span<const SampleValue* const> these = values.first(chunk);
     size_t returned = 0;
     UPLINK_RETURN_IF_ERROR(ForEachRow(

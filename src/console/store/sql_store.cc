@@ -231,6 +231,26 @@ void SqlStore::ForgetCachedCredentials() {
   settings_.reset();
 }
 
+size_t SqlStore::RowsPerStatement(size_t remaining) {
+  constexpr size_t kRowCounts[] = {32, 8, 1};
+  for (size_t rows : kRowCounts) {
+    if (rows <= remaining) return rows;
+  }
+  return 1;
+}
+
+std::string SqlStore::PlaceholderRows(size_t rows, size_t columns) {
+  std::string tuple = "(";
+  for (size_t i = 0; i < columns; ++i) tuple += i == 0 ? "?" : ", ?";
+  tuple += ")";
+  std::string text;
+  for (size_t i = 0; i < rows; ++i) {
+    if (i > 0) text += ", ";
+    text += tuple;
+  }
+  return text;
+}
+
 Result<int> SqlStore::Change(std::string_view sql, const Binder& bind, std::string_view what) {
   UPLINK_ASSIGN_OR_RETURN(sql::Statement * stmt, Prepare(sql));
   Statement statement(stmt);

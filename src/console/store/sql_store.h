@@ -333,6 +333,11 @@ class SqlStore : public Store {
   }
   static Status ForEachRowOn(sql::Database& database, std::string_view sql, const Binder& bind,
                              const RowReader& read, std::string_view what);
+  // Multi-row statements take the largest of a few fixed row counts that `remaining` fills
+  // (32, 8, 1), so that few statement texts are prepared and kept.
+  static size_t RowsPerStatement(size_t remaining);
+  // "(?, ?), (?, ?)": `rows` tuples of `columns` placeholders.
+  static std::string PlaceholderRows(size_t rows, size_t columns);
   // Runs an INSERT ... RETURNING id; the new row's id.
   Result<std::int64_t> InsertReturningId(std::string_view sql, const Binder& bind,
                                          std::string_view what);
@@ -350,8 +355,9 @@ class SqlStore : public Store {
   // Revokes the user's sessions that are neither revoked nor expired at `at`, except one.
   Status RevokeLiveSessions(const std::string& user_id, const std::string& except_session_id,
                             WallTime at);
-  // Adds the agent to its connection's, or moves its last_seen_at (and version) forward.
-  Status RecordAgent(const std::string& connection_id, const AgentSeen& agent);
+  // Adds each agent to its connection's, or moves its last_seen_at (and version) forward; one
+  // row per (connection, role, instance).
+  Status RecordAgents(std::span<const std::pair<std::string_view, const AgentSeen*>> agents);
   // Records that `spool_id` feeds the stream from `epoch` on.
   Status RememberSpool(std::int64_t stream_id, const std::string& spool_id, std::int64_t epoch);
   // Inside a write transaction: token, expiry, revocation and owner still as authenticated

@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <future>
 #include <latch>
 #include <memory>
@@ -1326,7 +1327,8 @@ TEST_P(SqlStoreTest, PresenceMovesLastSeenForwardOnlyAndRecordsEachAgent) {
                    {kConnectionId, AgentSeen{"cluster", "pod-c", "0.2.0", kT0 + seconds(20)}},
                    {"ffffffffffffffff", AgentSeen{"node", "x", "0.2.0", kT0}}};
   const std::int64_t audit_before = AuditCount();
-  ASSERT_TRUE(store_->RecordPresence(update).ok());
+  Status recorded = store_->RecordPresence(update);
+  ASSERT_TRUE(recorded.ok()) << recorded.ToString();
   EXPECT_EQ(store_->GetConnection(kConnectionId)->last_seen_at, kT0 + seconds(30));
   EXPECT_EQ(AuditCount(), audit_before) << "a call is not a change anyone made";
 
@@ -1347,6 +1349,44 @@ TEST_P(SqlStoreTest, PresenceMovesLastSeenForwardOnlyAndRecordsEachAgent) {
   ASSERT_TRUE(Report(MakeReport("uid-a", 1), kT0 + seconds(40)).ok());
   EXPECT_EQ(store_->GetConnection(kConnectionId)->last_seen_at, kT0 + seconds(40));
   EXPECT_TRUE(store_->RecordPresence({}).ok());
+}
+
+TEST_P(SqlStoreTest, APresenceFlushOfManyConnectionsRecordsEachOnceAtItsLatestSighting) {
+  // 45 connections: statements of 32, 8 and 1 rows. Each is listed twice, the later sighting
+  // first, and so is each agent, so that a row could be changed twice in one statement.
+  constexpr int kConnections = 45;
+  auto id = [](int i) {
+    char text[17];
+    std::snprintf(text, sizeof text, "%08x00000000", static_cast<unsigned>(i + 1));
+    return std::string(text);
+  };
+  PresenceUpdate update;
+  for (int i = 0; i < kConnections; ++i) {
+    CreateConnection(id(i), "u1", "cluster-" + std::to_string(i));
+    const WallTime latest = kT0 + seconds(100 + i);
+    update.connections.emplace_back(id(i), latest);
+    update.connections.emplace_back(id(i), latest - seconds(50));
+    update.agents.emplace_back(id(i), AgentSeen{"node", "gpu-node-1", "0.2.0", latest});
+    update.agents.emplace_back(id(i),
+                               AgentSeen{"node", "gpu-node-1", "0.1.0", latest - seconds(50)});
+    update.agents.emplace_back(id(i), AgentSeen{"cluster", "pod-" + std::to_string(i), "0.2.0",
+                                                latest - seconds(1)});
+  }
+  update.connections.emplace_back("ffffffffffffffff", kT0);  // deleted meanwhile: skipped
+  update.agents.emplace_back("ffffffffffffffff", AgentSeen{"node", "x", "0.2.0", kT0});
+  ASSERT_TRUE(store_->RecordPresence(update).ok());
+  for (int i = 0; i < kConnections; ++i) {
+    const WallTime latest = kT0 + seconds(100 + i);
+    EXPECT_EQ(store_->GetConnection(id(i))->last_seen_at, latest) << i;
+    auto agents = store_->ListAgents(id(i), 100);
+    ASSERT_TRUE(agents.ok());
+    ASSERT_EQ(agents->size(), 2u) << i;
+    EXPECT_EQ((*agents)[0].role, "node");
+    EXPECT_EQ((*agents)[0].version, "0.2.0");
+    EXPECT_EQ((*agents)[0].last_seen_at, latest);
+    EXPECT_EQ((*agents)[1].role, "cluster");
+    EXPECT_EQ((*agents)[1].instance, "pod-" + std::to_string(i));
+  }
 }
 
 TEST_P(SqlStoreTest, BindClusterBindsOnceAndRefusesAnotherClusterWithAnAuditEvent) {
