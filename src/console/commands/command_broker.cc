@@ -385,7 +385,9 @@ void CommandBroker::ReaperLoop() {
 
 CommandBroker::Stats CommandBroker::stats() const {
   std::lock_guard lock(mutex_);
-  return Stats{commands_.size(), held_polls_};
+  const auto owned = std::count_if(commands_.begin(), commands_.end(),
+                                   [](const auto& entry) { return entry.second.owner.empty(); });
+  return Stats{static_cast<size_t>(owned), held_polls_};
 }
 
 }  // namespace uplink::console

@@ -106,7 +106,9 @@ class CommandBroker {
   enum class Delivery { kStored, kDiscarded };
 
   struct Stats {
-    size_t waiting_commands = 0;  // queued or taken, over every connection
+    // Queued or taken, over every connection, whose users wait on this replica: copies of
+    // other replicas' commands are left out, so that the gauge adds up over replicas.
+    size_t waiting_commands = 0;
     size_t waiting_polls = 0;
   };
 

@@ -138,6 +138,9 @@ TEST_F(ReplicaCommandsTest, ACommandQueuedOnAReachesAPollHeldOnBAndItsResultEnds
   ASSERT_EQ(got.size(), 1u);
   EXPECT_EQ(got[0].id, id);
   EXPECT_EQ(got[0].argv, (std::vector<std::string>{"get", "pods", "-A"}));
+  // B holds a copy; the user waits on A, the only replica that counts the command.
+  EXPECT_EQ(a_.broker->stats().waiting_commands, 1u);
+  EXPECT_EQ(b_.broker->stats().waiting_commands, 0u);
 
   auto delivered = b_.broker->Deliver(kConnection, id, Output("NAME READY\n"));
   ASSERT_TRUE(delivered.ok()) << delivered.status().ToString();
