@@ -339,7 +339,7 @@ int Serve(const std::vector<std::string>& args) {
     options.secure_cookies = false;
   }
 
-  auto store = OpenConsoleStore(data_dir, store_location);
+  auto store = OpenConsoleStore(data_dir, store_location, server_options.threads);
   if (!store.ok()) return Fail(store.status());
   // SQLite: one server per database file. PostgreSQL: replicas share the database.
   std::unique_ptr<DataDirectoryLock> lock;

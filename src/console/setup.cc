@@ -21,15 +21,14 @@ namespace {
 // Opens (creating or migrating) the store `location` names: the data directory's SQLite file,
 // or the PostgreSQL database.
 Result<std::unique_ptr<SqlStore>> OpenStoreAt(const std::string& data_dir,
-                                              const StoreLocation& location) {
+                                              const StoreLocation& location,
+                                              int lookup_connections) {
   if (!location.postgres()) return SqlStore::OpenSqlite(DatabasePath(data_dir));
   UPLINK_ASSIGN_OR_RETURN(sql::PostgresLocation where, ResolvePostgresLocation(location));
   auto database = sql::OpenPostgresDatabase(where);
   if (!database.ok()) return database.status().WithContext("opening the --store database");
-  // As many as the HTTP threads that authenticate requests (net::ServerOptions::threads).
-  constexpr int kLookupConnections = 4;
   std::vector<std::unique_ptr<sql::Database>> lookups;
-  for (int i = 0; i < kLookupConnections; ++i) {
+  for (int i = 0; i < lookup_connections; ++i) {
     auto lookup = sql::OpenPostgresDatabase(where);
     if (!lookup.ok()) return lookup.status().WithContext("opening the --store database");
     lookups.push_back(std::move(lookup).value());
@@ -85,7 +84,8 @@ Result<Secret> InitializeConsole(const std::string& data_dir, const std::string&
   if (::mkdir(data_dir.c_str(), 0700) != 0 && errno != EEXIST) {
     return ErrnoError("creating data directory " + data_dir, errno);
   }
-  UPLINK_ASSIGN_OR_RETURN(auto store, OpenStoreAt(data_dir, location));
+  // `init` authenticates nobody: its reads go on the one connection.
+  UPLINK_ASSIGN_OR_RETURN(auto store, OpenStoreAt(data_dir, location, /*lookup_connections=*/0));
   UPLINK_ASSIGN_OR_RETURN(std::int64_t users, store->CountUsers());
   if (users > 0) {
     return FailedPreconditionError(StoreName(data_dir, location) +
@@ -144,7 +144,8 @@ Result<std::unique_ptr<DataDirectoryLock>> LockDataDirectory(const std::string& 
 }
 
 Result<std::unique_ptr<SqlStore>> OpenConsoleStore(const std::string& data_dir,
-                                                   const StoreLocation& location) {
+                                                   const StoreLocation& location,
+                                                   int lookup_connections) {
   if (data_dir.empty()) return InvalidArgumentError("--data-dir is required");
   if (!location.postgres()) {
     std::string path = DatabasePath(data_dir);
@@ -155,7 +156,7 @@ Result<std::unique_ptr<SqlStore>> OpenConsoleStore(const std::string& data_dir,
                                      "\" first");
     }
   }
-  UPLINK_ASSIGN_OR_RETURN(auto store, OpenStoreAt(data_dir, location));
+  UPLINK_ASSIGN_OR_RETURN(auto store, OpenStoreAt(data_dir, location, lookup_connections));
   UPLINK_ASSIGN_OR_RETURN(std::int64_t users, store->CountUsers());
   if (users == 0) {
     return FailedPreconditionError(

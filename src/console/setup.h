@@ -59,9 +59,12 @@ class DataDirectoryLock {
 Result<std::unique_ptr<DataDirectoryLock>> LockDataDirectory(const std::string& data_dir);
 
 // Opens the store of an initialised console; FailedPrecondition, saying to run
-// "uplink-console init", when there is none.
+// "uplink-console init", when there is none. On PostgreSQL, authentication reads on
+// `lookup_connections` connections of its own: one for each server thread that may
+// authenticate at once.
 Result<std::unique_ptr<SqlStore>> OpenConsoleStore(const std::string& data_dir,
-                                                   const StoreLocation& store = {});
+                                                   const StoreLocation& store = {},
+                                                   int lookup_connections = 4);
 
 // What `serve` holds on PostgreSQL to act as one console with the other replicas
 // (docs/architecture.md, "Replicas"): the bus, and the command claims on a connection of their
