@@ -4,6 +4,7 @@
 #include <set>
 
 #include "common/log.h"
+#include "common/thread_name.h"
 #include "kubesim/resource_admission.h"
 #include "kubesim/scheduling.h"
 
@@ -117,7 +118,10 @@ Kubelet::Kubelet(ObjectStore& store, Clock& clock, PodRuntime& runtime, KubeletO
 Kubelet::~Kubelet() { Stop(); }
 
 void Kubelet::Start() {
-  loop_ = std::thread([this] { Loop(); });
+  loop_ = std::thread([this] {
+    NameThisThread("kubelet");
+    Loop();
+  });
 }
 
 void Kubelet::Stop() {

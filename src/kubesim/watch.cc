@@ -2,6 +2,7 @@
 
 #include <charconv>
 
+#include "common/thread_name.h"
 #include "kubesim/messages.h"
 
 namespace uplink::kubesim {
@@ -142,7 +143,12 @@ void WatchHub::Add(const std::shared_ptr<WatchStream>& stream) {
     return !live || live->cancelled();
   });
   streams_.push_back(stream);
-  if (!thread_.joinable()) thread_ = std::thread([this] { Loop(); });
+  if (!thread_.joinable()) {
+    thread_ = std::thread([this] {
+      NameThisThread("watch-hub");
+      Loop();
+    });
+  }
 }
 
 void WatchHub::Loop() {

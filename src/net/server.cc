@@ -28,6 +28,7 @@
 #include "common/files.h"
 #include "common/log.h"
 #include "common/text.h"
+#include "common/thread_name.h"
 #include "net/stream_impl.h"
 #include "net/tls_library.h"
 #include "net/websocket_impl.h"
@@ -204,7 +205,10 @@ class ServerImpl final : public HttpServer {
 
     asio::co_spawn(*io_, AcceptLoop(), asio::detached);
     for (int i = 0; i < options_.threads; ++i) {
-      threads_.emplace_back([this] { RunIo(); });
+      threads_.emplace_back([this] {
+        NameThisThread("http-io");
+        RunIo();
+      });
     }
     Log().Info("listening",
                {{"address", host}, {"port", port_}, {"tls", options_.tls.has_value()}});

@@ -17,6 +17,7 @@
 #include "common/json.h"
 #include "common/log.h"
 #include "common/metrics.h"
+#include "common/thread_name.h"
 #include "kube/client.h"
 #include "kube/credentials.h"
 #include "net/client.h"
@@ -264,8 +265,14 @@ int RunClusterCommand(const std::vector<std::string>& args) {
     }
   });
   std::atomic<bool> stopping{false};
-  std::thread collecting([&] { CollectLoop(collector, plan, spool, stop, stopping); });
-  std::thread polling([&] { poller.Run(stop); });
+  std::thread collecting([&] {
+    NameThisThread("plan-collector");
+    CollectLoop(collector, plan, spool, stop, stopping);
+  });
+  std::thread polling([&] {
+    NameThisThread("command-poller");
+    poller.Run(stop);
+  });
   std::thread stop_watch([&] {
     while (stop.WaitFor(std::chrono::hours(1))) {
     }

@@ -5,6 +5,7 @@
 
 #include "agent/cluster/snapshot.h"
 #include "common/json.h"
+#include "common/thread_name.h"
 #include "protocol/agent_api.h"
 
 namespace uplink::agent::cluster {
@@ -122,6 +123,7 @@ std::chrono::milliseconds CommandPoller::PollOnce() {
     ++running_;
     metrics_.Set(kRunning, static_cast<double>(running_));
     threads_.emplace_back([this, command = std::move(command)]() mutable {
+      NameThisThread("command");
       Execute(std::move(command));
     });
   }

@@ -17,6 +17,7 @@
 #include "common/flags.h"
 #include "common/log.h"
 #include "common/metrics.h"
+#include "common/thread_name.h"
 #include "net/client.h"
 
 namespace uplink::agent::experiments {
@@ -294,7 +295,10 @@ int Ship(const ExperimentsFlags& f) {
        {"health_port", static_cast<std::int64_t>((*health)->port())},
        {"state_dir", state_dir},
        {"spool_id", spool.Stats().spool_id}});
-  std::thread scanning([&] { role.Run(stop); });
+  std::thread scanning([&] {
+    NameThisThread("scanner");
+    role.Run(stop);
+  });
   shipper.Run(stop);
   scanning.join();
   log::Logger("agent").Info("stopped");

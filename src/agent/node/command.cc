@@ -16,6 +16,7 @@
 #include "common/flags.h"
 #include "common/log.h"
 #include "common/metrics.h"
+#include "common/thread_name.h"
 #include "net/client.h"
 #include "net/server.h"
 
@@ -204,7 +205,10 @@ int RunShipping(NodeRole& role, metrics::Registry& registry, const NodeFlags& f)
        {"state_dir", f.spool.state_dir},
        {"spool_id", spool.Stats().spool_id}});
   // Collection stops at once on SIGTERM; the shipper then makes its last bounded attempt.
-  std::thread collector([&] { role.Run(spool, stop); });
+  std::thread collector([&] {
+    NameThisThread("collector");
+    role.Run(spool, stop);
+  });
   shipper.Run(stop);
   collector.join();
   log::Logger("agent").Info("stopped");

@@ -6,6 +6,7 @@
 #include "agent/workspace/pod_spec.h"
 #include "common/backoff.h"
 #include "common/files.h"
+#include "common/thread_name.h"
 #include "net/http.h"
 #include "protocol/workspace.h"
 
@@ -671,6 +672,7 @@ Readiness WorkspaceController::CheckReadiness() const {
 void WorkspaceController::Run(StopSignal& stop) {
   stop_ = &stop;
   std::thread expiry([&] {
+    NameThisThread("expiry");
     do {
       (void)ExpireOnce();
     } while (stop.WaitFor(options_.expiry_interval));

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "common/thread_name.h"
+
 namespace uplink::console {
 
 AgentPresence::~AgentPresence() {
@@ -139,7 +141,10 @@ void AgentPresence::StartFlusher(ConnectionStore& store, std::chrono::millisecon
   std::lock_guard lock(flusher_mutex_);
   if (flusher_.joinable() || stopping_) return;
   flush_store_ = &store;
-  flusher_ = std::thread([this, &store, interval] { FlusherLoop(store, interval); });
+  flusher_ = std::thread([this, &store, interval] {
+    NameThisThread("presence-flush");
+    FlusherLoop(store, interval);
+  });
 }
 
 void AgentPresence::FlusherLoop(ConnectionStore& store, std::chrono::milliseconds interval) {

@@ -4,6 +4,7 @@
 
 #include "common/crypto.h"
 #include "common/text.h"
+#include "common/thread_name.h"
 #include "console/api/approvals.h"
 #include "console/api/json_fields.h"
 #include "console/replies.h"
@@ -79,7 +80,10 @@ void ApprovalsApi::Start() {
   // A console that stopped took its queued commands along: what was approved but never
   // answered ends now, so that nothing stale runs later.
   EndApprovals(/*abandon_approved=*/true);
-  sweeper_ = std::thread([this] { SweeperLoop(); });
+  sweeper_ = std::thread([this] {
+    NameThisThread("approvals");
+    SweeperLoop();
+  });
 }
 
 void ApprovalsApi::Stop() {

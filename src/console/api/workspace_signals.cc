@@ -1,5 +1,7 @@
 #include "console/api/workspace_signals.h"
 
+#include "common/thread_name.h"
+
 namespace uplink::console {
 namespace {
 
@@ -83,7 +85,10 @@ void WorkspaceSignals::TakeDueLocked(std::vector<Wake>& due) {
 }
 
 void WorkspaceSignals::StartReaper() {
-  reaper_ = std::thread([this] { ReaperLoop(); });
+  reaper_ = std::thread([this] {
+    NameThisThread("workspace-reap");
+    ReaperLoop();
+  });
 }
 
 void WorkspaceSignals::ReaperLoop() {

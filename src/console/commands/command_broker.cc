@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "common/thread_name.h"
 #include "protocol/agent_api.h"
 
 namespace uplink::console {
@@ -364,7 +365,10 @@ void CommandBroker::ExpireDue() {
 void CommandBroker::StartReaper() {
   std::lock_guard lock(mutex_);
   if (reaper_.joinable() || stopping_) return;
-  reaper_ = std::thread([this] { ReaperLoop(); });
+  reaper_ = std::thread([this] {
+    NameThisThread("command-reaper");
+    ReaperLoop();
+  });
 }
 
 void CommandBroker::ReaperLoop() {

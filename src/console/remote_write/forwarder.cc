@@ -16,6 +16,7 @@
 #include "common/metrics.h"
 #include "common/secret.h"
 #include "common/text.h"
+#include "common/thread_name.h"
 #include "console/api/upload_batch.h"
 #include "console/remote_write/node_series.h"
 #include "console/remote_write/queue_record.h"
@@ -476,8 +477,14 @@ Result<std::unique_ptr<RemoteWriteForwarder>> RemoteWriteForwarder::Start(
   impl->queue = std::move(opened).value();
   impl->Declare();
   Impl& self = *impl;
-  impl->writer = std::thread([&self] { self.WriteLoop(); });
-  impl->sender = std::thread([&self] { self.SendLoop(); });
+  impl->writer = std::thread([&self] {
+    NameThisThread("rw-writer");
+    self.WriteLoop();
+  });
+  impl->sender = std::thread([&self] {
+    NameThisThread("rw-sender");
+    self.SendLoop();
+  });
   const spool::SpoolStats stats = impl->queue->Stats();
   Log().Info("forwarding node samples with remote write",
              {{"url", impl->origin},

@@ -13,6 +13,7 @@
 #include "common/crypto.h"
 #include "common/json.h"
 #include "common/log.h"
+#include "common/thread_name.h"
 
 namespace uplink::console {
 namespace {
@@ -66,7 +67,10 @@ Result<std::unique_ptr<PostgresReplicaBus>> PostgresReplicaBus::Start(sql::Postg
   bus->wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (bus->wake_fd_ < 0) return InternalError("eventfd: " + std::string(std::strerror(errno)));
   UPLINK_RETURN_IF_ERROR(bus->Connect());
-  bus->thread_ = std::thread([raw = bus.get()] { raw->Run(); });
+  bus->thread_ = std::thread([raw = bus.get()] {
+    NameThisThread("replica-bus");
+    raw->Run();
+  });
   return bus;
 }
 

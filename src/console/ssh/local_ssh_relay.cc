@@ -8,6 +8,7 @@
 
 #include "common/crypto.h"
 #include "common/json.h"
+#include "common/thread_name.h"
 #include "console/auth/credentials.h"
 #include "protocol/ssh_public_key.h"
 
@@ -938,6 +939,7 @@ void LocalSshRelay::StartSweeper() {
   if (sweeper_.joinable()) return;
   stopping_ = false;
   sweeper_ = std::thread([this] {
+    NameThisThread("ssh-sweeper");
     std::unique_lock lock(sweeper_mutex_);
     while (!stopping_) {
       sweeper_wake_.wait_for(lock, options_.sweep_interval);

@@ -7,6 +7,7 @@
 
 #include "common/json.h"
 #include "common/text.h"
+#include "common/thread_name.h"
 #include "console/store/sql/database.h"
 #include "console/store/sql/sqlite_database.h"
 #include "console/store/sql_statement.h"
@@ -48,7 +49,10 @@ SqlStore::SqlStore(std::unique_ptr<sql::Database> database,
     : db_(std::move(database)),
       caches_credentials_(db_->engine() == sql::Engine::kSqlite),
       lookups_(std::move(lookups)) {
-  writer_ = std::thread([this] { RunWriter(); });
+  writer_ = std::thread([this] {
+    NameThisThread("store-writer");
+    RunWriter();
+  });
 }
 
 SqlStore::~SqlStore() {

@@ -5,6 +5,7 @@
 
 #include "common/log.h"
 #include "common/subprocess.h"
+#include "common/thread_name.h"
 #include "common/time.h"
 
 namespace uplink::agent::node {
@@ -84,6 +85,7 @@ Result<GpuReading> ReadNvml(std::unique_ptr<NvmlLibrary>& library, const std::st
 // and closed here, so every NVML call, nvmlInit_v2 and nvmlShutdown included, runs on
 // this thread.
 void RunNvmlThread(std::shared_ptr<NvmlWorker> worker, std::string path) {
+  NameThisThread("nvml");
   std::unique_ptr<NvmlLibrary> library;
   while (true) {
     {
@@ -114,7 +116,10 @@ GpuCollector::GpuCollector(GpuCollectorOptions options)
   report_.healthy = false;
   report_.error = "GPU data not read yet";
   worker_thread_ = std::thread(RunNvmlThread, worker_, options_.nvml_path);
-  thread_ = std::thread([this] { Run(); });
+  thread_ = std::thread([this] {
+    NameThisThread("gpu-reader");
+    Run();
+  });
 }
 
 GpuCollector::~GpuCollector() {
