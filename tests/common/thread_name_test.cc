@@ -2,31 +2,31 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
 #include <thread>
 
 namespace uplink {
 namespace {
 
-TEST(ThreadName, NamesTheCallingThreadOnly) {
-  const std::string before = ThisThreadName();
-  std::string inside;
+// The name a new thread has after naming itself `name`.
+std::string NamedInANewThread(const std::string& name) {
+  std::string kept;
   std::thread named([&] {
-    NameThisThread("store-writer");
-    inside = ThisThreadName();
+    NameThisThread(name);
+    kept = ThisThreadName();
   });
   named.join();
-  EXPECT_EQ(inside, "store-writer");
+  return kept;
+}
+
+TEST(ThreadName, NamesTheCallingThreadOnly) {
+  const std::string before = ThisThreadName();
+  EXPECT_EQ(NamedInANewThread("store-writer"), "store-writer");
   EXPECT_EQ(ThisThreadName(), before);
 }
 
 TEST(ThreadName, ALongNameIsCutToWhatTheKernelKeeps) {
-  std::string inside;
-  std::thread named([&] {
-    NameThisThread("a-name-longer-than-fifteen-bytes");
-    inside = ThisThreadName();
-  });
-  named.join();
-  EXPECT_EQ(inside, "a-name-longer-t");
+  EXPECT_EQ(NamedInANewThread("a-name-longer-than-fifteen-bytes"), "a-name-longer-t");
 }
 
 }  // namespace
