@@ -2,6 +2,8 @@
 
 #include <arpa/inet.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "common/json.h"
@@ -41,7 +43,15 @@ FailureGuard::FailureGuard(const Clock& clock, const AuthRateLimits& limits,
     : metrics_(metrics),
       by_address_(clock, limits.per_address),
       by_prefix_(clock, limits.per_prefix),
-      by_email_(clock, limits.per_email) {
+      by_email_(clock, limits.per_email),
+      clock_(clock),
+      charge_weighs_for_(0) {
+  for (const RateLimit& limit : {limits.per_address, limits.per_prefix, limits.per_email}) {
+    if (limit.refill_per_second <= 0) continue;
+    charge_weighs_for_ = std::max(
+        charge_weighs_for_,
+        std::chrono::seconds(static_cast<std::int64_t>(std::ceil(limit.burst / limit.refill_per_second))));
+  }
   metrics_.DeclareCounter(kAuthFailuresTotal,
                           "Refused credentials and sign-ins by kind and reason.");
   metrics_.DeclareCounter(kAuthRateLimitedTotal,
@@ -106,13 +116,7 @@ std::optional<net::Response> FailureGuard::Refused(const AuthRefusal& refusal) {
     by_prefix_.RecordFailure(prefix);
     charge["prefix"] = prefix;
   }
-  if (bus_ != nullptr && !charge.empty()) {
-    // Lost while the bus reconnects: the other replicas' budgets are then briefly larger.
-    if (Status sent = bus_->Publish(kChargeTopic, charge); !sent.ok()) {
-      log_.Warn("could not send a failed authentication to the other replicas",
-                {{"error", sent}});
-    }
-  }
+  if (bus_ != nullptr && !charge.empty()) SendCharge(std::move(charge));
   if (refusal.lookup_prefix.empty()) return std::nullopt;
   return Limited("prefix", prefix_wait, "too many failed attempts with credentials of this prefix",
                  "try again with the right credential");
@@ -125,6 +129,47 @@ void FailureGuard::JoinReplicas(ReplicaBus& bus) {
   replica_charges_ = bus.Subscribe(std::string(kChargeTopic), [this](const json::object& message) {
     ChargeFromReplica(message);
   });
+  bus_back_ = bus.OnResync([this] { SendUnsentCharges(); });
+}
+
+void FailureGuard::SendCharge(json::object charge) {
+  Status sent = bus_->Publish(kChargeTopic, charge);
+  if (sent.ok()) {
+    SendUnsentCharges();
+    return;
+  }
+  if (sent.code() != StatusCode::kUnavailable) {
+    log_.Warn("could not send a failed authentication to the other replicas", {{"error", sent}});
+    return;
+  }
+  // The bus is reconnecting: sent when it is back, so that the other replicas' budgets are
+  // not larger for the outage.
+  std::lock_guard lock(unsent_mutex_);
+  if (unsent_.size() >= kMaxUnsentCharges) unsent_.pop_front();
+  unsent_.emplace_back(clock_.SteadyNow(), std::move(charge));
+}
+
+void FailureGuard::SendUnsentCharges() {
+  std::deque<std::pair<SteadyTime, json::object>> sending;
+  {
+    std::lock_guard lock(unsent_mutex_);
+    if (unsent_.empty()) return;
+    sending.swap(unsent_);
+  }
+  const SteadyTime stale_before = clock_.SteadyNow() - charge_weighs_for_;
+  while (!sending.empty()) {
+    if (sending.front().first >= stale_before) {
+      if (Status sent = bus_->Publish(kChargeTopic, sending.front().second); !sent.ok()) break;
+    }
+    sending.pop_front();
+  }
+  if (sending.empty()) return;
+  // Away again: what is left goes back in front of what was kept meanwhile.
+  std::lock_guard lock(unsent_mutex_);
+  while (!sending.empty()) {
+    if (unsent_.size() < kMaxUnsentCharges) unsent_.push_front(std::move(sending.back()));
+    sending.pop_back();
+  }
 }
 
 void FailureGuard::ChargeFromReplica(const json::object& message) {

@@ -9,12 +9,16 @@
 // Replicas on one database (docs/architecture.md, "Replicas") share the budgets: each charged
 // refusal is sent to the others (the bucket keys only: an address, a lookup prefix, an email;
 // never a credential), which charge the same buckets, so N replicas do not give N times the
-// attempts.
+// attempts. A charge this replica could not send while its bus reconnected is sent once the
+// bus is back (up to kMaxUnsentCharges of them, each while it still weighs on a bucket).
 #pragma once
 
 #include <chrono>
+#include <deque>
+#include <mutex>
 #include <optional>
 #include <string_view>
+#include <utility>
 
 #include "common/log.h"
 #include "common/metrics.h"
@@ -65,9 +69,17 @@ class FailureGuard {
   // outlive this object; call once, before serving.
   void JoinReplicas(ReplicaBus& bus);
 
+  // Charges kept for the bus at most; beyond, the oldest are dropped.
+  static constexpr size_t kMaxUnsentCharges = 4096;
+
  private:
   // Another replica's charge, as Refused() took it there.
   void ChargeFromReplica(const json::object& message);
+  // Sends `charge` to the other replicas, keeping it for later if the bus is reconnecting;
+  // then what was kept, if the bus took this one.
+  void SendCharge(json::object charge);
+  // Sends the charges kept while the bus was away, keeping those it still cannot send.
+  void SendUnsentCharges();
 
   // The 429 reply when `wait` is set: "<what>; wait N seconds, then <then>".
   std::optional<net::Response> Limited(std::string_view scope,
@@ -79,9 +91,15 @@ class FailureGuard {
   RateLimiter by_prefix_;
   RateLimiter by_email_;
   log::Logger log_{"console.auth"};
+  const Clock& clock_;
+  // How long a charge weighs on the slowest bucket: one kept longer is not worth sending.
+  std::chrono::seconds charge_weighs_for_;
   ReplicaBus* bus_ = nullptr;
-  // Last: ends before the buckets its handler charges.
+  std::mutex unsent_mutex_;
+  std::deque<std::pair<SteadyTime, json::object>> unsent_;  // oldest first; under unsent_mutex_
+  // Last: end before the buckets and the queue their handlers use.
   ReplicaBus::Subscription replica_charges_;
+  ReplicaBus::Subscription bus_back_;
 };
 
 }  // namespace uplink::console
