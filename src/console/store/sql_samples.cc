@@ -375,6 +375,16 @@ Status SqlStore::StoreNodeSamples(const std::string& connection_id, const Upload
         "reading sample node"));
     NodeSeriesIds* series = nullptr;
     if (found) {
+      // A series' last_seen follows rollups, which come only once a bucket is complete: after
+      // a silence near the retention, this upload's points would otherwise refer to series
+      // that the retention pass deletes before their first rollup.
+      if (row.latest_at && *row.latest_at < ToUnixMillis(now - retention.max_age / 2)) {
+        UPLINK_RETURN_IF_ERROR(
+            Change("UPDATE sample_series SET last_seen = ? WHERE node_id = ? AND last_seen < ?",
+                   [&](Statement& s) { s.Bind(now_seconds).Bind(row.id).Bind(now_seconds); },
+                   "marking a returning node's series seen")
+                .status());
+      }
       UPLINK_ASSIGN_OR_RETURN(series, SeriesIdsOf(row.id, row.series_version));
     } else {
       // A version of its own even before it has series: the row may take the id of a node

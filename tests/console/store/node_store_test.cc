@@ -519,6 +519,23 @@ TEST_P(NodeStoreTest, ASeriesForgottenByRetentionAndSeenAgainGetsANewIdAndReadsB
   EXPECT_EQ(gpu1[0].value, 42);
 }
 
+TEST_P(NodeStoreTest, ANodeBackAfterASilenceLongerThanTheRetentionKeepsWhatItBrings) {
+  // Its series were last seen by the rollup of its last bucket, 4 hours ago; the retention
+  // pass this upload runs must not delete them under the sample it has just stored.
+  retention_.samples.raw_max_age = hours(1);
+  retention_.samples.max_age = hours(3);
+  SampleSpec before = At(seconds(0));
+  Accept(SampleBatch(1, {before}), before.at + seconds(1));
+  SampleSpec back = At(hours(4));
+  back.gpu_utilization = 42;
+  UploadOutcome outcome = Accept(SampleBatch(2, {back}), back.at + seconds(1));
+  EXPECT_EQ(outcome.samples_stored, 1);
+  std::vector<RawPoint> gpu = GpuPoints("0", back.at - minutes(1), back.at + seconds(1));
+  ASSERT_EQ(gpu.size(), 1u);
+  EXPECT_EQ(gpu[0].value, 42);
+  EXPECT_EQ(CpuPoints(back.at - minutes(1), back.at + seconds(1)).size(), 1u);
+}
+
 TEST_P(NodeStoreTest, AnUploadRolledBackAfterCreatingSeriesLeavesNoIdBehind) {
   FailedSeriesLeaveNothing(FailStreamUpdates());
 }
