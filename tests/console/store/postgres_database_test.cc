@@ -303,6 +303,27 @@ TEST_F(PostgresDatabaseTest, ReportsEachKindOfFailure) {
   EXPECT_EQ(status.code(), StatusCode::kDataLoss);
 }
 
+TEST_F(PostgresDatabaseTest, ACommitThatTheServerTurnsIntoARollbackIsAFailure) {
+  // PostgreSQL answers COMMIT of a transaction that an earlier error aborted with ROLLBACK,
+  // not an error: it must not pass for a commit (SQLite would have kept the first insert).
+  Statement* insert = TableR();
+  ASSERT_NE(insert, nullptr);
+  ASSERT_TRUE(db_->BeginWrite().ok());
+  Insert(*insert, 1);
+  EXPECT_FALSE(db_->Exec("SELECT * FROM no_such_table").ok());  // ignored by its caller
+  Status committed = db_->Exec("COMMIT");
+  EXPECT_FALSE(committed.ok());
+  EXPECT_NE(committed.message().find("rolled the transaction back"), std::string::npos)
+      << committed.ToString();
+  EXPECT_FALSE(db_->InTransaction());
+  EXPECT_EQ(Count(*db_, "SELECT COUNT(*) FROM r"), 0);
+  // A commit that commits is still one.
+  ASSERT_TRUE(db_->BeginWrite().ok());
+  Insert(*insert, 2);
+  EXPECT_TRUE(db_->Exec("COMMIT").ok());
+  EXPECT_EQ(Count(*db_, "SELECT COUNT(*) FROM r"), 1);
+}
+
 TEST_F(PostgresDatabaseTest, ASecondWriterWaitsForTheFirstToCommit) {
   MustExec(*db_, "CREATE TABLE w (writer TEXT)");
   auto second_db = Open();

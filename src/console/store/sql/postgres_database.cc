@@ -456,10 +456,19 @@ void PostgresDatabase::RecordFailure(const PGresult* result) {
 }
 
 Status PostgresDatabase::Exec(const std::string& sql) {
-  UPLINK_RETURN_IF_ERROR(ReadyToSend(TransactionControlOf(sql)));
+  const TransactionControl control = TransactionControlOf(sql);
+  UPLINK_RETURN_IF_ERROR(ReadyToSend(control));
   PGresult* result = Run([&sql](PGconn* conn) { return PQexec(conn, sql.c_str()); });
   if (result == nullptr) return StatusOfFailure(failure_, message_);
+  // COMMIT of a transaction an earlier error aborted succeeds, as a ROLLBACK: SQLite would
+  // have committed, so it must not pass for a commit.
+  const bool rolled_back =
+      control == TransactionControl::kCommit && std::string_view(PQcmdStatus(result)) == "ROLLBACK";
   PQclear(result);
+  if (rolled_back) {
+    return Fail(Failure::kOther,
+                "COMMIT rolled the transaction back: a statement in it had failed");
+  }
   return Status::Ok();
 }
 
