@@ -506,13 +506,20 @@ Result<std::optional<std::string>> SqlStore::CheckTokenLive(
         if (nodes_digest != nullptr) *nodes_digest = row.OptionalText(5);
       },
       "reading connection"));
+  UPLINK_RETURN_IF_ERROR(TokenStillLive(stored, connection_id, token_hash, at, what));
+  return bound;
+}
+
+Status SqlStore::TokenStillLive(const std::optional<StoredAgentToken>& stored,
+                                const std::string& connection_id, const std::string& token_hash,
+                                WallTime at, std::string_view what) {
   if (!stored) return NotFoundError("connection " + connection_id + " does not exist");
   if (!AgentTokenStillLive(*stored, token_hash, at)) {
     return UnauthenticatedError("the connection's token was rotated, revoked or expired, or its "
                                 "owner deactivated, while this " + std::string(what) +
                                 " was being received; nothing was stored");
   }
-  return bound;
+  return Status::Ok();
 }
 
 Status SqlStore::RefuseClusterMismatch(const AuditEvent& audit, const std::string& cluster_uid,

@@ -33,6 +33,8 @@
 
 namespace uplink::console {
 
+struct StoredAgentToken;
+
 namespace sql {
 class Database;
 class Statement;
@@ -366,6 +368,11 @@ class SqlStore : public Store {
   Result<std::optional<std::string>> CheckTokenLive(
       const std::string& connection_id, const std::string& token_hash, WallTime at,
       std::string_view what, std::optional<std::string>* nodes_digest = nullptr);
+  // What CheckTokenLive decides of the token it read (`stored`; none if the connection is
+  // gone), for a write that reads it with more in one query.
+  static Status TokenStillLive(const std::optional<StoredAgentToken>& stored,
+                               const std::string& connection_id, const std::string& token_hash,
+                               WallTime at, std::string_view what);
   // Inside a write transaction: writes `audit` as the refusal of a call from `cluster_uid` to
   // a connection bound to `bound`, and returns the Conflict that refuses it.
   Status RefuseClusterMismatch(const AuditEvent& audit, const std::string& cluster_uid,

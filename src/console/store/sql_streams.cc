@@ -8,6 +8,7 @@
 
 #include "common/json.h"
 #include "common/text.h"
+#include "console/store/rules/connection_rules.h"
 #include "console/store/rules/upload_rules.h"
 #include "console/store/sql_statement.h"
 #include "console/store/sql_store.h"
@@ -115,26 +116,31 @@ Status SqlStore::StoreUpload(const std::string& connection_id, const std::string
                              const UploadBatch& batch, WallTime received_at,
                              const RecordRetention& retention, const AuditEvent& audit,
                              UploadOutcome& outcome) {
-  UPLINK_RETURN_IF_ERROR(
-      CheckTokenLive(connection_id, token_hash, received_at, "upload").status());
-
+  // The token check (as CheckTokenLive) and the stream's position in one query: one round
+  // trip fewer per upload on PostgreSQL.
+  std::optional<StoredAgentToken> token;
   std::optional<StreamPosition> existing;
   std::int64_t stream_id = 0;
   UPLINK_RETURN_IF_ERROR(ForEachRow(
-      "SELECT id, spool_id, epoch, acked_through, dropped_records, dropped_bytes, "
-      "corrupt_records, corrupt_bytes, rejected_records, rejected_bytes FROM streams "
-      "WHERE connection_id = ? AND stream = ?",
-      [&](Statement& s) { s.Bind(connection_id).Bind(batch.stream); },
+      "SELECT c.token_hash, c.expires_at, c.revoked_at IS NOT NULL, "
+      "u.deactivated_at IS NOT NULL, s.id, s.spool_id, s.epoch, s.acked_through, "
+      "s.dropped_records, s.dropped_bytes, s.corrupt_records, s.corrupt_bytes, "
+      "s.rejected_records, s.rejected_bytes FROM connections c JOIN users u ON u.id = c.owner_id "
+      "LEFT JOIN streams s ON s.connection_id = c.id AND s.stream = ? WHERE c.id = ?",
+      [&](Statement& s) { s.Bind(batch.stream).Bind(connection_id); },
       [&](const Statement& row) {
-        stream_id = row.Int(0);
-        existing = StreamPosition{row.Text(1),
-                                  row.Int(2),
-                                  row.Int(3),
-                                  {{row.Int(4), row.Int(5)},
-                                   {row.Int(6), row.Int(7)},
-                                   {row.Int(8), row.Int(9)}}};
+        token = StoredAgentToken{row.Text(0), row.Time(1), row.Int(2) != 0, row.Int(3) != 0};
+        if (row.IsNull(4)) return;
+        stream_id = row.Int(4);
+        existing = StreamPosition{row.Text(5),
+                                  row.Int(6),
+                                  row.Int(7),
+                                  {{row.Int(8), row.Int(9)},
+                                   {row.Int(10), row.Int(11)},
+                                   {row.Int(12), row.Int(13)}}};
       },
-      "reading stream"));
+      "reading connection and stream"));
+  UPLINK_RETURN_IF_ERROR(TokenStillLive(token, connection_id, token_hash, received_at, "upload"));
   std::optional<std::int64_t> spool_epoch;
   if (SpoolChanged(existing, batch.spool_id)) {
     UPLINK_RETURN_IF_ERROR(ForEachRow(
