@@ -182,16 +182,38 @@ void SqlStore::CommitGroup(const std::vector<PendingWrite*>& group) {
   // come one to a group.
   const bool alone = group.size() == 1;
   std::vector<PendingWrite*> applied;  // in the open transaction, not yet committed
+  // In a group each write runs after "SAVEPOINT uplink_write". A failed one is rolled back to
+  // it, which keeps the savepoint for the next write; a successful one is released together
+  // with the next write's savepoint, in one statement list (one round trip on PostgreSQL
+  // rather than two), and the last by COMMIT. (A write that left the transaction aborted
+  // fails the RELEASE or, on PostgreSQL, turns COMMIT into a rollback, which Exec reports.)
+  bool savepoint_set = false;
+  bool last_unreleased = false;  // applied.back() succeeded after the savepoint now set
+  // Fails everything not yet committed and ends the transaction. A RELEASE or a ROLLBACK TO
+  // fails only if the transaction is aborted or lost, and then which writes it still holds
+  // cannot be told.
+  auto abandon = [&](size_t from, const Status& status) {
+    fail_all(applied, status);
+    fail_all(std::span(group).subspan(from), status);
+    (void)Exec("ROLLBACK");
+  };
   for (size_t i = 0; i < group.size(); ++i) {
     PendingWrite& write = *group[i];
     if (write.cache == CredentialCache::kEmpty) ForgetCachedCredentials();
-    Status status = alone ? Status::Ok() : Exec("SAVEPOINT uplink_write");
-    if (status.ok()) {
-      try {
-        status = write.body();
-      } catch (const std::exception& e) {
-        status = InternalError(std::string("a store write threw: ") + e.what());
+    if (!alone && !savepoint_set) {
+      if (Status set = Exec("SAVEPOINT uplink_write"); !set.ok()) return abandon(i, set);
+      savepoint_set = true;
+    } else if (last_unreleased) {
+      if (Status moved = Exec("RELEASE uplink_write; SAVEPOINT uplink_write"); !moved.ok()) {
+        return abandon(i, moved);
       }
+      last_unreleased = false;
+    }
+    Status status;
+    try {
+      status = write.body();
+    } catch (const std::exception& e) {
+      status = InternalError(std::string("a store write threw: ") + e.what());
     }
     if (!db_->InTransaction()) {
       // The engine rolled the whole transaction back (an I/O error, a full disk, a lost
@@ -201,13 +223,15 @@ void SqlStore::CommitGroup(const std::vector<PendingWrite*>& group) {
       write.status = status;
       fail_all(applied, status);
       applied.clear();
+      savepoint_set = false;
+      last_unreleased = false;
       if (Status begun = db_->BeginWrite(); !begun.ok()) {
         return fail_all(std::span(group).subspan(i + 1), begun);
       }
       continue;
     }
+    write.status = status;
     if (alone) {
-      write.status = status;
       if (!status.ok()) {
         (void)Exec("ROLLBACK");
         return;
@@ -215,14 +239,12 @@ void SqlStore::CommitGroup(const std::vector<PendingWrite*>& group) {
       applied.push_back(&write);
       continue;
     }
-    if (status.ok()) status = Exec("RELEASE uplink_write");
-    if (!status.ok()) {
-      (void)Exec("ROLLBACK TO uplink_write");
-      (void)Exec("RELEASE uplink_write");
-    } else {
+    if (status.ok()) {
       applied.push_back(&write);
+      last_unreleased = true;
+    } else if (Status undone = Exec("ROLLBACK TO uplink_write"); !undone.ok()) {
+      return abandon(i + 1, undone);
     }
-    write.status = status;
   }
   if (Status committed = Exec("COMMIT"); !committed.ok()) {
     (void)Exec("ROLLBACK");

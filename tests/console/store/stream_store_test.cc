@@ -679,6 +679,46 @@ TEST_P(StreamStoreTest, UploadsHandedOverWithoutWaitingAreAnsweredOnceEachAndCom
   }
 }
 
+TEST_P(StreamStoreTest, RefusedWritesInAGroupUndoOnlyThemselvesWhereverTheyFall) {
+  // One group: refusals first, twice in a row, between stored uploads and last, so that each
+  // way of moving from one write to the next (a savepoint kept after a rollback, a release
+  // with the next savepoint, the commit's release of the last) is taken.
+  const std::vector<bool> refused = {true, false, true, true, false, false, true, false, true};
+  HandedUploads handed;
+  std::promise<void> holding, release;
+  std::shared_future<void> released = release.get_future().share();
+  store_->AcceptUploadThen(kConnectionId, kTokenHash,
+                           std::make_shared<UploadBatch>(MakeBatch(1, 1, {1}, kSpoolA, "node/hold")),
+                           kT0, retention_, UploadAudit(),
+                           [&, done = handed.Done(0)](Result<UploadOutcome> outcome) {
+                             holding.set_value();
+                             released.wait();
+                             done(std::move(outcome));
+                           });
+  holding.get_future().wait();
+  std::vector<std::int64_t> expected;
+  for (size_t i = 0; i < refused.size(); ++i) {
+    const auto sequence = static_cast<std::int64_t>(i + 1);
+    if (!refused[i]) expected.push_back(sequence);
+    store_->AcceptUploadThen(
+        kConnectionId, refused[i] ? std::string(64, 'b') : kTokenHash,
+        std::make_shared<UploadBatch>(MakeBatch(sequence, sequence, {sequence})), kT0,
+        retention_, UploadAudit(), handed.Done(i + 1));
+  }
+  release.set_value();
+  std::map<size_t, Result<UploadOutcome>> outcomes = handed.WaitFor(refused.size() + 1);
+  ASSERT_EQ(outcomes.size(), refused.size() + 1);
+  for (size_t i = 0; i < refused.size(); ++i) {
+    const Result<UploadOutcome>& outcome = outcomes.at(i + 1);
+    if (refused[i]) {
+      EXPECT_EQ(outcome.status().code(), StatusCode::kUnauthenticated) << i;
+    } else {
+      EXPECT_TRUE(outcome.ok()) << i << ": " << outcome.status().ToString();
+    }
+  }
+  EXPECT_EQ(StoredSequences(), expected);
+}
+
 TEST_P(StreamStoreTest, AnAnswerThatThrowsLeavesTheWriterRunningAndTheOthersAnswered) {
   HandedUploads handed;
   std::promise<void> holding, release;
