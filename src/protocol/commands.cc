@@ -28,7 +28,7 @@ Result<CommandPoll> DecodeCommandPoll(const json::object& body) {
   UPLINK_RETURN_IF_ERROR(fields.OnlyFields({"agent_instance", "wait_seconds", "max_commands"}));
   CommandPoll poll;
   UPLINK_ASSIGN_OR_RETURN(std::optional<std::string> instance,
-                          fields.String("agent_instance", kMaxInstanceBytes));
+                          fields.PlainString("agent_instance", kMaxInstanceBytes));
   poll.agent_instance = instance.value_or("");
   if (fields.Find("wait_seconds")) {
     UPLINK_ASSIGN_OR_RETURN(poll.wait_seconds,

@@ -1,5 +1,7 @@
 #include "protocol/field_reader.h"
 
+#include <algorithm>
+
 #include "common/json.h"
 
 namespace uplink::protocol {
@@ -51,6 +53,24 @@ Result<std::optional<std::string>> FieldReader::String(std::string_view key,
 
 Result<std::string> FieldReader::RequiredString(std::string_view key, size_t max_bytes) const {
   UPLINK_ASSIGN_OR_RETURN(std::optional<std::string> text, String(key, max_bytes));
+  if (!text) return InvalidArgumentError(FieldPath(key) + " is required");
+  return std::move(*text);
+}
+
+Result<std::optional<std::string>> FieldReader::PlainString(std::string_view key,
+                                                            size_t max_bytes) const {
+  UPLINK_ASSIGN_OR_RETURN(std::optional<std::string> text, String(key, max_bytes));
+  if (text && std::any_of(text->begin(), text->end(), [](char c) {
+        return static_cast<unsigned char>(c) < 0x20 || c == 0x7f;
+      })) {
+    return InvalidArgumentError(FieldPath(key) + " must not contain control characters");
+  }
+  return text;
+}
+
+Result<std::string> FieldReader::RequiredPlainString(std::string_view key,
+                                                     size_t max_bytes) const {
+  UPLINK_ASSIGN_OR_RETURN(std::optional<std::string> text, PlainString(key, max_bytes));
   if (!text) return InvalidArgumentError(FieldPath(key) + " is required");
   return std::move(*text);
 }

@@ -28,6 +28,10 @@ class FieldReader {
   // in bytes.
   Result<std::optional<std::string>> String(std::string_view key, size_t max_bytes) const;
   Result<std::string> RequiredString(std::string_view key, size_t max_bytes) const;
+  // As String, refusing control characters (NUL included): for names and versions that are
+  // stored as text (PostgreSQL's cannot hold a NUL) and shown to users.
+  Result<std::optional<std::string>> PlainString(std::string_view key, size_t max_bytes) const;
+  Result<std::string> RequiredPlainString(std::string_view key, size_t max_bytes) const;
   Result<std::optional<bool>> Bool(std::string_view key) const;
   Result<bool> RequiredBool(std::string_view key) const;
   Result<std::int64_t> RequiredInt(std::string_view key, std::int64_t min, std::int64_t max) const;

@@ -141,8 +141,8 @@ Result<InventoryReport> DecodeInventoryReport(const json::value& body) {
       {"agent_version", "agent_instance", "cluster_uid", "selector", "collected_at", "nodes"}));
   InventoryReport report;
   UPLINK_ASSIGN_OR_RETURN(report.agent_version,
-                          fields.RequiredString("agent_version", kMaxInventoryTextBytes));
-  UPLINK_ASSIGN_OR_RETURN(auto instance, fields.String("agent_instance", kMaxNodeNameBytes));
+                          fields.RequiredPlainString("agent_version", kMaxInventoryTextBytes));
+  UPLINK_ASSIGN_OR_RETURN(auto instance, fields.PlainString("agent_instance", kMaxNodeNameBytes));
   report.agent_instance = instance.value_or("");
   UPLINK_ASSIGN_OR_RETURN(report.cluster_uid,
                           fields.RequiredString("cluster_uid", kMaxNodeUidBytes));

@@ -253,8 +253,8 @@ Result<std::variant<DecodedUpload, InvalidRecord>> DecodeUpload(const json::valu
   DecodedUpload upload;
   UploadEnvelope& envelope = upload.envelope;
   UPLINK_ASSIGN_OR_RETURN(envelope.agent_version,
-                          fields.RequiredString("agent_version", kMaxAgentVersionBytes));
-  UPLINK_ASSIGN_OR_RETURN(auto instance, fields.String("agent_instance", kMaxInstanceBytes));
+                          fields.RequiredPlainString("agent_version", kMaxAgentVersionBytes));
+  UPLINK_ASSIGN_OR_RETURN(auto instance, fields.PlainString("agent_instance", kMaxInstanceBytes));
   envelope.agent_instance = instance.value_or("");
   UPLINK_ASSIGN_OR_RETURN(envelope.stream, fields.RequiredString("stream", kMaxStreamBytes));
   if (!IsStreamName(envelope.stream)) {

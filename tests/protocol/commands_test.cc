@@ -51,6 +51,15 @@ TEST(CommandPollDecode, RefusesHostileInput) {
   }
   json::object long_instance{{"agent_instance", std::string(kMaxInstanceBytes + 1, 'i')}};
   EXPECT_FALSE(DecodeCommandPoll(long_instance).ok());
+  // A NUL or another control character: PostgreSQL's text cannot hold the first, and the
+  // instance is stored with every connection's presence.
+  for (std::string_view bad : {R"({"agent_instance":"pod\u0000x"})",
+                               R"({"agent_instance":"pod\nx"})", R"({"agent_instance":"\u007f"})"}) {
+    auto refused = DecodeCommandPoll(Json(bad).get_object());
+    ASSERT_FALSE(refused.ok()) << bad;
+    EXPECT_NE(refused.status().message().find("control characters"), std::string::npos);
+  }
+  EXPECT_TRUE(DecodeCommandPoll(Json(R"({"agent_instance":"pod-\u00e9"})").get_object()).ok());
 }
 
 TEST(PollReplyContract, TheCommandsTheConsoleHandsOutTheClusterRoleRuns) {

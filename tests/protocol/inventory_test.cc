@@ -164,7 +164,8 @@ TEST(InventoryDecode, RefusesHostileReports) {
                                             R"("gpu_capacity":-1)")),
            report(node.substr(0, node.size() - 1) + R"(,"taints":[{"key":"k"}]})"),
            report(node, R"("cluster_uid":"u","collected_at":"yesterday")"), R"({"nodes":[]})",
-           "[]"}) {
+           report(node, R"("cluster_uid":"u","agent_instance":"pod\u0000")"),
+           R"({"agent_version":"1\n","cluster_uid":"u","nodes":[]})", "[]"}) {
     auto parsed = ParseJson(bad);
     ASSERT_TRUE(parsed.ok()) << bad;
     EXPECT_FALSE(DecodeInventoryReport(*parsed).ok()) << bad;

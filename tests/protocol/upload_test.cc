@@ -326,6 +326,18 @@ TEST(UploadContract, TheEnvelopeAndEveryKindOfRecordReachTheStoreBatch) {
   EXPECT_EQ(batch.losses.dropped.records, 1);
 }
 
+TEST(UploadDecode, AnInstanceOrVersionWithAControlCharacterIsRefused) {
+  for (const char* field : {"agent_instance", "agent_version"}) {
+    json::value upload = UploadOf("node/gpu-node-0001", {R"({"kind":"other"})"});
+    upload.as_object()[field] = std::string("pod\0x", 5);
+    auto refused = DecodeUpload(upload);
+    ASSERT_FALSE(refused.ok()) << field;
+    EXPECT_NE(refused.status().message().find(std::string(field) + " must not contain control"),
+              std::string::npos)
+        << refused.status().ToString();
+  }
+}
+
 TEST(UploadContract, ARecordOnAnotherRolesStreamIsRefusedAsThatRecord) {
   agent::experiments::ListSink sink;
   agent::experiments::Emitter emitter(sink);

@@ -403,6 +403,8 @@ TEST_F(KubectlApiTest, PollBodiesAreReadStrictly) {
       {R"({"max_commands":1e400})", 400},
       {R"({"agent_instance":7})", 400},
       {R"({"agent_instance":")" + std::string(254, 'a') + "\"}", 400},
+      {R"({"agent_instance":"pod\u0000x","wait_seconds":0})", 400},
+      {R"({"agent_instance":"pod\tx","wait_seconds":0})", 400},
       {R"({"wait":5})", 400},
       {R"({"wait_seconds":5)", 400},
       {"[]", 400},
