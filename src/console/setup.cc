@@ -14,6 +14,7 @@
 #include "common/files.h"
 #include "common/json.h"
 #include "console/auth/credentials.h"
+#include "console/store/sql/reconnect_gate.h"
 
 namespace uplink::console {
 namespace {
@@ -25,11 +26,15 @@ Result<std::unique_ptr<SqlStore>> OpenStoreAt(const std::string& data_dir,
                                               int lookup_connections) {
   if (!location.postgres()) return SqlStore::OpenSqlite(DatabasePath(data_dir));
   UPLINK_ASSIGN_OR_RETURN(sql::PostgresLocation where, ResolvePostgresLocation(location));
-  auto database = sql::OpenPostgresDatabase(where);
+  // The store's connections reconnect through one gate: a database that stops answering
+  // holds one of them in a connect attempt at a time, not all.
+  sql::PostgresOptions options;
+  options.reconnect_gate = std::make_shared<sql::ReconnectGate>();
+  auto database = sql::OpenPostgresDatabase(where, options);
   if (!database.ok()) return database.status().WithContext("opening the --store database");
   std::vector<std::unique_ptr<sql::Database>> lookups;
   for (int i = 0; i < lookup_connections; ++i) {
-    auto lookup = sql::OpenPostgresDatabase(where);
+    auto lookup = sql::OpenPostgresDatabase(where, options);
     if (!lookup.ok()) return lookup.status().WithContext("opening the --store database");
     lookups.push_back(std::move(lookup).value());
   }

@@ -3,7 +3,8 @@
 // posted to A reaches an agent's long poll held on B and its result comes back on A; a token
 // revoked through A is refused by B; failed authentications split
 // over both meet one budget; B keeps serving when A is killed, and A restarted rejoins; a
-// replica whose bus is cut off says so on /readyz until it reconnects.
+// replica whose bus is cut off says so on /readyz until it reconnects; a replica whose database
+// goes silent keeps answering /healthz, fails store requests fast, and recovers.
 #include <signal.h>
 
 #include <gtest/gtest.h>
@@ -24,6 +25,7 @@
 #include "net/client.h"
 #include "support/postgres_server.h"
 #include "support/process.h"
+#include "support/stall_proxy.h"
 
 namespace uplink::e2e {
 namespace {
@@ -371,6 +373,72 @@ TEST_F(ReplicasEndToEnd, AReplicaCutOffFromTheBusIsNotReadyAndStillSeesARevokeMe
   }
   // ...so the revocation holds on B too.
   EXPECT_EQ(ErrorCode(b_->Call("GET", "/api/v1/agent/whoami", token)), "revoked");
+}
+
+// The database stops answering (a proxy in front of it stops moving bytes: a hung server, or
+// a network that drops packets): the replica stays alive and says so, answering /healthz
+// while its store requests fail with 503 instead of holding every HTTP thread, and serves
+// again once the database answers. The waits are printed as figures, not thresholds.
+TEST_F(ReplicasEndToEnd, AReplicaWhoseDatabaseGoesSilentKeepsAnsweringAndRecovers) {
+  auto proxy = testing::StallProxy::Start(server_->socket_dir() + "/.s.PGSQL.5432");
+  ASSERT_TRUE(proxy.ok()) << proxy.status().ToString();
+  const size_t name_at = database_url_.find("///") + 3;
+  const std::string proxied_url =
+      "postgres://127.0.0.1:" + std::to_string((*proxy)->port()) + "/" +
+      database_url_.substr(name_at, database_url_.find('?') - name_at) + "?" +
+      database_url_.substr(database_url_.find("user="));
+  Replica c("C", dir_.File("c"),
+            {"--store", proxied_url, "--store-password-file", dir_.File("store-password")});
+  std::filesystem::create_directories(c.data_dir());
+  std::filesystem::permissions(c.data_dir(), std::filesystem::perms::owner_all);
+  std::filesystem::copy_file(a_->data_dir() + "/two-factor.key", c.data_dir() + "/two-factor.key");
+  ASSERT_NO_FATAL_FAILURE(c.Start());
+  ASSERT_EQ(c.Call("GET", "/api/v1/me", admin_key_).status, 200);
+
+  using Clock = std::chrono::steady_clock;
+  auto seconds_since = [](Clock::time_point start) {
+    return std::chrono::duration<double>(Clock::now() - start).count();
+  };
+  (*proxy)->Stall();
+  const auto stalled_at = Clock::now();
+  net::Response readyz;
+  ASSERT_TRUE(WaitFor([&] { return (readyz = c.Get("/readyz")).status == 503; }, 120s))
+      << readyz.body << "\n" << c.Stderr();
+  const double not_ready_after = seconds_since(stalled_at);
+  EXPECT_EQ(ErrorCode(readyz), "not_ready") << readyz.body;
+
+  // Many store requests at once, with the database still silent: each fails with 503, and
+  // /healthz is answered meanwhile.
+  constexpr int kRequests = 16;
+  std::vector<std::future<net::Response>> requests;
+  const auto requested_at = Clock::now();
+  for (int i = 0; i < kRequests; ++i) {
+    requests.push_back(std::async(std::launch::async,
+                                  [&] { return c.Call("GET", "/api/v1/me", admin_key_); }));
+  }
+  double slowest_healthz = 0;
+  for (int i = 0; i < 5; ++i) {
+    const auto asked_at = Clock::now();
+    net::Response healthz = c.Get("/healthz");
+    slowest_healthz = std::max(slowest_healthz, seconds_since(asked_at));
+    EXPECT_EQ(healthz.status, 200) << healthz.body;
+  }
+  for (auto& request : requests) {
+    net::Response response = request.get();
+    EXPECT_EQ(response.status, 503) << response.body;
+    EXPECT_EQ(ErrorCode(response), "unavailable") << response.body;
+  }
+  const double requests_answered_after = seconds_since(requested_at);
+
+  (*proxy)->Resume();
+  const auto resumed_at = Clock::now();
+  EXPECT_TRUE(WaitFor([&] { return c.Get("/readyz").status == 200; }, 120s)) << c.Stderr();
+  const double ready_after = seconds_since(resumed_at);
+  EXPECT_EQ(c.Call("GET", "/api/v1/me", admin_key_).status, 200);
+  std::printf(
+      "silent database: /readyz 503 after %.1f s; %d store requests all answered 503 within "
+      "%.2f s, the slowest /healthz meanwhile %.3f s; ready again %.1f s after it answered\n",
+      not_ready_after, kRequests, requests_answered_after, slowest_healthz, ready_after);
 }
 
 }  // namespace

@@ -339,7 +339,7 @@ Status SqlStore::Migrate() {
     }
     for (const sql::Migration& migration : db_->Migrations()) {
       if (migration.version <= current) continue;
-      Status status = Exec(migration.sql);
+      Status status = db_->ExecUnbounded(migration.sql);
       if (!status.ok()) {
         return status.WithContext("applying schema migration " + std::to_string(migration.version));
       }

@@ -9,9 +9,18 @@
 #include <limits>
 #include <thread>
 
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+
+#include <libpq-fe.h>
+
 #include "console/store/sql/postgres_database.h"
+#include "console/store/sql/reconnect_gate.h"
 #include "postgres_fixture.h"
 #include "support/postgres_server.h"
+#include "support/process.h"
+#include "support/stall_proxy.h"
 
 namespace uplink::console::sql {
 namespace {
@@ -467,6 +476,171 @@ TEST_F(PostgresDatabaseTest, OpenRefusesAUrlWithAPassword) {
   ASSERT_FALSE(opened.ok());
   EXPECT_EQ(opened.status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(opened.status().message().find(server_->password()), std::string::npos);
+}
+
+// The test's database through a proxy on loopback TCP that the test can make go silent, as a
+// hung server or a network that drops packets looks to the console.
+class PostgresStallTest : public PostgresDatabaseTest {
+ protected:
+  void SetUp() override {
+    ASSERT_NO_FATAL_FAILURE(PostgresDatabaseTest::SetUp());
+    auto proxy = uplink::testing::StallProxy::Start(server_->socket_dir() + "/.s.PGSQL.5432");
+    ASSERT_TRUE(proxy.ok()) << proxy.status().ToString();
+    proxy_ = std::move(*proxy);
+  }
+
+  // url_ is postgres:///NAME?host=DIR&user=USER; the same database through the proxy, with
+  // `parameters` added.
+  PostgresLocation Proxied(const std::string& parameters) const {
+    const size_t name_at = std::string_view("postgres:///").size();
+    const std::string name = url_.substr(name_at, url_.find('?') - name_at);
+    const std::string user = url_.substr(url_.find("user="));
+    return {"postgres://127.0.0.1:" + std::to_string(proxy_->port()) + "/" + name + "?" + user +
+                parameters,
+            server_->password()};
+  }
+
+  std::unique_ptr<Database> OpenProxied(const std::string& parameters, PostgresOptions options) {
+    auto db = OpenPostgresDatabase(Proxied(parameters), std::move(options));
+    EXPECT_TRUE(db.ok()) << db.status().ToString();
+    return db.ok() ? std::move(*db) : nullptr;
+  }
+
+  // Waits until the proxy has accepted more than `count` connections.
+  bool AcceptedMoreThan(int count) const {
+    return uplink::testing::WaitFor([&] { return proxy_->accepted() > count; },
+                                    std::chrono::seconds(30));
+  }
+
+  // A short answer timeout, and a gate on the test's clock.
+  PostgresOptions Options() {
+    PostgresOptions options;
+    options.answer_timeout = std::chrono::milliseconds(300);
+    options.reconnect_gate = gate_;
+    return options;
+  }
+
+  FakeClock clock_;
+  std::shared_ptr<ReconnectGate> gate_ = std::make_shared<ReconnectGate>(clock_);
+  std::unique_ptr<uplink::testing::StallProxy> proxy_;
+};
+
+TEST_F(PostgresStallTest, AStatementLeftUnansweredFailsInTimeAndALaterOneReconnects) {
+  auto db = OpenProxied("", Options());
+  ASSERT_NE(db, nullptr);
+  MustExec(*db, "CREATE TABLE r (x BIGINT)");
+  const std::int64_t first_backend = Count(*db, "SELECT pg_backend_pid()");
+  ASSERT_TRUE(db->BeginWrite().ok()) << db->LastMessage();
+  auto insert = db->Prepare("INSERT INTO r VALUES (?)");
+  ASSERT_TRUE(insert.ok());
+  Statement& s = **insert;
+
+  proxy_->Stall();
+  s.BindInt(1, 1);
+  ExpectFailure(*db, s, Failure::kUnavailable);
+  EXPECT_NE(db->LastMessage().find("did not answer within 1 s"), std::string::npos)
+      << db->LastMessage();
+  EXPECT_FALSE(db->InTransaction());
+
+  // Answering again: reconnecting waits for the back-off a give-up starts...
+  proxy_->Resume();
+  s.BindInt(1, 2);
+  ExpectFailure(*db, s, Failure::kUnavailable);
+  EXPECT_NE(db->LastMessage().find("the next attempt to reconnect is in 1 s"), std::string::npos)
+      << db->LastMessage();
+  // ...and the transaction the silence took stays lost until rolled back, as with a broken
+  // connection; then a new connection serves, and nothing of the transaction remains.
+  clock_.Advance(ReconnectGate::kFirstBackoff);
+  ExpectFailure(*db, s, Failure::kUnavailable);
+  EXPECT_NE(db->LastMessage().find("roll back"), std::string::npos) << db->LastMessage();
+  ASSERT_TRUE(db->Exec("ROLLBACK").ok()) << db->LastMessage();
+  EXPECT_NE(Count(*db, "SELECT pg_backend_pid()"), first_backend);
+  s.BindInt(1, 3);
+  EXPECT_EQ(s.Step(), StepResult::kDone) << db->LastMessage();
+  s.Reset();
+  EXPECT_EQ(Count(*db, "SELECT sum(x) FROM r"), 3);
+}
+
+TEST_F(PostgresStallTest, AnExecLeftUnansweredFailsInTimeButASchemaChangeWaits) {
+  auto db = OpenProxied("", Options());
+  ASSERT_NE(db, nullptr);
+  // pg_sleep outlasts the answer timeout: Exec gives up, ExecUnbounded (migrations) waits.
+  EXPECT_EQ(db->Exec("SELECT pg_sleep(1)").code(), StatusCode::kUnavailable);
+  EXPECT_NE(db->LastMessage().find("did not answer"), std::string::npos) << db->LastMessage();
+  clock_.Advance(ReconnectGate::kFirstBackoff);
+  EXPECT_TRUE(db->ExecUnbounded("SELECT pg_sleep(1); CREATE TABLE m (x BIGINT)").ok())
+      << db->LastMessage();
+  EXPECT_EQ(Count(*db, "SELECT count(*) FROM m"), 0);
+}
+
+TEST_F(PostgresStallTest, OnceOneConnectionFailsTheOthersTryOneAtATimeAfterABackoff) {
+  PostgresOptions options = Options();
+  // libpq's shortest connect timeout, for the attempt that fails; 30 s for the one that must
+  // still be under way when the other connection asks.
+  auto first = OpenProxied("&connect_timeout=2", options);
+  auto second = OpenProxied("&connect_timeout=30", options);
+  ASSERT_NE(first, nullptr);
+  ASSERT_NE(second, nullptr);
+
+  proxy_->Stall();
+  EXPECT_EQ(first->Exec("SELECT 1").code(), StatusCode::kUnavailable);
+  // The other connection, made before that failure, does not wait out an answer timeout of
+  // its own: it must reconnect first, and the gate refuses it at once.
+  int accepted = proxy_->accepted();
+  EXPECT_EQ(second->Exec("SELECT 1").code(), StatusCode::kUnavailable);
+  EXPECT_NE(second->LastMessage().find("did not answer within 1 s"), std::string::npos)
+      << second->LastMessage();
+  EXPECT_NE(second->LastMessage().find("the next attempt to reconnect is in 1 s"),
+            std::string::npos)
+      << second->LastMessage();
+  // Past the back-off one tries, and waits out its connect timeout.
+  clock_.Advance(ReconnectGate::kFirstBackoff);
+  EXPECT_EQ(first->Exec("SELECT 1").code(), StatusCode::kUnavailable);
+  EXPECT_NE(first->LastMessage().find("PostgreSQL is unreachable"), std::string::npos)
+      << first->LastMessage();
+  EXPECT_EQ(proxy_->accepted(), accepted + 1);
+  // The back-off doubled, and until it has passed nobody tries, even with the server back.
+  proxy_->Resume();
+  accepted = proxy_->accepted();
+  for (Database* db : {first.get(), second.get()}) {
+    EXPECT_EQ(db->Exec("SELECT 1").code(), StatusCode::kUnavailable);
+    EXPECT_NE(db->LastMessage().find("the next attempt to reconnect is in 2 s"), std::string::npos)
+        << db->LastMessage();
+  }
+  EXPECT_EQ(proxy_->accepted(), accepted);
+
+  // Past it, one tries; while it is under way the other is refused without trying.
+  proxy_->Stall();
+  clock_.Advance(2 * ReconnectGate::kFirstBackoff);
+  std::thread trying([&] { EXPECT_TRUE(second->Exec("SELECT 1").ok()) << second->LastMessage(); });
+  ASSERT_TRUE(AcceptedMoreThan(accepted));
+  EXPECT_EQ(first->Exec("SELECT 1").code(), StatusCode::kUnavailable);
+  EXPECT_NE(first->LastMessage().find("another connection is trying to reconnect now"),
+            std::string::npos)
+      << first->LastMessage();
+  EXPECT_EQ(proxy_->accepted(), accepted + 1);
+  // Its attempt completes once the server answers; then every connection may reconnect.
+  proxy_->Resume();
+  trying.join();
+  EXPECT_EQ(Count(*first, "SELECT 1"), 1);
+  EXPECT_EQ(Count(*second, "SELECT 1"), 1);
+}
+
+TEST_F(PostgresStallTest, ConnectionsOverTcpKeepAliveAndBoundUnacknowledgedSends) {
+  auto conn = ConnectPostgres(Proxied(""));
+  ASSERT_TRUE(conn.ok()) << conn.status().ToString();
+  const int socket = PQsocket(conn->get());
+  auto option = [socket](int level, int name) {
+    int value = -1;
+    socklen_t length = sizeof value;
+    EXPECT_EQ(::getsockopt(socket, level, name, &value, &length), 0);
+    return value;
+  };
+  EXPECT_EQ(option(SOL_SOCKET, SO_KEEPALIVE), 1);
+  EXPECT_EQ(option(IPPROTO_TCP, TCP_KEEPIDLE), 10);
+  EXPECT_EQ(option(IPPROTO_TCP, TCP_KEEPINTVL), 5);
+  EXPECT_EQ(option(IPPROTO_TCP, TCP_KEEPCNT), 3);
+  EXPECT_EQ(option(IPPROTO_TCP, TCP_USER_TIMEOUT), 15000);
 }
 
 }  // namespace

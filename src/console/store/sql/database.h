@@ -90,6 +90,9 @@ class Database {
   virtual Result<Statement*> Prepare(const std::string& sql) = 0;
   // Runs one or more statements without parameters or rows (DDL, SAVEPOINT, COMMIT).
   virtual Status Exec(const std::string& sql) = 0;
+  // Exec without the engine's limit on how long the server may take to answer: schema
+  // migrations, which may rewrite a large table.
+  virtual Status ExecUnbounded(const std::string& sql) = 0;
 
   // Begins a transaction that holds the database's write lock until it ends, so that a
   // store's read-check-write runs as if alone: BEGIN IMMEDIATE on SQLite; on PostgreSQL,

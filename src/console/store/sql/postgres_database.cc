@@ -1,6 +1,8 @@
 #include "console/store/sql/postgres_database.h"
 
 #include <libpq-fe.h>
+#include <poll.h>
+#include <sys/socket.h>
 
 #include <algorithm>
 #include <array>
@@ -16,6 +18,7 @@
 #include <vector>
 
 #include "common/log.h"
+#include "console/store/sql/reconnect_gate.h"
 
 namespace uplink::console::sql {
 namespace {
@@ -226,7 +229,15 @@ class PostgresStatement;
 
 class PostgresDatabase final : public Database {
  public:
-  explicit PostgresDatabase(PGconn* conn) : conn_(conn) {}
+  PostgresDatabase(PGconn* conn, PostgresOptions options)
+      : conn_(conn),
+        answer_timeout_(options.answer_timeout),
+        reconnect_gate_(options.reconnect_gate != nullptr
+                            ? std::move(options.reconnect_gate)
+                            : std::make_shared<ReconnectGate>()),
+        gate_failures_seen_(reconnect_gate_->failures()) {
+    PQsetnonblocking(conn_, 1);
+  }
   ~PostgresDatabase() override {
     statements_.clear();
     PQfinish(conn_);
@@ -237,9 +248,11 @@ class PostgresDatabase final : public Database {
   Engine engine() const override { return Engine::kPostgres; }
   std::span<const Migration> Migrations() const override { return PostgresMigrations(); }
   Result<Statement*> Prepare(const std::string& sql) override;
-  Status Exec(const std::string& sql) override;
+  Status Exec(const std::string& sql) override { return Exec(sql, answer_timeout_); }
+  Status ExecUnbounded(const std::string& sql) override { return Exec(sql, std::nullopt); }
   Status BeginWrite() override;
   bool InTransaction() const override {
+    if (given_up_) return false;
     PGTransactionStatusType status = PQtransactionStatus(conn_);
     return status == PQTRANS_INTRANS || status == PQTRANS_INERROR;
   }
@@ -250,9 +263,12 @@ class PostgresDatabase final : public Database {
   // lost) and not inside a transaction that the lost connection took with it. `control` is
   // what the statement does to the transaction.
   Status ReadyToSend(TransactionControl control);
-  // Runs one libpq call that returns a result; nullptr when it failed, the failure recorded.
-  template <typename Call>
-  PGresult* Run(Call call);
+  // Sends a query with one of libpq's PQsend* calls and waits for its result, at most `timeout`
+  // (none: as long as the server takes); nullptr when it failed, the failure recorded.
+  template <typename Send>
+  PGresult* Run(Send send, std::optional<std::chrono::milliseconds> timeout);
+  template <typename Send>
+  PGresult* Run(Send send) { return Run(send, answer_timeout_); }
   Status Fail(Failure failure, std::string message) {
     failure_ = failure;
     message_ = std::move(message);
@@ -262,14 +278,33 @@ class PostgresDatabase final : public Database {
   PGconn* conn() { return conn_; }
 
  private:
+  Status Exec(const std::string& sql, std::optional<std::chrono::milliseconds> timeout);
+  // Reconnects a lost connection, when the gate lets this one try now.
+  Status Reconnect();
+  // Waits for the result of the query just sent, as PQexec returns it: the last one of a
+  // multi-statement string, which the server ends at its first error. False when `deadline`
+  // passed first: the connection is then given up.
+  bool Await(std::optional<SteadyTime> deadline, PGresult*& result);
+  // Ends a wait the deadline cut short; returns false for Await to return.
+  bool GiveUp(PGresult*& result);
+  // Waits until the socket is ready for `events` (POLLIN, POLLOUT); false once `deadline` has
+  // passed. A failed poll counts as ready: libpq's next call reports what is wrong.
+  bool WaitForSocket(short events, std::optional<SteadyTime> deadline, short& ready);
   void RecordFailure(const PGresult* result);
 
   PGconn* conn_;
+  const std::chrono::milliseconds answer_timeout_;
+  const std::shared_ptr<ReconnectGate> reconnect_gate_;
+  // The gate's failure count when this connection was made: a failure since then means this
+  // one may be dead too.
+  std::uint64_t gate_failures_seen_;
   std::unordered_map<std::string, std::unique_ptr<PostgresStatement>> statements_;
   std::uint64_t statements_named_ = 0;
   // The connection was lost inside a transaction: until the store ends it (ROLLBACK) or
   // begins another, statements would run outside the transaction it thinks it is in.
   bool transaction_lost_ = false;
+  // The server did not answer in time and the connection was shut: reconnect before sending.
+  bool given_up_ = false;
   Failure failure_ = Failure::kNone;
   std::string message_;
 };
@@ -405,15 +440,34 @@ Result<Statement*> PostgresDatabase::Prepare(const std::string& sql) {
   return it->second.get();
 }
 
-Status PostgresDatabase::ReadyToSend(TransactionControl control) {
+Status PostgresDatabase::Reconnect() {
+  if (Status may = reconnect_gate_->TryBegin(); !may.ok()) {
+    return Fail(Failure::kUnavailable, may.message());
+  }
+  PQreset(conn_);
   if (PQstatus(conn_) != CONNECTION_OK) {
-    PQreset(conn_);
-    if (PQstatus(conn_) != CONNECTION_OK) {
-      return Fail(Failure::kUnavailable,
-                  "PostgreSQL is unreachable: " + OneLine(PQerrorMessage(conn_)));
-    }
-    for (auto& [sql, statement] : statements_) statement->ForgetPrepared();
-    Log().Info("reconnected to PostgreSQL");
+    std::string error = "PostgreSQL is unreachable: " + OneLine(PQerrorMessage(conn_));
+    Log().Warn("reconnecting to PostgreSQL failed", {{"error", error}});
+    reconnect_gate_->Failed(error);
+    return Fail(Failure::kUnavailable, std::move(error));
+  }
+  gate_failures_seen_ = reconnect_gate_->failures();
+  reconnect_gate_->Succeeded();
+  given_up_ = false;
+  PQsetnonblocking(conn_, 1);
+  for (auto& [sql, statement] : statements_) statement->ForgetPrepared();
+  Log().Info("reconnected to PostgreSQL");
+  return Status::Ok();
+}
+
+Status PostgresDatabase::ReadyToSend(TransactionControl control) {
+  // A connection made before another of the store's failed is made again first (outside a
+  // transaction, which would be lost with it), so that it fails fast through the gate rather
+  // than waiting out its own answer timeout when the server is silent.
+  const bool suspect =
+      !InTransaction() && reconnect_gate_->failures() != gate_failures_seen_;
+  if (given_up_ || suspect || PQstatus(conn_) != CONNECTION_OK) {
+    UPLINK_RETURN_IF_ERROR(Reconnect());
   }
   if (transaction_lost_) {
     if (control != TransactionControl::kRollback && control != TransactionControl::kBegin) {
@@ -426,16 +480,82 @@ Status PostgresDatabase::ReadyToSend(TransactionControl control) {
   return Status::Ok();
 }
 
-template <typename Call>
-PGresult* PostgresDatabase::Run(Call call) {
+template <typename Send>
+PGresult* PostgresDatabase::Run(Send send, std::optional<std::chrono::milliseconds> timeout) {
   const bool was_in_transaction = InTransaction();
-  PGresult* result = call(conn_);
+  std::optional<SteadyTime> deadline;
+  if (timeout) deadline = std::chrono::steady_clock::now() + *timeout;
+  PGresult* result = nullptr;
+  const bool answered = send(conn_) != 1 || Await(deadline, result);
   ExecStatusType status = result != nullptr ? PQresultStatus(result) : PGRES_FATAL_ERROR;
   if (status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK) return result;
-  RecordFailure(result);
+  if (answered) {
+    RecordFailure(result);
+  } else {
+    failure_ = Failure::kUnavailable;
+    message_ = "PostgreSQL did not answer within " +
+               std::to_string(std::chrono::ceil<std::chrono::seconds>(*timeout).count()) +
+               " s: the connection was given up, and a later statement makes a new one";
+    Log().Warn("gave up a PostgreSQL connection", {{"error", message_}});
+    reconnect_gate_->GaveUp(message_);
+  }
   PQclear(result);
-  if (PQstatus(conn_) == CONNECTION_BAD && was_in_transaction) transaction_lost_ = true;
+  if ((given_up_ || PQstatus(conn_) == CONNECTION_BAD) && was_in_transaction) {
+    transaction_lost_ = true;
+  }
   return nullptr;
+}
+
+bool PostgresDatabase::GiveUp(PGresult*& result) {
+  // Shutting the socket makes libpq see the connection end now, rather than whenever the
+  // server or the network gets round to answering.
+  given_up_ = true;
+  ::shutdown(PQsocket(conn_), SHUT_RDWR);
+  PQclear(result);
+  result = nullptr;
+  while (PGresult* rest = PQgetResult(conn_)) PQclear(rest);
+  return false;
+}
+
+bool PostgresDatabase::WaitForSocket(short events, std::optional<SteadyTime> deadline,
+                                     short& ready) {
+  for (;;) {
+    int timeout_ms = -1;
+    if (deadline) {
+      const auto left = std::chrono::ceil<std::chrono::milliseconds>(
+          *deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0) return false;
+      timeout_ms = static_cast<int>(std::min<std::int64_t>(left.count(), 60'000));
+    }
+    pollfd socket{PQsocket(conn_), events, 0};
+    const int polled = ::poll(&socket, 1, timeout_ms);
+    if (polled > 0 || (polled < 0 && errno != EINTR)) {
+      ready = polled > 0 ? socket.revents : events;
+      return true;
+    }
+  }
+}
+
+bool PostgresDatabase::Await(std::optional<SteadyTime> deadline, PGresult*& result) {
+  // A nonblocking connection may hold part of the query unsent: flush it, reading whatever
+  // comes meanwhile, as libpq requires (the server may answer before it has read it all).
+  short ready = 0;
+  int flushed = PQflush(conn_);
+  while (flushed > 0) {
+    if (!WaitForSocket(POLLIN | POLLOUT, deadline, ready)) return GiveUp(result);
+    if ((ready & POLLIN) != 0 && PQconsumeInput(conn_) == 0) break;
+    flushed = PQflush(conn_);
+  }
+  for (;;) {
+    while (PQisBusy(conn_) && PQstatus(conn_) == CONNECTION_OK) {
+      if (!WaitForSocket(POLLIN, deadline, ready)) return GiveUp(result);
+      if (PQconsumeInput(conn_) == 0) break;  // lost: PQgetResult says so
+    }
+    PGresult* next = PQgetResult(conn_);
+    if (next == nullptr) return true;
+    PQclear(result);
+    result = next;
+  }
 }
 
 void PostgresDatabase::RecordFailure(const PGresult* result) {
@@ -455,10 +575,12 @@ void PostgresDatabase::RecordFailure(const PGresult* result) {
   if (!state.empty()) message_ += " (SQLSTATE " + std::string(state) + ")";
 }
 
-Status PostgresDatabase::Exec(const std::string& sql) {
+Status PostgresDatabase::Exec(const std::string& sql,
+                              std::optional<std::chrono::milliseconds> timeout) {
   const TransactionControl control = TransactionControlOf(sql);
   UPLINK_RETURN_IF_ERROR(ReadyToSend(control));
-  PGresult* result = Run([&sql](PGconn* conn) { return PQexec(conn, sql.c_str()); });
+  PGresult* result =
+      Run([&sql](PGconn* conn) { return PQsendQuery(conn, sql.c_str()); }, timeout);
   if (result == nullptr) return StatusOfFailure(failure_, message_);
   // COMMIT of a transaction an earlier error aborted succeeds, as a ROLLBACK: SQLite would
   // have committed, so it must not pass for a commit.
@@ -474,12 +596,19 @@ Status PostgresDatabase::Exec(const std::string& sql) {
 
 Status PostgresDatabase::BeginWrite() {
   UPLINK_RETURN_IF_ERROR(ReadyToSend(TransactionControl::kBegin));
-  PGresult* result = Run([](PGconn* conn) { return PQexec(conn, kBeginWrite); });
+  PGresult* result = Run([](PGconn* conn) { return PQsendQuery(conn, kBeginWrite); });
   if (result == nullptr) {
     // A lock that timed out leaves a failed transaction: end it, as a failed BEGIN IMMEDIATE
     // leaves none. The failure reported stays the lock's.
-    if (InTransaction()) PQclear(PQexec(conn_, "ROLLBACK"));
-    return StatusOfFailure(failure_, message_);
+    Status status = StatusOfFailure(failure_, message_);
+    if (InTransaction()) {
+      const Failure failure = failure_;
+      std::string message = std::move(message_);
+      PQclear(Run([](PGconn* conn) { return PQsendQuery(conn, "ROLLBACK"); }));
+      failure_ = failure;
+      message_ = std::move(message);
+    }
+    return status;
   }
   PQclear(result);
   return Status::Ok();
@@ -490,7 +619,7 @@ std::optional<std::string> PostgresStatement::PreparedFor(const std::vector<Oid>
   if (it != prepared_.end()) return it->second;
   std::string name = db_.NextStatementName();
   PGresult* result = db_.Run([&](PGconn* conn) {
-    return PQprepare(conn, name.c_str(), sql_.sql.c_str(), sql_.parameters, types.data());
+    return PQsendPrepare(conn, name.c_str(), sql_.sql.c_str(), sql_.parameters, types.data());
   });
   if (result == nullptr) return std::nullopt;
   PQclear(result);
@@ -544,8 +673,8 @@ Statement::StepResult PostgresStatement::Step() {
   std::optional<std::string> name = PreparedFor(types);
   if (!name) return StepResult::kError;
   result_ = db_.Run([&](PGconn* conn) {
-    return PQexecPrepared(conn, name->c_str(), static_cast<int>(n), values.data(), lengths.data(),
-                          formats.data(), /*resultFormat=*/0);
+    return PQsendQueryPrepared(conn, name->c_str(), static_cast<int>(n), values.data(),
+                               lengths.data(), formats.data(), /*resultFormat=*/0);
   });
   if (result_ == nullptr) return StepResult::kError;
   executed_ = true;
@@ -668,8 +797,13 @@ Result<PgConnection> ConnectPostgres(const PostgresLocation& where, const char* 
   UPLINK_ASSIGN_OR_RETURN(PostgresLocation checked, ParsePostgresLocation(where.url));
   // Keywords before dbname are defaults the URL may override; client_encoding after it is
   // not overridable: the store's text is UTF-8.
-  std::vector<const char*> keywords = {"application_name", "connect_timeout"};
-  std::vector<const char*> values = {application_name, "10"};
+  // Over TCP, a server or network that goes silent is noticed by keepalives on an idle
+  // connection (the replica bus's LISTEN: after 10 + 3 x 5 s) and by tcp_user_timeout when
+  // sent data goes unacknowledged for 15 s, instead of the kernel's default of about 15 min.
+  std::vector<const char*> keywords = {"application_name", "connect_timeout", "keepalives",
+                                       "keepalives_idle", "keepalives_interval",
+                                       "keepalives_count", "tcp_user_timeout"};
+  std::vector<const char*> values = {application_name, "10", "1", "10", "5", "3", "15000"};
   if (where.password) {
     keywords.push_back("password");
     values.push_back(where.password->c_str());
@@ -691,9 +825,11 @@ Result<PgConnection> ConnectPostgres(const PostgresLocation& where, const char* 
   return conn;
 }
 
-Result<std::unique_ptr<Database>> OpenPostgresDatabase(const PostgresLocation& where) {
+Result<std::unique_ptr<Database>> OpenPostgresDatabase(const PostgresLocation& where,
+                                                       PostgresOptions options) {
   UPLINK_ASSIGN_OR_RETURN(PgConnection conn, ConnectPostgres(where));
-  return std::unique_ptr<Database>(std::make_unique<PostgresDatabase>(conn.release()));
+  return std::unique_ptr<Database>(
+      std::make_unique<PostgresDatabase>(conn.release(), std::move(options)));
 }
 
 }  // namespace uplink::console::sql

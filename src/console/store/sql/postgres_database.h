@@ -13,9 +13,15 @@
 // - BeginWrite() is BEGIN plus a transaction-scoped advisory lock that every replica takes,
 //   so writes serialise as under SQLite's BEGIN IMMEDIATE, waiting at most 5 s (kBusy after).
 // - A lost connection fails the call that finds it (kUnavailable); the next call reconnects
-//   and prepares its statements again.
+//   and prepares its statements again, when the store's ReconnectGate lets it try now.
+// - A statement whose answer does not come within PostgresOptions::answer_timeout fails with
+//   kUnavailable, and its connection is given up (the socket shut) and made again by the next
+//   call; a transaction it was in is lost, as when the connection breaks. Queries are sent on
+//   a nonblocking connection, so that a server that stops reading cannot hold the sender
+//   either. Schema migrations (ExecUnbounded) have no limit.
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <optional>
 #include <string>
@@ -41,9 +47,22 @@ struct PostgresLocation {
 // lists, shell history and logs; the error never repeats any part of the URL.
 Result<PostgresLocation> ParsePostgresLocation(std::string_view url);
 
-// Connects (application_name uplink-console, a 10 s connect timeout unless the URL sets
-// one). Fails with kUnavailable when the server cannot be reached or refuses the login.
-Result<std::unique_ptr<Database>> OpenPostgresDatabase(const PostgresLocation& where);
+class ReconnectGate;
+
+struct PostgresOptions {
+  // The longest a statement waits for the server. Every caller of the store (an agent's
+  // upload, a user's request) has given up well before: the agent's exchange times out at
+  // 10 s, 30 s with a body.
+  std::chrono::milliseconds answer_timeout{15'000};
+  // Shared by the connections of one store; null: a gate of this connection's own.
+  std::shared_ptr<ReconnectGate> reconnect_gate;
+};
+
+// Connects (application_name uplink-console, a 10 s connect timeout and TCP keepalives unless
+// the URL sets them). Fails with kUnavailable when the server cannot be reached or refuses the
+// login.
+Result<std::unique_ptr<Database>> OpenPostgresDatabase(const PostgresLocation& where,
+                                                       PostgresOptions options = {});
 
 // A libpq connection of its own (the replica bus's LISTEN), made as the store's is; closed
 // with PQfinish when the pointer goes.

@@ -1,0 +1,156 @@
+#include "support/stall_proxy.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace uplink::testing {
+namespace {
+
+int ConnectUnix(const std::string& path) {
+  int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  std::strncpy(address.sun_path, path.c_str(), sizeof address.sun_path - 1);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// Moves what `from` has to `to`; false when either side ended.
+bool Pump(int from, int to) {
+  char buffer[16384];
+  ssize_t got = ::read(from, buffer, sizeof buffer);
+  if (got <= 0) return false;
+  for (ssize_t sent = 0; sent < got;) {
+    ssize_t wrote = ::write(to, buffer + sent, static_cast<size_t>(got - sent));
+    if (wrote <= 0) return false;
+    sent += wrote;
+  }
+  return true;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<StallProxy>> StallProxy::Start(std::string target_path) {
+  int listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (listener < 0) return IOError(std::string("socket: ") + std::strerror(errno));
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof address;
+  if (::bind(listener, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0 ||
+      ::listen(listener, 64) != 0 ||
+      ::getsockname(listener, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
+    Status error = IOError(std::string("listening on loopback: ") + std::strerror(errno));
+    ::close(listener);
+    return error;
+  }
+  int wake[2];
+  if (::pipe2(wake, O_CLOEXEC | O_NONBLOCK) != 0) {
+    ::close(listener);
+    return IOError(std::string("pipe: ") + std::strerror(errno));
+  }
+  return std::unique_ptr<StallProxy>(new StallProxy(listener, ntohs(address.sin_port),
+                                                    std::move(target_path), wake[0], wake[1]));
+}
+
+StallProxy::StallProxy(int listener, std::uint16_t port, std::string target_path, int wake_read,
+                       int wake_write)
+    : listener_(listener),
+      port_(port),
+      target_path_(std::move(target_path)),
+      wake_read_(wake_read),
+      wake_write_(wake_write) {
+  thread_ = std::thread([this] { Loop(); });
+}
+
+StallProxy::~StallProxy() {
+  stopping_ = true;
+  Wake();
+  thread_.join();
+  for (const Pair& pair : pairs_) {
+    ::close(pair.client);
+    ::close(pair.server);
+  }
+  ::close(listener_);
+  ::close(wake_read_);
+  ::close(wake_write_);
+}
+
+void StallProxy::Stall() {
+  stalled_ = true;
+  Wake();
+}
+
+void StallProxy::Resume() {
+  stalled_ = false;
+  Wake();
+}
+
+void StallProxy::Wake() {
+  char byte = 1;
+  (void)!::write(wake_write_, &byte, 1);
+}
+
+void StallProxy::Loop() {
+  while (!stopping_) {
+    std::vector<pollfd> fds = {{wake_read_, POLLIN, 0}, {listener_, POLLIN, 0}};
+    const bool stalled = stalled_;
+    if (!stalled) {
+      for (const Pair& pair : pairs_) {
+        fds.push_back({pair.client, POLLIN, 0});
+        fds.push_back({pair.server, POLLIN, 0});
+      }
+    }
+    if (::poll(fds.data(), fds.size(), -1) < 0) continue;
+    if ((fds[0].revents & POLLIN) != 0) {
+      char drain[64];
+      while (::read(wake_read_, drain, sizeof drain) > 0) {
+      }
+    }
+    if ((fds[1].revents & POLLIN) != 0) {
+      int client = ::accept4(listener_, nullptr, nullptr, SOCK_CLOEXEC);
+      if (client >= 0) {
+        int server = ConnectUnix(target_path_);
+        if (server < 0) {
+          ::close(client);
+        } else {
+          pairs_.push_back({client, server});
+        }
+        ++accepted_;
+      }
+    }
+    if (stalled) continue;
+    std::vector<Pair> open;
+    for (size_t i = 0; i < pairs_.size(); ++i) {
+      const Pair& pair = pairs_[i];
+      // Pairs accepted in this round have no pollfd yet.
+      const size_t at = 2 + 2 * i;
+      bool alive = true;
+      if (at + 1 < fds.size()) {
+        if (fds[at].revents != 0) alive = Pump(pair.client, pair.server);
+        if (alive && fds[at + 1].revents != 0) alive = Pump(pair.server, pair.client);
+      }
+      if (alive) {
+        open.push_back(pair);
+      } else {
+        ::close(pair.client);
+        ::close(pair.server);
+      }
+    }
+    pairs_ = std::move(open);
+  }
+}
+
+}  // namespace uplink::testing

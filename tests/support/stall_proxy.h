@@ -1,0 +1,57 @@
+// A TCP proxy on loopback in front of a Unix socket (the test PostgreSQL server's), that a test
+// can make go silent: while stalled it still accepts connections, but moves no byte either
+// way, as a server that hangs or a network that drops packets looks to the client above the
+// kernel. What the client sends is then neither answered nor refused.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/status.h"
+
+namespace uplink::testing {
+
+class StallProxy {
+ public:
+  // Forwards connections to 127.0.0.1:port() to the Unix socket at `target_path`.
+  static Result<std::unique_ptr<StallProxy>> Start(std::string target_path);
+  ~StallProxy();
+  StallProxy(const StallProxy&) = delete;
+  StallProxy& operator=(const StallProxy&) = delete;
+
+  std::uint16_t port() const { return port_; }
+  // Stops moving bytes, on the connections open now and on those accepted later.
+  void Stall();
+  // Moves bytes again.
+  void Resume();
+  // Connections accepted so far.
+  int accepted() const { return accepted_.load(); }
+
+ private:
+  struct Pair {
+    int client = -1;
+    int server = -1;
+  };
+  StallProxy(int listener, std::uint16_t port, std::string target_path, int wake_read,
+             int wake_write);
+  void Loop();
+  void Wake();
+
+  const int listener_;
+  const std::uint16_t port_;
+  const std::string target_path_;
+  const int wake_read_;
+  const int wake_write_;
+  std::atomic<bool> stalled_{false};
+  std::atomic<bool> stopping_{false};
+  std::atomic<int> accepted_{0};
+  std::vector<Pair> pairs_;  // the loop's thread only
+  std::thread thread_;
+};
+
+}  // namespace uplink::testing
