@@ -94,47 +94,147 @@ void AgentPresence::Overlay(std::string_view connection_id, std::vector<AgentSee
   if (agents.size() > limit) agents.resize(limit);
 }
 
-Status AgentPresence::Flush(ConnectionStore& store) {
+PresenceUpdate AgentPresence::TakeChanges() {
   PresenceUpdate update;
-  {
-    std::lock_guard lock(mutex_);
-    for (auto& [id, entry] : connections_) {
-      if (entry.dirty) update.connections.emplace_back(id, entry.last_seen);
-      entry.dirty = false;
-      for (auto& [key, agent] : entry.pending_agents) update.agents.emplace_back(id, agent);
-      entry.pending_agents.clear();
-    }
-    pending_agents_ = 0;
+  std::lock_guard lock(mutex_);
+  for (auto& [id, entry] : connections_) {
+    if (entry.dirty) update.connections.emplace_back(id, entry.last_seen);
+    entry.dirty = false;
+    for (auto& [key, agent] : entry.pending_agents) update.agents.emplace_back(id, agent);
+    entry.pending_agents.clear();
   }
+  pending_agents_ = 0;
+  return update;
+}
+
+namespace {
+
+// A flush's rows are numbered as one list: its connections, then its agents.
+size_t RowCount(const PresenceUpdate& update) {
+  return update.connections.size() + update.agents.size();
+}
+
+PresenceUpdate Rows(const PresenceUpdate& update, size_t begin, size_t end) {
+  const size_t connections = update.connections.size();
+  PresenceUpdate rows;
+  if (begin < connections) {
+    rows.connections.assign(update.connections.begin() + begin,
+                            update.connections.begin() + std::min(end, connections));
+  }
+  if (end > connections) {
+    rows.agents.assign(update.agents.begin() + (std::max(begin, connections) - connections),
+                       update.agents.begin() + (end - connections));
+  }
+  return rows;
+}
+
+// Writes rows of one flush; when the store refuses some, finds the ones it refuses alone.
+class PresenceWriter {
+ public:
+  PresenceWriter(ConnectionStore& store, const PresenceUpdate& update)
+      : store_(store), update_(update) {}
+
+  // Writes rows [begin, end). A part the store refuses (for a reason other than being away or
+  // busy) is halved, and the halves written, down to the single rows it refuses, which land in
+  // refused(): a healthy part costs one statement, one bad row about twice log2(rows) more.
+  // Returns the first Unavailable failure, with unwritten_from() the first row not tried.
+  Status Write(size_t begin, size_t end) {
+    Status status = store_.RecordPresence(Rows(update_, begin, end));
+    if (status.ok()) {
+      stored_ += end - begin;
+      return status;
+    }
+    if (status.code() == StatusCode::kUnavailable) {
+      unwritten_from_ = begin;
+      return status;
+    }
+    if (end - begin == 1) {
+      refused_.emplace_back(begin, std::move(status));
+      return Status::Ok();
+    }
+    const size_t middle = begin + (end - begin) / 2;
+    UPLINK_RETURN_IF_ERROR(Write(begin, middle));
+    return Write(middle, end);
+  }
+
+  size_t stored() const { return stored_; }
+  size_t unwritten_from() const { return unwritten_from_; }
+  const std::vector<std::pair<size_t, Status>>& refused() const { return refused_; }
+
+ private:
+  ConnectionStore& store_;
+  const PresenceUpdate& update_;
+  size_t stored_ = 0;
+  size_t unwritten_from_ = 0;
+  std::vector<std::pair<size_t, Status>> refused_;  // row, why
+};
+
+constexpr const char* kPresenceRowsDroppedTotal = "uplink_console_presence_rows_dropped_total";
+
+}  // namespace
+
+AgentPresence::AgentPresence(metrics::Registry& metrics) : metrics_(metrics) {
+  metrics_.DeclareCounter(kPresenceRowsDroppedTotal,
+                          "Agent calls (connection or agent rows) whose presence the store "
+                          "refused for good, so that they were not recorded.");
+}
+
+Status AgentPresence::Flush(ConnectionStore& store) {
+  const PresenceUpdate update = TakeChanges();
+  const size_t rows = RowCount(update);
   // Written in transactions of kFlushRows rows, so that uploads wait for one of them at most:
   // with 10,000 agents a flush is 40,000 rows, and as one transaction it held the store for
   // a second or more every interval.
-  size_t connection_at = 0;
-  size_t agent_at = 0;
-  while (connection_at < update.connections.size() || agent_at < update.agents.size()) {
-    PresenceUpdate part;
-    const size_t connections = std::min(kFlushRows, update.connections.size() - connection_at);
-    const size_t agents = std::min(kFlushRows - connections, update.agents.size() - agent_at);
-    part.connections.assign(update.connections.begin() + connection_at,
-                            update.connections.begin() + connection_at + connections);
-    part.agents.assign(update.agents.begin() + agent_at,
-                       update.agents.begin() + agent_at + agents);
-    if (Status recorded = store.RecordPresence(part); !recorded.ok()) {
-      // This part and the rest are kept for the next flush: what was noted meanwhile is newer
-      // or the same.
-      for (size_t i = connection_at; i < update.connections.size(); ++i) {
-        Seen(update.connections[i].first, update.connections[i].second);
-      }
-      for (size_t i = agent_at; i < update.agents.size(); ++i) {
-        const auto& [id, agent] = update.agents[i];
-        Seen(id, AgentIdentity{agent.role, agent.instance, agent.version}, agent.last_seen_at);
-      }
-      return recorded;
+  PresenceWriter writer(store, update);
+  Status failed;
+  size_t unwritten_from = rows;
+  for (size_t at = 0; at < rows && failed.ok(); at += kFlushRows) {
+    const size_t end = std::min(at + kFlushRows, rows);
+    failed = writer.Write(at, end);
+    if (!failed.ok()) {
+      unwritten_from = writer.unwritten_from();
+    } else if (writer.stored() == 0 && !writer.refused().empty()) {
+      // Not one row taken: the store itself is failing (a full disk, say), not a row. Stop
+      // before halving every part.
+      failed = writer.refused().front().second;
+      unwritten_from = end;
     }
-    connection_at += connections;
-    agent_at += agents;
   }
-  return Status::Ok();
+  std::vector<size_t> kept;
+  for (const auto& [row, refusal] : writer.refused()) {
+    if (writer.stored() == 0) {
+      kept.push_back(row);
+    } else {
+      Drop(update, row, refusal);
+    }
+  }
+  Keep(update, unwritten_from, kept);
+  return failed;
+}
+
+void AgentPresence::Keep(const PresenceUpdate& update, size_t first,
+                         const std::vector<size_t>& rows) {
+  auto keep = [&](size_t row) {
+    if (row < update.connections.size()) {
+      Seen(update.connections[row].first, update.connections[row].second);
+      return;
+    }
+    const auto& [id, agent] = update.agents[row - update.connections.size()];
+    Seen(id, AgentIdentity{agent.role, agent.instance, agent.version}, agent.last_seen_at);
+  };
+  for (size_t row : rows) keep(row);
+  for (size_t row = first; row < RowCount(update); ++row) keep(row);
+}
+
+void AgentPresence::Drop(const PresenceUpdate& update, size_t row, const Status& refusal) {
+  metrics_.Increment(kPresenceRowsDroppedTotal);
+  constexpr std::string_view kDropped = "presence row refused by the store; dropped";
+  if (row < update.connections.size()) {
+    log_.Warn(kDropped, {{"connection_id", update.connections[row].first}, {"error", refusal}});
+    return;
+  }
+  const auto& [id, agent] = update.agents[row - update.connections.size()];
+  log_.Warn(kDropped, {{"connection_id", id}, {"role", agent.role}, {"error", refusal}});
 }
 
 void AgentPresence::StartFlusher(ConnectionStore& store, std::chrono::milliseconds interval) {

@@ -5,6 +5,8 @@
 // store transactions of a few hundred rows, so the store is at most that far behind for any
 // connection;
 // the API reads this object over the store, so what users see is exact while the console runs.
+// A row the store refuses for good (not for being away or busy) is found, logged, counted and
+// dropped, so that it cannot hold back every row after it.
 #pragma once
 
 #include <chrono>
@@ -22,6 +24,7 @@
 #include <vector>
 
 #include "common/log.h"
+#include "common/metrics.h"
 #include "common/time.h"
 #include "console/store/connection_store.h"
 
@@ -43,7 +46,8 @@ class AgentPresence {
   // Rows (connections and agents) a flush writes in one store transaction.
   static constexpr size_t kFlushRows = 256;
 
-  AgentPresence() = default;
+  // Declares its counter in `metrics`, which must outlive this object.
+  explicit AgentPresence(metrics::Registry& metrics);
   AgentPresence(const AgentPresence&) = delete;
   AgentPresence& operator=(const AgentPresence&) = delete;
   // Stops the flusher, then writes what is left.
@@ -63,7 +67,12 @@ class AgentPresence {
   void Overlay(std::string_view connection_id, std::vector<AgentSeen>& agents,
                size_t limit) const;
 
-  // Writes what changed since the last flush; on failure it is kept for the next one.
+  // Writes what changed since the last flush. When the store is away or busy (Unavailable),
+  // what was not written is kept for the next flush and the error returned. When it refuses a
+  // part for another reason, the part is halved down to the rows it refuses on their own:
+  // every other row is written, and those rows are logged, counted and dropped. Should the
+  // store accept no row of the flush, the store, not a row, is failing: everything not
+  // written is kept and the error returned.
   Status Flush(ConnectionStore& store);
   // Flushes into `store` every `interval` on a thread of its own until destruction, which
   // flushes once more. `store` must outlive this object.
@@ -82,8 +91,16 @@ class AgentPresence {
   };
 
   ConnectionEntry& EntryLocked(std::string_view connection_id, WallTime at);
+  // What changed since the last flush, marked clean.
+  PresenceUpdate TakeChanges();
+  // Notes again the rows of `update` from `first` on (connections first, then agents), and
+  // those listed in `rows`: kept for the next flush, where what was noted meanwhile wins.
+  void Keep(const PresenceUpdate& update, size_t first, const std::vector<size_t>& rows);
+  // Logs and counts a row the store refused on its own, which is not written.
+  void Drop(const PresenceUpdate& update, size_t row, const Status& refusal);
   void FlusherLoop(ConnectionStore& store, std::chrono::milliseconds interval);
 
+  metrics::Registry& metrics_;
   mutable std::mutex mutex_;
   std::unordered_map<std::string, ConnectionEntry, StringHash, std::equal_to<>> connections_;
   size_t pending_agents_ = 0;

@@ -7,6 +7,7 @@ ConsoleApi::ConsoleApi(Store& store, const Clock& clock, ConsoleOptions options)
       hasher_(options_.password_hashing),
       guard_(clock, options_.rate_limits, metrics_),
       auth_(store, clock, guard_),
+      presence_(metrics_),
       context_{store, clock, options_, metrics_, guard_, hasher_, presence_},
       routes_(context_, auth_, router_),
       outcomes_(options_, metrics_),
