@@ -15,7 +15,18 @@ namespace {
 constexpr const char* kAuthFailuresTotal = "uplink_console_auth_failures_total";
 constexpr const char* kAuthRateLimitedTotal = "uplink_console_auth_rate_limited_total";
 constexpr const char* kReplicaChargesTotal = "uplink_console_auth_replica_charges_total";
+constexpr const char* kReplicaChargesRecoveredTotal =
+    "uplink_console_auth_replica_charges_recovered_total";
+constexpr const char* kReplicaChargesDuplicatesTotal =
+    "uplink_console_auth_replica_charges_duplicates_total";
+constexpr const char* kReplicaMessagesInvalidTotal =
+    "uplink_console_auth_replica_messages_invalid_total";
+// One charge as it is made; several sent again (unsent during an outage, or asked for); a
+// replica asking for the others' charges, having missed some.
 constexpr std::string_view kChargeTopic = "auth_failure";
+constexpr std::string_view kChargesTopic = "auth_failures";
+constexpr std::string_view kAskTopic = "auth_resync";
+constexpr std::chrono::seconds kRememberedMargin{60};
 
 // The address bucket's key: an IPv4 address as it is, an IPv6 address by its /64 (one host
 // usually holds a whole /64, so keying by address would let it spread its guesses), and an
@@ -125,64 +136,296 @@ std::optional<net::Response> FailureGuard::Refused(const AuthRefusal& refusal) {
 void FailureGuard::JoinReplicas(ReplicaBus& bus) {
   metrics_.DeclareCounter(kReplicaChargesTotal,
                           "Failed authentications other replicas charged to this one's buckets.");
+  metrics_.DeclareCounter(kReplicaChargesRecoveredTotal,
+                          "Other replicas' charges this one missed and charged when they were "
+                          "sent again after a bus outage.");
+  metrics_.DeclareCounter(kReplicaChargesDuplicatesTotal,
+                          "Other replicas' charges heard again and not charged twice.");
+  metrics_.DeclareCounter(kReplicaMessagesInvalidTotal,
+                          "Failed-authentication messages from the replica bus that were not "
+                          "what a replica sends; nothing was charged for them.");
   bus_ = &bus;
-  replica_charges_ = bus.Subscribe(std::string(kChargeTopic), [this](const json::object& message) {
+  replica_charge_ = bus.Subscribe(std::string(kChargeTopic), [this](const json::object& message) {
     ChargeFromReplica(message);
   });
-  bus_back_ = bus.OnResync([this] { SendUnsentCharges(); });
-}
-
-void FailureGuard::SendCharge(json::object charge) {
-  Status sent = bus_->Publish(kChargeTopic, charge);
-  if (sent.ok()) {
+  replica_charges_ = bus.Subscribe(std::string(kChargesTopic),
+                                   [this](const json::object& message) {
+                                     ChargesFromReplica(message);
+                                   });
+  charges_asked_ = bus.Subscribe(std::string(kAskTopic), [this](const json::object& message) {
+    SendKeptChargesAgain(message);
+  });
+  bus_back_ = bus.OnResync([this] {
+    AskForCharges();
     SendUnsentCharges();
-    return;
-  }
-  if (sent.code() != StatusCode::kUnavailable) {
-    log_.Warn("could not send a failed authentication to the other replicas", {{"error", sent}});
-    return;
-  }
-  // The bus is reconnecting: sent when it is back, so that the other replicas' budgets are
-  // not larger for the outage.
-  std::lock_guard lock(unsent_mutex_);
-  if (unsent_.size() >= kMaxUnsentCharges) unsent_.pop_front();
-  unsent_.emplace_back(clock_.SteadyNow(), std::move(charge));
+  });
+  // The bus's first connection does not resync; a replica that just started has missed the
+  // charges made before it did all the same.
+  AskForCharges();
 }
 
-void FailureGuard::SendUnsentCharges() {
-  std::deque<std::pair<SteadyTime, json::object>> sending;
+size_t FailureGuard::kept_charges() const {
+  std::lock_guard lock(kept_mutex_);
+  return kept_.size();
+}
+
+size_t FailureGuard::remembered_charges() const {
+  std::lock_guard lock(remembered_mutex_);
+  return remembered_.size();
+}
+
+void FailureGuard::SendCharge(json::object keys) {
+  json::object message = keys;
+  std::uint64_t sequence = 0;
   {
-    std::lock_guard lock(unsent_mutex_);
-    if (unsent_.empty()) return;
-    sending.swap(unsent_);
+    std::lock_guard lock(kept_mutex_);
+    sequence = next_sequence_++;
+    if (kept_.size() >= kMaxKeptCharges) DropOldestKeptLocked();
+    kept_.push_back(KeptCharge{sequence, clock_.SteadyNow(), std::move(keys)});
+    ++unsent_;
   }
-  const SteadyTime stale_before = clock_.SteadyNow() - charge_weighs_for_;
-  while (!sending.empty()) {
-    if (sending.front().first >= stale_before) {
-      if (Status sent = bus_->Publish(kChargeTopic, sending.front().second); !sent.ok()) break;
+  message["seq"] = sequence;
+  message["age_ms"] = 0;
+  Status sent = bus_->Publish(kChargeTopic, message);
+  if (sent.code() == StatusCode::kUnavailable) return;  // sent once the bus is back
+  if (!sent.ok()) {
+    log_.Warn("could not send a failed authentication to the other replicas", {{"error", sent}});
+  }
+  MarkSent({sequence});
+  if (sent.ok()) SendUnsentCharges();
+}
+
+void FailureGuard::DropOldestKeptLocked() {
+  if (!kept_.front().sent) --unsent_;
+  kept_.pop_front();
+}
+
+void FailureGuard::MarkSent(const std::vector<std::uint64_t>& sequences) {
+  std::lock_guard lock(kept_mutex_);
+  auto it = kept_.begin();
+  for (std::uint64_t sequence : sequences) {  // both ascending
+    while (it != kept_.end() && it->sequence < sequence) ++it;
+    if (it != kept_.end() && it->sequence == sequence && !it->sent) {
+      it->sent = true;
+      --unsent_;
     }
-    sending.pop_front();
   }
-  if (sending.empty()) return;
-  // Away again: what is left goes back in front of what was kept meanwhile.
-  std::lock_guard lock(unsent_mutex_);
-  while (!sending.empty()) {
-    if (unsent_.size() < kMaxUnsentCharges) unsent_.push_front(std::move(sending.back()));
-    sending.pop_back();
+}
+
+std::vector<FailureGuard::KeptCharge> FailureGuard::KeptChargesToSend(bool unsent_only) {
+  const SteadyTime stale_before = clock_.SteadyNow() - charge_weighs_for_;
+  std::lock_guard lock(kept_mutex_);
+  while (!kept_.empty() && kept_.front().at < stale_before) DropOldestKeptLocked();
+  std::vector<KeptCharge> sending;
+  if (unsent_only && unsent_ == 0) return sending;  // the usual case, after every charge
+  for (const KeptCharge& charge : kept_) {
+    if (!unsent_only || !charge.sent) sending.push_back(charge);
   }
+  return sending;
+}
+
+void FailureGuard::SendUnsentCharges() { SendInBatches(KeptChargesToSend(true)); }
+
+void FailureGuard::SendKeptChargesAgain(const json::object& request) {
+  for (const auto& [field, value] : request) {
+    if (field != "topic" && field != "from") {
+      Ignore(request, InvalidArgumentError("unknown field \"" + std::string(field) + "\""));
+      return;
+    }
+  }
+  if (StringAt(request, "from").empty()) {
+    Ignore(request, InvalidArgumentError("no \"from\": not sent by a replica"));
+    return;
+  }
+  SendInBatches(KeptChargesToSend(false));
+}
+
+void FailureGuard::SendInBatches(const std::vector<KeptCharge>& charges) {
+  if (charges.empty()) return;
+  const SteadyTime now = clock_.SteadyNow();
+  const size_t envelope = ToJson(json::object{{"charges", json::array{}},
+                                              {"topic", kChargesTopic},
+                                              {"from", bus_->replica_id()}})
+                              .size();
+  std::vector<std::uint64_t> sent;
+  json::array batch;
+  std::vector<std::uint64_t> in_batch;
+  size_t bytes = envelope;
+  auto flush = [&] {
+    if (batch.empty()) return true;
+    if (Status published = bus_->Publish(kChargesTopic, json::object{{"charges", batch}});
+        !published.ok()) {
+      if (published.code() != StatusCode::kUnavailable) {
+        log_.Warn("could not send failed authentications to the other replicas",
+                  {{"error", published}});
+      }
+      return false;
+    }
+    sent.insert(sent.end(), in_batch.begin(), in_batch.end());
+    batch.clear();
+    in_batch.clear();
+    bytes = envelope;
+    return true;
+  };
+  for (const KeptCharge& charge : charges) {
+    json::object item = charge.keys;
+    item["seq"] = charge.sequence;
+    item["age_ms"] = std::chrono::duration_cast<std::chrono::milliseconds>(now - charge.at).count();
+    const size_t item_bytes = ToJson(item).size() + 1;  // and a comma
+    if (bytes + item_bytes > kMaxReplicaMessageBytes || batch.size() == kMaxChargesPerMessage) {
+      if (!flush()) break;
+    }
+    batch.push_back(std::move(item));
+    in_batch.push_back(charge.sequence);
+    bytes += item_bytes;
+  }
+  flush();
+  MarkSent(sent);
+}
+
+void FailureGuard::AskForCharges() {
+  Status asked = bus_->Publish(kAskTopic, json::object{});
+  // Unavailable: asked again when the bus is back, which resyncs.
+  if (!asked.ok() && asked.code() != StatusCode::kUnavailable) {
+    log_.Warn("could not ask the other replicas for their failed authentications",
+              {{"error", asked}});
+  }
+}
+
+namespace {
+
+// A non-negative integer field; `minimum` bounds it from below.
+Result<std::uint64_t> CountAt(const json::object& object, std::string_view field,
+                              std::uint64_t minimum) {
+  const json::value* value = object.if_contains(field);
+  if (value == nullptr) return InvalidArgumentError("no \"" + std::string(field) + "\"");
+  std::uint64_t count = 0;
+  if (value->is_uint64()) {
+    count = value->as_uint64();
+  } else if (value->is_int64() && value->as_int64() >= 0) {
+    count = static_cast<std::uint64_t>(value->as_int64());
+  } else {
+    return InvalidArgumentError("\"" + std::string(field) + "\" is not a whole number >= " +
+                                std::to_string(minimum));
+  }
+  if (count < minimum) {
+    return InvalidArgumentError("\"" + std::string(field) + "\" is below " +
+                                std::to_string(minimum));
+  }
+  return count;
+}
+
+}  // namespace
+
+Result<FailureGuard::HeardCharge> FailureGuard::ReadCharge(const json::object& object,
+                                                           bool envelope_fields) {
+  HeardCharge charge;
+  for (const auto& [field, value] : object) {
+    std::string* key = field == "address" ? &charge.address
+                       : field == "email" ? &charge.email
+                       : field == "prefix" ? &charge.prefix
+                                           : nullptr;
+    if (key != nullptr) {
+      if (!value.is_string() || value.as_string().empty()) {
+        return InvalidArgumentError("\"" + std::string(field) + "\" is not a non-empty string");
+      }
+      *key = std::string(value.as_string());
+    } else if (field != "seq" && field != "age_ms" &&
+               !(envelope_fields && (field == "topic" || field == "from"))) {
+      return InvalidArgumentError("unknown field \"" + std::string(field) + "\"");
+    }
+  }
+  if (charge.address.empty() && charge.email.empty() && charge.prefix.empty()) {
+    return InvalidArgumentError("no bucket key (address, email, prefix)");
+  }
+  UPLINK_ASSIGN_OR_RETURN(charge.sequence, CountAt(object, "seq", 1));
+  UPLINK_ASSIGN_OR_RETURN(std::uint64_t age, CountAt(object, "age_ms", 0));
+  // Anything older than a day is stale anyway; capping it keeps the arithmetic in range.
+  charge.age = std::chrono::milliseconds(std::min<std::uint64_t>(age, 86'400'000));
+  return charge;
+}
+
+void FailureGuard::Ignore(const json::object& message, const Status& why) {
+  metrics_.Increment(kReplicaMessagesInvalidTotal);
+  log_.Warn("ignored a failed-authentication message from the replica bus that no replica sends; "
+            "nothing was charged for it",
+            {{"topic", StringAt(message, "topic")}, {"error", why}});
 }
 
 void FailureGuard::ChargeFromReplica(const json::object& message) {
-  // Keys are charged as sent, and only when they are strings: a malformed message charges
-  // what it can and nothing else.
-  std::string address = StringAt(message, "address");
-  std::string email = StringAt(message, "email");
-  std::string prefix = StringAt(message, "prefix");
-  if (!address.empty()) by_address_.RecordFailure(address);
-  if (!email.empty()) by_email_.RecordFailure(email);
-  if (!prefix.empty()) by_prefix_.RecordFailure(prefix);
-  if (!address.empty() || !email.empty() || !prefix.empty()) {
+  std::string from = StringAt(message, "from");
+  if (from.empty()) return Ignore(message, InvalidArgumentError("no \"from\""));
+  auto charge = ReadCharge(message, true);
+  if (!charge.ok()) return Ignore(message, charge.status());
+  Charge(from, {std::move(*charge)}, false);
+}
+
+void FailureGuard::ChargesFromReplica(const json::object& message) {
+  std::string from = StringAt(message, "from");
+  if (from.empty()) return Ignore(message, InvalidArgumentError("no \"from\""));
+  for (const auto& [field, value] : message) {
+    if (field != "topic" && field != "from" && field != "charges") {
+      return Ignore(message, InvalidArgumentError("unknown field \"" + std::string(field) + "\""));
+    }
+  }
+  const json::value* items = message.if_contains("charges");
+  if (items == nullptr || !items->is_array() || items->as_array().empty()) {
+    return Ignore(message, InvalidArgumentError("\"charges\" is not a non-empty array"));
+  }
+  if (items->as_array().size() > kMaxChargesPerMessage) {
+    return Ignore(message, InvalidArgumentError(
+                               std::to_string(items->as_array().size()) + " charges, over the " +
+                               std::to_string(kMaxChargesPerMessage) + " a replica sends at once"));
+  }
+  // All or nothing: a message with one bad charge is not a replica's.
+  std::vector<HeardCharge> charges;
+  for (const json::value& item : items->as_array()) {
+    if (!item.is_object()) {
+      return Ignore(message, InvalidArgumentError("a charge is not a JSON object"));
+    }
+    auto charge = ReadCharge(item.as_object(), false);
+    if (!charge.ok()) return Ignore(message, charge.status());
+    charges.push_back(std::move(*charge));
+  }
+  Charge(from, std::move(charges), true);
+}
+
+void FailureGuard::Charge(const std::string& from, std::vector<HeardCharge> charges,
+                          bool sent_again) {
+  const SteadyTime now = clock_.SteadyNow();
+  // Oldest first: a bucket's charges in time order weigh exactly as they did where they were
+  // made.
+  std::stable_sort(charges.begin(), charges.end(),
+                   [](const HeardCharge& a, const HeardCharge& b) { return a.age > b.age; });
+  for (const HeardCharge& charge : charges) {
+    if (charge.age > charge_weighs_for_) continue;  // weighs on no bucket any more
+    std::string identity = from + "/" + std::to_string(charge.sequence);
+    {
+      std::lock_guard lock(remembered_mutex_);
+      // Remembered a while longer than any replica sends a charge again, so that one delayed
+      // on its way is still known.
+      const SteadyTime forget_before = now - charge_weighs_for_ - kRememberedMargin;
+      while (!remembered_order_.empty() && remembered_order_.front().first < forget_before) {
+        remembered_.erase(remembered_order_.front().second);
+        remembered_order_.pop_front();
+      }
+      if (remembered_.contains(identity)) {
+        metrics_.Increment(kReplicaChargesDuplicatesTotal);
+        continue;
+      }
+      if (remembered_order_.size() >= kMaxRememberedCharges) {
+        remembered_.erase(remembered_order_.front().second);
+        remembered_order_.pop_front();
+      }
+      remembered_.insert(identity);
+      remembered_order_.emplace_back(now, std::move(identity));
+    }
+    const SteadyTime at = now - charge.age;
+    if (!charge.address.empty()) by_address_.RecordFailureAt(charge.address, at);
+    if (!charge.email.empty()) by_email_.RecordFailureAt(charge.email, at);
+    if (!charge.prefix.empty()) by_prefix_.RecordFailureAt(charge.prefix, at);
     metrics_.Increment(kReplicaChargesTotal);
+    if (sent_again) metrics_.Increment(kReplicaChargesRecoveredTotal);
   }
 }
 

@@ -9,16 +9,24 @@
 // Replicas on one database (docs/architecture.md, "Replicas") share the budgets: each charged
 // refusal is sent to the others (the bucket keys only: an address, a lookup prefix, an email;
 // never a credential), which charge the same buckets, so N replicas do not give N times the
-// attempts. A charge this replica could not send while its bus reconnected is sent once the
-// bus is back (up to kMaxUnsentCharges of them, each while it still weighs on a bucket).
+// attempts. Each replica keeps the charges it made while they still weigh on a bucket (the
+// newest kMaxKeptCharges): one it could not send while its bus reconnected is sent once the
+// bus is back, and a replica whose bus was away (or that just started) asks the others to send
+// theirs again, since notifications sent meanwhile never reach it. Every charge has an identity
+// (its replica's id and a sequence number), so one heard twice is charged once, and keeps its
+// time, so one heard late weighs what it would have weighed when it was made.
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <deque>
 #include <mutex>
 #include <optional>
+#include <string>
 #include <string_view>
+#include <unordered_set>
 #include <utility>
+#include <vector>
 
 #include "common/log.h"
 #include "common/metrics.h"
@@ -69,17 +77,62 @@ class FailureGuard {
   // outlive this object; call once, before serving.
   void JoinReplicas(ReplicaBus& bus);
 
-  // Charges kept for the bus at most; beyond, the oldest are dropped.
-  static constexpr size_t kMaxUnsentCharges = 4096;
+  // This replica's charges kept (to send when its bus is back, and again to a replica that
+  // missed them) at most; beyond, the oldest are dropped.
+  static constexpr size_t kMaxKeptCharges = 4096;
+  // Other replicas' charges remembered as charged here (so that one heard again is not charged
+  // twice) at most; beyond, the oldest are forgotten.
+  static constexpr size_t kMaxRememberedCharges = 4 * kMaxKeptCharges;
+  // Charges in one message at most (well above what fits in kMaxReplicaMessageBytes).
+  static constexpr size_t kMaxChargesPerMessage = 256;
+
+  // For tests of the bounds.
+  size_t kept_charges() const;
+  size_t remembered_charges() const;
 
  private:
-  // Another replica's charge, as Refused() took it there.
-  void ChargeFromReplica(const json::object& message);
-  // Sends `charge` to the other replicas, keeping it for later if the bus is reconnecting;
-  // then what was kept, if the bus took this one.
-  void SendCharge(json::object charge);
-  // Sends the charges kept while the bus was away, keeping those it still cannot send.
+  // A charge this replica made: the bucket keys it took a token from, and when.
+  struct KeptCharge {
+    std::uint64_t sequence;
+    SteadyTime at;
+    json::object keys;
+    bool sent = false;
+  };
+  // Another replica's charge as read from a message, checked.
+  struct HeardCharge {
+    std::string address, email, prefix;
+    std::uint64_t sequence = 0;
+    std::chrono::milliseconds age{0};
+  };
+
+  // Keeps `keys` as a charge of this replica and sends it to the others; then what the bus
+  // could not take earlier, if it took this one.
+  void SendCharge(json::object keys);
+  // Sends the kept charges the bus could not take when they were made.
   void SendUnsentCharges();
+  // Sends every kept charge that still weighs, for a replica that asked (it missed them).
+  void SendKeptChargesAgain(const json::object& request);
+  // Sends `charges` (oldest first) in as few messages as fit, and marks those sent; stops at
+  // the first the bus cannot take.
+  void SendInBatches(const std::vector<KeptCharge>& charges);
+  void MarkSent(const std::vector<std::uint64_t>& ascending_sequences);
+  void DropOldestKeptLocked();
+  // The kept charges that still weigh and (with `unsent_only`) were not sent yet.
+  std::vector<KeptCharge> KeptChargesToSend(bool unsent_only);
+  // Asks the other replicas for their charges: this replica may have missed some.
+  void AskForCharges();
+
+  // One charge as a replica sends it: bucket keys (non-empty strings, at least one), "seq"
+  // and "age_ms"; `envelope_fields` allows the message's own ("topic", "from") when the charge
+  // is the message.
+  static Result<HeardCharge> ReadCharge(const json::object& object, bool envelope_fields);
+  // Another replica's charge as it sent it (`auth_failure`), or several sent again
+  // (`auth_failures`): each checked, then charged once, at the time it was made.
+  void ChargeFromReplica(const json::object& message);
+  void ChargesFromReplica(const json::object& message);
+  void Charge(const std::string& from, std::vector<HeardCharge> charges, bool sent_again);
+  // Counts and logs a message that is not what a replica sends; nothing is charged.
+  void Ignore(const json::object& message, const Status& why);
 
   // The 429 reply when `wait` is set: "<what>; wait N seconds, then <then>".
   std::optional<net::Response> Limited(std::string_view scope,
@@ -95,10 +148,18 @@ class FailureGuard {
   // How long a charge weighs on the slowest bucket: one kept longer is not worth sending.
   std::chrono::seconds charge_weighs_for_;
   ReplicaBus* bus_ = nullptr;
-  std::mutex unsent_mutex_;
-  std::deque<std::pair<SteadyTime, json::object>> unsent_;  // oldest first; under unsent_mutex_
-  // Last: end before the buckets and the queue their handlers use.
+  mutable std::mutex kept_mutex_;
+  std::uint64_t next_sequence_ = 1;  // under kept_mutex_
+  std::deque<KeptCharge> kept_;      // oldest (lowest sequence) first; under kept_mutex_
+  size_t unsent_ = 0;                // of kept_; under kept_mutex_
+  mutable std::mutex remembered_mutex_;
+  // Other replicas' charges charged here ("<replica id>/<sequence>"), and when, oldest first.
+  std::unordered_set<std::string> remembered_;                    // under remembered_mutex_
+  std::deque<std::pair<SteadyTime, std::string>> remembered_order_;  // under remembered_mutex_
+  // Last: end before the buckets and the queues their handlers use.
+  ReplicaBus::Subscription replica_charge_;
   ReplicaBus::Subscription replica_charges_;
+  ReplicaBus::Subscription charges_asked_;
   ReplicaBus::Subscription bus_back_;
 };
 

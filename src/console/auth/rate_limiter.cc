@@ -39,33 +39,57 @@ RateLimiter::RateLimiter(const Clock& clock, RateLimit limit, std::size_t max_ke
 
 std::optional<std::chrono::seconds> RateLimiter::Check(const std::string& key) {
   std::lock_guard lock(mutex_);
-  if (full_at_.empty()) return std::nullopt;  // no recent failures at all: the usual case
+  if (buckets_.empty()) return std::nullopt;  // no recent failures at all: the usual case
   SteadyTime now = clock_.SteadyNow();
-  auto it = full_at_.find(key);
-  if (it == full_at_.end()) return std::nullopt;
-  if (it->second <= now) {
-    full_at_.erase(it);  // a full bucket says nothing a missing one does not
+  auto it = buckets_.find(key);
+  if (it == buckets_.end()) return std::nullopt;
+  if (it->second.full_at <= now) {
+    buckets_.erase(it);  // a full bucket says nothing a failure heard late would need
     return std::nullopt;
   }
-  return WaitFor(it->second, now);
+  return WaitFor(it->second.full_at, now);
 }
 
 std::optional<std::chrono::seconds> RateLimiter::RecordFailure(const std::string& key) {
+  return RecordFailureAt(key, clock_.SteadyNow());
+}
+
+std::optional<std::chrono::seconds> RateLimiter::RecordFailureAt(const std::string& key,
+                                                                 SteadyTime at) {
   SteadyTime now = clock_.SteadyNow();
+  at = std::min(at, now);
   std::lock_guard lock(mutex_);
-  auto it = full_at_.find(key);
-  if (it == full_at_.end()) {
-    if (full_at_.size() >= max_keys_) MakeRoom(now);
-    it = full_at_.emplace(key, now).first;
+  auto it = buckets_.find(key);
+  if (it == buckets_.end()) {
+    if (buckets_.size() >= max_keys_) MakeRoom(now);
+    // A forgotten bucket was full: a failure at `at` on a full bucket weighs at most what it
+    // does on a new one.
+    it = buckets_.emplace(key, Bucket{at, at}).first;
   }
-  // An empty bucket stays empty: failures while refused do not push the wait further out.
-  it->second = std::min(std::max(it->second, now) + token_interval_, now + full_span_);
-  return WaitFor(it->second, now);
+  Bucket& bucket = it->second;
+  if (at >= bucket.last_failure) {
+    // In order: as if it were taken at `at`. An empty bucket stays empty: failures while
+    // refused do not push the wait further out.
+    bucket.full_at = std::min(std::max(bucket.full_at, at) + token_interval_, at + full_span_);
+    bucket.last_failure = at;
+    return WaitFor(bucket.full_at, now);
+  }
+  // Older than the bucket's latest failure, whose history is not kept. Its weight now is at
+  // least one interval less the time since `at` (when the bucket was full all along), and no
+  // more than the room the bucket has now less that time (the bucket drained at most that
+  // much since any failure in between, which the cap may have clipped): the smaller of the
+  // two is sure, so it never weighs more than it would have.
+  std::chrono::nanoseconds owed = std::max(bucket.full_at - now, std::chrono::nanoseconds::zero());
+  std::chrono::nanoseconds weight = std::min(token_interval_, full_span_ - owed) - (now - at);
+  if (weight > std::chrono::nanoseconds::zero()) {
+    bucket.full_at = std::max(bucket.full_at, now) + weight;
+  }
+  return WaitFor(bucket.full_at, now);
 }
 
 std::size_t RateLimiter::size() const {
   std::lock_guard lock(mutex_);
-  return full_at_.size();
+  return buckets_.size();
 }
 
 std::optional<std::chrono::seconds> RateLimiter::WaitFor(SteadyTime full_at,
@@ -79,20 +103,22 @@ std::optional<std::chrono::seconds> RateLimiter::WaitFor(SteadyTime full_at,
 
 void RateLimiter::MakeRoom(SteadyTime now) {
   const std::size_t batch = std::max<std::size_t>(1, max_keys_ / 16);
-  std::size_t before = full_at_.size();
-  std::erase_if(full_at_, [now](const auto& entry) { return entry.second <= now; });
-  std::size_t freed = before - full_at_.size();
+  std::size_t before = buckets_.size();
+  std::erase_if(buckets_, [now](const auto& entry) { return entry.second.full_at <= now; });
+  std::size_t freed = before - buckets_.size();
   if (freed >= batch) return;
 
   // The fullest buckets are those that will be full soonest.
-  std::size_t extra = std::min(batch - freed, full_at_.size());
-  std::vector<decltype(full_at_)::iterator> buckets;
-  buckets.reserve(full_at_.size());
-  for (auto it = full_at_.begin(); it != full_at_.end(); ++it) buckets.push_back(it);
-  auto by_full_at = [](const auto& a, const auto& b) { return a->second < b->second; };
-  std::nth_element(buckets.begin(), buckets.begin() + static_cast<std::ptrdiff_t>(extra - 1),
-                   buckets.end(), by_full_at);
-  for (std::size_t i = 0; i < extra; ++i) full_at_.erase(buckets[i]);
+  std::size_t extra = std::min(batch - freed, buckets_.size());
+  std::vector<decltype(buckets_)::iterator> fullest;
+  fullest.reserve(buckets_.size());
+  for (auto it = buckets_.begin(); it != buckets_.end(); ++it) fullest.push_back(it);
+  auto by_full_at = [](const auto& a, const auto& b) {
+    return a->second.full_at < b->second.full_at;
+  };
+  std::nth_element(fullest.begin(), fullest.begin() + static_cast<std::ptrdiff_t>(extra - 1),
+                   fullest.end(), by_full_at);
+  for (std::size_t i = 0; i < extra; ++i) buckets_.erase(fullest[i]);
 }
 
 }  // namespace uplink::console

@@ -35,6 +35,11 @@ class RateLimiter {
 
   // Takes one token for a failure. Returns what Check would say after it.
   std::optional<std::chrono::seconds> RecordFailure(const std::string& key);
+  // Takes one token for a failure at `at`, in the past (another replica's charge heard late;
+  // a later time is taken as now). Exact when a key's failures come in time order; one older
+  // than the key's latest is charged with the weight it is sure to still have now, so it never
+  // weighs more than it would have (it may weigh less). Returns what Check would say after it.
+  std::optional<std::chrono::seconds> RecordFailureAt(const std::string& key, SteadyTime at);
 
   // Buckets held, including full ones not yet forgotten.
   std::size_t size() const;
@@ -42,7 +47,12 @@ class RateLimiter {
  private:
   // A bucket is kept as the time it will be full again: each failure pushes that time one
   // token's refill interval later, and tokens = burst - (full_at - now) / interval. Whole
-  // nanoseconds keep Retry-After exact where floating-point tokens would drift.
+  // nanoseconds keep Retry-After exact where floating-point tokens would drift. The time of
+  // the latest failure tells a failure heard late whether it still comes in order.
+  struct Bucket {
+    SteadyTime full_at;
+    SteadyTime last_failure;
+  };
   std::optional<std::chrono::seconds> WaitFor(SteadyTime full_at, SteadyTime now) const;
   // Called when inserting at capacity: forgets every full bucket and, if that frees fewer
   // than max_keys/16, also the fullest others, so the sweep runs at most once per
@@ -54,7 +64,7 @@ class RateLimiter {
   std::chrono::nanoseconds full_span_{};       // time to refill an empty bucket
   std::size_t max_keys_;
   mutable std::mutex mutex_;
-  std::unordered_map<std::string, SteadyTime> full_at_;
+  std::unordered_map<std::string, Bucket> buckets_;
 };
 
 }  // namespace uplink::console

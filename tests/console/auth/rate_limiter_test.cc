@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -88,6 +89,102 @@ TEST(RateLimiter, FailuresWhileRefusedDoNotPushTheWaitFurther) {
   for (int i = 0; i < 100; ++i) EXPECT_EQ(limiter.RecordFailure("k"), seconds(1));
   clock.Advance(seconds(1));
   EXPECT_EQ(limiter.Check("k"), std::nullopt);
+}
+
+// What Check says, as a number of seconds (0 when it may try).
+std::int64_t WaitSeconds(RateLimiter& limiter, const std::string& key) {
+  auto wait = limiter.Check(key);
+  return wait ? wait->count() : 0;
+}
+
+TEST(RateLimiter, FailuresHeardLateInTimeOrderWeighAsIfTakenThen) {
+  FakeClock clock;
+  const RateLimit limit{.burst = 3, .refill_per_second = 1};
+  RateLimiter live(clock, limit);
+  RateLimiter late(clock, limit);
+  // A burst past the bucket's size (the cap clips it), a pause in which it fills again, and two
+  // more.
+  std::vector<SteadyTime> times;
+  for (int step_ms : {0, 200, 200, 200, 200, 4200, 100}) {
+    clock.Advance(milliseconds(step_ms));
+    times.push_back(clock.SteadyNow());
+    (void)live.RecordFailure("k");
+  }
+  clock.Advance(milliseconds(400));
+  for (SteadyTime at : times) (void)late.RecordFailureAt("k", at);
+  for (int step = 0; step < 16; ++step) {
+    EXPECT_EQ(WaitSeconds(late, "k"), WaitSeconds(live, "k")) << "step " << step;
+    clock.Advance(milliseconds(250));
+  }
+  EXPECT_EQ(late.Check("k"), std::nullopt);
+}
+
+TEST(RateLimiter, AFailureHeardLateThatNoLongerWeighsTakesNothing) {
+  FakeClock clock;
+  RateLimiter limiter(clock, RateLimit{.burst = 2, .refill_per_second = 1});
+  const SteadyTime then = clock.SteadyNow();
+  clock.Advance(seconds(5));
+  (void)limiter.RecordFailureAt("k", then);
+  (void)limiter.RecordFailureAt("k", then);
+  EXPECT_EQ(limiter.Check("k"), std::nullopt) << "both refilled 3 s ago";
+  (void)limiter.RecordFailure("k");
+  EXPECT_EQ(limiter.Check("k"), std::nullopt) << "one token is left, as without them";
+}
+
+TEST(RateLimiter, AFailureAtALaterTimeIsTakenAsNow) {
+  FakeClock clock;
+  RateLimiter limiter(clock, RateLimit{.burst = 1, .refill_per_second = 1});
+  EXPECT_EQ(limiter.RecordFailureAt("k", clock.SteadyNow() + seconds(100)), seconds(1));
+  clock.Advance(seconds(1));
+  EXPECT_EQ(limiter.Check("k"), std::nullopt);
+}
+
+TEST(RateLimiter, AFailureOlderThanTheLatestDoesNotFillAnEmptyBucketFurther) {
+  FakeClock clock;
+  RateLimiter limiter(clock, RateLimit{.burst = 1, .refill_per_second = 1});
+  const SteadyTime earlier = clock.SteadyNow();
+  clock.Advance(milliseconds(500));
+  EXPECT_EQ(limiter.RecordFailure("k"), seconds(1));
+  // Taken in its place, it would have been refilled by half when the later one emptied the
+  // bucket to its cap: it adds nothing.
+  (void)limiter.RecordFailureAt("k", earlier);
+  clock.Advance(milliseconds(1000));
+  EXPECT_EQ(limiter.Check("k"), std::nullopt);
+}
+
+// Failures split between two sources, one heard here live and one heard late, out of order:
+// the bucket is never emptier than with every failure taken in its place, and still counts
+// the late ones that surely weigh.
+TEST(RateLimiter, FailuresHeardOutOfOrderNeverWeighMoreThanInTheirPlace) {
+  std::mt19937 random(20261202);
+  const RateLimit limit{.burst = 5, .refill_per_second = 0.5};
+  int counted_some = 0;
+  for (int trial = 0; trial < 300; ++trial) {
+    FakeClock clock;
+    RateLimiter in_place(clock, limit);
+    RateLimiter split(clock, limit);
+    std::vector<SteadyTime> heard_late;
+    const int failures = 1 + static_cast<int>(random() % 40);
+    for (int i = 0; i < failures; ++i) {
+      clock.Advance(milliseconds(random() % 1500));
+      (void)in_place.RecordFailure("k");
+      if (random() % 2 == 0) {
+        (void)split.RecordFailure("k");
+      } else {
+        heard_late.push_back(clock.SteadyNow());
+      }
+    }
+    clock.Advance(milliseconds(random() % 300));
+    const std::int64_t before_late = WaitSeconds(split, "k");
+    for (SteadyTime at : heard_late) (void)split.RecordFailureAt("k", at);
+    if (WaitSeconds(split, "k") > before_late) ++counted_some;
+    for (int step = 0; step < 24; ++step) {
+      ASSERT_LE(WaitSeconds(split, "k"), WaitSeconds(in_place, "k"))
+          << "trial " << trial << ", step " << step;
+      clock.Advance(milliseconds(500));
+    }
+  }
+  EXPECT_GT(counted_some, 30);
 }
 
 TEST(RateLimiter, KeysAreIndependent) {

@@ -139,8 +139,41 @@ TEST_F(ReplicaGuardTest, AChargeFromAnotherReplicaCarriesNoCredential) {
   auto parsed = ParseJson(seen[0]);
   ASSERT_TRUE(parsed.ok());
   json::object expected{{"address", "192.0.2.9"}, {"prefix", "upl_k_1234abcd"},
+                        {"seq", 1},           {"age_ms", 0},
                         {"topic", "auth_failure"}, {"from", bus_a_->replica_id()}};
   EXPECT_EQ(parsed->as_object(), expected);
+}
+
+TEST_F(ReplicaGuardTest, AReplicaThatStartsLaterGetsTheChargesMadeBeforeIt) {
+  // More charges than fit in one notification: they come in several, each under the limit.
+  constexpr int kAddresses = 600;
+  for (int i = 0; i < kAddresses; ++i) {
+    a_->guard.Refused(AuthRefusal{.kind = "api_key", .reason = "invalid_credentials",
+                                  .remote_address = "10.3." + std::to_string(i / 256) + "." +
+                                                    std::to_string(i % 256)});
+  }
+  for (int i = 0; i < 29; ++i) {
+    a_->guard.Refused(AuthRefusal{.kind = "api_key", .reason = "invalid_credentials",
+                                  .remote_address = "10.3.0.0"});
+  }
+  ASSERT_TRUE(WaitFor([&] { return b_->charges() == kAddresses + 29; }));
+  // A replica started now (or restarted) heard none of them; it asks as it joins.
+  auto started = PostgresReplicaBus::Start(location());
+  ASSERT_TRUE(started.ok()) << started.status().ToString();
+  Replica late(clock_, started->get());
+  ASSERT_TRUE(WaitFor([&] {
+    return late.metrics.Get("uplink_console_auth_replica_charges_recovered_total") ==
+           kAddresses + 29;
+  }));
+  EXPECT_TRUE(late.guard.CheckAddress("10.3.0.0").has_value()) << "its 30 are spent";
+  EXPECT_FALSE(late.guard.CheckAddress("10.3.0.1").has_value());
+  // b heard each once already, and charges none twice (it may have heard some a third time:
+  // a answers b's own request, made as b joined, whenever a's bus thread gets to it).
+  ASSERT_TRUE(WaitFor([&] {
+    return b_->metrics.Get("uplink_console_auth_replica_charges_duplicates_total") >=
+           kAddresses + 29;
+  }));
+  EXPECT_EQ(b_->charges(), kAddresses + 29);
 }
 
 }  // namespace
