@@ -1,10 +1,11 @@
 // End to end: two `uplink-console serve` processes (replicas A and B) on one real PostgreSQL
 // database act as one console (docs/architecture.md, "Replicas"). A user's kubectl command
 // posted to A reaches an agent's long poll held on B and its result comes back on A; a token
-// revoked through A is refused by B; failed authentications split
-// over both meet one budget; B keeps serving when A is killed, and A restarted rejoins; a
-// replica whose bus is cut off says so on /readyz until it reconnects; a replica whose database
-// goes silent keeps answering /healthz, fails store requests fast, and recovers.
+// revoked through A is refused by B; failed authentications split over both meet one budget,
+// and so do those made on A while B's bus was cut off; B keeps serving when A is killed, and A
+// restarted rejoins; a replica whose bus is cut off says so on /readyz until it reconnects; a
+// replica whose database goes silent keeps answering /healthz, fails store requests fast, and
+// recovers.
 #include <signal.h>
 
 #include <gtest/gtest.h>
@@ -238,12 +239,44 @@ class ReplicasEndToEnd : public ::testing::Test {
     return std::chrono::duration<double>(picked_up_at.get() - posted_at).count();
   }
 
+  // Whether the database takes new connections. ALTER DATABASE ... ALLOW_CONNECTIONS is
+  // refused on the database itself: it is run from another.
+  void AllowConnections(bool allow) {
+    const size_t name_at = database_url_.find("///") + 3;
+    if (maintenance_ == nullptr) {
+      const std::string maintenance_url = database_url_.substr(0, name_at) + "postgres" +
+                                          database_url_.substr(database_url_.find('?'));
+      auto admin = console::sql::OpenPostgresDatabase({maintenance_url, server_->password()});
+      ASSERT_TRUE(admin.ok()) << admin.status().ToString();
+      maintenance_ = std::move(*admin);
+    }
+    database_name_ = database_url_.substr(name_at, database_url_.find('?') - name_at);
+    ASSERT_TRUE(maintenance_->Exec("ALTER DATABASE \"" + database_name_ + "\" ALLOW_CONNECTIONS " +
+                                   (allow ? "true" : "false")).ok())
+        << maintenance_->LastMessage();
+  }
+
+  // Ends the replica buses' LISTEN connections: every one, or (`newest_only`) the one that
+  // connected last (B's, when B started after A and neither bus reconnected since).
+  void EndBusConnections(bool newest_only) {
+    ASSERT_NE(maintenance_, nullptr) << "AllowConnections first";
+    ASSERT_TRUE(maintenance_
+                    ->Exec("SELECT pg_terminate_backend(pid) FROM (SELECT pid FROM "
+                           "pg_stat_activity WHERE application_name = 'uplink-console replica "
+                           "bus' AND datname = '" + database_name_ + "' ORDER BY backend_start "
+                           "DESC" + (newest_only ? " LIMIT 1" : "") + ") AS buses")
+                    .ok())
+        << maintenance_->LastMessage();
+  }
+
   testing::TempDir dir_;
   PostgresServer* server_ = nullptr;
   std::string database_url_;
   std::string admin_key_;
   std::optional<Replica> a_;
   std::optional<Replica> b_;
+  std::unique_ptr<console::sql::Database> maintenance_;
+  std::string database_name_;
 };
 
 TEST_F(ReplicasEndToEnd, ACommandPostedToAReachesAPollHeldOnBAndItsResultComesBackToA) {
@@ -332,27 +365,8 @@ TEST_F(ReplicasEndToEnd, AReplicaCutOffFromTheBusIsNotReadyAndStillSeesARevokeMe
   ASSERT_EQ(b_->Call("GET", "/api/v1/agent/whoami", token).status, 200);
 
   // The database takes no new connections, and the buses' are ended: both reconnect in vain.
-  // ALTER DATABASE ... ALLOW_CONNECTIONS is refused on the database itself: from another.
-  const size_t name_at = database_url_.find("///") + 3;
-  const std::string maintenance_url =
-      database_url_.substr(0, name_at) + "postgres" +
-      database_url_.substr(database_url_.find('?'));
-  const std::string database_name =
-      database_url_.substr(name_at, database_url_.find('?') - name_at);
-  auto admin = console::sql::OpenPostgresDatabase({maintenance_url, server_->password()});
-  ASSERT_TRUE(admin.ok()) << admin.status().ToString();
-  auto allow_connections = [&](bool allow) {
-    ASSERT_TRUE((*admin)->Exec("ALTER DATABASE \"" + database_name + "\" ALLOW_CONNECTIONS " +
-                               (allow ? "true" : "false")).ok())
-        << (*admin)->LastMessage();
-  };
-  ASSERT_NO_FATAL_FAILURE(allow_connections(false));
-  ASSERT_TRUE((*admin)
-                  ->Exec("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE "
-                         "application_name = 'uplink-console replica bus' AND "
-                         "datname = '" + database_name + "'")
-                  .ok())
-      << (*admin)->LastMessage();
+  ASSERT_NO_FATAL_FAILURE(AllowConnections(false));
+  ASSERT_NO_FATAL_FAILURE(EndBusConnections(false));
   for (Replica* replica : {&*a_, &*b_}) {
     net::Response readyz;
     EXPECT_TRUE(WaitFor([&] { return (readyz = replica->Get("/readyz")).status == 503; }))
@@ -365,7 +379,7 @@ TEST_F(ReplicasEndToEnd, AReplicaCutOffFromTheBusIsNotReadyAndStillSeesARevokeMe
   // anything the bus keeps fresh...
   ASSERT_EQ(a_->Call("POST", "/api/v1/connections/" + connection_id + "/revoke", admin_key_).status,
             200);
-  ASSERT_NO_FATAL_FAILURE(allow_connections(true));
+  ASSERT_NO_FATAL_FAILURE(AllowConnections(true));
   for (Replica* replica : {&*a_, &*b_}) {
     EXPECT_TRUE(WaitFor([&] { return replica->Get("/readyz").status == 200; }, 60s))
         << replica->name() << ":\n" << replica->Stderr();
@@ -373,6 +387,39 @@ TEST_F(ReplicasEndToEnd, AReplicaCutOffFromTheBusIsNotReadyAndStillSeesARevokeMe
   }
   // ...so the revocation holds on B too.
   EXPECT_EQ(ErrorCode(b_->Call("GET", "/api/v1/agent/whoami", token)), "revoked");
+}
+
+// Failed sign-ins made on A while B's bus is cut off (NOTIFY is not kept for a listener that
+// is away) still count on B: B asks for them when its bus is back.
+TEST_F(ReplicasEndToEnd, FailuresMadeOnAWhileBIsCutOffFromTheBusCountOnBOnceItIsBack) {
+  constexpr int kBudget = 3;  // per email per 15 minutes: nothing refills during the test
+  ASSERT_NO_FATAL_FAILURE(StartBoth({"--login-failures-per-email", std::to_string(kBudget)}));
+  auto sign_in = [](Replica& replica) {
+    return replica.Call("POST", "/api/v1/sessions", "",
+                        R"({"email":"victim@example.com","password":"not the password"})");
+  };
+  // B's bus alone: A's keeps its connection and sends as usual.
+  ASSERT_NO_FATAL_FAILURE(AllowConnections(false));
+  ASSERT_NO_FATAL_FAILURE(EndBusConnections(true));
+  net::Response readyz;
+  ASSERT_TRUE(WaitFor([&] { return (readyz = b_->Get("/readyz")).status == 503; }))
+      << readyz.body;
+  ASSERT_EQ(a_->Get("/readyz").status, 200) << "A's bus was ended instead of B's";
+  for (int attempt = 0; attempt < kBudget; ++attempt) {
+    net::Response refused = sign_in(*a_);
+    ASSERT_EQ(refused.status, 401) << "attempt " << attempt << ": " << refused.body;
+  }
+  EXPECT_EQ(sign_in(*a_).status, 429);
+  const std::string recovered = "uplink_console_auth_replica_charges_recovered_total";
+  EXPECT_EQ(b_->Metric("uplink_console_auth_replica_charges_total"), 0) << "B heard none";
+
+  ASSERT_NO_FATAL_FAILURE(AllowConnections(true));
+  ASSERT_TRUE(WaitFor([&] { return b_->Get("/readyz").status == 200; }, 60s)) << b_->Stderr();
+  ASSERT_TRUE(WaitFor([&] { return b_->Metric(recovered) >= kBudget; }))
+      << "B recovered " << b_->Metric(recovered) << " charges";
+  net::Response on_b = sign_in(*b_);
+  EXPECT_EQ(on_b.status, 429) << on_b.body;
+  EXPECT_EQ(ErrorCode(on_b), "rate_limited") << on_b.body;
 }
 
 // The database stops answering (a proxy in front of it stops moving bytes: a hung server, or
