@@ -251,15 +251,15 @@ void FailureGuard::SendInBatches(const std::vector<KeptCharge>& charges) {
   json::array batch;
   std::vector<std::uint64_t> in_batch;
   size_t bytes = envelope;
+  // False when the bus is away; a batch it refuses for good is dropped, so that it does not
+  // hold back every charge after it.
   auto flush = [&] {
     if (batch.empty()) return true;
-    if (Status published = bus_->Publish(kChargesTopic, json::object{{"charges", batch}});
-        !published.ok()) {
-      if (published.code() != StatusCode::kUnavailable) {
-        log_.Warn("could not send failed authentications to the other replicas",
-                  {{"error", published}});
-      }
-      return false;
+    Status published = bus_->Publish(kChargesTopic, json::object{{"charges", batch}});
+    if (published.code() == StatusCode::kUnavailable) return false;
+    if (!published.ok()) {
+      log_.Warn("could not send failed authentications to the other replicas",
+                {{"error", published}, {"charges", batch.size()}});
     }
     sent.insert(sent.end(), in_batch.begin(), in_batch.end());
     batch.clear();

@@ -234,6 +234,18 @@ TEST_F(FailureGuardOutageTest, AtMostTheNewestKMaxKeptChargesAreKept) {
                              std::to_string((refused - 1) % 256));
 }
 
+TEST_F(FailureGuardOutageTest, AChargeTooLargeForANotificationDoesNotHoldBackTheOthers) {
+  a_.bus.GoDown();
+  const std::string huge_email(kMaxReplicaMessageBytes, 'x');
+  a_.guard.Refused(AuthRefusal{.kind = "password", .reason = "invalid_credentials",
+                               .remote_address = "10.0.0.1", .email = huge_email});
+  Refuse("10.0.0.2");
+  a_.bus.ComeBack();
+  EXPECT_EQ(SentAddresses(), std::vector<std::string>{"10.0.0.2"});
+  a_.bus.ComeBack();  // and it is not tried again
+  EXPECT_EQ(SentAddresses(), std::vector<std::string>{"10.0.0.2"});
+}
+
 // What a replica gets when its bus was away.
 
 TEST_F(FailureGuardReplicasTest, AReplicaWhoseBusWasAwayEndsAsIfItHadHeardTheCharges) {
