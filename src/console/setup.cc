@@ -38,7 +38,8 @@ Result<std::unique_ptr<SqlStore>> OpenStoreAt(const std::string& data_dir,
     if (!lookup.ok()) return lookup.status().WithContext("opening the --store database");
     lookups.push_back(std::move(lookup).value());
   }
-  auto store = SqlStore::Open(std::move(database).value(), std::move(lookups));
+  auto store = SqlStore::Open(std::move(database).value(), std::move(lookups),
+                              options.reconnect_gate);
   if (!store.ok()) return store.status().WithContext("migrating the --store database");
   return store;
 }

@@ -476,12 +476,18 @@ TEST_F(ReplicasEndToEnd, AReplicaWhoseDatabaseGoesSilentKeepsAnsweringAndRecover
     EXPECT_EQ(ErrorCode(response), "unavailable") << response.body;
   }
   const double requests_answered_after = seconds_since(requested_at);
+  // /metrics says so too.
+  EXPECT_EQ(c.Metric("uplink_console_store_reachable"), 0);
+  EXPECT_GE(c.Metric("uplink_console_store_statements_given_up_total"), 1);
+  EXPECT_GE(c.Metric("uplink_console_store_reconnects_refused_total"), 1);
 
   (*proxy)->Resume();
   const auto resumed_at = Clock::now();
   EXPECT_TRUE(WaitFor([&] { return c.Get("/readyz").status == 200; }, 120s)) << c.Stderr();
   const double ready_after = seconds_since(resumed_at);
   EXPECT_EQ(c.Call("GET", "/api/v1/me", admin_key_).status, 200);
+  EXPECT_EQ(c.Metric("uplink_console_store_reachable"), 1);
+  EXPECT_GE(c.Metric("uplink_console_store_reconnects_total{outcome=\"succeeded\"}"), 1);
   std::printf(
       "silent database: /readyz 503 after %.1f s; %d store requests all answered 503 within "
       "%.2f s, the slowest /healthz meanwhile %.3f s; ready again %.1f s after it answered\n",

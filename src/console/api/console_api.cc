@@ -51,6 +51,11 @@ ConsoleApi::ConsoleApi(Store& store, const Clock& clock, ConsoleOptions options)
   routes_.SetFallbacks();
   operations_.AddToScrape([this] { return connections_.Scrape(); });
   operations_.AddToScrape([this] { return kubectl_.Scrape(); });
+  operations_.AddToScrape([&store] {
+    std::string text;
+    store.RenderMetrics(text);
+    return text;
+  });
   if (options_.upload_sink != nullptr) {
     operations_.AddToScrape([this] {
       std::string text;

@@ -9,6 +9,7 @@
 #include "common/text.h"
 #include "common/thread_name.h"
 #include "console/store/sql/database.h"
+#include "console/store/sql/reconnect_gate.h"
 #include "console/store/sql/sqlite_database.h"
 #include "console/store/sql_statement.h"
 
@@ -45,10 +46,12 @@ AuditEvent AuditEventFromRow(const auto& row) {
 int SqlStore::LatestSchemaVersion() { return sql::SqliteMigrations().back().version; }
 
 SqlStore::SqlStore(std::unique_ptr<sql::Database> database,
-                   std::vector<std::unique_ptr<sql::Database>> lookups)
+                   std::vector<std::unique_ptr<sql::Database>> lookups,
+                   std::shared_ptr<const sql::ReconnectGate> reconnect_gate)
     : db_(std::move(database)),
       caches_credentials_(db_->engine() == sql::Engine::kSqlite),
-      lookups_(std::move(lookups)) {
+      lookups_(std::move(lookups)),
+      reconnect_gate_(std::move(reconnect_gate)) {
   writer_ = std::thread([this] {
     NameThisThread("store-writer");
     RunWriter();
@@ -66,8 +69,10 @@ SqlStore::~SqlStore() {
 
 Result<std::unique_ptr<SqlStore>> SqlStore::Open(
     std::unique_ptr<sql::Database> database,
-    std::vector<std::unique_ptr<sql::Database>> lookups) {
-  std::unique_ptr<SqlStore> store(new SqlStore(std::move(database), std::move(lookups)));
+    std::vector<std::unique_ptr<sql::Database>> lookups,
+    std::shared_ptr<const sql::ReconnectGate> reconnect_gate) {
+  std::unique_ptr<SqlStore> store(
+      new SqlStore(std::move(database), std::move(lookups), std::move(reconnect_gate)));
   UPLINK_RETURN_IF_ERROR(store->Migrate());
   return store;
 }
@@ -357,6 +362,10 @@ Status SqlStore::Migrate() {
   if (status.ok()) status = Exec("COMMIT");
   if (!status.ok()) (void)Exec("ROLLBACK");
   return status;
+}
+
+void SqlStore::RenderMetrics(std::string& out) const {
+  if (reconnect_gate_ != nullptr) reconnect_gate_->RenderMetrics(out);
 }
 
 Status SqlStore::Ping() {

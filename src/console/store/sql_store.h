@@ -37,6 +37,7 @@ struct StoredAgentToken;
 
 namespace sql {
 class Database;
+class ReconnectGate;
 class Statement;
 }  // namespace sql
 
@@ -47,9 +48,12 @@ class SqlStore : public Store {
   // authentication reads its rows when they are not cached (PostgreSQL), one request to a
   // connection at a time, so that they wait neither behind the write transactions of the
   // first nor behind each other's round trips.
+  // `reconnect_gate`: the one the PostgreSQL connections share, whose series RenderMetrics
+  // adds.
   static Result<std::unique_ptr<SqlStore>> Open(
       std::unique_ptr<sql::Database> database,
-      std::vector<std::unique_ptr<sql::Database>> lookups = {});
+      std::vector<std::unique_ptr<sql::Database>> lookups = {},
+      std::shared_ptr<const sql::ReconnectGate> reconnect_gate = nullptr);
   // An SQLite database file, created (mode 0600) if needed.
   static Result<std::unique_ptr<SqlStore>> OpenSqlite(const std::string& path);
   // The schema version this binary writes.
@@ -60,6 +64,7 @@ class SqlStore : public Store {
   SqlStore& operator=(const SqlStore&) = delete;
 
   Status Ping() override;
+  void RenderMetrics(std::string& out) const override;
 
   Status CreateUser(const User& user, const AuditEvent& audit) override;
   Result<User> GetUser(const std::string& id) override;
@@ -286,7 +291,8 @@ class SqlStore : public Store {
   using RowReader = std::function<void(const Statement&)>;
 
   SqlStore(std::unique_ptr<sql::Database> database,
-           std::vector<std::unique_ptr<sql::Database>> lookups);
+           std::vector<std::unique_ptr<sql::Database>> lookups,
+           std::shared_ptr<const sql::ReconnectGate> reconnect_gate);
 
   Status Migrate();
   Status Exec(const char* sql);
@@ -498,6 +504,7 @@ class SqlStore : public Store {
   // Authentication's reads when nothing is cached (see Open), one connection per caller at
   // a time.
   sql::ConnectionPool lookups_;
+  const std::shared_ptr<const sql::ReconnectGate> reconnect_gate_;
   std::unordered_map<std::string, ConnectionRows> connections_by_token_prefix_;
   std::optional<WallTime> last_prune_;  // when PruneRecords last ran, under mutex_
   std::optional<WallTime> last_sample_maintenance_;  // when MaintainSamples last ran, under mutex_

@@ -34,6 +34,8 @@ class Store : public IdentityStore,
 
   // A trivial query, for readiness.
   virtual Status Ping() = 0;
+  // The store's own series for /metrics (on PostgreSQL, its connections' reconnects).
+  virtual void RenderMetrics(std::string& out) const = 0;
 };
 
 }  // namespace uplink::console

@@ -118,6 +118,17 @@ TEST_F(PostgresDatabaseTest, NumbersQuestionMarksOutsideLiteralsIdentifiersAndCo
   EXPECT_EQ(*again, &s);
 }
 
+TEST_F(PostgresDatabaseTest, AnEscapeStringLiteralHoldsItsQuestionMark) {
+  auto statement = db_->Prepare("SELECT E'it\\'s ?', ?");
+  ASSERT_TRUE(statement.ok());
+  Statement& s = **statement;
+  s.BindInt(1, 7);
+  ASSERT_EQ(s.Step(), StepResult::kRow) << db_->LastMessage();
+  EXPECT_EQ(s.Text(0), "it's ?");
+  EXPECT_EQ(s.Int(1), 7);
+  s.Reset();
+}
+
 TEST_F(PostgresDatabaseTest, RoundTripsEveryType) {
   MustExec(*db_, "CREATE TABLE v (k BIGINT PRIMARY KEY, i BIGINT, d DOUBLE PRECISION, t TEXT, b BYTEA)");
   std::string blob(1 << 20, '\0');

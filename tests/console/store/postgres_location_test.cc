@@ -107,8 +107,18 @@ TEST(PostgresParameterNumberingTest, NumbersOnlyParametersOutsideQuotesAndCommen
             "INSERT INTO t VALUES ($1, $2, $3)");
 }
 
+TEST(PostgresParameterNumberingTest, EscapeStringLiteralsEndAtAnUnescapedQuote) {
+  // In E'...' a backslash escapes the quote after it; a doubled quote is one quote too.
+  NumberedSql numbered = NumberParameters(
+      "SELECT E'it\\'s ?', ?, e'\\\\', ?, E'a''?', E'\\\\\\'?', xe'?' ?, ?E'?'");
+  EXPECT_EQ(numbered.sql,
+            "SELECT E'it\\'s ?', $1, e'\\\\', $2, E'a''?', E'\\\\\\'?', xe'?' $3, $4E'?'");
+  EXPECT_EQ(numbered.parameters, 4);
+}
+
 TEST(PostgresParameterNumberingTest, UnterminatedQuotesRunToTheEnd) {
-  for (const char* sql : {"SELECT '?", "SELECT \"?", "SELECT /* ?", "SELECT $x$ ?", "SELECT -- ?"}) {
+  for (const char* sql : {"SELECT '?", "SELECT \"?", "SELECT /* ?", "SELECT $x$ ?", "SELECT -- ?",
+                          "SELECT E'?\\' ?"}) {
     NumberedSql numbered = NumberParameters(sql);
     EXPECT_EQ(numbered.sql, sql);
     EXPECT_EQ(numbered.parameters, 0);

@@ -58,6 +58,37 @@ TEST(ReconnectGateTest, AfterAFailureOneTriesAtATimeAndTheBackoffDoublesToItsCap
   EXPECT_TRUE(Refused(gate.TryBegin(), "the next attempt to reconnect is in 1 s"));
 }
 
+TEST(ReconnectGateTest, ItsSeriesCountAttemptsRefusalsAndGiveUps) {
+  FakeClock clock;
+  ReconnectGate gate(clock);
+  // The value of one series, as its line in the text reads.
+  auto series = [&gate](const std::string& name) {
+    std::string text = "\n";
+    gate.RenderMetrics(text);
+    const size_t at = text.find("\n" + name + " ");
+    if (at == std::string::npos) return std::string("absent");
+    const size_t value = at + name.size() + 2;
+    return text.substr(value, text.find('\n', value) - value);
+  };
+  EXPECT_EQ(series("uplink_console_store_reachable"), "1");
+  EXPECT_EQ(series("uplink_console_store_reconnects_total{outcome=\"failed\"}"), "0");
+  gate.GaveUp("PostgreSQL did not answer within 15 s");
+  EXPECT_EQ(series("uplink_console_store_reachable"), "0");
+  EXPECT_EQ(series("uplink_console_store_statements_given_up_total"), "1");
+  EXPECT_FALSE(gate.TryBegin().ok());
+  EXPECT_FALSE(gate.TryBegin().ok());
+  EXPECT_EQ(series("uplink_console_store_reconnects_refused_total"), "2");
+  clock.Advance(ReconnectGate::kFirstBackoff);
+  ASSERT_TRUE(gate.TryBegin().ok());
+  gate.Failed("refused");
+  EXPECT_EQ(series("uplink_console_store_reconnects_total{outcome=\"failed\"}"), "1");
+  clock.Advance(2 * ReconnectGate::kFirstBackoff);
+  ASSERT_TRUE(gate.TryBegin().ok());
+  gate.Succeeded();
+  EXPECT_EQ(series("uplink_console_store_reconnects_total{outcome=\"succeeded\"}"), "1");
+  EXPECT_EQ(series("uplink_console_store_reachable"), "1");
+}
+
 TEST(ReconnectGateTest, AttemptsThatBeganTogetherFailAsOneRound) {
   FakeClock clock;
   ReconnectGate gate(clock);

@@ -50,6 +50,23 @@ bool IsIdentifierByte(char c) {
 size_t SkipQuoted(std::string_view sql, size_t at) {
   const char c = sql[at];
   const char next = at + 1 < sql.size() ? sql[at + 1] : '\0';
+  // E'...', where a backslash escapes the next character (E'it\'s'); not xe'...', which is an
+  // identifier and a plain literal.
+  if ((c == 'E' || c == 'e') && next == '\'' && (at == 0 || !IsIdentifierByte(sql[at - 1]))) {
+    size_t i = at + 2;
+    while (i < sql.size()) {
+      if (sql[i] == '\\') {
+        i += 2;
+      } else if (sql[i] != '\'') {
+        ++i;
+      } else if (i + 1 < sql.size() && sql[i + 1] == '\'') {
+        i += 2;
+      } else {
+        return i + 1;
+      }
+    }
+    return sql.size();
+  }
   if (c == '\'' || c == '"') {  // a doubled quote inside is an escaped one
     size_t i = at + 1;
     while (i < sql.size()) {

@@ -2,8 +2,8 @@
 // replicas share one database. See database.h for the contract it keeps.
 //
 // How it maps the contract onto PostgreSQL:
-// - `?` parameters are numbered $1..$n (not inside '...' literals, "..." identifiers,
-//   $tag$...$tag$ bodies or comments).
+// - `?` parameters are numbered $1..$n (not inside '...' or E'...' literals, "..."
+//   identifiers, $tag$...$tag$ bodies or comments).
 // - A statement is prepared on the server (PQprepare) at its first Step() with the types of
 //   its bindings: int64 as int8, double as float8, blobs as bytea (all three sent in binary),
 //   text and NULL as `unknown`, which PostgreSQL resolves to the column's type. A statement

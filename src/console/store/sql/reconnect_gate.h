@@ -14,6 +14,7 @@
 #include <mutex>
 #include <string>
 
+#include "common/metrics.h"
 #include "common/status.h"
 #include "common/time.h"
 
@@ -25,7 +26,7 @@ class ReconnectGate {
   static constexpr std::chrono::milliseconds kMaxBackoff{30'000};
 
   // `clock` must outlive the gate.
-  explicit ReconnectGate(const Clock& clock = SystemClock()) : clock_(clock) {}
+  explicit ReconnectGate(const Clock& clock = SystemClock());
   ReconnectGate(const ReconnectGate&) = delete;
   ReconnectGate& operator=(const ReconnectGate&) = delete;
 
@@ -44,6 +45,10 @@ class ReconnectGate {
   // out by waiting for an answer that does not come.
   std::uint64_t failures() const;
 
+  // For /metrics: uplink_console_store_reconnects_total{outcome}, ..._reconnects_refused_total,
+  // ..._statements_given_up_total and uplink_console_store_reachable.
+  void RenderMetrics(std::string& out) const { metrics_.RenderTextTo(out); }
+
  private:
   const Clock& clock_;
   void FailedLocked(std::string error);
@@ -54,6 +59,7 @@ class ReconnectGate {
   std::chrono::milliseconds backoff_{0};  // zero while the last attempt succeeded
   SteadyTime next_attempt_{};
   std::string last_error_;
+  metrics::Registry metrics_;
 };
 
 }  // namespace uplink::console::sql
