@@ -338,6 +338,11 @@ Result<FailureGuard::HeardCharge> FailureGuard::ReadCharge(const json::object& o
   if (charge.address.empty() && charge.email.empty() && charge.prefix.empty()) {
     return InvalidArgumentError("no bucket key (address, email, prefix)");
   }
+  if (envelope_fields && !object.contains("seq") && !object.contains("age_ms")) {
+    // From a replica of the version before charges had identities, during a rolling upgrade:
+    // charged when heard, as that version charges, with nothing to know a repeat by.
+    return charge;
+  }
   UPLINK_ASSIGN_OR_RETURN(charge.sequence, CountAt(object, "seq", 1));
   UPLINK_ASSIGN_OR_RETURN(std::uint64_t age, CountAt(object, "age_ms", 0));
   // Anything older than a day is stale anyway; capping it keeps the arithmetic in range.
@@ -400,7 +405,7 @@ void FailureGuard::Charge(const std::string& from, std::vector<HeardCharge> char
   for (const HeardCharge& charge : charges) {
     if (charge.age > charge_weighs_for_) continue;  // weighs on no bucket any more
     std::string identity = from + "/" + std::to_string(charge.sequence);
-    {
+    if (charge.sequence != 0) {
       std::lock_guard lock(remembered_mutex_);
       // Remembered a while longer than any replica sends a charge again, so that one delayed
       // on its way is still known.

@@ -101,7 +101,7 @@ class FailureGuard {
   // Another replica's charge as read from a message, checked.
   struct HeardCharge {
     std::string address, email, prefix;
-    std::uint64_t sequence = 0;
+    std::uint64_t sequence = 0;  // 0: from an earlier version, which sends none
     std::chrono::milliseconds age{0};
   };
 

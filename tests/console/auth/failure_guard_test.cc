@@ -383,6 +383,21 @@ TEST_F(FailureGuardReplicasTest, RememberedChargesAreForgottenOnceTheyNoLongerWe
   EXPECT_EQ(a.guard.kept_charges(), 1u) << "the old one was dropped as the new one was kept";
 }
 
+// A replica of the version before charges had identities (a rolling upgrade) sends a charge
+// without "seq" and "age_ms": each is charged as it is heard, as that version charges.
+TEST_F(FailureGuardReplicasTest, AChargeFromAReplicaOfTheEarlierVersionIsChargedWhenHeard) {
+  Replica b(network_, clock_, "b");
+  network_.Deliver();
+  const json::object legacy{{"topic", "auth_failure"}, {"from", "old"}, {"address", "192.0.2.30"}};
+  b.bus.Receive(legacy);
+  b.bus.Receive(legacy);
+  network_.Deliver();
+  EXPECT_EQ(b.Metric(kCharges), 2);
+  EXPECT_EQ(b.Metric(kInvalid), 0);
+  EXPECT_EQ(b.guard.remembered_charges(), 0u);
+  EXPECT_EQ(FailuresLeft(b.guard, "192.0.2.30"), 28);
+}
+
 // Messages no replica sends: each is counted and logged, and charges nothing.
 TEST_F(FailureGuardReplicasTest, MessagesNoReplicaSendsChargeNothing) {
   Replica b(network_, clock_, "b");
