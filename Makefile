@@ -52,6 +52,7 @@ bench: configure
 	@$(BUILD_DIR)/bin/bench_load
 	@$(BUILD_DIR)/bin/bench_load --store postgres
 	@$(BUILD_DIR)/bin/bench_load --failover --agents 1000 --upload-interval 5s --sustain 30s --kill-after 10s --pool 64
+	@$(BUILD_DIR)/bin/bench_load --failover --restart-database --agents 1000 --upload-interval 5s --sustain 30s --kill-after 10s --pool 64
 	@$(BUILD_DIR)/bin/bench_workspace
 	@$(BUILD_DIR)/bin/bench_ssh
 

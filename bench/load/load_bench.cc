@@ -39,6 +39,10 @@
 // database's rows are compared with the acknowledgements: lost (acknowledged, absent) and
 // duplicated (stored more than once) must be 0, and every agent of the killed replica must
 // have had an upload acknowledged by the other (kill to that acknowledgement: p50/p99/max).
+// With --restart-database the bench's own PostgreSQL server is restarted instead (a fast
+// shutdown, every connection closed, then started again: a database restart or fail-over as
+// the replicas see it), both replicas staying up; the same count, and from the restart to
+// each agent's next acknowledged upload.
 #include <libpq-fe.h>
 #include <sched.h>
 #include <signal.h>
@@ -96,6 +100,7 @@ struct Options {
   std::string store = "sqlite";
   std::string store_password_file;
   bool failover = false;
+  bool restart_database = false;  // with failover: restart PostgreSQL instead of a replica
   std::chrono::milliseconds kill_after = 10s;
 };
 
@@ -248,6 +253,13 @@ class Store {
     testing::WriteFileOrDie(password_file_, password_, 0600);
   }
   bool postgres() const { return !url_.empty(); }
+  // Restarts the server the bench started (Die without one).
+  void RestartServer() const {
+    if (server_ == nullptr) Die("--restart-database needs the bench's own server (--store postgres)");
+    if (Status restarted = server_->Restart(); !restarted.ok()) {
+      Die("restarting PostgreSQL: " + restarted.ToString() + "\n" + server_->Log());
+    }
+  }
   // A libpq connection of the bench's own, to count what the consoles stored.
   PGconn* Connect() const {
     const char* keywords[] = {"dbname", "password", nullptr};
@@ -824,10 +836,12 @@ struct Shipper {
   LoadClock::time_point retry_at{};
   std::int64_t acked_through = 0;
   std::vector<std::int64_t> collected_ms;  // by sequence - 1: how its stored sample is found
-  // From the kill to its first acknowledgement by the other replica; and from the later of
-  // the kill and when that upload was due (what the move itself cost, not the schedule).
+  // From the event (the kill; or the database restart) to its first acknowledgement after it
+  // by the other replica (after a restart: after a failed try); and from the later of the
+  // event and when that upload was due (what the event itself cost, not the schedule).
   std::optional<LoadClock::duration> moved_after;
   std::optional<LoadClock::duration> move_cost;
+  bool failed_after_restart = false;
 };
 
 // What the database holds for each connection's node stream.
@@ -889,12 +903,13 @@ int RunFailover(const Options& options) {
   const AgentRequests requests(targets[0].host + ":" + std::to_string(targets[0].port));
   const auto agents_count = static_cast<int>(options.agents);
   std::printf("bench_load --failover: machine load average %s; %d agents on 2 replicas (%s, %s) "
-              "sharing %s, uploads every %.0f s, replica 1 killed after %.0f s\n",
+              "sharing %s, uploads every %.0f s, %s after %.0f s\n",
               std::string(TrimWhitespace(testing::ReadFileOrEmpty("/proc/loadavg").substr(0, 14)))
                   .c_str(),
               agents_count, replicas[0]->url().c_str(), replicas[1]->url().c_str(),
               options.smoke ? "PostgreSQL (fsync off)" : StoreName(options).c_str(),
               std::chrono::duration<double>(options.upload_interval).count(),
+              options.restart_database ? "the database restarted" : "replica 1 killed",
               std::chrono::duration<double>(options.kill_after).count());
 
   std::vector<SimulatedAgent> agents;
@@ -907,6 +922,7 @@ int RunFailover(const Options& options) {
   Tally creates, uploads;
   std::int64_t moves = 0;
   std::optional<LoadClock::time_point> killed_at;
+  std::thread restarter;  // --restart-database
   HttpLoad* load_ptr = nullptr;
   auto send = [&](int index, LoadClock::time_point now) {
     Shipper& shipper = shippers[static_cast<size_t>(index)];
@@ -936,8 +952,10 @@ int RunFailover(const Options& options) {
           body.ok() && body->is_object() ? body->get_object().if_contains("acked_through") : nullptr;
       if (acked == nullptr || !acked->is_int64()) Die("an upload's reply without acked_through");
       shipper.acked_through = std::max(shipper.acked_through, acked->get_int64());
-      if (killed_at && shipper.primary == kKilled && shipper.replica != kKilled &&
-          !shipper.moved_after && !shipper.unacked.empty()) {
+      const bool affected = options.restart_database
+                                ? shipper.failed_after_restart
+                                : shipper.primary == kKilled && shipper.replica != kKilled;
+      if (killed_at && affected && !shipper.moved_after && !shipper.unacked.empty()) {
         shipper.moved_after = now - *killed_at;
         shipper.move_cost = now - std::max(*killed_at, shipper.unacked.front().due);
       }
@@ -954,6 +972,7 @@ int RunFailover(const Options& options) {
       // shipper, try again shortly.
       shipper.retry_at = now + 200ms;
     }
+    if (reply.status != 200 && killed_at) shipper.failed_after_restart = true;
     send(request.agent, now);
   });
   load_ptr = &load;
@@ -985,7 +1004,12 @@ int RunFailover(const Options& options) {
     }
     if (!killed_at && now >= start + options.kill_after) {
       in_flight_at_kill = static_cast<std::int64_t>(load.in_flight());
-      replicas[kKilled]->Kill();
+      if (options.restart_database) {
+        // On a thread of its own: the load goes on while the server stops and starts.
+        restarter = std::thread([&store] { store->RestartServer(); });
+      } else {
+        replicas[kKilled]->Kill();
+      }
       killed_at = LoadClock::now();
     }
     // Those told to wait, when their time comes.
@@ -1004,6 +1028,7 @@ int RunFailover(const Options& options) {
                  uploads.Failures().c_str());
   }
   const double seconds = std::chrono::duration<double>(LoadClock::now() - start).count();
+  if (restarter.joinable()) restarter.join();
 
   // The count: what was acknowledged against what the database holds.
   const auto stored = ReadStoredStreams(*store);
@@ -1029,7 +1054,7 @@ int RunFailover(const Options& options) {
     // More rows, or more stores counted by the console, than distinct samples sent.
     duplicated += std::max<std::int64_t>(0, stream.sample_rows - present) +
                   std::max<std::int64_t>(0, stream.records_stored - present);
-    if (shipper.primary == kKilled) {
+    if (options.restart_database ? shipper.failed_after_restart : shipper.primary == kKilled) {
       ++on_killed;
       if (shipper.moved_after) {
         ++moved;
@@ -1048,12 +1073,21 @@ int RunFailover(const Options& options) {
               " moves to the other replica\n",
               uploads.ok, seconds, static_cast<double>(uploads.ok) / seconds, in_flight_at_kill,
               uploads.Failures().c_str(), moves);
-  std::printf("failover: %d agents on 2 PostgreSQL replicas, one SIGKILLed under %.0f uploads/s; "
-              "%" PRId64 " uploads acknowledged, %" PRId64 " samples stored, lost %" PRId64
-              ", duplicated %" PRId64 ", never acknowledged %" PRId64 "; %" PRId64 " of %" PRId64
-              " agents of the killed replica moved, kill to next acknowledged upload p50 %.2f s "
-              "p99 %.2f s max %.2f s (uploads every %.0f s; beyond the upload's schedule p99 "
-              "%.2f s max %.2f s)\n",
+  std::printf(options.restart_database
+                  ? "database restart: %d agents on 2 PostgreSQL replicas, the server restarted "
+                    "under %.0f uploads/s; %" PRId64 " uploads acknowledged, %" PRId64
+                    " samples stored, lost %" PRId64 ", duplicated %" PRId64
+                    ", never acknowledged %" PRId64 "; %" PRId64 " of %" PRId64
+                    " agents with a failed try acknowledged again, restart to next acknowledged "
+                    "upload p50 %.2f s p99 %.2f s max %.2f s (uploads every %.0f s; beyond the "
+                    "upload's schedule p99 %.2f s max %.2f s)\n"
+                  : "failover: %d agents on 2 PostgreSQL replicas, one SIGKILLed under %.0f "
+                    "uploads/s; %" PRId64 " uploads acknowledged, %" PRId64
+                    " samples stored, lost %" PRId64 ", duplicated %" PRId64
+                    ", never acknowledged %" PRId64 "; %" PRId64 " of %" PRId64
+                    " agents of the killed replica moved, kill to next acknowledged upload p50 "
+                    "%.2f s p99 %.2f s max %.2f s (uploads every %.0f s; beyond the upload's "
+                    "schedule p99 %.2f s max %.2f s)\n",
               agents_count, static_cast<double>(uploads.ok) / seconds, acknowledged, records,
               lost, duplicated, unacknowledged, moved, on_killed, quantile(moved_seconds, 0.5),
               quantile(moved_seconds, 0.99), quantile(moved_seconds, 1.0),
@@ -1066,9 +1100,14 @@ int RunFailover(const Options& options) {
     if (lost != 0) problems.push_back(std::to_string(lost) + " acknowledged uploads lost");
     if (duplicated != 0) problems.push_back(std::to_string(duplicated) + " stored twice");
     if (unacknowledged != 0) problems.push_back(std::to_string(unacknowledged) + " never acked");
+    if (options.restart_database && on_killed == 0) {
+      problems.push_back("no upload was refused during the restart: it tested nothing");
+    }
     if (moved != on_killed) {
       problems.push_back(std::to_string(on_killed - moved) +
-                         " agents of the killed replica never moved");
+                         (options.restart_database
+                              ? " agents with a failed try were never acknowledged again"
+                              : " agents of the killed replica never moved"));
     }
     for (const std::string& problem : problems)
       std::fprintf(stderr, "FAILED: %s\n", problem.c_str());
@@ -1108,6 +1147,9 @@ int main(int argc, char** argv) {
              "two replicas on PostgreSQL under uploads, one killed with SIGKILL after "
              "--kill-after: count what was acknowledged, stored, lost and duplicated");
   flags.Duration("kill-after", &options.kill_after, "with --failover: when the kill comes");
+  flags.Bool("restart-database", &options.restart_database,
+             "with --failover: restart the bench's PostgreSQL server at --kill-after instead of "
+             "killing a replica");
   if (Status parsed = flags.Parse(std::vector<std::string>(argv + 1, argv + argc)); !parsed.ok()) {
     std::fprintf(stderr, "%s\n%s", parsed.ToString().c_str(), flags.Usage().c_str());
     return 2;
@@ -1118,6 +1160,10 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (options.failover && options.store == "sqlite") options.store = "postgres";
+  if (options.restart_database && (!options.failover || options.store != "postgres")) {
+    std::fprintf(stderr, "--restart-database needs --failover and the bench's own server\n");
+    return 2;
+  }
   if (options.failover && options.kill_after + options.upload_interval > options.sustain) {
     // Else some agents of the killed replica would have nothing left to send.
     std::fprintf(stderr, "--kill-after must leave at least --upload-interval of --sustain\n");
