@@ -71,13 +71,8 @@ void ReconnectGate::GaveUp(std::string error) {
   FailedLocked(std::move(error));
 }
 
-std::uint64_t ReconnectGate::failures() const {
-  std::lock_guard lock(mutex_);
-  return failures_;
-}
-
 void ReconnectGate::FailedLocked(std::string error) {
-  ++failures_;
+  failures_.fetch_add(1, std::memory_order_release);
   metrics_.Set(kReachable, 0);
   const SteadyTime now = clock_.SteadyNow();
   // Attempts that began together, while reconnecting was open to all, fail as one round.

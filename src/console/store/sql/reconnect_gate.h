@@ -9,6 +9,7 @@
 // is.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <mutex>
@@ -43,7 +44,8 @@ class ReconnectGate {
   // Counts failures. A connection made before the latest one may be as dead as the one that
   // failed: it reconnects (through this gate) before its next statement, rather than finding
   // out by waiting for an answer that does not come.
-  std::uint64_t failures() const;
+  // Read before every statement: an atomic, not the mutex.
+  std::uint64_t failures() const { return failures_.load(std::memory_order_acquire); }
 
   // For /metrics: uplink_console_store_reconnects_total{outcome}, ..._reconnects_refused_total,
   // ..._statements_given_up_total and uplink_console_store_reachable.
@@ -54,7 +56,7 @@ class ReconnectGate {
   void FailedLocked(std::string error);
 
   mutable std::mutex mutex_;
-  std::uint64_t failures_ = 0;
+  std::atomic<std::uint64_t> failures_{0};  // written under mutex_
   int attempts_ = 0;                      // under way
   std::chrono::milliseconds backoff_{0};  // zero while the last attempt succeeded
   SteadyTime next_attempt_{};
