@@ -161,6 +161,10 @@ void SpoolFlags::Register(FlagSet& flags) {
   flags.String("state-dir", &state_dir, "the spool's directory (created when missing)");
   flags.Int("max-bytes", &max_bytes,
             "the spool's size cap in bytes; at the cap the oldest records are dropped");
+  flags.Bool("reserve-disk", &reserve_disk,
+             "hold the spool's whole cap on disk, written ahead in idle time: a console "
+             "outage then needs no free space, and appends overwrite blocks that exist "
+             "(faster to sync); false: the spool takes disk as it grows");
 }
 
 Status SpoolFlags::Check() const {
@@ -188,6 +192,7 @@ bool HoldsSpool(const std::string& dir) {
 Result<std::unique_ptr<spool::Spool>> OpenSpool(const SpoolFlags& flags) {
   spool::SpoolOptions options;
   options.max_bytes = static_cast<std::uint64_t>(flags.max_bytes);
+  options.reserve_disk = flags.reserve_disk;
   auto opened = spool::Spool::Open(spool::PosixFileSystem(), flags.state_dir, options,
                                    SystemClock());
   if (!opened.ok() && opened.status().code() == StatusCode::kFailedPrecondition) {

@@ -100,6 +100,7 @@ std::string DefaultInstanceName();
 struct SpoolFlags {
   std::string state_dir;
   std::int64_t max_bytes = kDefaultSpoolBytes;
+  bool reserve_disk = true;
 
   void Register(FlagSet& flags);
   // InvalidArgument naming the flag.

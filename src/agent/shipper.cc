@@ -14,6 +14,7 @@ namespace {
 using protocol::kMaxPayloadBytes;
 
 constexpr char kSpoolBytes[] = "uplink_agent_spool_bytes";
+constexpr char kSpoolSpareBytes[] = "uplink_agent_spool_spare_bytes";
 constexpr char kSpoolRecords[] = "uplink_agent_spool_records";
 constexpr char kSpoolOldestAge[] = "uplink_agent_spool_oldest_record_age_seconds";
 constexpr char kDroppedRecords[] = "uplink_agent_spool_dropped_records_total";
@@ -52,6 +53,8 @@ Status ValidateStreamName(std::string_view stream) {
 
 void DeclareShipperMetrics(metrics::Registry& registry) {
   registry.DeclareGauge(kSpoolBytes, "Size of the spool's segment files");
+  registry.DeclareGauge(kSpoolSpareBytes,
+                        "Of the spool's size, files kept for reuse or written ahead of need");
   registry.DeclareGauge(kSpoolRecords, "Records appended and not yet delivered");
   registry.DeclareGauge(kSpoolOldestAge, "Age of the oldest waiting record (0 when none waits)");
   registry.DeclareCounter(kDroppedRecords, "Records dropped at the spool's size cap, oldest first");
@@ -102,7 +105,8 @@ StepResult Shipper::Step() {
     }
     stats = spool_.Stats();  // reading may have found damaged records
     if (!*read) {
-      UpdateSpoolMetrics(stats);
+      WriteAheadWhileIdle();
+      UpdateSpoolMetrics(spool_.Stats());
       return StepResult{StepOutcome::kIdle, Status::Ok(), options_.idle_poll};
     }
     // An Append may have dropped the new batch at the cap meanwhile; then read on.
@@ -356,8 +360,22 @@ void Shipper::RecordSuccess() {
   backoff_.Reset();
 }
 
+void Shipper::WriteAheadWhileIdle() {
+  const SteadyTime now = clock_.SteadyNow();
+  if (write_ahead_paused_until_ && now < *write_ahead_paused_until_) return;
+  Result<bool> wrote = spool_.WriteAhead();
+  if (wrote.ok()) return;
+  // A full disk, most likely: the spool works without, so try again much later.
+  write_ahead_paused_until_ = now + kWriteAheadPause;
+  log_.Warn("could not write a spool file ahead of need; trying again later",
+            {{"error", wrote.status()},
+             {"retry_in_s", std::chrono::duration_cast<std::chrono::seconds>(kWriteAheadPause)
+                                .count()}});
+}
+
 void Shipper::UpdateSpoolMetrics(const spool::SpoolStats& stats) {
   metrics_.Set(kSpoolBytes, static_cast<double>(stats.bytes));
+  metrics_.Set(kSpoolSpareBytes, static_cast<double>(stats.spare_bytes));
   metrics_.Set(kSpoolRecords, static_cast<double>(stats.waiting_records));
   double age = 0;
   if (stats.oldest_appended_at) {

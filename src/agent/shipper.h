@@ -127,6 +127,9 @@ class Shipper {
   StepResult BackOff(StepOutcome outcome, const Status& status, std::string_view reason,
                      const ConsoleReply* reply);
   void RecordSuccess();
+  // Nothing waits: lets the spool write a file ahead of need (SpoolOptions::reserve_disk),
+  // one per idle step, pausing after a failure.
+  void WriteAheadWhileIdle();
   void UpdateSpoolMetrics(const spool::SpoolStats& stats);
 
   ShipperOptions options_;
@@ -137,6 +140,9 @@ class Shipper {
   Backoff backoff_;
   log::Logger log_{"agent.shipper"};
 
+  // After a failed WriteAhead (a full disk), none is tried before then.
+  static constexpr std::chrono::minutes kWriteAheadPause{10};
+  std::optional<SteadyTime> write_ahead_paused_until_;
   std::deque<Batch> pending_;          // in sequence order; the front is sent next
   std::vector<Rejection> rejections_;  // ascending sequences
 

@@ -25,7 +25,7 @@ Result<std::uint64_t> Spool::Impl::Append(std::string_view payload) {
         std::to_string(limits.max_record_bytes) + "-byte limit for one record");
   }
   MutexLock lock(&mu);
-  UPLINK_RETURN_IF_ERROR(ReadyToReserve());
+  UPLINK_RETURN_IF_ERROR(ReadyToReserve(payload.size()));
   PendingWrite me;
   me.sequence = next_sequence++;
   me.start = reserved_end;
@@ -79,13 +79,13 @@ Result<std::uint64_t> Spool::Impl::Append(std::string_view payload) {
   return me.sequence;
 }
 
-Status Spool::Impl::ReadyToReserve() {
+Status Spool::Impl::ReadyToReserve(size_t payload_bytes) {
   while (true) {
     if (pipeline_failure || write_failed || rolling) {
       pipeline_changed.Wait(mu);
       continue;
     }
-    if (!MustRoll()) return Status::Ok();
+    if (!MustRoll(payload_bytes)) return Status::Ok();
     // The file being synced never changes under a sync: a new segment waits for the
     // appends still in flight.
     if (appends_in_flight != 0) {
@@ -103,8 +103,16 @@ Status Spool::Impl::ReadyToReserve() {
   }
 }
 
-bool Spool::Impl::MustRoll() const {
-  return !active || roll_before_next_record || reserved_end >= limits.segment_bytes;
+bool Spool::Impl::MustRoll(size_t payload_bytes) const {
+  if (!active || roll_before_next_record || reserved_end >= limits.segment_bytes) return true;
+  // A record that would run past the blocks of the file this process recycled starts the
+  // next segment instead, unless it is the first: files keep their size, so the pool fills
+  // the cap exactly and an append never grows past it (which would give a file kept for
+  // reuse back to the disk).
+  const Segment& newest = segments.back();
+  return newest.overwritable > 0 && reserved_end > 0 &&
+         framing::Writer::EncodedEnd(reserved_end, kAppendTimeBytes + payload_bytes) >
+             newest.overwritable;
 }
 
 void Spool::Impl::WriteReturned(PendingWrite& write, bool succeeded) {
@@ -319,25 +327,28 @@ void Spool::Impl::Preallocate(InPlaceFile& file, Segment& segment) {
   if (bytes > 0 && file.Preallocate(bytes).ok()) segment.allocated = bytes;
 }
 
-Status Spool::Impl::DiscardFreeSegments() {
-  std::deque<FreeSegment> discarded;
+Status Spool::Impl::DiscardFreeSegment() {
+  FreeSegment discarded;
   {
     MutexLock guard(&mu);
-    discarded.swap(free_segments);
+    if (free_segments.empty()) return Status::Ok();
+    discarded = free_segments.front();
+    free_segments.pop_front();
   }
-  Status result;
-  for (const FreeSegment& free : discarded) {
-    Status status = fs.Remove(PathOf(FreeFileName(free.name)));
-    if (status.ok() || status.code() == StatusCode::kNotFound) continue;
-    if (result.ok()) result = status;
+  Status status = fs.Remove(PathOf(FreeFileName(discarded.name)));
+  if (!status.ok() && status.code() != StatusCode::kNotFound) {
     MutexLock guard(&mu);
-    free_segments.push_back(free);  // still on disk: still counted
+    free_segments.push_front(discarded);  // still on disk: still counted
+    return status.WithContext("removing a spool file kept for reuse");
   }
-  if (!discarded.empty()) {
-    Status synced = fs.SyncDir(dir);
-    if (result.ok()) result = synced;
-  }
-  return result.WithContext("removing spool files kept for reuse");
+  return fs.SyncDir(dir).WithContext("removing a spool file kept for reuse");
+}
+
+void Spool::Impl::CancelWriteAhead() {
+  MutexLock guard(&mu);
+  if (write_ahead_bytes == 0) return;
+  write_ahead_cancelled = true;
+  while (write_ahead_bytes != 0) write_ahead_ended.Wait(mu);
 }
 
 std::uint64_t Spool::Impl::BytesAfterWrite(std::uint64_t start, std::uint64_t end) const {
@@ -358,17 +369,23 @@ Status Spool::Impl::MakeRoom(std::uint64_t start, std::uint64_t end) {
   }
   MutexLock io(&io_mu);
   while (true) {
-    bool has_free = false;
+    bool has_free = false, writing_ahead = false;
     {
       MutexLock guard(&mu);
       if (BytesAfterWrite(start, end) <= limits.max_bytes) return Status::Ok();
       has_free = !free_segments.empty();
+      writing_ahead = write_ahead_bytes != 0;
     }
-    // Files kept for reuse go before any waiting record does (if they can be removed).
+    // A file being written ahead, then files kept for reuse, go before any waiting record
+    // does (if they can be removed).
+    if (writing_ahead) {
+      CancelWriteAhead();
+      continue;
+    }
     if (has_free) {
-      Status discarded = DiscardFreeSegments();
+      Status discarded = DiscardFreeSegment();
       if (discarded.ok()) continue;
-      SpoolLog().Warn("could not remove spool files kept for reuse; dropping records instead",
+      SpoolLog().Warn("could not remove a spool file kept for reuse; dropping records instead",
                       {{"dir", dir}, {"error", discarded}});
     }
     PersistentState next;

@@ -75,6 +75,10 @@ class FileSystem {
   // An exclusive lock on `path` (created if missing) between processes;
   // FailedPrecondition when another holder has it.
   virtual Result<std::unique_ptr<FileLock>> Lock(const std::string& path) = 0;
+  // Whether overwriting a file's blocks in `dir` writes them where they are, so that files
+  // written ahead of need make later syncs cheaper: false where files live in memory (tmpfs,
+  // where they would only take memory) or every write goes to new blocks (btrfs, ZFS).
+  virtual bool OverwritesInPlace(const std::string& dir) = 0;
 };
 
 // The real one (POSIX calls, O_CLOEXEC, EINTR retried).

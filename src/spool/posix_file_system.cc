@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -223,6 +224,16 @@ class PosixFileSystemImpl final : public FileSystem {
       return PosixError("lock", path, error);
     }
     return std::unique_ptr<FileLock>(new PosixFileLock(fd));
+  }
+
+  bool OverwritesInPlace(const std::string& dir) override {
+    // The magic numbers of linux/magic.h (and ZFS's own), spelled out: not every libc has them.
+    constexpr unsigned long kTmpfs = 0x01021994, kRamfs = 0x858458f6, kBtrfs = 0x9123683e,
+                            kZfs = 0x2fc12fc2;
+    struct statfs info {};
+    if (RetryOnInterrupt([&] { return ::statfs(dir.c_str(), &info); }) != 0) return false;
+    const auto type = static_cast<unsigned long>(info.f_type);
+    return type != kTmpfs && type != kRamfs && type != kBtrfs && type != kZfs;
   }
 };
 

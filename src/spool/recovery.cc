@@ -39,6 +39,12 @@ Status Spool::Impl::Recover() {
     return listing.status().WithContext("opening the spool");
   }
   UPLINK_ASSIGN_OR_RETURN(lock, fs.Lock(PathOf(kLockFileName)));
+  reserve_disk = limits.reserve_disk && fs.OverwritesInPlace(dir);
+  if (limits.reserve_disk && !reserve_disk) {
+    SpoolLog().Info("the spool's file system does not overwrite files in place (tmpfs, btrfs, "
+                    "ZFS): its cap is not reserved on disk ahead of need",
+                    {{"dir", dir}});
+  }
   // Listed again under the lock: another process may have changed it until now.
   listing = fs.ListDir(dir);
   if (!listing.ok()) return listing.status().WithContext("opening the spool");
@@ -141,15 +147,22 @@ Result<bool> Spool::Impl::LoadState(std::optional<std::uint64_t> first_segment,
   return true;
 }
 
-// Takes the files kept for reuse back into the pool; extra ones are removed.
-void Spool::Impl::RecoverFreeSegments(const std::vector<std::uint64_t>& numbers) {
+// Takes the files kept for reuse back into the pool, as many as the cap holds, whatever
+// reserve_disk says now (a spool opened without it only to be looked at must not give up
+// the disk it holds); those over the cap are removed. A file cut short by a crash while it
+// was written ahead is kept for what it has.
+void Spool::Impl::RecoverFreeSegments(std::vector<std::uint64_t> numbers) {
+  std::sort(numbers.begin(), numbers.end());
   bool removed = false;
   for (std::uint64_t number : numbers) {
     const std::string path = PathOf(FreeFileName(number));
     Result<std::uint64_t> size = fs.FileSize(path);
     if (size.ok()) {
       MutexLock guard(&mu);
-      if (free_segments.size() < kMaxFreeSegments) {
+      if (number >= kFirstWriteAheadNumber) {
+        next_write_ahead_number = std::max(next_write_ahead_number, number + 1);
+      }
+      if (TotalBytes() + *size <= limits.max_bytes) {
         free_segments.push_back(FreeSegment{number, *size});
         continue;
       }

@@ -29,6 +29,7 @@ Result<Limits> ResolveLimits(const SpoolOptions& options) {
   limits.max_bytes = options.max_bytes;
   limits.max_record_bytes = std::min(options.max_record_bytes, options.max_bytes / 4);
   limits.segment_bytes = options.segment_bytes;
+  limits.reserve_disk = options.reserve_disk;
   if (limits.segment_bytes == 0) {
     limits.segment_bytes =
         std::min(std::clamp<std::uint64_t>(options.max_bytes / 64, 64 << 10, 8 << 20),
@@ -88,7 +89,13 @@ std::uint64_t Spool::Impl::TotalBytes() const {
   std::uint64_t total = 0;
   for (const Segment& s : segments) total += std::max(s.size, s.allocated);
   for (const FreeSegment& f : free_segments) total += f.bytes;
-  return total;
+  return total + write_ahead_bytes;
+}
+
+bool Spool::Impl::KeepsForReuse(std::uint64_t bytes) const {
+  // A file under half a segment is not worth keeping.
+  if (bytes < limits.segment_bytes / 2) return false;
+  return reserve_disk || free_segments.size() < kMaxFreeSegments;
 }
 
 std::uint64_t Spool::Impl::AbandonedWithin(std::uint64_t first, std::uint64_t last) const {
@@ -156,8 +163,7 @@ Status Spool::Impl::RetireSegments(const std::vector<std::uint64_t>& doomed, boo
       auto index = FindSegment(first);
       if (!index) continue;
       path = SegmentPath(segments[*index]);
-      if (recycle && segments[*index].reusable && free_segments.size() < kMaxFreeSegments &&
-          segments[*index].allocated >= limits.segment_bytes / 2) {
+      if (recycle && segments[*index].reusable && KeepsForReuse(segments[*index].allocated)) {
         kept = FreeSegment{first, segments[*index].allocated};
       }
     }
@@ -295,6 +301,8 @@ SpoolStats Spool::Impl::Stats() const {
     stats.oldest_appended_at = oldest;
   }
   stats.bytes = TotalBytes();
+  stats.spare_bytes = write_ahead_bytes;
+  for (const FreeSegment& f : free_segments) stats.spare_bytes += f.bytes;
   stats.segments = segments.size();
   stats.losses = state.losses;
   for (const PendingCorruption& found : pending_corruption) {
@@ -330,6 +338,8 @@ void Spool::Rewind() { impl_->Rewind(); }
 Status Spool::Consume(std::uint64_t through_sequence, LossCount rejected) {
   return impl_->Consume(through_sequence, rejected);
 }
+
+Result<bool> Spool::WriteAhead() { return impl_->WriteAhead(); }
 
 SpoolStats Spool::Stats() const { return impl_->Stats(); }
 

@@ -3,6 +3,7 @@
 //   append.cc    Append: reserving, writing and syncing, rolling segments, the cap, failures
 //   read.cc      Read and Rewind: the reader's cursor and the damage it meets
 //   spool.cc     Consume, Stats, retiring segments, the oldest record's time, the interface
+//   write_ahead.cc  WriteAhead: files of zeroes that hold the cap on disk (reserve_disk)
 //
 // Threads. Appends run side by side, as PostgreSQL inserts WAL records: each caller reserves
 // its record's sequence number and place in the active segment under `mu`, then encodes and
@@ -51,6 +52,7 @@ struct Limits {
   std::uint64_t max_bytes = 0;
   std::uint64_t max_record_bytes = 0;
   std::uint64_t segment_bytes = 0;
+  bool reserve_disk = false;  // as asked (Impl::reserve_disk says whether it is done)
 };
 
 // A record's early write-out (StartWriteback) below this size is left to the sync, which
@@ -64,10 +66,17 @@ constexpr size_t kMaxSpareBufferBytes = 2 << 20;
 // Records a reader has returned and that wait to be consumed, remembered so that the append
 // time of the oldest waiting record is known without I/O (a shipper's batch fits easily).
 constexpr size_t kMaxRememberedReads = 16384;
-// Consumed segment files kept for reuse. Overwriting a file's blocks needs no block
-// allocation, so its fdatasync flushes data without a journal commit (about 1.5 times the
-// appending rate on ext4); the writer and a reader that keeps up need two at most.
+// Consumed segment files kept for reuse without reserve_disk. Overwriting a file's blocks
+// needs no block allocation, so its fdatasync flushes data without persisting metadata
+// (about 1.5 times the appending rate on ext4); the writer and a reader that keeps up need
+// two at most. With reserve_disk every one is kept, up to the cap.
 constexpr size_t kMaxFreeSegments = 2;
+// Files written ahead are numbered from here up: sequence numbers never get this far, so
+// their names never collide with a consumed segment's file, which keeps its first sequence.
+constexpr std::uint64_t kFirstWriteAheadNumber = 1ull << 63;
+// WriteAhead writes and syncs this much at a time, so that an append's sync never waits
+// behind more than this of zeroes, and a cancellation is seen as soon.
+constexpr std::uint64_t kWriteAheadChunk = 1 << 20;
 // The reader never reassembles more than this (or the configured record limit, if larger),
 // so that a record written under a larger limit is still read.
 constexpr std::uint64_t kMinReaderRecordLimit = 16ull << 20;
@@ -177,7 +186,7 @@ struct Spool::Impl {
   Status Recover() EXCLUDES(io_mu, mu);
   Result<bool> LoadState(std::optional<std::uint64_t> first_segment,
                          const std::vector<std::uint64_t>& frees) REQUIRES(io_mu) EXCLUDES(mu);
-  void RecoverFreeSegments(const std::vector<std::uint64_t>& numbers) EXCLUDES(mu);
+  void RecoverFreeSegments(std::vector<std::uint64_t> numbers) EXCLUDES(mu);
   Status RecoverNewestSegment() REQUIRES(io_mu) EXCLUDES(mu);
   static bool AllZero(const ReadableFile& file, std::uint64_t from, std::uint64_t to);
   // The newest segment takes no more appends: the next record starts a new one, whose name
@@ -209,9 +218,9 @@ struct Spool::Impl {
   Result<std::uint64_t> Append(std::string_view payload) EXCLUDES(io_mu, mu);
   // Waits until a record may be reserved in the active segment, starting a new segment when
   // the active one is full (once the appends in flight are out).
-  Status ReadyToReserve() REQUIRES(mu) EXCLUDES(io_mu);
-  // Whether the next record starts a new segment.
-  bool MustRoll() const REQUIRES(mu);
+  Status ReadyToReserve(size_t payload_bytes) REQUIRES(mu) EXCLUDES(io_mu);
+  // Whether the next record (of `payload_bytes`) starts a new segment.
+  bool MustRoll(size_t payload_bytes) const REQUIRES(mu);
   // Notes that `write` returned; records written without a gap before them become unsynced.
   void WriteReturned(PendingWrite& write, bool succeeded) REQUIRES(mu);
   // Waits until `write`'s record is durable, syncing when no sync covers it.
@@ -239,12 +248,22 @@ struct Spool::Impl {
   // it never drops a record): appending to them needs no block allocation to be made
   // durable with every sync, and no free space. A torn segment releases them at Open.
   void Preallocate(InPlaceFile& file, Segment& segment) EXCLUDES(mu);
-  // Gives the files kept for reuse back to the disk (the cap counts them).
-  Status DiscardFreeSegments() REQUIRES(io_mu) EXCLUDES(mu);
+  // Gives the oldest file kept for reuse back to the disk (the cap counts it).
+  Status DiscardFreeSegment() REQUIRES(io_mu) EXCLUDES(mu);
+  // Whether a consumed segment's file of `bytes` is kept for reuse, with the pool as it is.
+  bool KeepsForReuse(std::uint64_t bytes) const REQUIRES(mu);
+  // Cancels a WriteAhead in progress and waits until its file is gone.
+  void CancelWriteAhead() REQUIRES(io_mu) EXCLUDES(mu);
   // The disk the spool will hold once bytes [start, end) of the active segment are written:
   // in a recycled file a record overwrites bytes already counted.
   std::uint64_t BytesAfterWrite(std::uint64_t start, std::uint64_t end) const REQUIRES(mu);
   Status MakeRoom(std::uint64_t start, std::uint64_t end) EXCLUDES(io_mu, mu);
+
+  // ---- files written ahead of need (write_ahead.cc) --------------------------------------
+  Result<bool> WriteAhead() EXCLUDES(io_mu, mu);
+  // Writes `bytes` of zeroes to `file` a chunk at a time, each synced; stops early (ok)
+  // when cancelled.
+  Status WriteZeroes(InPlaceFile& file, std::uint64_t bytes) EXCLUDES(mu);
 
   // ---- Read (read.cc) --------------------------------------------------------------------
   Result<std::vector<SpoolRecord>> Read(size_t max_bytes, size_t max_records) EXCLUDES(mu);
@@ -262,6 +281,9 @@ struct Spool::Impl {
   const Limits limits;
   const Clock& clock;
   std::unique_ptr<FileLock> lock;  // set by Open, then never touched
+  // Whether the whole cap is held on disk: limits.reserve_disk where the file system
+  // overwrites in place. Set by Open, then never changed.
+  bool reserve_disk = false;
 
   Mutex io_mu ACQUIRED_BEFORE(mu);
   std::unique_ptr<StateFile> state_file GUARDED_BY(io_mu);
@@ -271,7 +293,12 @@ struct Spool::Impl {
   std::deque<Segment> segments GUARDED_BY(mu);
   // segments.back(), when appends may go there.
   std::unique_ptr<InPlaceFile> active GUARDED_BY(mu);
-  std::deque<FreeSegment> free_segments GUARDED_BY(mu);  // consumed files kept for reuse
+  std::deque<FreeSegment> free_segments GUARDED_BY(mu);  // files kept for reuse, oldest first
+  // The file WriteAhead is writing: the cap counts all of it from the start. 0 when none.
+  std::uint64_t write_ahead_bytes GUARDED_BY(mu) = 0;
+  std::uint64_t next_write_ahead_number GUARDED_BY(mu) = kFirstWriteAheadNumber;
+  bool write_ahead_cancelled GUARDED_BY(mu) = false;
+  CondVar write_ahead_ended;
   bool roll_before_next_record GUARDED_BY(mu) = false;
   std::uint64_t next_sequence GUARDED_BY(mu) = 1;
   std::uint64_t last_durable GUARDED_BY(mu) = 0;

@@ -22,6 +22,7 @@
 namespace uplink::agent {
 namespace {
 
+using std::chrono::minutes;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 
@@ -650,6 +651,36 @@ TEST_F(ShipperTest, A422ThatNamesNoRecordOfTheBatchIsNarrowedDownLikeA400) {
   EXPECT_EQ(shipper.Step().outcome, StepOutcome::kSplit);
   EXPECT_EQ(ShipAll(), (std::vector<StepOutcome>{StepOutcome::kDelivered, StepOutcome::kDelivered}));
   EXPECT_EQ(StoredSequences(), Range(1, 4));
+}
+
+TEST_F(ShipperTest, IdleStepsWriteTheSpoolsCapAheadAndAFailurePausesThat) {
+  spool::SpoolOptions options;
+  options.max_bytes = 256 << 10;
+  options.segment_bytes = 64 << 10;
+  options.reserve_disk = true;
+  OpenSpoolOn(memory_fs_, "/spool", options);
+  Shipper& shipper = MakeShipper();
+  // A full disk: the spool works on without, and the shipper stops asking for a while.
+  memory_fs_.FailNth(spool::testing::FsOp::kWriteAt, 1, ENOSPC);
+  EXPECT_EQ(shipper.Step().outcome, StepOutcome::kIdle);
+  EXPECT_EQ(spool_->Stats().spare_bytes, 0u);
+  clock_.Advance(minutes(9));
+  EXPECT_EQ(shipper.Step().outcome, StepOutcome::kIdle);
+  EXPECT_EQ(spool_->Stats().spare_bytes, 0u);
+  clock_.Advance(minutes(1));
+  // Then one file per idle step, until the cap is held.
+  for (std::uint64_t files = 1; files <= 4; ++files) {
+    EXPECT_EQ(shipper.Step().outcome, StepOutcome::kIdle);
+    EXPECT_EQ(spool_->Stats().spare_bytes, files * options.segment_bytes);
+  }
+  EXPECT_EQ(shipper.Step().outcome, StepOutcome::kIdle);
+  EXPECT_EQ(spool_->Stats().bytes, options.max_bytes);
+  EXPECT_EQ(Metric("uplink_agent_spool_spare_bytes"), static_cast<double>(options.max_bytes));
+  // Records go into the files written ahead and are delivered as ever.
+  for (int i = 1; i <= 20; ++i) Append(Payload(i, 1000));
+  EXPECT_EQ(spool_->Stats().bytes, options.max_bytes);
+  EXPECT_EQ(ShipAll(), std::vector<StepOutcome>{StepOutcome::kDelivered});
+  EXPECT_EQ(StoredSequences(), Range(1, 20));
 }
 
 TEST_F(ShipperTest, ASpoolThatFailsToConsumeAfterTheAckResendsAndTheConsoleKeepsOneCopy) {

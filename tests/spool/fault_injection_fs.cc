@@ -352,6 +352,16 @@ void MemoryFileSystem::SetBeforeFileSync(std::function<void()> hook) {
   before_file_sync_ = std::move(hook);
 }
 
+bool MemoryFileSystem::OverwritesInPlace(const std::string&) {
+  std::lock_guard lock(mutex_);
+  return overwrites_in_place_;
+}
+
+void MemoryFileSystem::SetOverwritesInPlace(bool in_place) {
+  std::lock_guard lock(mutex_);
+  overwrites_in_place_ = in_place;
+}
+
 void MemoryFileSystem::EnablePreallocation() {
   std::lock_guard lock(mutex_);
   preallocation_ = true;

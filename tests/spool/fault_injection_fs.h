@@ -58,6 +58,9 @@ class MemoryFileSystem final : public FileSystem {
   Status Rename(const std::string& from, const std::string& to) override;
   Status SyncDir(const std::string& dir) override;
   Result<std::unique_ptr<FileLock>> Lock(const std::string& path) override;
+  // True unless SetOverwritesInPlace(false) (as on tmpfs).
+  bool OverwritesInPlace(const std::string& dir) override;
+  void SetOverwritesInPlace(bool in_place);
 
   // ---- faults ----
   // The nth call of `op` from now on (1: the next one) fails with `error`.
@@ -139,6 +142,7 @@ class MemoryFileSystem final : public FileSystem {
   std::multimap<FsOp, Fault> faults_;
   std::optional<std::uint64_t> capacity_;
   bool preallocation_ = false;
+  bool overwrites_in_place_ = true;
   std::function<void()> before_file_sync_;
   std::function<void()> before_write_;
   bool powered_ = true;
