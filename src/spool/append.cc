@@ -270,6 +270,11 @@ void Spool::Impl::RepairFailure(const Status& status, std::uint64_t first, std::
 }
 
 Status Spool::Impl::Roll(std::uint64_t first) {
+  if (Status reused = ReuseOldestSegmentAtTheCap(); !reused.ok()) {
+    SpoolLog().Warn("could not drop the oldest spool segment to reuse its file; starting a "
+                    "new one",
+                    {{"dir", dir}, {"error", reused}});
+  }
   std::optional<FreeSegment> reused;
   {
     MutexLock guard(&mu);
@@ -388,55 +393,83 @@ Status Spool::Impl::MakeRoom(std::uint64_t start, std::uint64_t end) {
       SpoolLog().Warn("could not remove a spool file kept for reuse; dropping records instead",
                       {{"dir", dir}, {"error", discarded}});
     }
-    PersistentState next;
-    std::vector<std::uint64_t> doomed;
-    std::uint64_t consumed_before = 0;
+    std::uint64_t over = 0;
     {
       MutexLock guard(&mu);
       const std::uint64_t total = BytesAfterWrite(start, end);
       if (total <= limits.max_bytes) return Status::Ok();
-      next = state;
-      consumed_before = state.consumed_through;
-      std::uint64_t freed = 0;
-      for (size_t i = 0; i + 1 < segments.size() && total - freed > limits.max_bytes; ++i) {
-        const Segment& segment = segments[i];
-        const std::uint64_t last = LastSequenceOf(i);
-        const std::uint64_t from = std::max(segment.first, next.consumed_through + 1);
-        if (last >= from) {
-          const std::uint64_t waiting = last - from + 1 - AbandonedWithin(from, last);
-          next.losses.dropped.records += waiting;
-          next.losses.dropped.bytes +=
-              EstimatePayloadBytes(segment.size, last - segment.first + 1, waiting);
-        }
-        next.consumed_through = std::max(next.consumed_through, last);
-        freed += std::max(segment.size, segment.allocated);
-        doomed.push_back(segment.first);
-      }
+      over = total - limits.max_bytes;
     }
-    if (doomed.empty()) {
+    UPLINK_ASSIGN_OR_RETURN(const bool dropped, DropOldestSegments(over, /*recycle=*/false));
+    if (!dropped) {
       return InternalError("a record of " + std::to_string(end - start) +
                            " bytes does not fit under the spool's cap of " +
                            std::to_string(limits.max_bytes) + " bytes");
     }
-    if (next.consumed_through > consumed_before) {
-      Status persisted = state_file->Write(next, StateFile::Durability::kSync);
-      if (!persisted.ok()) {
-        return persisted.WithContext(
-            "persisting the spool cursor to drop records at the size cap");
-      }
-      {
-        MutexLock guard(&mu);
-        AdoptState(next);
-      }
-      SpoolLog().Warn("spool full: dropped its oldest records",
-                      {{"dir", dir},
-                       {"consumed_through", next.consumed_through},
-                       {"dropped_records_total", next.losses.dropped.records}});
-    }
-    UPLINK_RETURN_IF_ERROR(RetireSegments(doomed, /*recycle=*/false)
-                               .WithContext("dropping spool segments at the size cap"));
-    RefreshOldest();
   }
+}
+
+Result<bool> Spool::Impl::DropOldestSegments(std::uint64_t over, bool recycle) {
+  PersistentState next;
+  std::vector<std::uint64_t> doomed;
+  std::uint64_t consumed_before = 0;
+  {
+    MutexLock guard(&mu);
+    next = state;
+    consumed_before = state.consumed_through;
+    std::uint64_t freed = 0;
+    for (size_t i = 0; i + 1 < segments.size() && freed < over; ++i) {
+      const Segment& segment = segments[i];
+      const std::uint64_t last = LastSequenceOf(i);
+      const std::uint64_t from = std::max(segment.first, next.consumed_through + 1);
+      if (last >= from) {
+        const std::uint64_t waiting = last - from + 1 - AbandonedWithin(from, last);
+        next.losses.dropped.records += waiting;
+        next.losses.dropped.bytes +=
+            EstimatePayloadBytes(segment.size, last - segment.first + 1, waiting);
+      }
+      next.consumed_through = std::max(next.consumed_through, last);
+      freed += std::max(segment.size, segment.allocated);
+      doomed.push_back(segment.first);
+    }
+  }
+  if (doomed.empty()) return false;
+  if (next.consumed_through > consumed_before) {
+    Status persisted = state_file->Write(next, StateFile::Durability::kSync);
+    if (!persisted.ok()) {
+      return persisted.WithContext("persisting the spool cursor to drop records at the size cap");
+    }
+    {
+      MutexLock guard(&mu);
+      AdoptState(next);
+    }
+    SpoolLog().Warn("spool full: dropped its oldest records",
+                    {{"dir", dir},
+                     {"consumed_through", next.consumed_through},
+                     {"dropped_records_total", next.losses.dropped.records}});
+  }
+  UPLINK_RETURN_IF_ERROR(
+      RetireSegments(doomed, recycle).WithContext("dropping spool segments at the size cap"));
+  RefreshOldest();
+  return true;
+}
+
+bool Spool::Impl::AtTheCapWithNoFileToReuse() const {
+  return reserve_disk && free_segments.empty() && write_ahead_bytes == 0 &&
+         TotalBytes() + limits.segment_bytes > limits.max_bytes;
+}
+
+Status Spool::Impl::ReuseOldestSegmentAtTheCap() {
+  {
+    MutexLock guard(&mu);
+    if (!AtTheCapWithNoFileToReuse()) return Status::Ok();
+  }
+  MutexLock io(&io_mu);
+  {
+    MutexLock guard(&mu);
+    if (!AtTheCapWithNoFileToReuse()) return Status::Ok();
+  }
+  return DropOldestSegments(1, /*recycle=*/true).status();
 }
 
 }  // namespace uplink::spool

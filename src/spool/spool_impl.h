@@ -243,7 +243,7 @@ struct Spool::Impl {
   size_t AppendsNotDurable() const REQUIRES(mu);
   // Starts segment `first`, in a file kept for reuse when there is one, and makes its
   // directory entry durable before anything is written to it.
-  Status Roll(std::uint64_t first) EXCLUDES(mu);
+  Status Roll(std::uint64_t first) EXCLUDES(io_mu, mu);
   // Allocates a new segment file's blocks up front, as far as the cap leaves room (so that
   // it never drops a record): appending to them needs no block allocation to be made
   // durable with every sync, and no free space. A torn segment releases them at Open.
@@ -258,6 +258,15 @@ struct Spool::Impl {
   // in a recycled file a record overwrites bytes already counted.
   std::uint64_t BytesAfterWrite(std::uint64_t start, std::uint64_t end) const REQUIRES(mu);
   Status MakeRoom(std::uint64_t start, std::uint64_t end) EXCLUDES(io_mu, mu);
+  // Drops whole oldest segments, never the newest, until their files add up to `over` bytes:
+  // counts the waiting records they held, persists the cursor past them, then retires them
+  // (with `recycle`, their files are kept for reuse). False when there is none to drop.
+  Result<bool> DropOldestSegments(std::uint64_t over, bool recycle) REQUIRES(io_mu) EXCLUDES(mu);
+  // With the cap held on disk and reached, no file kept for reuse: drops the oldest segment
+  // so that the next one is written over its file, not into new blocks (a drop the next
+  // record would force anyway).
+  Status ReuseOldestSegmentAtTheCap() EXCLUDES(io_mu, mu);
+  bool AtTheCapWithNoFileToReuse() const REQUIRES(mu);
 
   // ---- files written ahead of need (write_ahead.cc) --------------------------------------
   Result<bool> WriteAhead() EXCLUDES(io_mu, mu);

@@ -137,7 +137,7 @@ TEST_F(WriteAheadTest, ABacklogOnlyOverwritesAndNeverGrowsAFile) {
   EXPECT_EQ(spool->Stats().losses.corrupt.bytes, 0u);
 }
 
-TEST_F(WriteAheadTest, AtTheCapTheOldestRecordsAreDroppedAndTheCapHolds) {
+TEST_F(WriteAheadTest, AtTheCapTheOldestSegmentsFileIsReusedAndTheCapHolds) {
   auto spool = Open();
   ASSERT_NE(spool, nullptr);
   WriteAheadUntilDone(*spool);
@@ -151,6 +151,9 @@ TEST_F(WriteAheadTest, AtTheCapTheOldestRecordsAreDroppedAndTheCapHolds) {
   const SpoolStats stats = spool->Stats();
   ASSERT_GT(stats.losses.dropped.records, 0u);
   EXPECT_EQ(stats.losses.dropped.records, stats.consumed_through);
+  // Each new segment took the file of the oldest one it dropped: none is a new file.
+  EXPECT_TRUE(FilesEndingIn(".seg").empty());
+  EXPECT_EQ(stats.bytes, kCap);
   ExpectRecords(*spool, stats.consumed_through + 1, records, kSize);
   // Once what waits is consumed, idle time takes back what the drops gave away.
   ASSERT_TRUE(spool->Consume(records).ok());
