@@ -86,14 +86,17 @@ pids+=($!)
 
 # One node agent per GPU node, as the chart's DaemonSet runs them, each under its node's name
 # so that every node of the inventory has its charts. This machine's own /proc stands in for
-# each node's (the same figures on every node; no GPU here: the GPU collector says so).
+# each node's (the same figures on every node; no GPU here: the GPU collector says so). Every
+# spool holds its cap on disk (written ahead while idle), and here they all share one disk:
+# 64 MiB each instead of a node's 512 MiB.
 gpu_nodes=$(kubectl --kubeconfig "$dir/kubeconfig" --cache-dir "$dir/kube-cache" get nodes \
   -l nvidia.com/gpu.present=true -o 'jsonpath={.items[*].metadata.name}' 2>>"$dir/kubectl.log") ||
   fail "kubectl could not list the cluster's GPU nodes" "$dir/kubectl.log"
 echo "==> starting a node agent on each GPU node: $gpu_nodes"
 for node in $gpu_nodes; do
   "$bin/uplink-agent" node --console "$url" --token-file "$dir/agent-token" \
-    --state-dir "$dir/node-spool-$node" --node-name "$node" --listen 127.0.0.1:0 \
+    --state-dir "$dir/node-spool-$node" --max-bytes 67108864 --node-name "$node" \
+    --listen 127.0.0.1:0 \
     >"$dir/node-agent-$node.log" 2>&1 &
   pids+=($!)
 done

@@ -148,7 +148,9 @@ CycleResult ExperimentsRole::RunCycle() {
 
 void ExperimentsRole::Run(StopSignal& stop) {
   while (!stop.stopped()) {
-    if (spool_ != nullptr && spool_->Stats().bytes > options_.max_spool_backlog_bytes) {
+    const spool::SpoolStats stats = spool_ != nullptr ? spool_->Stats() : spool::SpoolStats{};
+    // Files kept for reuse or written ahead hold nothing waiting.
+    if (stats.bytes - stats.spare_bytes > options_.max_spool_backlog_bytes) {
       // The shipper is behind; scanning on would only make the spool drop records.
       if (!stop.WaitFor(std::chrono::seconds(1))) break;
       continue;

@@ -96,6 +96,7 @@ int RunSpoolStat(const std::vector<std::string>& args) {
   json::object out{{"spool_id", stats.spool_id},
                    {"records", stats.waiting_records},
                    {"bytes", stats.bytes},
+                   {"spare_bytes", stats.spare_bytes},
                    {"segments", stats.segments},
                    {"first_sequence", stats.first_sequence},
                    {"last_sequence", stats.last_sequence},
