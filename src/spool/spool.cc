@@ -122,6 +122,7 @@ void Spool::Impl::AdoptState(const PersistentState& next) {
     returned.pop_front();
   }
   if (anchor && anchor->sequence != consumed) anchor.reset();
+  while (!tail.empty() && tail.front().mark.sequence <= consumed) DropTailFront();
   std::erase_if(abandoned, [&](const auto& range) { return range.second <= consumed; });
 }
 
