@@ -175,6 +175,8 @@ std::optional<Spool::Impl::ReadItem> Spool::Impl::NextFromTail() {
     while (!tail.empty() && tail.front().mark.sequence < expected) DropTailFront();
     if (tail.empty() || tail.front().mark.sequence != expected) return std::nullopt;
     TailRecord& front = tail.front();
+    // At once, not at the end of the batch: the appends meanwhile still take copies.
+    reader_next = front.mark.sequence + 1;
     tail_bytes -= front.Cost();
     item.emplace(ReadItem{
         SpoolRecord{front.mark.sequence, front.mark.appended_at, std::move(front.payload)},
