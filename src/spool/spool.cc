@@ -200,6 +200,11 @@ void Spool::Impl::RefreshOldest() {
       oldest = returned.front().appended_at;
       return;
     }
+    // The reader has not been given it, but the tail holds it.
+    if (!tail.empty() && tail.front().mark.sequence == after + 1) {
+      oldest = tail.front().mark.appended_at;
+      return;
+    }
     if (anchor && anchor->sequence == after) hint = anchor;
     snapshot.assign(segments.begin(), segments.end());
   }

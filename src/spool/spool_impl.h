@@ -205,8 +205,9 @@ struct Spool::Impl {
   Status RetireSegments(const std::vector<std::uint64_t>& doomed, bool recycle)
       REQUIRES(io_mu) EXCLUDES(mu);
   // Finds the append time of the oldest waiting record: from the records the reader returned
-  // when they cover it, else by reading from the end of the record consumed_through (when
-  // the reader returned it) or from the start of the segment that holds it.
+  // when they cover it, or the tail when it holds it, else by reading from the end of the
+  // record consumed_through (when the reader returned it) or from the start of the segment
+  // that holds it.
   void RefreshOldest() EXCLUDES(mu);
   std::optional<WallTime> FindFirstWaiting(const std::vector<Segment>& snapshot,
                                            std::uint64_t after,

@@ -1563,6 +1563,25 @@ TEST_F(SpoolTest, TheTailServesTheRecordsAsTheFileHoldsThemWithoutReadingIt) {
   EXPECT_EQ(stats.losses.corrupt.records, 0u);
 }
 
+TEST_F(SpoolTest, TheOldestWaitingRecordsTimeComesFromTheTailWithoutReading) {
+  auto spool = Open();
+  ASSERT_NE(spool, nullptr);
+  EXPECT_TRUE(ReadAll(*spool).empty());
+  const WallTime start = clock.Now();
+  for (std::uint64_t i = 1; i <= 3; ++i) {
+    clock.Advance(std::chrono::seconds(1));
+    ASSERT_EQ(spool->Append(Payload(i)).value_or(0), i);
+  }
+  auto batch = spool->Read(1 << 20, 2);
+  ASSERT_TRUE(batch.ok());
+  ASSERT_EQ(Sequences(*batch), Range(1, 2));
+  const int reads = fs.Calls(FsOp::kRead), opens = fs.Calls(FsOp::kOpen);
+  ASSERT_TRUE(spool->Consume(2).ok());
+  EXPECT_EQ(spool->Stats().oldest_appended_at, start + std::chrono::seconds(3));
+  EXPECT_EQ(fs.Calls(FsOp::kRead), reads);
+  EXPECT_EQ(fs.Calls(FsOp::kOpen), opens);
+}
+
 TEST_F(SpoolTest, AReaderBehindTheTailGetsEverythingFromTheFileInOrderOnce) {
   options.max_bytes = 64 << 20;
   options.segment_bytes = 1 << 20;
