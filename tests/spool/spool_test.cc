@@ -1624,6 +1624,24 @@ TEST_F(SpoolTest, AReaderBehindTheTailGetsEverythingFromTheFileInOrderOnce) {
   EXPECT_EQ(from_memory, Range(kRecords + 1, kRecords + 8));
 }
 
+TEST_F(SpoolTest, ARecordLargerThanTheTailIsNeverHeldInIt) {
+  options.max_bytes = 64 << 20;
+  options.segment_bytes = 8 << 20;
+  auto spool = Open();
+  ASSERT_NE(spool, nullptr);
+  EXPECT_TRUE(ReadAll(*spool).empty());
+  const std::string large = Payload(1, kMaxTailBytes + 1);
+  ASSERT_EQ(spool->Append(large).value_or(0), 1u);
+  ASSERT_EQ(spool->Append(Payload(2)).value_or(0), 2u);
+  const int reads = fs.Calls(FsOp::kRead);
+  auto first = spool->Read(1, 1);
+  ASSERT_TRUE(first.ok());
+  ASSERT_EQ(Sequences(*first), Range(1, 1));
+  EXPECT_EQ(first->front().payload, large);
+  EXPECT_GT(fs.Calls(FsOp::kRead), reads);  // from the file
+  EXPECT_EQ(Sequences(ReadAll(*spool)), Range(2, 2));
+}
+
 TEST_F(SpoolTest, AFailedAppendIsNeverServedFromTheTail) {
   auto spool = Open();
   ASSERT_NE(spool, nullptr);
