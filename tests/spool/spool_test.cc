@@ -60,6 +60,13 @@ class SpoolTest : public ::testing::Test {
     return spool.ok() ? std::move(*spool) : nullptr;
   }
 
+  // Opens the spool with a reader that has read everything (none yet), as a shipper waits.
+  std::unique_ptr<Spool> OpenWithTheReaderWaiting() {
+    auto spool = Open();
+    if (spool) EXPECT_TRUE(ReadAll(*spool).empty());
+    return spool;
+  }
+
   // Appends records `first`..`last` with Payload(i, size) and checks their sequences.
   void AppendRange(Spool& spool, std::uint64_t first, std::uint64_t last, size_t size = 100) {
     for (std::uint64_t i = first; i <= last; ++i) {
@@ -1523,12 +1530,17 @@ TEST_F(SpoolTest, LostStateStartsANewSpoolIdAndDeliversEverythingOnDisk) {
 
 // ---- the tail -----------------------------------------------------------------------------
 
+// Room for twice what the tail holds, in 1 MiB segments (the default for the size).
+class TailTest : public SpoolTest {
+ protected:
+  TailTest() { options = SpoolOptions{.max_bytes = 64 << 20}; }
+};
+
 // A reader that keeps up is given the newest durable records from memory: the file system
 // sees no read for them.
-TEST_F(SpoolTest, TheTailServesTheRecordsAsTheFileHoldsThemWithoutReadingIt) {
-  auto spool = Open();
+TEST_F(TailTest, TheTailServesTheRecordsAsTheFileHoldsThemWithoutReadingIt) {
+  auto spool = OpenWithTheReaderWaiting();
   ASSERT_NE(spool, nullptr);
-  EXPECT_TRUE(ReadAll(*spool).empty());  // the reader waits at the end
   const std::vector<std::string> payloads = {"",         "x", Payload(3), Payload(4, 32 << 10),
                                              Payload(5, 100 << 10), Payload(6, 7)};
   const WallTime start = clock.Now();
@@ -1563,10 +1575,9 @@ TEST_F(SpoolTest, TheTailServesTheRecordsAsTheFileHoldsThemWithoutReadingIt) {
   EXPECT_EQ(stats.losses.corrupt.records, 0u);
 }
 
-TEST_F(SpoolTest, TheOldestWaitingRecordsTimeComesFromTheTailWithoutReading) {
-  auto spool = Open();
+TEST_F(TailTest, TheOldestWaitingRecordsTimeComesFromTheTailWithoutReading) {
+  auto spool = OpenWithTheReaderWaiting();
   ASSERT_NE(spool, nullptr);
-  EXPECT_TRUE(ReadAll(*spool).empty());
   const WallTime start = clock.Now();
   for (std::uint64_t i = 1; i <= 3; ++i) {
     clock.Advance(std::chrono::seconds(1));
@@ -1582,12 +1593,9 @@ TEST_F(SpoolTest, TheOldestWaitingRecordsTimeComesFromTheTailWithoutReading) {
   EXPECT_EQ(fs.Calls(FsOp::kOpen), opens);
 }
 
-TEST_F(SpoolTest, AReaderBehindTheTailGetsEverythingFromTheFileInOrderOnce) {
-  options.max_bytes = 64 << 20;
-  options.segment_bytes = 1 << 20;
-  auto spool = Open();
+TEST_F(TailTest, AReaderBehindTheTailGetsEverythingFromTheFileInOrderOnce) {
+  auto spool = OpenWithTheReaderWaiting();
   ASSERT_NE(spool, nullptr);
-  EXPECT_TRUE(ReadAll(*spool).empty());
   // Twice what the tail holds, appended while the reader reads nothing: the tail keeps the
   // oldest that fit after the first, then stops taking copies (the reader is behind it).
   constexpr size_t kSize = 64 << 10;
@@ -1624,12 +1632,9 @@ TEST_F(SpoolTest, AReaderBehindTheTailGetsEverythingFromTheFileInOrderOnce) {
   EXPECT_EQ(from_memory, Range(kRecords + 1, kRecords + 8));
 }
 
-TEST_F(SpoolTest, ARecordLargerThanTheTailIsNeverHeldInIt) {
-  options.max_bytes = 64 << 20;
-  options.segment_bytes = 8 << 20;
-  auto spool = Open();
+TEST_F(TailTest, ARecordLargerThanTheTailIsNeverHeldInIt) {
+  auto spool = OpenWithTheReaderWaiting();
   ASSERT_NE(spool, nullptr);
-  EXPECT_TRUE(ReadAll(*spool).empty());
   const std::string large = Payload(1, kMaxTailBytes + 1);
   ASSERT_EQ(spool->Append(large).value_or(0), 1u);
   ASSERT_EQ(spool->Append(Payload(2)).value_or(0), 2u);
@@ -1642,10 +1647,9 @@ TEST_F(SpoolTest, ARecordLargerThanTheTailIsNeverHeldInIt) {
   EXPECT_EQ(Sequences(ReadAll(*spool)), Range(2, 2));
 }
 
-TEST_F(SpoolTest, AFailedAppendIsNeverServedFromTheTail) {
-  auto spool = Open();
+TEST_F(TailTest, AFailedAppendIsNeverServedFromTheTail) {
+  auto spool = OpenWithTheReaderWaiting();
   ASSERT_NE(spool, nullptr);
-  EXPECT_TRUE(ReadAll(*spool).empty());
   AppendRange(*spool, 1, 3);
   fs.FailNth(FsOp::kWriteAt, 1, EIO);
   EXPECT_FALSE(spool->Append("the write failed").ok());
@@ -1660,9 +1664,8 @@ TEST_F(SpoolTest, AFailedAppendIsNeverServedFromTheTail) {
 }
 
 TEST_F(CappedSpoolTest, RecordsDroppedAtTheCapAreNotServedFromTheTail) {
-  auto spool = Open();
+  auto spool = OpenWithTheReaderWaiting();
   ASSERT_NE(spool, nullptr);
-  EXPECT_TRUE(ReadAll(*spool).empty());
   AppendRange(*spool, 1, 20, 500);  // the tail holds them, unread
   AppendRange(*spool, 21, 300, 500);
   const SpoolStats stats = spool->Stats();
@@ -1675,10 +1678,9 @@ TEST_F(CappedSpoolTest, RecordsDroppedAtTheCapAreNotServedFromTheTail) {
   }
 }
 
-TEST_F(SpoolTest, APowerLossAfterTailReadsLosesNothingAcknowledged) {
-  auto spool = Open();
+TEST_F(TailTest, APowerLossAfterTailReadsLosesNothingAcknowledged) {
+  auto spool = OpenWithTheReaderWaiting();
   ASSERT_NE(spool, nullptr);
-  EXPECT_TRUE(ReadAll(*spool).empty());
   AppendRange(*spool, 1, 50, 300);
   auto batch = spool->Read(1 << 20, 20);
   ASSERT_TRUE(batch.ok());
