@@ -104,7 +104,8 @@ struct Spool::Impl {
     WallTime appended_at;
     bool written = false;  // its write returned, and succeeded
     CondVar changed;       // it became durable, may start a sync, or failed
-    std::optional<std::string> tail_copy;  // its payload, for the tail (when it wants it)
+    // Its payload, for the tail (when it wants it): made by its caller before `written`.
+    std::optional<std::string> tail_copy;
   };
 
   // A record written to the active segment and not yet durable; they sync in order.
