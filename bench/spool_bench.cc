@@ -182,6 +182,10 @@ class CountingFileSystem final : public uplink::spool::FileSystem {
     uplink::Status WriteAt(std::uint64_t offset, std::string_view data) override {
       return file_->WriteAt(offset, data);
     }
+    uplink::Status WriteAt(std::uint64_t offset,
+                           std::span<const std::string_view> pieces) override {
+      return file_->WriteAt(offset, pieces);
+    }
     uplink::Status Sync() override {
       const auto start = Clock::now();
       uplink::Status status = file_->Sync();

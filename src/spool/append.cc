@@ -36,18 +36,17 @@ Result<std::uint64_t> Spool::Impl::Append(std::string_view payload) {
   awaiting.push_back(&me);
   writes_returned.SignalAll();  // a sync may be waiting for the appends to come back
   ++appends_in_flight;
-  std::string buffer;
-  if (!spare_buffers.empty()) {
-    buffer = std::move(spare_buffers.back());
-    spare_buffers.pop_back();
-  }
+  const bool copy_for_tail = TailWants(payload.size());
   mu.Unlock();
 
-  buffer.clear();
+  // The framing goes around slices of the payload in one vectored write: the payload is
+  // never copied into an encoding buffer.
   char appended_at[kAppendTimeBytes];
   EncodeAppendTime(me.appended_at, appended_at);
-  framing::Writer(me.start).AddRecord(me.sequence, std::string_view(appended_at, kAppendTimeBytes),
-                                      payload, &buffer);
+  std::string framing;
+  std::vector<std::string_view> pieces;
+  framing::Writer(me.start).AddRecordPieces(
+      me.sequence, std::string_view(appended_at, kAppendTimeBytes), payload, &framing, &pieces);
   Status status = MakeRoom(me.start, me.end);
   if (status.ok()) {
     InPlaceFile* file = nullptr;
@@ -58,7 +57,7 @@ Result<std::uint64_t> Spool::Impl::Append(std::string_view payload) {
       overwrites = me.end <= segments.back().overwritable;
       segments.back().allocated = std::max(segments.back().allocated, me.end);
     }
-    status = file->WriteAt(me.start, buffer);
+    status = file->WriteAt(me.start, pieces);
     // Over a recycled file's blocks, the disk can take the record now, while it waits for
     // a sync; in new blocks that would allocate them a record at a time. Its last page is
     // left to the sync: the next record fills it, and writing it now would write it twice.
@@ -70,10 +69,9 @@ Result<std::uint64_t> Spool::Impl::Append(std::string_view payload) {
     }
   }
 
+  if (status.ok() && copy_for_tail) me.tail_copy.emplace(payload);
+
   mu.Lock();
-  if (spare_buffers.size() < kMaxSpareBuffers && buffer.capacity() <= kMaxSpareBufferBytes) {
-    spare_buffers.push_back(std::move(buffer));
-  }
   WriteReturned(me, status.ok());
   UPLINK_RETURN_IF_ERROR(AwaitDurable(me, status));
   return me.sequence;
@@ -125,9 +123,10 @@ void Spool::Impl::WriteReturned(PendingWrite& write, bool succeeded) {
   }
   write.written = true;
   while (!writing.empty() && writing.front()->written) {
-    const PendingWrite& done = *writing.front();
+    PendingWrite& done = *writing.front();
     written_end = done.end;
-    unsynced.push_back(UnsyncedRecord{done.sequence, done.end, done.appended_at});
+    unsynced.push_back(
+        UnsyncedRecord{done.sequence, done.end, done.appended_at, std::move(done.tail_copy)});
     writing.pop_front();
   }
   writes_returned.SignalAll();
@@ -195,8 +194,10 @@ Status Spool::Impl::SyncWritten() {
   Segment& segment = segments.back();
   segment.size = segment.readable_end = target;
   while (!unsynced.empty() && unsynced.front().end <= target) {
-    if (last_durable <= state.consumed_through) oldest = unsynced.front().appended_at;
-    last_durable = unsynced.front().sequence;
+    UnsyncedRecord& record = unsynced.front();
+    if (last_durable <= state.consumed_through) oldest = record.appended_at;
+    last_durable = record.sequence;
+    if (record.tail_copy) AdmitToTail(record);
     unsynced.pop_front();
   }
   WakeAwaiting();

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -34,6 +35,10 @@ class InPlaceFile {
   // Writes `data` at `offset`, extending the file (with zeroes before `offset` if it is past
   // the end) as needed.
   virtual Status WriteAt(std::uint64_t offset, std::string_view data) = 0;
+  // Writes `pieces` one after the other from `offset`, as one vectored write (pwritev), so
+  // that a record is written from its framing and its payload in place. A failure may leave
+  // a prefix of the bytes written, as a short write does.
+  virtual Status WriteAt(std::uint64_t offset, std::span<const std::string_view> pieces) = 0;
   // Makes everything written so far durable (fdatasync).
   virtual Status Sync() = 0;
   // Starts writing bytes [offset, offset + n) to the disk without waiting (sync_file_range),

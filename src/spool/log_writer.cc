@@ -14,13 +14,28 @@ void Writer::AddRecord(std::uint64_t sequence, std::string_view record, std::str
 
 void Writer::AddRecord(std::uint64_t sequence, std::string_view head, std::string_view tail,
                        std::string* out) {
-  out->reserve(out->size() + (EncodedEnd(offset_, head.size() + tail.size()) - offset_));
+  std::string framing;
+  std::vector<std::string_view> pieces;
+  AddRecordPieces(sequence, head, tail, &framing, &pieces);
+  size_t bytes = 0;
+  for (std::string_view piece : pieces) bytes += piece.size();
+  out->reserve(out->size() + bytes);
+  for (std::string_view piece : pieces) out->append(piece);
+}
+
+void Writer::AddRecordPieces(std::uint64_t sequence, std::string_view head,
+                             std::string_view tail, std::string* framing,
+                             std::vector<std::string_view>* pieces) {
+  const size_t length = head.size() + tail.size();
+  // Reserved whole, so that the views into it stay valid while it is filled.
+  framing->reserve(static_cast<size_t>(EncodedEnd(offset_, length) - offset_) - length);
   bool first = true;
   // An empty record still gets one (FULL) fragment.
   do {
+    const size_t framing_start = framing->size();
     size_t left_in_block = kBlockSize - static_cast<size_t>(offset_ % kBlockSize);
     if (left_in_block < kHeaderSize) {  // the trailer
-      out->append(left_in_block, '\0');
+      framing->append(left_in_block, '\0');
       offset_ += left_in_block;
       left_in_block = kBlockSize;
     }
@@ -40,9 +55,10 @@ void Writer::AddRecord(std::uint64_t sequence, std::string_view head, std::strin
     std::uint32_t crc = crc32c::Value(std::string_view(header + 6, 1 + 8));
     crc = crc32c::Extend(crc32c::Extend(crc, from_head), from_tail);
     PutFixed32(header, crc32c::Mask(crc));
-    out->append(header, kHeaderSize);
-    out->append(from_head);
-    out->append(from_tail);
+    framing->append(header, kHeaderSize);
+    pieces->emplace_back(framing->data() + framing_start, framing->size() - framing_start);
+    if (!from_head.empty()) pieces->push_back(from_head);
+    if (!from_tail.empty()) pieces->push_back(from_tail);
     offset_ += kHeaderSize + fragment_length;
     head.remove_prefix(from_head.size());
     tail.remove_prefix(from_tail.size());

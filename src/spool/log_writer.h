@@ -1,10 +1,12 @@
-// Encodes records in the segment format (log_format.h) into a buffer, which the spool then
-// writes at the offset the encoding started from.
+// Encodes records in the segment format (log_format.h), either into a buffer or as the
+// pieces of one vectored write (the framing, and slices of the record in place), which the
+// spool then writes at the offset the encoding started from.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace uplink::spool::framing {
 
@@ -19,6 +21,12 @@ class Writer {
   // The same for the record `head` followed by `tail`, without joining them first.
   void AddRecord(std::uint64_t sequence, std::string_view head, std::string_view tail,
                  std::string* out);
+
+  // The same without copying the record: `framing` receives the headers and trailers, and
+  // `pieces` (appended to) the encoding in order, as views into `framing`, `head` and `tail`,
+  // valid while those are unchanged. `framing` must be empty.
+  void AddRecordPieces(std::uint64_t sequence, std::string_view head, std::string_view tail,
+                       std::string* framing, std::vector<std::string_view>* pieces);
 
   // The file offset after everything encoded so far.
   std::uint64_t offset() const { return offset_; }

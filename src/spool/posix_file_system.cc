@@ -3,11 +3,14 @@
 // every error names the operation and the path.
 #include <dirent.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <sys/vfs.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -109,6 +112,34 @@ class PosixInPlaceFile final : public InPlaceFile {
       }
       data.remove_prefix(static_cast<size_t>(written));
       offset += static_cast<std::uint64_t>(written);
+    }
+    return Status::Ok();
+  }
+
+  Status WriteAt(std::uint64_t offset, std::span<const std::string_view> pieces) override {
+    iovec batch[IOV_MAX];
+    size_t done_in_first = 0;  // bytes of pieces.front() already written
+    while (!pieces.empty()) {
+      const size_t count = std::min<size_t>(pieces.size(), IOV_MAX);
+      for (size_t i = 0; i < count; ++i) {
+        const size_t skip = i == 0 ? done_in_first : 0;
+        batch[i].iov_base = const_cast<char*>(pieces[i].data() + skip);
+        batch[i].iov_len = pieces[i].size() - skip;
+      }
+      ssize_t written =
+          ::pwritev(fd_.get(), batch, static_cast<int>(count), static_cast<off_t>(offset));
+      if (written < 0) {
+        if (errno == EINTR) continue;
+        return PosixError("write", path_, errno);
+      }
+      offset += static_cast<std::uint64_t>(written);
+      // Past the pieces written whole; a short write resumes inside the next one.
+      size_t left = static_cast<size_t>(written) + done_in_first;
+      while (!pieces.empty() && left >= pieces.front().size()) {
+        left -= pieces.front().size();
+        pieces = pieces.subspan(1);
+      }
+      done_in_first = left;
     }
     return Status::Ok();
   }

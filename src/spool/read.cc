@@ -1,6 +1,7 @@
 // Read and Rewind: the reader follows the segments in order from consumed_through + 1 up to
-// the durable end, skipping records dropped meanwhile and counting damage once
-// (docs/spool.md, "Reading and consuming" and "Damage"). Only the reading thread is here.
+// the durable end, skipping records dropped meanwhile and counting damage once, and takes
+// the records the tail holds from memory (docs/spool.md, "Reading and consuming", "The
+// tail" and "Damage"). Only the reading thread is here, but for the tail's upkeep.
 #include <algorithm>
 
 #include "spool/record.h"
@@ -51,6 +52,7 @@ Result<std::vector<SpoolRecord>> Spool::Impl::Read(size_t max_bytes, size_t max_
   }
   if (out.empty() && !error.ok()) return error.WithContext("reading the spool");
   MutexLock guard(&mu);
+  reader_next = expected;
   for (const ReadMark& mark : marks) {
     if (mark.sequence <= state.consumed_through) continue;
     returned.push_back(mark);
@@ -88,6 +90,7 @@ Status Spool::Impl::OpenCursor(std::uint64_t segment, std::uint64_t offset,
 }
 
 Result<std::optional<Spool::Impl::ReadItem>> Spool::Impl::NextRecord() {
+  if (std::optional<ReadItem> item = NextFromTail()) return item;
   while (true) {
     std::uint64_t consumed = 0, limit = 0, following = 0;
     bool is_last = false;
@@ -98,13 +101,18 @@ Result<std::optional<Spool::Impl::ReadItem>> Spool::Impl::NextRecord() {
       expected = std::max(expected, consumed + 1);
       std::optional<size_t> index;
       if (cursor) index = FindSegment(cursor->segment);
-      if (!index) {  // not started, or its segment was removed meanwhile
+      if (!index) {  // not started, left for the tail, or its segment was removed meanwhile
         cursor.reset();
         if (segments.empty()) return std::optional<ReadItem>();
-        if (anchor && anchor->sequence == consumed && expected == consumed + 1 &&
-            FindSegment(anchor->segment)) {
-          open_at.emplace(anchor->segment, anchor->end_offset);
-          index = FindSegment(anchor->segment);
+        const bool after_tail = resume && resume->sequence + 1 == expected;
+        // Everything durable was served from the tail: the file has nothing more for now.
+        if (after_tail && expected > last_durable) return std::optional<ReadItem>();
+        // Just after the record last served from the tail, or the one consumed_through
+        // ends, while its segment is there; else from the start of the one holding `expected`.
+        const std::optional<ReadMark>& after = after_tail ? resume : anchor;
+        if (after && after->sequence + 1 == expected &&
+            (index = FindSegment(after->segment))) {
+          open_at.emplace(after->segment, after->end_offset);
         } else {
           index = SegmentHolding(expected);
           open_at.emplace(segments[*index].first, 0);
@@ -158,6 +166,50 @@ Result<std::optional<Spool::Impl::ReadItem>> Spool::Impl::NextRecord() {
   }
 }
 
+std::optional<Spool::Impl::ReadItem> Spool::Impl::NextFromTail() {
+  std::optional<ReadItem> item;
+  {
+    MutexLock guard(&mu);
+    expected = std::max(expected, state.consumed_through + 1);
+    // Records the reader passed in the file meanwhile.
+    while (!tail.empty() && tail.front().mark.sequence < expected) DropTailFront();
+    if (tail.empty() || tail.front().mark.sequence != expected) return std::nullopt;
+    TailRecord& front = tail.front();
+    // At once, not at the end of the batch: the appends meanwhile still take copies.
+    reader_next = front.mark.sequence + 1;
+    tail_bytes -= front.Cost();
+    item.emplace(ReadItem{
+        SpoolRecord{front.mark.sequence, front.mark.appended_at, std::move(front.payload)},
+        front.mark});
+    tail.pop_front();
+  }
+  NoteArrival(item->mark.sequence);
+  expected = item->mark.sequence + 1;
+  // The file cursor stays behind: it reopens after this record when it is needed again.
+  cursor.reset();
+  resume = item->mark;
+  return item;
+}
+
+bool Spool::Impl::TailWants(size_t payload_bytes) const {
+  if (payload_bytes + sizeof(TailRecord) > kMaxTailBytes) return false;
+  return reader_next > last_durable ||
+         (!tail.empty() && reader_next >= tail.front().mark.sequence);
+}
+
+void Spool::Impl::AdmitToTail(UnsyncedRecord& record) {
+  tail.push_back(TailRecord{
+      ReadMark{record.sequence, record.appended_at, segments.back().first, record.end},
+      std::move(*record.tail_copy)});
+  tail_bytes += tail.back().Cost();
+  while (tail_bytes > kMaxTailBytes) DropTailFront();
+}
+
+void Spool::Impl::DropTailFront() {
+  tail_bytes -= tail.front().Cost();
+  tail.pop_front();
+}
+
 void Spool::Impl::NoteArrival(std::uint64_t sequence) {
   MutexLock guard(&mu);
   PendingCorruption found;
@@ -180,7 +232,8 @@ void Spool::Impl::Rewind() {
   MutexLock guard(&mu);
   cursor.reset();
   stash.reset();
-  expected = state.consumed_through + 1;
+  resume.reset();
+  expected = reader_next = state.consumed_through + 1;
   pending_corruption.clear();
   unattributed_damage_bytes = 0;
   returned.clear();

@@ -129,6 +129,7 @@ void Spool::Impl::AdoptState(const PersistentState& next) {
     returned.pop_front();
   }
   if (anchor && anchor->sequence != consumed) anchor.reset();
+  while (!tail.empty() && tail.front().mark.sequence <= consumed) DropTailFront();
   std::erase_if(abandoned, [&](const auto& range) { return range.second <= consumed; });
 }
 
@@ -203,6 +204,11 @@ void Spool::Impl::RefreshOldest() {
     }
     if (!returned.empty() && trimmed_through <= after) {
       oldest = returned.front().appended_at;
+      return;
+    }
+    // The reader has not been given it, but the tail holds it.
+    if (!tail.empty() && tail.front().mark.sequence == after + 1) {
+      oldest = tail.front().mark.appended_at;
       return;
     }
     if (anchor && anchor->sequence == after) hint = anchor;

@@ -35,7 +35,8 @@
 //   preallocated for the newest segment are used; reading, consuming and removing keep
 //   working, which frees space.
 // - Open reads the state, lists the directory and scans at most two segments; memory stays
-//   bounded by a few blocks and the largest record, whatever the spool's size.
+//   bounded by a few blocks, the largest record and the tail of the newest durable records
+//   kept for a reader that keeps up (4 MiB), whatever the spool's size.
 #pragma once
 
 #include <cstdint>

@@ -1,7 +1,7 @@
 // The spool's private parts, shared by the files that implement it (LevelDB's db_impl.h):
 //   recovery.cc  Open: the directory, STATE, the files kept for reuse, the newest segment
 //   append.cc    Append: reserving, writing and syncing, rolling segments, the cap, failures
-//   read.cc      Read and Rewind: the reader's cursor and the damage it meets
+//   read.cc      Read and Rewind: the reader's cursor, the tail and the damage it meets
 //   spool.cc     Consume, Stats, retiring segments, the oldest record's time, the interface
 //   write_ahead.cc  WriteAhead: files of zeroes that hold the cap on disk (reserve_disk)
 //
@@ -59,10 +59,10 @@ struct Limits {
 // sends it with its neighbours in one request: a small request costs the disk about as much
 // as a large one.
 constexpr std::uint64_t kMinWriteOut = 32 << 10;
-// Encoding buffers kept for the next appends, and the size above which one is let go of (a
-// record near the limit, 16 MiB by default, must not pin that much memory for good).
-constexpr size_t kMaxSpareBuffers = 16;
-constexpr size_t kMaxSpareBufferBytes = 2 << 20;
+// The newest durable records kept in memory for a reader that keeps up, in bytes (each
+// record's payload and its entry): enough for a shipper's batch of 64 KiB records from
+// eight writers several syncs deep, little beside a spool of hundreds of MiB.
+constexpr std::uint64_t kMaxTailBytes = 4 << 20;
 // Records a reader has returned and that wait to be consumed, remembered so that the append
 // time of the oldest waiting record is known without I/O (a shipper's batch fits easily).
 constexpr size_t kMaxRememberedReads = 16384;
@@ -113,6 +113,8 @@ struct Spool::Impl {
     WallTime appended_at;
     bool written = false;  // its write returned, and succeeded
     CondVar changed;       // it became durable, may start a sync, or failed
+    // Its payload, for the tail (when it wants it): made by its caller before `written`.
+    std::optional<std::string> tail_copy;
   };
 
   // A record written to the active segment and not yet durable; they sync in order.
@@ -120,6 +122,7 @@ struct Spool::Impl {
     std::uint64_t sequence = 0;
     std::uint64_t end = 0;  // where its bytes end in the active segment
     WallTime appended_at;
+    std::optional<std::string> tail_copy;
   };
 
   // Damage the reader found, added to the persisted counters once the records around it are
@@ -142,6 +145,13 @@ struct Spool::Impl {
   struct ReadItem {
     SpoolRecord record;
     ReadMark mark;
+  };
+
+  // A durable record the reader has not been given, held in memory (the tail).
+  struct TailRecord {
+    ReadMark mark;
+    std::string payload;
+    std::uint64_t Cost() const { return payload.size() + sizeof(TailRecord); }
   };
 
   struct Cursor {
@@ -205,8 +215,9 @@ struct Spool::Impl {
   Status RetireSegments(const std::vector<std::uint64_t>& doomed, bool recycle)
       REQUIRES(io_mu) EXCLUDES(mu);
   // Finds the append time of the oldest waiting record: from the records the reader returned
-  // when they cover it, else by reading from the end of the record consumed_through (when
-  // the reader returned it) or from the start of the segment that holds it.
+  // when they cover it, or the tail when it holds it, else by reading from the end of the
+  // record consumed_through (when the reader returned it) or from the start of the segment
+  // that holds it.
   void RefreshOldest() EXCLUDES(mu);
   std::optional<WallTime> FindFirstWaiting(const std::vector<Segment>& snapshot,
                                            std::uint64_t after,
@@ -280,6 +291,15 @@ struct Spool::Impl {
       EXCLUDES(mu);
   // The next record for the reader; none at the durable end.
   Result<std::optional<ReadItem>> NextRecord() EXCLUDES(mu);
+  // The next record from the tail, its payload moved out; none unless the tail holds it.
+  std::optional<ReadItem> NextFromTail() EXCLUDES(mu);
+  // Whether an append of `payload_bytes` copies its payload for the tail: only while the
+  // reader keeps up (it has returned every durable record, or waits within the tail), so
+  // that a backlog nobody reads costs no copy.
+  bool TailWants(size_t payload_bytes) const REQUIRES(mu);
+  // `record` (with its copy) became durable: it joins the tail, the oldest leaving for room.
+  void AdmitToTail(UnsyncedRecord& record) REQUIRES(mu);
+  void DropTailFront() REQUIRES(mu);
   // Intact record `sequence` arrived: the sequences skipped since the last one, and the
   // damaged bytes met meanwhile, become a pending corruption.
   void NoteArrival(std::uint64_t sequence) EXCLUDES(mu);
@@ -331,7 +351,13 @@ struct Spool::Impl {
   int appends_in_flight GUARDED_BY(mu) = 0;  // from reserving until durable or failed
   std::optional<Status> pipeline_failure GUARDED_BY(mu);  // set while a failure is repaired
   CondVar pipeline_changed;  // a roll or a repair ended, or an append left the pipeline
-  std::vector<std::string> spare_buffers GUARDED_BY(mu);
+  // The tail: durable records not yet returned to the reader, in sequence order (records
+  // the reader passed while reading the file are dropped as it reaches them), at most
+  // kMaxTailBytes of TailRecord::Cost.
+  std::deque<TailRecord> tail GUARDED_BY(mu);
+  std::uint64_t tail_bytes GUARDED_BY(mu) = 0;
+  // `expected`, as of the reader's last Read; 0 before the first (no reader yet: no copies).
+  std::uint64_t reader_next GUARDED_BY(mu) = 0;
   std::optional<WallTime> oldest GUARDED_BY(mu);
   std::deque<PendingCorruption> pending_corruption GUARDED_BY(mu);  // in sequence order
   std::uint64_t unattributed_damage_bytes GUARDED_BY(mu) = 0;
@@ -344,6 +370,8 @@ struct Spool::Impl {
   std::optional<Cursor> cursor;
   std::uint64_t expected = 1;     // the sequence the reader expects next
   std::optional<ReadItem> stash;  // read, but over the last batch's byte limit
+  // The last record served from the tail: the file cursor, closed then, reopens after it.
+  std::optional<ReadMark> resume;
 };
 
 }  // namespace uplink::spool

@@ -80,20 +80,20 @@ class MemoryFileSystem::File final : public ReadableFile, public InPlaceFile {
   }
 
   Status WriteAt(std::uint64_t offset, std::string_view data) override {
+    return WriteAt(offset, std::span<const std::string_view>(&data, 1));
+  }
+
+  // Piece by piece: a piece that does not fit fails the write with ENOSPC and leaves those
+  // before it written, as a short write followed by a failed one does.
+  Status WriteAt(std::uint64_t offset, std::span<const std::string_view> pieces) override {
     RunHook(&MemoryFileSystem::before_write_);
     std::lock_guard lock(fs_.mutex_);
     UPLINK_RETURN_IF_ERROR(Alive("write"));
     UPLINK_RETURN_IF_ERROR(fs_.Check(FsOp::kWriteAt, path_, "write"));
-    std::string& bytes = node_->current;
-    const std::uint64_t end = offset + data.size();
-    if (end > bytes.size()) {
-      // Preallocated blocks take it without more space.
-      const std::uint64_t growth = end - std::min(end, node_->Allocated());
-      if (fs_.capacity_ && fs_.UsedBytesLocked() + growth > *fs_.capacity_)
-        return fs_.NoSpace(path_, "write");
-      bytes.resize(end, '\0');
+    for (std::string_view piece : pieces) {
+      UPLINK_RETURN_IF_ERROR(WritePiece(offset, piece));
+      offset += piece.size();
     }
-    bytes.replace(offset, data.size(), data);
     return Status::Ok();
   }
 
@@ -106,6 +106,21 @@ class MemoryFileSystem::File final : public ReadableFile, public InPlaceFile {
       hook = fs_.*which;
     }
     if (hook) hook();
+  }
+
+  // Requires fs_.mutex_.
+  Status WritePiece(std::uint64_t offset, std::string_view data) {
+    std::string& bytes = node_->current;
+    const std::uint64_t end = offset + data.size();
+    if (end > bytes.size()) {
+      // Preallocated blocks take it without more space.
+      const std::uint64_t growth = end - std::min(end, node_->Allocated());
+      if (fs_.capacity_ && fs_.UsedBytesLocked() + growth > *fs_.capacity_)
+        return fs_.NoSpace(path_, "write");
+      bytes.resize(end, '\0');
+    }
+    bytes.replace(offset, data.size(), data);
+    return Status::Ok();
   }
 
   Status Alive(std::string_view verb) const {

@@ -145,6 +145,35 @@ TEST(PosixFileSystem, AFullDiskSaysSo) {
   EXPECT_EQ(status.message(), "write /dev/full: no space left on device");
 }
 
+TEST(PosixFileSystem, AVectoredWriteOfMorePiecesThanOneCallTakesLandsInOrder) {
+  TempDir dir;
+  FileSystem& fs = PosixFileSystem();
+  auto file = fs.OpenInPlace(dir.File("segment"));
+  ASSERT_TRUE(file.ok()) << file.status().ToString();
+  // Over IOV_MAX (1024) pieces, some empty, of sizes that cross the batches unevenly.
+  std::vector<std::string> storage;
+  for (int i = 0; i < 3000; ++i) storage.push_back(std::string(i % 7 == 0 ? 0 : i % 300, 'a' + i % 26));
+  std::vector<std::string_view> pieces(storage.begin(), storage.end());
+  std::string expected;
+  for (const std::string& piece : storage) expected += piece;
+  ASSERT_TRUE((*file)->WriteAt(10, pieces).ok());
+  ASSERT_TRUE((*file)->Sync().ok());
+  std::string scratch(expected.size() + 10, '\0');
+  auto read = (*file)->Read(0, scratch.size() + 1, scratch.data());
+  ASSERT_TRUE(read.ok());
+  EXPECT_EQ(*read, std::string(10, '\0') + expected);
+}
+
+TEST(PosixFileSystem, AFailedVectoredWriteSaysWhy) {
+  FileSystem& fs = PosixFileSystem();
+  auto full = fs.OpenInPlace("/dev/full");
+  ASSERT_TRUE(full.ok()) << full.status().ToString();
+  const std::string_view pieces[] = {"header", "payload"};
+  Status status = (*full)->WriteAt(0, pieces);
+  EXPECT_EQ(status.code(), StatusCode::kIOError);
+  EXPECT_EQ(status.message(), "write /dev/full: no space left on device");
+}
+
 TEST(PosixFileSystem, TheLockExcludesOtherHoldersUntilReleased) {
   TempDir dir;
   FileSystem& fs = PosixFileSystem();

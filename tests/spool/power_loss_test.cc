@@ -93,6 +93,20 @@ TEST(MemoryFileSystem, InjectsFaultsAndRunsOutOfSpace) {
   EXPECT_EQ(fs.Remove("/f").code(), StatusCode::kNotFound);
 }
 
+TEST(MemoryFileSystem, AVectoredWriteThatRunsOutOfSpaceLeavesTheFittingPiecesWritten) {
+  MemoryFileSystem fs;
+  auto file = fs.OpenInPlace("/f");
+  ASSERT_TRUE(file.ok());
+  const std::string_view pieces[] = {"ab", "cd", "ef"};
+  fs.FailNth(FsOp::kWriteAt, 1, EIO);
+  EXPECT_EQ((*file)->WriteAt(0, pieces).code(), StatusCode::kIOError);
+  EXPECT_EQ(fs.Contents("/f"), "");
+  fs.SetCapacity(5);
+  Status full = (*file)->WriteAt(0, pieces);
+  EXPECT_NE(full.message().find("no space left on device"), std::string::npos);
+  EXPECT_EQ(fs.Contents("/f"), "abcd");  // as a short write, then a failed one
+}
+
 // ---- the workload -------------------------------------------------------------------------
 
 enum class StepKind { kAppend, kRead, kConsume, kReopen };

@@ -17,6 +17,7 @@
 
 #include "spool/fault_injection_fs.h"
 #include "spool/log_format.h"
+#include "spool/spool_impl.h"
 
 namespace uplink::spool {
 namespace {
@@ -57,6 +58,13 @@ class SpoolTest : public ::testing::Test {
     auto spool = Spool::Open(fs, kDir, options, clock);
     EXPECT_TRUE(spool.ok()) << spool.status().ToString();
     return spool.ok() ? std::move(*spool) : nullptr;
+  }
+
+  // Opens the spool with a reader that has read everything (none yet), as a shipper waits.
+  std::unique_ptr<Spool> OpenWithTheReaderWaiting() {
+    auto spool = Open();
+    if (spool) EXPECT_TRUE(ReadAll(*spool).empty());
+    return spool;
   }
 
   // Appends records `first`..`last` with Payload(i, size) and checks their sequences.
@@ -1517,6 +1525,180 @@ TEST_F(SpoolTest, LostStateStartsANewSpoolIdAndDeliversEverythingOnDisk) {
     EXPECT_EQ(records.back().sequence, 200u);
     EXPECT_EQ(stats.losses.corrupt.records, 0u);
     EXPECT_EQ(*(*reopened)->Append("next"), 201u);
+  }
+}
+
+// ---- the tail -----------------------------------------------------------------------------
+
+// Room for twice what the tail holds, in 1 MiB segments (the default for the size).
+class TailTest : public SpoolTest {
+ protected:
+  TailTest() { options = SpoolOptions{.max_bytes = 64 << 20}; }
+};
+
+// A reader that keeps up is given the newest durable records from memory: the file system
+// sees no read for them.
+TEST_F(TailTest, TheTailServesTheRecordsAsTheFileHoldsThemWithoutReadingIt) {
+  auto spool = OpenWithTheReaderWaiting();
+  ASSERT_NE(spool, nullptr);
+  const std::vector<std::string> payloads = {"",         "x", Payload(3), Payload(4, 32 << 10),
+                                             Payload(5, 100 << 10), Payload(6, 7)};
+  const WallTime start = clock.Now();
+  for (size_t i = 0; i < payloads.size(); ++i) {
+    clock.Advance(std::chrono::seconds(1));
+    ASSERT_EQ(spool->Append(payloads[i]).value_or(0), i + 1);
+  }
+  const int reads = fs.Calls(FsOp::kRead);
+  std::vector<SpoolRecord> served = ReadAll(*spool);
+  EXPECT_EQ(fs.Calls(FsOp::kRead), reads);
+
+  // Rewind reads them again, from the file.
+  spool->Rewind();
+  std::vector<SpoolRecord> from_file = ReadAll(*spool);
+  EXPECT_GT(fs.Calls(FsOp::kRead), reads);
+  ASSERT_EQ(served.size(), payloads.size());
+  ASSERT_EQ(from_file.size(), payloads.size());
+  for (size_t i = 0; i < payloads.size(); ++i) {
+    SCOPED_TRACE(i);
+    EXPECT_EQ(served[i].sequence, i + 1);
+    EXPECT_EQ(served[i].payload, payloads[i]);
+    EXPECT_EQ(served[i].appended_at, start + std::chrono::seconds(i + 1));
+    EXPECT_EQ(from_file[i].sequence, served[i].sequence);
+    EXPECT_EQ(from_file[i].payload, served[i].payload);
+    EXPECT_EQ(from_file[i].appended_at, served[i].appended_at);
+  }
+  // What the reader was given from memory is remembered as from the file.
+  ASSERT_TRUE(spool->Consume(3).ok());
+  SpoolStats stats = spool->Stats();
+  EXPECT_EQ(stats.waiting_records, 3u);
+  EXPECT_EQ(stats.oldest_appended_at, start + std::chrono::seconds(4));
+  EXPECT_EQ(stats.losses.corrupt.records, 0u);
+}
+
+TEST_F(TailTest, TheOldestWaitingRecordsTimeComesFromTheTailWithoutReading) {
+  auto spool = OpenWithTheReaderWaiting();
+  ASSERT_NE(spool, nullptr);
+  const WallTime start = clock.Now();
+  for (std::uint64_t i = 1; i <= 3; ++i) {
+    clock.Advance(std::chrono::seconds(1));
+    ASSERT_EQ(spool->Append(Payload(i)).value_or(0), i);
+  }
+  auto batch = spool->Read(1 << 20, 2);
+  ASSERT_TRUE(batch.ok());
+  ASSERT_EQ(Sequences(*batch), Range(1, 2));
+  const int reads = fs.Calls(FsOp::kRead), opens = fs.Calls(FsOp::kOpen);
+  ASSERT_TRUE(spool->Consume(2).ok());
+  EXPECT_EQ(spool->Stats().oldest_appended_at, start + std::chrono::seconds(3));
+  EXPECT_EQ(fs.Calls(FsOp::kRead), reads);
+  EXPECT_EQ(fs.Calls(FsOp::kOpen), opens);
+}
+
+TEST_F(TailTest, AReaderBehindTheTailGetsEverythingFromTheFileInOrderOnce) {
+  auto spool = OpenWithTheReaderWaiting();
+  ASSERT_NE(spool, nullptr);
+  // Twice what the tail holds, appended while the reader reads nothing: the tail keeps the
+  // oldest that fit after the first, then stops taking copies (the reader is behind it).
+  constexpr size_t kSize = 64 << 10;
+  constexpr std::uint64_t kRecords = 2 * kMaxTailBytes / kSize;
+  AppendRange(*spool, 1, kRecords, kSize);
+  // One record at a time, noting which came without a file read.
+  auto read_one_at_a_time = [&](std::vector<std::uint64_t>* from_memory) {
+    std::vector<std::uint64_t> sequences;
+    while (true) {
+      const int reads = fs.Calls(FsOp::kRead);
+      auto batch = spool->Read(1, 1);
+      EXPECT_TRUE(batch.ok()) << batch.status().ToString();
+      if (!batch.ok() || batch->empty()) return sequences;
+      EXPECT_EQ(batch->size(), 1u);
+      const SpoolRecord& record = batch->front();
+      EXPECT_EQ(record.payload, Payload(record.sequence, kSize)) << record.sequence;
+      sequences.push_back(record.sequence);
+      if (fs.Calls(FsOp::kRead) == reads) from_memory->push_back(record.sequence);
+    }
+  };
+  std::vector<std::uint64_t> from_memory;
+  EXPECT_EQ(read_one_at_a_time(&from_memory), Range(1, kRecords));
+  ASSERT_FALSE(from_memory.empty());
+  EXPECT_GT(from_memory.front(), 1u);
+  EXPECT_LT(from_memory.back(), kRecords);
+  EXPECT_EQ(from_memory, Range(from_memory.front(), from_memory.back()));
+  EXPECT_LE(from_memory.size() * kSize, kMaxTailBytes);  // the bound held
+  EXPECT_EQ(spool->Stats().losses.corrupt.records, 0u);
+
+  // Caught up again: the next records come from memory.
+  AppendRange(*spool, kRecords + 1, kRecords + 8, kSize);
+  from_memory.clear();
+  EXPECT_EQ(read_one_at_a_time(&from_memory), Range(kRecords + 1, kRecords + 8));
+  EXPECT_EQ(from_memory, Range(kRecords + 1, kRecords + 8));
+}
+
+TEST_F(TailTest, ARecordLargerThanTheTailIsNeverHeldInIt) {
+  auto spool = OpenWithTheReaderWaiting();
+  ASSERT_NE(spool, nullptr);
+  const std::string large = Payload(1, kMaxTailBytes + 1);
+  ASSERT_EQ(spool->Append(large).value_or(0), 1u);
+  ASSERT_EQ(spool->Append(Payload(2)).value_or(0), 2u);
+  const int reads = fs.Calls(FsOp::kRead);
+  auto first = spool->Read(1, 1);
+  ASSERT_TRUE(first.ok());
+  ASSERT_EQ(Sequences(*first), Range(1, 1));
+  EXPECT_EQ(first->front().payload, large);
+  EXPECT_GT(fs.Calls(FsOp::kRead), reads);  // from the file
+  EXPECT_EQ(Sequences(ReadAll(*spool)), Range(2, 2));
+}
+
+TEST_F(TailTest, AFailedAppendIsNeverServedFromTheTail) {
+  auto spool = OpenWithTheReaderWaiting();
+  ASSERT_NE(spool, nullptr);
+  AppendRange(*spool, 1, 3);
+  fs.FailNth(FsOp::kWriteAt, 1, EIO);
+  EXPECT_FALSE(spool->Append("the write failed").ok());
+  fs.FailNth(FsOp::kSync, 1, EIO);
+  EXPECT_FALSE(spool->Append("the sync failed").ok());
+  ASSERT_EQ(spool->Append(Payload(4)).value_or(0), 4u);
+  const int reads = fs.Calls(FsOp::kRead);
+  std::vector<SpoolRecord> records = ReadAll(*spool);
+  EXPECT_EQ(fs.Calls(FsOp::kRead), reads);  // from memory
+  ASSERT_EQ(Sequences(records), Range(1, 4));
+  for (const SpoolRecord& record : records) EXPECT_EQ(record.payload, Payload(record.sequence));
+}
+
+TEST_F(CappedSpoolTest, RecordsDroppedAtTheCapAreNotServedFromTheTail) {
+  auto spool = OpenWithTheReaderWaiting();
+  ASSERT_NE(spool, nullptr);
+  AppendRange(*spool, 1, 20, 500);  // the tail holds them, unread
+  AppendRange(*spool, 21, 300, 500);
+  const SpoolStats stats = spool->Stats();
+  ASSERT_GT(stats.consumed_through, 20u);
+  EXPECT_EQ(stats.losses.dropped.records, stats.consumed_through);
+  std::vector<SpoolRecord> records = ReadAll(*spool);
+  EXPECT_EQ(Sequences(records), Range(stats.consumed_through + 1, 300));
+  for (const SpoolRecord& record : records) {
+    EXPECT_EQ(record.payload, Payload(record.sequence, 500));
+  }
+}
+
+TEST_F(TailTest, APowerLossAfterTailReadsLosesNothingAcknowledged) {
+  auto spool = OpenWithTheReaderWaiting();
+  ASSERT_NE(spool, nullptr);
+  AppendRange(*spool, 1, 50, 300);
+  auto batch = spool->Read(1 << 20, 20);
+  ASSERT_TRUE(batch.ok());
+  ASSERT_EQ(batch->size(), 20u);
+  ASSERT_TRUE(spool->Consume(20).ok());
+  AppendRange(*spool, 51, 60, 300);
+  EXPECT_EQ(Sequences(ReadAll(*spool)), Range(21, 60));
+  fs.LosePower();
+  spool.reset();
+  fs.PowerOn();
+  spool = Open();
+  ASSERT_NE(spool, nullptr);
+  std::vector<SpoolRecord> records = ReadAll(*spool);
+  ASSERT_FALSE(records.empty());
+  EXPECT_LE(records.front().sequence, 21u);  // the cursor may have been lazily written
+  EXPECT_EQ(Sequences(records), Range(records.front().sequence, 60));
+  for (const SpoolRecord& record : records) {
+    EXPECT_EQ(record.payload, Payload(record.sequence, 300));
   }
 }
 
