@@ -287,3 +287,28 @@ func runChartrender(t *testing.T, args ...string) (string, error) {
 	out, err := exec.Command(binary, args...).CombinedOutput()
 	return string(out), err
 }
+
+// Every spool holds its cap on disk unless spool.reserveDisk is false: then the node, cluster
+// and experiments roles are each told so, and by default none is.
+func TestSpoolsReserveTheirDiskUnlessToldNot(t *testing.T) {
+	chart := loadChart(t)
+	for _, m := range matrix {
+		if m.name != "spool-not-reserved" && m.name != "kubernetes" && m.name != "experiments-volumes" {
+			continue
+		}
+		result := render(t, chart, m)
+		for _, workload := range [][2]string{
+			{"DaemonSet", "uplink-agent-node"}, {"Deployment", "uplink-agent-cluster"},
+			{"Deployment", "uplink-agent"},
+		} {
+			if m.name != "spool-not-reserved" && !has(result, workload[0], workload[1]) {
+				continue
+			}
+			args := toJSON(asMap(asList(podSpec(find(t, result, workload[0], workload[1]))["containers"])[0])["args"])
+			told := strings.Contains(args, `"--reserve-disk=false"`)
+			if told != (m.name == "spool-not-reserved") {
+				t.Errorf("%s: %s %s args %s", m.name, workload[0], workload[1], args)
+			}
+		}
+	}
+}

@@ -220,6 +220,15 @@ kubernetes:
 config:
   baseUrl: "https://[2001:db8::10]:9443"
 `},
+	{name: "spool-not-reserved", values: `
+kubernetes:
+  enabled: true
+spool:
+  reserveDisk: false
+experiments:
+  mlflow:
+    volume: {persistentVolumeClaim: training-runs}
+`},
 	{name: "experiments-volumes", values: `
 experiments:
   mlflow:
