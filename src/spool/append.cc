@@ -456,8 +456,9 @@ Result<bool> Spool::Impl::DropOldestSegments(std::uint64_t over, bool recycle) {
 }
 
 bool Spool::Impl::AtTheCapWithNoFileToReuse() const {
+  // With half a segment of room or more, a new file takes it first.
   return reserve_disk && free_segments.empty() && write_ahead_bytes == 0 &&
-         TotalBytes() + limits.segment_bytes > limits.max_bytes;
+         TotalBytes() + limits.segment_bytes / 2 > limits.max_bytes;
 }
 
 Status Spool::Impl::ReuseOldestSegmentAtTheCap() {

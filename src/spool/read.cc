@@ -141,6 +141,18 @@ Result<std::optional<Spool::Impl::ReadItem>> Spool::Impl::NextRecord() {
       UPLINK_RETURN_IF_ERROR(OpenCursor(following, 0, 0));
       continue;
     }
+    {
+      // At the cap a new segment may take this one's file while it is read (it is dropped,
+      // then written over: ReuseOldestSegmentAtTheCap), so what was read may be the new
+      // segment's records, not yet durable. Its entry goes before its file is written
+      // over: a segment still listed was read as it was.
+      MutexLock guard(&mu);
+      if (!FindSegment(cursor->segment)) {
+        unattributed_damage_bytes = 0;  // what was met there lay among dropped records
+        cursor.reset();
+        continue;
+      }
+    }
     if (record.sequence <= consumed) {
       MutexLock guard(&mu);
       unattributed_damage_bytes = 0;  // damage before it lay among consumed records

@@ -162,7 +162,7 @@ void Spool::Impl::RecoverFreeSegments(std::vector<std::uint64_t> numbers) {
       if (number >= kFirstWriteAheadNumber) {
         next_write_ahead_number = std::max(next_write_ahead_number, number + 1);
       }
-      if (TotalBytes() + *size <= limits.max_bytes) {
+      if (*size <= limits.max_bytes - std::min(limits.max_bytes, TotalBytes())) {
         free_segments.push_back(FreeSegment{number, *size});
         continue;
       }

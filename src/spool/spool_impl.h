@@ -273,9 +273,9 @@ struct Spool::Impl {
   // counts the waiting records they held, persists the cursor past them, then retires them
   // (with `recycle`, their files are kept for reuse). False when there is none to drop.
   Result<bool> DropOldestSegments(std::uint64_t over, bool recycle) REQUIRES(io_mu) EXCLUDES(mu);
-  // With the cap held on disk and reached, no file kept for reuse: drops the oldest segment
-  // so that the next one is written over its file, not into new blocks (a drop the next
-  // record would force anyway).
+  // With the cap held on disk and reached (less than half a segment of room left), no file
+  // kept for reuse: drops the oldest segment so that the next one is written over its file,
+  // not into new blocks (a drop the next records would force anyway).
   Status ReuseOldestSegmentAtTheCap() EXCLUDES(io_mu, mu);
   bool AtTheCapWithNoFileToReuse() const REQUIRES(mu);
 

@@ -12,7 +12,9 @@ Result<bool> Spool::Impl::WriteAhead() {
   std::uint64_t number = 0;
   {
     MutexLock guard(&mu);
-    if (!reserve_disk || write_ahead_bytes != 0 ||
+    // Not while an append or a roll is under way: each checks the room, then takes it
+    // (a record's bytes, a new segment's preallocation) in a later critical section.
+    if (!reserve_disk || write_ahead_bytes != 0 || appends_in_flight != 0 || rolling ||
         TotalBytes() + limits.segment_bytes > limits.max_bytes) {
       return false;
     }

@@ -69,6 +69,7 @@ class MemoryFileSystem::File final : public ReadableFile, public InPlaceFile {
   }
 
   Result<std::string_view> Read(std::uint64_t offset, size_t n, char* scratch) const override {
+    RunHook(&MemoryFileSystem::before_read_);
     std::lock_guard lock(fs_.mutex_);
     UPLINK_RETURN_IF_ERROR(Alive("read"));
     UPLINK_RETURN_IF_ERROR(fs_.Check(FsOp::kRead, path_, "read"));
@@ -387,6 +388,11 @@ std::optional<std::uint64_t> MemoryFileSystem::AllocatedBytes(const std::string&
   auto node = const_cast<MemoryFileSystem*>(this)->Find(path);
   if (!node) return std::nullopt;
   return node->Allocated();
+}
+
+void MemoryFileSystem::SetBeforeRead(std::function<void()> hook) {
+  std::lock_guard lock(mutex_);
+  before_read_ = std::move(hook);
 }
 
 void MemoryFileSystem::SetBeforeWrite(std::function<void()> hook) {

@@ -82,6 +82,8 @@ class MemoryFileSystem final : public FileSystem {
   void SetBeforeFileSync(std::function<void()> hook);
   // Runs before every WriteAt, outside the file system's lock (a test can hold a write).
   void SetBeforeWrite(std::function<void()> hook);
+  // Runs before every file Read, outside the file system's lock (a test can hold a reader).
+  void SetBeforeRead(std::function<void()> hook);
 
   // ---- power ----
   void LosePower();
@@ -145,6 +147,7 @@ class MemoryFileSystem final : public FileSystem {
   bool overwrites_in_place_ = true;
   std::function<void()> before_file_sync_;
   std::function<void()> before_write_;
+  std::function<void()> before_read_;
   bool powered_ = true;
   int epoch_ = 0;  // bumped by every power loss; older handles are dead
   int sync_points_ = 0;

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <mutex>
 #include <thread>
 
@@ -44,6 +45,13 @@ class WriteAheadTest : public ::testing::Test {
     return spool.ok() ? std::move(*spool) : nullptr;
   }
 
+  // Opens the spool and writes its cap ahead, as idle time does.
+  std::unique_ptr<Spool> OpenWrittenAhead() {
+    std::unique_ptr<Spool> spool = Open();
+    if (spool != nullptr) WriteAheadUntilDone(*spool);
+    return spool;
+  }
+
   // Calls WriteAhead until it has nothing more to do; returns how many files it wrote.
   static int WriteAheadUntilDone(Spool& spool) {
     int written = 0;
@@ -66,17 +74,33 @@ class WriteAheadTest : public ::testing::Test {
     return out;
   }
 
-  // Checks that records first..last, and no other, come back in order with their payloads
-  // (one Read: the spools here are smaller than its limits).
-  void ExpectRecords(Spool& spool, std::uint64_t first, std::uint64_t last, size_t size) {
-    auto read = spool.Read(2 * kCap, 100'000);
-    ASSERT_TRUE(read.ok()) << read.status().ToString();
-    const std::vector<SpoolRecord>& records = *read;
-    ASSERT_EQ(records.size(), last - first + 1);
-    for (std::uint64_t i = first; i <= last; ++i) {
-      ASSERT_EQ(records[i - first].sequence, i);
-      ASSERT_EQ(records[i - first].payload, Payload(i, size)) << i;
+  // Appends Payload(n, size) for n from *last + 1 while more() holds; *last follows.
+  static void AppendWhile(Spool& spool, size_t size, std::uint64_t* last,
+                          const std::function<bool()>& more) {
+    while (more()) {
+      const std::uint64_t next = *last + 1;
+      auto sequence = spool.Append(Payload(next, size));
+      ASSERT_TRUE(sequence.ok()) << sequence.status().ToString();
+      ASSERT_EQ(*sequence, next);
+      *last = next;
     }
+  }
+
+  // Checks that records first..last, and no other, come back in order with their payloads
+  // (Payload(i, size); the last one's of `last_size` when given).
+  void ExpectRecords(Spool& spool, std::uint64_t first, std::uint64_t last, size_t size,
+                     size_t last_size = 0) {
+    std::uint64_t next = first;
+    for (auto batch = spool.Read(1 << 20, 1000); !batch.ok() || !batch->empty();
+         batch = spool.Read(1 << 20, 1000)) {
+      ASSERT_TRUE(batch.ok()) << batch.status().ToString();
+      for (const SpoolRecord& record : *batch) {
+        ASSERT_EQ(record.sequence, next);
+        ASSERT_EQ(record.payload, Payload(next, next == last && last_size != 0 ? last_size : size));
+        ++next;
+      }
+    }
+    EXPECT_EQ(next, last + 1);
   }
 
   MemoryFileSystem fs;
@@ -102,9 +126,8 @@ TEST_F(WriteAheadTest, FillsTheCapWithFilesOfZeroesAndStopsThere) {
 }
 
 TEST_F(WriteAheadTest, ABacklogOnlyOverwritesAndNeverGrowsAFile) {
-  auto spool = Open();
+  auto spool = OpenWrittenAhead();
   ASSERT_NE(spool, nullptr);
-  WriteAheadUntilDone(*spool);
   // Half the cap waits; no record fits a file's end exactly, so without the early roll
   // files would grow past their size.
   constexpr size_t kSize = 1500;
@@ -138,9 +161,8 @@ TEST_F(WriteAheadTest, ABacklogOnlyOverwritesAndNeverGrowsAFile) {
 }
 
 TEST_F(WriteAheadTest, AtTheCapTheOldestSegmentsFileIsReusedAndTheCapHolds) {
-  auto spool = Open();
+  auto spool = OpenWrittenAhead();
   ASSERT_NE(spool, nullptr);
-  WriteAheadUntilDone(*spool);
   constexpr size_t kSize = 3000;
   const std::uint64_t records = 2 * kCap / kSize;
   for (std::uint64_t i = 1; i <= records; ++i) {
@@ -161,6 +183,63 @@ TEST_F(WriteAheadTest, AtTheCapTheOldestSegmentsFileIsReusedAndTheCapHolds) {
   EXPECT_GE(spool->Stats().bytes, kCap - kSegment);
 }
 
+TEST_F(WriteAheadTest, AReaderNeverTakesWhatANewSegmentWroteOverTheFileItWasReading) {
+  auto spool = OpenWrittenAhead();
+  ASSERT_NE(spool, nullptr);
+  // A backlog at the cap: the next segment drops the oldest one and writes over its file.
+  constexpr size_t kSize = 3000;
+  std::uint64_t last = 0;
+  AppendWhile(*spool, kSize, &last, [&] { return spool->Stats().losses.dropped.records == 0; });
+  // The reader stops inside its first read of the oldest segment's file...
+  std::mutex mutex;
+  std::condition_variable changed;
+  bool parked = false, release = false;
+  std::atomic<bool> armed{true};
+  fs.SetBeforeRead([&] {
+    if (!armed.exchange(false)) return;
+    std::unique_lock lock(mutex);
+    parked = true;
+    changed.notify_all();
+    changed.wait(lock, [&] { return release; });
+  });
+  std::vector<SpoolRecord> first_batch;
+  std::thread reader([&] {
+    auto batch = spool->Read(1 << 20, 5);
+    ASSERT_TRUE(batch.ok()) << batch.status().ToString();
+    first_batch = std::move(*batch);
+  });
+  {
+    std::unique_lock lock(mutex);
+    changed.wait(lock, [&] { return parked; });
+  }
+  // ...while the appends drop that segment and write a new one over its file.
+  const std::uint64_t dropped_before = spool->Stats().consumed_through;
+  AppendWhile(*spool, kSize, &last,
+              [&] { return spool->Stats().consumed_through == dropped_before; });
+  for (int i = 0; i < 3; ++i) {
+    ++last;
+    ASSERT_EQ(*spool->Append(Payload(last, kSize)), last);
+  }
+  {
+    std::lock_guard lock(mutex);
+    release = true;
+  }
+  changed.notify_all();
+  reader.join();
+  fs.SetBeforeRead(nullptr);
+  // It reads on from the oldest record still waiting, with nothing counted as damage.
+  const SpoolStats stats = spool->Stats();
+  ASSERT_FALSE(first_batch.empty());
+  EXPECT_EQ(first_batch.front().sequence, stats.consumed_through + 1);
+  for (size_t i = 0; i < first_batch.size(); ++i) {
+    EXPECT_EQ(first_batch[i].sequence, stats.consumed_through + 1 + i);
+    EXPECT_EQ(first_batch[i].payload, Payload(first_batch[i].sequence, kSize));
+  }
+  ExpectRecords(*spool, first_batch.back().sequence + 1, last, kSize);
+  EXPECT_EQ(spool->Stats().losses.corrupt.records, 0u);
+  EXPECT_EQ(spool->Stats().losses.corrupt.bytes, 0u);
+}
+
 TEST_F(WriteAheadTest, EveryConsumedFileIsKeptWithoutWritingAhead) {
   auto spool = Open();
   ASSERT_NE(spool, nullptr);
@@ -172,9 +251,8 @@ TEST_F(WriteAheadTest, EveryConsumedFileIsKeptWithoutWritingAhead) {
 }
 
 TEST_F(WriteAheadTest, OpeningWithoutReservingKeepsTheFilesAndUsesThem) {
-  auto spool = Open();
+  auto spool = OpenWrittenAhead();
   ASSERT_NE(spool, nullptr);
-  WriteAheadUntilDone(*spool);
   spool.reset();
   // `uplink-agent spool` commands open it without reserve_disk: they must not give it up.
   options.reserve_disk = false;
@@ -244,9 +322,8 @@ TEST_F(WriteAheadTest, AFileCutShortByACrashIsTakenBackAndNumberingGoesOn) {
 }
 
 TEST_F(WriteAheadTest, APowerLossLosesNoAcknowledgedRecordInFilesWrittenAhead) {
-  auto spool = Open();
+  auto spool = OpenWrittenAhead();
   ASSERT_NE(spool, nullptr);
-  WriteAheadUntilDone(*spool);
   for (std::uint64_t i = 1; i <= 200; ++i) ASSERT_EQ(*spool->Append(Payload(i, 700)), i);
   ASSERT_TRUE(spool->Consume(50).ok());
   spool.reset();
@@ -259,40 +336,48 @@ TEST_F(WriteAheadTest, APowerLossLosesNoAcknowledgedRecordInFilesWrittenAhead) {
   EXPECT_LE(spool->Stats().bytes, kCap);
 }
 
-TEST_F(WriteAheadTest, AnAppendThatNeedsTheRoomCancelsAWriteAheadInProgress) {
+TEST_F(WriteAheadTest, AnAppendThatNeedsTheRoomCancelsAWriteAheadBetweenChunks) {
+  options.max_bytes = 8 << 20;
+  options.segment_bytes = 2 << 20;  // two chunks of 1 MiB
   auto spool = Open();
   ASSERT_NE(spool, nullptr);
-  // Everything but a segment or two of room waits, so the file written ahead takes the last
-  // room while the appends need it (and more: they drop the oldest records too).
-  constexpr size_t kSize = 3000;
+  // Records wait until a file written ahead would take the room the next record needs.
+  constexpr size_t kSize = 64 << 10;
   std::uint64_t last = 0;
-  while (spool->Stats().bytes + 2 * kSegment <= kCap) {
-    ++last;
-    ASSERT_EQ(*spool->Append(Payload(last, kSize)), last);
-  }
+  AppendWhile(*spool, kSize, &last, [&] {
+    return spool->Stats().bytes + options.segment_bytes + 2 * kSize <= options.max_bytes;
+  });
+  constexpr size_t kLarger = 2 * kSize + 4096;  // more than the room a file would leave
+  // The write ahead stops before its first chunk; its writes are counted.
   std::mutex mutex;
   std::condition_variable changed;
   bool holding = false, release = false;
-  std::atomic<bool> armed{true};
+  std::thread::id writer_id;
+  int writer_writes = 0;
   fs.SetBeforeWrite([&] {
-    if (!armed.exchange(false)) return;
     std::unique_lock lock(mutex);
+    if (std::this_thread::get_id() != writer_id) return;
+    if (++writer_writes > 1) return;
     holding = true;
     changed.notify_all();
     changed.wait(lock, [&] { return release; });
   });
-  std::thread writer([&] { EXPECT_TRUE(spool->WriteAhead().ok()); });
+  std::thread writer([&] {
+    {
+      std::lock_guard lock(mutex);
+      writer_id = std::this_thread::get_id();
+    }
+    Result<bool> wrote = spool->WriteAhead();
+    EXPECT_TRUE(wrote.ok() && *wrote);
+  });
   {
     std::unique_lock lock(mutex);
     changed.wait(lock, [&] { return holding; });
   }
-  std::thread appender([&] {
-    for (int i = 0; i < 20; ++i) {
-      const std::uint64_t sequence = last + 1 + static_cast<std::uint64_t>(i);
-      ASSERT_EQ(*spool->Append(Payload(sequence, kSize)), sequence);
-    }
-  });
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // lets the appends reach the cap
+  // The next record needs the room: its append cancels the file and waits for it to go.
+  std::thread appender([&] { EXPECT_EQ(*spool->Append(Payload(last + 1, kLarger)), last + 1); });
+  // Time for the append to get there (microseconds' work) before the writer goes on.
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
   {
     std::lock_guard lock(mutex);
     release = true;
@@ -301,14 +386,13 @@ TEST_F(WriteAheadTest, AnAppendThatNeedsTheRoomCancelsAWriteAheadInProgress) {
   writer.join();
   appender.join();
   fs.SetBeforeWrite(nullptr);
-  // The appends did not wait for the whole file: it was cancelled, and went before any
-  // waiting record did (had it been completed, it would have been removed the same way).
+  EXPECT_EQ(writer_writes, 1);  // cancelled after its first chunk, not completed
   EXPECT_TRUE(FilesEndingIn(".free").empty());
   const SpoolStats stats = spool->Stats();
-  EXPECT_LE(stats.bytes, kCap);
-  EXPECT_LE(fs.UsedBytes(), kCap + 1024);
-  EXPECT_EQ(stats.losses.dropped.records, stats.consumed_through);
-  ExpectRecords(*spool, stats.consumed_through + 1, last + 20, kSize);
+  EXPECT_EQ(stats.spare_bytes, 0u);
+  EXPECT_LE(stats.bytes, options.max_bytes);
+  EXPECT_EQ(stats.losses.dropped.records, 0u);  // the file went, not a record
+  ExpectRecords(*spool, 1, last + 1, kSize, kLarger);
 }
 
 }  // namespace
