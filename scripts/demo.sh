@@ -80,7 +80,8 @@ echo "==> starting the cluster agent (the console's read-only kubectl)"
 UPLINK_API_KEY=$admin_key "$bin/uplink" --console "$url" connections namespaces demo-gpu-cluster \
   --all >/dev/null || fail "setting the connection's namespace scope failed"
 "$bin/uplink-agent" cluster --console "$url" --token-file "$dir/agent-token" \
-  --state-dir "$dir/cluster-spool" --listen 127.0.0.1:0 --kubectl "$(command -v kubectl)" \
+  --state-dir "$dir/cluster-spool" --max-bytes 67108864 --listen 127.0.0.1:0 \
+  --kubectl "$(command -v kubectl)" \
   --kubeconfig "$dir/kubeconfig" --cache-dir "$dir/kubectl-cache" >"$dir/cluster-agent.log" 2>&1 &
 pids+=($!)
 
@@ -88,7 +89,7 @@ pids+=($!)
 # so that every node of the inventory has its charts. This machine's own /proc stands in for
 # each node's (the same figures on every node; no GPU here: the GPU collector says so). Every
 # spool holds its cap on disk (written ahead while idle), and here they all share one disk:
-# 64 MiB each instead of a node's 512 MiB.
+# 64 MiB each instead of 512 MiB, as for the cluster agent above.
 gpu_nodes=$(kubectl --kubeconfig "$dir/kubeconfig" --cache-dir "$dir/kube-cache" get nodes \
   -l nvidia.com/gpu.present=true -o 'jsonpath={.items[*].metadata.name}' 2>>"$dir/kubectl.log") ||
   fail "kubectl could not list the cluster's GPU nodes" "$dir/kubectl.log"
