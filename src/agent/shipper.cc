@@ -105,8 +105,7 @@ StepResult Shipper::Step() {
     }
     stats = spool_.Stats();  // reading may have found damaged records
     if (!*read) {
-      WriteAheadWhileIdle();
-      UpdateSpoolMetrics(spool_.Stats());
+      UpdateSpoolMetrics(stats);
       return StepResult{StepOutcome::kIdle, Status::Ok(), options_.idle_poll};
     }
     // An Append may have dropped the new batch at the cap meanwhile; then read on.
@@ -360,11 +359,14 @@ void Shipper::RecordSuccess() {
   backoff_.Reset();
 }
 
-void Shipper::WriteAheadWhileIdle() {
+void Shipper::WriteSpoolAhead() {
   const SteadyTime now = clock_.SteadyNow();
   if (write_ahead_paused_until_ && now < *write_ahead_paused_until_) return;
   Result<bool> wrote = spool_.WriteAhead();
-  if (wrote.ok()) return;
+  if (wrote.ok()) {
+    if (*wrote) UpdateSpoolMetrics(spool_.Stats());
+    return;
+  }
   // A full disk, most likely: the spool works without, so try again much later.
   write_ahead_paused_until_ = now + kWriteAheadPause;
   log_.Warn("could not write a spool file ahead of need; trying again later",
@@ -407,6 +409,8 @@ Status Shipper::Drain(std::chrono::milliseconds budget) {
 void Shipper::Run(StopSignal& stop) {
   while (!stop.stopped()) {
     StepResult step = Step();
+    // Not in Drain: a run that only delivers what waits (--once, a stop) writes nothing ahead.
+    if (step.outcome == StepOutcome::kIdle) WriteSpoolAhead();
     if (!stop.WaitFor(step.next_wait)) break;
   }
   Status drained = Drain(options_.stop_budget);

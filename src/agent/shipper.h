@@ -90,6 +90,10 @@ class Shipper {
   // error says so). What is not delivered stays in the spool.
   Status Drain(std::chrono::milliseconds budget);
 
+  // What Run does after each idle step: lets the spool write one file ahead of need
+  // (SpoolOptions::reserve_disk); after a failure (a full disk), none for 10 minutes.
+  void WriteSpoolAhead();
+
   // Thread-safe; for /readyz.
   Readiness CheckReadiness() const;
 
@@ -127,9 +131,6 @@ class Shipper {
   StepResult BackOff(StepOutcome outcome, const Status& status, std::string_view reason,
                      const ConsoleReply* reply);
   void RecordSuccess();
-  // Nothing waits: lets the spool write a file ahead of need (SpoolOptions::reserve_disk),
-  // one per idle step, pausing after a failure.
-  void WriteAheadWhileIdle();
   void UpdateSpoolMetrics(const spool::SpoolStats& stats);
 
   ShipperOptions options_;

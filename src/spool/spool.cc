@@ -87,7 +87,9 @@ std::uint64_t Spool::Impl::LastSequenceOf(size_t index) const {
 
 std::uint64_t Spool::Impl::TotalBytes() const {
   // Saturating: sizes come from the directory, which may hold anything (sparse files).
-  auto add = [](std::uint64_t a, std::uint64_t b) { return b > UINT64_MAX - a ? UINT64_MAX : a + b; };
+  auto add = [](std::uint64_t a, std::uint64_t b) {
+    return b > UINT64_MAX - a ? UINT64_MAX : a + b;
+  };
   std::uint64_t total = write_ahead_bytes;
   for (const Segment& s : segments) total = add(total, std::max(s.size, s.allocated));
   for (const FreeSegment& f : free_segments) total = add(total, f.bytes);

@@ -140,9 +140,9 @@ class Spool {
   // With reserve_disk, writes one segment's file of zeroes ahead of need while the spool's
   // files are under the cap by a segment or more, and returns true; false when there is
   // nothing to do (the cap is reached, reserve_disk is off or ignored) or not now (another
-  // call is writing, or an append is under way). For idle time: the shipper calls it once per idle poll, so a new spool takes
-  // its cap in about max_bytes / segment_bytes polls. IOError (a full disk) leaves nothing
-  // behind. Thread-safe; an Append that needs the room meanwhile cancels it (then true).
+  // call is writing, or an append is under way). For idle time: the shipper calls it once
+  // per idle poll, so a new spool takes its cap in about max_bytes / segment_bytes polls.
+  // IOError (a full disk) leaves nothing behind. Thread-safe; an Append that needs the room meanwhile cancels it (then true).
   Result<bool> WriteAhead();
 
   SpoolStats Stats() const;

@@ -653,7 +653,7 @@ TEST_F(ShipperTest, A422ThatNamesNoRecordOfTheBatchIsNarrowedDownLikeA400) {
   EXPECT_EQ(StoredSequences(), Range(1, 4));
 }
 
-TEST_F(ShipperTest, IdleStepsWriteTheSpoolsCapAheadAndAFailurePausesThat) {
+TEST_F(ShipperTest, IdleTimeWritesTheSpoolsCapAheadAndAFailurePausesThat) {
   spool::SpoolOptions options;
   options.max_bytes = 256 << 10;
   options.segment_bytes = 64 << 10;
@@ -663,17 +663,19 @@ TEST_F(ShipperTest, IdleStepsWriteTheSpoolsCapAheadAndAFailurePausesThat) {
   // A full disk: the spool works on without, and the shipper stops asking for a while.
   memory_fs_.FailNth(spool::testing::FsOp::kWriteAt, 1, ENOSPC);
   EXPECT_EQ(shipper.Step().outcome, StepOutcome::kIdle);
+  EXPECT_EQ(spool_->Stats().spare_bytes, 0u);  // a step alone writes nothing ahead
+  shipper.WriteSpoolAhead();
   EXPECT_EQ(spool_->Stats().spare_bytes, 0u);
   clock_.Advance(minutes(9));
-  EXPECT_EQ(shipper.Step().outcome, StepOutcome::kIdle);
+  shipper.WriteSpoolAhead();
   EXPECT_EQ(spool_->Stats().spare_bytes, 0u);
   clock_.Advance(minutes(1));
-  // Then one file per idle step, until the cap is held.
+  // Then one file each time, until the cap is held.
   for (std::uint64_t files = 1; files <= 4; ++files) {
-    EXPECT_EQ(shipper.Step().outcome, StepOutcome::kIdle);
+    shipper.WriteSpoolAhead();
     EXPECT_EQ(spool_->Stats().spare_bytes, files * options.segment_bytes);
   }
-  EXPECT_EQ(shipper.Step().outcome, StepOutcome::kIdle);
+  shipper.WriteSpoolAhead();
   EXPECT_EQ(spool_->Stats().bytes, options.max_bytes);
   EXPECT_EQ(Metric("uplink_agent_spool_spare_bytes"), static_cast<double>(options.max_bytes));
   // Records go into the files written ahead and are delivered as ever.
@@ -827,6 +829,31 @@ TEST_F(ShipperTest, TheLastAttemptGivesUpAtTheFirstFailureAndKeepsTheRecords) {
   stop.Stop();
   shipper.Run(stop);
   EXPECT_EQ(spool_->Stats().waiting_records, 5u);
+}
+
+TEST_F(ShipperTest, ARunningShipperWritesTheCapAheadWhileIdleButALastAttemptDoesNot) {
+  spool::SpoolOptions options;
+  options.max_bytes = 256 << 10;
+  options.segment_bytes = 64 << 10;
+  options.reserve_disk = true;
+  OpenSpoolOn(memory_fs_, "/spool", options);
+  Shipper& shipper = MakeShipper(ShipperOptions{.idle_poll = milliseconds(10)});
+  // Only delivering what waits (a stop, --once) writes nothing ahead.
+  Append(Payload(1));
+  ASSERT_TRUE(shipper.Drain(seconds(5)).ok());
+  StopSignal stopped;
+  stopped.Stop();
+  shipper.Run(stopped);
+  EXPECT_EQ(spool_->Stats().spare_bytes, 0u);
+  // Running, its idle polls hold the cap: three files beside the segment holding record 1.
+  StopSignal stop;
+  std::thread runner([&] { shipper.Run(stop); });
+  EXPECT_TRUE(testing::WaitFor(
+      [&] { return spool_->Stats().spare_bytes == 3 * options.segment_bytes; }, seconds(20)));
+  stop.Stop();
+  runner.join();
+  EXPECT_FALSE(*spool_->WriteAhead());  // nothing more fits
+  EXPECT_LE(spool_->Stats().bytes, options.max_bytes);
 }
 
 TEST_F(ShipperTest, ARunningShipperDeliversRecordsAppendedWhileItRuns) {

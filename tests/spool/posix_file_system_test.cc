@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -152,14 +153,16 @@ TEST(PosixFileSystem, AVectoredWriteOfMorePiecesThanOneCallTakesLandsInOrder) {
   ASSERT_TRUE(file.ok()) << file.status().ToString();
   // Over IOV_MAX (1024) pieces, some empty, of sizes that cross the batches unevenly.
   std::vector<std::string> storage;
-  for (int i = 0; i < 3000; ++i) storage.push_back(std::string(i % 7 == 0 ? 0 : i % 300, 'a' + i % 26));
+  for (int i = 0; i < 3000; ++i) {
+    storage.push_back(std::string(i % 7 == 0 ? 0 : i % 300, static_cast<char>('a' + i % 26)));
+  }
   std::vector<std::string_view> pieces(storage.begin(), storage.end());
   std::string expected;
   for (const std::string& piece : storage) expected += piece;
   ASSERT_TRUE((*file)->WriteAt(10, pieces).ok());
   ASSERT_TRUE((*file)->Sync().ok());
   std::string scratch(expected.size() + 10, '\0');
-  auto read = (*file)->Read(0, scratch.size() + 1, scratch.data());
+  auto read = (*file)->Read(0, scratch.size(), scratch.data());
   ASSERT_TRUE(read.ok());
   EXPECT_EQ(*read, std::string(10, '\0') + expected);
 }
@@ -172,6 +175,24 @@ TEST(PosixFileSystem, AFailedVectoredWriteSaysWhy) {
   Status status = (*full)->WriteAt(0, pieces);
   EXPECT_EQ(status.code(), StatusCode::kIOError);
   EXPECT_EQ(status.message(), "write /dev/full: no space left on device");
+}
+
+TEST(PosixFileSystem, FilesAreWrittenAheadOnlyWhereOverwritingWritesInPlace) {
+  FileSystem& fs = PosixFileSystem();
+  // /dev/shm is tmpfs: files written ahead would only take memory there.
+  struct statfs shm {};
+  ASSERT_EQ(::statfs("/dev/shm", &shm), 0);
+  ASSERT_EQ(static_cast<unsigned long>(shm.f_type), 0x01021994ul);
+  EXPECT_FALSE(fs.OverwritesInPlace("/dev/shm"));
+  // A directory that cannot be looked at is not assumed to.
+  EXPECT_FALSE(fs.OverwritesInPlace("/nonexistent/spool"));
+  // The build's temporary directory is on the machine's disk (ext4 here, and in CI).
+  TempDir dir;
+  struct statfs disk {};
+  ASSERT_EQ(::statfs(dir.path().c_str(), &disk), 0);
+  if (static_cast<unsigned long>(disk.f_type) == 0xef53ul) {  // ext2/3/4
+    EXPECT_TRUE(fs.OverwritesInPlace(dir.path()));
+  }
 }
 
 TEST(PosixFileSystem, TheLockExcludesOtherHoldersUntilReleased) {

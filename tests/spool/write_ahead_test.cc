@@ -9,6 +9,7 @@
 #include <condition_variable>
 #include <functional>
 #include <mutex>
+#include <set>
 #include <thread>
 
 #include "spool/fault_injection_fs.h"
@@ -319,6 +320,30 @@ TEST_F(WriteAheadTest, AFileCutShortByACrashIsTakenBackAndNumberingGoesOn) {
             (std::vector<std::string>{kFirstWrittenAhead, "09223372036854775809.free"}));
   for (std::uint64_t i = 1; i <= 20; ++i) ASSERT_EQ(*spool->Append(Payload(i, 1000)), i);
   ExpectRecords(*spool, 1, 20, 1000);
+}
+
+TEST_F(WriteAheadTest, KeptFilesWithTheLastNumbersAndOneTooLargeForTheCapAreHandled) {
+  // Left by anyone in a spool: the highest number a name can hold, the first a file written
+  // ahead takes, and one larger than the cap. (A spool without STATE removes them all.)
+  ASSERT_NE(Open(), nullptr);
+  const std::string last = std::string(kDir) + "/18446744073709551615.free";
+  ASSERT_TRUE(fs.PutFile(last, std::string(1000, '\0')));
+  ASSERT_TRUE(fs.PutFile(std::string(kDir) + "/" + kFirstWrittenAhead, std::string(1000, '\0')));
+  ASSERT_TRUE(fs.PutFile(std::string(kDir) + "/00000000000000000007.free",
+                         std::string(kCap + 1, 'x')));
+  auto spool = Open();
+  ASSERT_NE(spool, nullptr);
+  EXPECT_EQ(spool->Stats().spare_bytes, 2000u);  // the one over the cap was removed
+  EXPECT_FALSE(fs.Contents(std::string(kDir) + "/00000000000000000007.free").has_value());
+  // Numbering goes on without taking a name in use, and the cap holds.
+  WriteAheadUntilDone(*spool);
+  EXPECT_LE(spool->Stats().bytes, kCap);
+  EXPECT_EQ(fs.Contents(last), std::string(1000, '\0'));
+  const std::vector<std::string> spare = FilesEndingIn(".free");
+  EXPECT_EQ(std::set<std::string>(spare.begin(), spare.end()).size(), spare.size());
+  EXPECT_GE(spare.size(), kCap / kSegment - 1);
+  for (std::uint64_t i = 1; i <= 50; ++i) ASSERT_EQ(*spool->Append(Payload(i, 1000)), i);
+  ExpectRecords(*spool, 1, 50, 1000);
 }
 
 TEST_F(WriteAheadTest, APowerLossLosesNoAcknowledgedRecordInFilesWrittenAhead) {
