@@ -252,6 +252,15 @@ class ShipperTest : public ::testing::Test {
     spool_ = std::move(opened).value();
   }
 
+  // A small spool that holds its cap on disk (four segments).
+  static spool::SpoolOptions ReservingOptions() {
+    spool::SpoolOptions options;
+    options.max_bytes = 256 << 10;
+    options.segment_bytes = 64 << 10;
+    options.reserve_disk = true;
+    return options;
+  }
+
   // A shipper sending to `url` (the console's unless a proxy's), with the jitter fixed at half.
   Shipper& MakeShipper(ShipperOptions options = {}, std::string url = "",
                        milliseconds timeout = seconds(5)) {
@@ -654,10 +663,7 @@ TEST_F(ShipperTest, A422ThatNamesNoRecordOfTheBatchIsNarrowedDownLikeA400) {
 }
 
 TEST_F(ShipperTest, IdleTimeWritesTheSpoolsCapAheadAndAFailurePausesThat) {
-  spool::SpoolOptions options;
-  options.max_bytes = 256 << 10;
-  options.segment_bytes = 64 << 10;
-  options.reserve_disk = true;
+  const spool::SpoolOptions options = ReservingOptions();
   OpenSpoolOn(memory_fs_, "/spool", options);
   Shipper& shipper = MakeShipper();
   // A full disk: the spool works on without, and the shipper stops asking for a while.
@@ -832,10 +838,7 @@ TEST_F(ShipperTest, TheLastAttemptGivesUpAtTheFirstFailureAndKeepsTheRecords) {
 }
 
 TEST_F(ShipperTest, ARunningShipperWritesTheCapAheadWhileIdleButALastAttemptDoesNot) {
-  spool::SpoolOptions options;
-  options.max_bytes = 256 << 10;
-  options.segment_bytes = 64 << 10;
-  options.reserve_disk = true;
+  const spool::SpoolOptions options = ReservingOptions();
   OpenSpoolOn(memory_fs_, "/spool", options);
   Shipper& shipper = MakeShipper(ShipperOptions{.idle_poll = milliseconds(10)});
   // Only delivering what waits (a stop, --once) writes nothing ahead.
