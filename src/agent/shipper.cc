@@ -15,6 +15,7 @@ using protocol::kMaxPayloadBytes;
 
 constexpr char kSpoolBytes[] = "uplink_agent_spool_bytes";
 constexpr char kSpoolSpareBytes[] = "uplink_agent_spool_spare_bytes";
+constexpr char kWriteAheadsCancelled[] = "uplink_agent_spool_write_ahead_cancelled_total";
 constexpr char kSpoolRecords[] = "uplink_agent_spool_records";
 constexpr char kSpoolOldestAge[] = "uplink_agent_spool_oldest_record_age_seconds";
 constexpr char kDroppedRecords[] = "uplink_agent_spool_dropped_records_total";
@@ -378,6 +379,7 @@ void Shipper::WriteSpoolAhead() {
 void Shipper::UpdateSpoolMetrics(const spool::SpoolStats& stats) {
   metrics_.Set(kSpoolBytes, static_cast<double>(stats.bytes));
   metrics_.Set(kSpoolSpareBytes, static_cast<double>(stats.spare_bytes));
+  metrics_.Set(kWriteAheadsCancelled, static_cast<double>(stats.write_aheads_cancelled));
   metrics_.Set(kSpoolRecords, static_cast<double>(stats.waiting_records));
   double age = 0;
   if (stats.oldest_appended_at) {

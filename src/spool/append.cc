@@ -353,6 +353,7 @@ Status Spool::Impl::DiscardFreeSegment() {
 void Spool::Impl::CancelWriteAhead() {
   MutexLock guard(&mu);
   if (write_ahead_bytes == 0) return;
+  if (!write_ahead_cancelled) ++write_aheads_cancelled;
   write_ahead_cancelled = true;
   while (write_ahead_bytes != 0) write_ahead_ended.Wait(mu);
 }

@@ -313,6 +313,7 @@ SpoolStats Spool::Impl::Stats() const {
   stats.bytes = TotalBytes();
   stats.spare_bytes = write_ahead_bytes;
   for (const FreeSegment& f : free_segments) stats.spare_bytes += f.bytes;
+  stats.write_aheads_cancelled = write_aheads_cancelled;
   stats.segments = segments.size();
   stats.losses = state.losses;
   for (const PendingCorruption& found : pending_corruption) {

@@ -95,6 +95,9 @@ struct SpoolStats {
                                         // until the reader finds them)
   std::uint64_t bytes = 0;              // segment files on disk, and those kept for reuse
   std::uint64_t spare_bytes = 0;        // of `bytes`: files kept for reuse or written ahead
+  // Files being written ahead that an append cancelled because it needed their room, since
+  // this object opened the spool.
+  std::uint64_t write_aheads_cancelled = 0;
   std::uint64_t segments = 0;
   std::uint64_t first_sequence = 0;     // the oldest waiting record's; 0 when none waits
   std::uint64_t last_sequence = 0;      // the newest appended record's; 0 when none ever was

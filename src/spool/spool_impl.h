@@ -327,6 +327,7 @@ struct Spool::Impl {
   std::uint64_t write_ahead_bytes GUARDED_BY(mu) = 0;
   std::uint64_t next_write_ahead_number GUARDED_BY(mu) = kFirstWriteAheadNumber;
   bool write_ahead_cancelled GUARDED_BY(mu) = false;
+  std::uint64_t write_aheads_cancelled GUARDED_BY(mu) = 0;  // SpoolStats'
   CondVar write_ahead_ended;
   bool roll_before_next_record GUARDED_BY(mu) = false;
   std::uint64_t next_sequence GUARDED_BY(mu) = 1;

@@ -684,6 +684,7 @@ TEST_F(ShipperTest, IdleTimeWritesTheSpoolsCapAheadAndAFailurePausesThat) {
   shipper.WriteSpoolAhead();
   EXPECT_EQ(spool_->Stats().bytes, options.max_bytes);
   EXPECT_EQ(Metric("uplink_agent_spool_spare_bytes"), static_cast<double>(options.max_bytes));
+  EXPECT_EQ(Metric("uplink_agent_spool_write_ahead_cancelled_total"), 0.0);
   // Records go into the files written ahead and are delivered as ever.
   for (int i = 1; i <= 20; ++i) Append(Payload(i, 1000));
   EXPECT_EQ(spool_->Stats().bytes, options.max_bytes);

@@ -122,6 +122,7 @@ TEST_F(WriteAheadTest, FillsTheCapWithFilesOfZeroesAndStopsThere) {
   const SpoolStats stats = spool->Stats();
   EXPECT_EQ(stats.bytes, kCap);
   EXPECT_EQ(stats.spare_bytes, kCap);
+  EXPECT_EQ(stats.write_aheads_cancelled, 0u);
   EXPECT_LE(fs.UsedBytes(), kCap + 1024);  // and STATE
   EXPECT_FALSE(*spool->WriteAhead());
 }
@@ -401,8 +402,8 @@ TEST_F(WriteAheadTest, AnAppendThatNeedsTheRoomCancelsAWriteAheadBetweenChunks) 
   }
   // The next record needs the room: its append cancels the file and waits for it to go.
   std::thread appender([&] { EXPECT_EQ(*spool->Append(Payload(last + 1, kLarger)), last + 1); });
-  // Time for the append to get there (microseconds' work) before the writer goes on.
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  // The writer goes on once the append has cancelled it (and waits for the file to go).
+  while (spool->Stats().write_aheads_cancelled == 0) std::this_thread::yield();
   {
     std::lock_guard lock(mutex);
     release = true;
@@ -415,6 +416,7 @@ TEST_F(WriteAheadTest, AnAppendThatNeedsTheRoomCancelsAWriteAheadBetweenChunks) 
   EXPECT_TRUE(FilesEndingIn(".free").empty());
   const SpoolStats stats = spool->Stats();
   EXPECT_EQ(stats.spare_bytes, 0u);
+  EXPECT_EQ(stats.write_aheads_cancelled, 1u);
   EXPECT_LE(stats.bytes, options.max_bytes);
   EXPECT_EQ(stats.losses.dropped.records, 0u);  // the file went, not a record
   ExpectRecords(*spool, 1, last + 1, kSize, kLarger);
