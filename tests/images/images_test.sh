@@ -16,8 +16,10 @@ tmp=$(mktemp -d)
 podman_in() {  # STORAGE ARGS...: podman with a storage of its own, as images.sh runs it
   local storage=$1
   shift
+  # --tmpdir too: the reset below deletes the storage's libpod state directory, which would
+  # otherwise be /run/libpod, under every other podman on the machine (a test beside this one).
   podman --runtime /usr/sbin/runc --cgroup-manager cgroupfs --root "$storage/root" \
-    --runroot "$storage/run" "$@"
+    --runroot "$storage/run" --tmpdir "$storage/tmp" "$@"
 }
 registry_pid=""
 cleanup() {
@@ -58,6 +60,8 @@ registry="127.0.0.1:$port/uplink-test"
 UPLINK_IMAGES_STORAGE="$tmp/build-storage" UPLINK_IMAGES_WORK="$tmp/work" \
   "$src/deploy/docker/images.sh" "$build" "$registry" > "$tmp/images.out"
 cat "$tmp/images.out"
+# Its podman kept its state in its storage, so the reset at the end touches nothing outside.
+[[ -d "$tmp/build-storage/tmp" ]] || fail "images.sh's podman kept libpod's state outside its storage"
 # shellcheck source=/dev/null
 . "$tmp/work/images.env"
 digest='@sha256:[a-f0-9]{64}$'
