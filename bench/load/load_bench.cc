@@ -51,8 +51,10 @@
 
 #include <algorithm>
 #include <cinttypes>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <deque>
 #include <filesystem>
 #include <map>
@@ -72,6 +74,7 @@
 #include "common/log.h"
 #include "support/postgres_server.h"
 #include "support/process.h"
+#include "support/stall_proxy.h"
 
 namespace uplink::bench {
 namespace {
@@ -99,6 +102,9 @@ struct Options {
   // sqlite; postgres (a durable server the bench starts); or a postgres:// URL.
   std::string store = "sqlite";
   std::string store_password_file;
+  // With the bench's own PostgreSQL: the consoles reach it through a loopback proxy that holds
+  // every chunk half of this each way, as a database across a network (0: its Unix socket).
+  std::int64_t database_rtt_us = 0;
   bool failover = false;
   bool restart_database = false;  // with failover: restart PostgreSQL instead of a replica
   std::chrono::milliseconds kill_after = 10s;
@@ -114,6 +120,33 @@ bool PinToCpu(int cpu) {
   CPU_ZERO(&set);
   CPU_SET(cpu, &set);
   return sched_setaffinity(0, sizeof(set), &set) == 0;
+}
+
+// Starts the database's delay proxy on `cpu` (any when negative) at real-time priority: it
+// stands for a network, which costs the machines at either end nothing, so it must neither
+// take the console's core nor wait behind the generator for its chunks' due times. The
+// proxy's thread inherits both from this one, which gets its own back after.
+std::unique_ptr<testing::StallProxy> StartDelayProxy(const std::string& socket_path,
+                                                    std::chrono::microseconds one_way, int cpu) {
+  cpu_set_t affinity;
+  CPU_ZERO(&affinity);
+  sched_getaffinity(0, sizeof(affinity), &affinity);
+  const int policy = sched_getscheduler(0);
+  sched_param priority{};
+  sched_getparam(0, &priority);
+  if (cpu >= 0) PinToCpu(cpu);
+  sched_param realtime{.sched_priority = 1};
+  if (sched_setscheduler(0, SCHED_FIFO, &realtime) != 0) {
+    std::fprintf(stderr,
+                 "bench_load: the database's delay proxy runs without real-time priority (%s): "
+                 "its delays will be longer than asked under load\n",
+                 std::strerror(errno));
+  }
+  auto proxy = testing::StallProxy::Start(socket_path, one_way);
+  sched_setscheduler(0, policy, &priority);
+  sched_setaffinity(0, sizeof(affinity), &affinity);
+  if (!proxy.ok()) Die("starting the database's delay proxy: " + proxy.status().ToString());
+  return std::move(*proxy);
 }
 
 int UsableCpus() {
@@ -235,9 +268,12 @@ class Store {
   // SQLite.
   Store() = default;
   // PostgreSQL: `url` (no password in it) and its password, written to a file in `dir` for
-  // --store-password-file; an empty `url` launches a server of the bench's own.
+  // --store-password-file; an empty `url` launches a server of the bench's own, which the
+  // consoles reach through a proxy adding `round_trip` when it is not zero, running on
+  // `proxy_core`.
   Store(const TempDir& dir, std::string url, std::string password,
-        testing::PostgresServer::Durability durability) {
+        testing::PostgresServer::Durability durability, std::chrono::microseconds round_trip,
+        int proxy_core) {
     if (url.empty()) {
       auto server = testing::PostgresServer::Launch(testing::kDebianPostgresBinDir, durability);
       if (!server.ok()) Die("starting PostgreSQL: " + server.status().ToString());
@@ -246,6 +282,19 @@ class Store {
       if (!database.ok()) Die("creating the database: " + database.status().ToString());
       url = *database;
       password = server_->password();
+      if (round_trip.count() > 0) {
+        proxy_ = StartDelayProxy(server_->socket_dir() + "/.s.PGSQL.5432", round_trip / 2,
+                                 proxy_core);
+        // postgres:///NAME?host=DIR&user=USER, reached over TCP through the proxy instead.
+        const size_t name_end = url.find('?');
+        const size_t user = url.find("&user=");
+        if (!url.starts_with("postgres:///") || name_end == std::string::npos ||
+            user == std::string::npos) {
+          Die("unexpected database URL form from the bench's server");
+        }
+        console_url_ = "postgres://127.0.0.1:" + std::to_string(proxy_->port()) + "/" +
+                       url.substr(12, name_end - 12) + "?user=" + url.substr(user + 6);
+      }
     }
     url_ = std::move(url);
     password_ = std::move(password);
@@ -273,11 +322,14 @@ class Store {
   // What init and serve are given to use it.
   std::vector<std::string> Flags() const {
     if (!postgres()) return {};
-    return {"--store", url_, "--store-password-file", password_file_};
+    return {"--store", console_url_.empty() ? url_ : console_url_, "--store-password-file",
+            password_file_};
   }
 
  private:
   std::unique_ptr<testing::PostgresServer> server_;
+  std::unique_ptr<testing::StallProxy> proxy_;  // the consoles' way to it, when delayed
+  std::string console_url_;                     // through proxy_; empty: url_
   std::string url_;
   std::string password_;
   std::string password_file_;
@@ -473,17 +525,25 @@ bool WaitForHttp(const Target& target) {
 std::string StoreName(const Options& options) {
   if (!options.console.empty()) return "its own store";
   if (options.store == "sqlite") return "SQLite";
-  return options.store == "postgres" ? "PostgreSQL (durable: fsync on)" : "PostgreSQL (given)";
+  if (options.store != "postgres") return "PostgreSQL (given)";
+  if (options.database_rtt_us == 0) return "PostgreSQL (durable: fsync on)";
+  return "PostgreSQL (durable: fsync on; reached through a proxy adding a " +
+         std::to_string(options.database_rtt_us) + " us round trip)";
 }
 
+// `proxy_core`: where the database's delay proxy runs (--database-rtt-us).
 std::unique_ptr<Store> MakeStore(const TempDir& dir, const Options& options,
-                                 testing::PostgresServer::Durability durability) {
+                                 testing::PostgresServer::Durability durability,
+                                 int proxy_core = -1) {
   if (options.store == "sqlite") return std::make_unique<Store>();
-  if (options.store == "postgres") return std::make_unique<Store>(dir, "", "", durability);
+  if (options.store == "postgres") {
+    return std::make_unique<Store>(dir, "", "", durability,
+                                   std::chrono::microseconds(options.database_rtt_us), proxy_core);
+  }
   auto password = ReadFileBounded(options.store_password_file, 4096);
   if (!password.ok()) Die("--store URL needs --store-password-file: " + password.status().ToString());
   return std::make_unique<Store>(dir, options.store, std::string(TrimWhitespace(*password)),
-                                 durability);
+                                 durability, std::chrono::microseconds(0), -1);
 }
 
 std::string Mib(double bytes) {
@@ -504,7 +564,8 @@ int Run(const Options& options) {
   if (options.console.empty()) {
     // The database, when the bench starts one, shares the console's core.
     if (server_core >= 0) PinToCpu(server_core);
-    store = MakeStore(dir, options, testing::PostgresServer::Durability::kDurable);
+    store = MakeStore(dir, options, testing::PostgresServer::Durability::kDurable,
+                      generator_core);
     const std::string data_dir = dir.File("console");
     console = std::make_unique<Console>(data_dir, *store, InitConsole(data_dir, *store),
                                         server_core);
@@ -1143,6 +1204,9 @@ int main(int argc, char** argv) {
                "postgres://HOST/DB?user=U");
   flags.String("store-password-file", &options.store_password_file,
                "the password of a --store postgres:// URL");
+  flags.Int("database-rtt-us", &options.database_rtt_us,
+            "with --store postgres: the consoles reach the database through a loopback proxy "
+            "adding this round trip, as across a network (0: its Unix socket)");
   flags.Bool("failover", &options.failover,
              "two replicas on PostgreSQL under uploads, one killed with SIGKILL after "
              "--kill-after: count what was acknowledged, stored, lost and duplicated");
@@ -1160,6 +1224,11 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (options.failover && options.store == "sqlite") options.store = "postgres";
+  if (options.database_rtt_us < 0 ||
+      (options.database_rtt_us > 0 && options.store != "postgres")) {
+    std::fprintf(stderr, "--database-rtt-us needs --store postgres and cannot be negative\n");
+    return 2;
+  }
   if (options.restart_database && (!options.failover || options.store != "postgres")) {
     std::fprintf(stderr, "--restart-database needs --failover and the bench's own server\n");
     return 2;

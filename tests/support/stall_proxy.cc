@@ -3,13 +3,17 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <optional>
+#include <string_view>
 
 namespace uplink::testing {
 namespace {
@@ -27,22 +31,19 @@ int ConnectUnix(const std::string& path) {
   return fd;
 }
 
-// Moves what `from` has to `to`; false when either side ended.
-bool Pump(int from, int to) {
-  char buffer[16384];
-  ssize_t got = ::read(from, buffer, sizeof buffer);
-  if (got <= 0) return false;
-  for (ssize_t sent = 0; sent < got;) {
-    ssize_t wrote = ::write(to, buffer + sent, static_cast<size_t>(got - sent));
+bool WriteAll(int to, std::string_view bytes) {
+  while (!bytes.empty()) {
+    ssize_t wrote = ::write(to, bytes.data(), bytes.size());
     if (wrote <= 0) return false;
-    sent += wrote;
+    bytes.remove_prefix(static_cast<size_t>(wrote));
   }
   return true;
 }
 
 }  // namespace
 
-Result<std::unique_ptr<StallProxy>> StallProxy::Start(std::string target_path) {
+Result<std::unique_ptr<StallProxy>> StallProxy::Start(std::string target_path,
+                                                     std::chrono::microseconds one_way_delay) {
   int listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (listener < 0) return IOError(std::string("socket: ") + std::strerror(errno));
   sockaddr_in address{};
@@ -62,14 +63,16 @@ Result<std::unique_ptr<StallProxy>> StallProxy::Start(std::string target_path) {
     return IOError(std::string("pipe: ") + std::strerror(errno));
   }
   return std::unique_ptr<StallProxy>(new StallProxy(listener, ntohs(address.sin_port),
-                                                    std::move(target_path), wake[0], wake[1]));
+                                                    std::move(target_path), one_way_delay,
+                                                    wake[0], wake[1]));
 }
 
-StallProxy::StallProxy(int listener, std::uint16_t port, std::string target_path, int wake_read,
-                       int wake_write)
+StallProxy::StallProxy(int listener, std::uint16_t port, std::string target_path,
+                       std::chrono::microseconds one_way_delay, int wake_read, int wake_write)
     : listener_(listener),
       port_(port),
       target_path_(std::move(target_path)),
+      one_way_delay_(one_way_delay),
       wake_read_(wake_read),
       wake_write_(wake_write) {
   thread_ = std::thread([this] { Loop(); });
@@ -103,17 +106,47 @@ void StallProxy::Wake() {
   (void)!::write(wake_write_, &byte, 1);
 }
 
+bool StallProxy::Deliver(std::deque<Chunk>& queue, int to,
+                         std::chrono::steady_clock::time_point now) {
+  while (!queue.empty() && queue.front().due <= now) {
+    if (!WriteAll(to, queue.front().bytes)) return false;
+    queue.pop_front();
+  }
+  return true;
+}
+
 void StallProxy::Loop() {
+  using Clock = std::chrono::steady_clock;
+  // Reads what `from` has into `queue`, due after the delay; false when `from` ended.
+  auto take = [this](int from, std::deque<Chunk>& queue) {
+    char buffer[16384];
+    ssize_t got = ::read(from, buffer, sizeof buffer);
+    if (got <= 0) return false;
+    queue.push_back({Clock::now() + one_way_delay_, std::string(buffer, static_cast<size_t>(got))});
+    return true;
+  };
   while (!stopping_) {
     std::vector<pollfd> fds = {{wake_read_, POLLIN, 0}, {listener_, POLLIN, 0}};
     const bool stalled = stalled_;
+    std::optional<Clock::time_point> next_due;
     if (!stalled) {
       for (const Pair& pair : pairs_) {
         fds.push_back({pair.client, POLLIN, 0});
         fds.push_back({pair.server, POLLIN, 0});
+        for (const std::deque<Chunk>* queue : {&pair.to_server, &pair.to_client}) {
+          if (!queue->empty() && (!next_due || queue->front().due < *next_due)) {
+            next_due = queue->front().due;
+          }
+        }
       }
     }
-    if (::poll(fds.data(), fds.size(), -1) < 0) continue;
+    timespec timeout{};
+    if (next_due) {
+      const auto left = std::max(Clock::duration::zero(), *next_due - Clock::now());
+      const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(left).count();
+      timeout = {static_cast<time_t>(ns / 1'000'000'000), static_cast<long>(ns % 1'000'000'000)};
+    }
+    if (::ppoll(fds.data(), fds.size(), next_due ? &timeout : nullptr, nullptr) < 0) continue;
     if ((fds[0].revents & POLLIN) != 0) {
       char drain[64];
       while (::read(wake_read_, drain, sizeof drain) > 0) {
@@ -122,28 +155,37 @@ void StallProxy::Loop() {
     if ((fds[1].revents & POLLIN) != 0) {
       int client = ::accept4(listener_, nullptr, nullptr, SOCK_CLOEXEC);
       if (client >= 0) {
+        // Each chunk goes out when it is due, not when the previous one is acknowledged:
+        // with Nagle's algorithm a reply in two chunks would wait for the client's delayed
+        // acknowledgement (up to 40 ms).
+        const int one = 1;
+        ::setsockopt(client, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
         int server = ConnectUnix(target_path_);
         if (server < 0) {
           ::close(client);
         } else {
-          pairs_.push_back({client, server});
+          pairs_.push_back({client, server, {}, {}});
         }
         ++accepted_;
       }
     }
     if (stalled) continue;
     std::vector<Pair> open;
+    const Clock::time_point now = Clock::now();
     for (size_t i = 0; i < pairs_.size(); ++i) {
-      const Pair& pair = pairs_[i];
+      Pair& pair = pairs_[i];
       // Pairs accepted in this round have no pollfd yet.
       const size_t at = 2 + 2 * i;
       bool alive = true;
       if (at + 1 < fds.size()) {
-        if (fds[at].revents != 0) alive = Pump(pair.client, pair.server);
-        if (alive && fds[at + 1].revents != 0) alive = Pump(pair.server, pair.client);
+        if (fds[at].revents != 0) alive = take(pair.client, pair.to_server);
+        if (alive && fds[at + 1].revents != 0) alive = take(pair.server, pair.to_client);
       }
+      const Clock::time_point delivered_at = one_way_delay_.count() == 0 ? Clock::now() : now;
+      alive = alive && Deliver(pair.to_server, pair.server, delivered_at) &&
+              Deliver(pair.to_client, pair.client, delivered_at);
       if (alive) {
-        open.push_back(pair);
+        open.push_back(std::move(pair));
       } else {
         ::close(pair.client);
         ::close(pair.server);

@@ -654,5 +654,23 @@ TEST_F(PostgresStallTest, ConnectionsOverTcpKeepAliveAndBoundUnacknowledgedSends
   EXPECT_EQ(option(IPPROTO_TCP, TCP_USER_TIMEOUT), 15000);
 }
 
+// The proxy's delay (bench_load --database-rtt-us) holds each statement's round trip for at
+// least twice the one-way delay, and changes nothing else.
+TEST_F(PostgresStallTest, ADelayingProxyAddsItsRoundTripToEveryStatement) {
+  constexpr auto kOneWay = std::chrono::milliseconds(5);
+  auto delayed = uplink::testing::StallProxy::Start(server_->socket_dir() + "/.s.PGSQL.5432",
+                                                    kOneWay);
+  ASSERT_TRUE(delayed.ok()) << delayed.status().ToString();
+  proxy_ = std::move(*delayed);
+  auto db = OpenProxied("", PostgresOptions{});
+  ASSERT_NE(db, nullptr);
+  constexpr int kStatements = 10;
+  const auto started = std::chrono::steady_clock::now();
+  for (int i = 1; i <= kStatements; ++i) {
+    EXPECT_EQ(Count(*db, "SELECT " + std::to_string(i)), i);
+  }
+  EXPECT_GE(std::chrono::steady_clock::now() - started, kStatements * 2 * kOneWay);
+}
+
 }  // namespace
 }  // namespace uplink::console::sql
