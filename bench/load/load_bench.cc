@@ -1224,9 +1224,9 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (options.failover && options.store == "sqlite") options.store = "postgres";
-  if (options.database_rtt_us < 0 ||
+  if (options.database_rtt_us < 0 || options.database_rtt_us > 1'000'000 ||
       (options.database_rtt_us > 0 && options.store != "postgres")) {
-    std::fprintf(stderr, "--database-rtt-us needs --store postgres and cannot be negative\n");
+    std::fprintf(stderr, "--database-rtt-us needs --store postgres and 0 to 1000000 (1 s)\n");
     return 2;
   }
   if (options.restart_database && (!options.failover || options.store != "postgres")) {

@@ -145,7 +145,8 @@ class Spool {
   // nothing to do (the cap is reached, reserve_disk is off or ignored) or not now (another
   // call is writing, or an append is under way). For idle time: the shipper calls it once
   // per idle poll, so a new spool takes its cap in about max_bytes / segment_bytes polls.
-  // IOError (a full disk) leaves nothing behind. Thread-safe; an Append that needs the room meanwhile cancels it (then true).
+  // IOError (a full disk) leaves nothing behind. Thread-safe; an Append that needs the room
+  // meanwhile cancels it (then true).
   Result<bool> WriteAhead();
 
   SpoolStats Stats() const;

@@ -63,7 +63,9 @@ class SpoolTest : public ::testing::Test {
   // Opens the spool with a reader that has read everything (none yet), as a shipper waits.
   std::unique_ptr<Spool> OpenWithTheReaderWaiting() {
     auto spool = Open();
-    if (spool) EXPECT_TRUE(ReadAll(*spool).empty());
+    if (spool) {
+      EXPECT_TRUE(ReadAll(*spool).empty());
+    }
     return spool;
   }
 

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "spool/fault_injection_fs.h"
+#include "support/process.h"
 #include "spool/spool.h"
 
 namespace uplink::spool {
@@ -403,7 +404,8 @@ TEST_F(WriteAheadTest, AnAppendThatNeedsTheRoomCancelsAWriteAheadBetweenChunks) 
   // The next record needs the room: its append cancels the file and waits for it to go.
   std::thread appender([&] { EXPECT_EQ(*spool->Append(Payload(last + 1, kLarger)), last + 1); });
   // The writer goes on once the append has cancelled it (and waits for the file to go).
-  while (spool->Stats().write_aheads_cancelled == 0) std::this_thread::yield();
+  EXPECT_TRUE(uplink::testing::WaitFor([&] { return spool->Stats().write_aheads_cancelled == 1; },
+                                       std::chrono::seconds(30)));
   {
     std::lock_guard lock(mutex);
     release = true;
