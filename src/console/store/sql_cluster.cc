@@ -34,14 +34,16 @@ std::vector<std::string> SplitNamespaces(std::string_view joined) {
 }  // namespace
 
 Result<NamespaceScope> SqlStore::GetNamespaceScope(const std::string& connection_id) {
-  std::lock_guard lock(mutex_);
-  NamespaceScope scope;
-  UPLINK_RETURN_IF_ERROR(ForEachRow(
-      "SELECT namespaces FROM namespace_scopes WHERE connection_id = ?",
-      [&](Statement& s) { s.Bind(connection_id); },
-      [&](const Statement& row) { scope = SplitNamespaces(row.Text(0)); },
-      "reading namespace scope"));
-  return scope;
+  // Read for every cluster upload's reply.
+  return ReadOnLookup([&](sql::Database& database) -> Result<NamespaceScope> {
+    NamespaceScope scope;
+    UPLINK_RETURN_IF_ERROR(ForEachRowOn(
+        database, "SELECT namespaces FROM namespace_scopes WHERE connection_id = ?",
+        [&](Statement& s) { s.Bind(connection_id); },
+        [&](const Statement& row) { scope = SplitNamespaces(row.Text(0)); },
+        "reading namespace scope"));
+    return scope;
+  });
 }
 
 Status SqlStore::WriteNamespaceScope(const std::string& connection_id,

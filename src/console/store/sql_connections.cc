@@ -414,22 +414,21 @@ Status SqlStore::StoreReport(const std::string& connection_id, const std::string
 
   InventoryTotals totals = ComputeTotals(report.nodes);
   UPLINK_RETURN_IF_ERROR(
-      Change("UPDATE connections SET cluster_uid = ?, last_report_at = ?, "
-             "last_seen_at = CASE WHEN last_seen_at > ? THEN last_seen_at ELSE ? END, "
-             "agent_version = ?, "
-             "selector = ?, collected_at = ?, node_count = ?, nodes_ready = ?, "
-             "gpu_capacity = ?, gpu_allocatable = ?, gpus_ready = ?, nodes_digest = ? "
-             "WHERE id = ?",
-             [&](Statement& s) {
-               s.Bind(report.cluster_uid).Bind(received_at).Bind(received_at);
-               s.Bind(received_at).Bind(report.agent_version);
-               s.Bind(report.selector).Bind(report.collected_at).Bind(totals.nodes);
-               s.Bind(totals.nodes_ready).Bind(totals.gpu_capacity);
-               s.Bind(totals.gpu_allocatable).Bind(totals.gpus_ready).Bind(nodes_digest);
-               s.Bind(connection_id);
-             },
-             "updating connection")
-          .status());
+      Defer("UPDATE connections SET cluster_uid = ?, last_report_at = ?, "
+            "last_seen_at = CASE WHEN last_seen_at > ? THEN last_seen_at ELSE ? END, "
+            "agent_version = ?, "
+            "selector = ?, collected_at = ?, node_count = ?, nodes_ready = ?, "
+            "gpu_capacity = ?, gpu_allocatable = ?, gpus_ready = ?, nodes_digest = ? "
+            "WHERE id = ?",
+            [&](Statement& s) {
+              s.Bind(report.cluster_uid).Bind(received_at).Bind(received_at);
+              s.Bind(received_at).Bind(report.agent_version);
+              s.Bind(report.selector).Bind(report.collected_at).Bind(totals.nodes);
+              s.Bind(totals.nodes_ready).Bind(totals.gpu_capacity);
+              s.Bind(totals.gpu_allocatable).Bind(totals.gpus_ready).Bind(nodes_digest);
+              s.Bind(connection_id);
+            },
+            "updating connection"));
   if (!bound) {
     ForgetCachedCredentials();
     AuditEvent bind = audit;
@@ -570,16 +569,15 @@ Status SqlStore::RecordPresence(const PresenceUpdate& update) {
     while (!left.empty()) {
       const size_t rows = RowsPerStatement(left.size());
       UPLINK_RETURN_IF_ERROR(
-          Change("UPDATE connections SET last_seen_at = seen.column2 FROM (VALUES " +
-                     PlaceholderRows(rows, 2) +
-                     ") AS seen WHERE connections.id = seen.column1 AND "
-                     "(connections.last_seen_at IS NULL OR connections.last_seen_at < "
-                     "seen.column2)",
-                 [&](Statement& s) {
-                   for (const auto& [id, at] : left.first(rows)) s.BindUnowned(id).Bind(at);
-                 },
-                 "recording when agents called")
-              .status());
+          Defer("UPDATE connections SET last_seen_at = seen.column2 FROM (VALUES " +
+                    PlaceholderRows(rows, 2) +
+                    ") AS seen WHERE connections.id = seen.column1 AND "
+                    "(connections.last_seen_at IS NULL OR connections.last_seen_at < "
+                    "seen.column2)",
+                [&](Statement& s) {
+                  for (const auto& [id, at] : left.first(rows)) s.BindUnowned(id).Bind(at);
+                },
+                "recording when agents called"));
       left = left.subspan(rows);
     }
     return RecordAgents(agent_rows);
@@ -594,26 +592,25 @@ Status SqlStore::RecordAgents(
   while (!agents.empty()) {
     const size_t rows = RowsPerStatement(agents.size());
     UPLINK_RETURN_IF_ERROR(
-        Change("INSERT INTO connection_agents (connection_id, role, instance, version, "
-               "last_seen_at) SELECT connections.id, seen.column2, seen.column3, seen.column4, "
-               "seen.column5 FROM (VALUES " +
-                   PlaceholderRows(rows, 5) +
-                   ") AS seen JOIN connections ON connections.id = seen.column1 WHERE true "
-                   "ON CONFLICT (connection_id, role, instance) DO UPDATE SET "
-                   "version = CASE WHEN excluded.last_seen_at >= connection_agents.last_seen_at "
-                   "THEN excluded.version ELSE connection_agents.version END, "
-                   "last_seen_at = CASE WHEN excluded.last_seen_at > "
-                   "connection_agents.last_seen_at THEN excluded.last_seen_at "
-                   "ELSE connection_agents.last_seen_at END",
-               [&](Statement& s) {
-                 for (const auto& [connection_id, agent] : agents.first(rows)) {
-                   s.BindUnowned(connection_id).BindUnowned(agent->role);
-                   s.BindUnowned(agent->instance).BindUnowned(agent->version);
-                   s.Bind(agent->last_seen_at);
-                 }
-               },
-               "recording an agent")
-            .status());
+        Defer("INSERT INTO connection_agents (connection_id, role, instance, version, "
+              "last_seen_at) SELECT connections.id, seen.column2, seen.column3, seen.column4, "
+              "seen.column5 FROM (VALUES " +
+                  PlaceholderRows(rows, 5) +
+                  ") AS seen JOIN connections ON connections.id = seen.column1 WHERE true "
+                  "ON CONFLICT (connection_id, role, instance) DO UPDATE SET "
+                  "version = CASE WHEN excluded.last_seen_at >= connection_agents.last_seen_at "
+                  "THEN excluded.version ELSE connection_agents.version END, "
+                  "last_seen_at = CASE WHEN excluded.last_seen_at > "
+                  "connection_agents.last_seen_at THEN excluded.last_seen_at "
+                  "ELSE connection_agents.last_seen_at END",
+              [&](Statement& s) {
+                for (const auto& [connection_id, agent] : agents.first(rows)) {
+                  s.BindUnowned(connection_id).BindUnowned(agent->role);
+                  s.BindUnowned(agent->instance).BindUnowned(agent->version);
+                  s.Bind(agent->last_seen_at);
+                }
+              },
+              "recording an agent"));
     agents = agents.subspan(rows);
   }
   return Status::Ok();

@@ -184,18 +184,21 @@ NodePlan DefaultNodePlan() {
 // --- Plans ---------------------------------------------------------------------------------
 
 Result<NodePlan> SqlStore::GetNodePlan(const std::string& connection_id) {
-  std::lock_guard lock(mutex_);
-  NodePlan plan = DefaultNodePlan();
-  UPLINK_RETURN_IF_ERROR(ForEachRow(
-      "SELECT interval_seconds, collectors, updated_at FROM node_plans WHERE connection_id = ?",
-      [&](Statement& s) { s.Bind(connection_id); },
-      [&](const Statement& row) {
-        plan.interval_seconds = row.Int(0);
-        plan.collectors = SplitCollectors(row.Text(1));
-        plan.updated_at = row.Time(2);
-      },
-      "reading node plan"));
-  return plan;
+  // Read for every node upload's reply.
+  return ReadOnLookup([&](sql::Database& database) -> Result<NodePlan> {
+    NodePlan plan = DefaultNodePlan();
+    UPLINK_RETURN_IF_ERROR(ForEachRowOn(
+        database,
+        "SELECT interval_seconds, collectors, updated_at FROM node_plans WHERE connection_id = ?",
+        [&](Statement& s) { s.Bind(connection_id); },
+        [&](const Statement& row) {
+          plan.interval_seconds = row.Int(0);
+          plan.collectors = SplitCollectors(row.Text(1));
+          plan.updated_at = row.Time(2);
+        },
+        "reading node plan"));
+    return plan;
+  });
 }
 
 Status SqlStore::SetNodePlan(const std::string& connection_id, const NodePlan& plan,
@@ -310,6 +313,7 @@ Result<std::int64_t> SqlStore::SampleNodeId(const std::string& connection_id,
 Status SqlStore::StoreNodeSamples(const std::string& connection_id, const UploadBatch& batch,
                                      const std::vector<const UploadRecord*>& records,
                                      WallTime now, const SampleRetention& retention,
+                                     const std::optional<ReadAheadSampleNode>& read_ahead,
                                      UploadOutcome& outcome) {
   auto sample_of = [&](const UploadRecord* record) -> const NodeSampleFigures& {
     return batch.node_samples.at(*record->node_sample);
@@ -352,27 +356,26 @@ Status SqlStore::StoreNodeSamples(const std::string& connection_id, const Upload
     std::int64_t first_bucket = BucketStart(ToUnixMillis(sample_of(group.front()).collected_at),
                                             kRollupSeconds);
 
-    struct NodeRow {
-      std::int64_t id = 0;
-      std::optional<std::int64_t> latest_at;
-      std::optional<std::int64_t> previous_at;
-      std::int64_t rolled_through = 0;
-      std::int64_t series_version = 0;
-    } row;
+    SampleNodeRow row;
     bool found = false;
-    UPLINK_RETURN_IF_ERROR(ForEachRow(
-        "SELECT id, latest_at, previous_at, rolled_through, series_version FROM sample_nodes "
-        "WHERE connection_id = ? AND node = ?",
-        [&](Statement& s) { s.Bind(connection_id).Bind(node); },
-        [&](const Statement& r) {
-          found = true;
-          row.id = r.Int(0);
-          row.latest_at = r.Int(1);
-          if (!r.IsNull(2)) row.previous_at = r.Int(2);
-          row.rolled_through = r.Int(3);
-          row.series_version = r.Int(4);
-        },
-        "reading sample node"));
+    if (read_ahead && read_ahead->node == node) {
+      found = read_ahead->row.has_value();
+      if (found) row = *read_ahead->row;
+    } else {
+      UPLINK_RETURN_IF_ERROR(ForEachRow(
+          "SELECT id, latest_at, previous_at, rolled_through, series_version FROM sample_nodes "
+          "WHERE connection_id = ? AND node = ?",
+          [&](Statement& s) { s.Bind(connection_id).Bind(node); },
+          [&](const Statement& r) {
+            found = true;
+            row.id = r.Int(0);
+            row.latest_at = r.Int(1);
+            if (!r.IsNull(2)) row.previous_at = r.Int(2);
+            row.rolled_through = r.Int(3);
+            row.series_version = r.Int(4);
+          },
+          "reading sample node"));
+    }
     NodeSeriesIds* series = nullptr;
     if (found) {
       // A series' last_seen follows rollups, which come only once a bucket is complete: after
@@ -408,10 +411,10 @@ Status SqlStore::StoreNodeSamples(const std::string& connection_id, const Upload
       series->version = row.series_version;
     }
 
-    UPLINK_ASSIGN_OR_RETURN(
-        sql::Statement * insert_stmt,
-        Prepare("INSERT INTO samples (node_id, at, boot_time, points) VALUES (?, ?, ?, ?) "
-                "ON CONFLICT (node_id, at) DO NOTHING"));
+    static constexpr const char* kInsertSample =
+        "INSERT INTO samples (node_id, at, boot_time, points) VALUES (?, ?, ?, ?) "
+        "ON CONFLICT (node_id, at) DO NOTHING";
+    UPLINK_ASSIGN_OR_RETURN(sql::Statement * insert_stmt, Prepare(kInsertSample));
     // The group's new series first, several to a statement: a node's first sample brings
     // about 60, one round trip each on PostgreSQL otherwise.
     std::vector<const SampleValue*> new_series;
@@ -435,6 +438,13 @@ Status SqlStore::StoreNodeSamples(const std::string& connection_id, const Upload
       UPLINK_RETURN_IF_ERROR(InsertSeries(row.id, new_series, now_seconds, *series));
     }
     inserted_at.clear();
+    // A node's latest_at is the newest time any of its samples was stored at (this is the only
+    // place samples are added, and latest_at only moves forward). So a sample newer than it,
+    // and not at the time of the one before it in the group, cannot meet the ON CONFLICT: it
+    // is stored for sure, and its insert is deferred rather than waited for. Others wait for
+    // the change count, which says whether their time was taken.
+    std::optional<std::int64_t> newest_stored = found ? row.latest_at : std::nullopt;
+    std::optional<std::int64_t> previous_in_group;
     for (const UploadRecord* record : group) {
       const NodeSampleFigures& sample = sample_of(record);
       points.clear();
@@ -447,13 +457,23 @@ Status SqlStore::StoreNodeSamples(const std::string& connection_id, const Upload
         PutVarint(points, static_cast<std::uint64_t>(*id));
         PutNumber(points, value.value);
       }
-      std::int64_t at_ms = ToUnixMillis(sample.collected_at);
-      Statement insert(insert_stmt);
-      insert.Bind(row.id).Bind(at_ms).Bind(sample.boot_time).BindBlobUnowned(points);
-      if (insert.Step() != Statement::kDone) return Error("storing a node sample");
-      if (insert.Changes() == 0) {
-        ++outcome.samples_same_time;
-        continue;
+      const std::int64_t at_ms = ToUnixMillis(sample.collected_at);
+      const bool time_free =
+          (!newest_stored || at_ms > *newest_stored) && previous_in_group != at_ms;
+      previous_in_group = at_ms;
+      auto bind = [&](Statement& insert) {
+        insert.Bind(row.id).Bind(at_ms).Bind(sample.boot_time).BindBlobUnowned(points);
+      };
+      if (time_free) {
+        UPLINK_RETURN_IF_ERROR(Defer(kInsertSample, bind, "storing a node sample"));
+      } else {
+        Statement insert(insert_stmt);
+        bind(insert);
+        if (insert.Step() != Statement::kDone) return Error("storing a node sample");
+        if (insert.Changes() == 0) {
+          ++outcome.samples_same_time;
+          continue;
+        }
       }
       ++outcome.samples_stored;
       inserted_at.push_back(at_ms);
@@ -465,10 +485,9 @@ Status SqlStore::StoreNodeSamples(const std::string& connection_id, const Upload
     if (inserted_at.empty()) {
       if (!series_added) continue;
       UPLINK_RETURN_IF_ERROR(
-          Change("UPDATE sample_nodes SET series_version = ? WHERE id = ?",
-                 [&](Statement& s) { s.Bind(series_version).Bind(row.id); },
-                 "updating sample node")
-              .status());
+          Defer("UPDATE sample_nodes SET series_version = ? WHERE id = ?",
+                [&](Statement& s) { s.Bind(series_version).Bind(row.id); },
+                "updating sample node"));
       series->version = series_version;
       continue;
     }
@@ -480,25 +499,23 @@ Status SqlStore::StoreNodeSamples(const std::string& connection_id, const Upload
       // `newest` is the newest of the group; it was stored unless its time was taken, in
       // which case the latest is already that time and does not move.
       UPLINK_RETURN_IF_ERROR(
-          Change("UPDATE sample_nodes SET latest_at = ?, latest_boot_time = ?, "
-                 "latest_payload = ?, previous_at = ?, rolled_through = ?, series_version = ? "
-                 "WHERE id = ?",
-                 [&](Statement& s) {
-                   s.Bind(newest_at).Bind(sample_of(newest).boot_time);
-                   s.BindUnowned(batch.Payload(*newest)).Bind(previous_at);
-                   s.Bind(rolled_through).Bind(series_version).Bind(row.id);
-                 },
-                 "updating sample node")
-              .status());
+          Defer("UPDATE sample_nodes SET latest_at = ?, latest_boot_time = ?, "
+                "latest_payload = ?, previous_at = ?, rolled_through = ?, series_version = ? "
+                "WHERE id = ?",
+                [&](Statement& s) {
+                  s.Bind(newest_at).Bind(sample_of(newest).boot_time);
+                  s.BindUnowned(batch.Payload(*newest)).Bind(previous_at);
+                  s.Bind(rolled_through).Bind(series_version).Bind(row.id);
+                },
+                "updating sample node"));
     } else {
       UPLINK_RETURN_IF_ERROR(
-          Change("UPDATE sample_nodes SET previous_at = ?, rolled_through = ?, "
-                 "series_version = ? WHERE id = ?",
-                 [&](Statement& s) {
-                   s.Bind(previous_at).Bind(rolled_through).Bind(series_version).Bind(row.id);
-                 },
-                 "updating sample node")
-              .status());
+          Defer("UPDATE sample_nodes SET previous_at = ?, rolled_through = ?, "
+                "series_version = ? WHERE id = ?",
+                [&](Statement& s) {
+                  s.Bind(previous_at).Bind(rolled_through).Bind(series_version).Bind(row.id);
+                },
+                "updating sample node"));
     }
     series->version = series_version;
   }

@@ -183,17 +183,17 @@ void SqlStore::CommitGroup(const std::vector<PendingWrite*>& group) {
   };
   if (Status begun = db_->BeginWrite(); !begun.ok()) return fail_all(group, begun);
   // A write alone in its group needs no savepoint: its failure rolls the whole transaction
-  // back. That spares two round trips on PostgreSQL, where a lightly loaded console's writes
-  // come one to a group.
+  // back, and its COMMIT goes with the statements it deferred. That spares three round trips
+  // on PostgreSQL, where a lightly loaded console's writes come one to a group.
   const bool alone = group.size() == 1;
   std::vector<PendingWrite*> applied;  // in the open transaction, not yet committed
   // In a group each write runs after "SAVEPOINT uplink_write". A failed one is rolled back to
-  // it, which keeps the savepoint for the next write; a successful one is released together
-  // with the next write's savepoint, in one statement list (one round trip on PostgreSQL
-  // rather than two), and the last by COMMIT. (A write that left the transaction aborted
-  // fails the RELEASE or, on PostgreSQL, turns COMMIT into a rollback, which Exec reports.)
+  // it, which keeps the savepoint for the next write. A successful one's savepoint is
+  // released and the next write's set together with the statements the write deferred (one
+  // round trip on PostgreSQL), and the last one's by COMMIT. A deferred statement that fails
+  // fails its own write: the RELEASE after it does not run, so the savepoint is still there
+  // to roll back to.
   bool savepoint_set = false;
-  bool last_unreleased = false;  // applied.back() succeeded after the savepoint now set
   // Fails everything not yet committed and ends the transaction. A RELEASE or a ROLLBACK TO
   // fails only if the transaction is aborted or lost, and then which writes it still holds
   // cannot be told.
@@ -204,15 +204,11 @@ void SqlStore::CommitGroup(const std::vector<PendingWrite*>& group) {
   };
   for (size_t i = 0; i < group.size(); ++i) {
     PendingWrite& write = *group[i];
+    const bool last = i + 1 == group.size();
     if (write.cache == CredentialCache::kEmpty) ForgetCachedCredentials();
     if (!alone && !savepoint_set) {
       if (Status set = Exec("SAVEPOINT uplink_write"); !set.ok()) return abandon(i, set);
       savepoint_set = true;
-    } else if (last_unreleased) {
-      if (Status moved = Exec("RELEASE uplink_write; SAVEPOINT uplink_write"); !moved.ok()) {
-        return abandon(i, moved);
-      }
-      last_unreleased = false;
     }
     Status status;
     try {
@@ -220,6 +216,20 @@ void SqlStore::CommitGroup(const std::vector<PendingWrite*>& group) {
     } catch (const std::exception& e) {
       status = InternalError(std::string("a store write threw: ") + e.what());
     }
+    bool committed = false;
+    if (db_->InTransaction()) {
+      if (status.ok() && alone) {
+        status = db_->DeferExec("COMMIT");
+        committed = true;
+      } else if (status.ok() && !last) {
+        status = db_->DeferExec("RELEASE uplink_write");
+        if (status.ok()) status = db_->DeferExec("SAVEPOINT uplink_write");
+      }
+      Status deferred = db_->AwaitDeferred();
+      if (status.ok()) status = deferred;
+    }
+    write.status = status;
+    if (committed && status.ok()) return;
     if (!db_->InTransaction()) {
       // The engine rolled the whole transaction back (an I/O error, a full disk, a lost
       // connection): the writes before this one in the group are undone with it. The rest
@@ -229,24 +239,18 @@ void SqlStore::CommitGroup(const std::vector<PendingWrite*>& group) {
       fail_all(applied, status);
       applied.clear();
       savepoint_set = false;
-      last_unreleased = false;
+      if (last) return;
       if (Status begun = db_->BeginWrite(); !begun.ok()) {
         return fail_all(std::span(group).subspan(i + 1), begun);
       }
       continue;
     }
-    write.status = status;
     if (alone) {
-      if (!status.ok()) {
-        (void)Exec("ROLLBACK");
-        return;
-      }
-      applied.push_back(&write);
-      continue;
+      (void)Exec("ROLLBACK");
+      return;
     }
     if (status.ok()) {
       applied.push_back(&write);
-      last_unreleased = true;
     } else if (Status undone = Exec("ROLLBACK TO uplink_write"); !undone.ok()) {
       return abandon(i + 1, undone);
     }
@@ -288,6 +292,14 @@ Result<int> SqlStore::Change(std::string_view sql, const Binder& bind, std::stri
   bind(statement);
   if (statement.Step() != Statement::kDone) return Error(what);
   return static_cast<int>(statement.Changes());
+}
+
+Status SqlStore::Defer(std::string_view sql, const Binder& bind, std::string_view what) {
+  UPLINK_ASSIGN_OR_RETURN(sql::Statement * stmt, Prepare(sql));
+  Statement statement(stmt);
+  bind(statement);
+  if (!db_->Defer(*stmt, what).ok()) return Error(what);
+  return Status::Ok();
 }
 
 Status SqlStore::ForEachRowOn(sql::Database& database, std::string_view sql, const Binder& bind,

@@ -333,8 +333,21 @@ class SqlStore : public Store {
   // The helpers below expect the caller to hold mutex_.
   // Inside a write transaction: empties the credential caches.
   void ForgetCachedCredentials();
+  // Runs `read` on a lookup connection when the store has them (PostgreSQL), so that a read
+  // on every agent's path does not queue behind the writer's round trips; otherwise on the
+  // store's own connection, taking mutex_ (so its caller must not hold it).
+  template <typename Read>
+  auto ReadOnLookup(const Read& read) -> decltype(read(std::declval<sql::Database&>())) {
+    if (!lookups_.empty()) return read(*lookups_.Borrow());
+    std::lock_guard lock(mutex_);
+    return read(*db_);
+  }
   // Runs a statement that returns no rows; the number of rows it changed.
   Result<int> Change(std::string_view sql, const Binder& bind, std::string_view what);
+  // As Change, inside a write's body, for a statement whose change count nothing needs: on
+  // PostgreSQL it is sent without waiting, and its answer comes with the next statement's or
+  // with the write's RELEASE or COMMIT (sql::Database::Defer). Its failure fails the write.
+  Status Defer(std::string_view sql, const Binder& bind, std::string_view what);
   Status ForEachRow(std::string_view sql, const Binder& bind, const RowReader& read,
                     std::string_view what) {
     return ForEachRowOn(*db_, sql, bind, read, what);
@@ -442,10 +455,26 @@ class SqlStore : public Store {
                      const UploadBatch& batch, WallTime received_at,
                      const RecordRetention& retention, const AuditEvent& audit,
                      UploadOutcome& outcome);
-  // Stores the figures of `records` (node samples of `batch` above acked_through).
+  // A node's row of sample_nodes, as a write reads it before adding samples.
+  struct SampleNodeRow {
+    std::int64_t id = 0;
+    std::optional<std::int64_t> latest_at;
+    std::optional<std::int64_t> previous_at;
+    std::int64_t rolled_through = 0;
+    std::int64_t series_version = 0;
+  };
+  // One node's row read ahead, with the upload's token in one query (nullopt: it has none).
+  struct ReadAheadSampleNode {
+    std::string node;
+    std::optional<SampleNodeRow> row;
+  };
+  // Stores the figures of `records` (node samples of `batch` above acked_through); the row of
+  // `read_ahead`'s node, when given, is not read again.
   Status StoreNodeSamples(const std::string& connection_id, const UploadBatch& batch,
                           const std::vector<const UploadRecord*>& records, WallTime now,
-                          const SampleRetention& retention, UploadOutcome& outcome);
+                          const SampleRetention& retention,
+                          const std::optional<ReadAheadSampleNode>& read_ahead,
+                          UploadOutcome& outcome);
   // Rolls up and prunes, unless the last run was less than `interval` ago.
   Status MaintainSamples(WallTime now, std::chrono::seconds interval,
                          const SampleRetention& retention, UploadOutcome& outcome);

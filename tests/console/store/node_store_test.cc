@@ -291,6 +291,34 @@ TEST_P(NodeStoreTest, SamplesAreKeptAsSeriesAndTheLatestPayloadNotAsRecords) {
   EXPECT_EQ((*gpus)[1].points.size(), 3u);
 }
 
+TEST_P(NodeStoreTest, SamplesOfTwoNodesInOneUploadEachMoveTheirOwnNode) {
+  // The first sample's node is read with the upload's token, the other on its own: both
+  // must come out the same, for a new node and for one already known.
+  auto of = [](const char* node, seconds offset) {
+    SampleSpec spec = At(offset);
+    spec.node = node;
+    return spec;
+  };
+  EXPECT_EQ(Accept(SampleBatch(1, {of("node-b", seconds(0)), of("node-a", seconds(0)),
+                                   of("node-a", seconds(30))}),
+                   kT0 + minutes(1))
+                .samples_stored,
+            3);
+  EXPECT_EQ(Accept(SampleBatch(4, {of("node-b", seconds(60)), of("node-a", seconds(60))}),
+                   kT0 + minutes(2))
+                .samples_stored,
+            2);
+  auto page = store_->ListSampleNodes(kConnectionId, "", 100);
+  ASSERT_TRUE(page.ok()) << page.status().ToString();
+  ASSERT_EQ(page->nodes.size(), 2u);
+  for (const SampleNodeState& node : page->nodes) {
+    EXPECT_EQ(node.latest_at, kT0 + seconds(60)) << node.node;
+    ASSERT_TRUE(node.previous_at.has_value()) << node.node;
+    EXPECT_EQ(*node.previous_at, node.node == "node-a" ? kT0 + seconds(30) : kT0) << node.node;
+  }
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM samples"), 5);
+}
+
 TEST_P(NodeStoreTest, ABatchSentAgainAddsNoSample) {
   UploadBatch batch = SampleBatch(1, Every30s(seconds(0), seconds(120)));
   Accept(batch, kT0 + minutes(3));

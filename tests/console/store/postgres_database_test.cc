@@ -381,6 +381,101 @@ TEST_F(PostgresDatabaseTest, ASecondWriterWaitsForTheFirstToCommit) {
   EXPECT_EQ(Count(*db_, "SELECT count(*) FROM w"), 2);
 }
 
+// Statements a caller defers go out without waiting, and their answers come together, with
+// the next statement's or at AwaitDeferred().
+TEST_F(PostgresDatabaseTest, DeferredStatementsRunInOrderWithTheNextStatementsAnswer) {
+  Statement* insert = TableR();
+  ASSERT_NE(insert, nullptr);
+  ASSERT_TRUE(db_->BeginWrite().ok()) << db_->LastMessage();
+  for (std::int64_t x : {1, 2, 3}) {
+    insert->BindInt(1, x);
+    ASSERT_TRUE(db_->Defer(*insert, "inserting").ok()) << db_->LastMessage();
+  }
+  auto doubled = db_->Prepare("UPDATE r SET x = x * 2 WHERE x = ?");
+  ASSERT_TRUE(doubled.ok());
+  (*doubled)->BindInt(1, 3);
+  ASSERT_TRUE(db_->Defer(**doubled, "doubling").ok()) << db_->LastMessage();
+  EXPECT_TRUE(db_->InTransaction());
+  // A statement with rows after them sees what they did: they ran first.
+  EXPECT_EQ(Count(*db_, "SELECT sum(x) FROM r"), 9);
+  ASSERT_TRUE(db_->DeferExec("COMMIT").ok()) << db_->LastMessage();
+  EXPECT_TRUE(db_->AwaitDeferred().ok()) << db_->LastMessage();
+  EXPECT_FALSE(db_->InTransaction());
+  EXPECT_TRUE(db_->AwaitDeferred().ok());  // nothing left to await
+  auto other = Open();
+  ASSERT_NE(other, nullptr);
+  EXPECT_EQ(Count(*other, "SELECT sum(x) FROM r"), 9);
+}
+
+TEST_F(PostgresDatabaseTest, AFailedDeferredStatementIsReportedByNameAndWhatFollowedDidNotRun) {
+  MustExec(*db_, "CREATE TABLE u (x BIGINT PRIMARY KEY)");
+  auto insert = db_->Prepare("INSERT INTO u VALUES (?)");
+  ASSERT_TRUE(insert.ok());
+  Statement& s = **insert;
+  ASSERT_TRUE(db_->BeginWrite().ok()) << db_->LastMessage();
+  MustExec(*db_, "INSERT INTO u VALUES (0); SAVEPOINT w");
+  for (auto [x, what] : {std::pair<std::int64_t, const char*>{1, "first insert"},
+                         {1, "second insert"},
+                         {2, "third insert"}}) {
+    s.BindInt(1, x);
+    ASSERT_TRUE(db_->Defer(s, what).ok()) << db_->LastMessage();
+  }
+  ASSERT_TRUE(db_->DeferExec("RELEASE w").ok());
+  Status awaited = db_->AwaitDeferred();
+  EXPECT_EQ(awaited.code(), StatusCode::kAlreadyExists) << awaited.ToString();
+  EXPECT_TRUE(awaited.message().starts_with("second insert: PostgreSQL: duplicate key"))
+      << awaited.ToString();
+  EXPECT_EQ(db_->LastFailure(), Failure::kPrimaryKey);
+  // The RELEASE after it did not run: the savepoint is there to roll back to, and what came
+  // before it is kept.
+  EXPECT_TRUE(db_->InTransaction());
+  MustExec(*db_, "ROLLBACK TO w");
+  MustExec(*db_, "COMMIT");
+  EXPECT_EQ(Count(*db_, "SELECT count(*) FROM u"), 1);
+}
+
+TEST_F(PostgresDatabaseTest, AFailedDeferredStatementFailsTheNextCallButNotARollback) {
+  MustExec(*db_, "CREATE TABLE u (x BIGINT PRIMARY KEY)");
+  auto insert = db_->Prepare("INSERT INTO u VALUES (?)");
+  ASSERT_TRUE(insert.ok());
+  Statement& s = **insert;
+  auto defer_duplicate = [&] {
+    for (int i = 0; i < 2; ++i) {
+      s.BindInt(1, 7);
+      ASSERT_TRUE(db_->Defer(s, "inserting 7").ok()) << db_->LastMessage();
+    }
+  };
+  // A step: fails with the deferred statement's failure, not one of its own.
+  ASSERT_TRUE(db_->BeginWrite().ok());
+  ASSERT_NO_FATAL_FAILURE(defer_duplicate());
+  auto count = db_->Prepare("SELECT count(*) FROM u");
+  ASSERT_TRUE(count.ok());
+  ExpectFailure(*db_, **count, Failure::kPrimaryKey);
+  EXPECT_TRUE(db_->LastMessage().starts_with("inserting 7: ")) << db_->LastMessage();
+  MustExec(*db_, "ROLLBACK");
+  // A COMMIT after it does not run, and says why; the ROLLBACK that follows does.
+  ASSERT_TRUE(db_->BeginWrite().ok());
+  ASSERT_NO_FATAL_FAILURE(defer_duplicate());
+  Status committed = db_->Exec("COMMIT");
+  EXPECT_EQ(committed.code(), StatusCode::kAlreadyExists) << committed.ToString();
+  EXPECT_TRUE(db_->InTransaction());
+  MustExec(*db_, "ROLLBACK");
+  // A COMMIT deferred after it does not run either.
+  ASSERT_TRUE(db_->BeginWrite().ok());
+  ASSERT_NO_FATAL_FAILURE(defer_duplicate());
+  ASSERT_TRUE(db_->DeferExec("COMMIT").ok());
+  EXPECT_EQ(db_->AwaitDeferred().code(), StatusCode::kAlreadyExists);
+  EXPECT_TRUE(db_->InTransaction());
+  // A ROLLBACK runs even with the failure still unread.
+  ASSERT_NO_FATAL_FAILURE(defer_duplicate());
+  EXPECT_TRUE(db_->Exec("ROLLBACK").ok()) << db_->LastMessage();
+  EXPECT_FALSE(db_->InTransaction());
+  EXPECT_EQ(Count(*db_, "SELECT count(*) FROM u"), 0);
+  // The connection serves on.
+  Insert(s, 8);
+  EXPECT_EQ(Count(*db_, "SELECT count(*) FROM u"), 1);
+}
+
 class PostgresRestartTest : public PostgresDatabaseTest {
  protected:
   bool RestartsTheServer() const override { return true; }
@@ -652,6 +747,44 @@ TEST_F(PostgresStallTest, ConnectionsOverTcpKeepAliveAndBoundUnacknowledgedSends
   EXPECT_EQ(option(IPPROTO_TCP, TCP_KEEPINTVL), 5);
   EXPECT_EQ(option(IPPROTO_TCP, TCP_KEEPCNT), 3);
   EXPECT_EQ(option(IPPROTO_TCP, TCP_USER_TIMEOUT), 15000);
+}
+
+TEST_F(PostgresStallTest, DeferredStatementsGoOutWithoutWaitingAndTheirAwaitIsBounded) {
+  auto db = OpenProxied("", Options());
+  ASSERT_NE(db, nullptr);
+  MustExec(*db, "CREATE TABLE r (x BIGINT)");
+  auto insert = db->Prepare("INSERT INTO r VALUES (?)");
+  ASSERT_TRUE(insert.ok());
+  Statement& s = **insert;
+  Insert(s, 0);  // prepared on the server while it answers
+  ASSERT_TRUE(db->BeginWrite().ok()) << db->LastMessage();
+  // With the server silent, deferring waits for nothing: each of these would otherwise fail
+  // after the 300 ms answer timeout.
+  proxy_->Stall();
+  for (std::int64_t x = 1; x <= 5; ++x) {
+    s.BindInt(1, x);
+    ASSERT_TRUE(db->Defer(s, "inserting").ok()) << db->LastMessage();
+  }
+  ASSERT_TRUE(db->DeferExec("COMMIT").ok()) << db->LastMessage();
+  proxy_->Resume();
+  EXPECT_TRUE(db->AwaitDeferred().ok()) << db->LastMessage();
+  EXPECT_EQ(Count(*db, "SELECT sum(x) FROM r"), 15);
+
+  // Awaiting a silent server gives up in time, as a statement does, and takes the
+  // transaction with the connection.
+  ASSERT_TRUE(db->BeginWrite().ok()) << db->LastMessage();
+  s.BindInt(1, 100);
+  ASSERT_TRUE(db->Defer(s, "inserting").ok());
+  proxy_->Stall();
+  Status awaited = db->AwaitDeferred();
+  EXPECT_EQ(awaited.code(), StatusCode::kUnavailable) << awaited.ToString();
+  EXPECT_NE(awaited.message().find("did not answer within 1 s"), std::string::npos)
+      << awaited.ToString();
+  EXPECT_FALSE(db->InTransaction());
+  proxy_->Resume();
+  clock_.Advance(ReconnectGate::kFirstBackoff);
+  ASSERT_TRUE(db->Exec("ROLLBACK").ok()) << db->LastMessage();
+  EXPECT_EQ(Count(*db, "SELECT sum(x) FROM r"), 15);
 }
 
 // The proxy's delay (bench_load --database-rtt-us) holds each statement's round trip for at

@@ -719,6 +719,73 @@ TEST_P(StreamStoreTest, RefusedWritesInAGroupUndoOnlyThemselvesWhereverTheyFall)
   EXPECT_EQ(StoredSequences(), expected);
 }
 
+TEST_P(StreamStoreTest, AWriteWhoseDeferredUpdateFailsIsUndoneAloneAndInAGroup) {
+  // The stream's update is deferred (sent without waiting on PostgreSQL): a trigger refuses
+  // it for one agent version, so that its failure comes only after the write's body is done.
+  UploadOk(MakeBatch(1, 1, {1}));
+  if (GetParam() == StoreEngine::kSqlite) {
+    database_->Exec(
+        "CREATE TRIGGER refuse BEFORE UPDATE ON streams WHEN NEW.agent_version = 'refused' "
+        "BEGIN SELECT RAISE(ABORT, 'refused by the test'); END");
+  } else {
+    database_->Exec(
+        "CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+        "IF NEW.agent_version = 'refused' THEN RAISE EXCEPTION 'refused by the test'; END IF; "
+        "RETURN NEW; END $$; CREATE TRIGGER refuse BEFORE UPDATE ON streams FOR EACH ROW "
+        "EXECUTE FUNCTION refuse()");
+  }
+  auto batch = [](std::int64_t sequence, bool refused) {
+    UploadBatch b = MakeBatch(sequence, sequence, {sequence});
+    if (refused) b.agent_version = "refused";
+    return b;
+  };
+  // Alone in its transaction.
+  auto alone = Upload(batch(2, true));
+  EXPECT_FALSE(alone.ok());
+  EXPECT_NE(alone.status().message().find("updating stream"), std::string::npos)
+      << alone.status().ToString();
+  EXPECT_NE(alone.status().message().find("refused by the test"), std::string::npos)
+      << alone.status().ToString();
+  UploadOk(batch(2, false));
+
+  // In one group, between stored uploads and last.
+  const std::vector<bool> refused = {false, true, false, true, true, false, true};
+  HandedUploads handed;
+  std::promise<void> holding, release;
+  std::shared_future<void> released = release.get_future().share();
+  store_->AcceptUploadThen(kConnectionId, kTokenHash,
+                           std::make_shared<UploadBatch>(batch(3, false)), kT0, retention_,
+                           UploadAudit(), [&, done = handed.Done(0)](Result<UploadOutcome> outcome) {
+                             holding.set_value();
+                             released.wait();
+                             done(std::move(outcome));
+                           });
+  holding.get_future().wait();
+  std::vector<std::int64_t> expected = {1, 2, 3};
+  for (size_t i = 0; i < refused.size(); ++i) {
+    const auto sequence = static_cast<std::int64_t>(i + 4);
+    if (!refused[i]) expected.push_back(sequence);
+    store_->AcceptUploadThen(kConnectionId, kTokenHash,
+                             std::make_shared<UploadBatch>(batch(sequence, refused[i])), kT0,
+                             retention_, UploadAudit(), handed.Done(i + 1));
+  }
+  release.set_value();
+  std::map<size_t, Result<UploadOutcome>> outcomes = handed.WaitFor(refused.size() + 1);
+  ASSERT_EQ(outcomes.size(), refused.size() + 1);
+  EXPECT_TRUE(outcomes.at(0).ok()) << outcomes.at(0).status().ToString();
+  for (size_t i = 0; i < refused.size(); ++i) {
+    const Result<UploadOutcome>& outcome = outcomes.at(i + 1);
+    if (refused[i]) {
+      EXPECT_NE(outcome.status().message().find("refused by the test"), std::string::npos)
+          << i << ": " << outcome.status().ToString();
+    } else {
+      EXPECT_TRUE(outcome.ok()) << i << ": " << outcome.status().ToString();
+    }
+  }
+  EXPECT_EQ(StoredSequences(), expected);
+  EXPECT_EQ(OnlyStream().acked_through, expected.back());
+}
+
 TEST_P(StreamStoreTest, AnAnswerThatThrowsLeavesTheWriterRunningAndTheOthersAnswered) {
   HandedUploads handed;
   std::promise<void> holding, release;

@@ -94,6 +94,19 @@ class Database {
   // migrations, which may rewrite a large table.
   virtual Status ExecUnbounded(const std::string& sql) = 0;
 
+  // Runs `statement` (bound; its rows and change count go unread) at once or, where the engine
+  // gains by it, later: PostgreSQL sends it without waiting for its answer, so that every
+  // statement deferred until the next AwaitDeferred() costs one round trip together. Ok when
+  // it ran or was sent, its failure otherwise; the statement is Reset() either way. `what`
+  // names it in a failure reported later.
+  virtual Status Defer(Statement& statement, std::string_view what) = 0;
+  // One command without parameters or rows (RELEASE, SAVEPOINT, COMMIT), deferred as Defer().
+  virtual Status DeferExec(const std::string& sql) = 0;
+  // The answers of the deferred statements: Ok, or the first one's failure ("what: message";
+  // those after it did not run). Step(), Exec() and BeginWrite() await them first: a deferred
+  // failure fails them, except ROLLBACK and ROLLBACK TO, which still run.
+  virtual Status AwaitDeferred() = 0;
+
   // Begins a transaction that holds the database's write lock until it ends, so that a
   // store's read-check-write runs as if alone: BEGIN IMMEDIATE on SQLite; on PostgreSQL,
   // BEGIN and a transaction-scoped advisory lock shared by every replica.

@@ -161,6 +161,17 @@ TransactionControl TransactionControlOf(std::string_view sql) {
   return TransactionControl::kNone;
 }
 
+// Whether `sql` undoes work (ROLLBACK, ROLLBACK TO): it must run even after a failure.
+bool UndoesWork(std::string_view sql) {
+  size_t start = sql.find_first_not_of(" \t\r\n");
+  if (start == std::string_view::npos) return false;
+  std::string word;
+  for (size_t i = start; i < sql.size() && IsIdentifierByte(sql[i]); ++i) {
+    word += static_cast<char>(std::toupper(static_cast<unsigned char>(sql[i])));
+  }
+  return word == "ROLLBACK" || word == "ABORT";
+}
+
 // Integers as the store reads them: booleans ('t'/'f') as 1/0; numerics ("12.000", SUM or AVG
 // of bigints) and floats truncated toward zero and clamped, as SQLite converts them.
 std::int64_t ParseInt(std::string_view text) {
@@ -268,8 +279,13 @@ class PostgresDatabase final : public Database {
   Status Exec(const std::string& sql) override { return Exec(sql, answer_timeout_); }
   Status ExecUnbounded(const std::string& sql) override { return Exec(sql, std::nullopt); }
   Status BeginWrite() override;
+  Status Defer(Statement& statement, std::string_view what) override;
+  Status DeferExec(const std::string& sql) override;
+  Status AwaitDeferred() override;
   bool InTransaction() const override {
     if (given_up_) return false;
+    // Until their answers are read, deferred statements are taken to leave it as it was.
+    if (!deferred_.empty()) return pipeline_in_transaction_;
     PGTransactionStatusType status = PQtransactionStatus(conn_);
     return status == PQTRANS_INTRANS || status == PQTRANS_INERROR;
   }
@@ -286,6 +302,11 @@ class PostgresDatabase final : public Database {
   PGresult* Run(Send send, std::optional<std::chrono::milliseconds> timeout);
   template <typename Send>
   PGresult* Run(Send send) { return Run(send, answer_timeout_); }
+  // Sends a query with one of libpq's PQsend* calls in pipeline mode, its answer read by the
+  // next AwaitDeferred() or Run(). `control` is what it does to the transaction.
+  template <typename Send>
+  Status SendDeferred(Send send, std::string_view what, TransactionControl control);
+  bool HasDeferred() const { return !deferred_.empty(); }
   Status Fail(Failure failure, std::string message) {
     failure_ = failure;
     message_ = std::move(message);
@@ -296,12 +317,29 @@ class PostgresDatabase final : public Database {
 
  private:
   Status Exec(const std::string& sql, std::optional<std::chrono::milliseconds> timeout);
+  // Ends the pipeline: a sync, then the answers of the deferred statements and, when
+  // `last_sent`, of the query sent after them, which is returned in `last` when it and every
+  // deferred one succeeded. False when one failed (the first failure recorded) or the
+  // deadline passed (the connection given up).
+  bool EndPipeline(bool last_sent, std::optional<std::chrono::milliseconds> timeout,
+                   PGresult*& last);
+  // Leaves pipeline mode; a connection that cannot is given up, to be made again.
+  void LeavePipeline();
+  // Records that the server did not answer within `timeout`.
+  void RecordSilence(std::chrono::milliseconds timeout);
   // Reconnects a lost connection, when the gate lets this one try now.
   Status Reconnect();
   // Waits for the result of the query just sent, as PQexec returns it: the last one of a
   // multi-statement string, which the server ends at its first error. False when `deadline`
   // passed first: the connection is then given up.
   bool Await(std::optional<SteadyTime> deadline, PGresult*& result);
+  // Sends what libpq holds unsent, reading whatever comes meanwhile, as libpq requires of a
+  // nonblocking connection (the server may answer before it has read it all). False when
+  // `deadline` passed first.
+  bool FlushOut(std::optional<SteadyTime> deadline);
+  // The next of libpq's results (null between queries' results), once it has come; false
+  // when `deadline` passed first.
+  bool NextResult(std::optional<SteadyTime> deadline, PGresult*& next);
   // Ends a wait the deadline cut short; returns false for Await to return.
   bool GiveUp(PGresult*& result);
   // Waits until the socket is ready for `events` (POLLIN, POLLOUT); false once `deadline` has
@@ -322,6 +360,14 @@ class PostgresDatabase final : public Database {
   bool transaction_lost_ = false;
   // The server did not answer in time and the connection was shut: reconnect before sending.
   bool given_up_ = false;
+  // Statements sent in pipeline mode whose answers are not read yet, in the order sent.
+  struct DeferredStatement {
+    std::string what;
+    TransactionControl control;
+  };
+  std::vector<DeferredStatement> deferred_;
+  // Whether a transaction was open when the first of deferred_ was sent.
+  bool pipeline_in_transaction_ = false;
   Failure failure_ = Failure::kNone;
   std::string message_;
 };
@@ -360,6 +406,8 @@ class PostgresStatement final : public Statement {
   }
 
   StepResult Step() override;
+  // Sends the statement in pipeline mode (PostgresDatabase::Defer).
+  Status SendDeferred(std::string_view what);
 
   std::string_view Text(int column) const override {
     if (!ValidCell(column)) return {};
@@ -436,6 +484,18 @@ class PostgresStatement final : public Statement {
   // connection has not seen that combination; nullopt when preparing failed.
   std::optional<std::string> PreparedFor(const std::vector<Oid>& types);
 
+  // The bindings as PQsendQueryPrepared takes them; valid while the bindings are unchanged.
+  struct Parameters {
+    std::vector<Oid> types;
+    std::vector<const char*> values;
+    std::vector<int> lengths;
+    std::vector<int> formats;
+  };
+  Parameters Encode() const;
+  // Checks the bindings and the connection and prepares the statement for them: the
+  // statement's server-side name, or nullopt when that failed (the failure recorded).
+  std::optional<std::string> ReadyToRun(const Parameters& parameters);
+
   PostgresDatabase& db_;
   const NumberedSql sql_;
   std::vector<Binding> bindings_;
@@ -478,6 +538,9 @@ Status PostgresDatabase::Reconnect() {
 }
 
 Status PostgresDatabase::ReadyToSend(TransactionControl control) {
+  // Deferred statements hold the connection in pipeline mode: a lost one is found by the
+  // await that ends it.
+  if (HasDeferred()) return Status::Ok();
   // A connection made before another of the store's failed is made again first (outside a
   // transaction, which would be lost with it), so that it fails fast through the gate rather
   // than waiting out its own answer timeout when the server is silent.
@@ -499,22 +562,27 @@ Status PostgresDatabase::ReadyToSend(TransactionControl control) {
 
 template <typename Send>
 PGresult* PostgresDatabase::Run(Send send, std::optional<std::chrono::milliseconds> timeout) {
+  PGresult* result = nullptr;
+  if (HasDeferred()) {
+    // After the deferred statements, in their pipeline: one round trip for all of them.
+    if (send(conn_) == 1) {
+      (void)EndPipeline(/*last_sent=*/true, timeout, result);
+      return result;
+    }
+    std::string error = "PostgreSQL: " + OneLine(PQerrorMessage(conn_));
+    if (EndPipeline(/*last_sent=*/false, timeout, result)) (void)Fail(Failure::kOther, error);
+    return nullptr;
+  }
   const bool was_in_transaction = InTransaction();
   std::optional<SteadyTime> deadline;
   if (timeout) deadline = std::chrono::steady_clock::now() + *timeout;
-  PGresult* result = nullptr;
   const bool answered = send(conn_) != 1 || Await(deadline, result);
   ExecStatusType status = result != nullptr ? PQresultStatus(result) : PGRES_FATAL_ERROR;
   if (status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK) return result;
   if (answered) {
     RecordFailure(result);
   } else {
-    failure_ = Failure::kUnavailable;
-    message_ = "PostgreSQL did not answer within " +
-               std::to_string(std::chrono::ceil<std::chrono::seconds>(*timeout).count()) +
-               " s: the connection was given up, and a later statement makes a new one";
-    Log().Warn("gave up a PostgreSQL connection", {{"error", message_}});
-    reconnect_gate_->GaveUp(message_);
+    RecordSilence(*timeout);
   }
   PQclear(result);
   if ((given_up_ || PQstatus(conn_) == CONNECTION_BAD) && was_in_transaction) {
@@ -553,26 +621,200 @@ bool PostgresDatabase::WaitForSocket(short events, std::optional<SteadyTime> dea
   }
 }
 
-bool PostgresDatabase::Await(std::optional<SteadyTime> deadline, PGresult*& result) {
-  // A nonblocking connection may hold part of the query unsent: flush it, reading whatever
-  // comes meanwhile, as libpq requires (the server may answer before it has read it all).
+void PostgresDatabase::RecordSilence(std::chrono::milliseconds timeout) {
+  failure_ = Failure::kUnavailable;
+  message_ = "PostgreSQL did not answer within " +
+             std::to_string(std::chrono::ceil<std::chrono::seconds>(timeout).count()) +
+             " s: the connection was given up, and a later statement makes a new one";
+  Log().Warn("gave up a PostgreSQL connection", {{"error", message_}});
+  reconnect_gate_->GaveUp(message_);
+}
+
+bool PostgresDatabase::FlushOut(std::optional<SteadyTime> deadline) {
   short ready = 0;
   int flushed = PQflush(conn_);
   while (flushed > 0) {
-    if (!WaitForSocket(POLLIN | POLLOUT, deadline, ready)) return GiveUp(result);
+    if (!WaitForSocket(POLLIN | POLLOUT, deadline, ready)) return false;
     if ((ready & POLLIN) != 0 && PQconsumeInput(conn_) == 0) break;
     flushed = PQflush(conn_);
   }
+  return true;
+}
+
+bool PostgresDatabase::NextResult(std::optional<SteadyTime> deadline, PGresult*& next) {
+  short ready = 0;
+  while (PQisBusy(conn_) && PQstatus(conn_) == CONNECTION_OK) {
+    if (!WaitForSocket(POLLIN, deadline, ready)) return false;
+    if (PQconsumeInput(conn_) == 0) break;  // lost: PQgetResult says so
+  }
+  next = PQgetResult(conn_);
+  return true;
+}
+
+bool PostgresDatabase::Await(std::optional<SteadyTime> deadline, PGresult*& result) {
+  // A nonblocking connection may hold part of the query unsent.
+  if (!FlushOut(deadline)) return GiveUp(result);
   for (;;) {
-    while (PQisBusy(conn_) && PQstatus(conn_) == CONNECTION_OK) {
-      if (!WaitForSocket(POLLIN, deadline, ready)) return GiveUp(result);
-      if (PQconsumeInput(conn_) == 0) break;  // lost: PQgetResult says so
-    }
-    PGresult* next = PQgetResult(conn_);
+    PGresult* next = nullptr;
+    if (!NextResult(deadline, next)) return GiveUp(result);
     if (next == nullptr) return true;
     PQclear(result);
     result = next;
   }
+}
+
+template <typename Send>
+Status PostgresDatabase::SendDeferred(Send send, std::string_view what,
+                                      TransactionControl control) {
+  if (!HasDeferred()) {
+    pipeline_in_transaction_ = InTransaction();
+    if (PQenterPipelineMode(conn_) != 1) {
+      return Fail(Failure::kOther,
+                  "PostgreSQL: entering pipeline mode: " + OneLine(PQerrorMessage(conn_)));
+    }
+  }
+  if (send(conn_) != 1) {
+    // Not sent: the pipeline ends here, and the failure reported is the first in it.
+    std::string error = "PostgreSQL: " + OneLine(PQerrorMessage(conn_));
+    PGresult* none = nullptr;
+    if (!HasDeferred()) {
+      LeavePipeline();
+      return Fail(Failure::kOther, std::move(error));
+    }
+    if (EndPipeline(/*last_sent=*/false, answer_timeout_, none)) {
+      return Fail(Failure::kOther, std::move(error));
+    }
+    return StatusOfFailure(failure_, message_);
+  }
+  deferred_.push_back({std::string(what), control});
+  return Status::Ok();
+}
+
+void PostgresDatabase::LeavePipeline() {
+  if (PQpipelineStatus(conn_) == PQ_PIPELINE_OFF || PQexitPipelineMode(conn_) == 1) return;
+  // Results are left that cannot be told apart from the next query's: start afresh.
+  if (PQstatus(conn_) == CONNECTION_OK) {
+    Log().Warn("gave up a PostgreSQL connection left in pipeline mode",
+               {{"error", OneLine(PQerrorMessage(conn_))}});
+    given_up_ = true;
+    ::shutdown(PQsocket(conn_), SHUT_RDWR);
+  }
+}
+
+bool PostgresDatabase::EndPipeline(bool last_sent, std::optional<std::chrono::milliseconds> timeout,
+                                   PGresult*& last) {
+  const std::vector<DeferredStatement> sent = std::move(deferred_);
+  deferred_.clear();
+  std::optional<SteadyTime> deadline;
+  if (timeout) deadline = std::chrono::steady_clock::now() + *timeout;
+  bool failed = false;
+  // The first failure is the one reported: those after it are the pipeline's abort.
+  auto fail = [&](const PGresult* result, size_t index) {
+    if (failed) return;
+    failed = true;
+    RecordFailure(result);
+    if (index < sent.size()) message_ = sent[index].what + ": " + message_;
+  };
+  bool silent = false;
+  const size_t expected = sent.size() + (last_sent ? 1 : 0);
+  if (PQpipelineSync(conn_) != 1) {
+    fail(nullptr, sent.size());
+    silent = true;  // no sync was sent, so none will come: the connection is given up
+  } else if (!FlushOut(deadline)) {
+    silent = true;
+  }
+  for (size_t i = 0; i < expected && !failed && !silent; ++i) {
+    PGresult* result = nullptr;
+    if (!NextResult(deadline, result)) {
+      silent = true;
+      break;
+    }
+    if (result == nullptr) {  // the connection is lost: no answer comes after this
+      fail(nullptr, i);
+      break;
+    }
+    const ExecStatusType status = PQresultStatus(result);
+    if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK) {
+      fail(result, i);
+      PQclear(result);
+    } else if (i < sent.size() && sent[i].control == TransactionControl::kCommit &&
+               std::string_view(PQcmdStatus(result)) == "ROLLBACK") {
+      // As Exec: a COMMIT that rolled back must not pass for a commit.
+      PQclear(result);
+      failed = true;
+      (void)Fail(Failure::kOther,
+                 "COMMIT rolled the transaction back: a statement in it had failed");
+    } else if (i == sent.size()) {
+      last = result;
+    } else {
+      PQclear(result);
+    }
+    PGresult* end = nullptr;  // each query's results end with a null
+    if (!NextResult(deadline, end)) silent = true;
+    PQclear(end);
+  }
+  // What the failure aborted, then the sync. Two nulls in a row: nothing more is coming.
+  int nulls = 0;
+  while (!silent && PQstatus(conn_) == CONNECTION_OK && nulls < 2) {
+    PGresult* result = nullptr;
+    if (!NextResult(deadline, result)) {
+      silent = true;
+      break;
+    }
+    if (result == nullptr) {
+      ++nulls;
+      continue;
+    }
+    nulls = 0;
+    const bool synced = PQresultStatus(result) == PGRES_PIPELINE_SYNC;
+    PQclear(result);
+    if (synced) break;
+  }
+  if (silent) {
+    PQclear(last);
+    last = nullptr;
+    (void)GiveUp(last);
+    if (!failed) RecordSilence(timeout.value_or(answer_timeout_));
+    failed = true;
+  } else {
+    LeavePipeline();
+  }
+  if ((given_up_ || PQstatus(conn_) == CONNECTION_BAD) && pipeline_in_transaction_) {
+    transaction_lost_ = true;
+    if (!failed) {
+      failed = true;
+      RecordFailure(nullptr);
+    }
+  }
+  if (failed) {
+    PQclear(last);
+    last = nullptr;
+  }
+  return !failed;
+}
+
+Status PostgresDatabase::Defer(Statement& statement, std::string_view what) {
+  auto& postgres = static_cast<PostgresStatement&>(statement);
+  Status sent = postgres.SendDeferred(what);
+  postgres.Reset();
+  return sent;
+}
+
+Status PostgresDatabase::DeferExec(const std::string& sql) {
+  const TransactionControl control = TransactionControlOf(sql);
+  UPLINK_RETURN_IF_ERROR(ReadyToSend(control));
+  return SendDeferred(
+      [&sql](PGconn* conn) {
+        return PQsendQueryParams(conn, sql.c_str(), 0, nullptr, nullptr, nullptr, nullptr, 0);
+      },
+      sql, control);
+}
+
+Status PostgresDatabase::AwaitDeferred() {
+  if (!HasDeferred()) return Status::Ok();
+  PGresult* none = nullptr;
+  if (EndPipeline(/*last_sent=*/false, answer_timeout_, none)) return Status::Ok();
+  return StatusOfFailure(failure_, message_);
 }
 
 void PostgresDatabase::RecordFailure(const PGresult* result) {
@@ -595,6 +837,9 @@ void PostgresDatabase::RecordFailure(const PGresult* result) {
 Status PostgresDatabase::Exec(const std::string& sql,
                               std::optional<std::chrono::milliseconds> timeout) {
   const TransactionControl control = TransactionControlOf(sql);
+  // A string of several commands cannot join a pipeline: the deferred statements are awaited
+  // first.
+  if (Status deferred = AwaitDeferred(); !deferred.ok() && !UndoesWork(sql)) return deferred;
   UPLINK_RETURN_IF_ERROR(ReadyToSend(control));
   PGresult* result =
       Run([&sql](PGconn* conn) { return PQsendQuery(conn, sql.c_str()); }, timeout);
@@ -612,6 +857,7 @@ Status PostgresDatabase::Exec(const std::string& sql,
 }
 
 Status PostgresDatabase::BeginWrite() {
+  UPLINK_RETURN_IF_ERROR(AwaitDeferred());
   UPLINK_RETURN_IF_ERROR(ReadyToSend(TransactionControl::kBegin));
   PGresult* result = Run([](PGconn* conn) { return PQsendQuery(conn, kBeginWrite); });
   if (result == nullptr) {
@@ -644,59 +890,80 @@ std::optional<std::string> PostgresStatement::PreparedFor(const std::vector<Oid>
   return name;
 }
 
+PostgresStatement::Parameters PostgresStatement::Encode() const {
+  const size_t n = bindings_.size();
+  Parameters p{std::vector<Oid>(n), std::vector<const char*>(n), std::vector<int>(n),
+               std::vector<int>(n)};
+  for (size_t i = 0; i < n; ++i) {
+    const Binding& b = bindings_[i];
+    switch (b.kind) {
+      case Kind::kNull:
+        p.types[i] = kUnknownOid;
+        p.values[i] = nullptr;
+        break;
+      case Kind::kText:
+        p.types[i] = kUnknownOid;
+        p.values[i] = b.owned.c_str();
+        break;
+      case Kind::kBlob:
+        p.types[i] = kByteaOid;
+        // libpq takes a null pointer for NULL: an empty blob must still point somewhere.
+        p.values[i] = b.blob.empty() ? "" : b.blob.data();
+        p.lengths[i] = static_cast<int>(b.blob.size());
+        p.formats[i] = 1;
+        break;
+      case Kind::kInt:
+      case Kind::kDouble:
+        p.types[i] = b.kind == Kind::kInt ? kInt8Oid : kFloat8Oid;
+        p.values[i] = b.owned.data();
+        p.lengths[i] = 8;
+        p.formats[i] = 1;
+        break;
+    }
+  }
+  return p;
+}
+
+std::optional<std::string> PostgresStatement::ReadyToRun(const Parameters& parameters) {
+  if (!bind_error_.empty()) {
+    (void)db_.Fail(Failure::kOther, bind_error_);
+    return std::nullopt;
+  }
+  if (!db_.ReadyToSend(TransactionControl::kNone).ok()) return std::nullopt;
+  return PreparedFor(parameters.types);
+}
+
 Statement::StepResult PostgresStatement::Step() {
   if (executed_) {
     decoded_.clear();
     return ++row_ < PQntuples(result_) ? StepResult::kRow : StepResult::kDone;
   }
-  if (!bind_error_.empty()) {
-    (void)db_.Fail(Failure::kOther, bind_error_);
-    return StepResult::kError;
-  }
-  if (!db_.ReadyToSend(TransactionControl::kNone).ok()) return StepResult::kError;
-
-  const size_t n = bindings_.size();
-  std::vector<Oid> types(n);
-  std::vector<const char*> values(n);
-  std::vector<int> lengths(n);
-  std::vector<int> formats(n);
-  for (size_t i = 0; i < n; ++i) {
-    const Binding& b = bindings_[i];
-    switch (b.kind) {
-      case Kind::kNull:
-        types[i] = kUnknownOid;
-        values[i] = nullptr;
-        break;
-      case Kind::kText:
-        types[i] = kUnknownOid;
-        values[i] = b.owned.c_str();
-        break;
-      case Kind::kBlob:
-        types[i] = kByteaOid;
-        // libpq takes a null pointer for NULL: an empty blob must still point somewhere.
-        values[i] = b.blob.empty() ? "" : b.blob.data();
-        lengths[i] = static_cast<int>(b.blob.size());
-        formats[i] = 1;
-        break;
-      case Kind::kInt:
-      case Kind::kDouble:
-        types[i] = b.kind == Kind::kInt ? kInt8Oid : kFloat8Oid;
-        values[i] = b.owned.data();
-        lengths[i] = 8;
-        formats[i] = 1;
-        break;
-    }
-  }
-  std::optional<std::string> name = PreparedFor(types);
+  const Parameters p = Encode();
+  std::optional<std::string> name = ReadyToRun(p);
   if (!name) return StepResult::kError;
   result_ = db_.Run([&](PGconn* conn) {
-    return PQsendQueryPrepared(conn, name->c_str(), static_cast<int>(n), values.data(),
-                               lengths.data(), formats.data(), /*resultFormat=*/0);
+    return PQsendQueryPrepared(conn, name->c_str(), static_cast<int>(p.values.size()),
+                               p.values.data(), p.lengths.data(), p.formats.data(),
+                               /*resultFormat=*/0);
   });
   if (result_ == nullptr) return StepResult::kError;
   executed_ = true;
   row_ = 0;
   return row_ < PQntuples(result_) ? StepResult::kRow : StepResult::kDone;
+}
+
+Status PostgresStatement::SendDeferred(std::string_view what) {
+  const Parameters p = Encode();
+  std::optional<std::string> name = ReadyToRun(p);
+  if (!name) return StatusOfFailure(db_.LastFailure(), db_.LastMessage());
+  // libpq copies the parameters into its buffer here: the bindings may go once it returns.
+  return db_.SendDeferred(
+      [&](PGconn* conn) {
+        return PQsendQueryPrepared(conn, name->c_str(), static_cast<int>(p.values.size()),
+                                   p.values.data(), p.lengths.data(), p.formats.data(),
+                                   /*resultFormat=*/0);
+      },
+      what, TransactionControl::kNone);
 }
 
 constexpr std::string_view kPasswordHelp =

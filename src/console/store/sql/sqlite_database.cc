@@ -103,8 +103,17 @@ class SqliteDatabase final : public Database {
     return Status::Ok();
   }
 
-  // SQLite runs in this process: nothing to wait for but the work itself.
+  // SQLite runs in this process: nothing to wait for but the work itself, so deferred
+  // statements run at once.
   Status ExecUnbounded(const std::string& sql) override { return Exec(sql); }
+  Status Defer(Statement& statement, std::string_view what) override {
+    const bool ran = statement.Step() != Statement::StepResult::kError;
+    Status status = ran ? Status::Ok() : IOError(std::string(what) + ": " + LastMessage());
+    statement.Reset();
+    return status;
+  }
+  Status DeferExec(const std::string& sql) override { return Exec(sql); }
+  Status AwaitDeferred() override { return Status::Ok(); }
   Status BeginWrite() override { return Exec("BEGIN IMMEDIATE"); }
   bool InTransaction() const override { return sqlite3_get_autocommit(db_) == 0; }
 
