@@ -72,6 +72,13 @@ class PostgresDatabaseTest : public console::testing::PostgresFixture {
     EXPECT_TRUE(insert.ok());
     return insert.ok() ? *insert : nullptr;
   }
+  // Makes table u (x BIGINT PRIMARY KEY); its INSERT statement, of one parameter.
+  Statement* TableU() {
+    MustExec(*db_, "CREATE TABLE u (x BIGINT PRIMARY KEY)");
+    auto insert = db_->Prepare("INSERT INTO u VALUES (?)");
+    EXPECT_TRUE(insert.ok());
+    return insert.ok() ? *insert : nullptr;
+  }
   void Insert(Statement& s, std::int64_t x) {
     s.BindInt(1, x);
     EXPECT_EQ(s.Step(), StepResult::kDone) << db_->LastMessage();
@@ -408,10 +415,9 @@ TEST_F(PostgresDatabaseTest, DeferredStatementsRunInOrderWithTheNextStatementsAn
 }
 
 TEST_F(PostgresDatabaseTest, AFailedDeferredStatementIsReportedByNameAndWhatFollowedDidNotRun) {
-  MustExec(*db_, "CREATE TABLE u (x BIGINT PRIMARY KEY)");
-  auto insert = db_->Prepare("INSERT INTO u VALUES (?)");
-  ASSERT_TRUE(insert.ok());
-  Statement& s = **insert;
+  Statement* insert = TableU();
+  ASSERT_NE(insert, nullptr);
+  Statement& s = *insert;
   ASSERT_TRUE(db_->BeginWrite().ok()) << db_->LastMessage();
   MustExec(*db_, "INSERT INTO u VALUES (0); SAVEPOINT w");
   for (auto [x, what] : {std::pair<std::int64_t, const char*>{1, "first insert"},
@@ -435,10 +441,9 @@ TEST_F(PostgresDatabaseTest, AFailedDeferredStatementIsReportedByNameAndWhatFoll
 }
 
 TEST_F(PostgresDatabaseTest, AFailedDeferredStatementFailsTheNextCallButNotARollback) {
-  MustExec(*db_, "CREATE TABLE u (x BIGINT PRIMARY KEY)");
-  auto insert = db_->Prepare("INSERT INTO u VALUES (?)");
-  ASSERT_TRUE(insert.ok());
-  Statement& s = **insert;
+  Statement* insert = TableU();
+  ASSERT_NE(insert, nullptr);
+  Statement& s = *insert;
   auto defer_duplicate = [&] {
     for (int i = 0; i < 2; ++i) {
       s.BindInt(1, 7);
