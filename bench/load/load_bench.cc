@@ -12,13 +12,17 @@
 //                 generator on the other; one connection per agent through the API.
 //   2. long polls every agent's poll opened and held; the console's resident memory with
 //                 all of them held, against before.
-//   3. sustained  the schedule above for --sustain: upload and report latencies (from when
-//                 each was due, so queueing in the generator counts), console CPU, resident
-//                 memory and open connections.
-//   4. capacity   the polls closed; authenticated gzip uploads (a new sequence each, so every
+//   3. first contact  each agent's first report and first upload, spread over one upload
+//                 interval: the console creates its stream, node row and series (a fleet
+//                 installed at once, or a new console). Measured apart, so that
+//   4. sustained  the schedule above for --sustain measures agents the console knows, as it
+//                 runs day to day: upload and report latencies (from when each was due, so
+//                 queueing in the generator counts), console CPU, resident memory and open
+//                 connections.
+//   5. capacity   the polls closed; authenticated gzip uploads (a new sequence each, so every
 //                 one is stored) as fast as --closed-loop connections get answers, for
 //                 --saturate: uploads per second per console core.
-//   5. floor      nginx-light pinned to the same core, one worker, answering 204 to the same
+//   6. floor      nginx-light pinned to the same core, one worker, answering 204 to the same
 //                 upload requests from the same generator: its requests per second per core.
 //
 // The machine it was made for has 2 cores and a hard limit of 20,000 open files per process:
@@ -602,7 +606,13 @@ int Run(const Options& options) {
   std::vector<int> poll_connection(static_cast<size_t>(agents_count), -1);
   std::vector<char> poll_held(static_cast<size_t>(agents_count), 0);
   Tally creates, reports, uploads, polls;
-  LoadClock::time_point sustain_start;
+  Tally first_reports, first_uploads;
+  // Where replies to reports and uploads are counted: first contact's, then the sustained
+  // phase's once every first contact is answered.
+  Tally* report_tally = &first_reports;
+  Tally* upload_tally = &first_uploads;
+  // Until the sustained phase starts, no reply counts towards its slowest seconds.
+  LoadClock::time_point sustain_start = LoadClock::time_point::max();
   std::vector<float> slowest;  // ms, by second of the sustained phase
   std::int64_t polls_answered = 0;
   std::string metrics_body;
@@ -624,7 +634,7 @@ int Run(const Options& options) {
         break;
       case kInventory:
       case kUpload: {
-        (request.kind == kUpload ? uploads : reports).Add(reply);
+        (request.kind == kUpload ? *upload_tally : *report_tally).Add(reply);
         // The slowest answer to what fell due in each second of the sustained phase, to tell
         // a stall (something holding the store) from a slow path.
         const auto second =
@@ -701,11 +711,51 @@ int Run(const Options& options) {
   }
   std::printf("\n");
 
-  // 3. The schedule: agent i uploads at (i / N) of each upload interval, and reports at a
+  // 3. First contact: agent i reports and uploads at (i / N) of one upload interval.
+  const int stride = agents_count % 7919 == 0 ? 1 : 7919;
+  {
+    const auto start = LoadClock::now();
+    const WallTime wall_start = SystemClock().Now();
+    int issued = 0;
+    const auto contact_end = start + options.upload_interval;
+    load.RunUntil(contact_end, [&](LoadClock::time_point now) {
+      for (; issued < agents_count; ++issued) {
+        const auto due = start + options.upload_interval * issued / agents_count;
+        if (due > now) return;
+        const auto wall =
+            wall_start + std::chrono::duration_cast<std::chrono::nanoseconds>(due - start);
+        SimulatedAgent& reporter =
+            agents[static_cast<size_t>((static_cast<std::int64_t>(issued) * stride) % agents_count)];
+        load.Queue({requests.Inventory(reporter, wall), kInventory, reporter.index, due});
+        SimulatedAgent& uploader = agents[static_cast<size_t>(issued)];
+        load.Queue({requests.Upload(uploader, wall), kUpload, uploader.index, due});
+      }
+    });
+    RunUntilDone(
+        load,
+        [&] {
+          return first_uploads.ok + first_uploads.failed() == agents_count &&
+                 first_reports.ok + first_reports.failed() == agents_count;
+        },
+        600s);
+    std::printf("  first contact: %" PRId64 " first uploads and %" PRId64
+                " first reports, due over %.0f s, answered in %.1f s; uploads p50 %.2f ms, "
+                "p99 %.2f ms, reports p50 %.2f ms, p99 %.2f ms; failed: %s%s%s\n",
+                first_uploads.ok, first_reports.ok,
+                std::chrono::duration<double>(options.upload_interval).count(),
+                std::chrono::duration<double>(LoadClock::now() - start).count(),
+                first_uploads.QuantileMs(0.5), first_uploads.QuantileMs(0.99),
+                first_reports.QuantileMs(0.5), first_reports.QuantileMs(0.99),
+                first_uploads.Failures().c_str(), first_reports.failed() > 0 ? ", reports " : "",
+                first_reports.failed() > 0 ? first_reports.Failures().c_str() : "");
+  }
+  upload_tally = &uploads;
+  report_tally = &reports;
+
+  // 4. The schedule: agent i uploads at (i / N) of each upload interval, and reports at a
   // scrambled position of each report interval, so reports and uploads do not line up.
   sustain_start = LoadClock::now();
   const WallTime wall_start = SystemClock().Now();
-  const int stride = agents_count % 7919 == 0 ? 1 : 7919;
   std::int64_t uploads_due = 0;
   std::int64_t reports_due = 0;
   ProcessFigures peak;
@@ -782,10 +832,10 @@ int Run(const Options& options) {
   std::printf("\n");
   std::printf(
       "    console: RSS up to %s, %d open sockets at the end; it counted %.0f uploads accepted "
-      "and %.0f node samples stored\n",
+      "and %.0f node samples stored, first contact included\n",
       Mib(peak.rss_bytes).c_str(), peak.sockets, accepted, stored);
 
-  // 4. Capacity: closed loop of fresh uploads.
+  // 5. Capacity: closed loop of fresh uploads.
   load.CloseDedicated();
   int next_agent = 0;
   ClosedLoop capacity =
@@ -803,7 +853,7 @@ int Run(const Options& options) {
               console_per_core, capacity.generator_cores, capacity.tally.QuantileMs(0.5),
               capacity.tally.QuantileMs(0.99), capacity.tally.Failures().c_str());
 
-  // 5. The floor: nginx answering the same requests.
+  // 6. The floor: nginx answering the same requests.
   std::optional<ClosedLoop> floor;
   if (options.nginx && Nginx::Installed()) {
     std::vector<std::shared_ptr<const std::string>> ring;
@@ -853,16 +903,21 @@ int Run(const Options& options) {
   if (options.smoke) {
     // Checks, not aims: every request answered as the protocol says, and counted by the console.
     std::vector<std::string> problems;
-    if (uploads.ok == 0 || uploads.failed() > 0)
-      problems.push_back("uploads: " + uploads.Failures());
-    if (reports.ok == 0 || reports.failed() > 0)
-      problems.push_back("reports: " + reports.Failures());
+    for (const auto& [name, tally] : {std::pair<const char*, Tally*>{"first uploads", &first_uploads},
+                                      {"first reports", &first_reports},
+                                      {"uploads", &uploads},
+                                      {"reports", &reports}}) {
+      if (tally->ok == 0 || tally->failed() > 0) {
+        problems.push_back(std::string(name) + ": " + tally->Failures());
+      }
+    }
     if (polls.failed() > 0) problems.push_back("polls: " + polls.Failures());
     if (held < agents_count) problems.push_back("not every long poll was held");
-    if (accepted != static_cast<double>(uploads.ok) || stored != static_cast<double>(uploads.ok)) {
+    const std::int64_t uploaded = first_uploads.ok + uploads.ok;
+    if (accepted != static_cast<double>(uploaded) || stored != static_cast<double>(uploaded)) {
       problems.push_back("the console counted " + std::to_string(accepted) + " uploads and " +
                          std::to_string(stored) + " samples, the generator " +
-                         std::to_string(uploads.ok));
+                         std::to_string(uploaded));
     }
     if (capacity.tally.ok == 0 || capacity.tally.failed() > 0) {
       problems.push_back("capacity: " + capacity.tally.Failures());
