@@ -454,13 +454,6 @@ Status SqlStore::StoreReport(const std::string& connection_id, const std::string
       Prepare("INSERT INTO connection_nodes (connection_id, position, name, uid, ready, "
               "unschedulable, gpu_resource, gpu_capacity, gpu_allocatable, gpu_product, "
               "error) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id"));
-  UPLINK_ASSIGN_OR_RETURN(
-      sql::Statement * resource_stmt,
-      Prepare("INSERT INTO node_resources (node_id, name, capacity, allocatable) "
-              "VALUES (?, ?, ?, ?)"));
-  UPLINK_ASSIGN_OR_RETURN(
-      sql::Statement * taint_stmt,
-      Prepare("INSERT INTO node_taints (node_id, key, value, effect) VALUES (?, ?, ?, ?)"));
   std::int64_t position = 0;
   for (const Node& node : report.nodes) {
     std::int64_t node_id = 0;
@@ -474,16 +467,22 @@ Status SqlStore::StoreReport(const std::string& connection_id, const std::string
       node_id = insert.Int(0);
       if (insert.Step() != Statement::kDone) return Error("storing node " + node.name);
     }
+    // A node's resources and taints need no answer: sent with the next node's insert.
     for (const GpuResource& resource : node.resources) {
-      Statement insert(resource_stmt);
-      insert.Bind(node_id).Bind(resource.name).Bind(resource.capacity).Bind(
-          resource.allocatable);
-      if (insert.Step() != Statement::kDone) return Error("storing resources of " + node.name);
+      UPLINK_RETURN_IF_ERROR(Defer(
+          "INSERT INTO node_resources (node_id, name, capacity, allocatable) VALUES (?, ?, ?, ?)",
+          [&](Statement& s) {
+            s.Bind(node_id).Bind(resource.name).Bind(resource.capacity).Bind(resource.allocatable);
+          },
+          "storing resources of " + node.name));
     }
     for (const Taint& taint : node.taints) {
-      Statement insert(taint_stmt);
-      insert.Bind(node_id).Bind(taint.key).Bind(taint.value).Bind(taint.effect);
-      if (insert.Step() != Statement::kDone) return Error("storing taints of " + node.name);
+      UPLINK_RETURN_IF_ERROR(Defer(
+          "INSERT INTO node_taints (node_id, key, value, effect) VALUES (?, ?, ?, ?)",
+          [&](Statement& s) {
+            s.Bind(node_id).Bind(taint.key).Bind(taint.value).Bind(taint.effect);
+          },
+          "storing taints of " + node.name));
     }
   }
   return Status::Ok();

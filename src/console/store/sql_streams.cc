@@ -59,10 +59,9 @@ Result<std::int64_t> SqlStore::PruneRecords(WallTime now, const RecordRetention&
 
 Status SqlStore::RememberSpool(std::int64_t stream_id, const std::string& spool_id,
                                   std::int64_t epoch) {
-  return Change("INSERT INTO stream_spools (stream_id, spool_id, epoch) VALUES (?, ?, ?)",
-                [&](Statement& s) { s.Bind(stream_id).Bind(spool_id).Bind(epoch); },
-                "recording a stream's spool")
-      .status();
+  return Defer("INSERT INTO stream_spools (stream_id, spool_id, epoch) VALUES (?, ?, ?)",
+               [&](Statement& s) { s.Bind(stream_id).Bind(spool_id).Bind(epoch); },
+               "recording a stream's spool");
 }
 
 Result<UploadOutcome> SqlStore::AcceptUpload(const std::string& connection_id,
