@@ -705,8 +705,13 @@ bool PostgresDatabase::EndPipeline(bool last_sent, std::optional<std::chrono::mi
                                    PGresult*& last) {
   const std::vector<DeferredStatement> sent = std::move(deferred_);
   deferred_.clear();
+  // The timeout bounds a silence, as it bounds one statement's answer: each answer that
+  // comes starts it again, so a long pipeline is not cut short while the server works.
   std::optional<SteadyTime> deadline;
-  if (timeout) deadline = std::chrono::steady_clock::now() + *timeout;
+  auto restart_deadline = [&] {
+    if (timeout) deadline = std::chrono::steady_clock::now() + *timeout;
+  };
+  restart_deadline();
   bool failed = false;
   // The first failure is the one reported: those after it are the pipeline's abort.
   auto fail = [&](const PGresult* result, size_t index) {
@@ -733,6 +738,7 @@ bool PostgresDatabase::EndPipeline(bool last_sent, std::optional<std::chrono::mi
       fail(nullptr, i);
       break;
     }
+    restart_deadline();
     const ExecStatusType status = PQresultStatus(result);
     if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK) {
       fail(result, i);
@@ -765,6 +771,7 @@ bool PostgresDatabase::EndPipeline(bool last_sent, std::optional<std::chrono::mi
       ++nulls;
       continue;
     }
+    restart_deadline();
     nulls = 0;
     const bool synced = PQresultStatus(result) == PGRES_PIPELINE_SYNC;
     PQclear(result);

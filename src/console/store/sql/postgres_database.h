@@ -16,7 +16,8 @@
 //   and prepares its statements again, when the store's ReconnectGate lets it try now.
 // - A statement whose answer does not come within PostgresOptions::answer_timeout fails with
 //   kUnavailable, and its connection is given up (the socket shut) and made again by the next
-//   call; a transaction it was in is lost, as when the connection breaks. Queries are sent on
+//   call; a transaction it was in is lost, as when the connection breaks. Deferred statements
+//   (pipeline mode) are held to the same bound between one answer and the next. Queries are sent on
 //   a nonblocking connection, so that a server that stops reading cannot hold the sender
 //   either. Schema migrations (ExecUnbounded) have no limit.
 #pragma once
