@@ -340,10 +340,9 @@ net::Response AgentApi::UploadStored(const Connection& connection, const UploadB
                                                         .duplicates = outcome.duplicates,
                                                         .expires_at = connection.expires_at});
   if (batch.stream.starts_with(protocol::kNodeStreamPrefix)) {
-    // The upload is stored whatever happens here: without a plan the agent keeps its last.
-    if (auto plan = nodes_.UploadPlan(connection)) reply["plan"] = std::move(*plan);
+    reply["plan"] = NodesApi::UploadPlan(outcome.node_plan);
   } else if (batch.stream.starts_with(protocol::kClusterStreamPrefix)) {
-    if (auto plan = kubectl_.UploadPlan(connection)) reply["plan"] = std::move(*plan);
+    reply["plan"] = KubectlApi::UploadPlan(outcome.namespace_scope);
   }
   return JsonResponse(200, reply);
 }

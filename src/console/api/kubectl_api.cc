@@ -433,14 +433,8 @@ Result<net::Response> KubectlApi::ReceiveCommandResult(const std::string& comman
   return JsonResponse(200, {{"status", "stored"}});
 }
 
-std::optional<json::object> KubectlApi::UploadPlan(const Connection& connection) {
-  auto scope = store_.GetNamespaceScope(connection.id);
-  if (!scope.ok()) {
-    log_.Warn("reading the namespace scope for an upload reply failed",
-              {{"connection_id", connection.id}, {"error", scope.status()}});
-    return std::nullopt;
-  }
-  return protocol::EncodeClusterPlan(ClusterPlanFor(*scope));
+json::object KubectlApi::UploadPlan(const NamespaceScope& scope) {
+  return protocol::EncodeClusterPlan(ClusterPlanFor(scope));
 }
 
 }  // namespace uplink::console

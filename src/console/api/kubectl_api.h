@@ -29,9 +29,9 @@ class KubectlApi : private ApiArea {
   // For /metrics: the commands and polls waiting, and the pickup latency histogram
   // (OperationsApi::AddToScrape).
   std::string Scrape();
-  // The cluster plan for the reply to a cluster role's upload; nullopt (logged) when the
-  // namespace scope cannot be read: the agent keeps its last plan.
-  std::optional<json::object> UploadPlan(const Connection& connection);
+  // The cluster plan for the reply to a cluster role's upload, from the namespace scope its
+  // transaction read.
+  static json::object UploadPlan(const NamespaceScope& scope);
   // Counts an accepted upload's snapshot that became its connection's latest.
   void CountSnapshots(const UploadOutcome& outcome);
 

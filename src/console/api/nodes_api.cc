@@ -120,15 +120,9 @@ void NodesApi::Register(Routes& routes) {
                    });
 }
 
-std::optional<json::object> NodesApi::UploadPlan(const Connection& connection) {
-  auto plan = store_.GetNodePlan(connection.id);
-  if (!plan.ok()) {
-    log_.Warn("reading the node plan for an upload reply failed",
-              {{"connection_id", connection.id}, {"error", plan.status()}});
-    return std::nullopt;
-  }
+json::object NodesApi::UploadPlan(const NodePlan& plan) {
   return protocol::EncodeNodePlan(protocol::NodePlan{
-      .interval = std::chrono::seconds(plan->interval_seconds), .collectors = plan->collectors});
+      .interval = std::chrono::seconds(plan.interval_seconds), .collectors = plan.collectors});
 }
 
 void NodesApi::CountInvalidSample() {

@@ -18,9 +18,8 @@ class NodesApi : private ApiArea {
 
   void Register(Routes& routes);
 
-  // The node plan for the reply to a node's upload; nullopt (logged) when it cannot be read:
-  // the agent keeps its last.
-  std::optional<json::object> UploadPlan(const Connection& connection);
+  // The reply's form of a node plan, as an upload's transaction read it.
+  static json::object UploadPlan(const NodePlan& plan);
   // Counts what an accepted upload did with node samples.
   void CountNodeSamples(const UploadOutcome& outcome, const Connection& connection,
                         const std::string& stream);

@@ -34,16 +34,20 @@ std::vector<std::string> SplitNamespaces(std::string_view joined) {
 }  // namespace
 
 Result<NamespaceScope> SqlStore::GetNamespaceScope(const std::string& connection_id) {
-  // Read for every cluster upload's reply.
   return ReadOnLookup([&](sql::Database& database) -> Result<NamespaceScope> {
     NamespaceScope scope;
     UPLINK_RETURN_IF_ERROR(ForEachRowOn(
         database, "SELECT namespaces FROM namespace_scopes WHERE connection_id = ?",
         [&](Statement& s) { s.Bind(connection_id); },
-        [&](const Statement& row) { scope = SplitNamespaces(row.Text(0)); },
+        [&](const Statement& row) { scope = NamespaceScopeFromRow(row, 0); },
         "reading namespace scope"));
     return scope;
   });
+}
+
+NamespaceScope SqlStore::NamespaceScopeFromRow(const Statement& row, int column) {
+  if (row.IsNull(column)) return std::nullopt;
+  return SplitNamespaces(row.Text(column));
 }
 
 Status SqlStore::WriteNamespaceScope(const std::string& connection_id,

@@ -184,21 +184,22 @@ NodePlan DefaultNodePlan() {
 // --- Plans ---------------------------------------------------------------------------------
 
 Result<NodePlan> SqlStore::GetNodePlan(const std::string& connection_id) {
-  // Read for every node upload's reply.
   return ReadOnLookup([&](sql::Database& database) -> Result<NodePlan> {
     NodePlan plan = DefaultNodePlan();
     UPLINK_RETURN_IF_ERROR(ForEachRowOn(
         database,
         "SELECT interval_seconds, collectors, updated_at FROM node_plans WHERE connection_id = ?",
         [&](Statement& s) { s.Bind(connection_id); },
-        [&](const Statement& row) {
-          plan.interval_seconds = row.Int(0);
-          plan.collectors = SplitCollectors(row.Text(1));
-          plan.updated_at = row.Time(2);
-        },
-        "reading node plan"));
+        [&](const Statement& row) { plan = NodePlanFromRow(row, 0); }, "reading node plan"));
     return plan;
   });
+}
+
+NodePlan SqlStore::NodePlanFromRow(const Statement& row, int column) {
+  if (row.IsNull(column)) return DefaultNodePlan();
+  return NodePlan{.interval_seconds = row.Int(column),
+                  .collectors = SplitCollectors(row.Text(column + 1)),
+                  .updated_at = row.Time(column + 2)};
 }
 
 Status SqlStore::SetNodePlan(const std::string& connection_id, const NodePlan& plan,

@@ -333,8 +333,8 @@ class SqlStore : public Store {
   // The helpers below expect the caller to hold mutex_.
   // Inside a write transaction: empties the credential caches.
   void ForgetCachedCredentials();
-  // Runs `read` on a lookup connection when the store has them (PostgreSQL), so that a read
-  // on every agent's path does not queue behind the writer's round trips; otherwise on the
+  // Runs `read` on a lookup connection when the store has them (PostgreSQL), so that a
+  // request's read does not queue behind the writer's round trips; otherwise on the
   // store's own connection, taking mutex_ (so its caller must not hold it).
   template <typename Read>
   auto ReadOnLookup(const Read& read) -> decltype(read(std::declval<sql::Database&>())) {
@@ -463,6 +463,11 @@ class SqlStore : public Store {
     std::int64_t rolled_through = 0;
     std::int64_t series_version = 0;
   };
+  // A plan from node_plans' interval_seconds, collectors and updated_at, read from `column`
+  // on; DefaultNodePlan() where they are NULL (a LEFT JOIN that found no row).
+  static NodePlan NodePlanFromRow(const Statement& row, int column);
+  // A scope from namespace_scopes' namespaces at `column`; none where it is NULL.
+  static NamespaceScope NamespaceScopeFromRow(const Statement& row, int column);
   // One node's row read ahead, with the upload's token in one query (nullopt: it has none).
   struct ReadAheadSampleNode {
     std::string node;

@@ -115,9 +115,10 @@ Status SqlStore::StoreUpload(const std::string& connection_id, const std::string
                              const UploadBatch& batch, WallTime received_at,
                              const RecordRetention& retention, const AuditEvent& audit,
                              UploadOutcome& outcome) {
-  // The token check (as CheckTokenLive), the stream's position and the row of the node the
-  // first node sample is of in one query: two round trips fewer per upload on PostgreSQL. The
-  // rows read stay as read until used: this write holds the write lock.
+  // The token check (as CheckTokenLive), the stream's position, the row of the node the
+  // first node sample is of and the connection's plans for the reply in one query: four round
+  // trips fewer per upload on PostgreSQL. The rows read stay as read until used: this write
+  // holds the write lock.
   std::optional<StoredAgentToken> token;
   std::optional<StreamPosition> existing;
   std::int64_t stream_id = 0;
@@ -128,9 +129,12 @@ Status SqlStore::StoreUpload(const std::string& connection_id, const std::string
       "u.deactivated_at IS NOT NULL, s.id, s.spool_id, s.epoch, s.acked_through, "
       "s.dropped_records, s.dropped_bytes, s.corrupt_records, s.corrupt_bytes, "
       "s.rejected_records, s.rejected_bytes, n.id, n.latest_at, n.previous_at, "
-      "n.rolled_through, n.series_version FROM connections c JOIN users u ON u.id = c.owner_id "
+      "n.rolled_through, n.series_version, p.interval_seconds, p.collectors, p.updated_at, "
+      "ns.namespaces FROM connections c JOIN users u ON u.id = c.owner_id "
       "LEFT JOIN streams s ON s.connection_id = c.id AND s.stream = ? "
-      "LEFT JOIN sample_nodes n ON n.connection_id = c.id AND n.node = ? WHERE c.id = ?",
+      "LEFT JOIN sample_nodes n ON n.connection_id = c.id AND n.node = ? "
+      "LEFT JOIN node_plans p ON p.connection_id = c.id "
+      "LEFT JOIN namespace_scopes ns ON ns.connection_id = c.id WHERE c.id = ?",
       [&](Statement& s) {
         s.Bind(batch.stream);
         if (sample_node) {
@@ -142,6 +146,8 @@ Status SqlStore::StoreUpload(const std::string& connection_id, const std::string
       },
       [&](const Statement& row) {
         token = StoredAgentToken{row.Text(0), row.Time(1), row.Int(2) != 0, row.Int(3) != 0};
+        outcome.node_plan = NodePlanFromRow(row, 19);
+        outcome.namespace_scope = NamespaceScopeFromRow(row, 22);
         if (sample_node && !row.IsNull(14)) {
           sample_node->row = SampleNodeRow{
               row.Int(14), row.Int(15),
@@ -157,7 +163,7 @@ Status SqlStore::StoreUpload(const std::string& connection_id, const std::string
                                    {row.Int(10), row.Int(11)},
                                    {row.Int(12), row.Int(13)}}};
       },
-      "reading connection, stream and sample node"));
+      "reading connection, stream, sample node and plans"));
   UPLINK_RETURN_IF_ERROR(TokenStillLive(token, connection_id, token_hash, received_at, "upload"));
   std::optional<std::int64_t> spool_epoch;
   if (SpoolChanged(existing, batch.spool_id)) {

@@ -20,6 +20,7 @@
 #include "common/status.h"
 #include "common/time.h"
 #include "console/store/audit_store.h"
+#include "console/store/connection_store.h"
 #include "console/store/runs.h"
 #include "console/store/sample_series.h"
 #include "protocol/plans.h"
@@ -97,6 +98,22 @@ struct UploadBatch {
   }
 };
 
+// What a connection's node role collects, and how often (docs/protocol.md, "The collection
+// plan in the upload reply").
+struct NodePlan {
+  std::int64_t interval_seconds = 30;  // 10-3600
+  // Collector names from kNodeCollectors, in that order, no repeats.
+  std::vector<std::string> collectors;
+  std::optional<WallTime> updated_at;  // none: the default plan, never set
+};
+
+// The node role's collectors (protocol/plans.h), and the interval of the default plan.
+using protocol::kNodeCollectors;
+inline constexpr std::int64_t kDefaultSampleInterval = protocol::kDefaultPlanInterval.count();
+
+// The plan a connection has until its owner sets one: every collector, every 30 s.
+NodePlan DefaultNodePlan();
+
 // What one accepted upload did.
 struct UploadOutcome {
   std::int64_t acked_through = 0;  // the agent may consume its spool up to here
@@ -131,6 +148,10 @@ struct UploadOutcome {
   std::int64_t run_points_duplicate = 0;
   std::int64_t runs_deleted = 0;
   std::int64_t run_problems = 0;
+  // The connection's node plan and namespace scope as the upload's transaction read them, for
+  // the reply's plan: read with its first query rather than by a query of their own after.
+  NodePlan node_plan;
+  NamespaceScope namespace_scope;
 };
 
 // A stream of a connection: one agent spool, as the console has received it.
@@ -204,22 +225,6 @@ struct RecordRetention {
   std::int64_t max_records_per_run = 10'000;
   SampleRetention samples;
 };
-
-// What a connection's node role collects, and how often (docs/protocol.md, "The collection
-// plan in the upload reply").
-struct NodePlan {
-  std::int64_t interval_seconds = 30;  // 10-3600
-  // Collector names from kNodeCollectors, in that order, no repeats.
-  std::vector<std::string> collectors;
-  std::optional<WallTime> updated_at;  // none: the default plan, never set
-};
-
-// The node role's collectors (protocol/plans.h), and the interval of the default plan.
-using protocol::kNodeCollectors;
-inline constexpr std::int64_t kDefaultSampleInterval = protocol::kDefaultPlanInterval.count();
-
-// The plan a connection has until its owner sets one: every collector, every 30 s.
-NodePlan DefaultNodePlan();
 
 
 // The latest cluster snapshot of a connection (docs/protocol.md, "Cluster snapshots").

@@ -666,6 +666,37 @@ TEST_P(NodeStoreTest, PlansDefaultToEveryCollectorEvery30sAndAreSetWithTheirAudi
   EXPECT_EQ(store_->SetNodePlan("00000000000000ff", set, audit).code(), StatusCode::kNotFound);
 }
 
+// The upload's reply carries both plans as its transaction read them, with no query after.
+TEST_P(NodeStoreTest, AnUploadReadsTheConnectionsPlansForItsReply) {
+  UploadOutcome outcome = Accept(SampleBatch(1, {{"gpu-node-1", kT0}}), kT0 + seconds(1));
+  EXPECT_EQ(outcome.node_plan.interval_seconds, 30);
+  EXPECT_EQ(outcome.node_plan.collectors.size(), std::size(kNodeCollectors));
+  EXPECT_FALSE(outcome.node_plan.updated_at);
+  EXPECT_FALSE(outcome.namespace_scope);
+
+  NodePlan set;
+  set.interval_seconds = 60;
+  set.collectors = {"gpu"};
+  AuditEvent audit = Audit("connection.node_plan");
+  audit.at = kT0 + minutes(1);
+  ASSERT_TRUE(store_->SetNodePlan(kConnectionId, set, audit).ok());
+  ASSERT_TRUE(store_->SetNamespaceScope(kConnectionId, {"ml", "team-a"},
+                                        Audit("connection.namespace_scope"))
+                  .ok());
+  outcome = Accept(SampleBatch(2, {{"gpu-node-1", kT0 + seconds(30)}}), kT0 + minutes(2));
+  EXPECT_EQ(outcome.node_plan.interval_seconds, 60);
+  EXPECT_EQ(outcome.node_plan.collectors, (std::vector<std::string>{"gpu"}));
+  EXPECT_EQ(outcome.node_plan.updated_at, kT0 + minutes(1));
+  EXPECT_EQ(outcome.namespace_scope, (std::vector<std::string>{"ml", "team-a"}));
+
+  // A batch that stores nothing new still reads them.
+  ASSERT_TRUE(store_->SetNamespaceScope(kConnectionId, {}, Audit("connection.namespace_scope"))
+                  .ok());
+  outcome = Accept(SampleBatch(2, {{"gpu-node-1", kT0 + seconds(30)}}), kT0 + minutes(3));
+  EXPECT_EQ(outcome.stored, 0);
+  EXPECT_EQ(outcome.namespace_scope, std::vector<std::string>{});
+}
+
 TEST_P(NodeStoreTest, AnUnknownNodeIsNotFound) {
   EXPECT_EQ(
       store_->ReadSamplePoints(kConnectionId, "nope", kCpu, kT0, kT0 + hours(1)).status().code(),
