@@ -116,7 +116,7 @@ Status SqlStore::StoreUpload(const std::string& connection_id, const std::string
                              const RecordRetention& retention, const AuditEvent& audit,
                              UploadOutcome& outcome) {
   // The token check (as CheckTokenLive), the stream's position, the row of the node the
-  // first node sample is of and the connection's plans for the reply in one query: four round
+  // first node sample is of and the connection's plans for the reply in one query: three round
   // trips fewer per upload on PostgreSQL. The rows read stay as read until used: this write
   // holds the write lock.
   std::optional<StoredAgentToken> token;
