@@ -34,10 +34,6 @@ std::optional<std::int64_t> NodeSeriesIds::Find(SampleMetric metric,
   return it->id;
 }
 
-void NodeSeriesIds::Add(SampleMetric metric, std::string_view label, std::int64_t id) {
-  series_.insert(Position(metric, label), Series{metric, std::string(label), id});
-}
-
 SeriesIdCache::SeriesIdCache() {
   std::random_device device;
   std::seed_seq seed{device(), device(), device(), device()};

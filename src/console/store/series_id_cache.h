@@ -40,8 +40,6 @@ class NodeSeriesIds {
   void Assign(std::vector<Series> series, std::int64_t unknown_rows);
   // The series' id, if the node has it.
   std::optional<std::int64_t> Find(SampleMetric metric, std::string_view label) const;
-  // A series just inserted.
-  void Add(SampleMetric metric, std::string_view label, std::int64_t id);
   // Every series row of the node, known metrics or not (what kMaxSeriesPerNode caps).
   std::int64_t rows() const { return static_cast<std::int64_t>(series_.size()) + unknown_rows_; }
 

@@ -402,10 +402,28 @@ void SqlStore::AcceptReportThen(std::string connection_id, std::string token_has
 Status SqlStore::StoreReport(const std::string& connection_id, const std::string& token_hash,
                              const InventoryReport& report, const std::string& nodes_digest,
                              WallTime received_at, const AuditEvent& audit, Status& refusal) {
+  // The token check (as CheckTokenLive), the digest of the last report's nodes and a draft
+  // offer waiting for this inventory, in one query: a steady report's only wait for the
+  // database; what it writes goes in the pipeline of the transaction's next wait.
+  std::optional<StoredAgentToken> token;
+  std::optional<std::string> bound;
   std::optional<std::string> stored_digest;
-  UPLINK_ASSIGN_OR_RETURN(
-      std::optional<std::string> bound,
-      CheckTokenLive(connection_id, token_hash, received_at, "report", &stored_digest));
+  std::optional<std::pair<std::string, std::string>> draft_offer;  // id, owner
+  static const std::string sql =
+      "SELECT " + std::string(kAgentTokenColumns) +
+      ", c.cluster_uid, c.nodes_digest, o.id, o.owner_id "
+      "FROM connections c JOIN users u ON u.id = c.owner_id "
+      "LEFT JOIN offers o ON o.connection_id = c.id AND o.state = 'draft' WHERE c.id = ?";
+  UPLINK_RETURN_IF_ERROR(ForEachRow(
+      sql, [&](Statement& s) { s.Bind(connection_id); },
+      [&](const Statement& row) {
+        token = AgentTokenFromRow(row);
+        bound = row.OptionalText(4);
+        stored_digest = row.OptionalText(5);
+        if (!row.IsNull(6)) draft_offer.emplace(row.Text(6), row.Text(7));
+      },
+      "reading connection"));
+  UPLINK_RETURN_IF_ERROR(TokenStillLive(token, connection_id, token_hash, received_at, "report"));
   if (bound && *bound != report.cluster_uid) {
     // Commits only the refusal's audit event.
     refusal = RefuseClusterMismatch(audit, report.cluster_uid, *bound);
@@ -435,77 +453,83 @@ Status SqlStore::StoreReport(const std::string& connection_id, const std::string
     bind.action = "connection.bind";
     bind.outcome = "ok";
     bind.detail = ToJson(json::object{{"cluster_uid", report.cluster_uid}});
-    UPLINK_RETURN_IF_ERROR(InsertAudit(bind));
+    UPLINK_RETURN_IF_ERROR(DeferAudit(bind));
   }
   const AgentSeen reporter{"inventory", report.agent_instance, report.agent_version, received_at};
   const std::pair<std::string_view, const AgentSeen*> reporter_row{connection_id, &reporter};
   UPLINK_RETURN_IF_ERROR(RecordAgents({&reporter_row, 1}));
   // An offer waiting for its cluster's inventory is connected now.
-  UPLINK_RETURN_IF_ERROR(MarkOfferConnected(connection_id, audit));
+  if (draft_offer) {
+    UPLINK_RETURN_IF_ERROR(
+        MarkOfferConnected(connection_id, draft_offer->first, draft_offer->second, audit));
+  }
 
   // The same nodes as the last report's (most reports): their rows stand.
   if (stored_digest == nodes_digest) return Status::Ok();
-  UPLINK_RETURN_IF_ERROR(Change("DELETE FROM connection_nodes WHERE connection_id = ?",
-                                [&](Statement& s) { s.Bind(connection_id); },
-                                "replacing nodes")
-                             .status());
-  UPLINK_ASSIGN_OR_RETURN(
-      sql::Statement * node_stmt,
-      Prepare("INSERT INTO connection_nodes (connection_id, position, name, uid, ready, "
-              "unschedulable, gpu_resource, gpu_capacity, gpu_allocatable, gpu_product, "
-              "error) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id"));
+  // Nothing below waits for an answer (on PostgreSQL it all goes in one pipeline, however many
+  // nodes the cluster has): a node's resources and taints find its row by its position.
+  UPLINK_RETURN_IF_ERROR(Defer("DELETE FROM connection_nodes WHERE connection_id = ?",
+                               [&](Statement& s) { s.Bind(connection_id); }, "replacing nodes"));
   std::int64_t position = 0;
   for (const Node& node : report.nodes) {
-    std::int64_t node_id = 0;
-    {
-      Statement insert(node_stmt);
-      insert.Bind(connection_id).Bind(position++).Bind(node.name).Bind(node.uid);
-      insert.Bind(node.ready).Bind(node.unschedulable).Bind(node.gpu_resource);
-      insert.Bind(node.gpu_capacity).Bind(node.gpu_allocatable).Bind(node.gpu_product);
-      insert.Bind(node.error);
-      if (insert.Step() != Statement::kRow) return Error("storing node " + node.name);
-      node_id = insert.Int(0);
-      if (insert.Step() != Statement::kDone) return Error("storing node " + node.name);
-    }
-    // A node's resources and taints need no answer: sent with the next node's insert.
+    UPLINK_RETURN_IF_ERROR(Defer(
+        "INSERT INTO connection_nodes (connection_id, position, name, uid, ready, "
+        "unschedulable, gpu_resource, gpu_capacity, gpu_allocatable, gpu_product, error) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        [&](Statement& s) {
+          s.Bind(connection_id).Bind(position).Bind(node.name).Bind(node.uid);
+          s.Bind(node.ready).Bind(node.unschedulable).Bind(node.gpu_resource);
+          s.Bind(node.gpu_capacity).Bind(node.gpu_allocatable).Bind(node.gpu_product);
+          s.Bind(node.error);
+        },
+        "storing node " + node.name));
+    // A position with no row would leave node_id NULL, which the schema refuses.
     for (const GpuResource& resource : node.resources) {
       UPLINK_RETURN_IF_ERROR(Defer(
-          "INSERT INTO node_resources (node_id, name, capacity, allocatable) VALUES (?, ?, ?, ?)",
+          "INSERT INTO node_resources (node_id, name, capacity, allocatable) VALUES ("
+          "(SELECT id FROM connection_nodes WHERE connection_id = ? AND position = ?), ?, ?, ?)",
           [&](Statement& s) {
-            s.Bind(node_id).Bind(resource.name).Bind(resource.capacity).Bind(resource.allocatable);
+            s.Bind(connection_id).Bind(position);
+            s.Bind(resource.name).Bind(resource.capacity).Bind(resource.allocatable);
           },
           "storing resources of " + node.name));
     }
     for (const Taint& taint : node.taints) {
       UPLINK_RETURN_IF_ERROR(Defer(
-          "INSERT INTO node_taints (node_id, key, value, effect) VALUES (?, ?, ?, ?)",
+          "INSERT INTO node_taints (node_id, key, value, effect) VALUES ("
+          "(SELECT id FROM connection_nodes WHERE connection_id = ? AND position = ?), ?, ?, ?)",
           [&](Statement& s) {
-            s.Bind(node_id).Bind(taint.key).Bind(taint.value).Bind(taint.effect);
+            s.Bind(connection_id).Bind(position);
+            s.Bind(taint.key).Bind(taint.value).Bind(taint.effect);
           },
           "storing taints of " + node.name));
     }
+    ++position;
   }
   return Status::Ok();
 }
 
 Result<std::optional<std::string>> SqlStore::CheckTokenLive(
     const std::string& connection_id, const std::string& token_hash, WallTime at,
-    std::string_view what, std::optional<std::string>* nodes_digest) {
+    std::string_view what) {
   std::optional<StoredAgentToken> stored;
   std::optional<std::string> bound;
+  static const std::string sql = "SELECT " + std::string(kAgentTokenColumns) +
+                                 ", c.cluster_uid FROM connections c "
+                                 "JOIN users u ON u.id = c.owner_id WHERE c.id = ?";
   UPLINK_RETURN_IF_ERROR(ForEachRow(
-      "SELECT c.token_hash, c.expires_at, c.revoked_at IS NOT NULL, "
-      "u.deactivated_at IS NOT NULL, c.cluster_uid, c.nodes_digest FROM connections c "
-      "JOIN users u ON u.id = c.owner_id WHERE c.id = ?",
-      [&](Statement& s) { s.Bind(connection_id); },
+      sql, [&](Statement& s) { s.Bind(connection_id); },
       [&](const Statement& row) {
-        stored = StoredAgentToken{row.Text(0), row.Time(1), row.Int(2) != 0, row.Int(3) != 0};
+        stored = AgentTokenFromRow(row);
         bound = row.OptionalText(4);
-        if (nodes_digest != nullptr) *nodes_digest = row.OptionalText(5);
       },
       "reading connection"));
   UPLINK_RETURN_IF_ERROR(TokenStillLive(stored, connection_id, token_hash, at, what));
   return bound;
+}
+
+StoredAgentToken SqlStore::AgentTokenFromRow(const Statement& row) {
+  return StoredAgentToken{row.Text(0), row.Time(1), row.Int(2) != 0, row.Int(3) != 0};
 }
 
 Status SqlStore::TokenStillLive(const std::optional<StoredAgentToken>& stored,
@@ -642,17 +666,16 @@ Status SqlStore::BindOrRefuse(const std::string& connection_id,
     case ClusterBinding::kBind:
       break;
   }
-  UPLINK_RETURN_IF_ERROR(Change("UPDATE connections SET cluster_uid = ? WHERE id = ?",
-                                [&](Statement& s) { s.Bind(cluster_uid).Bind(connection_id); },
-                                "binding the connection to its cluster")
-                             .status());
+  UPLINK_RETURN_IF_ERROR(Defer("UPDATE connections SET cluster_uid = ? WHERE id = ?",
+                               [&](Statement& s) { s.Bind(cluster_uid).Bind(connection_id); },
+                               "binding the connection to its cluster"));
   // Authentication hands out the connection row: the next call must see the binding.
   ForgetCachedCredentials();
   AuditEvent bind = audit;
   bind.action = "connection.bind";
   bind.outcome = "ok";
   bind.detail = ToJson(bind_detail);
-  return InsertAudit(bind);
+  return DeferAudit(bind);
 }
 
 Result<std::vector<AgentSeen>> SqlStore::ListAgents(const std::string& connection_id,

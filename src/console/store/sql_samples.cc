@@ -246,6 +246,12 @@ Result<NodeSeriesIds*> SqlStore::SeriesIdsOf(std::int64_t node_id,
                                               std::int64_t series_version) {
   if (NodeSeriesIds* cached = series_ids_.Find(node_id, series_version)) return cached;
   NodeSeriesIds& entry = series_ids_.Reset(node_id);
+  UPLINK_RETURN_IF_ERROR(ReadSeriesIds(node_id, entry));
+  entry.version = series_version;
+  return &entry;
+}
+
+Status SqlStore::ReadSeriesIds(std::int64_t node_id, NodeSeriesIds& entry) {
   std::vector<NodeSeriesIds::Series> series;
   std::int64_t unknown_rows = 0;
   UPLINK_RETURN_IF_ERROR(ForEachRow(
@@ -260,19 +266,20 @@ Result<NodeSeriesIds*> SqlStore::SeriesIdsOf(std::int64_t node_id,
       },
       "reading series"));
   entry.Assign(std::move(series), unknown_rows);
-  entry.version = series_version;
-  return &entry;
+  return Status::Ok();
 }
 
 Status SqlStore::InsertSeries(std::int64_t node_id, std::span<const SampleValue* const> values,
                               std::int64_t now_seconds, NodeSeriesIds& series) {
-  while (!values.empty()) {
-    const size_t chunk = RowsPerStatement(values.size());
+  // The inserts are deferred and their ids read back with the node's series after them: on
+  // PostgreSQL one round trip for all of them (a node's first sample brings about 60 series,
+  // six statements of 32, 8 and 1 rows), where RETURNING would wait for each statement.
+  for (std::span<const SampleValue* const> left = values; !left.empty();) {
+    const size_t chunk = RowsPerStatement(left.size());
     const std::string sql = "INSERT INTO sample_series (node_id, metric, label, last_seen) VALUES " +
-                            PlaceholderRows(chunk, 4) + " RETURNING id, metric, label";
-    const std::span<const SampleValue* const> these = values.first(chunk);
-    size_t returned = 0;
-    UPLINK_RETURN_IF_ERROR(ForEachRow(
+                            PlaceholderRows(chunk, 4);
+    const std::span<const SampleValue* const> these = left.first(chunk);
+    UPLINK_RETURN_IF_ERROR(Defer(
         sql,
         [&](Statement& s) {
           for (const SampleValue* value : these) {
@@ -280,19 +287,15 @@ Status SqlStore::InsertSeries(std::int64_t node_id, std::span<const SampleValue*
             s.Bind(now_seconds);
           }
         },
-        // RETURNING gives the rows in no promised order: each names its series.
-        [&](const Statement& row) {
-          if (auto metric = SampleMetricFromName(row.Text(1))) {
-            series.Add(*metric, row.Text(2), row.Int(0));
-            ++returned;
-          }
-        },
         "creating series"));
-    if (returned != chunk) {
-      return InternalError("creating series: " + std::to_string(chunk) + " inserted, " +
-                           std::to_string(returned) + " returned");
+    left = left.subspan(chunk);
+  }
+  UPLINK_RETURN_IF_ERROR(ReadSeriesIds(node_id, series));
+  for (const SampleValue* value : values) {
+    if (!series.Find(value->metric, value->label)) {
+      return InternalError("creating series: " + std::string(SampleMetricName(value->metric)) +
+                           " of node " + std::to_string(node_id) + " was inserted but not read back");
     }
-    values = values.subspan(chunk);
   }
   return Status::Ok();
 }
@@ -416,8 +419,7 @@ Status SqlStore::StoreNodeSamples(const std::string& connection_id, const Upload
         "INSERT INTO samples (node_id, at, boot_time, points) VALUES (?, ?, ?, ?) "
         "ON CONFLICT (node_id, at) DO NOTHING";
     UPLINK_ASSIGN_OR_RETURN(sql::Statement * insert_stmt, Prepare(kInsertSample));
-    // The group's new series first, several to a statement: a node's first sample brings
-    // about 60, one round trip each on PostgreSQL otherwise.
+    // The group's new series first.
     std::vector<const SampleValue*> new_series;
     for (const UploadRecord* record : group) {
       for (const SampleValue& value : sample_of(record).values) {

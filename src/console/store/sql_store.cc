@@ -378,6 +378,17 @@ Status SqlStore::Migrate() {
 
 void SqlStore::RenderMetrics(std::string& out) const {
   if (reconnect_gate_ != nullptr) reconnect_gate_->RenderMetrics(out);
+  if (db_->engine() != sql::Engine::kPostgres) return;
+  // The writer's connection: every write waits on it, so its round trips per write are what
+  // a network between console and database costs the store.
+  out +=
+      "# HELP uplink_console_store_writer_round_trips_total Answers the store's writer "
+      "connection waited for from PostgreSQL (each a network round trip, for however many "
+      "statements it carried).\n"
+      "# TYPE uplink_console_store_writer_round_trips_total counter\n"
+      "uplink_console_store_writer_round_trips_total ";
+  out += std::to_string(db_->RoundTrips());
+  out += '\n';
 }
 
 Status SqlStore::Ping() {
@@ -390,23 +401,34 @@ Status SqlStore::Ping() {
 
 // --- Audit ---------------------------------------------------------------------------------
 
+namespace {
+
+constexpr std::string_view kInsertAudit =
+    "INSERT INTO audit_events (at, actor_type, actor_id, actor_label, credential, action, "
+    "target_type, target_id, owner_id, source_address, outcome, detail) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+
+}  // namespace
+
+void SqlStore::BindAudit(Statement& s, const AuditEvent& e) {
+  s.Bind(e.at).Bind(e.actor_type).Bind(e.actor_id).Bind(e.actor_label).Bind(e.credential);
+  s.Bind(e.action).Bind(e.target_type).Bind(e.target_id).Bind(e.owner_id);
+  s.Bind(e.source_address).Bind(e.outcome).Bind(e.detail.empty() ? "{}" : e.detail);
+}
+
 Status SqlStore::InsertAudit(const AuditEvent& e) {
-  auto inserted = Change(
-      "INSERT INTO audit_events (at, actor_type, actor_id, actor_label, credential, action, "
-      "target_type, target_id, owner_id, source_address, outcome, detail) "
-      "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-      [&](Statement& s) {
-        s.Bind(e.at).Bind(e.actor_type).Bind(e.actor_id).Bind(e.actor_label).Bind(e.credential);
-        s.Bind(e.action).Bind(e.target_type).Bind(e.target_id).Bind(e.owner_id);
-        s.Bind(e.source_address).Bind(e.outcome).Bind(e.detail.empty() ? "{}" : e.detail);
-      },
-      "recording audit event");
+  auto inserted =
+      Change(kInsertAudit, [&](Statement& s) { BindAudit(s, e); }, "recording audit event");
   if (!inserted.ok() && db_->LastFailure() == sql::Failure::kCheck) {
     return InvalidArgumentError("audit event \"" + OneLineExcerpt(e.action, 64) +
                                 "\" refused: its outcome must be \"ok\" or \"refused\" and its "
                                 "detail a JSON object; nothing was changed");
   }
   return inserted.status();
+}
+
+Status SqlStore::DeferAudit(const AuditEvent& e) {
+  return Defer(kInsertAudit, [&](Statement& s) { BindAudit(s, e); }, "recording audit event");
 }
 
 Status SqlStore::AppendAudit(const AuditEvent& event) {

@@ -368,6 +368,10 @@ class SqlStore : public Store {
   Status InsertConnection(const Connection& connection);
   Status InsertHandover(const Handover& handover);
   Status InsertAudit(const AuditEvent& event);
+  // InsertAudit for an event the store composed (its outcome and detail known to pass the
+  // table's checks), deferred: it waits for no answer of its own.
+  Status DeferAudit(const AuditEvent& event);
+  static void BindAudit(Statement& statement, const AuditEvent& event);
   Status SupersedePendingHandovers(const std::string& connection_id, WallTime at);
   // NotFound ("<what> <id> does not exist") unless `sql` ("SELECT 1 ... WHERE id = ?") finds a row.
   Status CheckExists(std::string_view sql, const std::string& id, std::string_view what);
@@ -383,10 +387,15 @@ class SqlStore : public Store {
   Status RememberSpool(std::int64_t stream_id, const std::string& spool_id, std::int64_t epoch);
   // Inside a write transaction: token, expiry, revocation and owner still as authenticated
   // (Unauthenticated naming `what` otherwise). The cluster UID the connection is bound to, if
-  // any; the digest of its last report's nodes goes to `nodes_digest` when given.
-  Result<std::optional<std::string>> CheckTokenLive(
-      const std::string& connection_id, const std::string& token_hash, WallTime at,
-      std::string_view what, std::optional<std::string>* nodes_digest = nullptr);
+  // any.
+  Result<std::optional<std::string>> CheckTokenLive(const std::string& connection_id,
+                                                    const std::string& token_hash, WallTime at,
+                                                    std::string_view what);
+  // The columns of a connection `c` (joined with its owner `u`) that TokenStillLive decides on,
+  // and the token they make when a row starts with them.
+  static constexpr std::string_view kAgentTokenColumns =
+      "c.token_hash, c.expires_at, c.revoked_at IS NOT NULL, u.deactivated_at IS NOT NULL";
+  static StoredAgentToken AgentTokenFromRow(const Statement& row);
   // What CheckTokenLive decides of the token it read (`stored`; none if the connection is
   // gone), for a write that reads it with more in one query.
   static Status TokenStillLive(const std::optional<StoredAgentToken>& stored,
@@ -487,14 +496,16 @@ class SqlStore : public Store {
   // Recomputes the node's rollups for the buckets in [start, end) (Unix seconds).
   Status RollUpNode(std::int64_t node_id, std::int64_t start, std::int64_t end,
                     std::int64_t max_gap_ms, UploadOutcome& outcome);
-  // Inserts a series for each of `values` (the node has none of them yet), adding their ids
-  // to `series`.
+  // Inserts a series for each of `values` (the node has none of them yet) and reads the
+  // node's series, theirs included, into `series`.
   Status InsertSeries(std::int64_t node_id, std::span<const SampleValue* const> values,
                       std::int64_t now_seconds, NodeSeriesIds& series);
   // Series of the node whose metric this binary knows.
   Result<SeriesById> LoadSeries(std::int64_t node_id);
   // The node's series ids as of its row's `series_version`: cached, or read and cached.
   Result<NodeSeriesIds*> SeriesIdsOf(std::int64_t node_id, std::int64_t series_version);
+  // Every series row of the node, into `entry` (its version left as it was).
+  Status ReadSeriesIds(std::int64_t node_id, NodeSeriesIds& entry);
   // The id of the connection's node, or NotFound.
   Result<std::int64_t> SampleNodeId(const std::string& connection_id, const std::string& node);
 
@@ -504,8 +515,10 @@ class SqlStore : public Store {
   // FailedPrecondition, saying what it is now, unless the offer is in `expected`.
   Status MoveOfferState(const std::string& offer_id, OfferState expected, OfferState state,
                         WallTime at);
-  // Inside AcceptReport's transaction: a draft offer of the connection becomes connected.
-  Status MarkOfferConnected(const std::string& connection_id, const AuditEvent& audit);
+  // Inside AcceptReport's transaction: the connection's draft offer (read with the report's
+  // token) becomes connected.
+  Status MarkOfferConnected(const std::string& connection_id, const std::string& offer_id,
+                            const std::string& owner_id, const AuditEvent& audit);
   Result<std::int64_t> CountActiveReservations(const std::string& offer_id);
   Result<std::vector<Reservation>> QueryReservations(const std::string& tail, const Binder& bind);
   Result<Reservation> ReadReservation(const std::string& id);

@@ -124,9 +124,9 @@ Status SqlStore::StoreUpload(const std::string& connection_id, const std::string
   std::int64_t stream_id = 0;
   std::optional<ReadAheadSampleNode> sample_node;
   if (!batch.node_samples.empty()) sample_node.emplace().node = batch.node_samples.front().node;
-  UPLINK_RETURN_IF_ERROR(ForEachRow(
-      "SELECT c.token_hash, c.expires_at, c.revoked_at IS NOT NULL, "
-      "u.deactivated_at IS NOT NULL, s.id, s.spool_id, s.epoch, s.acked_through, "
+  static const std::string sql =
+      "SELECT " + std::string(kAgentTokenColumns) +
+      ", s.id, s.spool_id, s.epoch, s.acked_through, "
       "s.dropped_records, s.dropped_bytes, s.corrupt_records, s.corrupt_bytes, "
       "s.rejected_records, s.rejected_bytes, n.id, n.latest_at, n.previous_at, "
       "n.rolled_through, n.series_version, p.interval_seconds, p.collectors, p.updated_at, "
@@ -134,7 +134,9 @@ Status SqlStore::StoreUpload(const std::string& connection_id, const std::string
       "LEFT JOIN streams s ON s.connection_id = c.id AND s.stream = ? "
       "LEFT JOIN sample_nodes n ON n.connection_id = c.id AND n.node = ? "
       "LEFT JOIN node_plans p ON p.connection_id = c.id "
-      "LEFT JOIN namespace_scopes ns ON ns.connection_id = c.id WHERE c.id = ?",
+      "LEFT JOIN namespace_scopes ns ON ns.connection_id = c.id WHERE c.id = ?";
+  UPLINK_RETURN_IF_ERROR(ForEachRow(
+      sql,
       [&](Statement& s) {
         s.Bind(batch.stream);
         if (sample_node) {
@@ -145,7 +147,7 @@ Status SqlStore::StoreUpload(const std::string& connection_id, const std::string
         s.Bind(connection_id);
       },
       [&](const Statement& row) {
-        token = StoredAgentToken{row.Text(0), row.Time(1), row.Int(2) != 0, row.Int(3) != 0};
+        token = AgentTokenFromRow(row);
         outcome.node_plan = NodePlanFromRow(row, 19);
         outcome.namespace_scope = NamespaceScopeFromRow(row, 22);
         if (sample_node && !row.IsNull(14)) {

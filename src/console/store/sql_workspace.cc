@@ -414,23 +414,18 @@ Status SqlStore::SetOfferState(const std::string& offer_id, OfferState expected,
   });
 }
 
-Status SqlStore::MarkOfferConnected(const std::string& connection_id, const AuditEvent& audit) {
-  std::optional<std::pair<std::string, std::string>> offer;  // id, owner
-  UPLINK_RETURN_IF_ERROR(ForEachRow(
-      "SELECT id, owner_id FROM offers WHERE connection_id = ? AND state = 'draft'",
-      [&](Statement& s) { s.Bind(connection_id); },
-      [&](const Statement& row) { offer.emplace(row.Text(0), row.Text(1)); }, "reading offer"));
-  if (!offer) return Status::Ok();
+Status SqlStore::MarkOfferConnected(const std::string& connection_id, const std::string& offer_id,
+                                    const std::string& owner_id, const AuditEvent& audit) {
   UPLINK_RETURN_IF_ERROR(
-      MoveOfferState(offer->first, OfferState::kDraft, OfferState::kConnected, audit.at));
+      MoveOfferState(offer_id, OfferState::kDraft, OfferState::kConnected, audit.at));
   AuditEvent connected = audit;
   connected.action = "offer.connected";
   connected.outcome = "ok";
   connected.target_type = "offer";
-  connected.target_id = offer->first;
-  connected.owner_id = offer->second;
+  connected.target_id = offer_id;
+  connected.owner_id = owner_id;
   connected.detail = ToJson(json::object{{"connection_id", connection_id}});
-  return InsertAudit(connected);
+  return DeferAudit(connected);
 }
 
 // ---- execution --------------------------------------------------------------------------------

@@ -697,6 +697,53 @@ TEST_P(NodeStoreTest, AnUploadReadsTheConnectionsPlansForItsReply) {
   EXPECT_EQ(outcome.namespace_scope, std::vector<std::string>{});
 }
 
+// Across a network every round trip the writer waits for delays every write behind it: a
+// node's first upload (its stream, node row and 8-GPU series, whose ids come back) waits for a
+// fixed few, however many series it creates, and the next ones for fewer.
+TEST_P(NodeStoreTest, AnUploadWaitsForAFewRoundTripsHoweverManySeriesItCreates) {
+  auto eight_gpus = [](const std::string& node, WallTime at) {
+    SampleSpec spec;
+    spec.node = node;
+    spec.at = at;
+    spec.gpus = 8;
+    return spec;
+  };
+  // Another node first: each statement is prepared once per connection, a round trip of its
+  // own that later uploads do not pay.
+  Accept(SampleBatch(1, {eight_gpus("gpu-node-1", kT0)}, "node/gpu-node-1"), kT0);
+  Accept(SampleBatch(2, {eight_gpus("gpu-node-1", kT0 + seconds(30))}, "node/gpu-node-1"),
+         kT0 + seconds(30));
+  if (GetParam() == StoreEngine::kSqlite) {
+    EXPECT_EQ(testing::WriterRoundTrips(*store_), -1);  // no server, no round trips
+    return;
+  }
+  std::int64_t before = testing::WriterRoundTrips(*store_);
+  UploadOutcome first =
+      Accept(SampleBatch(1, {eight_gpus("gpu-node-2", kT0)}, "node/gpu-node-2"), kT0);
+  const std::int64_t first_contact = testing::WriterRoundTrips(*store_) - before;
+  EXPECT_EQ(first.samples_stored, 1);
+  EXPECT_GT(Count("SELECT COUNT(*) FROM sample_series s JOIN sample_nodes n ON n.id = "
+                  "s.node_id WHERE n.node = 'gpu-node-2'"),
+            40);
+  // BEGIN; token and stream; the new stream; the node row; the series, then their ids; the
+  // sample, the node's and stream's updates and COMMIT.
+  EXPECT_LE(first_contact, 6);
+
+  before = testing::WriterRoundTrips(*store_);
+  UploadOutcome next = Accept(
+      SampleBatch(2, {eight_gpus("gpu-node-2", kT0 + seconds(30))}, "node/gpu-node-2"),
+      kT0 + seconds(30));
+  EXPECT_EQ(next.samples_stored, 1);
+  // BEGIN; token, stream and node row; the rest with COMMIT.
+  EXPECT_LE(testing::WriterRoundTrips(*store_) - before, 3);
+  // And the ids read back after the inserts are each series' own.
+  auto gpus = store_->ReadSamplePoints(kConnectionId, "gpu-node-2", kGpuUtilization, kT0,
+                                       kT0 + minutes(1));
+  ASSERT_TRUE(gpus.ok()) << gpus.status().ToString();
+  ASSERT_EQ(gpus->size(), 8u);
+  for (const SeriesPoints& gpu : *gpus) EXPECT_EQ(gpu.points.size(), 2u) << gpu.label;
+}
+
 TEST_P(NodeStoreTest, AnUnknownNodeIsNotFound) {
   EXPECT_EQ(
       store_->ReadSamplePoints(kConnectionId, "nope", kCpu, kT0, kT0 + hours(1)).status().code(),

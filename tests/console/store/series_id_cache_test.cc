@@ -29,20 +29,13 @@ TEST(NodeSeriesIds, FindsEachSeriesByMetricAndLabelWhateverTheOrderItWasReadIn) 
   EXPECT_EQ(node.Find(SampleMetric::kFilesystemSizeBytes, "/var/lib"), std::nullopt);
   // Rows of metrics a newer console stored count under the cap too.
   EXPECT_EQ(node.rows(), 6);
-
-  node.Add(SampleMetric::kGpuPowerWatts, "10", 20);
-  node.Add(SampleMetric::kCpuCount, "", 21);
-  EXPECT_EQ(node.Find(SampleMetric::kGpuPowerWatts, "10"), Id(20));
-  EXPECT_EQ(node.Find(SampleMetric::kCpuCount, ""), Id(21));
-  EXPECT_EQ(node.Find(SampleMetric::kGpuPowerWatts, "1"), Id(14));
-  EXPECT_EQ(node.rows(), 8);
 }
 
 TEST(SeriesIdCache, AnEntryIsFoundOnlyAtTheVersionItWasFilledAt) {
   SeriesIdCache cache;
   EXPECT_EQ(cache.Find(7, 0), nullptr);
   NodeSeriesIds& entry = cache.Reset(7);
-  entry.Add(SampleMetric::kLoad1, "", 3);
+  entry.Assign({{SampleMetric::kLoad1, "", 3}}, 0);
   // Not yet filled: no version matches.
   EXPECT_EQ(cache.Find(7, 0), nullptr);
   entry.version = 42;

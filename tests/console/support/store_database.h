@@ -28,6 +28,17 @@ inline std::string StoreEngineName(const ::testing::TestParamInfo<StoreEngine>& 
   return info.param == StoreEngine::kSqlite ? "Sqlite" : "Postgres";
 }
 
+// The store's uplink_console_store_writer_round_trips_total, as /metrics renders it; -1 when
+// it renders none (SQLite).
+inline std::int64_t WriterRoundTrips(const SqlStore& store) {
+  std::string rendered;
+  store.RenderMetrics(rendered);
+  constexpr std::string_view kSample = "\nuplink_console_store_writer_round_trips_total ";
+  const size_t at = rendered.find(kSample);
+  if (at == std::string::npos) return -1;
+  return std::stoll(rendered.substr(at + kSample.size()));
+}
+
 class TestDatabase {
  public:
   explicit TestDatabase(StoreEngine engine) : engine_(engine) {

@@ -115,6 +115,11 @@ class Database {
   // PostgreSQL connection): work done in it since BeginWrite() is gone.
   virtual bool InTransaction() const = 0;
 
+  // Answers waited for from the server since the database was opened, each a network round
+  // trip however many statements it carried: what a write costs across a network. Always 0
+  // on SQLite, which has no server. Safe to read from any thread.
+  virtual std::int64_t RoundTrips() const = 0;
+
   // About the last call that failed.
   virtual Failure LastFailure() const = 0;
   virtual std::string LastMessage() const = 0;

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <bit>
 #include <charconv>
 #include <cctype>
@@ -291,6 +292,7 @@ class PostgresDatabase final : public Database {
   }
   Failure LastFailure() const override { return failure_; }
   std::string LastMessage() const override { return message_; }
+  std::int64_t RoundTrips() const override { return round_trips_.load(std::memory_order_relaxed); }
 
   // Whether a statement may be sent now: connected (reconnecting when the connection was
   // lost) and not inside a transaction that the lost connection took with it. `control` is
@@ -370,6 +372,7 @@ class PostgresDatabase final : public Database {
   bool pipeline_in_transaction_ = false;
   Failure failure_ = Failure::kNone;
   std::string message_;
+  std::atomic<std::int64_t> round_trips_{0};  // written by the owner's thread only
 };
 
 class PostgresStatement final : public Statement {
@@ -652,6 +655,7 @@ bool PostgresDatabase::NextResult(std::optional<SteadyTime> deadline, PGresult*&
 }
 
 bool PostgresDatabase::Await(std::optional<SteadyTime> deadline, PGresult*& result) {
+  round_trips_.fetch_add(1, std::memory_order_relaxed);
   // A nonblocking connection may hold part of the query unsent.
   if (!FlushOut(deadline)) return GiveUp(result);
   for (;;) {
@@ -705,6 +709,7 @@ bool PostgresDatabase::EndPipeline(bool last_sent, std::optional<std::chrono::mi
                                    PGresult*& last) {
   const std::vector<DeferredStatement> sent = std::move(deferred_);
   deferred_.clear();
+  round_trips_.fetch_add(1, std::memory_order_relaxed);
   // The timeout bounds a silence, as it bounds one statement's answer: each answer that
   // comes starts it again, so a long pipeline is not cut short while the server works.
   std::optional<SteadyTime> deadline;

@@ -146,6 +146,7 @@ class SqliteDatabase final : public Database {
         return Failure::kOther;
     }
   }
+  std::int64_t RoundTrips() const override { return 0; }
   std::string LastMessage() const override { return sqlite3_errmsg(db_); }
 
  private:
