@@ -606,15 +606,15 @@ int Run(const Options& options) {
   std::vector<int> poll_connection(static_cast<size_t>(agents_count), -1);
   std::vector<char> poll_held(static_cast<size_t>(agents_count), 0);
   Tally creates, reports, uploads, polls;
-  Tally first_reports, first_uploads;
-  // Where replies to reports and uploads are counted: first contact's, then the sustained
-  // phase's once every first contact is answered.
+  Tally first_reports, first_uploads, first_polls;
+  // Where replies to reports, uploads and polls are counted: from the polls' opening to the
+  // last first contact's answer, then the sustained phase's.
   Tally* report_tally = &first_reports;
   Tally* upload_tally = &first_uploads;
+  Tally* poll_tally = &first_polls;
   // Until the sustained phase starts, no reply counts towards its slowest seconds.
   LoadClock::time_point sustain_start = LoadClock::time_point::max();
   std::vector<float> slowest;  // ms, by second of the sustained phase
-  std::int64_t polls_answered = 0;
   std::string metrics_body;
   bool metrics_arrived = false;
   HttpLoad* load_ptr = nullptr;
@@ -647,9 +647,8 @@ int Run(const Options& options) {
         break;
       }
       case kPoll: {
-        polls.Add(reply);
+        poll_tally->Add(reply);
         poll_held[static_cast<size_t>(request.agent)] = 0;
-        if (reply.status == 200) ++polls_answered;
         // The cluster role polls again at once (after a failure, once the connection is back).
         const SimulatedAgent& agent = agents[static_cast<size_t>(request.agent)];
         load_ptr->SendOn(reply.connection,
@@ -740,17 +739,20 @@ int Run(const Options& options) {
         600s);
     std::printf("  first contact: %" PRId64 " first uploads and %" PRId64
                 " first reports, due over %.0f s, answered in %.1f s; uploads p50 %.2f ms, "
-                "p99 %.2f ms, reports p50 %.2f ms, p99 %.2f ms; failed: %s%s%s\n",
+                "p99 %.2f ms, reports p50 %.2f ms, p99 %.2f ms; failed: %s%s%s; "
+                "since the polls opened, %" PRId64 " polls answered, failed: %s\n",
                 first_uploads.ok, first_reports.ok,
                 std::chrono::duration<double>(options.upload_interval).count(),
                 std::chrono::duration<double>(LoadClock::now() - start).count(),
                 first_uploads.QuantileMs(0.5), first_uploads.QuantileMs(0.99),
                 first_reports.QuantileMs(0.5), first_reports.QuantileMs(0.99),
                 first_uploads.Failures().c_str(), first_reports.failed() > 0 ? ", reports " : "",
-                first_reports.failed() > 0 ? first_reports.Failures().c_str() : "");
+                first_reports.failed() > 0 ? first_reports.Failures().c_str() : "",
+                first_polls.ok, first_polls.Failures().c_str());
   }
   upload_tally = &uploads;
   report_tally = &reports;
+  poll_tally = &polls;
 
   // 4. The schedule: agent i uploads at (i / N) of each upload interval, and reports at a
   // scrambled position of each report interval, so reports and uploads do not line up.
@@ -813,7 +815,7 @@ int Run(const Options& options) {
   std::printf("  sustained %.0f s: %" PRId64 " uploads (%.0f/s), %" PRId64 " reports, %" PRId64
               " polls answered; console CPU %.2f cores, generator %.2f\n",
               sustain_seconds, uploads.ok, static_cast<double>(uploads.ok) / sustain_seconds,
-              reports.ok, polls_answered, console_cores, own_sustain);
+              reports.ok, polls.ok, console_cores, own_sustain);
   const double upload_p50 = uploads.QuantileMs(0.5);
   const double upload_p99 = uploads.QuantileMs(0.99);
   std::printf("    uploads: p50 %.2f ms, p99 %.2f ms, max %.2f ms; failed: %s\n", upload_p50,
@@ -911,6 +913,7 @@ int Run(const Options& options) {
         problems.push_back(std::string(name) + ": " + tally->Failures());
       }
     }
+    if (first_polls.failed() > 0) problems.push_back("first polls: " + first_polls.Failures());
     if (polls.failed() > 0) problems.push_back("polls: " + polls.Failures());
     if (held < agents_count) problems.push_back("not every long poll was held");
     const std::int64_t uploaded = first_uploads.ok + uploads.ok;
