@@ -294,7 +294,8 @@ Status SqlStore::InsertSeries(std::int64_t node_id, std::span<const SampleValue*
   for (const SampleValue* value : values) {
     if (!series.Find(value->metric, value->label)) {
       return InternalError("creating series: " + std::string(SampleMetricName(value->metric)) +
-                           " of node " + std::to_string(node_id) + " was inserted but not read back");
+                           " \"" + OneLineExcerpt(value->label, 64) + "\" of node " +
+                           std::to_string(node_id) + " was inserted but not read back");
     }
   }
   return Status::Ok();
