@@ -402,6 +402,7 @@ void SqlStore::AcceptReportThen(std::string connection_id, std::string token_has
 Status SqlStore::StoreReport(const std::string& connection_id, const std::string& token_hash,
                              const InventoryReport& report, const std::string& nodes_digest,
                              WallTime received_at, const AuditEvent& audit, Status& refusal) {
+  refusal = Status::Ok();  // afresh: the writer may run this again (WriteTransactionThen)
   // The token check (as CheckTokenLive), the digest of the last report's nodes and a draft
   // offer waiting for this inventory, in one query: a steady report's only wait for the
   // database; what it writes goes in the pipeline of the transaction's next wait.

@@ -113,6 +113,8 @@ struct SqlStore::PendingWrite {
   std::function<Status()> body;
   CredentialCache cache;
   std::function<void(Status)> done;  // empty when the caller waits instead
+  // Whether `body` may run again after a rollback (WriteTransactionThen's bodies).
+  bool repeatable = false;
   Status status = Status::Ok();
   bool finished = false;
 };
@@ -135,7 +137,8 @@ Status SqlStore::WriteTransaction(const std::function<Status()>& body,
 
 void SqlStore::WriteTransactionThen(std::function<Status()> body,
                                     std::function<void(Status)> done, CredentialCache cache) {
-  auto write = std::make_shared<PendingWrite>(PendingWrite{std::move(body), cache, std::move(done)});
+  auto write = std::make_shared<PendingWrite>(
+      PendingWrite{std::move(body), cache, std::move(done), /*repeatable=*/true});
   std::lock_guard writes(writes_mutex_);
   pending_writes_.push_back(std::move(write));
   writes_queued_.notify_one();
@@ -181,6 +184,13 @@ void SqlStore::CommitGroup(const std::vector<PendingWrite*>& group) {
   auto fail_all = [](std::span<PendingWrite* const> writes, const Status& status) {
     for (PendingWrite* write : writes) write->status = status;
   };
+  auto run_body = [](PendingWrite& write) {
+    try {
+      return write.body();
+    } catch (const std::exception& e) {
+      return InternalError(std::string("a store write threw: ") + e.what());
+    }
+  };
   if (Status begun = db_->BeginWrite(); !begun.ok()) return fail_all(group, begun);
   // A write alone in its group needs no savepoint: its failure rolls the whole transaction
   // back, and its COMMIT goes with the statements it deferred. That spares three round trips
@@ -194,6 +204,13 @@ void SqlStore::CommitGroup(const std::vector<PendingWrite*>& group) {
   // fails its own write: the RELEASE after it does not run, so the savepoint is still there
   // to roll back to.
   bool savepoint_set = false;
+  // The last of `applied` while the answers to its deferred statements (numbered [from, to))
+  // have not been read: they come with the next write's first query, which that write may
+  // then have run in a failed transaction.
+  struct Unanswered {
+    bool any = false;
+    std::int64_t from = 0, to = 0;
+  } unanswered;
   // Fails everything not yet committed and ends the transaction. A RELEASE or a ROLLBACK TO
   // fails only if the transaction is aborted or lost, and then which writes it still holds
   // cannot be told.
@@ -206,15 +223,33 @@ void SqlStore::CommitGroup(const std::vector<PendingWrite*>& group) {
     PendingWrite& write = *group[i];
     const bool last = i + 1 == group.size();
     if (write.cache == CredentialCache::kEmpty) ForgetCachedCredentials();
+    std::int64_t first_deferred = db_->DeferredSent();
     if (!alone && !savepoint_set) {
-      if (Status set = Exec("SAVEPOINT uplink_write"); !set.ok()) return abandon(i, set);
+      // Goes out with the body's first query; its failure is this write's.
+      if (Status set = db_->DeferExec("SAVEPOINT uplink_write"); !set.ok()) {
+        return abandon(i, set);
+      }
       savepoint_set = true;
     }
-    Status status;
-    try {
-      status = write.body();
-    } catch (const std::exception& e) {
-      status = InternalError(std::string("a store write threw: ") + e.what());
+    Status status = run_body(write);
+    if (unanswered.any) {
+      // A body with no query of its own has not read them yet.
+      if (db_->DeferredAnswered() < unanswered.to) (void)db_->AwaitDeferred();
+      const auto failure = db_->LastDeferredFailure();
+      const bool previous_failed = failure && failure->number >= unanswered.from &&
+                                   failure->number < unanswered.to;
+      unanswered = {};
+      if (previous_failed && db_->InTransaction()) {
+        // Its RELEASE did not run: rolling back to the savepoint undoes it and this body's
+        // run in the failed transaction, and this one runs again.
+        applied.back()->status = failure->status;
+        applied.pop_back();
+        if (Status undone = Exec("ROLLBACK TO uplink_write"); !undone.ok()) {
+          return abandon(i, undone);
+        }
+        first_deferred = db_->DeferredSent();
+        status = run_body(write);
+      }
     }
     bool committed = false;
     if (db_->InTransaction()) {
@@ -225,8 +260,12 @@ void SqlStore::CommitGroup(const std::vector<PendingWrite*>& group) {
         status = db_->DeferExec("RELEASE uplink_write");
         if (status.ok()) status = db_->DeferExec("SAVEPOINT uplink_write");
       }
-      Status deferred = db_->AwaitDeferred();
-      if (status.ok()) status = deferred;
+      if (status.ok() && !alone && !last && group[i + 1]->repeatable) {
+        unanswered = {true, first_deferred, db_->DeferredSent()};
+      } else {
+        Status deferred = db_->AwaitDeferred();
+        if (status.ok()) status = deferred;
+      }
     }
     write.status = status;
     if (committed && status.ok()) return;
@@ -238,6 +277,7 @@ void SqlStore::CommitGroup(const std::vector<PendingWrite*>& group) {
       write.status = status;
       fail_all(applied, status);
       applied.clear();
+      unanswered = {};
       savepoint_set = false;
       if (last) return;
       if (Status begun = db_->BeginWrite(); !begun.ok()) {

@@ -322,6 +322,11 @@ class SqlStore : public Store {
   // group is durable or the body failed. `done` runs between groups, so it must be short; it
   // may read the store, and a write from it runs at once, in a group of its own. An exception
   // from `done` is logged and the writer goes on.
+  //
+  // `body` may run twice: it must change nothing but the database and outputs it sets afresh
+  // on each run. That lets the writer start it while the answers to the previous write's
+  // deferred statements are still on their way (one round trip per write rather than two on
+  // PostgreSQL); should they bring a failure, both are rolled back and this one runs again.
   void WriteTransactionThen(std::function<Status()> body, std::function<void(Status)> done,
                             CredentialCache cache = CredentialCache::kEmpty);
   struct PendingWrite;

@@ -115,6 +115,7 @@ Status SqlStore::StoreUpload(const std::string& connection_id, const std::string
                              const UploadBatch& batch, WallTime received_at,
                              const RecordRetention& retention, const AuditEvent& audit,
                              UploadOutcome& outcome) {
+  outcome = {};  // afresh: the writer may run this again (WriteTransactionThen)
   // The token check (as CheckTokenLive), the stream's position, the row of the node the
   // first node sample is of and the connection's plans for the reply in one query: three round
   // trips fewer per upload on PostgreSQL. The rows read stay as read until used: this write
@@ -213,10 +214,6 @@ Status SqlStore::StoreUpload(const std::string& connection_id, const std::string
   outcome.acked_through = account.acked_through;
   const AgentLosses& losses = placement.losses;
 
-  UPLINK_ASSIGN_OR_RETURN(
-      sql::Statement * insert_stmt,
-      Prepare("INSERT INTO stream_records (stream_id, epoch, sequence, appended_at, "
-              "received_at, payload) VALUES (?, ?, ?, ?, ?, ?)"));
   std::int64_t received_millis = ToUnixMillis(received_at);
   std::vector<const UploadRecord*> new_samples;
   std::vector<const UploadRecord*> new_snapshots;
@@ -235,13 +232,16 @@ Status SqlStore::StoreUpload(const std::string& connection_id, const std::string
       new_experiments.push_back(&record);
       continue;
     }
-    Statement insert(insert_stmt);
-    insert.Bind(stream_id).Bind(outcome.epoch).Bind(record.sequence);
-    insert.Bind(ToUnixMillis(record.appended_at)).Bind(received_millis);
-    insert.BindUnowned(batch.Payload(record));
-    if (insert.Step() != Statement::kDone) {
-      return Error("storing record " + std::to_string(record.sequence));
-    }
+    // Waits for no answer: the sequences accounted above are new, so nothing should refuse it.
+    UPLINK_RETURN_IF_ERROR(
+        Defer("INSERT INTO stream_records (stream_id, epoch, sequence, appended_at, "
+              "received_at, payload) VALUES (?, ?, ?, ?, ?, ?)",
+              [&](Statement& s) {
+                s.Bind(stream_id).Bind(outcome.epoch).Bind(record.sequence);
+                s.Bind(ToUnixMillis(record.appended_at)).Bind(received_millis);
+                s.BindUnowned(batch.Payload(record));
+              },
+              "storing record " + std::to_string(record.sequence)));
   }
   UPLINK_RETURN_IF_ERROR(StoreNodeSamples(connection_id, batch, new_samples, received_at,
                                           retention.samples, sample_node, outcome));

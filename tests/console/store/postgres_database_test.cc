@@ -420,6 +420,7 @@ TEST_F(PostgresDatabaseTest, AFailedDeferredStatementIsReportedByNameAndWhatFoll
   Statement& s = *insert;
   ASSERT_TRUE(db_->BeginWrite().ok()) << db_->LastMessage();
   MustExec(*db_, "INSERT INTO u VALUES (0); SAVEPOINT w");
+  const std::int64_t first = db_->DeferredSent();
   for (auto [x, what] : {std::pair<std::int64_t, const char*>{1, "first insert"},
                          {1, "second insert"},
                          {2, "third insert"}}) {
@@ -427,11 +428,20 @@ TEST_F(PostgresDatabaseTest, AFailedDeferredStatementIsReportedByNameAndWhatFoll
     ASSERT_TRUE(db_->Defer(s, what).ok()) << db_->LastMessage();
   }
   ASSERT_TRUE(db_->DeferExec("RELEASE w").ok());
+  EXPECT_EQ(db_->DeferredSent(), first + 4);
+  EXPECT_EQ(db_->DeferredAnswered(), first);  // nothing read yet
   Status awaited = db_->AwaitDeferred();
   EXPECT_EQ(awaited.code(), StatusCode::kAlreadyExists) << awaited.ToString();
   EXPECT_TRUE(awaited.message().starts_with("second insert: PostgreSQL: duplicate key"))
       << awaited.ToString();
   EXPECT_EQ(db_->LastFailure(), Failure::kPrimaryKey);
+  // Whose failure it was can be told afterwards by its number (what the store's writer uses
+  // when a write's statements are answered with the next write's query).
+  EXPECT_EQ(db_->DeferredAnswered(), first + 4);
+  const auto failure = db_->LastDeferredFailure();
+  ASSERT_TRUE(failure.has_value());
+  EXPECT_EQ(failure->number, first + 1);
+  EXPECT_EQ(failure->status.ToString(), awaited.ToString());
   // The RELEASE after it did not run: the savepoint is there to roll back to, and what came
   // before it is kept.
   EXPECT_TRUE(db_->InTransaction());
@@ -455,8 +465,12 @@ TEST_F(PostgresDatabaseTest, AFailedDeferredStatementFailsTheNextCallButNotARoll
   ASSERT_NO_FATAL_FAILURE(defer_duplicate());
   auto count = db_->Prepare("SELECT count(*) FROM u");
   ASSERT_TRUE(count.ok());
+  const std::int64_t step_carried = db_->DeferredSent() - 1;
   ExpectFailure(*db_, **count, Failure::kPrimaryKey);
   EXPECT_TRUE(db_->LastMessage().starts_with("inserting 7: ")) << db_->LastMessage();
+  ASSERT_TRUE(db_->LastDeferredFailure().has_value());
+  EXPECT_EQ(db_->LastDeferredFailure()->number, step_carried);
+  EXPECT_EQ(db_->DeferredAnswered(), db_->DeferredSent());
   MustExec(*db_, "ROLLBACK");
   // A COMMIT after it does not run, and says why; the ROLLBACK that follows does.
   ASSERT_TRUE(db_->BeginWrite().ok());

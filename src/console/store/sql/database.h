@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -106,6 +107,18 @@ class Database {
   // those after it did not run). Step(), Exec() and BeginWrite() await them first: a deferred
   // failure fails them, except ROLLBACK and ROLLBACK TO, which still run.
   virtual Status AwaitDeferred() = 0;
+  // Deferred statements are numbered in the order sent, from 0 for the life of the database,
+  // so that a caller can tell whose statement a failure read later was: how many were sent
+  // (the next one's number), and below which number every answer has been read.
+  virtual std::int64_t DeferredSent() const = 0;
+  virtual std::int64_t DeferredAnswered() const = 0;
+  struct DeferredFailure {
+    std::int64_t number;
+    Status status;  // as AwaitDeferred() reported it
+  };
+  // The last deferred statement whose answer was a failure, if any; the statements sent after
+  // it before the next AwaitDeferred() did not run.
+  virtual std::optional<DeferredFailure> LastDeferredFailure() const = 0;
 
   // Begins a transaction that holds the database's write lock until it ends, so that a
   // store's read-check-write runs as if alone: BEGIN IMMEDIATE on SQLite; on PostgreSQL,

@@ -283,6 +283,11 @@ class PostgresDatabase final : public Database {
   Status Defer(Statement& statement, std::string_view what) override;
   Status DeferExec(const std::string& sql) override;
   Status AwaitDeferred() override;
+  std::int64_t DeferredSent() const override { return deferred_sent_; }
+  std::int64_t DeferredAnswered() const override { return deferred_answered_; }
+  std::optional<DeferredFailure> LastDeferredFailure() const override {
+    return last_deferred_failure_;
+  }
   bool InTransaction() const override {
     if (given_up_) return false;
     // Until their answers are read, deferred statements are taken to leave it as it was.
@@ -370,6 +375,9 @@ class PostgresDatabase final : public Database {
   std::vector<DeferredStatement> deferred_;
   // Whether a transaction was open when the first of deferred_ was sent.
   bool pipeline_in_transaction_ = false;
+  std::int64_t deferred_sent_ = 0;      // numbered from 0: deferred_ is the last ones of them
+  std::int64_t deferred_answered_ = 0;  // every one numbered below has been answered
+  std::optional<DeferredFailure> last_deferred_failure_;
   Failure failure_ = Failure::kNone;
   std::string message_;
   std::atomic<std::int64_t> round_trips_{0};  // written by the owner's thread only
@@ -691,6 +699,7 @@ Status PostgresDatabase::SendDeferred(Send send, std::string_view what,
     return StatusOfFailure(failure_, message_);
   }
   deferred_.push_back({std::string(what), control});
+  ++deferred_sent_;
   return Status::Ok();
 }
 
@@ -709,6 +718,8 @@ bool PostgresDatabase::EndPipeline(bool last_sent, std::optional<std::chrono::mi
                                    PGresult*& last) {
   const std::vector<DeferredStatement> sent = std::move(deferred_);
   deferred_.clear();
+  const std::int64_t first_number = deferred_sent_ - static_cast<std::int64_t>(sent.size());
+  deferred_answered_ = deferred_sent_;  // answered, or never to be once this returns
   round_trips_.fetch_add(1, std::memory_order_relaxed);
   // The timeout bounds a silence, as it bounds one statement's answer: each answer that
   // comes starts it again, so a long pipeline is not cut short while the server works.
@@ -718,12 +729,16 @@ bool PostgresDatabase::EndPipeline(bool last_sent, std::optional<std::chrono::mi
   };
   restart_deadline();
   bool failed = false;
+  std::optional<size_t> failed_deferred;  // its index in `sent`
   // The first failure is the one reported: those after it are the pipeline's abort.
   auto fail = [&](const PGresult* result, size_t index) {
     if (failed) return;
     failed = true;
     RecordFailure(result);
-    if (index < sent.size()) message_ = sent[index].what + ": " + message_;
+    if (index < sent.size()) {
+      message_ = sent[index].what + ": " + message_;
+      failed_deferred = index;
+    }
   };
   bool silent = false;
   const size_t expected = sent.size() + (last_sent ? 1 : 0);
@@ -753,6 +768,7 @@ bool PostgresDatabase::EndPipeline(bool last_sent, std::optional<std::chrono::mi
       // As Exec: a COMMIT that rolled back must not pass for a commit.
       PQclear(result);
       failed = true;
+      failed_deferred = i;
       (void)Fail(Failure::kOther,
                  "COMMIT rolled the transaction back: a statement in it had failed");
     } else if (i == sent.size()) {
@@ -801,6 +817,11 @@ bool PostgresDatabase::EndPipeline(bool last_sent, std::optional<std::chrono::mi
   if (failed) {
     PQclear(last);
     last = nullptr;
+  }
+  if (failed_deferred) {
+    last_deferred_failure_ = DeferredFailure{
+        first_number + static_cast<std::int64_t>(*failed_deferred),
+        StatusOfFailure(failure_, message_)};
   }
   return !failed;
 }

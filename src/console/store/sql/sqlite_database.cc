@@ -110,10 +110,15 @@ class SqliteDatabase final : public Database {
     const bool ran = statement.Step() != Statement::StepResult::kError;
     Status status = ran ? Status::Ok() : IOError(std::string(what) + ": " + LastMessage());
     statement.Reset();
-    return status;
+    return Deferred(std::move(status));
   }
-  Status DeferExec(const std::string& sql) override { return Exec(sql); }
+  Status DeferExec(const std::string& sql) override { return Deferred(Exec(sql)); }
   Status AwaitDeferred() override { return Status::Ok(); }
+  std::int64_t DeferredSent() const override { return deferred_; }
+  std::int64_t DeferredAnswered() const override { return deferred_; }
+  std::optional<DeferredFailure> LastDeferredFailure() const override {
+    return last_deferred_failure_;
+  }
   Status BeginWrite() override { return Exec("BEGIN IMMEDIATE"); }
   bool InTransaction() const override { return sqlite3_get_autocommit(db_) == 0; }
 
@@ -150,7 +155,16 @@ class SqliteDatabase final : public Database {
   std::string LastMessage() const override { return sqlite3_errmsg(db_); }
 
  private:
+  // Numbers a deferred statement that has run, as PostgreSQL numbers those it sends.
+  Status Deferred(Status status) {
+    if (!status.ok()) last_deferred_failure_ = DeferredFailure{deferred_, status};
+    ++deferred_;
+    return status;
+  }
+
   sqlite3* db_;
+  std::int64_t deferred_ = 0;
+  std::optional<DeferredFailure> last_deferred_failure_;
   std::map<std::string, std::unique_ptr<SqliteStatement>, std::less<>> statements_;
 };
 
