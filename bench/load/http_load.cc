@@ -77,6 +77,7 @@ struct HttpLoad::Connection {
   bool idle_listed = false;
   std::optional<LoadClock::time_point> reconnect_at;
   std::optional<LoadRequest> current;  // in flight
+  LoadClock::time_point started{};     // when `current` was handed to this connection
   std::deque<LoadRequest> pending;     // dedicated: waiting for this connection
   size_t written = 0;
   std::string in;
@@ -195,6 +196,7 @@ void HttpLoad::CloseDedicated() {
 
 void HttpLoad::Start(Connection& connection, LoadRequest request) {
   connection.current = std::move(request);
+  connection.started = LoadClock::now();
   connection.written = 0;
   ++in_flight_;
   if (connection.connected) Flush(connection);
@@ -239,14 +241,14 @@ bool HttpLoad::Flush(Connection& connection) {
   return true;
 }
 
-void HttpLoad::Fail(Connection& connection) {
+void HttpLoad::Fail(Connection& connection, int status) {
   if (connection.fd >= 0) ::close(connection.fd);
   connection.fd = -1;
   const bool refused = !connection.connected;
   connection.connected = false;
-  auto fail = [&](LoadRequest failed) {
+  auto fail = [&](LoadRequest failed, int with) {
     LoadReply reply;
-    reply.status = 0;
+    reply.status = with;
     reply.latency = LoadClock::now() - failed.due;
     reply.request = &failed;
     reply.connection = connection.id;
@@ -256,12 +258,12 @@ void HttpLoad::Fail(Connection& connection) {
     LoadRequest failed = std::move(*connection.current);
     connection.current.reset();
     --in_flight_;
-    fail(std::move(failed));
+    fail(std::move(failed), status);
   }
   // The server refuses connections: what waits for it would wait for good.
   if (refused && !connection.dedicated) {
     for (LoadRequest& waiting : std::exchange(queue_[connection.target_index], {})) {
-      fail(std::move(waiting));
+      fail(std::move(waiting), kNoReply);
     }
   }
   if (!connection.closed && !connection.reconnect_at) {
@@ -355,6 +357,18 @@ void HttpLoad::ReconnectDue(LoadClock::time_point now) {
   }
 }
 
+void HttpLoad::TimeOutStale(LoadClock::time_point now) {
+  if (now < next_timeout_scan_) return;
+  next_timeout_scan_ = now + std::chrono::seconds(1);  // a scan of every connection, so rarely
+  for (auto& connection : connections_) {
+    if (!connection->current || connection->closed || now - connection->started < kReplyTimeout) {
+      continue;
+    }
+    ++timeouts_;
+    Fail(*connection, kTimedOut);
+  }
+}
+
 void HttpLoad::RunUntil(LoadClock::time_point until,
                         const std::function<void(LoadClock::time_point)>& tick,
                         std::chrono::milliseconds tick_every) {
@@ -368,6 +382,7 @@ void HttpLoad::RunUntil(LoadClock::time_point until,
       if (tick) tick(now);
       next_tick = now + tick_every;
       ReconnectDue(now);
+      TimeOutStale(now);
     }
     const auto wait =
         std::chrono::duration_cast<std::chrono::milliseconds>(std::min(next_tick, until) - now);

@@ -47,8 +47,15 @@ struct LoadRequest {
   size_t target = 0;                         // pool requests: the index of the server
 };
 
+// A request without its whole reply this long after it was sent is given up and its connection
+// closed: a generator that waited for good would hang the bench on one lost reply. Well above
+// the console's longest hold of a long poll (50 s).
+inline constexpr std::chrono::seconds kReplyTimeout{120};
+inline constexpr int kNoReply = 0;     // the connection failed before a whole reply came
+inline constexpr int kTimedOut = -1;   // no whole reply within kReplyTimeout
+
 struct LoadReply {
-  int status = 0;  // 0: the connection failed before a whole reply came
+  int status = kNoReply;  // the HTTP status, or kNoReply or kTimedOut
   LoadClock::duration latency{};
   std::string_view body;
   const LoadRequest* request = nullptr;
@@ -83,17 +90,22 @@ class HttpLoad {
   size_t in_flight() const { return in_flight_; }
   // Connections that failed or were closed by the server and opened again.
   std::uint64_t reconnects() const { return reconnects_; }
+  // Requests given up after kReplyTimeout.
+  std::uint64_t timeouts() const { return timeouts_; }
 
  private:
   struct Connection;
   Status Connect(Connection& connection);
   void Start(Connection& connection, LoadRequest request);
   void OnEvent(Connection& connection, std::uint32_t events);
-  void Fail(Connection& connection);
+  // Closes the connection (opened again later); its request in flight ends with `status`.
+  void Fail(Connection& connection, int status = kNoReply);
   bool Flush(Connection& connection);
   void Read(Connection& connection);
   void Feed(Connection& connection);
   void ReconnectDue(LoadClock::time_point now);
+  // Gives up the requests sent more than kReplyTimeout before `now`.
+  void TimeOutStale(LoadClock::time_point now);
 
   std::vector<Target> targets_;
   OnReply on_reply_;
@@ -105,6 +117,8 @@ class HttpLoad {
   std::vector<int> reconnecting_;
   size_t in_flight_ = 0;
   std::uint64_t reconnects_ = 0;
+  std::uint64_t timeouts_ = 0;
+  LoadClock::time_point next_timeout_scan_{};
   size_t next_target_ = 0;
 };
 

@@ -218,7 +218,7 @@ double OwnCpuSeconds() {
 struct Tally {
   std::vector<float> micros;
   std::int64_t ok = 0;
-  std::map<int, std::int64_t> other;  // status (0: no reply) -> count
+  std::map<int, std::int64_t> other;  // status (kNoReply, kTimedOut or HTTP's) -> count
 
   void Add(const LoadReply& reply) {
     if (reply.status >= 200 && reply.status < 300) {
@@ -245,7 +245,9 @@ struct Tally {
     std::string text;
     for (const auto& [status, count] : other) {
       text += (text.empty() ? "" : ", ") + std::to_string(count) + " x " +
-              (status == 0 ? std::string("no reply") : "HTTP " + std::to_string(status));
+              (status == kNoReply    ? std::string("no reply")
+               : status == kTimedOut ? "timed out (" + std::to_string(kReplyTimeout.count()) + " s)"
+                                     : "HTTP " + std::to_string(status));
     }
     return text.empty() ? "none" : text;
   }
@@ -379,6 +381,7 @@ class Console {
   const std::string& url() const { return url_; }
   const std::string& api_key() const { return api_key_; }
   std::string Stderr() const { return process_ ? process_->Stderr() : ""; }
+  bool started_here() const { return process_ != nullptr; }
   // SIGKILL, as a crashed replica or a lost machine: no shutdown of any kind.
   void Kill() {
     ::kill(process_->pid(), SIGKILL);
@@ -514,7 +517,7 @@ class Nginx {
 
 bool WaitForHttp(const Target& target) {
   bool answered = false;
-  HttpLoad probe({target}, [&](const LoadReply& reply) { answered = reply.status != 0; });
+  HttpLoad probe({target}, [&](const LoadReply& reply) { answered = reply.status > 0; });
   auto request = std::make_shared<const std::string>(
       "GET /healthz HTTP/1.1\r\nHost: " + target.host + "\r\n\r\n");
   for (int attempt = 0; attempt < 300 && !answered; ++attempt) {
@@ -554,6 +557,51 @@ std::string Mib(double bytes) {
   char text[32];
   std::snprintf(text, sizeof(text), "%.0f MiB", bytes / (1 << 20));
   return text;
+}
+
+// What the console logged at warn or error (its --log-level), by message, most frequent first:
+// "none", or e.g. "3 x warn: connection refused: too many connections; 1 x error: ...". A
+// failure the bench counts (a poll without a reply) is often explained here.
+struct LoggedProblems {
+  std::string summary;
+  std::int64_t errors = 0;
+};
+LoggedProblems SummariseLog(const std::string& log) {
+  std::map<std::string, std::int64_t> counts;
+  std::int64_t unreadable = 0;
+  std::int64_t errors = 0;
+  size_t start = 0;
+  while (start < log.size()) {
+    size_t end = log.find('\n', start);
+    if (end == std::string::npos) end = log.size();
+    const std::string_view line(log.data() + start, end - start);
+    start = end + 1;
+    if (line.empty()) continue;
+    auto parsed = ParseJson(line);
+    if (!parsed.ok() || !parsed->is_object()) {
+      ++unreadable;
+      continue;
+    }
+    const std::string level = StringAt(parsed->as_object(), "level");
+    if (level == "warn" || level == "error") {
+      ++counts[level + ": " + StringAt(parsed->as_object(), "msg")];
+    }
+    if (level == "error") ++errors;
+  }
+  std::vector<std::pair<std::int64_t, std::string>> ranked;
+  for (const auto& [message, count] : counts) ranked.emplace_back(count, message);
+  std::sort(ranked.rbegin(), ranked.rend());
+  std::string text;
+  for (size_t i = 0; i < std::min<size_t>(ranked.size(), 5); ++i) {
+    if (!text.empty()) text += "; ";
+    text += std::to_string(ranked[i].first) + " x " + ranked[i].second;
+  }
+  if (ranked.size() > 5) text += "; and " + std::to_string(ranked.size() - 5) + " more kinds";
+  if (unreadable > 0) {
+    if (!text.empty()) text += "; ";
+    text += std::to_string(unreadable) + " lines not JSON";
+  }
+  return {text.empty() ? "none" : text, errors};
 }
 
 int Run(const Options& options) {
@@ -836,6 +884,12 @@ int Run(const Options& options) {
       "    console: RSS up to %s, %d open sockets at the end; it counted %.0f uploads accepted "
       "and %.0f node samples stored, first contact included\n",
       Mib(peak.rss_bytes).c_str(), peak.sockets, accepted, stored);
+  std::optional<LoggedProblems> logged;
+  if (console->started_here()) {
+    logged = SummariseLog(console->Stderr());
+    std::printf("    console logged (warn and error, since it started): %s\n",
+                logged->summary.c_str());
+  }
 
   // 5. Capacity: closed loop of fresh uploads.
   load.CloseDedicated();
@@ -916,6 +970,9 @@ int Run(const Options& options) {
     if (first_polls.failed() > 0) problems.push_back("first polls: " + first_polls.Failures());
     if (polls.failed() > 0) problems.push_back("polls: " + polls.Failures());
     if (held < agents_count) problems.push_back("not every long poll was held");
+    if (logged && logged->errors > 0) {
+      problems.push_back("the console logged errors: " + logged->summary);
+    }
     const std::int64_t uploaded = first_uploads.ok + uploads.ok;
     if (accepted != static_cast<double>(uploaded) || stored != static_cast<double>(uploaded)) {
       problems.push_back("the console counted " + std::to_string(accepted) + " uploads and " +
@@ -1082,8 +1139,8 @@ int RunFailover(const Options& options) {
              shipper.unacked.front().sequence <= shipper.acked_through) {
         shipper.unacked.pop_front();
       }
-    } else if (reply.status == 0) {
-      // Refused or broken: the other replica, at once.
+    } else if (reply.status == kNoReply || reply.status == kTimedOut) {
+      // Refused, broken or silent: the other replica, at once.
       shipper.replica = 1 - shipper.replica;
       ++moves;
     } else {
