@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <span>
 #include <tuple>
@@ -447,7 +448,10 @@ Status SqlStore::StoreNodeSamples(const std::string& connection_id, const Upload
     // and not at the time of the one before it in the group, cannot meet the ON CONFLICT: it
     // is stored for sure, and its insert is deferred rather than waited for. Others wait for
     // the change count, which says whether their time was taken.
-    std::optional<std::int64_t> newest_stored = found ? row.latest_at : std::nullopt;
+    // With no sample stored yet every time is newer (the lowest time only takes the wait).
+    const std::int64_t newest_stored = found && row.latest_at
+                                           ? *row.latest_at
+                                           : std::numeric_limits<std::int64_t>::min();
     std::optional<std::int64_t> previous_in_group;
     for (const UploadRecord* record : group) {
       const NodeSampleFigures& sample = sample_of(record);
@@ -462,8 +466,7 @@ Status SqlStore::StoreNodeSamples(const std::string& connection_id, const Upload
         PutNumber(points, value.value);
       }
       const std::int64_t at_ms = ToUnixMillis(sample.collected_at);
-      const bool time_free =
-          (!newest_stored || at_ms > *newest_stored) && previous_in_group != at_ms;
+      const bool time_free = at_ms > newest_stored && previous_in_group != at_ms;
       previous_in_group = at_ms;
       auto bind = [&](Statement& insert) {
         insert.Bind(row.id).Bind(at_ms).Bind(sample.boot_time).BindBlobUnowned(points);
