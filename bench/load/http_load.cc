@@ -364,7 +364,6 @@ void HttpLoad::TimeOutStale(LoadClock::time_point now) {
     if (!connection->current || connection->closed || now - connection->started < kReplyTimeout) {
       continue;
     }
-    ++timeouts_;
     Fail(*connection, kTimedOut);
   }
 }

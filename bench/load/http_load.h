@@ -90,8 +90,6 @@ class HttpLoad {
   size_t in_flight() const { return in_flight_; }
   // Connections that failed or were closed by the server and opened again.
   std::uint64_t reconnects() const { return reconnects_; }
-  // Requests given up after kReplyTimeout.
-  std::uint64_t timeouts() const { return timeouts_; }
 
  private:
   struct Connection;
@@ -117,7 +115,6 @@ class HttpLoad {
   std::vector<int> reconnecting_;
   size_t in_flight_ = 0;
   std::uint64_t reconnects_ = 0;
-  std::uint64_t timeouts_ = 0;
   LoadClock::time_point next_timeout_scan_{};
   size_t next_target_ = 0;
 };

@@ -116,8 +116,8 @@ class Database {
     std::int64_t number;
     Status status;  // as AwaitDeferred() reported it
   };
-  // The last deferred statement whose answer was a failure, if any; the statements sent after
-  // it before the next AwaitDeferred() did not run.
+  // The last deferred statement whose answer was a failure, if any; those sent after it in the
+  // same pipeline (until its answers were read) did not run.
   virtual std::optional<DeferredFailure> LastDeferredFailure() const = 0;
 
   // Begins a transaction that holds the database's write lock until it ends, so that a
