@@ -119,5 +119,36 @@ TEST(Gzip, RefusesCorruptTruncatedAndTrailingInput) {
   EXPECT_FALSE(GzipDecompress(flipped, 1 << 20).ok());
 }
 
+// The trailer's stated size only sizes the first buffer: zlib checks it, so a lie is refused.
+TEST(Gzip, RefusesATrailerThatMisstatesTheSize) {
+  const std::string good = GzipCompress(std::string(100000, 'a')).value();
+  for (const unsigned char top : {0x00, 0xff}) {
+    std::string lying = good;
+    lying[lying.size() - 1] = static_cast<char>(top);  // ISIZE's high byte: 0 or ~4 GiB
+    lying[lying.size() - 2] = static_cast<char>(top);
+    auto inflated = GzipDecompress(lying, 64 << 20);
+    EXPECT_EQ(inflated.status().code(), StatusCode::kInvalidArgument) << int{top};
+  }
+}
+
+TEST(Gzip, TheLimitIsInclusiveAndOutputGrowsPastTheFirstBuffer) {
+  // Zeros compress over a thousand to one: far past what the first buffer believes.
+  const std::string zeros(1 << 20, '\0');
+  const std::string body = GzipCompress(zeros).value();
+  ASSERT_GT(zeros.size() / body.size(), 256u);
+  EXPECT_EQ(GzipDecompress(body, zeros.size()).value_or(""), zeros);
+  EXPECT_EQ(GzipDecompress(body, zeros.size() - 1).status().code(),
+            StatusCode::kResourceExhausted);
+}
+
+// Each thread keeps one inflater: a body refused halfway must not leak into the next.
+TEST(Gzip, ABodyAfterARefusedOneInflatesCleanly) {
+  const std::string good = GzipCompress("hello world, hello world").value();
+  ASSERT_FALSE(GzipDecompress(good.substr(0, good.size() - 5), 1 << 20).ok());
+  EXPECT_EQ(GzipDecompress(good, 1 << 20).value_or(""), "hello world, hello world");
+  ASSERT_FALSE(GzipDecompress(GzipCompress(std::string(4096, 'x')).value(), 100).ok());
+  EXPECT_EQ(GzipDecompress(good, 1 << 20).value_or(""), "hello world, hello world");
+}
+
 }  // namespace
 }  // namespace uplink
