@@ -34,6 +34,11 @@ bool AllNumbersFinite(const json::value& root) {
 }  // namespace
 
 Result<json::value> ParseJson(std::string_view text, const JsonLimits& limits) {
+  return ParseJson(text, limits, {});
+}
+
+Result<json::value> ParseJson(std::string_view text, const JsonLimits& limits,
+                              json::storage_ptr storage) {
   if (text.size() > limits.max_bytes) {
     return ResourceExhaustedError("JSON body of " + std::to_string(text.size()) +
                                   " bytes is over the " + std::to_string(limits.max_bytes) +
@@ -42,6 +47,7 @@ Result<json::value> ParseJson(std::string_view text, const JsonLimits& limits) {
   json::parse_options options;
   options.max_depth = limits.max_depth;
   json::stream_parser parser({}, options);
+  parser.reset(std::move(storage));
   boost::system::error_code ec;
   size_t consumed = parser.write_some(text.data(), text.size(), ec);
   if (!ec && consumed < text.size()) ec = json::make_error_code(json::error::extra_data);

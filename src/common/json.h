@@ -19,6 +19,11 @@ struct JsonLimits {
 // Parses one JSON document. Errors are InvalidArgument and say where parsing stopped;
 // oversized input is ResourceExhausted.
 Result<json::value> ParseJson(std::string_view text, const JsonLimits& limits = {});
+// The same, the document's memory from `storage`: a json::monotonic_resource for a document
+// read once and dropped makes a few allocations instead of one per string and container.
+// The document must not outlive it.
+Result<json::value> ParseJson(std::string_view text, const JsonLimits& limits,
+                              json::storage_ptr storage);
 
 // Compact serialisation.
 std::string ToJson(const json::value& value);

@@ -34,6 +34,25 @@ TEST(ParseJson, RefusesNumbersBeyondDoubleRange) {
   EXPECT_TRUE(ParseJson("[1e308, -1e308, 123456789012345678901234567890]").ok());
 }
 
+TEST(ParseJson, ADocumentInAnArenaIsTheSameAndSoAreItsRefusals) {
+  const std::string text =
+      R"({"a long key past the short-string size":[1,2.5,{"b":null,"c":"a string longer )"
+      R"(than fourteen characters"}],"d":true})";
+  json::monotonic_resource arena;
+  auto in_arena = ParseJson(text, {}, &arena);
+  ASSERT_TRUE(in_arena.ok()) << in_arena.status().ToString();
+  EXPECT_EQ(in_arena->storage().get(), &arena);
+  EXPECT_EQ(*in_arena, ParseJson(text).value());
+  std::string deep(1000, '[');
+  deep += std::string(1000, ']');
+  EXPECT_EQ(ParseJson(deep, {}, &arena).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(ParseJson("[1e400]", {}, &arena).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(ParseJson("[1,2,3,4,5,6,7]", JsonLimits{.max_bytes = 10, .max_depth = 64}, &arena)
+                .status()
+                .code(),
+            StatusCode::kResourceExhausted);
+}
+
 TEST(ParseYaml, TypesPlainScalarsAndKeepsQuotedOnesAsStrings) {
   auto value = ParseYaml("a: 1\nb: true\nc: '1'\nd: ~\ne: 1.5\nf: hello\ng: \"true\"\n");
   ASSERT_TRUE(value.ok()) << value.status().ToString();

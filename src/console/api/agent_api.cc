@@ -266,8 +266,12 @@ void AgentApi::AcceptUpload(const net::Request& request, const Connection& conne
     auto decoded = AgentJsonBody(request, options_.max_upload_bytes, decompressed);
     if (auto* refusal = std::get_if<net::Response>(&decoded)) return answer(std::move(*refusal));
     const std::string_view body = std::get<std::string_view>(decoded);
+    // Decoding copies what it keeps: the document's strings and containers need not be
+    // allocated and freed one by one (they were a fifth of the console's CPU under load).
+    json::monotonic_resource arena(2 * body.size());
     auto document =
-        ParseJson(body, JsonLimits{options_.max_upload_bytes, protocol::kMaxUploadDocumentDepth});
+        ParseJson(body, JsonLimits{options_.max_upload_bytes, protocol::kMaxUploadDocumentDepth},
+                  &arena);
     if (!document.ok()) return answer(document.status());
     auto decoded_upload = protocol::DecodeUpload(*document);
     if (!decoded_upload.ok()) return answer(decoded_upload.status());
