@@ -211,14 +211,18 @@ Result<ConnectionRows> SqlStore::FindConnectionsByTokenPrefix(
         "reading connections"));
     return ConnectionRows(std::make_shared<const std::vector<Connection>>(std::move(found)));
   }
+  auto cached = [&]() -> ConnectionRows {
+    std::lock_guard cache(token_cache_mutex_);
+    auto found = connections_by_token_prefix_.find(prefix);
+    return found == connections_by_token_prefix_.end() ? nullptr : found->second;
+  };
+  if (ConnectionRows hit = cached()) return hit;
   std::lock_guard lock(mutex_);
-  if (auto cached = connections_by_token_prefix_.find(prefix);
-      cached != connections_by_token_prefix_.end()) {
-    return cached->second;
-  }
+  if (ConnectionRows hit = cached()) return hit;  // read by another caller meanwhile
   UPLINK_ASSIGN_OR_RETURN(std::vector<Connection> found, QueryConnections(sql.c_str(), prefix));
   auto connections = std::make_shared<const std::vector<Connection>>(std::move(found));
   if (caches_credentials_ && !connections->empty()) {
+    std::lock_guard cache(token_cache_mutex_);
     if (connections_by_token_prefix_.size() >= kMaxCachedPrefixes) {
       connections_by_token_prefix_.clear();
     }

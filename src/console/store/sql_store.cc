@@ -302,7 +302,10 @@ void SqlStore::CommitGroup(const std::vector<PendingWrite*>& group) {
 }
 
 void SqlStore::ForgetCachedCredentials() {
-  connections_by_token_prefix_.clear();
+  {
+    std::lock_guard cache(token_cache_mutex_);
+    connections_by_token_prefix_.clear();
+  }
   settings_.reset();
 }
 

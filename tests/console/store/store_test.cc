@@ -10,10 +10,12 @@
 #include <memory>
 #include <optional>
 #include <thread>
+#include <utility>
 #include <variant>
 
 #include "common/json.h"
 #include "console/setup.h"
+#include "console/store/sql/sqlite_database.h"
 #include "console/store/sql_store.h"
 #include "store_database.h"
 #include "test_util.h"
@@ -707,6 +709,103 @@ TEST_P(SqlStoreTest, TokenLookupsSeeEveryChangeAtOnceDespiteTheirCache) {
                   .ok());
   EXPECT_TRUE((*store_->FindConnectionsByTokenPrefix(other))->empty());
   EXPECT_EQ((*store_->FindConnectionsByTokenPrefix("agt_rotated2"))->size(), 1u);
+}
+
+// A real database whose COMMIT, once armed, waits to be let through: a write group held in
+// its commit, as an fsync holds one.
+class CommitHeldDatabase : public sql::Database {
+ public:
+  explicit CommitHeldDatabase(std::unique_ptr<sql::Database> inner) : inner_(std::move(inner)) {}
+
+  // The next COMMIT signals `reached` and waits for `release`.
+  void HoldNextCommit(std::promise<void>* reached, std::shared_future<void> release) {
+    reached_ = reached;
+    release_ = std::move(release);
+  }
+
+  Status Exec(const std::string& sql) override {
+    HoldIfCommit(sql);
+    return inner_->Exec(sql);
+  }
+  // A write alone in its group defers its COMMIT.
+  Status DeferExec(const std::string& sql) override {
+    HoldIfCommit(sql);
+    return inner_->DeferExec(sql);
+  }
+  sql::Engine engine() const override { return inner_->engine(); }
+  std::span<const sql::Migration> Migrations() const override { return inner_->Migrations(); }
+  Result<sql::Statement*> Prepare(const std::string& sql) override { return inner_->Prepare(sql); }
+  Status ExecUnbounded(const std::string& sql) override { return inner_->ExecUnbounded(sql); }
+  Status Defer(sql::Statement& statement, std::string_view what) override {
+    return inner_->Defer(statement, what);
+  }
+  Status AwaitDeferred() override { return inner_->AwaitDeferred(); }
+  std::int64_t DeferredSent() const override { return inner_->DeferredSent(); }
+  std::int64_t DeferredAnswered() const override { return inner_->DeferredAnswered(); }
+  std::optional<DeferredFailure> LastDeferredFailure() const override {
+    return inner_->LastDeferredFailure();
+  }
+  Status BeginWrite() override { return inner_->BeginWrite(); }
+  bool InTransaction() const override { return inner_->InTransaction(); }
+  std::int64_t RoundTrips() const override { return inner_->RoundTrips(); }
+  sql::Failure LastFailure() const override { return inner_->LastFailure(); }
+  std::string LastMessage() const override { return inner_->LastMessage(); }
+
+ private:
+  void HoldIfCommit(const std::string& sql) {
+    if (sql != "COMMIT" || reached_ == nullptr) return;
+    std::exchange(reached_, nullptr)->set_value();
+    release_.wait();
+  }
+
+  const std::unique_ptr<sql::Database> inner_;
+  std::promise<void>* reached_ = nullptr;  // set and taken on the writer's side only
+  std::shared_future<void> release_;
+};
+
+// Agents authenticate on every request: a cached token must not wait for the writer, which
+// holds the store through a group's COMMIT (an fsync on SQLite).
+TEST(SqliteTokenCacheTest, ACachedTokenIsFoundWhileAWriteGroupCommits) {
+  ScratchDir dir;
+  auto database = sql::OpenSqliteDatabase(dir.File("console.db"));
+  ASSERT_TRUE(database.ok()) << database.status().ToString();
+  auto* held = new CommitHeldDatabase(std::move(database).value());
+  auto opened = SqlStore::Open(std::unique_ptr<sql::Database>(held));
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  SqlStore& store = **opened;
+  ASSERT_TRUE(store.CreateUser(MakeUser("u1", "a@example.com"), MakeAudit("user.create")).ok());
+  ASSERT_TRUE(store
+                  .CreateConnection(MakeConnection(kConnectionId, "u1", "prod"),
+                                    MakeAudit("connection.create", kConnectionId))
+                  .ok());
+  // The first report binds the cluster (emptying the cache); later ones keep it.
+  ASSERT_TRUE(
+      store.AcceptReport(kConnectionId, kTokenHash, MakeReport("uid-a", 1), kT0, ReportAudit())
+          .ok());
+  const std::string prefix = "agt_" + kConnectionId.substr(0, 8);
+  auto cached = store.FindConnectionsByTokenPrefix(prefix);
+  ASSERT_TRUE(cached.ok() && (*cached)->size() == 1u);
+
+  std::promise<void> reached;
+  std::promise<void> release;
+  held->HoldNextCommit(&reached, release.get_future().share());
+  auto report = std::async(std::launch::async, [&] {
+    return store.AcceptReport(kConnectionId, kTokenHash, MakeReport("uid-a", 2),
+                              kT0 + seconds(1), ReportAudit());
+  });
+  if (reached.get_future().wait_for(seconds(60)) != std::future_status::ready) {
+    release.set_value();
+    FAIL() << "the report never reached its COMMIT";
+  }
+  auto lookup = std::async(std::launch::async, [&] {
+    return store.FindConnectionsByTokenPrefix(prefix);
+  });
+  // Not a timing bound: a lookup that waited for the writer would wait here for good.
+  const bool answered = lookup.wait_for(seconds(60)) == std::future_status::ready;
+  release.set_value();
+  EXPECT_TRUE(answered) << "the token lookup waited for the write group's COMMIT";
+  EXPECT_EQ(lookup.get().value_or(nullptr), *cached);
+  EXPECT_TRUE(report.get().ok());
 }
 
 // Replicas on one PostgreSQL database.
