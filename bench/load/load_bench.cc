@@ -765,7 +765,7 @@ int Run(const Options& options) {
     const WallTime wall_start = SystemClock().Now();
     int issued = 0;
     const auto contact_end = start + options.upload_interval;
-    load.RunUntil(contact_end, [&](LoadClock::time_point now) {
+    auto issue_due = [&](LoadClock::time_point now) {
       for (; issued < agents_count; ++issued) {
         const auto due = start + options.upload_interval * issued / agents_count;
         if (due > now) return;
@@ -777,7 +777,11 @@ int Run(const Options& options) {
         SimulatedAgent& uploader = agents[static_cast<size_t>(issued)];
         load.Queue({requests.Upload(uploader, wall), kUpload, uploader.index, due});
       }
-    });
+    };
+    load.RunUntil(contact_end, issue_due);
+    // The loop ends without a last tick at its end, and the last agents fall due within a
+    // tick of it: without this, a run now and then waited for requests never sent.
+    issue_due(contact_end);
     RunUntilDone(
         load,
         [&] {
