@@ -46,7 +46,9 @@ class Deflater {
 };
 
 // One inflater per thread, reset for each body: setting one up allocates its state and
-// window, which cost more than inflating a node upload.
+// window, which cost more than inflating a node upload. A reset empties the window: a
+// back-reference past the body's own output is refused ("invalid distance too far back"),
+// so nothing of one sender's body can reach the next one's.
 class Inflater {
  public:
   Inflater() { ready_ = inflateInit2(&stream_, 15 + 16) == Z_OK; }

@@ -1,4 +1,7 @@
 #include <gtest/gtest.h>
+#include <zlib.h>
+
+#include <cstdint>
 
 #include "common/gzip.h"
 #include "common/json.h"
@@ -158,6 +161,42 @@ TEST(Gzip, TheLimitIsInclusiveAndOutputGrowsPastTheFirstBuffer) {
   EXPECT_EQ(GzipDecompress(body, zeros.size()).value_or(""), zeros);
   EXPECT_EQ(GzipDecompress(body, zeros.size() - 1).status().code(),
             StatusCode::kResourceExhausted);
+}
+
+// A gzip member whose deflate data refers back into `dictionary`, as if the window still
+// held it: what a body would send to read what came before it on the same inflater.
+std::string GzipReferringTo(const std::string& dictionary, const std::string& text) {
+  z_stream stream{};
+  EXPECT_EQ(deflateInit2(&stream, 9, Z_DEFLATED, -15, 8, Z_DEFAULT_STRATEGY), Z_OK);
+  EXPECT_EQ(deflateSetDictionary(&stream, reinterpret_cast<const Bytef*>(dictionary.data()),
+                                 static_cast<uInt>(dictionary.size())),
+            Z_OK);
+  std::string raw(deflateBound(&stream, text.size()), '\0');
+  stream.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(text.data()));
+  stream.avail_in = static_cast<uInt>(text.size());
+  stream.next_out = reinterpret_cast<Bytef*>(raw.data());
+  stream.avail_out = static_cast<uInt>(raw.size());
+  EXPECT_EQ(deflate(&stream, Z_FINISH), Z_STREAM_END);
+  raw.resize(raw.size() - stream.avail_out);
+  deflateEnd(&stream);
+  auto le32 = [](std::uint32_t value) {
+    return std::string{static_cast<char>(value), static_cast<char>(value >> 8),
+                       static_cast<char>(value >> 16), static_cast<char>(value >> 24)};
+  };
+  const std::uint32_t crc = static_cast<std::uint32_t>(
+      crc32(0, reinterpret_cast<const Bytef*>(text.data()), static_cast<uInt>(text.size())));
+  return std::string("\x1f\x8b\x08\0\0\0\0\0\0\xff", 10) + raw + le32(crc) +
+         le32(static_cast<std::uint32_t>(text.size()));
+}
+
+// The inflater is kept for the thread's next body: what the last one inflated must not be
+// reachable from it.
+TEST(Gzip, ABodyCannotReferBackIntoTheBodyBeforeIt) {
+  const std::string secret = "token agt_0123456789abcdef belongs to someone else";
+  ASSERT_EQ(GzipDecompress(GzipCompress(secret).value(), 1 << 20).value_or(""), secret);
+  const std::string probe = GzipReferringTo(secret, secret);
+  ASSERT_LT(probe.size(), 10 + secret.size()) << "the probe does not refer back";
+  EXPECT_EQ(GzipDecompress(probe, 1 << 20).status().code(), StatusCode::kInvalidArgument);
 }
 
 // Each thread keeps one inflater: a body refused halfway must not leak into the next.
