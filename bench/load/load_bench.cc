@@ -888,6 +888,18 @@ int Run(const Options& options) {
       "    console: RSS up to %s, %d open sockets at the end; it counted %.0f uploads accepted "
       "and %.0f node samples stored, first contact included\n",
       Mib(peak.rss_bytes).c_str(), peak.sockets, accepted, stored);
+  // A request without a reply (above) that the console counted here was ended by it.
+  std::string lost;
+  for (const char* reason : {"read_timeout", "client_closed", "write_failed"}) {
+    const double count = MetricValue(
+        console_metrics,
+        std::string("uplink_console_http_requests_lost_total{reason=\"") + reason + "\"}");
+    if (count <= 0) continue;
+    if (!lost.empty()) lost += ", ";
+    lost += std::to_string(static_cast<std::int64_t>(count)) + " " + reason;
+  }
+  std::printf("    requests the console ended without a response, since it started: %s\n",
+              lost.empty() ? "none" : lost.c_str());
   std::optional<LoggedProblems> logged;
   if (console->started_here()) {
     logged = SummariseLog(console->Stderr());

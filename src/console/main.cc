@@ -381,6 +381,9 @@ int Serve(const std::vector<std::string>& args) {
   sigaddset(&stop_signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
+  server_options.on_request_lost = [&api](std::string_view reason) {
+    api.CountLostRequest(reason);
+  };
   auto server = net::HttpServer::Start(server_options, api.router().AsHandler());
   if (!server.ok()) return Fail(server.status());
   std::string url_host = host.find(':') != std::string::npos ? "[" + host + "]" : host;

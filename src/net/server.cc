@@ -373,7 +373,12 @@ class ServerImpl final : public HttpServer {
           status = 400;
         }
         Log().Debug("request not read", {{"remote", remote}, {"error", read_ec.message()}});
-        if (status != 0) {
+        if (status == 0) {
+          // Not when the server stops, which aborts what it was reading.
+          if (read_ec != asio::error::operation_aborted) {
+            Lost(read_ec == beast::error::timeout ? "read_timeout" : "client_closed");
+          }
+        } else {
           Response refusal = options_.refusal
                                  ? options_.refusal(status)
                                  : Response::Text(status, std::string(ReasonPhrase(status)) + "\n");
@@ -479,8 +484,15 @@ class ServerImpl final : public HttpServer {
     }
     stream.tcp().expires_after(options_.write_timeout);
     auto [ec, bytes] = co_await http::async_write(stream, message, kUseAwaitable);
-    if (ec) Log().Debug("response not written", {{"error", ec.message()}});
+    if (ec) {
+      Log().Debug("response not written", {{"error", ec.message()}});
+      if (ec != asio::error::operation_aborted) Lost("write_failed");
+    }
     co_return !ec;
+  }
+
+  void Lost(std::string_view reason) {
+    if (options_.on_request_lost) options_.on_request_lost(reason);
   }
 
   // A streamed body: the header, then each piece the stream produces as one chunk, until it

@@ -7,6 +7,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "common/status.h"
 #include "net/router.h"
@@ -32,6 +33,12 @@ struct ServerOptions {
   // large, 431 header too large), so that a service can answer in its own error format.
   // Absent: a plain-text reason phrase. Called on a server thread; must not block.
   std::function<Response(int status)> refusal;
+  // Told of each request that ends without a response: "read_timeout" (it did not arrive in
+  // full within read_timeout), "client_closed" (the client closed or reset the connection
+  // mid-request) or "write_failed" (the response could not be written within write_timeout).
+  // A keep-alive connection closed between requests is no request. Called on a server
+  // thread; must be cheap, thread-safe and must not block.
+  std::function<void(std::string_view reason)> on_request_lost;
   std::chrono::milliseconds read_timeout{30'000};   // whole request, headers and body
   std::chrono::milliseconds idle_timeout{60'000};   // between keep-alive requests
   std::chrono::milliseconds write_timeout{30'000};

@@ -6,7 +6,10 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <functional>
+#include <mutex>
 #include <thread>
+#include <vector>
 
 #include "net/certs.h"
 #include "net/client.h"
@@ -306,9 +309,39 @@ TEST(HttpServer, GarbageBytesGet400AndClose) {
   EXPECT_TRUE(closed);
 }
 
+// The reasons ServerOptions::on_request_lost was told, in order.
+class LostRequests {
+ public:
+  std::function<void(std::string_view)> Hook() {
+    return [this](std::string_view reason) {
+      std::lock_guard lock(mutex_);
+      reasons_.emplace_back(reason);
+    };
+  }
+  // Once `count` have come (the server tells after the client saw the close), or after a
+  // patient wait.
+  std::vector<std::string> Await(size_t count) {
+    for (int i = 0; i < 500; ++i) {
+      {
+        std::lock_guard lock(mutex_);
+        if (reasons_.size() >= count) return reasons_;
+      }
+      std::this_thread::sleep_for(20ms);
+    }
+    std::lock_guard lock(mutex_);
+    return reasons_;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::vector<std::string> reasons_;
+};
+
 TEST(HttpServer, ClientThatStallsMidRequestIsCutOffByTheReadTimeout) {
+  LostRequests lost;
   ServerOptions options;
   options.read_timeout = 300ms;
+  options.on_request_lost = lost.Hook();
   auto server = StartServer(Echo(), options);
   ASSERT_TRUE(server);
   RawConnection connection(server->port());
@@ -317,6 +350,31 @@ TEST(HttpServer, ClientThatStallsMidRequestIsCutOffByTheReadTimeout) {
   std::string reply = connection.ReadUntilClosed(closed);
   EXPECT_TRUE(closed) << "the server should have dropped the stalled connection";
   EXPECT_EQ(reply.find("200"), std::string::npos);
+  EXPECT_EQ(lost.Await(1), std::vector<std::string>{"read_timeout"});
+}
+
+TEST(HttpServer, AClientGoneMidRequestIsCountedAndOneGoneBetweenRequestsIsNot) {
+  LostRequests lost;
+  ServerOptions options;
+  options.on_request_lost = lost.Hook();
+  auto server = StartServer(Echo(), options);
+  ASSERT_TRUE(server);
+  {
+    RawConnection finished(server->port());
+    ASSERT_TRUE(finished.Send("GET /once HTTP/1.1\r\nHost: x\r\n\r\n"));
+    ASSERT_TRUE(finished.ReadUntil("once"));
+  }  // closed between requests
+  {
+    RawConnection halfway(server->port());
+    ASSERT_TRUE(halfway.Send("POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\nabc"));
+  }  // closed with 7 body bytes to come
+  EXPECT_EQ(lost.Await(1), std::vector<std::string>{"client_closed"});
+  // Still one after a later request is answered: the first close, made before the second
+  // connection opened, was no lost request.
+  RawConnection third(server->port());
+  ASSERT_TRUE(third.Send("GET /again HTTP/1.1\r\nHost: x\r\n\r\n"));
+  ASSERT_TRUE(third.ReadUntil("again"));
+  EXPECT_EQ(lost.Await(1), std::vector<std::string>{"client_closed"});
 }
 
 TEST(HttpServer, TricklingClientIsCutOffByTheWholeRequestTimeout) {

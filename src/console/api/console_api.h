@@ -64,6 +64,8 @@ class ConsoleApi {
   // thread (kubectl commands, the agent's long poll, uploads once the store commits them).
   const net::Router& router() const { return router_; }
   const metrics::Registry& metrics() const { return metrics_; }
+  // For net::ServerOptions::on_request_lost: counted in /metrics by reason.
+  void CountLostRequest(std::string_view reason) { routes_.CountLost(reason); }
   // The kubectl commands in flight; tests move a FakeClock and call ExpireDue().
   CommandBroker& commands() { return commands_; }
   // The agent calls noted in memory; tests call Flush().

@@ -16,6 +16,7 @@ namespace uplink::console {
 namespace {
 
 constexpr const char* kRequestsTotal = "uplink_console_http_requests_total";
+constexpr const char* kRequestsLostTotal = "uplink_console_http_requests_lost_total";
 
 // What a caller who must set up two-factor may still do: see who they are, end or confirm
 // their session, read the setting, set it up, and list their own connections, which show
@@ -91,6 +92,13 @@ size_t RouteBodyLimit(const net::Request& head, size_t max_upload_bytes) {
 Routes::Routes(const ApiContext& context, Authenticator& auth, net::Router& router)
     : ApiArea(context), auth_(auth), router_(router) {
   metrics_.DeclareCounter(kRequestsTotal, "HTTP requests by route, method and status.");
+  metrics_.DeclareCounter(kRequestsLostTotal,
+                          "HTTP requests that ended without a response, by reason: "
+                          "read_timeout, client_closed (mid-request) or write_failed.");
+}
+
+void Routes::CountLost(std::string_view reason) {
+  metrics_.Increment(kRequestsLostTotal, {{"reason", reason}});
 }
 
 void Routes::CountReply(std::string_view route, std::string_view method, int status) {

@@ -47,6 +47,8 @@ class Routes : private ApiArea {
   // Routes go to `router`; `auth` checks the callers. Both must outlive this object.
   Routes(const ApiContext& context, Authenticator& auth, net::Router& router);
 
+  // A request the server ended without a response (net::ServerOptions::on_request_lost).
+  void CountLost(std::string_view reason);
   // A route whose replies are counted by route and status.
   void Route(const std::string& method, const std::string& pattern, net::Handler handler);
   // A route without a bearer credential that reads a JSON body (sign-in, handover redeem).
