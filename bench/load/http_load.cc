@@ -235,20 +235,21 @@ bool HttpLoad::Flush(Connection& connection) {
     }
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;
     if (n < 0 && errno == EINTR) continue;
-    Fail(connection);
+    Fail(connection, errno == ECONNRESET || errno == EPIPE ? "reset (sending)" : "send failed");
     return false;
   }
   return true;
 }
 
-void HttpLoad::Fail(Connection& connection, int status) {
+void HttpLoad::Fail(Connection& connection, std::string_view failure, int status) {
   if (connection.fd >= 0) ::close(connection.fd);
   connection.fd = -1;
   const bool refused = !connection.connected;
   connection.connected = false;
-  auto fail = [&](LoadRequest failed, int with) {
+  auto fail = [&](LoadRequest failed, int with, std::string_view how) {
     LoadReply reply;
     reply.status = with;
+    reply.failure = how;
     reply.latency = LoadClock::now() - failed.due;
     reply.request = &failed;
     reply.connection = connection.id;
@@ -258,12 +259,12 @@ void HttpLoad::Fail(Connection& connection, int status) {
     LoadRequest failed = std::move(*connection.current);
     connection.current.reset();
     --in_flight_;
-    fail(std::move(failed), status);
+    fail(std::move(failed), status, refused ? "not connected" : failure);
   }
   // The server refuses connections: what waits for it would wait for good.
   if (refused && !connection.dedicated) {
     for (LoadRequest& waiting : std::exchange(queue_[connection.target_index], {})) {
-      fail(std::move(waiting), kNoReply);
+      fail(std::move(waiting), kNoReply, "connections refused");
     }
   }
   if (!connection.closed && !connection.reconnect_at) {
@@ -283,7 +284,9 @@ void HttpLoad::Read(Connection& connection) {
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
     if (n < 0 && errno == EINTR) continue;
     // Closed by the server (an idle keep-alive connection), or failed.
-    Fail(connection);
+    Fail(connection, n == 0                 ? "closed by the server"
+                     : errno == ECONNRESET ? "reset"
+                                           : "receive failed");
     return;
   }
   while (connection.current) {
@@ -311,7 +314,7 @@ void HttpLoad::Read(Connection& connection) {
     on_reply_(reply);
     connection.in.erase(0, total);
     if (close) {
-      Fail(connection);
+      Fail(connection, "closed after a reply");
       return;
     }
     Feed(connection);
@@ -325,7 +328,7 @@ void HttpLoad::OnEvent(Connection& connection, std::uint32_t events) {
     socklen_t size = sizeof(error);
     ::getsockopt(connection.fd, SOL_SOCKET, SO_ERROR, &error, &size);
     if (error != 0 || (events & (EPOLLERR | EPOLLHUP)) != 0) {
-      Fail(connection);
+      Fail(connection, "not connected");
       return;
     }
     if ((events & EPOLLOUT) == 0) return;
@@ -364,7 +367,7 @@ void HttpLoad::TimeOutStale(LoadClock::time_point now) {
     if (!connection->current || connection->closed || now - connection->started < kReplyTimeout) {
       continue;
     }
-    Fail(*connection, kTimedOut);
+    Fail(*connection, "timed out", kTimedOut);
   }
 }
 

@@ -56,6 +56,8 @@ inline constexpr int kTimedOut = -1;   // no whole reply within kReplyTimeout
 
 struct LoadReply {
   int status = kNoReply;  // the HTTP status, or kNoReply or kTimedOut
+  // Without a reply: how the connection failed ("closed by the server", "reset", ...).
+  std::string_view failure;
   LoadClock::duration latency{};
   std::string_view body;
   const LoadRequest* request = nullptr;
@@ -96,8 +98,9 @@ class HttpLoad {
   Status Connect(Connection& connection);
   void Start(Connection& connection, LoadRequest request);
   void OnEvent(Connection& connection, std::uint32_t events);
-  // Closes the connection (opened again later); its request in flight ends with `status`.
-  void Fail(Connection& connection, int status = kNoReply);
+  // Closes the connection (opened again later); its request in flight ends with `status`,
+  // `failure` saying how.
+  void Fail(Connection& connection, std::string_view failure, int status = kNoReply);
   bool Flush(Connection& connection);
   void Read(Connection& connection);
   void Feed(Connection& connection);

@@ -61,9 +61,11 @@
 #include <cstring>
 #include <deque>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <numeric>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -207,6 +209,27 @@ std::optional<ProcessFigures> ReadProcess(pid_t pid, bool count_sockets = false)
   return figures;
 }
 
+// The kernel's count of connections it dropped because a listener's accept queue was full
+// (TcpExt ListenOverflows in /proc/net/netstat): machine-wide, so read around a phase. A
+// client sees these as connections that hang in retransmission or end reset, the server
+// sees nothing at all.
+std::int64_t ListenOverflows() {
+  std::ifstream netstat("/proc/net/netstat");
+  std::string names;
+  std::string values;
+  while (std::getline(netstat, names) && std::getline(netstat, values)) {
+    if (!names.starts_with("TcpExt:")) continue;
+    std::istringstream name_words(names);
+    std::istringstream value_words(values);
+    std::string name;
+    std::string value;
+    while (name_words >> name && value_words >> value) {
+      if (name == "ListenOverflows") return std::strtoll(value.c_str(), nullptr, 10);
+    }
+  }
+  return 0;
+}
+
 double OwnCpuSeconds() {
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);
@@ -219,15 +242,30 @@ struct Tally {
   std::vector<float> micros;
   std::int64_t ok = 0;
   std::map<int, std::int64_t> other;  // status (kNoReply, kTimedOut or HTTP's) -> count
+  // Those without a reply, by how their connection failed: how many, and the shortest and
+  // longest time from when each was due.
+  struct NoReply {
+    std::int64_t count = 0;
+    double min_s = 0;
+    double max_s = 0;
+  };
+  std::map<std::string, NoReply, std::less<>> no_reply;
 
   void Add(const LoadReply& reply) {
     if (reply.status >= 200 && reply.status < 300) {
       ++ok;
       micros.push_back(
           static_cast<float>(std::chrono::duration<double, std::micro>(reply.latency).count()));
-    } else {
-      ++other[reply.status];
+      return;
     }
+    ++other[reply.status];
+    if (reply.status != kNoReply) return;
+    const double after = std::chrono::duration<double>(reply.latency).count();
+    auto [cause, added] = no_reply.try_emplace(std::string(reply.failure));
+    NoReply& figures = cause->second;
+    figures.min_s = added ? after : std::min(figures.min_s, after);
+    figures.max_s = std::max(figures.max_s, after);
+    ++figures.count;
   }
   double QuantileMs(double q) {
     if (micros.empty()) return 0;
@@ -245,11 +283,22 @@ struct Tally {
     std::string text;
     for (const auto& [status, count] : other) {
       text += (text.empty() ? "" : ", ") + std::to_string(count) + " x " +
-              (status == kNoReply    ? std::string("no reply")
+              (status == kNoReply    ? "no reply (" + NoReplyCauses() + ")"
                : status == kTimedOut ? "timed out (" + std::to_string(kReplyTimeout.count()) + " s)"
                                      : "HTTP " + std::to_string(status));
     }
     return text.empty() ? "none" : text;
+  }
+  // "closed by the server: 850, 0.1-50.2 s after due; reset: 9, ..."
+  std::string NoReplyCauses() const {
+    std::string text;
+    for (const auto& [cause, figures] : no_reply) {
+      char range[64];
+      std::snprintf(range, sizeof(range), "%.1f-%.1f s", figures.min_s, figures.max_s);
+      text += (text.empty() ? "" : "; ") + cause + ": " + std::to_string(figures.count) + ", " +
+              range + " after due";
+    }
+    return text;
   }
 };
 
@@ -715,6 +764,7 @@ int Run(const Options& options) {
     Die("opening the pool: " + opened.ToString());
   }
   const auto setup_start = LoadClock::now();
+  const std::int64_t overflows_before = ListenOverflows();
   CreateConnections(load, requests, console->api_key(), agents_count, 1, creates);
   std::printf("  setup: %d connections created in %.1f s\n", agents_count,
               std::chrono::duration<double>(LoadClock::now() - setup_start).count());
@@ -900,6 +950,9 @@ int Run(const Options& options) {
   }
   std::printf("    requests the console ended without a response, since it started: %s\n",
               lost.empty() ? "none" : lost.c_str());
+  std::printf("    connection attempts the kernel dropped at a full accept queue (machine-wide, "
+              "since the setup): %" PRId64 "\n",
+              ListenOverflows() - overflows_before);
   std::optional<LoggedProblems> logged;
   if (console->started_here()) {
     logged = SummariseLog(console->Stderr());

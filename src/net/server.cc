@@ -194,7 +194,14 @@ class ServerImpl final : public HttpServer {
       }
       endpoint = results.begin()->endpoint();
     }
-    acceptor_ = std::make_unique<tcp::acceptor>(*io_);
+    // The acceptor runs on a thread of its own: handlers may block their I/O thread (on the
+    // store, on a password hash), and an accept loop waiting behind them lets the kernel's
+    // accept queue fill, after which it drops connection attempts (clients see resets and
+    // retransmitted SYNs, the server sees nothing).
+    accept_io_ = std::make_unique<asio::io_context>(1);
+    // Between connections io_ has no work of its own; its threads wait for the next one.
+    io_work_.emplace(io_->get_executor());
+    acceptor_ = std::make_unique<tcp::acceptor>(*accept_io_);
     acceptor_->open(endpoint.protocol(), ec);
     if (!ec) acceptor_->set_option(asio::socket_base::reuse_address(true), ec);
     if (!ec) acceptor_->bind(endpoint, ec);
@@ -203,11 +210,15 @@ class ServerImpl final : public HttpServer {
     port_ = acceptor_->local_endpoint(ec).port();
     if (ec) return UnavailableError("listening on " + options_.listen + ": " + ec.message());
 
-    asio::co_spawn(*io_, AcceptLoop(), asio::detached);
+    asio::co_spawn(*accept_io_, AcceptLoop(), asio::detached);
+    accept_thread_ = std::thread([this] {
+      NameThisThread("http-accept");
+      Run(*accept_io_);
+    });
     for (int i = 0; i < options_.threads; ++i) {
       threads_.emplace_back([this] {
         NameThisThread("http-io");
-        RunIo();
+        Run(*io_);
       });
     }
     Log().Info("listening",
@@ -224,12 +235,18 @@ class ServerImpl final : public HttpServer {
       std::lock_guard lock(gate_->mutex);
       gate_->open = false;
     }
+    // No session starts once the accept thread is joined.
+    if (accept_io_) accept_io_->stop();
+    if (accept_thread_.joinable()) accept_thread_.join();
     io_->stop();
     for (auto& thread : threads_) thread.join();
     threads_.clear();
-    // Destroying the io_context destroys the suspended connection coroutines, closing their
-    // sockets; the acceptor must go first.
+    // Destroying an io_context destroys what it still holds: the acceptor's, a socket accepted
+    // but not yet handed over (registered with io_, so before io_); io_'s, the suspended
+    // connection coroutines, closing their sockets.
     acceptor_.reset();
+    accept_io_.reset();
+    io_work_.reset();
     io_.reset();
     if (port_ != 0) Log().Info("stopped", {{"port", port_}});
   }
@@ -246,11 +263,11 @@ class ServerImpl final : public HttpServer {
                                  "TLS certificate");
   }
 
-  void RunIo() {
+  static void Run(asio::io_context& io) {
     // Connection coroutines catch their own errors; this keeps a thread alive regardless.
     for (;;) {
       try {
-        io_->run();
+        io.run();
         return;
       } catch (const std::exception& e) {
         Log().Error("unexpected exception in server loop", {{"error", e.what()}});
@@ -560,7 +577,10 @@ class ServerImpl final : public HttpServer {
   const RequestHandler handler_;
   std::unique_ptr<ssl::context> tls_;  // outlives io_, which owns the streams using it
   std::unique_ptr<asio::io_context> io_;
+  std::optional<asio::executor_work_guard<asio::io_context::executor_type>> io_work_;
+  std::unique_ptr<asio::io_context> accept_io_;  // the acceptor's alone
   std::unique_ptr<tcp::acceptor> acceptor_;
+  std::thread accept_thread_;
   std::vector<std::thread> threads_;
   std::shared_ptr<IoGate> gate_ = std::make_shared<IoGate>();
   std::atomic<size_t> connections_{0};

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <limits>
 #include <functional>
+#include <future>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -425,6 +426,46 @@ TEST(HttpServer, ConnectionsOverTheLimitAreClosedAtOnce) {
 
   ASSERT_TRUE(first.Send("GET /again HTTP/1.1\r\nHost: x\r\n\r\n"));
   EXPECT_TRUE(first.ReadUntil("GET /again").has_value());
+}
+
+// Handlers may block their I/O thread (the console's wait on its store); accepting must not
+// wait for them, or the kernel's accept queue fills and drops connection attempts. Seen from
+// here: a connection over the limit is closed at once while the only I/O thread is held.
+TEST(HttpServer, AcceptsWhileEveryIoThreadIsHeldByAHandler) {
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  std::atomic<bool> holding{false};
+  ServerOptions options;
+  options.threads = 1;
+  options.max_connections = 2;
+  auto server = StartServer(
+      [&](Request request, Reply reply) {
+        if (request.target == "/hold") {
+          holding = true;
+          released.wait();
+        }
+        reply(Response::Text(200, "served " + request.target));
+      },
+      options);
+  ASSERT_TRUE(server);
+  RawConnection held(server->port());
+  ASSERT_TRUE(held.Send("GET /hold HTTP/1.1\r\nHost: x\r\n\r\n"));
+  for (auto deadline = std::chrono::steady_clock::now() + testing::kPatience;
+       !holding && std::chrono::steady_clock::now() < deadline;) {
+    std::this_thread::sleep_for(1ms);
+  }
+  ASSERT_TRUE(holding);
+
+  RawConnection waiting(server->port());
+  ASSERT_TRUE(waiting.Send("GET /waiting HTTP/1.1\r\nHost: x\r\n\r\n"));
+  RawConnection over_the_limit(server->port());
+  bool closed = false;
+  EXPECT_EQ(over_the_limit.ReadUntilClosed(closed), "");
+  EXPECT_TRUE(closed) << "the accept loop waited for the handler";
+
+  release.set_value();
+  EXPECT_TRUE(held.ReadUntil("served /hold").has_value());
+  EXPECT_TRUE(waiting.ReadUntil("served /waiting").has_value());
 }
 
 TEST(HttpServer, ConnectionCloseFromTheClientIsHonoured) {
