@@ -166,6 +166,9 @@ Result<WorkspaceReservation> DecodeReservation(const json::object& object,
   if (!OneOf(reservation.desired, {kDesiredRunning, kDesiredStopped})) {
     return InvalidArgumentError(fields.FieldPath("desired") + " must be running or stopped");
   }
+  // Any short text: a state this agent does not know only means no pod is known to have run.
+  UPLINK_ASSIGN_OR_RETURN(std::optional<std::string> state, fields.PlainString("state", 32));
+  reservation.state = state.value_or("");
   return reservation;
 }
 
@@ -326,7 +329,8 @@ json::object EncodeWorkspaceSyncReply(const WorkspaceSyncReply& reply) {
                                         {"ephemeral_storage_bytes",
                                          reservation.ephemeral_storage_bytes},
                                         {"expires_at", FormatRfc3339(reservation.expires_at)},
-                                        {"desired", reservation.desired}});
+                                        {"desired", reservation.desired},
+                                        {"state", reservation.state}});
   }
   json::array commands;
   for (const WorkspaceCommand& command : reply.commands) {

@@ -155,6 +155,10 @@ struct WorkspaceReservation {
   std::int64_t ephemeral_storage_bytes = 0;
   WallTime expires_at;
   std::string desired;  // kDesiredRunning or kDesiredStopped
+  // The console's state of it (kReservationReserved, ...Provisioning, ...Running or
+  // ...Stopping): provisioning or running means a pod was seen. Empty from a console that
+  // does not say.
+  std::string state;
 };
 
 // A command to run in a running reservation's workspace.

@@ -210,9 +210,10 @@ WorkspaceSyncReply FullReply() {
   reply.accepting = false;
   reply.reservations.push_back({std::string(kReservation), 2, "gpu-node-0001", 8000,
                                 68'719'476'736, 107'374'182'400, FromUnixSeconds(1'900'007'200),
-                                std::string(kDesiredRunning)});
+                                std::string(kDesiredRunning), std::string(kReservationRunning)});
   reply.reservations.push_back({NewReservationId(), 1, "gpu-node-0002", 0, 0, 0,
-                                FromUnixSeconds(1'900'000'000), std::string(kDesiredStopped)});
+                                FromUnixSeconds(1'900'000'000), std::string(kDesiredStopped),
+                                std::string(kReservationStopping)});
   for (size_t i = 0; i < kMaxSyncCommands; ++i) {
     reply.commands.push_back({NewWorkspaceCommandId(), std::string(kReservation),
                               i % 2 ? "python" : "shell",
@@ -244,6 +245,7 @@ TEST(WorkspaceSyncReplyContract, WhatTheConsoleHandsOutTheControllerActsOn) {
     EXPECT_EQ(b.ephemeral_storage_bytes, a.ephemeral_storage_bytes);
     EXPECT_EQ(b.expires_at, a.expires_at);
     EXPECT_EQ(b.desired, a.desired);
+    EXPECT_EQ(b.state, a.state);
   }
   ASSERT_EQ(read->commands.size(), kMaxSyncCommands);
   for (size_t i = 0; i < kMaxSyncCommands; ++i) {
@@ -274,6 +276,7 @@ TEST(WorkspaceSyncReplyDecode, SkipsBadIdsAndRefusesWrongReservations) {
       R"("code":"true","timeout_seconds":0}]})"));
   ASSERT_TRUE(read.ok()) << read.status().ToString();
   ASSERT_EQ(read->reservations.size(), 1u);
+  EXPECT_EQ(read->reservations[0].state, "") << "an older console does not say";
   ASSERT_EQ(read->commands.size(), 2u) << "commands with a valid id are kept to be refused";
   EXPECT_NE(read->commands[0].problem.find("commands[1].kind"), std::string::npos)
       << read->commands[0].problem;
@@ -305,6 +308,10 @@ TEST(WorkspaceSyncReplyDecode, SkipsBadIdsAndRefusesWrongReservations) {
            {with_reservation("memory_bytes", "-1"), "reservations[0].memory_bytes"},
            {with_reservation("expires_at", R"("soon")"), "reservations[0].expires_at"},
            {with_reservation("desired", R"("deleted")"), "reservations[0].desired"},
+           {with_reservation("state", "1"), "reservations[0].state"},
+           {with_reservation("state", R"("running\u0000")"), "reservations[0].state"},
+           {with_reservation("state", "\"" + std::string(33, 'r') + "\""),
+            "reservations[0].state"},
                  });
 }
 

@@ -174,6 +174,20 @@ ReconcilePlan PlanReconcile(const ExecutionConfig& config, const PlanInput& inpu
                                       input.now));
       continue;
     }
+    // Its pod was seen (the console says so, which outlives this controller) and is gone
+    // without our deleting it: `kubectl delete`, its node removed, or a deletion while the
+    // controller was down. A new pod would start with an empty scratch and a new SSH host
+    // key behind the user's back, so the reservation fails and says why instead.
+    if (reservation.state == protocol::kReservationProvisioning ||
+        reservation.state == protocol::kReservationRunning) {
+      plan.events.push_back(MakeEvent(
+          reservation.id, "failed",
+          "its workspace pod " + PodNameFor(reservation.id) +
+              " was deleted outside uplink (kubectl delete, its node removed, or while the "
+              "controller was down); its files went with it, so it is not created again",
+          input.now, PodNameFor(reservation.id), reservation.node));
+      continue;
+    }
     if (input.draining || !input.accepting) continue;
     if (!config.IsApprovedNode(reservation.node)) {
       plan.events.push_back(MakeEvent(reservation.id, "failed",

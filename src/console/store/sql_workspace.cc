@@ -858,10 +858,12 @@ Result<WorkspaceWork> SqlStore::ReadWorkspaceWork(const std::string& offer_id,
           .c_str(),
       [&](Statement& s) { s.Bind(offer_id); },
       [&](const Statement& row) {
+        const std::string state(row.Text(7));
         work.reservations.push_back(protocol::WorkspaceReservation{
             row.Text(0), row.Int(1), row.Text(2), row.Int(3), row.Int(4), row.Int(5), row.Time(6),
-            std::string(row.Text(7) == protocol::kReservationStopping ? protocol::kDesiredStopped
-                                                                     : protocol::kDesiredRunning)});
+            std::string(state == protocol::kReservationStopping ? protocol::kDesiredStopped
+                                                                : protocol::kDesiredRunning),
+            state});
       },
       "reading the offer's reservations"));
   UPLINK_RETURN_IF_ERROR(ForEachRow(

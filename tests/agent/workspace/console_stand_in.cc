@@ -229,6 +229,7 @@ net::Response ConsoleStandIn::Sync(const net::Request& request) {
                                                                         : timeline.handed_out;
     if (!handed_out) handed_out = now;
     reply.reservations.push_back(reservation);
+    reply.reservations.back().state = states_.at(id);
   }
   for (const auto& [id, command] : commands_) {
     if (reply.commands.size() >= protocol::kMaxSyncCommands) break;

@@ -194,6 +194,22 @@ TEST_F(WorkspaceLifeTest, ARestartInTheMiddleOfACommandRunsItOnce) {
   EXPECT_EQ(done.output, "started\nruns: 1\n");
 }
 
+TEST_F(WorkspaceLifeTest, APodDeletedOutsideUplinkFailsItsReservationAndIsNotMadeAgain) {
+  const std::string id = "res_00000000000000e2";
+  const std::string pod = "ws-res-00000000000000e2";
+  cluster_->console().Reserve(cluster_->Reservation(id, 1, 600));
+  ASSERT_TRUE(Running(pod));
+  ASSERT_TRUE(WaitFor([&] { return cluster_->console().State(id) == "running"; }, 30s));
+  ASSERT_TRUE(cluster_->DeletePod(pod));
+  EXPECT_TRUE(WaitFor([&] { return cluster_->console().State(id) == "failed"; }, 60s))
+      << cluster_->console().State(id);
+  // Syncs after the failure was acknowledged: none brought the pod back.
+  const int syncs = cluster_->console().Syncs();
+  ASSERT_TRUE(WaitFor([&] { return cluster_->console().Syncs() >= syncs + 2; }, 60s));
+  EXPECT_FALSE(cluster_->PodExistsNow(pod)) << "a workspace that lost its files started afresh";
+  EXPECT_EQ(cluster_->console().Sends(id + "/failed/1"), 1);
+}
+
 TEST_F(WorkspaceLifeTest, DrainDeletesEveryWorkspaceAndVerifiesNothingIsLeft) {
   cluster_->console().Reserve(cluster_->Reservation("res_00000000000000f1", 1, 600));
   cluster_->console().Reserve(cluster_->Reservation("res_00000000000000f2", 1, 600));

@@ -124,6 +124,36 @@ TEST(PlanTest, AReservationThatEndedHereIsNotCreatedAgain) {
   EXPECT_TRUE(PlanReconcile(Config(), input).create.empty());
 }
 
+// The console says a pod was seen (provisioning, running) and none is there: deleted
+// outside uplink. Created again it would have an empty scratch and a new host key, so the
+// reservation fails instead; one the console holds as reserved is still created.
+TEST(PlanTest, APodDeletedOutsideUplinkFailsItsReservationInsteadOfStartingAfresh) {
+  PlanInput input{.desired = {Wanted("res_a"), Wanted("res_b"), Wanted("res_c"), Wanted("res_d")},
+                  .now = kNow};
+  input.desired[0].state = "running";
+  input.desired[1].state = "provisioning";
+  input.desired[2].state = "reserved";  // and res_d from a console that does not say
+  ReconcilePlan plan = PlanReconcile(Config(), input);
+  EXPECT_EQ(Created(plan), (std::vector<std::string>{"res_c", "res_d"}));
+  ASSERT_EQ(Keys(plan), (std::vector<std::string>{"res_a/failed/1", "res_b/failed/1"}));
+  EXPECT_EQ(plan.events[0].reason,
+            "its workspace pod ws-res-a was deleted outside uplink (kubectl delete, its node "
+            "removed, or while the controller was down); its files went with it, so it is not "
+            "created again");
+  EXPECT_EQ(plan.events[0].pod, "ws-res-a");
+  EXPECT_EQ(plan.events[0].node, "gpu-1");
+
+  // With its pod there, or expired, or stopped, the rules before this one apply.
+  input.desired = {Wanted("res_a"), Wanted("res_b", 1, true, kNow), Wanted("res_c", 1, false)};
+  for (DesiredReservation& reservation : input.desired) reservation.state = "running";
+  input.desired[2].state = "stopping";
+  input.pods = {Pod("res_a")};
+  plan = PlanReconcile(Config(), input);
+  EXPECT_TRUE(plan.create.empty());
+  EXPECT_EQ(Keys(plan), (std::vector<std::string>{"res_a/provisioning/1", "res_a/running/1",
+                                                  "res_b/expired/1", "res_c/completed/1"}));
+}
+
 TEST(PlanTest, AnExpiredReservationIsReportedNotCreated) {
   PlanInput input{.desired = {Wanted("res_a", 1, true, kNow)}, .now = kNow};
   ReconcilePlan plan = PlanReconcile(Config(), input);

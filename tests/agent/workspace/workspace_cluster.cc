@@ -210,6 +210,10 @@ bool WorkspaceCluster::PodExists(const std::string& name) const {
   return !Pod(name, "{.metadata.name}").empty();
 }
 
+bool WorkspaceCluster::DeletePod(const std::string& name) const {
+  return kubesim_->Kubectl({"delete", "pod", name, "-n", ns_, "--wait=false"}).exit_code == 0;
+}
+
 bool WorkspaceCluster::PodExistsNow(const std::string& name) const {
   auto access = kubesim_->AdminAccess();
   if (!access.ok()) return true;

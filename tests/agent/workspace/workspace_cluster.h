@@ -78,6 +78,8 @@ class WorkspaceCluster {
   // kubectl get pod NAME -n NS -o jsonpath=PATH; "" when there is no such pod.
   std::string Pod(const std::string& name, const std::string& jsonpath) const;
   bool PodExists(const std::string& name) const;
+  // kubectl delete pod NAME -n NS, as someone other than uplink would; false if kubectl failed.
+  bool DeletePod(const std::string& name) const;
   // The same straight from the API server (no kubectl process): a few milliseconds, for
   // checks of what is there at the moment something else was observed. True on any answer
   // but 404.

@@ -257,9 +257,11 @@ TEST_P(WorkspaceStoreTest, ControllerEventsApplyOnceAndOnlyAsTheStateMachineAllo
   auto work = store_->ReadWorkspaceWork(kOfferId, 16);
   ASSERT_EQ(work->reservations.size(), 1u);
   EXPECT_EQ(work->reservations[0].desired, "running");
+  EXPECT_EQ(work->reservations[0].state, "running") << "the controller learns a pod was seen";
   EXPECT_EQ(work->reservations[0].node, "gpu-1");
   ASSERT_TRUE(store_->StopReservation(r->id, "user asked", Event("reservation.stop")).ok());
   EXPECT_EQ(store_->ReadWorkspaceWork(kOfferId, 16)->reservations.at(0).desired, "stopped");
+  EXPECT_EQ(store_->ReadWorkspaceWork(kOfferId, 16)->reservations.at(0).state, "stopping");
   sync.events = {event("k4", "completed")};
   ASSERT_TRUE(store_->ApplyWorkspaceSync(kOfferId, sync, kT0 + seconds(8), Event("agent")).ok());
   auto done = store_->GetReservation(r->id);
