@@ -935,9 +935,11 @@ int Run(const Options& options) {
   }
   std::printf("\n");
   std::printf(
-      "    console: RSS up to %s, %d open sockets at the end; it counted %.0f uploads accepted "
-      "and %.0f node samples stored, first contact included\n",
-      Mib(peak.rss_bytes).c_str(), peak.sockets, accepted, stored);
+      "    console: RSS up to %s, %d open sockets at the end (its own count: %.0f HTTP "
+      "connections open); it counted %.0f uploads accepted and %.0f node samples stored, first "
+      "contact included\n",
+      Mib(peak.rss_bytes).c_str(), peak.sockets,
+      MetricValue(console_metrics, "uplink_console_http_connections_open"), accepted, stored);
   // A request without a reply (above) that the console counted here was ended by it.
   std::string lost;
   for (const char* reason : {"read_timeout", "client_closed", "write_failed"}) {

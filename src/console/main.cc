@@ -384,6 +384,7 @@ int Serve(const std::vector<std::string>& args) {
   server_options.on_request_lost = [&api](std::string_view reason) {
     api.CountLostRequest(reason);
   };
+  server_options.on_connection = [&api](std::string_view event) { api.CountConnection(event); };
   auto server = net::HttpServer::Start(server_options, api.router().AsHandler());
   if (!server.ok()) return Fail(server.status());
   std::string url_host = host.find(':') != std::string::npos ? "[" + host + "]" : host;

@@ -290,9 +290,11 @@ class ServerImpl final : public HttpServer {
         connections_.fetch_sub(1);
         Log().Warn("connection refused: too many connections",
                    {{"max_connections", options_.max_connections}});
+        Tell("refused");  // before the close, which the client may see at once
         socket.close(ec);
         continue;
       }
+      Tell("accepted");
       auto executor = socket.get_executor();
       if (tls_) {
         asio::co_spawn(executor,
@@ -307,9 +309,12 @@ class ServerImpl final : public HttpServer {
   template <typename Stream>
   asio::awaitable<void> Session(Stream stream) {
     struct Release {
-      ~Release() { counter.fetch_sub(1); }
-      std::atomic<size_t>& counter;
-    } release{connections_};
+      ~Release() {
+        server.connections_.fetch_sub(1);
+        server.Tell("closed");
+      }
+      ServerImpl& server;
+    } release{*this};
     try {
       auto& tcp_stream = beast::get_lowest_layer(stream);
       boost::system::error_code ec;
@@ -510,6 +515,10 @@ class ServerImpl final : public HttpServer {
 
   void Lost(std::string_view reason) {
     if (options_.on_request_lost) options_.on_request_lost(reason);
+  }
+
+  void Tell(std::string_view connection_event) {
+    if (options_.on_connection) options_.on_connection(connection_event);
   }
 
   // A streamed body: the header, then each piece the stream produces as one chunk, until it

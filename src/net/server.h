@@ -39,6 +39,10 @@ struct ServerOptions {
   // A keep-alive connection closed between requests is no request. Called on a server
   // thread; must be cheap, thread-safe and must not block.
   std::function<void(std::string_view reason)> on_request_lost;
+  // Told of each connection: "accepted", "closed" (an accepted one ended, whoever ended it) or
+  // "refused" (closed at once, over max_connections). Called on a server thread; must be
+  // cheap, thread-safe and must not block.
+  std::function<void(std::string_view event)> on_connection;
   std::chrono::milliseconds read_timeout{30'000};   // whole request, headers and body
   std::chrono::milliseconds idle_timeout{60'000};   // between keep-alive requests
   std::chrono::milliseconds write_timeout{30'000};

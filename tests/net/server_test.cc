@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <map>
 #include <functional>
 #include <future>
 #include <mutex>
@@ -466,6 +467,46 @@ TEST(HttpServer, AcceptsWhileEveryIoThreadIsHeldByAHandler) {
   release.set_value();
   EXPECT_TRUE(held.ReadUntil("served /hold").has_value());
   EXPECT_TRUE(waiting.ReadUntil("served /waiting").has_value());
+}
+
+TEST(HttpServer, TellsOfEachConnectionAcceptedClosedAndRefused) {
+  std::mutex mutex;
+  std::map<std::string, int> told;
+  auto count = [&](std::string_view event) {
+    std::lock_guard lock(mutex);
+    return told[std::string(event)];
+  };
+  ServerOptions options;
+  options.max_connections = 2;
+  options.on_connection = [&](std::string_view event) {
+    std::lock_guard lock(mutex);
+    ++told[std::string(event)];
+  };
+  auto server = StartServer(Echo(), options);
+  ASSERT_TRUE(server);
+  auto first = std::make_unique<RawConnection>(server->port());
+  RawConnection second(server->port());
+  for (RawConnection* connection : {first.get(), &second}) {
+    ASSERT_TRUE(connection->Send("GET /x HTTP/1.1\r\nHost: x\r\n\r\n"));
+    ASSERT_TRUE(connection->ReadUntil("GET /x").has_value());
+  }
+  RawConnection third(server->port());
+  bool closed = false;
+  third.ReadUntilClosed(closed);
+  EXPECT_TRUE(closed);
+  EXPECT_EQ(count("accepted"), 2);
+  EXPECT_EQ(count("refused"), 1);
+  EXPECT_EQ(count("closed"), 0);
+
+  first.reset();
+  for (auto deadline = std::chrono::steady_clock::now() + testing::kPatience;
+       count("closed") < 1 && std::chrono::steady_clock::now() < deadline;) {
+    std::this_thread::sleep_for(1ms);
+  }
+  EXPECT_EQ(count("closed"), 1);
+  server->Stop();
+  EXPECT_EQ(count("closed"), 2) << "the server's own closes are told too";
+  EXPECT_EQ(count("accepted"), 2);
 }
 
 TEST(HttpServer, ConnectionCloseFromTheClientIsHonoured) {

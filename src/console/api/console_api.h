@@ -66,6 +66,7 @@ class ConsoleApi {
   const metrics::Registry& metrics() const { return metrics_; }
   // For net::ServerOptions::on_request_lost: counted in /metrics by reason.
   void CountLostRequest(std::string_view reason) { routes_.CountLost(reason); }
+  void CountConnection(std::string_view event) { routes_.CountConnection(event); }
   // The kubectl commands in flight; tests move a FakeClock and call ExpireDue().
   CommandBroker& commands() { return commands_; }
   // The agent calls noted in memory; tests call Flush().

@@ -17,6 +17,8 @@ namespace {
 
 constexpr const char* kRequestsTotal = "uplink_console_http_requests_total";
 constexpr const char* kRequestsLostTotal = "uplink_console_http_requests_lost_total";
+constexpr const char* kConnectionsOpen = "uplink_console_http_connections_open";
+constexpr const char* kConnectionsTotal = "uplink_console_http_connections_total";
 
 // What a caller who must set up two-factor may still do: see who they are, end or confirm
 // their session, read the setting, set it up, and list their own connections, which show
@@ -95,10 +97,23 @@ Routes::Routes(const ApiContext& context, Authenticator& auth, net::Router& rout
   metrics_.DeclareCounter(kRequestsLostTotal,
                           "HTTP requests that ended without a response, by reason: "
                           "read_timeout, client_closed (mid-request) or write_failed.");
+  metrics_.DeclareGauge(kConnectionsOpen, "HTTP connections open now (long polls included).");
+  metrics_.DeclareCounter(kConnectionsTotal,
+                          "HTTP connections by outcome: accepted, or refused (closed at once "
+                          "at --max-connections).");
 }
 
 void Routes::CountLost(std::string_view reason) {
   metrics_.Increment(kRequestsLostTotal, {{"reason", reason}});
+}
+
+void Routes::CountConnection(std::string_view event) {
+  if (event == "closed") {
+    metrics_.Increment(kConnectionsOpen, {}, -1);
+    return;
+  }
+  if (event == "accepted") metrics_.Increment(kConnectionsOpen);
+  metrics_.Increment(kConnectionsTotal, {{"outcome", event}});
 }
 
 void Routes::CountReply(std::string_view route, std::string_view method, int status) {

@@ -49,6 +49,8 @@ class Routes : private ApiArea {
 
   // A request the server ended without a response (net::ServerOptions::on_request_lost).
   void CountLost(std::string_view reason);
+  // net::ServerOptions::on_connection's events, as the open gauge and the outcome counter.
+  void CountConnection(std::string_view event);
   // A route whose replies are counted by route and status.
   void Route(const std::string& method, const std::string& pattern, net::Handler handler);
   // A route without a bearer credential that reads a JSON body (sign-in, handover redeem).

@@ -803,6 +803,17 @@ TEST_F(ConsoleApiTest, HealthzReadyzAndMetricsAnswer) {
                       "method=\"POST\",status=\"201\"} 2"),
             std::string::npos)
       << text;
+
+  // The server's connection events (net::ServerOptions::on_connection), as serve wires them.
+  for (std::string_view event : {"accepted", "accepted", "accepted", "closed", "refused"}) {
+    api_->CountConnection(event);
+  }
+  const std::string after = Call(api_->router(), PlainGet("/metrics")).body;
+  EXPECT_NE(after.find("\nuplink_console_http_connections_open 2\n"), std::string::npos) << after;
+  EXPECT_NE(after.find("uplink_console_http_connections_total{outcome=\"accepted\"} 3"),
+            std::string::npos);
+  EXPECT_NE(after.find("uplink_console_http_connections_total{outcome=\"refused\"} 1"),
+            std::string::npos);
 }
 
 // ---- setup -----------------------------------------------------------------------------------
