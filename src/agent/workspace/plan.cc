@@ -7,6 +7,9 @@
 namespace uplink::agent::workspace {
 namespace {
 
+// A drain's deletion, whether the controller made it or only saw its pod gone.
+constexpr std::string_view kDrainedReason = "the supplier drained the workspace namespace";
+
 std::int64_t RequestedGpus(const json::object& spec) {
   std::int64_t total = 0;
   for (const json::value& container : ArrayAt(spec, "containers")) {
@@ -80,8 +83,8 @@ std::optional<WorkspaceEvent> EventAfterDeletion(const PodDeletion& deletion, Wa
                        "the reservation expired; the local expiry loop deleted its workspace",
                        now, deletion.pod);
     case DeleteReason::kDraining:
-      return MakeEvent(deletion.reservation_id, "failed",
-                       "the supplier drained the workspace namespace", now, deletion.pod);
+      return MakeEvent(deletion.reservation_id, "failed", std::string(kDrainedReason), now,
+                       deletion.pod);
     case DeleteReason::kStopped:   // completed once the pod is gone (PlanReconcile)
     case DeleteReason::kFinished:  // its failed event was reported when it was seen finished
     case DeleteReason::kOrphan:    // the console does not know it
@@ -182,9 +185,11 @@ ReconcilePlan PlanReconcile(const ExecutionConfig& config, const PlanInput& inpu
         reservation.state == protocol::kReservationRunning) {
       plan.events.push_back(MakeEvent(
           reservation.id, "failed",
-          "its workspace pod " + PodNameFor(reservation.id) +
-              " was deleted outside uplink (kubectl delete, its node removed, or while the "
-              "controller was down); its files went with it, so it is not created again",
+          input.draining ? std::string(kDrainedReason)
+                         : "its workspace pod " + PodNameFor(reservation.id) +
+                               " was deleted outside uplink (kubectl delete, its node removed, "
+                               "or while the controller was down); its files went with it, so "
+                               "it is not created again",
           input.now, PodNameFor(reservation.id), reservation.node));
       continue;
     }

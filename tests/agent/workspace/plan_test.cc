@@ -143,6 +143,13 @@ TEST(PlanTest, APodDeletedOutsideUplinkFailsItsReservationInsteadOfStartingAfres
   EXPECT_EQ(plan.events[0].pod, "ws-res-a");
   EXPECT_EQ(plan.events[0].node, "gpu-1");
 
+  // A drain deleting it (the controller saw the pod gone with the drain marker): drained.
+  input.draining = true;
+  plan = PlanReconcile(Config(), input);
+  ASSERT_EQ(Keys(plan), (std::vector<std::string>{"res_a/failed/1", "res_b/failed/1"}));
+  EXPECT_EQ(plan.events[0].reason, "the supplier drained the workspace namespace");
+  input.draining = false;
+
   // With its pod there, or expired, or stopped, the rules before this one apply.
   input.desired = {Wanted("res_a"), Wanted("res_b", 1, true, kNow), Wanted("res_c", 1, false)};
   for (DesiredReservation& reservation : input.desired) reservation.state = "running";
