@@ -46,8 +46,9 @@ AccountsApi::AccountsApi(const ApiContext& context, TwoFactorApi& two_factor)
 
 void AccountsApi::Register(Routes& routes) {
   // Sessions and the caller.
-  routes.PublicRoute("POST", "/api/v1/sessions",
-                     [this](const net::Request& request) { return SignIn(request); });
+  routes.PublicRoute(
+      "POST", "/api/v1/sessions", [this](const net::Request& request) { return SignIn(request); },
+      Work::kHashesPassword);
   routes.UserRoute("GET", "/api/v1/me", Access::kAnyUser,
                    [this](const net::Request&, const net::PathParams&,
                           const RequestContext& caller) { return Me(caller); });
@@ -55,7 +56,8 @@ void AccountsApi::Register(Routes& routes) {
       "POST", "/api/v1/session/confirm", Access::kAnyUser,
       [this](const net::Request& request, const net::PathParams&, const RequestContext& caller) {
         return ConfirmSession(request, caller);
-      });
+      },
+      Work::kHashesPassword);
   routes.UserRoute("POST", "/api/v1/session/logout", Access::kAnyUser,
                    [this](const net::Request& request, const net::PathParams&,
                           const RequestContext& caller) { return Logout(request, caller); });
@@ -68,7 +70,8 @@ void AccountsApi::Register(Routes& routes) {
   // must not be able to mint.
   routes.UserRoute("POST", "/api/v1/users", Access::kSensitiveAdmin,
                    [this](const net::Request& request, const net::PathParams&,
-                          const RequestContext& caller) { return CreateUser(request, caller); });
+                          const RequestContext& caller) { return CreateUser(request, caller); },
+                   Work::kHashesPassword);
   routes.UserRoute(
       "GET", "/api/v1/users/{id}", Access::kAnyUser,
       [this](const net::Request&, const net::PathParams& params, const RequestContext& caller) {
@@ -89,7 +92,8 @@ void AccountsApi::Register(Routes& routes) {
                    [this](const net::Request& request, const net::PathParams& params,
                           const RequestContext& caller) {
                      return ChangePassword(params.at("id"), request, caller);
-                   });
+                   },
+                   Work::kHashesPassword);
 
   // API keys.
   routes.UserRoute("GET", "/api/v1/api-keys", Access::kAnyUser,

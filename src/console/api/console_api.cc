@@ -82,6 +82,8 @@ ConsoleApi::ConsoleApi(Store& store, const Clock& clock, ConsoleOptions options)
 }
 
 ConsoleApi::~ConsoleApi() {
+  // The sign-ins under way finish, and those queued go, while the areas they call exist.
+  hasher_.StopWorkers();
   // The sweeper first; then the broker (the last member) ends the commands still waiting.
   approvals_.Stop();
   ssh_relay_.StopSweeper();

@@ -69,6 +69,8 @@ class ConsoleApi {
   void CountConnection(std::string_view event) { routes_.CountConnection(event); }
   // The kubectl commands in flight; tests move a FakeClock and call ExpireDue().
   CommandBroker& commands() { return commands_; }
+  // Where sign-ins and password checks run; tests fill its queue.
+  PasswordHasher& password_hasher() { return hasher_; }
   // The agent calls noted in memory; tests call Flush().
   AgentPresence& presence() { return presence_; }
   // The SSH relay; tests move a FakeClock and call Sweep().

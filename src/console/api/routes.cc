@@ -139,7 +139,25 @@ void Routes::SetFallbacks() {
   });
 }
 
-void Routes::Route(const std::string& method, const std::string& pattern, net::Handler handler) {
+void Routes::Route(const std::string& method, const std::string& pattern, net::Handler handler,
+                   Work work) {
+  if (work == Work::kHashesPassword) {
+    AsyncRoute(method, pattern,
+               [this, handler = std::move(handler)](const net::Request& request,
+                                                    const net::PathParams& params,
+                                                    net::Reply reply) {
+                 bool queued = hasher_.Submit([handler, request, params, reply] {
+                   reply(handler(request, params));
+                 });
+                 if (queued) return;
+                 net::Response busy = ErrorResponse(
+                     503, "busy",
+                     "too many sign-ins and password checks at once; try again in a second");
+                 busy.headers.Set("Retry-After", "1");
+                 reply(std::move(busy));
+               });
+    return;
+  }
   router_.Add(method, pattern,
               [this, method, pattern, handler = std::move(handler)](const net::Request& request,
                                                                     const net::PathParams& params) {
@@ -150,12 +168,14 @@ void Routes::Route(const std::string& method, const std::string& pattern, net::H
 }
 
 void Routes::PublicRoute(const std::string& method, const std::string& pattern,
-                         PublicHandler handler) {
-  Route(method, pattern,
-        [this, handler = std::move(handler)](const net::Request& request, const net::PathParams&) {
-          if (auto refused = CheckUserBody(request)) return std::move(*refused);
-          return Reply(handler(request));
-        });
+                         PublicHandler handler, Work work) {
+  Route(
+      method, pattern,
+      [this, handler = std::move(handler)](const net::Request& request, const net::PathParams&) {
+        if (auto refused = CheckUserBody(request)) return std::move(*refused);
+        return Reply(handler(request));
+      },
+      work);
 }
 
 std::optional<net::Response> Routes::RequireTwoFactorEnrollment(const RequestContext& caller,
@@ -193,14 +213,16 @@ std::variant<RequestContext, net::Response> Routes::AdmitUser(const net::Request
 }
 
 void Routes::UserRoute(const std::string& method, const std::string& pattern, Access access,
-                       UserHandler handler) {
-  Route(method, pattern,
-        [this, pattern, access, handler = std::move(handler)](const net::Request& request,
-                                                              const net::PathParams& params) {
-          auto admitted = AdmitUser(request, pattern, access);
-          if (auto* refusal = std::get_if<net::Response>(&admitted)) return std::move(*refusal);
-          return Reply(handler(request, params, std::get<RequestContext>(admitted)));
-        });
+                       UserHandler handler, Work work) {
+  Route(
+      method, pattern,
+      [this, pattern, access, handler = std::move(handler)](const net::Request& request,
+                                                            const net::PathParams& params) {
+        auto admitted = AdmitUser(request, pattern, access);
+        if (auto* refusal = std::get_if<net::Response>(&admitted)) return std::move(*refusal);
+        return Reply(handler(request, params, std::get<RequestContext>(admitted)));
+      },
+      work);
 }
 
 void Routes::AsyncRoute(const std::string& method, const std::string& pattern,

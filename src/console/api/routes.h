@@ -32,6 +32,12 @@ size_t RequestBodyLimit(const net::Request& head);
 // confirmation (docs/api.md).
 enum class Access { kAnyUser, kSensitive, kAdmin, kSensitiveAdmin };
 
+// What a route's handler does that decides where it runs. kHashesPassword: it hashes or
+// verifies a password (~0.1 s of CPU and 64 MiB), so it runs on the password hasher's own
+// threads (PasswordHasher::Submit), never on an HTTP thread; a burst beyond their queue is
+// answered 503 busy with Retry-After.
+enum class Work { kQuick, kHashesPassword };
+
 class Routes : private ApiArea {
  public:
   using PublicHandler = std::function<Result<net::Response>(const net::Request&)>;
@@ -52,12 +58,14 @@ class Routes : private ApiArea {
   // net::ServerOptions::on_connection's events, as the open gauge and the outcome counter.
   void CountConnection(std::string_view event);
   // A route whose replies are counted by route and status.
-  void Route(const std::string& method, const std::string& pattern, net::Handler handler);
+  void Route(const std::string& method, const std::string& pattern, net::Handler handler,
+             Work work = Work::kQuick);
   // A route without a bearer credential that reads a JSON body (sign-in, handover redeem).
-  void PublicRoute(const std::string& method, const std::string& pattern, PublicHandler handler);
+  void PublicRoute(const std::string& method, const std::string& pattern, PublicHandler handler,
+                   Work work = Work::kQuick);
   // Authenticates the caller, checks the body's type, then `access`.
   void UserRoute(const std::string& method, const std::string& pattern, Access access,
-                 UserHandler handler);
+                 UserHandler handler, Work work = Work::kQuick);
   // Authenticates the agent's connection token and its cluster binding; a 2xx reply counts
   // for the connection's liveness. A call refused because it comes from another cluster is
   // counted in `refusals_metric` (reason cluster_mismatch) when one is named.

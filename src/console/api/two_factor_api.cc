@@ -84,12 +84,14 @@ void TwoFactorApi::Register(Routes& routes) {
       "POST", "/api/v1/two-factor/disable", Access::kAnyUser,
       [this](const net::Request& request, const net::PathParams&, const RequestContext& caller) {
         return DisableTwoFactor(request, caller);
-      });
+      },
+      Work::kHashesPassword);
   routes.UserRoute(
       "POST", "/api/v1/two-factor/recovery-codes", Access::kAnyUser,
       [this](const net::Request& request, const net::PathParams&, const RequestContext& caller) {
         return RegenerateRecoveryCodes(request, caller);
-      });
+      },
+      Work::kHashesPassword);
   routes.UserRoute("POST", "/api/v1/users/{id}/two-factor/reset", Access::kSensitiveAdmin,
                    [this](const net::Request& request, const net::PathParams& params,
                           const RequestContext& caller) {

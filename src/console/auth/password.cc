@@ -97,7 +97,8 @@ class PasswordHasher::Slot {
   PasswordHasher& hasher_;
 };
 
-PasswordHasher::PasswordHasher(PasswordHashingOptions options) : options_(options) {
+PasswordHasher::PasswordHasher(PasswordHashingOptions options)
+    : options_(options), workers_("pw-hash", options.max_concurrent, kMaxQueuedJobs) {
   InitSodiumOnce();
   if (options_.opslimit < crypto_pwhash_OPSLIMIT_MIN ||
       options_.opslimit > crypto_pwhash_OPSLIMIT_MAX ||
@@ -163,6 +164,10 @@ int PasswordHasher::peak_concurrent() const {
   std::lock_guard lock(mutex_);
   return peak_in_use_;
 }
+
+bool PasswordHasher::Submit(std::function<void()> job) { return workers_.Submit(std::move(job)); }
+
+void PasswordHasher::StopWorkers() { workers_.Stop(); }
 
 void PasswordHasher::Acquire() {
   std::unique_lock lock(mutex_);

@@ -8,10 +8,12 @@
 
 #include <condition_variable>
 #include <cstddef>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <string_view>
 
+#include "common/bounded_workers.h"
 #include "common/secret.h"
 #include "common/status.h"
 
@@ -51,6 +53,15 @@ class PasswordHasher {
   // (tests check the limit through it).
   int peak_concurrent() const;
 
+  // Runs `job` (a request's handling that hashes) on one of max_concurrent threads of the
+  // hasher's own, so that no HTTP thread ever waits for a hash or a slot; false, `job` unrun,
+  // when kMaxQueuedJobs already wait (the caller answers 503) or StopWorkers was called.
+  bool Submit(std::function<void()> job);
+  // Before what the submitted jobs use goes: waits for those running, drops the rest.
+  void StopWorkers();
+
+  static constexpr size_t kMaxQueuedJobs = 32;
+
  private:
   class Slot;  // RAII over the concurrency limit
   void Acquire();
@@ -62,6 +73,7 @@ class PasswordHasher {
   std::condition_variable slot_free_;
   int in_use_ = 0;
   int peak_in_use_ = 0;
+  BoundedWorkers workers_;
 };
 
 }  // namespace uplink::console

@@ -2,6 +2,10 @@
 // sign-out, expiry, and password changes.
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <future>
+#include <thread>
+
 #include "api_fixture.h"
 
 namespace uplink::console {
@@ -49,6 +53,44 @@ class SessionsApiTest : public testing::ApiTest {
 
   std::string alice_id_;
 };
+
+// Sign-ins hash on the hasher's own threads; a burst beyond its queue is told to come back
+// rather than holding the console's HTTP threads, and nothing else waits for it.
+TEST_F(SessionsApiTest, ABurstOfSignInsBeyondTheHashQueueIsAnsweredBusyAndOthersAreServed) {
+  PasswordHasher& hasher = api_->password_hasher();
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  std::atomic<int> holding{0};
+  // Every hashing thread held, and the queue behind them full.
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_TRUE(hasher.Submit([&] {
+      ++holding;
+      released.wait();
+    }));
+  }
+  for (int waited = 0; holding < 2 && waited < 10'000; ++waited) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ASSERT_EQ(holding, 2);
+  std::atomic<size_t> queued_ran{0};
+  for (size_t i = 0; i < PasswordHasher::kMaxQueuedJobs; ++i) {
+    ASSERT_TRUE(hasher.Submit([&] { ++queued_ran; }));
+  }
+  net::Response busy = SignInReply("alice@example.com", kPassword);
+  EXPECT_EQ(busy.status, 503) << busy.body;
+  EXPECT_EQ(ErrorCode(busy), "busy");
+  EXPECT_EQ(busy.headers.Get("Retry-After"), "1");
+  EXPECT_EQ(ConfirmReply(admin_key_, kPassword).status, 503) << "every route that hashes";
+  // What does not hash is answered meanwhile.
+  EXPECT_EQ(AsAdmin("GET", "/api/v1/me").status, 200);
+
+  release.set_value();
+  for (int waited = 0; queued_ran < PasswordHasher::kMaxQueuedJobs && waited < 10'000; ++waited) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  net::Response signed_in = SignInReply("alice@example.com", kPassword);
+  EXPECT_EQ(signed_in.status, 201) << signed_in.body;
+}
 
 TEST_F(SessionsApiTest, SigningInReturnsASessionTokenOnceAndMeDescribesIt) {
   net::Response response = SignInReply("alice@example.com", kPassword);
