@@ -609,7 +609,7 @@ std::string Mib(double bytes) {
 }
 
 // What the console logged at warn or error (its --log-level), by message, most frequent first:
-// "none", or e.g. "3 x warn: connection refused: too many connections; 1 x error: ...". A
+// "none", or e.g. "3 x warn: connections refused: too many connections; 1 x error: ...". A
 // failure the bench counts (a poll without a reply) is often explained here.
 struct LoggedProblems {
   std::string summary;

@@ -288,10 +288,18 @@ class ServerImpl final : public HttpServer {
       }
       if (connections_.fetch_add(1) >= options_.max_connections) {
         connections_.fetch_sub(1);
-        Log().Warn("connection refused: too many connections",
-                   {{"max_connections", options_.max_connections}});
         Tell("refused");  // before the close, which the client may see at once
         socket.close(ec);
+        // A flood past the limit would otherwise write a line per connection.
+        ++refused_unlogged_;
+        const auto now = std::chrono::steady_clock::now();
+        if (now >= next_refusal_log_) {
+          Log().Warn("connections refused: too many connections",
+                     {{"max_connections", options_.max_connections},
+                      {"refused_since_last_line", refused_unlogged_}});
+          refused_unlogged_ = 0;
+          next_refusal_log_ = now + kRefusalLogInterval;
+        }
         continue;
       }
       Tell("accepted");
@@ -593,6 +601,10 @@ class ServerImpl final : public HttpServer {
   std::vector<std::thread> threads_;
   std::shared_ptr<IoGate> gate_ = std::make_shared<IoGate>();
   std::atomic<size_t> connections_{0};
+  // The accept thread's alone: refusals at max_connections not yet in a log line.
+  static constexpr std::chrono::seconds kRefusalLogInterval{10};
+  std::uint64_t refused_unlogged_ = 0;
+  std::chrono::steady_clock::time_point next_refusal_log_{};
   std::uint16_t port_ = 0;
   std::mutex stop_mutex_;
 };

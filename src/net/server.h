@@ -46,7 +46,8 @@ struct ServerOptions {
   std::chrono::milliseconds read_timeout{30'000};   // whole request, headers and body
   std::chrono::milliseconds idle_timeout{60'000};   // between keep-alive requests
   std::chrono::milliseconds write_timeout{30'000};
-  size_t max_connections = 1024;       // further connections are closed at once
+  // Further connections are closed at once, logged at most once per 10 s with how many.
+  size_t max_connections = 1024;
   int threads = 2;
   std::string server_header = "uplink";
 };

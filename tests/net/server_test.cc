@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/log.h"
 #include "net/certs.h"
 #include "net/client.h"
 #include "test_sockets.h"
@@ -410,23 +411,43 @@ TEST(HttpServer, IdleKeptAliveConnectionIsClosedAfterTheIdleTimeout) {
   EXPECT_TRUE(closed);
 }
 
+// And logged once per interval with their count, not a line each.
 TEST(HttpServer, ConnectionsOverTheLimitAreClosedAtOnce) {
-  ServerOptions options;
-  options.max_connections = 1;
-  auto server = StartServer(Echo(), options);
-  ASSERT_TRUE(server);
-  RawConnection first(server->port());
-  ASSERT_TRUE(first.Send("GET /first HTTP/1.1\r\nHost: x\r\n\r\n"));
-  ASSERT_TRUE(first.ReadUntil("GET /first").has_value());
+  std::mutex mutex;
+  std::vector<std::string> refusal_lines;
+  log::SetSinkForTesting([&](std::string_view line) {
+    std::lock_guard lock(mutex);
+    if (line.find("connections refused") != std::string_view::npos) {
+      refusal_lines.emplace_back(line);
+    }
+  });
+  struct RestoreSink {
+    ~RestoreSink() { log::SetSinkForTesting(nullptr); }
+  } restore_sink;  // also when an assertion returns early
+  {
+    ServerOptions options;
+    options.max_connections = 1;
+    auto server = StartServer(Echo(), options);
+    ASSERT_TRUE(server);
+    RawConnection first(server->port());
+    ASSERT_TRUE(first.Send("GET /first HTTP/1.1\r\nHost: x\r\n\r\n"));
+    ASSERT_TRUE(first.ReadUntil("GET /first").has_value());
 
-  RawConnection second(server->port());
-  bool closed = false;
-  std::string reply = second.ReadUntilClosed(closed);
-  EXPECT_TRUE(closed);
-  EXPECT_EQ(reply, "");
+    for (int i = 0; i < 20; ++i) {
+      RawConnection over(server->port());
+      bool closed = false;
+      std::string reply = over.ReadUntilClosed(closed);
+      EXPECT_TRUE(closed);
+      EXPECT_EQ(reply, "");
+    }
 
-  ASSERT_TRUE(first.Send("GET /again HTTP/1.1\r\nHost: x\r\n\r\n"));
-  EXPECT_TRUE(first.ReadUntil("GET /again").has_value());
+    ASSERT_TRUE(first.Send("GET /again HTTP/1.1\r\nHost: x\r\n\r\n"));
+    EXPECT_TRUE(first.ReadUntil("GET /again").has_value());
+  }
+  std::lock_guard lock(mutex);
+  ASSERT_EQ(refusal_lines.size(), 1u) << "twenty refusals within the interval, one line";
+  EXPECT_NE(refusal_lines[0].find("\"refused_since_last_line\":1"), std::string::npos)
+      << refusal_lines[0];
 }
 
 // Handlers may block their I/O thread (the console's wait on its store); accepting must not
