@@ -324,8 +324,8 @@ int Serve(const std::vector<std::string>& args) {
   server_options.max_connections = static_cast<size_t>(max_connections);
   // A thread per usable CPU: password hashes run on threads of their own, but handlers still
   // wait on the store (a lookup's round trip on PostgreSQL, a commit), so never fewer than
-  // two. More threads than CPUs only switch between each other: on one core, 2,000 agents'
-  // upload capacity was 5,180 uploads/s with two and 4,532-4,896 with four (docs/architecture.md).
+  // two. More threads than CPUs only switch between each other: on one core, alternating
+  // runs gave 5,280-5,433 uploads/s with two and 4,177-4,521 with four (docs/architecture.md).
   server_options.threads = std::clamp(UsableCpus(), 2, 16);
   if (tls_cert.empty() != tls_key.empty()) {
     return Fail(InvalidArgumentError("pass both --tls-cert and --tls-key, or neither"));

@@ -194,8 +194,8 @@ class ServerImpl final : public HttpServer {
       }
       endpoint = results.begin()->endpoint();
     }
-    // The acceptor runs on a thread of its own: handlers may block their I/O thread (on the
-    // store, on a password hash), and an accept loop waiting behind them lets the kernel's
+    // The acceptor runs on a thread of its own: handlers may block their I/O thread (the
+    // console's wait on its store), and an accept loop waiting behind them lets the kernel's
     // accept queue fill, after which it drops connection attempts (clients see resets and
     // retransmitted SYNs, the server sees nothing).
     accept_io_ = std::make_unique<asio::io_context>(1);
