@@ -3,9 +3,13 @@
 #include <gtest/gtest.h>
 
 #include <sched.h>
+#include <sys/stat.h>
 
 #include <string>
 #include <vector>
+
+#include "common/files.h"
+#include "support/process.h"
 
 namespace uplink {
 namespace {
@@ -26,6 +30,67 @@ TEST(ParseCgroupCpuMax, RefusesWhatTheKernelDoesNotWrite) {
   for (const std::string& text : texts) {
     EXPECT_EQ(ParseCgroupCpuMax(text), std::nullopt) << "\"" << text << "\"";
   }
+}
+
+TEST(ParseProcSelfCgroup, ReadsTheUnifiedHierarchysLine) {
+  EXPECT_EQ(ParseProcSelfCgroup("0::/\n"), "/") << "inside a cgroup namespace";
+  EXPECT_EQ(ParseProcSelfCgroup("0::/kubepods.slice/pod1/cri-containerd-2.scope\n"),
+            "/kubepods.slice/pod1/cri-containerd-2.scope");
+  EXPECT_EQ(ParseProcSelfCgroup("12:cpu,cpuacct:/docker/1\n1:name=systemd:/x\n0::/user.slice"),
+            "/user.slice")
+      << "a hybrid host lists the v1 hierarchies first";
+  EXPECT_EQ(ParseProcSelfCgroup("0::/a b/c\n"), "/a b/c");
+}
+
+TEST(ParseProcSelfCgroup, RefusesWhatWouldLeaveTheMount) {
+  const std::vector<std::string> texts = {
+      "", "\n", "0::", "0::\n", "0::relative/path", "0::/../../outside", "0::/a/../../b",
+      "0::/a/./b", "0::/a/..", "12:cpu:/docker/1\n", "1:name=systemd:/x", "00::/x", "0:/x",
+      "0::/a\tb", "0::/a\x7f", std::string("0::/a\0b", 7), "0::/" + std::string(5000, 'a')};
+  for (const std::string& text : texts) {
+    EXPECT_EQ(ParseProcSelfCgroup(text), std::nullopt) << "\"" << text << "\"";
+  }
+}
+
+// A cgroup tree as the kernel mounts it: each level may hold a cpu.max.
+class CgroupTree : public ::testing::Test {
+ protected:
+  void Level(const std::string& path, std::optional<std::string> cpu_max) {
+    ASSERT_EQ(mkdir((mount_.path() + path).c_str(), 0700), 0) << path;
+    if (cpu_max) ASSERT_TRUE(WriteFileAtomic(mount_.path() + path + "/cpu.max", *cpu_max).ok());
+  }
+  testing::TempDir mount_;
+};
+
+TEST_F(CgroupTree, ThePodsLimitBoundsAContainerWithoutOne) {
+  ASSERT_TRUE(WriteFileAtomic(mount_.path() + "/cpu.max", "max 100000\n").ok());
+  Level("/kubepods", "max 100000\n");
+  Level("/kubepods/pod1", "300000 100000\n");
+  Level("/kubepods/pod1/ctr", "max 100000\n");
+  EXPECT_EQ(CgroupCpuLimit(mount_.path(), "/kubepods/pod1/ctr"), 3);
+  EXPECT_EQ(CgroupCpuLimit(mount_.path(), "/kubepods/pod1/ctr/"), 3);
+}
+
+TEST_F(CgroupTree, TheTightestLevelWins) {
+  Level("/a", "150000 100000\n");
+  Level("/a/b", "400000 100000\n");
+  Level("/a/b/c", std::nullopt);
+  EXPECT_EQ(CgroupCpuLimit(mount_.path(), "/a/b/c"), 2);
+  EXPECT_EQ(CgroupCpuLimit(mount_.path(), "/a/b"), 2);
+}
+
+TEST_F(CgroupTree, InsideANamespaceTheRootIsTheContainer) {
+  ASSERT_TRUE(WriteFileAtomic(mount_.path() + "/cpu.max", "100000 100000\n").ok());
+  EXPECT_EQ(CgroupCpuLimit(mount_.path(), "/"), 1);
+}
+
+TEST_F(CgroupTree, NoQuotaAnywhereOrNoTreeIsNoLimit) {
+  Level("/a", "max 100000\n");
+  Level("/a/b", "garbage\n");
+  EXPECT_EQ(CgroupCpuLimit(mount_.path(), "/a/b"), std::nullopt);
+  EXPECT_EQ(CgroupCpuLimit(mount_.path(), "/gone/too"), std::nullopt);
+  EXPECT_EQ(CgroupCpuLimit(mount_.path() + "/missing", "/"), std::nullopt);
+  EXPECT_EQ(CgroupCpuLimit(mount_.path(), "no-leading-slash"), std::nullopt);
 }
 
 TEST(UsableCpus, IsWithinThisProcesssAffinity) {
