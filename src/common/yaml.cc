@@ -11,6 +11,7 @@
 #include <optional>
 
 #include "common/decimal.h"
+#include "common/json.h"
 
 namespace uplink {
 namespace {
