@@ -52,12 +52,28 @@ TEST(ParseProcSelfCgroup, RefusesWhatWouldLeaveTheMount) {
   }
 }
 
+TEST(ParseProcSelfCgroup, ReadsACgroupV1ControllersLine) {
+  const std::string hybrid =
+      "12:cpuacct:/elsewhere\n4:cpu,cpuacct:/kubepods/burstable/pod1/ctr\n1:name=systemd:/x\n"
+      "0::/unified\n";
+  EXPECT_EQ(ParseProcSelfCgroup(hybrid, "cpu"), "/kubepods/burstable/pod1/ctr");
+  EXPECT_EQ(ParseProcSelfCgroup(hybrid, "cpuacct"), "/elsewhere") << "the first that lists it";
+  EXPECT_EQ(ParseProcSelfCgroup(hybrid), "/unified");
+  EXPECT_EQ(ParseProcSelfCgroup("3:cpuset,cpu:/a:b\n", "cpu"), "/a:b") << "a colon in the path";
+  EXPECT_EQ(ParseProcSelfCgroup("0::/only-v2\n", "cpu"), std::nullopt);
+  EXPECT_EQ(ParseProcSelfCgroup("4:cpuacct,cpuset:/x\n", "cpu"), std::nullopt);
+  EXPECT_EQ(ParseProcSelfCgroup("4:cpu:/../x\n", "cpu"), std::nullopt);
+  EXPECT_EQ(ParseProcSelfCgroup("4:cpu:\n", "cpu"), std::nullopt);
+}
+
 // A cgroup tree as the kernel mounts it: each level may hold a cpu.max.
 class CgroupTree : public ::testing::Test {
  protected:
   void Level(const std::string& path, std::optional<std::string> cpu_max) {
     ASSERT_EQ(mkdir((mount_.path() + path).c_str(), 0700), 0) << path;
-    if (cpu_max) ASSERT_TRUE(WriteFileAtomic(mount_.path() + path + "/cpu.max", *cpu_max).ok());
+    if (cpu_max) {
+      ASSERT_TRUE(WriteFileAtomic(mount_.path() + path + "/cpu.max", *cpu_max).ok());
+    }
   }
   testing::TempDir mount_;
 };
@@ -91,6 +107,27 @@ TEST_F(CgroupTree, NoQuotaAnywhereOrNoTreeIsNoLimit) {
   EXPECT_EQ(CgroupCpuLimit(mount_.path(), "/gone/too"), std::nullopt);
   EXPECT_EQ(CgroupCpuLimit(mount_.path() + "/missing", "/"), std::nullopt);
   EXPECT_EQ(CgroupCpuLimit(mount_.path(), "no-leading-slash"), std::nullopt);
+}
+
+TEST_F(CgroupTree, CgroupV1SplitsTheQuotaInTwoFiles) {
+  auto quota = [&](const std::string& path, const std::string& quota_us) {
+    ASSERT_TRUE(WriteFileAtomic(mount_.path() + path + "/cpu.cfs_quota_us", quota_us).ok());
+    ASSERT_TRUE(WriteFileAtomic(mount_.path() + path + "/cpu.cfs_period_us", "100000\n").ok());
+  };
+  quota("", "-1\n");
+  Level("/kubepods", std::nullopt);
+  quota("/kubepods", "-1\n");
+  Level("/kubepods/pod1", std::nullopt);
+  quota("/kubepods/pod1", "250000\n");
+  Level("/kubepods/pod1/ctr", std::nullopt);
+  quota("/kubepods/pod1/ctr", "-1\n");
+  EXPECT_EQ(CgroupCpuLimit(mount_.path(), "/kubepods/pod1/ctr", CgroupVersion::kV1), 3);
+  EXPECT_EQ(CgroupCpuLimit(mount_.path(), "/kubepods", CgroupVersion::kV1), std::nullopt);
+  EXPECT_EQ(CgroupCpuLimit(mount_.path(), "/kubepods/pod1/ctr"), std::nullopt)
+      << "v2 reads cpu.max only";
+  Level("/odd", std::nullopt);
+  quota("/odd", "250000 100000\n");
+  EXPECT_EQ(CgroupCpuLimit(mount_.path(), "/odd", CgroupVersion::kV1), std::nullopt);
 }
 
 TEST(UsableCpus, IsWithinThisProcesssAffinity) {
