@@ -11,8 +11,9 @@
 namespace uplink {
 namespace {
 
-// The kernel's PATH_MAX; deeper cgroups than this many levels are not walked further up.
+// The kernel's PATH_MAX.
 constexpr size_t kMaxCgroupPathBytes = 4096;
+// Of a cgroup nested deeper, only this many levels above it are read.
 constexpr int kMaxCgroupDepth = 64;
 
 }  // namespace
