@@ -2,6 +2,7 @@
 
 #include "common/crypto.h"
 #include "common/files.h"
+#include "common/json.h"
 #include "common/yaml.h"
 #include "net/client.h"
 #include "net/server.h"

@@ -4,6 +4,7 @@
 #include <functional>
 
 #include "common/crypto.h"
+#include "common/json.h"
 
 namespace uplink::kubesim {
 namespace {

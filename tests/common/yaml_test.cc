@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include "common/json.h"
 #include "common/yaml.h"
 
 namespace uplink {

@@ -4,6 +4,7 @@
 
 #include "common/crypto.h"
 #include "common/files.h"
+#include "common/json.h"
 #include "common/yaml.h"
 #include "kubesim/kubeconfig.h"
 

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include "common/json.h"
 #include "common/yaml.h"
 
 namespace uplink::kubesim {

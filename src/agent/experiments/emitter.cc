@@ -1,5 +1,7 @@
 #include "agent/experiments/emitter.h"
 
+#include "common/json.h"
+
 namespace uplink::agent::experiments {
 namespace {
 

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdlib>
 
+#include "common/json.h"
 #include "common/text.h"
 #include "common/yaml.h"
 

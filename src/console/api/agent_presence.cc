@@ -77,7 +77,8 @@ void AgentPresence::Overlay(std::string_view connection_id, std::vector<AgentSee
     std::lock_guard lock(mutex_);
     auto found = connections_.find(connection_id);
     if (found == connections_.end() || found->second.pending_agents.empty()) return;
-    for (const auto& [key, pending] : found->second.pending_agents) {
+    for (const auto& key_and_agent : found->second.pending_agents) {
+      const AgentSeen& pending = key_and_agent.second;
       auto stored = std::find_if(agents.begin(), agents.end(), [&](const AgentSeen& agent) {
         return agent.role == pending.role && agent.instance == pending.instance;
       });

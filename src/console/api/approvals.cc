@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "common/json.h"
 #include "common/kubernetes_names.h"
 #include "common/text.h"
 #include "console/api/cluster_plan.h"

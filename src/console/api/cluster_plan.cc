@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <initializer_list>
 
+#include "common/json.h"
 #include "common/kubernetes_names.h"
 #include "common/text.h"
 #include "console/api/right_sizing.h"

@@ -4,6 +4,7 @@
 #include <cctype>
 #include <regex>
 
+#include "common/json.h"
 #include "common/kubernetes_names.h"
 #include "common/labels.h"
 #include "common/text.h"

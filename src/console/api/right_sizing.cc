@@ -4,6 +4,7 @@
 #include <cmath>
 #include <map>
 
+#include "common/json.h"
 #include "common/quantity.h"
 
 namespace uplink::console {

@@ -28,6 +28,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/json.h"
 #include "common/log.h"
 #include "common/metrics.h"
 #include "common/time.h"

@@ -1,15 +1,19 @@
 #include "console/store/series_id_cache.h"
 
 #include <algorithm>
-#include <tuple>
 #include <utility>
 
 namespace uplink::console {
 
 namespace {
 
+// The order of the list: by metric, then label.
+std::pair<SampleMetric, std::string_view> Key(const NodeSeriesIds::Series& series) {
+  return {series.metric, series.label};
+}
+
 bool Before(const NodeSeriesIds::Series& a, const NodeSeriesIds::Series& b) {
-  return std::tie(a.metric, a.label) < std::tie(b.metric, b.label);
+  return Key(a) < Key(b);
 }
 
 }  // namespace
@@ -22,9 +26,9 @@ void NodeSeriesIds::Assign(std::vector<Series> series, std::int64_t unknown_rows
 
 std::vector<NodeSeriesIds::Series>::const_iterator NodeSeriesIds::Position(
     SampleMetric metric, std::string_view label) const {
-  return std::partition_point(series_.begin(), series_.end(), [&](const Series& series) {
-    return std::tie(series.metric, series.label) < std::tie(metric, label);
-  });
+  const std::pair<SampleMetric, std::string_view> key(metric, label);
+  return std::partition_point(series_.begin(), series_.end(),
+                              [&](const Series& series) { return Key(series) < key; });
 }
 
 std::optional<std::int64_t> NodeSeriesIds::Find(SampleMetric metric,

@@ -664,10 +664,10 @@ Status SqlStore::RollUpNode(std::int64_t node_id, std::int64_t start, std::int64
              [&](Statement& s) { s.Bind(node_id).Bind(start).Bind(end); },
              "replacing rollups")
           .status());
-  for (const auto& [bucket, blob] : rows) {
+  for (const auto& row : rows) {
     UPLINK_RETURN_IF_ERROR(
         Change("INSERT INTO sample_rollups (node_id, bucket, aggregates) VALUES (?, ?, ?)",
-               [&](Statement& s) { s.Bind(node_id).Bind(bucket).BindBlobUnowned(blob); },
+               [&](Statement& s) { s.Bind(node_id).Bind(row.first).BindBlobUnowned(row.second); },
                "writing rollup")
             .status());
     ++outcome.rollups_written;

@@ -7,6 +7,8 @@
 // privilege separation directory and exits at once, which shows the failure path.)
 #include <sys/stat.h>
 
+#include <filesystem>
+
 #include <gtest/gtest.h>
 
 #include "common/files.h"
