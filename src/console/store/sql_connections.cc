@@ -192,8 +192,16 @@ Result<std::vector<Connection>> SqlStore::ListConnections(const std::string& own
 
 Result<std::vector<Connection>> SqlStore::ListAllConnections() {
   static const std::string sql = ConnectionQuery("ORDER BY c.created_at, c.rowid");
-  std::lock_guard lock(mutex_);
-  return QueryConnections(sql.c_str(), "");
+  // Every row, read on each /metrics scrape: on a lookup connection where the store has them,
+  // so that the writer, which needs mutex_ for each upload, does not wait for the read.
+  return ReadOnLookup([&](sql::Database& database) -> Result<std::vector<Connection>> {
+    std::vector<Connection> connections;
+    UPLINK_RETURN_IF_ERROR(ForEachRowOn(
+        database, sql, [](Statement&) {},
+        [&](const Statement& row) { connections.push_back(ConnectionFromRow(row)); },
+        "reading connections"));
+    return connections;
+  });
 }
 
 Result<ConnectionRows> SqlStore::FindConnectionsByTokenPrefix(

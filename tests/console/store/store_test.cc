@@ -814,6 +814,42 @@ class PostgresReplicaStoreTest : public SqlStoreTest {
   StoreEngine Engine() const override { return StoreEngine::kPostgres; }
 };
 
+// /metrics reads every connection on each scrape: on PostgreSQL that read must not wait for
+// the writer (nor hold it back), which holds the store through each group's COMMIT.
+TEST_F(PostgresReplicaStoreTest, ReadingEveryConnectionDoesNotWaitForTheWriter) {
+  CreateConnection();
+  CommitHeldDatabase* held = nullptr;
+  auto opened = database_->OpenStore([&](std::unique_ptr<sql::Database> inner) {
+    auto wrapper = std::make_unique<CommitHeldDatabase>(std::move(inner));
+    held = wrapper.get();
+    return wrapper;
+  });
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  SqlStore& store = **opened;
+
+  std::promise<void> reached;
+  std::promise<void> release;
+  held->HoldNextCommit(&reached, release.get_future().share());
+  auto report = std::async(std::launch::async, [&] {
+    return store.AcceptReport(kConnectionId, kTokenHash, MakeReport("uid-a", 1), kT0,
+                              ReportAudit());
+  });
+  if (reached.get_future().wait_for(seconds(60)) != std::future_status::ready) {
+    release.set_value();
+    FAIL() << "the report never reached its COMMIT";
+  }
+  auto all = std::async(std::launch::async, [&] { return store.ListAllConnections(); });
+  // Not a timing bound: a read that waited for the writer would wait here for good.
+  const bool answered = all.wait_for(seconds(60)) == std::future_status::ready;
+  release.set_value();
+  EXPECT_TRUE(answered) << "reading every connection waited for the write group's COMMIT";
+  auto connections = all.get();
+  ASSERT_TRUE(connections.ok()) << connections.status().ToString();
+  ASSERT_EQ(connections->size(), 1u);
+  EXPECT_EQ(connections->front().id, kConnectionId);
+  EXPECT_TRUE(report.get().ok());
+}
+
 TEST_F(PostgresReplicaStoreTest, AnotherReplicasRevokeIsSeenOnTheVeryNextLookup) {
   CreateConnection();
   const std::string prefix = "agt_" + std::string(kConnectionId).substr(0, 8);

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -67,10 +68,15 @@ class TestDatabase {
   // The SQLite file (only for checks of the file itself).
   const std::string& sqlite_path() const { return sqlite_path_; }
 
+  // Stands between a store and its own connection (the writer's): a test's fault or hold.
+  using WrapDatabase =
+      std::function<std::unique_ptr<sql::Database>(std::unique_ptr<sql::Database>)>;
+
   // A store on this database, as the console opens it; each call opens another (a restart,
   // or a second replica).
-  Result<std::unique_ptr<SqlStore>> OpenStore() const {
+  Result<std::unique_ptr<SqlStore>> OpenStore(const WrapDatabase& wrap = nullptr) const {
     UPLINK_ASSIGN_OR_RETURN(std::unique_ptr<sql::Database> database, OpenRaw());
+    if (wrap) database = wrap(std::move(database));
     if (engine_ == StoreEngine::kSqlite) return SqlStore::Open(std::move(database));
     std::vector<std::unique_ptr<sql::Database>> lookups;
     for (int i = 0; i < 2; ++i) {
