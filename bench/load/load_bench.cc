@@ -18,7 +18,8 @@
 //   4. sustained  the schedule above for --sustain measures agents the console knows, as it
 //                 runs day to day: upload and report latencies (from when each was due, so
 //                 queueing in the generator counts), console CPU, resident memory and open
-//                 connections.
+//                 connections; /metrics scraped every --scrape-interval meanwhile, as
+//                 Prometheus would (its read of every connection row runs beside them).
 //   5. capacity   the polls closed; authenticated gzip uploads (a new sequence each, so every
 //                 one is stored) as fast as --closed-loop connections get answers, for
 //                 --saturate: uploads per second per console core.
@@ -97,6 +98,7 @@ struct Options {
   std::chrono::milliseconds saturate = 15s;
   std::chrono::milliseconds upload_interval = 30s;
   std::chrono::milliseconds report_interval = 60s;
+  std::chrono::milliseconds scrape_interval = 15s;  // 0: no scrape in the sustained phase
   std::int64_t pool = 256;
   std::int64_t closed_loop = 64;
   std::int64_t ramp_per_second = 2'000;
@@ -702,7 +704,7 @@ int Run(const Options& options) {
   for (int i = 0; i < agents_count; ++i) agents.push_back(MakeAgent(i, "", ""));
   std::vector<int> poll_connection(static_cast<size_t>(agents_count), -1);
   std::vector<char> poll_held(static_cast<size_t>(agents_count), 0);
-  Tally creates, reports, uploads, polls;
+  Tally creates, reports, uploads, polls, scrapes;
   Tally first_reports, first_uploads, first_polls;
   // Where replies to reports, uploads and polls are counted: from the polls' opening to the
   // last first contact's answer, then the sustained phase's.
@@ -714,6 +716,8 @@ int Run(const Options& options) {
   std::vector<float> slowest;  // ms, by second of the sustained phase
   std::string metrics_body;
   bool metrics_arrived = false;
+  // Where the sustained phase's scrapes are counted (their bodies are not kept).
+  Tally* scrape_tally = nullptr;
   HttpLoad* load_ptr = nullptr;
   HttpLoad load({*target}, [&](const LoadReply& reply) {
     const LoadRequest& request = *reply.request;
@@ -754,6 +758,10 @@ int Run(const Options& options) {
         break;
       }
       case kMetrics:
+        if (scrape_tally != nullptr) {
+          scrape_tally->Add(reply);
+          break;
+        }
         metrics_body.assign(reply.body);
         metrics_arrived = true;
         break;
@@ -855,6 +863,7 @@ int Run(const Options& options) {
   upload_tally = &uploads;
   report_tally = &reports;
   poll_tally = &polls;
+  scrape_tally = &scrapes;
 
   // 4. The schedule: agent i uploads at (i / N) of each upload interval, and reports at a
   // scrambled position of each report interval, so reports and uploads do not line up.
@@ -862,6 +871,7 @@ int Run(const Options& options) {
   const WallTime wall_start = SystemClock().Now();
   std::int64_t uploads_due = 0;
   std::int64_t reports_due = 0;
+  std::int64_t scrapes_due = 0;
   ProcessFigures peak;
   auto last_sample = sustain_start;
   const auto console_before = ReadProcess(console->pid());
@@ -886,6 +896,13 @@ int Run(const Options& options) {
   auto sustain_tick = [&](LoadClock::time_point now) {
     schedule(uploads_due, options.upload_interval, kUpload, now);
     schedule(reports_due, options.report_interval, kInventory, now);
+    // The first scrape a whole interval in, as from a scraper that was already running.
+    while (options.scrape_interval.count() > 0) {
+      const auto due = sustain_start + options.scrape_interval * (scrapes_due + 1);
+      if (due > now) break;
+      load.Queue({requests.Metrics(), kMetrics, -1, due});
+      ++scrapes_due;
+    }
     if (now - last_sample >= 1s) {
       last_sample = now;
       if (auto figures = ReadProcess(console->pid())) {
@@ -904,9 +921,11 @@ int Run(const Options& options) {
       load,
       [&] {
         return uploads.ok + uploads.failed() == uploads_due &&
-               reports.ok + reports.failed() == reports_due;
+               reports.ok + reports.failed() == reports_due &&
+               scrapes.ok + scrapes.failed() == scrapes_due;
       },
       60s);
+  scrape_tally = nullptr;
   const std::string console_metrics = FetchMetrics(load, requests, metrics_body, metrics_arrived);
   const double accepted = MetricValue(console_metrics, "uplink_console_uploads_accepted_total");
   const double stored = MetricValue(console_metrics, "uplink_console_node_samples_stored_total");
@@ -925,6 +944,12 @@ int Run(const Options& options) {
   std::printf("    reports: p50 %.2f ms, p99 %.2f ms; failed: %s\n", reports.QuantileMs(0.5),
               reports.QuantileMs(0.99), reports.Failures().c_str());
   std::printf("    polls failed: %s\n", polls.Failures().c_str());
+  if (scrapes_due > 0) {
+    std::printf("    /metrics scrapes (every %.0f s): %" PRId64 ", p50 %.2f ms, max %.2f ms; "
+                "failed: %s\n",
+                std::chrono::duration<double>(options.scrape_interval).count(), scrapes.ok,
+                scrapes.QuantileMs(0.5), scrapes.QuantileMs(1.0), scrapes.Failures().c_str());
+  }
   std::vector<size_t> seconds(slowest.size());
   std::iota(seconds.begin(), seconds.end(), 0);
   std::sort(seconds.begin(), seconds.end(),
@@ -1040,6 +1065,7 @@ int Run(const Options& options) {
     }
     if (first_polls.failed() > 0) problems.push_back("first polls: " + first_polls.Failures());
     if (polls.failed() > 0) problems.push_back("polls: " + polls.Failures());
+    if (scrapes.failed() > 0) problems.push_back("/metrics scrapes: " + scrapes.Failures());
     if (held < agents_count) problems.push_back("not every long poll was held");
     if (logged && logged->errors > 0) {
       problems.push_back("the console logged errors: " + logged->summary);
@@ -1376,6 +1402,8 @@ int main(int argc, char** argv) {
   flags.Duration("upload-interval", &options.upload_interval, "each agent's node upload interval");
   flags.Duration("report-interval", &options.report_interval,
                  "each agent's inventory report interval");
+  flags.Duration("scrape-interval", &options.scrape_interval,
+                 "how often the sustained phase scrapes the console's /metrics (0: never)");
   flags.Int("pool", &options.pool, "keep-alive connections shared by uploads and reports");
   flags.Int("closed-loop", &options.closed_loop, "connections of the capacity runs");
   flags.Int("ramp-per-second", &options.ramp_per_second, "long polls opened per second");
