@@ -210,7 +210,7 @@ Result<ConnectionRows> SqlStore::FindConnectionsByTokenPrefix(
   // Bounds the cache: prefixes are 48 random bits, so only well-formed tokens that match a
   // connection are kept, and there are far fewer live connections than this.
   constexpr size_t kMaxCachedPrefixes = 65536;
-  if (!lookups_.empty()) {
+  if (AuthenticatesOnLookups()) {
     sql::ConnectionPool::Lease lookup = lookups_.Borrow();
     std::vector<Connection> found;
     UPLINK_RETURN_IF_ERROR(ForEachRowOn(

@@ -228,10 +228,11 @@ Status SqlStore::SetNodePlan(const std::string& connection_id, const NodePlan& p
 
 // --- Storing -------------------------------------------------------------------------------
 
-Result<SqlStore::SeriesById> SqlStore::LoadSeries(std::int64_t node_id) {
+Result<SqlStore::SeriesById> SqlStore::LoadSeries(sql::Database& database,
+                                                   std::int64_t node_id) {
   SeriesById series;
-  UPLINK_RETURN_IF_ERROR(ForEachRow(
-      "SELECT id, metric, label FROM sample_series WHERE node_id = ?",
+  UPLINK_RETURN_IF_ERROR(ForEachRowOn(
+      database, "SELECT id, metric, label FROM sample_series WHERE node_id = ?",
       [&](Statement& s) { s.Bind(node_id); },
       [&](const Statement& row) {
         // A metric a newer console stored is left alone.
@@ -302,11 +303,12 @@ Status SqlStore::InsertSeries(std::int64_t node_id, std::span<const SampleValue*
   return Status::Ok();
 }
 
-Result<std::int64_t> SqlStore::SampleNodeId(const std::string& connection_id,
-                                               const std::string& node) {
+Result<std::int64_t> SqlStore::SampleNodeId(sql::Database& database,
+                                            const std::string& connection_id,
+                                            const std::string& node) {
   std::optional<std::int64_t> id;
-  UPLINK_RETURN_IF_ERROR(ForEachRow(
-      "SELECT id FROM sample_nodes WHERE connection_id = ? AND node = ?",
+  UPLINK_RETURN_IF_ERROR(ForEachRowOn(
+      database, "SELECT id FROM sample_nodes WHERE connection_id = ? AND node = ?",
       [&](Statement& s) { s.Bind(connection_id).Bind(node); },
       [&](const Statement& row) { id = row.Int(0); }, "reading sample node"));
   if (!id) {
@@ -628,7 +630,7 @@ Status SqlStore::RollUpSamples(WallTime now, const SampleRetention& retention,
 
 Status SqlStore::RollUpNode(std::int64_t node_id, std::int64_t start, std::int64_t end,
                                std::int64_t max_gap_ms, UploadOutcome& outcome) {
-  UPLINK_ASSIGN_OR_RETURN(SeriesById series, LoadSeries(node_id));
+  UPLINK_ASSIGN_OR_RETURN(SeriesById series, LoadSeries(*db_, node_id));
   std::map<std::int64_t, std::vector<RawPoint>> points;  // by series id
   Status decoded = Status::Ok();
   // From one largest gap before the first bucket: its counters' first pairs need the point
@@ -704,15 +706,13 @@ Status SqlStore::RollUpNode(std::int64_t node_id, std::int64_t start, std::int64
 Result<SampleNodePage> SqlStore::ListSampleNodes(const std::string& connection_id,
                                                     const std::string& after_node, int limit) {
   std::int64_t page_size = std::clamp(limit, 1, kMaxSampleNodePage);
-  std::lock_guard lock(mutex_);
-  // One snapshot across the reads, so that an upload landing in between cannot mix samples.
-  UPLINK_RETURN_IF_ERROR(Exec("BEGIN"));
-  auto body = [&]() -> Result<SampleNodePage> {
+  return ReadSnapshotOnLookup([&](sql::Database& database) -> Result<SampleNodePage> {
     SampleNodePage page;
     std::vector<SampleNodeState>& nodes = page.nodes;
     std::vector<std::int64_t> ids;
     std::vector<std::optional<std::int64_t>> previous;
-    UPLINK_RETURN_IF_ERROR(ForEachRow(
+    UPLINK_RETURN_IF_ERROR(ForEachRowOn(
+        database,
         "SELECT id, node, latest_at, latest_boot_time, latest_payload, previous_at "
         "FROM sample_nodes WHERE connection_id = ? AND node > ? ORDER BY node LIMIT ?",
         // One row more than asked says whether there is a next page.
@@ -734,10 +734,10 @@ Result<SampleNodePage> SqlStore::ListSampleNodes(const std::string& connection_i
         "listing sample nodes"));
     for (size_t i = 0; i < nodes.size(); ++i) {
       if (!previous[i]) continue;
-      UPLINK_ASSIGN_OR_RETURN(SeriesById series, LoadSeries(ids[i]));
+      UPLINK_ASSIGN_OR_RETURN(SeriesById series, LoadSeries(database, ids[i]));
       Status decoded = Status::Ok();
-      UPLINK_RETURN_IF_ERROR(ForEachRow(
-          "SELECT boot_time, points FROM samples WHERE node_id = ? AND at = ?",
+      UPLINK_RETURN_IF_ERROR(ForEachRowOn(
+          database, "SELECT boot_time, points FROM samples WHERE node_id = ? AND at = ?",
           [&](Statement& s) { s.Bind(ids[i]).Bind(*previous[i]); },
           [&](const Statement& row) {
             SampleNodeState& state = nodes[i];
@@ -754,20 +754,15 @@ Result<SampleNodePage> SqlStore::ListSampleNodes(const std::string& connection_i
       UPLINK_RETURN_IF_ERROR(decoded);
     }
     return page;
-  };
-  auto page = body();
-  (void)Exec(page.ok() ? "COMMIT" : "ROLLBACK");
-  return page;
+  });
 }
 
 Result<std::vector<SeriesPoints>> SqlStore::ReadSamplePoints(
     const std::string& connection_id, const std::string& node,
     std::span<const SampleMetric> metrics, WallTime from, WallTime to) {
-  std::lock_guard lock(mutex_);
-  UPLINK_RETURN_IF_ERROR(Exec("BEGIN"));
-  auto body = [&]() -> Result<std::vector<SeriesPoints>> {
-    UPLINK_ASSIGN_OR_RETURN(std::int64_t node_id, SampleNodeId(connection_id, node));
-    UPLINK_ASSIGN_OR_RETURN(SeriesById series, LoadSeries(node_id));
+  return ReadSnapshotOnLookup([&](sql::Database& database) -> Result<std::vector<SeriesPoints>> {
+    UPLINK_ASSIGN_OR_RETURN(std::int64_t node_id, SampleNodeId(database, connection_id, node));
+    UPLINK_ASSIGN_OR_RETURN(SeriesById series, LoadSeries(database, node_id));
     std::unordered_map<std::int64_t, size_t> index;
     std::vector<SeriesPoints> result;
     for (const auto& [id, name] : series) {
@@ -776,7 +771,8 @@ Result<std::vector<SeriesPoints>> SqlStore::ReadSamplePoints(
       result.push_back({name.metric, name.label, {}});
     }
     Status decoded = Status::Ok();
-    UPLINK_RETURN_IF_ERROR(ForEachRow(
+    UPLINK_RETURN_IF_ERROR(ForEachRowOn(
+        database,
         "SELECT at, boot_time, points FROM samples WHERE node_id = ? AND at >= ? AND at < ? "
         "ORDER BY at",
         [&](Statement& s) { s.Bind(node_id).Bind(ToUnixMillis(from)).Bind(ToUnixMillis(to)); },
@@ -793,26 +789,21 @@ Result<std::vector<SeriesPoints>> SqlStore::ReadSamplePoints(
     UPLINK_RETURN_IF_ERROR(decoded);
     SortSeries(result);
     return result;
-  };
-  auto result = body();
-  (void)Exec(result.ok() ? "COMMIT" : "ROLLBACK");
-  return result;
+  });
 }
 
 Result<RollupRead> SqlStore::ReadSampleRollups(const std::string& connection_id,
                                                   const std::string& node,
                                                   std::span<const SampleMetric> metrics,
                                                   WallTime from, WallTime to) {
-  std::lock_guard lock(mutex_);
-  UPLINK_RETURN_IF_ERROR(Exec("BEGIN"));
-  auto body = [&]() -> Result<RollupRead> {
-    UPLINK_ASSIGN_OR_RETURN(std::int64_t node_id, SampleNodeId(connection_id, node));
+  return ReadSnapshotOnLookup([&](sql::Database& database) -> Result<RollupRead> {
+    UPLINK_ASSIGN_OR_RETURN(std::int64_t node_id, SampleNodeId(database, connection_id, node));
     RollupRead read;
-    UPLINK_RETURN_IF_ERROR(ForEachRow(
-        "SELECT rolled_through FROM sample_nodes WHERE id = ?",
+    UPLINK_RETURN_IF_ERROR(ForEachRowOn(
+        database, "SELECT rolled_through FROM sample_nodes WHERE id = ?",
         [&](Statement& s) { s.Bind(node_id); },
         [&](const Statement& row) { read.rolled_through = row.Int(0); }, "reading rollup state"));
-    UPLINK_ASSIGN_OR_RETURN(SeriesById series, LoadSeries(node_id));
+    UPLINK_ASSIGN_OR_RETURN(SeriesById series, LoadSeries(database, node_id));
     std::unordered_map<std::int64_t, size_t> index;
     for (const auto& [id, name] : series) {
       if (!WantsMetric(metrics, name.metric)) continue;
@@ -820,7 +811,8 @@ Result<RollupRead> SqlStore::ReadSampleRollups(const std::string& connection_id,
       read.series.push_back({name.metric, name.label, {}});
     }
     Status decoded = Status::Ok();
-    UPLINK_RETURN_IF_ERROR(ForEachRow(
+    UPLINK_RETURN_IF_ERROR(ForEachRowOn(
+        database,
         "SELECT bucket, aggregates FROM sample_rollups WHERE node_id = ? AND bucket >= ? "
         "AND bucket < ? ORDER BY bucket",
         [&](Statement& s) {
@@ -839,10 +831,7 @@ Result<RollupRead> SqlStore::ReadSampleRollups(const std::string& connection_id,
     UPLINK_RETURN_IF_ERROR(decoded);
     SortSeries(read.series);
     return read;
-  };
-  auto result = body();
-  (void)Exec(result.ok() ? "COMMIT" : "ROLLBACK");
-  return result;
+  });
 }
 
 }  // namespace uplink::console

@@ -79,7 +79,13 @@ Result<std::unique_ptr<SqlStore>> SqlStore::Open(
 
 Result<std::unique_ptr<SqlStore>> SqlStore::OpenSqlite(const std::string& path) {
   UPLINK_ASSIGN_OR_RETURN(std::unique_ptr<sql::Database> database, sql::OpenSqliteDatabase(path));
-  auto store = Open(std::move(database));
+  // Two: a /metrics scrape and a page's read at once, each without the other's wait.
+  std::vector<std::unique_ptr<sql::Database>> lookups;
+  for (int i = 0; i < 2; ++i) {
+    UPLINK_ASSIGN_OR_RETURN(std::unique_ptr<sql::Database> lookup, sql::OpenSqliteReader(path));
+    lookups.push_back(std::move(lookup));
+  }
+  auto store = Open(std::move(database), std::move(lookups));
   if (!store.ok()) return store.status().WithContext("migrating database " + path);
   return store;
 }

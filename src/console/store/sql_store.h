@@ -44,17 +44,19 @@ class Statement;
 class SqlStore : public Store {
  public:
   // Applies pending schema migrations. Refuses, with FailedPrecondition, a database written
-  // by a newer uplink-console. `lookups`, more connections to the same database, are where
-  // authentication reads its rows when they are not cached (PostgreSQL), one request to a
-  // connection at a time, so that they wait neither behind the write transactions of the
-  // first nor behind each other's round trips.
+  // by a newer uplink-console. `lookups`, more connections to the same database, one caller
+  // to a connection at a time, are where reads that need only committed rows run
+  // (ReadOnLookup), so that they wait neither behind the write transactions of the first nor
+  // behind each other, and hold no write back. On PostgreSQL authentication reads its rows
+  // there too, since nothing is cached; on SQLite (read-only connections, OpenSqliteReader)
+  // it reads through its cache, under the writer's lock, which keeps the cache coherent.
   // `reconnect_gate`: the one the PostgreSQL connections share, whose series RenderMetrics
   // adds.
   static Result<std::unique_ptr<SqlStore>> Open(
       std::unique_ptr<sql::Database> database,
       std::vector<std::unique_ptr<sql::Database>> lookups = {},
       std::shared_ptr<const sql::ReconnectGate> reconnect_gate = nullptr);
-  // An SQLite database file, created (mode 0600) if needed.
+  // An SQLite database file, created (mode 0600) if needed, with two read-only lookups.
   static Result<std::unique_ptr<SqlStore>> OpenSqlite(const std::string& path);
   // The schema version this binary writes.
   static int LatestSchemaVersion();
@@ -338,9 +340,11 @@ class SqlStore : public Store {
   // The helpers below expect the caller to hold mutex_.
   // Inside a write transaction: empties the credential caches.
   void ForgetCachedCredentials();
-  // Runs `read` on a lookup connection when the store has them (PostgreSQL), so that a
-  // request's read does not queue behind the writer's round trips; otherwise on the
-  // store's own connection, taking mutex_ (so its caller must not hold it).
+  // Runs `read` on a lookup connection when the store has them, so that a request's read
+  // neither queues behind the writer's group (its round trips, its COMMIT's fsync) nor holds
+  // the writer back for its own length; otherwise on the store's own connection, taking
+  // mutex_ (so its caller must not hold it). `read` sees committed rows only, as it would
+  // under mutex_, which the writer holds through each group.
   template <typename Read>
   auto ReadOnLookup(const Read& read) -> decltype(read(std::declval<sql::Database&>())) {
     if (!lookups_.empty()) return read(*lookups_.Borrow());
@@ -506,13 +510,26 @@ class SqlStore : public Store {
   Status InsertSeries(std::int64_t node_id, std::span<const SampleValue* const> values,
                       std::int64_t now_seconds, NodeSeriesIds& series);
   // Series of the node whose metric this binary knows.
-  Result<SeriesById> LoadSeries(std::int64_t node_id);
+  static Result<SeriesById> LoadSeries(sql::Database& database, std::int64_t node_id);
   // The node's series ids as of its row's `series_version`: cached, or read and cached.
   Result<NodeSeriesIds*> SeriesIdsOf(std::int64_t node_id, std::int64_t series_version);
   // Every series row of the node, into `entry` (its version left as it was).
   Status ReadSeriesIds(std::int64_t node_id, NodeSeriesIds& entry);
   // The id of the connection's node, or NotFound.
-  Result<std::int64_t> SampleNodeId(const std::string& connection_id, const std::string& node);
+  static Result<std::int64_t> SampleNodeId(sql::Database& database,
+                                           const std::string& connection_id,
+                                           const std::string& node);
+  // Runs `read` on a lookup connection (ReadOnLookup) in one snapshot (BeginSnapshot), so
+  // that a write committing between its statements cannot mix two states in its answer.
+  template <typename Read>
+  auto ReadSnapshotOnLookup(const Read& read) -> decltype(read(std::declval<sql::Database&>())) {
+    return ReadOnLookup([&](sql::Database& database) -> decltype(read(database)) {
+      UPLINK_RETURN_IF_ERROR(database.BeginSnapshot());
+      auto result = read(database);
+      (void)database.Exec(result.ok() ? "COMMIT" : "ROLLBACK");
+      return result;
+    });
+  }
 
   // Workspace execution (sql_workspace.cc), under mutex_.
   Result<std::vector<Offer>> QueryOffers(const std::string& tail, const Binder& bind);
@@ -553,9 +570,11 @@ class SqlStore : public Store {
   // a revoke through one replica must be refused by every other on its very next request, and
   // a notification, however fast, arrives after the revoke's reply.
   const bool caches_credentials_;
-  // Authentication's reads when nothing is cached (see Open), one connection per caller at
-  // a time.
+  // ReadOnLookup's reads, and authentication's when nothing is cached (see Open), one
+  // connection per caller at a time.
   sql::ConnectionPool lookups_;
+  // Whether authentication reads on lookups_ (nothing cached, lookups to read on).
+  bool AuthenticatesOnLookups() const { return !caches_credentials_ && !lookups_.empty(); }
   const std::shared_ptr<const sql::ReconnectGate> reconnect_gate_;
   // Guards connections_by_token_prefix_ alone, so that a cached token is found without
   // waiting for mutex_, which a write group holds through its COMMIT (an fsync on SQLite).

@@ -196,7 +196,7 @@ Result<ConsoleSettings> SqlStore::GetConsoleSettings() {
         "reading console settings"));
     return settings;
   };
-  if (!lookups_.empty()) return read(*lookups_.Borrow());
+  if (AuthenticatesOnLookups()) return read(*lookups_.Borrow());
   std::lock_guard lock(mutex_);
   if (settings_) return *settings_;
   UPLINK_ASSIGN_OR_RETURN(ConsoleSettings settings, read(*db_));

@@ -6,11 +6,14 @@
 
 #include <chrono>
 #include <cstdio>
+#include <future>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "commit_held_database.h"
 #include "console/api/node_sample_figures.h"
 #include "console/store/sql_store.h"
 #include "node_sample_util.h"
@@ -24,6 +27,7 @@ namespace {
 using std::chrono::hours;
 using std::chrono::minutes;
 using std::chrono::seconds;
+using testing::CommitHeldDatabase;
 using testing::SampleJson;
 using testing::SampleSpec;
 using testing::StoreEngine;
@@ -610,6 +614,47 @@ TEST_P(NodeStoreTest, SeriesAnotherStoreAddsOrForgetsAreSeen) {
   gpu1 = GpuPoints("1", back.at - hours(1), back.at + seconds(1), other->get());
   ASSERT_EQ(gpu1.size(), 1u);
   EXPECT_EQ(gpu1[0].value, 42);
+}
+
+// A page's read of series or of the node list runs beside the writer: it neither waits for a
+// group's COMMIT (an fsync, a round trip) nor holds uploads back for its own length, and
+// answers from committed samples only, in one snapshot.
+TEST_P(NodeStoreTest, ReadingSamplesDoesNotWaitForTheWriterAndSeesCommittedSamplesOnly) {
+  Accept(SampleBatch(1, Every30s(seconds(0), seconds(90))), kT0 + minutes(2));
+  CommitHeldDatabase* held = nullptr;
+  store_.reset();
+  auto opened = database_->OpenStore([&](std::unique_ptr<sql::Database> inner) {
+    auto wrapper = std::make_unique<CommitHeldDatabase>(std::move(inner));
+    held = wrapper.get();
+    return wrapper;
+  });
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  store_ = std::move(opened).value();
+
+  std::promise<void> reached;
+  std::promise<void> release;
+  held->HoldNextCommit(&reached, release.get_future().share());
+  auto upload = std::async(std::launch::async, [&] {
+    return store_->AcceptUpload(kConnectionId, kTokenHash, SampleBatch(4, {At(seconds(90))}),
+                                kT0 + minutes(2), retention_, Audit("stream.restart"));
+  });
+  if (reached.get_future().wait_for(seconds(60)) != std::future_status::ready) {
+    release.set_value();
+    FAIL() << "the upload never reached its COMMIT";
+  }
+  auto reads = std::async(std::launch::async, [&] {
+    return std::make_pair(CpuPoints(kT0, kT0 + hours(1)), OnlyNode());
+  });
+  // Not a timing bound: a read that waited for the writer would wait here for good.
+  const bool answered = reads.wait_for(seconds(60)) == std::future_status::ready;
+  release.set_value();
+  EXPECT_TRUE(answered) << "reading samples waited for the write group's COMMIT";
+  auto [points, node] = reads.get();
+  EXPECT_EQ(points.size(), 3u);
+  EXPECT_EQ(node.latest_at, kT0 + seconds(60));
+  ASSERT_TRUE(upload.get().ok());
+  EXPECT_EQ(CpuPoints(kT0, kT0 + hours(1)).size(), 4u);
+  EXPECT_EQ(OnlyNode().latest_at, kT0 + seconds(90));
 }
 
 TEST_P(NodeStoreTest, SeriesOfMetricsANewerConsoleStoredTakePlacesUnderTheCapAndAreLeftAlone) {

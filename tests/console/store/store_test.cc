@@ -16,6 +16,7 @@
 #include "common/json.h"
 #include "console/setup.h"
 #include "console/store/sql/sqlite_database.h"
+#include "commit_held_database.h"
 #include "console/store/sql_store.h"
 #include "store_database.h"
 #include "test_util.h"
@@ -26,6 +27,7 @@ namespace {
 using std::chrono::hours;
 using std::chrono::minutes;
 using std::chrono::seconds;
+using testing::CommitHeldDatabase;
 using testing::RawCount;
 using testing::ScratchDir;
 using testing::StoreEngine;
@@ -711,58 +713,6 @@ TEST_P(SqlStoreTest, TokenLookupsSeeEveryChangeAtOnceDespiteTheirCache) {
   EXPECT_EQ((*store_->FindConnectionsByTokenPrefix("agt_rotated2"))->size(), 1u);
 }
 
-// A real database whose COMMIT, once armed, waits to be let through: a write group held in
-// its commit, as an fsync holds one.
-class CommitHeldDatabase : public sql::Database {
- public:
-  explicit CommitHeldDatabase(std::unique_ptr<sql::Database> inner) : inner_(std::move(inner)) {}
-
-  // The next COMMIT signals `reached` and waits for `release`.
-  void HoldNextCommit(std::promise<void>* reached, std::shared_future<void> release) {
-    reached_ = reached;
-    release_ = std::move(release);
-  }
-
-  Status Exec(const std::string& sql) override {
-    HoldIfCommit(sql);
-    return inner_->Exec(sql);
-  }
-  // A write alone in its group defers its COMMIT.
-  Status DeferExec(const std::string& sql) override {
-    HoldIfCommit(sql);
-    return inner_->DeferExec(sql);
-  }
-  sql::Engine engine() const override { return inner_->engine(); }
-  std::span<const sql::Migration> Migrations() const override { return inner_->Migrations(); }
-  Result<sql::Statement*> Prepare(const std::string& sql) override { return inner_->Prepare(sql); }
-  Status ExecUnbounded(const std::string& sql) override { return inner_->ExecUnbounded(sql); }
-  Status Defer(sql::Statement& statement, std::string_view what) override {
-    return inner_->Defer(statement, what);
-  }
-  Status AwaitDeferred() override { return inner_->AwaitDeferred(); }
-  std::int64_t DeferredSent() const override { return inner_->DeferredSent(); }
-  std::int64_t DeferredAnswered() const override { return inner_->DeferredAnswered(); }
-  std::optional<DeferredFailure> LastDeferredFailure() const override {
-    return inner_->LastDeferredFailure();
-  }
-  Status BeginWrite() override { return inner_->BeginWrite(); }
-  bool InTransaction() const override { return inner_->InTransaction(); }
-  std::int64_t RoundTrips() const override { return inner_->RoundTrips(); }
-  sql::Failure LastFailure() const override { return inner_->LastFailure(); }
-  std::string LastMessage() const override { return inner_->LastMessage(); }
-
- private:
-  void HoldIfCommit(const std::string& sql) {
-    if (sql != "COMMIT" || reached_ == nullptr) return;
-    std::exchange(reached_, nullptr)->set_value();
-    release_.wait();
-  }
-
-  const std::unique_ptr<sql::Database> inner_;
-  std::promise<void>* reached_ = nullptr;  // set and taken on the writer's side only
-  std::shared_future<void> release_;
-};
-
 // Agents authenticate on every request: a cached token must not wait for the writer, which
 // holds the store through a group's COMMIT (an fsync on SQLite).
 TEST(SqliteTokenCacheTest, ACachedTokenIsFoundWhileAWriteGroupCommits) {
@@ -808,15 +758,9 @@ TEST(SqliteTokenCacheTest, ACachedTokenIsFoundWhileAWriteGroupCommits) {
   EXPECT_TRUE(report.get().ok());
 }
 
-// Replicas on one PostgreSQL database.
-class PostgresReplicaStoreTest : public SqlStoreTest {
- protected:
-  StoreEngine Engine() const override { return StoreEngine::kPostgres; }
-};
-
-// /metrics reads every connection on each scrape: on PostgreSQL that read must not wait for
-// the writer (nor hold it back), which holds the store through each group's COMMIT.
-TEST_F(PostgresReplicaStoreTest, ReadingEveryConnectionDoesNotWaitForTheWriter) {
+// /metrics reads every connection on each scrape: that read must not wait for the writer
+// (nor hold it back), which holds the store through each group's COMMIT.
+TEST_P(SqlStoreTest, ReadingEveryConnectionDoesNotWaitForTheWriter) {
   CreateConnection();
   CommitHeldDatabase* held = nullptr;
   auto opened = database_->OpenStore([&](std::unique_ptr<sql::Database> inner) {
@@ -847,8 +791,16 @@ TEST_F(PostgresReplicaStoreTest, ReadingEveryConnectionDoesNotWaitForTheWriter) 
   ASSERT_TRUE(connections.ok()) << connections.status().ToString();
   ASSERT_EQ(connections->size(), 1u);
   EXPECT_EQ(connections->front().id, kConnectionId);
+  // Committed rows only: the held report binds the cluster.
+  EXPECT_FALSE(connections->front().cluster_uid.has_value());
   EXPECT_TRUE(report.get().ok());
 }
+
+// Replicas on one PostgreSQL database.
+class PostgresReplicaStoreTest : public SqlStoreTest {
+ protected:
+  StoreEngine Engine() const override { return StoreEngine::kPostgres; }
+};
 
 TEST_F(PostgresReplicaStoreTest, AnotherReplicasRevokeIsSeenOnTheVeryNextLookup) {
   CreateConnection();

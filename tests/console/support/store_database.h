@@ -77,10 +77,12 @@ class TestDatabase {
   Result<std::unique_ptr<SqlStore>> OpenStore(const WrapDatabase& wrap = nullptr) const {
     UPLINK_ASSIGN_OR_RETURN(std::unique_ptr<sql::Database> database, OpenRaw());
     if (wrap) database = wrap(std::move(database));
-    if (engine_ == StoreEngine::kSqlite) return SqlStore::Open(std::move(database));
     std::vector<std::unique_ptr<sql::Database>> lookups;
     for (int i = 0; i < 2; ++i) {
-      UPLINK_ASSIGN_OR_RETURN(std::unique_ptr<sql::Database> lookup, OpenRaw());
+      UPLINK_ASSIGN_OR_RETURN(std::unique_ptr<sql::Database> lookup,
+                              engine_ == StoreEngine::kSqlite
+                                  ? sql::OpenSqliteReader(sqlite_path_)
+                                  : OpenRaw());
       lookups.push_back(std::move(lookup));
     }
     return SqlStore::Open(std::move(database), std::move(lookups));

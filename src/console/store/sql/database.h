@@ -124,6 +124,11 @@ class Database {
   // store's read-check-write runs as if alone: BEGIN IMMEDIATE on SQLite; on PostgreSQL,
   // BEGIN and a transaction-scoped advisory lock shared by every replica.
   virtual Status BeginWrite() = 0;
+  // Begins a read-only transaction whose statements all see one committed state, however
+  // many writes commit meanwhile: BEGIN on SQLite (its WAL keeps the snapshot of the first
+  // read); on PostgreSQL, BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY (its default,
+  // READ COMMITTED, takes a snapshot per statement). Ended by COMMIT or ROLLBACK.
+  virtual Status BeginSnapshot() = 0;
   // False once the engine ended a transaction on its own (SQLite after an I/O error, a lost
   // PostgreSQL connection): work done in it since BeginWrite() is gone.
   virtual bool InTransaction() const = 0;

@@ -280,6 +280,9 @@ class PostgresDatabase final : public Database {
   Status Exec(const std::string& sql) override { return Exec(sql, answer_timeout_); }
   Status ExecUnbounded(const std::string& sql) override { return Exec(sql, std::nullopt); }
   Status BeginWrite() override;
+  Status BeginSnapshot() override {
+    return Exec("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY");
+  }
   Status Defer(Statement& statement, std::string_view what) override;
   Status DeferExec(const std::string& sql) override;
   Status AwaitDeferred() override;

@@ -120,6 +120,7 @@ class SqliteDatabase final : public Database {
     return last_deferred_failure_;
   }
   Status BeginWrite() override { return Exec("BEGIN IMMEDIATE"); }
+  Status BeginSnapshot() override { return Exec("BEGIN"); }
   bool InTransaction() const override { return sqlite3_get_autocommit(db_) == 0; }
 
   Failure LastFailure() const override {
@@ -168,6 +169,22 @@ class SqliteDatabase final : public Database {
   std::map<std::string, std::unique_ptr<SqliteStatement>, std::less<>> statements_;
 };
 
+// A connection to `path` opened with `flags` (besides SQLITE_OPEN_NOMUTEX), waiting up to 5 s
+// for a lock another connection holds.
+Result<std::unique_ptr<SqliteDatabase>> OpenConnection(const std::string& path, int flags) {
+  sqlite3* db = nullptr;
+  int rc = sqlite3_open_v2(path.c_str(), &db, flags | SQLITE_OPEN_NOMUTEX, nullptr);
+  if (rc != SQLITE_OK) {
+    std::string message = db ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
+    sqlite3_close(db);
+    return IOError("opening database " + path + ": " + message);
+  }
+  auto database = std::make_unique<SqliteDatabase>(db);
+  sqlite3_extended_result_codes(db, 1);
+  sqlite3_busy_timeout(db, 5000);
+  return database;
+}
+
 }  // namespace
 
 Result<std::unique_ptr<Database>> OpenSqliteDatabase(const std::string& path) {
@@ -177,22 +194,19 @@ Result<std::unique_ptr<Database>> OpenSqliteDatabase(const std::string& path) {
   if (fd < 0) return ErrnoError("opening database " + path, errno);
   ::close(fd);
 
-  sqlite3* db = nullptr;
-  int rc = sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX,
-                           nullptr);
-  if (rc != SQLITE_OK) {
-    std::string message = db ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
-    sqlite3_close(db);
-    return IOError("opening database " + path + ": " + message);
-  }
-  auto database = std::make_unique<SqliteDatabase>(db);
-  sqlite3_extended_result_codes(db, 1);
-  sqlite3_busy_timeout(db, 5000);
+  UPLINK_ASSIGN_OR_RETURN(std::unique_ptr<SqliteDatabase> database,
+                          OpenConnection(path, SQLITE_OPEN_READWRITE));
   for (const char* pragma : {"PRAGMA journal_mode=WAL",
                              // FULL: a rotated or revoked token must survive a power cut.
                              "PRAGMA synchronous=FULL", "PRAGMA foreign_keys=ON"}) {
     UPLINK_RETURN_IF_ERROR(database->Exec(pragma).WithContext("opening database " + path));
   }
+  return std::unique_ptr<Database>(std::move(database));
+}
+
+Result<std::unique_ptr<Database>> OpenSqliteReader(const std::string& path) {
+  UPLINK_ASSIGN_OR_RETURN(std::unique_ptr<SqliteDatabase> database,
+                          OpenConnection(path, SQLITE_OPEN_READONLY));
   return std::unique_ptr<Database>(std::move(database));
 }
 
