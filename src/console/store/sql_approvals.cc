@@ -85,9 +85,8 @@ Result<std::vector<ApprovalRule>> SqlStore::ListApprovalRules(
   static const std::string sql = std::string("SELECT ") + kRuleColumns +
                                  " FROM approval_rules WHERE connection_id = ? "
                                  "ORDER BY created_at, id";
-  std::lock_guard lock(mutex_);
   std::vector<ApprovalRule> rules;
-  UPLINK_RETURN_IF_ERROR(ForEachRow(
+  UPLINK_RETURN_IF_ERROR(ForEachRowOnLookup(
       sql.c_str(), [&](Statement& s) { s.Bind(connection_id); },
       [&](const Statement& row) { rules.push_back(RuleFromRow(row)); }, "reading approval rules"));
   return rules;

@@ -93,9 +93,8 @@ Status SqlStore::CreateConnectionWithScope(const Connection& connection,
 
 Result<std::optional<ClusterSnapshot>> SqlStore::GetClusterSnapshot(
     const std::string& connection_id) {
-  std::lock_guard lock(mutex_);
   std::optional<ClusterSnapshot> snapshot;
-  UPLINK_RETURN_IF_ERROR(ForEachRow(
+  UPLINK_RETURN_IF_ERROR(ForEachRowOnLookup(
       "SELECT stream, collected_at, received_at, payload FROM cluster_snapshots "
       "WHERE connection_id = ?",
       [&](Statement& s) { s.Bind(connection_id); },
@@ -166,11 +165,10 @@ Status SqlStore::StorePodUsage(const std::string& connection_id, const UploadBat
   return Status::Ok();
 }
 
-Result<std::vector<PodUsageSummary>> SqlStore::SummarizePodUsage(
-    const std::string& connection_id, WallTime since) {
-  std::lock_guard lock(mutex_);
+Result<std::vector<PodUsageSummary>> SqlStore::SummarizePodUsage(const std::string& connection_id,
+                                                                 WallTime since) {
   std::vector<PodUsageSummary> summaries;
-  UPLINK_RETURN_IF_ERROR(ForEachRow(
+  UPLINK_RETURN_IF_ERROR(ForEachRowOnLookup(
       "SELECT namespace, pod, COUNT(*), CAST(ROUND(AVG(cpu_millicores)) AS BIGINT), "
       "MAX(cpu_millicores), CAST(ROUND(AVG(memory_bytes)) AS BIGINT), MAX(memory_bytes) "
       "FROM pod_usage WHERE connection_id = ? AND collected_at >= ? "

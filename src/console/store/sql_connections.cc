@@ -158,11 +158,12 @@ Status SqlStore::CreateConnectionWithHandover(const Connection& connection,
   });
 }
 
-Result<std::vector<Connection>> SqlStore::QueryConnections(std::string_view sql,
-                                                              const std::string& key) {
+Result<std::vector<Connection>> SqlStore::QueryConnections(sql::Database& database,
+                                                           std::string_view sql,
+                                                           const std::string& key) {
   std::vector<Connection> connections;
-  UPLINK_RETURN_IF_ERROR(ForEachRow(
-      sql,
+  UPLINK_RETURN_IF_ERROR(ForEachRowOn(
+      database, sql,
       [&](Statement& s) {
         if (!key.empty()) s.Bind(key);
       },
@@ -171,23 +172,22 @@ Result<std::vector<Connection>> SqlStore::QueryConnections(std::string_view sql,
   return connections;
 }
 
-Result<Connection> SqlStore::ReadConnection(const std::string& id) {
+Result<Connection> SqlStore::ReadConnection(sql::Database& database, const std::string& id) {
   static const std::string sql = ConnectionQuery("WHERE c.id = ?");
-  UPLINK_ASSIGN_OR_RETURN(auto found, QueryConnections(sql.c_str(), id));
+  UPLINK_ASSIGN_OR_RETURN(auto found, QueryConnections(database, sql.c_str(), id));
   if (found.empty()) return NotFoundError("connection " + id + " does not exist");
   return std::move(found.front());
 }
 
 Result<Connection> SqlStore::GetConnection(const std::string& id) {
-  std::lock_guard lock(mutex_);
-  return ReadConnection(id);
+  return ReadOnLookup([&](sql::Database& database) { return ReadConnection(database, id); });
 }
 
 Result<std::vector<Connection>> SqlStore::ListConnections(const std::string& owner_id) {
   static const std::string sql =
       ConnectionQuery("WHERE c.owner_id = ? ORDER BY c.created_at, c.rowid");
-  std::lock_guard lock(mutex_);
-  return QueryConnections(sql.c_str(), owner_id);
+  return ReadOnLookup(
+      [&](sql::Database& database) { return QueryConnections(database, sql.c_str(), owner_id); });
 }
 
 Result<std::vector<Connection>> SqlStore::ListAllConnections() {
@@ -227,7 +227,8 @@ Result<ConnectionRows> SqlStore::FindConnectionsByTokenPrefix(
   if (ConnectionRows hit = cached()) return hit;
   std::lock_guard lock(mutex_);
   if (ConnectionRows hit = cached()) return hit;  // read by another caller meanwhile
-  UPLINK_ASSIGN_OR_RETURN(std::vector<Connection> found, QueryConnections(sql.c_str(), prefix));
+  UPLINK_ASSIGN_OR_RETURN(std::vector<Connection> found,
+                          QueryConnections(*db_, sql.c_str(), prefix));
   auto connections = std::make_shared<const std::vector<Connection>>(std::move(found));
   if (caches_credentials_ && !connections->empty()) {
     std::lock_guard cache(token_cache_mutex_);
@@ -286,11 +287,9 @@ Status SqlStore::RevokeConnection(const std::string& id, WallTime at,
 }
 
 Result<std::vector<Handover>> SqlStore::FindHandoversByPrefix(const std::string& prefix) {
-  static const std::string sql =
-      SelectFrom(kHandoverColumns, "handovers WHERE lookup_prefix = ?");
-  std::lock_guard lock(mutex_);
+  static const std::string sql = SelectFrom(kHandoverColumns, "handovers WHERE lookup_prefix = ?");
   std::vector<Handover> handovers;
-  UPLINK_RETURN_IF_ERROR(ForEachRow(
+  UPLINK_RETURN_IF_ERROR(ForEachRowOnLookup(
       sql.c_str(), [&](Statement& s) { s.Bind(prefix); },
       [&](const Statement& row) { handovers.push_back(HandoverFromRow(row)); },
       "looking up handover"));
@@ -298,12 +297,11 @@ Result<std::vector<Handover>> SqlStore::FindHandoversByPrefix(const std::string&
 }
 
 Result<std::optional<Handover>> SqlStore::LatestHandover(const std::string& connection_id) {
-  static const std::string sql = SelectFrom(
-      kHandoverColumns,
-      "handovers WHERE connection_id = ? ORDER BY created_at DESC, rowid DESC LIMIT 1");
-  std::lock_guard lock(mutex_);
+  static const std::string sql =
+      SelectFrom(kHandoverColumns,
+                 "handovers WHERE connection_id = ? ORDER BY created_at DESC, rowid DESC LIMIT 1");
   std::optional<Handover> latest;
-  UPLINK_RETURN_IF_ERROR(ForEachRow(
+  UPLINK_RETURN_IF_ERROR(ForEachRowOnLookup(
       sql.c_str(), [&](Statement& s) { s.Bind(connection_id); },
       [&](const Statement& row) { latest = HandoverFromRow(row); }, "reading handover"));
   return latest;
@@ -353,7 +351,7 @@ Result<HandoverRedemption> SqlStore::RedeemHandover(const std::string& handover_
                "installing the handed-over token")
             .status());
     UPLINK_RETURN_IF_ERROR(InsertAudit(audit));
-    UPLINK_ASSIGN_OR_RETURN(redeemed, ReadConnection(connection_id));
+    UPLINK_ASSIGN_OR_RETURN(redeemed, ReadConnection(*db_, connection_id));
     return Status::Ok();
   });
   if (!status.ok()) return status;
@@ -691,11 +689,9 @@ Status SqlStore::BindOrRefuse(const std::string& connection_id,
   return DeferAudit(bind);
 }
 
-Result<std::vector<AgentSeen>> SqlStore::ListAgents(const std::string& connection_id,
-                                                       int limit) {
-  std::lock_guard lock(mutex_);
+Result<std::vector<AgentSeen>> SqlStore::ListAgents(const std::string& connection_id, int limit) {
   std::vector<AgentSeen> agents;
-  UPLINK_RETURN_IF_ERROR(ForEachRow(
+  UPLINK_RETURN_IF_ERROR(ForEachRowOnLookup(
       "SELECT role, instance, version, last_seen_at FROM connection_agents "
       "WHERE connection_id = ? ORDER BY last_seen_at DESC, rowid DESC LIMIT ?",
       [&](Statement& s) {
@@ -709,13 +705,12 @@ Result<std::vector<AgentSeen>> SqlStore::ListAgents(const std::string& connectio
 }
 
 Result<std::vector<Node>> SqlStore::ListNodes(const std::string& connection_id) {
-  std::lock_guard lock(mutex_);
   // One snapshot across the three reads, so a report landing in between cannot mix lists.
-  UPLINK_RETURN_IF_ERROR(Exec("BEGIN"));
-  auto body = [&]() -> Result<std::vector<Node>> {
+  return ReadSnapshotOnLookup([&](sql::Database& database) -> Result<std::vector<Node>> {
     std::vector<Node> nodes;
     std::unordered_map<std::int64_t, size_t> index_by_id;
-    UPLINK_RETURN_IF_ERROR(ForEachRow(
+    UPLINK_RETURN_IF_ERROR(ForEachRowOn(
+        database,
         "SELECT id, name, uid, ready, unschedulable, gpu_resource, gpu_capacity, "
         "gpu_allocatable, gpu_product, error FROM connection_nodes "
         "WHERE connection_id = ? ORDER BY position",
@@ -735,7 +730,8 @@ Result<std::vector<Node>> SqlStore::ListNodes(const std::string& connection_id) 
           nodes.push_back(std::move(node));
         },
         "reading nodes"));
-    UPLINK_RETURN_IF_ERROR(ForEachRow(
+    UPLINK_RETURN_IF_ERROR(ForEachRowOn(
+        database,
         "SELECT r.node_id, r.name, r.capacity, r.allocatable FROM node_resources r "
         "JOIN connection_nodes n ON n.id = r.node_id WHERE n.connection_id = ? "
         "ORDER BY r.rowid",
@@ -746,7 +742,8 @@ Result<std::vector<Node>> SqlStore::ListNodes(const std::string& connection_id) 
           nodes[it->second].resources.push_back({row.Text(1), row.Int(2), row.Int(3)});
         },
         "reading node resources"));
-    UPLINK_RETURN_IF_ERROR(ForEachRow(
+    UPLINK_RETURN_IF_ERROR(ForEachRowOn(
+        database,
         "SELECT t.node_id, t.key, t.value, t.effect FROM node_taints t "
         "JOIN connection_nodes n ON n.id = t.node_id WHERE n.connection_id = ? "
         "ORDER BY t.rowid",
@@ -758,10 +755,7 @@ Result<std::vector<Node>> SqlStore::ListNodes(const std::string& connection_id) 
         },
         "reading node taints"));
     return nodes;
-  };
-  auto nodes = body();
-  (void)Exec(nodes.ok() ? "COMMIT" : "ROLLBACK");
-  return nodes;
+  });
 }
 
 }  // namespace uplink::console

@@ -108,9 +108,8 @@ Status SqlStore::CreateUserWithApiKey(const User& user, const ApiKey& key,
 
 Result<User> SqlStore::GetUser(const std::string& id) {
   static const std::string sql = SelectFrom(kUserColumns, "users WHERE id = ?");
-  std::lock_guard lock(mutex_);
   std::optional<User> user;
-  UPLINK_RETURN_IF_ERROR(ForEachRow(
+  UPLINK_RETURN_IF_ERROR(ForEachRowOnLookup(
       sql.c_str(), [&](Statement& s) { s.Bind(id); },
       [&](const Statement& row) { user = UserFromRow(row); }, "reading user"));
   if (!user) return NotFoundError("user " + id + " does not exist");
@@ -120,9 +119,8 @@ Result<User> SqlStore::GetUser(const std::string& id) {
 Result<User> SqlStore::FindUserByEmail(const std::string& email) {
   static const std::string sql = SelectFrom(kUserColumns, "users WHERE email = ?");
   std::string lowered = LowerAscii(email);
-  std::lock_guard lock(mutex_);
   std::optional<User> user;
-  UPLINK_RETURN_IF_ERROR(ForEachRow(
+  UPLINK_RETURN_IF_ERROR(ForEachRowOnLookup(
       sql.c_str(), [&](Statement& s) { s.Bind(lowered); },
       [&](const Statement& row) { user = UserFromRow(row); }, "looking up user"));
   if (!user) return NotFoundError("no user has this email");
@@ -131,9 +129,8 @@ Result<User> SqlStore::FindUserByEmail(const std::string& email) {
 
 Result<std::vector<User>> SqlStore::ListUsers() {
   static const std::string sql = SelectFrom(kUserColumns, "users ORDER BY created_at, rowid");
-  std::lock_guard lock(mutex_);
   std::vector<User> users;
-  UPLINK_RETURN_IF_ERROR(ForEachRow(
+  UPLINK_RETURN_IF_ERROR(ForEachRowOnLookup(
       sql.c_str(), [](Statement&) {},
       [&](const Statement& row) { users.push_back(UserFromRow(row)); }, "listing users"));
   return users;
@@ -224,9 +221,8 @@ Status SqlStore::CreateApiKey(const ApiKey& key, const AuditEvent& audit) {
 
 Result<ApiKey> SqlStore::GetApiKey(const std::string& id) {
   static const std::string sql = SelectFrom(kApiKeyColumns, "api_keys WHERE id = ?");
-  std::lock_guard lock(mutex_);
   std::optional<ApiKey> key;
-  UPLINK_RETURN_IF_ERROR(ForEachRow(
+  UPLINK_RETURN_IF_ERROR(ForEachRowOnLookup(
       sql.c_str(), [&](Statement& s) { s.Bind(id); },
       [&](const Statement& row) { key = ApiKeyFromRow(row); }, "reading API key"));
   if (!key) return NotFoundError("API key " + id + " does not exist");
@@ -236,9 +232,8 @@ Result<ApiKey> SqlStore::GetApiKey(const std::string& id) {
 Result<std::vector<ApiKey>> SqlStore::ListApiKeys(const std::string& user_id) {
   static const std::string sql =
       SelectFrom(kApiKeyColumns, "api_keys WHERE user_id = ? ORDER BY created_at, rowid");
-  std::lock_guard lock(mutex_);
   std::vector<ApiKey> keys;
-  UPLINK_RETURN_IF_ERROR(ForEachRow(
+  UPLINK_RETURN_IF_ERROR(ForEachRowOnLookup(
       sql.c_str(), [&](Statement& s) { s.Bind(user_id); },
       [&](const Statement& row) { keys.push_back(ApiKeyFromRow(row)); }, "listing API keys"));
   return keys;
@@ -246,9 +241,8 @@ Result<std::vector<ApiKey>> SqlStore::ListApiKeys(const std::string& user_id) {
 
 Result<std::vector<ApiKey>> SqlStore::FindApiKeysByPrefix(const std::string& prefix) {
   static const std::string sql = SelectFrom(kApiKeyColumns, "api_keys WHERE lookup_prefix = ?");
-  std::lock_guard lock(mutex_);
   std::vector<ApiKey> keys;
-  UPLINK_RETURN_IF_ERROR(ForEachRow(
+  UPLINK_RETURN_IF_ERROR(ForEachRowOnLookup(
       sql.c_str(), [&](Statement& s) { s.Bind(prefix); },
       [&](const Statement& row) { keys.push_back(ApiKeyFromRow(row)); }, "looking up API key"));
   return keys;
@@ -292,9 +286,8 @@ Status SqlStore::CreateSession(const Session& session, const AuditEvent& audit) 
 
 Result<std::vector<Session>> SqlStore::FindSessionsByPrefix(const std::string& prefix) {
   static const std::string sql = SelectFrom(kSessionColumns, "sessions WHERE lookup_prefix = ?");
-  std::lock_guard lock(mutex_);
   std::vector<Session> sessions;
-  UPLINK_RETURN_IF_ERROR(ForEachRow(
+  UPLINK_RETURN_IF_ERROR(ForEachRowOnLookup(
       sql.c_str(), [&](Statement& s) { s.Bind(prefix); },
       [&](const Statement& row) { sessions.push_back(SessionFromRow(row)); },
       "looking up session"));

@@ -7,9 +7,8 @@
 namespace uplink::console {
 
 Result<std::optional<InstallPlan>> SqlStore::GetInstallPlan(const std::string& connection_id) {
-  std::lock_guard lock(mutex_);
   std::optional<InstallPlan> plan;
-  UPLINK_RETURN_IF_ERROR(ForEachRow(
+  UPLINK_RETURN_IF_ERROR(ForEachRowOnLookup(
       "SELECT kubernetes, gpu_runtime_class, selector, updated_at FROM install_plans "
       "WHERE connection_id = ?",
       [&](Statement& s) { s.Bind(connection_id); },

@@ -274,9 +274,8 @@ Result<RunPage> SqlStore::ListRuns(const RunQuery& query) {
   if (query.after) sql += " AND (r.started_at < ? OR (r.started_at = ? AND r.run_id > ?))";
   sql += " ORDER BY r.started_at DESC, r.run_id LIMIT ?";
   const int limit = std::clamp(query.limit, 1, kMaxRunPage);
-  std::lock_guard lock(mutex_);
   RunPage page;
-  UPLINK_RETURN_IF_ERROR(ForEachRow(
+  UPLINK_RETURN_IF_ERROR(ForEachRowOnLookup(
       sql.c_str(),
       [&](Statement& s) {
         s.Bind(query.connection_id);
@@ -299,33 +298,37 @@ Result<RunPage> SqlStore::ListRuns(const RunQuery& query) {
 }
 
 Result<RunFacets> SqlStore::ListRunFacets(const std::string& connection_id) {
-  std::lock_guard lock(mutex_);
-  RunFacets facets;
-  auto group = [&](const char* sql, std::vector<std::pair<std::string, std::int64_t>>& out) {
-    return ForEachRow(
-        sql,
-        [&](Statement& s) { s.Bind(connection_id).Bind(static_cast<std::int64_t>(kMaxFacets)); },
-        [&](const Statement& row) { out.emplace_back(row.Text(0), row.Int(1)); },
-        "reading run facets");
-  };
-  UPLINK_RETURN_IF_ERROR(group("SELECT experiment, COUNT(*) FROM runs WHERE connection_id = ? "
-                               "GROUP BY experiment ORDER BY experiment LIMIT ?",
-                               facets.experiments));
-  UPLINK_RETURN_IF_ERROR(group("SELECT status, COUNT(*) FROM runs WHERE connection_id = ? "
-                               "GROUP BY status ORDER BY status LIMIT ?",
-                               facets.statuses));
-  UPLINK_RETURN_IF_ERROR(group("SELECT user_name, COUNT(*) FROM runs WHERE connection_id = ? "
-                               "GROUP BY user_name ORDER BY user_name LIMIT ?",
-                               facets.users));
-  return facets;
+  // One snapshot, so that the three groupings count the same runs.
+  return ReadSnapshotOnLookup([&](sql::Database& database) -> Result<RunFacets> {
+    RunFacets facets;
+    auto group = [&](const char* sql, std::vector<std::pair<std::string, std::int64_t>>& out) {
+      return ForEachRowOn(
+          database, sql,
+          [&](Statement& s) { s.Bind(connection_id).Bind(static_cast<std::int64_t>(kMaxFacets)); },
+          [&](const Statement& row) { out.emplace_back(row.Text(0), row.Int(1)); },
+          "reading run facets");
+    };
+    UPLINK_RETURN_IF_ERROR(
+        group("SELECT experiment, COUNT(*) FROM runs WHERE connection_id = ? "
+              "GROUP BY experiment ORDER BY experiment LIMIT ?",
+              facets.experiments));
+    UPLINK_RETURN_IF_ERROR(
+        group("SELECT status, COUNT(*) FROM runs WHERE connection_id = ? "
+              "GROUP BY status ORDER BY status LIMIT ?",
+              facets.statuses));
+    UPLINK_RETURN_IF_ERROR(
+        group("SELECT user_name, COUNT(*) FROM runs WHERE connection_id = ? "
+              "GROUP BY user_name ORDER BY user_name LIMIT ?",
+              facets.users));
+    return facets;
+  });
 }
 
 Result<StoredRun> SqlStore::GetRun(const std::string& connection_id, const std::string& run_id) {
   static const std::string sql = std::string("SELECT ") + kRunColumns +
                                  " FROM runs r WHERE r.connection_id = ? AND r.run_id = ?";
-  std::lock_guard lock(mutex_);
   std::optional<StoredRun> run;
-  UPLINK_RETURN_IF_ERROR(ForEachRow(
+  UPLINK_RETURN_IF_ERROR(ForEachRowOnLookup(
       sql.c_str(), [&](Statement& s) { s.Bind(connection_id).Bind(run_id); },
       [&](const Statement& row) { run = RunFromRow(row); }, "reading run"));
   if (!run) return NotFoundError("this connection has no run " + run_id);
@@ -333,10 +336,9 @@ Result<StoredRun> SqlStore::GetRun(const std::string& connection_id, const std::
 }
 
 Result<std::vector<RunMetric>> SqlStore::ListRunMetrics(const std::string& connection_id,
-                                                           const std::string& run_id) {
-  std::lock_guard lock(mutex_);
+                                                        const std::string& run_id) {
   std::vector<RunMetric> metrics;
-  UPLINK_RETURN_IF_ERROR(ForEachRow(
+  UPLINK_RETURN_IF_ERROR(ForEachRowOnLookup(
       "SELECT m.key, m.latest_step, m.latest_value, m.latest_timestamp, m.points FROM "
       "run_metrics m JOIN runs r ON r.id = m.run WHERE r.connection_id = ? AND r.run_id = ? "
       "ORDER BY m.key",
@@ -353,49 +355,51 @@ Result<std::vector<RunHistory>> SqlStore::ReadRunHistory(const std::string& conn
                                                             const std::string& run_id,
                                                             const std::vector<std::string>& metrics,
                                                             size_t max_points) {
-  std::lock_guard lock(mutex_);
-  struct Metric {
-    std::int64_t id;
-    std::string key;
-    std::int64_t points;
-  };
-  std::vector<Metric> chosen;
-  UPLINK_RETURN_IF_ERROR(ForEachRow(
-      "SELECT m.id, m.key, m.points FROM run_metrics m JOIN runs r ON r.id = m.run "
-      "WHERE r.connection_id = ? AND r.run_id = ? ORDER BY m.key",
-      [&](Statement& s) { s.Bind(connection_id).Bind(run_id); },
-      [&](const Statement& row) {
-        std::string key = row.Text(1);
-        if (metrics.empty() || std::find(metrics.begin(), metrics.end(), key) != metrics.end()) {
-          chosen.push_back(Metric{row.Int(0), std::move(key), row.Int(2)});
-        }
-      },
-      "reading run metrics"));
-  std::vector<RunHistory> histories;
-  const std::int64_t cap = std::max<std::int64_t>(2, static_cast<std::int64_t>(max_points));
-  for (const Metric& metric : chosen) {
-    RunHistory history{metric.key, metric.points, {}};
-    // Every stride-th point in (step, timestamp) order, and the last one.
-    const std::int64_t stride = metric.points <= cap ? 1 : (metric.points + cap - 2) / (cap - 1);
-    UPLINK_RETURN_IF_ERROR(ForEachRow(
-        "SELECT step, timestamp, value FROM (SELECT step, timestamp, value, ROW_NUMBER() OVER "
-        "(ORDER BY step, timestamp) AS n, COUNT(*) OVER () AS total FROM run_metric_points "
-        "WHERE metric = ?) WHERE (n - 1) % ? = 0 OR n = total ORDER BY step, timestamp",
-        [&](Statement& s) { s.Bind(metric.id).Bind(stride); },
+  return ReadSnapshotOnLookup([&](sql::Database& database) -> Result<std::vector<RunHistory>> {
+    struct Metric {
+      std::int64_t id;
+      std::string key;
+      std::int64_t points;
+    };
+    std::vector<Metric> chosen;
+    UPLINK_RETURN_IF_ERROR(ForEachRowOn(
+        database,
+        "SELECT m.id, m.key, m.points FROM run_metrics m JOIN runs r ON r.id = m.run "
+        "WHERE r.connection_id = ? AND r.run_id = ? ORDER BY m.key",
+        [&](Statement& s) { s.Bind(connection_id).Bind(run_id); },
         [&](const Statement& row) {
-          history.history.push_back(RunPoint{row.Int(0), ValueOf(row, 2), row.Int(1)});
+          std::string key = row.Text(1);
+          if (metrics.empty() || std::find(metrics.begin(), metrics.end(), key) != metrics.end()) {
+            chosen.push_back(Metric{row.Int(0), std::move(key), row.Int(2)});
+          }
         },
-        "reading run metric history"));
-    histories.push_back(std::move(history));
-  }
-  return histories;
+        "reading run metrics"));
+    std::vector<RunHistory> histories;
+    const std::int64_t cap = std::max<std::int64_t>(2, static_cast<std::int64_t>(max_points));
+    for (const Metric& metric : chosen) {
+      RunHistory history{metric.key, metric.points, {}};
+      // Every stride-th point in (step, timestamp) order, and the last one.
+      const std::int64_t stride = metric.points <= cap ? 1 : (metric.points + cap - 2) / (cap - 1);
+      UPLINK_RETURN_IF_ERROR(ForEachRowOn(
+          database,
+          "SELECT step, timestamp, value FROM (SELECT step, timestamp, value, ROW_NUMBER() OVER "
+          "(ORDER BY step, timestamp) AS n, COUNT(*) OVER () AS total FROM run_metric_points "
+          "WHERE metric = ?) WHERE (n - 1) % ? = 0 OR n = total ORDER BY step, timestamp",
+          [&](Statement& s) { s.Bind(metric.id).Bind(stride); },
+          [&](const Statement& row) {
+            history.history.push_back(RunPoint{row.Int(0), ValueOf(row, 2), row.Int(1)});
+          },
+          "reading run metric history"));
+      histories.push_back(std::move(history));
+    }
+    return histories;
+  });
 }
 
 Result<std::vector<RunProblem>> SqlStore::ListRunProblems(const std::string& connection_id,
-                                                             int limit) {
-  std::lock_guard lock(mutex_);
+                                                          int limit) {
   std::vector<RunProblem> problems;
-  UPLINK_RETURN_IF_ERROR(ForEachRow(
+  UPLINK_RETURN_IF_ERROR(ForEachRowOnLookup(
       "SELECT source, location, error, reported_at FROM run_problems WHERE connection_id = ? "
       "ORDER BY reported_at DESC, id DESC LIMIT ?",
       [&](Statement& s) {

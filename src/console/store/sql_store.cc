@@ -508,9 +508,8 @@ Result<std::vector<AuditEvent>> SqlStore::ListAudit(const AuditQuery& query) {
   }
   std::int64_t limit = std::clamp(query.limit, 1, kMaxAuditPage);
 
-  std::lock_guard lock(mutex_);
   std::vector<AuditEvent> events;
-  UPLINK_RETURN_IF_ERROR(ForEachRow(
+  UPLINK_RETURN_IF_ERROR(ForEachRowOnLookup(
       sql.c_str(),
       [&](Statement& s) {
         auto bind_filters = [&] {

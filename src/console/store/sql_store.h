@@ -363,6 +363,13 @@ class SqlStore : public Store {
   }
   static Status ForEachRowOn(sql::Database& database, std::string_view sql, const Binder& bind,
                              const RowReader& read, std::string_view what);
+  // ForEachRow on a lookup connection (ReadOnLookup): one statement's read of committed rows;
+  // the caller must not hold mutex_.
+  Status ForEachRowOnLookup(std::string_view sql, const Binder& bind, const RowReader& read,
+                            std::string_view what) {
+    return ReadOnLookup(
+        [&](sql::Database& database) { return ForEachRowOn(database, sql, bind, read, what); });
+  }
   // Multi-row statements take the largest of a few fixed row counts that `remaining` fills
   // (32, 8, 1), so that few statement texts are prepared and kept.
   static size_t RowsPerStatement(size_t remaining);
@@ -384,8 +391,10 @@ class SqlStore : public Store {
   Status SupersedePendingHandovers(const std::string& connection_id, WallTime at);
   // NotFound ("<what> <id> does not exist") unless `sql` ("SELECT 1 ... WHERE id = ?") finds a row.
   Status CheckExists(std::string_view sql, const std::string& id, std::string_view what);
-  Result<std::vector<Connection>> QueryConnections(std::string_view sql, const std::string& key);
-  Result<Connection> ReadConnection(const std::string& id);
+  static Result<std::vector<Connection>> QueryConnections(sql::Database& database,
+                                                          std::string_view sql,
+                                                          const std::string& key);
+  static Result<Connection> ReadConnection(sql::Database& database, const std::string& id);
   // Revokes the user's sessions that are neither revoked nor expired at `at`, except one.
   Status RevokeLiveSessions(const std::string& user_id, const std::string& except_session_id,
                             WallTime at);

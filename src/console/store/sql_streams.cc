@@ -274,9 +274,8 @@ Status SqlStore::StoreUpload(const std::string& connection_id, const std::string
 Result<std::vector<StreamSummary>> SqlStore::ListStreams(const std::string& connection_id) {
   static const std::string sql =
       SelectFrom(kStreamColumns, "streams WHERE connection_id = ? ORDER BY stream");
-  std::lock_guard lock(mutex_);
   std::vector<StreamSummary> streams;
-  UPLINK_RETURN_IF_ERROR(ForEachRow(
+  UPLINK_RETURN_IF_ERROR(ForEachRowOnLookup(
       sql.c_str(), [&](Statement& s) { s.Bind(connection_id); },
       [&](const Statement& row) { streams.push_back(StreamFromRow(row)); }, "listing streams"));
   return streams;
@@ -284,44 +283,46 @@ Result<std::vector<StreamSummary>> SqlStore::ListStreams(const std::string& conn
 
 Result<RecordPage> SqlStore::ListStreamRecords(const RecordQuery& query) {
   std::int64_t limit = std::clamp(query.limit, 1, kMaxRecordPage);
-  std::lock_guard lock(mutex_);
-  std::optional<std::pair<std::int64_t, std::int64_t>> stream;  // id, current epoch
-  UPLINK_RETURN_IF_ERROR(ForEachRow(
-      "SELECT id, epoch FROM streams WHERE connection_id = ? AND stream = ?",
-      [&](Statement& s) { s.Bind(query.connection_id).Bind(query.stream); },
-      [&](const Statement& row) { stream.emplace(row.Int(0), row.Int(1)); }, "reading stream"));
-  if (!stream) {
-    return NotFoundError("connection " + query.connection_id + " has no stream \"" +
-                         OneLineExcerpt(query.stream, 253) + "\"");
-  }
-  RecordPage page;
-  page.epoch = query.epoch.value_or(stream->second);
-  if (page.epoch < 0 || page.epoch > stream->second) {
-    return InvalidArgumentError("epoch must be from 0 to " + std::to_string(stream->second) +
-                                ", the stream's current epoch");
-  }
-  size_t payload_bytes = 0;
-  // One row more than asked says whether there is a next page.
-  UPLINK_RETURN_IF_ERROR(ForEachRow(
-      "SELECT sequence, appended_at, received_at, payload FROM stream_records "
-      "WHERE stream_id = ? AND epoch = ? AND sequence > ? ORDER BY sequence LIMIT ?",
-      [&](Statement& s) {
-        s.Bind(stream->first).Bind(page.epoch).Bind(query.after_sequence).Bind(limit + 1);
-      },
-      [&](const Statement& row) {
-        if (page.more) return;
-        if (static_cast<std::int64_t>(page.records.size()) == limit ||
-            (!page.records.empty() && payload_bytes >= query.max_payload_bytes)) {
-          page.more = true;
-          return;
-        }
-        StoredRecord record{row.Int(0), FromUnixMillis(row.Int(1)), FromUnixMillis(row.Int(2)),
-                            row.Text(3)};
-        payload_bytes += record.payload.size();
-        page.records.push_back(std::move(record));
-      },
-      "reading records"));
-  return page;
+  return ReadSnapshotOnLookup([&](sql::Database& database) -> Result<RecordPage> {
+    std::optional<std::pair<std::int64_t, std::int64_t>> stream;  // id, current epoch
+    UPLINK_RETURN_IF_ERROR(ForEachRowOn(
+        database, "SELECT id, epoch FROM streams WHERE connection_id = ? AND stream = ?",
+        [&](Statement& s) { s.Bind(query.connection_id).Bind(query.stream); },
+        [&](const Statement& row) { stream.emplace(row.Int(0), row.Int(1)); }, "reading stream"));
+    if (!stream) {
+      return NotFoundError("connection " + query.connection_id + " has no stream \"" +
+                           OneLineExcerpt(query.stream, 253) + "\"");
+    }
+    RecordPage page;
+    page.epoch = query.epoch.value_or(stream->second);
+    if (page.epoch < 0 || page.epoch > stream->second) {
+      return InvalidArgumentError("epoch must be from 0 to " + std::to_string(stream->second) +
+                                  ", the stream's current epoch");
+    }
+    size_t payload_bytes = 0;
+    // One row more than asked says whether there is a next page.
+    UPLINK_RETURN_IF_ERROR(ForEachRowOn(
+        database,
+        "SELECT sequence, appended_at, received_at, payload FROM stream_records "
+        "WHERE stream_id = ? AND epoch = ? AND sequence > ? ORDER BY sequence LIMIT ?",
+        [&](Statement& s) {
+          s.Bind(stream->first).Bind(page.epoch).Bind(query.after_sequence).Bind(limit + 1);
+        },
+        [&](const Statement& row) {
+          if (page.more) return;
+          if (static_cast<std::int64_t>(page.records.size()) == limit ||
+              (!page.records.empty() && payload_bytes >= query.max_payload_bytes)) {
+            page.more = true;
+            return;
+          }
+          StoredRecord record{row.Int(0), FromUnixMillis(row.Int(1)), FromUnixMillis(row.Int(2)),
+                              row.Text(3)};
+          payload_bytes += record.payload.size();
+          page.records.push_back(std::move(record));
+        },
+        "reading records"));
+    return page;
+  });
 }
 
 }  // namespace uplink::console

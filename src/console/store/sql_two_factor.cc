@@ -14,9 +14,8 @@ constexpr size_t kRecoveryCodeIdBytes = 8;
 }  // namespace
 
 Result<std::optional<TwoFactorCredential>> SqlStore::GetTwoFactor(const std::string& user_id) {
-  std::lock_guard lock(mutex_);
   std::optional<TwoFactorCredential> credential;
-  UPLINK_RETURN_IF_ERROR(ForEachRow(
+  UPLINK_RETURN_IF_ERROR(ForEachRowOnLookup(
       "SELECT t.sealed_secret, t.created_at, t.enabled_at, t.last_used_step, "
       "(SELECT COUNT(*) FROM recovery_codes r WHERE r.user_id = t.user_id AND r.used_at IS NULL) "
       "FROM two_factor t WHERE t.user_id = ?",
@@ -29,14 +28,14 @@ Result<std::optional<TwoFactorCredential>> SqlStore::GetTwoFactor(const std::str
   return credential;
 }
 
-Result<std::vector<RecoveryCode>> SqlStore::ListUnusedRecoveryCodes(
-    const std::string& user_id) {
-  std::lock_guard lock(mutex_);
+Result<std::vector<RecoveryCode>> SqlStore::ListUnusedRecoveryCodes(const std::string& user_id) {
   std::vector<RecoveryCode> codes;
-  UPLINK_RETURN_IF_ERROR(ForEachRow(
+  UPLINK_RETURN_IF_ERROR(ForEachRowOnLookup(
       "SELECT id, code_hash FROM recovery_codes WHERE user_id = ? AND used_at IS NULL",
       [&](Statement& s) { s.Bind(user_id); },
-      [&](const Statement& row) { codes.push_back({row.Text(0), row.Text(1)}); },
+      [&](const Statement& row) {
+        codes.push_back({row.Text(0), row.Text(1)});
+      },
       "reading recovery codes"));
   return codes;
 }

@@ -505,9 +505,8 @@ Status SqlStore::DisableExecution(const std::string& offer_id, bool revoke_crede
 
 Result<std::vector<ExecutionCredential>> SqlStore::FindExecutionCredentialsByPrefix(
     const std::string& lookup_prefix) {
-  std::lock_guard lock(mutex_);
   std::vector<ExecutionCredential> found;
-  UPLINK_RETURN_IF_ERROR(ForEachRow(
+  UPLINK_RETURN_IF_ERROR(ForEachRowOnLookup(
       "SELECT id, offer_id, lookup_prefix, token_hash, created_at, revoked_at "
       "FROM execution_credentials WHERE lookup_prefix = ?",
       [&](Statement& s) { s.Bind(lookup_prefix); },
@@ -848,37 +847,39 @@ Result<std::vector<std::string>> SqlStore::ApplyWorkspaceSync(
 
 Result<WorkspaceWork> SqlStore::ReadWorkspaceWork(const std::string& offer_id,
                                                      size_t max_commands) {
-  std::lock_guard lock(mutex_);
-  WorkspaceWork work;
-  UPLINK_RETURN_IF_ERROR(ForEachRow(
-      (std::string("SELECT id, gpus, node, cpu_millis, memory_bytes, ephemeral_storage_bytes, "
-                   "expires_at, state FROM reservations WHERE offer_id = ? AND state IN ") +
-       kActiveStates + " ORDER BY created_at, id LIMIT " +
-       std::to_string(protocol::kMaxSyncReservations))
-          .c_str(),
-      [&](Statement& s) { s.Bind(offer_id); },
-      [&](const Statement& row) {
-        const std::string state(row.Text(7));
-        work.reservations.push_back(protocol::WorkspaceReservation{
-            row.Text(0), row.Int(1), row.Text(2), row.Int(3), row.Int(4), row.Int(5), row.Time(6),
-            std::string(state == protocol::kReservationStopping ? protocol::kDesiredStopped
-                                                                : protocol::kDesiredRunning),
-            state});
-      },
-      "reading the offer's reservations"));
-  UPLINK_RETURN_IF_ERROR(ForEachRow(
-      "SELECT c.id, c.reservation_id, c.kind, c.code, c.timeout_seconds, c.output_cap_bytes "
-      "FROM workspace_commands c JOIN reservations r ON r.id = c.reservation_id "
-      "WHERE r.offer_id = ? AND r.state = 'running' AND c.state IN ('queued', 'running') "
-      "ORDER BY c.created_at, c.rowid LIMIT ?",
-      [&](Statement& s) { s.Bind(offer_id).Bind(static_cast<std::int64_t>(max_commands)); },
-      [&](const Statement& row) {
-        work.commands.push_back(protocol::WorkspaceCommand{row.Text(0), row.Text(1), row.Text(2),
-                                                           row.Text(3), row.Int(4), row.Int(5),
-                                                           ""});
-      },
-      "reading the offer's commands"));
-  return work;
+  return ReadSnapshotOnLookup([&](sql::Database& database) -> Result<WorkspaceWork> {
+    WorkspaceWork work;
+    UPLINK_RETURN_IF_ERROR(ForEachRowOn(
+        database,
+        (std::string("SELECT id, gpus, node, cpu_millis, memory_bytes, ephemeral_storage_bytes, "
+                     "expires_at, state FROM reservations WHERE offer_id = ? AND state IN ") +
+         kActiveStates + " ORDER BY created_at, id LIMIT " +
+         std::to_string(protocol::kMaxSyncReservations))
+            .c_str(),
+        [&](Statement& s) { s.Bind(offer_id); },
+        [&](const Statement& row) {
+          const std::string state(row.Text(7));
+          work.reservations.push_back(protocol::WorkspaceReservation{
+              row.Text(0), row.Int(1), row.Text(2), row.Int(3), row.Int(4), row.Int(5), row.Time(6),
+              std::string(state == protocol::kReservationStopping ? protocol::kDesiredStopped
+                                                                  : protocol::kDesiredRunning),
+              state});
+        },
+        "reading the offer's reservations"));
+    UPLINK_RETURN_IF_ERROR(ForEachRowOn(
+        database,
+        "SELECT c.id, c.reservation_id, c.kind, c.code, c.timeout_seconds, c.output_cap_bytes "
+        "FROM workspace_commands c JOIN reservations r ON r.id = c.reservation_id "
+        "WHERE r.offer_id = ? AND r.state = 'running' AND c.state IN ('queued', 'running') "
+        "ORDER BY c.created_at, c.rowid LIMIT ?",
+        [&](Statement& s) { s.Bind(offer_id).Bind(static_cast<std::int64_t>(max_commands)); },
+        [&](const Statement& row) {
+          work.commands.push_back(protocol::WorkspaceCommand{
+              row.Text(0), row.Text(1), row.Text(2), row.Text(3), row.Int(4), row.Int(5), ""});
+        },
+        "reading the offer's commands"));
+    return work;
+  });
 }
 
 // ---- SSH grants ------------------------------------------------------------------------------
@@ -925,14 +926,12 @@ Status SqlStore::CreateSshGrant(const SshGrant& grant, const AuditEvent& audit) 
 }
 
 Result<std::vector<SshGrant>> SqlStore::ListSshGrants(const std::string& reservation_id) {
-  std::lock_guard lock(mutex_);  // the connection is opened NOMUTEX: every call takes it
   std::vector<SshGrant> grants;
   const std::string sql = std::string("SELECT ") + kSshGrantColumns +
                           " FROM ssh_grants WHERE reservation_id = ? ORDER BY created_at DESC, id";
-  UPLINK_RETURN_IF_ERROR(ForEachRow(
+  UPLINK_RETURN_IF_ERROR(ForEachRowOnLookup(
       sql.c_str(), [&](Statement& s) { s.Bind(reservation_id); },
-      [&](const Statement& row) { grants.push_back(SshGrantFromRow(row)); },
-      "reading SSH grants"));
+      [&](const Statement& row) { grants.push_back(SshGrantFromRow(row)); }, "reading SSH grants"));
   return grants;
 }
 
@@ -1078,9 +1077,8 @@ Result<WorkspaceCommandRecord> SqlStore::GetWorkspaceCommand(const std::string& 
 
 Result<std::vector<WorkspaceCommandRecord>> SqlStore::ListWorkspaceCommands(
     const std::string& reservation_id, int limit) {
-  std::lock_guard lock(mutex_);
   std::vector<WorkspaceCommandRecord> commands;
-  UPLINK_RETURN_IF_ERROR(ForEachRow(
+  UPLINK_RETURN_IF_ERROR(ForEachRowOnLookup(
       (std::string("SELECT ") + kCommandColumns +
        " FROM workspace_commands WHERE reservation_id = ? ORDER BY created_at DESC, rowid DESC "
        "LIMIT ?")
@@ -1088,16 +1086,14 @@ Result<std::vector<WorkspaceCommandRecord>> SqlStore::ListWorkspaceCommands(
       [&](Statement& s) {
         s.Bind(reservation_id).Bind(static_cast<std::int64_t>(std::clamp(limit, 1, 500)));
       },
-      [&](const Statement& row) { commands.push_back(CommandFromRow(row)); },
-      "listing commands"));
+      [&](const Statement& row) { commands.push_back(CommandFromRow(row)); }, "listing commands"));
   return commands;
 }
 
 Result<std::string> SqlStore::ReadCommandOutput(const std::string& id, std::int64_t offset,
-                                                   size_t max_bytes) {
-  std::lock_guard lock(mutex_);
+                                                size_t max_bytes) {
   std::string out;
-  UPLINK_RETURN_IF_ERROR(ForEachRow(
+  UPLINK_RETURN_IF_ERROR(ForEachRowOnLookup(
       "SELECT start, data FROM workspace_command_output WHERE command_id = ? "
       "AND start + length(data) > ? ORDER BY start",
       [&](Statement& s) { s.Bind(id).Bind(offset); },

@@ -758,9 +758,10 @@ TEST(SqliteTokenCacheTest, ACachedTokenIsFoundWhileAWriteGroupCommits) {
   EXPECT_TRUE(report.get().ok());
 }
 
-// /metrics reads every connection on each scrape: that read must not wait for the writer
-// (nor hold it back), which holds the store through each group's COMMIT.
-TEST_P(SqlStoreTest, ReadingEveryConnectionDoesNotWaitForTheWriter) {
+// Reads of committed rows (every connection on each /metrics scrape; a person's
+// authentication; a connection's page) must not wait for the writer, nor hold it back, which
+// holds the store through each group's COMMIT; and they see committed rows only.
+TEST_P(SqlStoreTest, ReadsOfCommittedRowsDoNotWaitForTheWriter) {
   CreateConnection();
   CommitHeldDatabase* held = nullptr;
   auto opened = database_->OpenStore([&](std::unique_ptr<sql::Database> inner) {
@@ -782,18 +783,49 @@ TEST_P(SqlStoreTest, ReadingEveryConnectionDoesNotWaitForTheWriter) {
     release.set_value();
     FAIL() << "the report never reached its COMMIT";
   }
-  auto all = std::async(std::launch::async, [&] { return store.ListAllConnections(); });
+  struct Reads {
+    Result<std::vector<Connection>> all = InternalError("not read");
+    Result<Connection> one = InternalError("not read");
+    Result<std::vector<Node>> nodes = InternalError("not read");
+    Result<User> owner = InternalError("not read");
+    Result<std::vector<Session>> sessions = InternalError("not read");
+    Result<std::vector<AuditEvent>> audit = InternalError("not read");
+  };
+  auto reads = std::async(std::launch::async, [&] {
+    Reads r;
+    r.all = store.ListAllConnections();
+    r.one = store.GetConnection(kConnectionId);
+    r.nodes = store.ListNodes(kConnectionId);
+    r.owner = store.GetUser("u1");
+    r.sessions = store.FindSessionsByPrefix("ses_none");
+    r.audit = store.ListAudit({.target_id = std::string(kConnectionId)});
+    return r;
+  });
   // Not a timing bound: a read that waited for the writer would wait here for good.
-  const bool answered = all.wait_for(seconds(60)) == std::future_status::ready;
+  const bool answered = reads.wait_for(seconds(60)) == std::future_status::ready;
   release.set_value();
-  EXPECT_TRUE(answered) << "reading every connection waited for the write group's COMMIT";
-  auto connections = all.get();
-  ASSERT_TRUE(connections.ok()) << connections.status().ToString();
-  ASSERT_EQ(connections->size(), 1u);
-  EXPECT_EQ(connections->front().id, kConnectionId);
-  // Committed rows only: the held report binds the cluster.
-  EXPECT_FALSE(connections->front().cluster_uid.has_value());
-  EXPECT_TRUE(report.get().ok());
+  EXPECT_TRUE(answered) << "a read of committed rows waited for the write group's COMMIT";
+  Reads r = reads.get();
+  ASSERT_TRUE(r.all.ok()) << r.all.status().ToString();
+  ASSERT_EQ(r.all->size(), 1u);
+  EXPECT_EQ(r.all->front().id, kConnectionId);
+  // Committed rows only: the held report binds the cluster and stores its nodes.
+  EXPECT_FALSE(r.all->front().cluster_uid.has_value());
+  ASSERT_TRUE(r.one.ok()) << r.one.status().ToString();
+  EXPECT_FALSE(r.one->cluster_uid.has_value());
+  ASSERT_TRUE(r.nodes.ok()) << r.nodes.status().ToString();
+  EXPECT_TRUE(r.nodes->empty());
+  ASSERT_TRUE(r.owner.ok()) << r.owner.status().ToString();
+  EXPECT_EQ(r.owner->email, "a@example.com");
+  ASSERT_TRUE(r.sessions.ok()) << r.sessions.status().ToString();
+  EXPECT_TRUE(r.sessions->empty());
+  ASSERT_TRUE(r.audit.ok()) << r.audit.status().ToString();
+  ASSERT_EQ(r.audit->size(), 1u);
+  EXPECT_EQ(r.audit->front().action, "connection.create");
+
+  ASSERT_TRUE(report.get().ok());
+  EXPECT_EQ(store.GetConnection(kConnectionId)->cluster_uid, "uid-a");
+  EXPECT_FALSE(store.ListNodes(kConnectionId)->empty());
 }
 
 // Replicas on one PostgreSQL database.
