@@ -187,11 +187,12 @@ Status SqlStore::CreateApproval(const CommandApproval& approval, size_t max_pend
       CredentialCache::kKeep);
 }
 
-Result<std::vector<CommandApproval>> SqlStore::QueryApprovals(const std::string& sql,
-                                                                 const Binder& bind) {
+Result<std::vector<CommandApproval>> SqlStore::QueryApprovals(sql::Database& database,
+                                                              const std::string& sql,
+                                                              const Binder& bind) {
   std::vector<CommandApproval> approvals;
-  UPLINK_RETURN_IF_ERROR(ForEachRow(
-      sql.c_str(), bind,
+  UPLINK_RETURN_IF_ERROR(ForEachRowOn(
+      database, sql.c_str(), bind,
       [&](const Statement& row) {
         CommandApproval a;
         a.id = row.Text(0);
@@ -223,8 +224,9 @@ Result<std::vector<CommandApproval>> SqlStore::QueryApprovals(const std::string&
 
 Result<CommandApproval> SqlStore::GetApproval(const std::string& id) {
   static const std::string sql = "SELECT " + ApprovalColumns(true) + " WHERE a.id = ?";
-  std::lock_guard lock(mutex_);
-  UPLINK_ASSIGN_OR_RETURN(auto found, QueryApprovals(sql, [&](Statement& s) { s.Bind(id); }));
+  UPLINK_ASSIGN_OR_RETURN(auto found, ReadOnLookup([&](sql::Database& database) {
+                            return QueryApprovals(database, sql, [&](Statement& s) { s.Bind(id); });
+                          }));
   if (found.empty()) return NotFoundError("there is no command " + OneLineExcerpt(id, 64));
   return std::move(found.front());
 }
@@ -236,11 +238,12 @@ Result<std::vector<CommandApproval>> SqlStore::ListApprovals(const ApprovalQuery
   if (query.connection_id) sql += " AND a.connection_id = ?";
   if (query.pending_only) sql += " AND a.status = 'pending'";
   sql += " ORDER BY a.requested_at DESC, a.id DESC LIMIT ?";
-  std::lock_guard lock(mutex_);
-  return QueryApprovals(sql, [&](Statement& s) {
-    if (query.owner_id) s.Bind(*query.owner_id);
-    if (query.connection_id) s.Bind(*query.connection_id);
-    s.Bind(static_cast<std::int64_t>(std::clamp(query.limit, 1, 500)));
+  return ReadOnLookup([&](sql::Database& database) {
+    return QueryApprovals(database, sql, [&](Statement& s) {
+      if (query.owner_id) s.Bind(*query.owner_id);
+      if (query.connection_id) s.Bind(*query.connection_id);
+      s.Bind(static_cast<std::int64_t>(std::clamp(query.limit, 1, 500)));
+    });
   });
 }
 
@@ -252,7 +255,7 @@ Result<CommandApproval> SqlStore::DecideApproval(const std::string& id, bool app
   UPLINK_RETURN_IF_ERROR(WriteTransaction(
       [&]() -> Status {
         UPLINK_ASSIGN_OR_RETURN(auto found,
-                                QueryApprovals(sql, [&](Statement& s) { s.Bind(id); }));
+                                QueryApprovals(*db_, sql, [&](Statement& s) { s.Bind(id); }));
         if (found.empty()) return NotFoundError("there is no command " + OneLineExcerpt(id, 64));
         const CommandApproval& current = found.front();
         if (current.status != ApprovalStatus::kPending) {
@@ -326,7 +329,7 @@ Result<std::int64_t> SqlStore::EndApprovals(WallTime now, bool abandon_approved,
   std::int64_t ended = 0;
   UPLINK_RETURN_IF_ERROR(WriteTransaction(
       [&]() -> Status {
-        UPLINK_ASSIGN_OR_RETURN(auto due, QueryApprovals(due_sql, [&](Statement& s) {
+        UPLINK_ASSIGN_OR_RETURN(auto due, QueryApprovals(*db_, due_sql, [&](Statement& s) {
                                   s.Bind(now).Bind(abandon_approved);
                                 }));
         for (const CommandApproval& approval : due) {

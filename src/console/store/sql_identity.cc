@@ -137,11 +137,11 @@ Result<std::vector<User>> SqlStore::ListUsers() {
 }
 
 Result<std::int64_t> SqlStore::CountUsers() {
-  std::lock_guard lock(mutex_);
-  UPLINK_ASSIGN_OR_RETURN(sql::Statement * stmt, Prepare("SELECT COUNT(*) FROM users"));
-  Statement query(stmt);
-  if (query.Step() != Statement::kRow) return Error("counting users");
-  return query.Int(0);
+  std::int64_t count = 0;
+  UPLINK_RETURN_IF_ERROR(ForEachRowOnLookup(
+      "SELECT COUNT(*) FROM users", [](Statement&) {},
+      [&](const Statement& row) { count = row.Int(0); }, "counting users"));
+  return count;
 }
 
 Status SqlStore::RevokeLiveSessions(const std::string& user_id,

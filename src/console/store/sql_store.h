@@ -351,6 +351,19 @@ class SqlStore : public Store {
     std::lock_guard lock(mutex_);
     return read(*db_);
   }
+  // Runs `read` on a lookup connection (ReadOnLookup) in one snapshot (BeginSnapshot), so
+  // that a write committing between its statements cannot mix two states in its answer.
+  template <typename Read>
+  auto ReadSnapshotOnLookup(const Read& read) -> decltype(read(std::declval<sql::Database&>())) {
+    return ReadOnLookup([&](sql::Database& database) -> decltype(read(database)) {
+      UPLINK_RETURN_IF_ERROR(database.BeginSnapshot());
+      auto result = read(database);
+      (void)database.Exec(result.ok() ? "COMMIT" : "ROLLBACK");
+      return result;
+    });
+  }
+  // Whether authentication reads on lookups_ (nothing cached, lookups to read on).
+  bool AuthenticatesOnLookups() const { return !caches_credentials_ && !lookups_.empty(); }
   // Runs a statement that returns no rows; the number of rows it changed.
   Result<int> Change(std::string_view sql, const Binder& bind, std::string_view what);
   // As Change, inside a write's body, for a statement whose change count nothing needs: on
@@ -451,9 +464,10 @@ class SqlStore : public Store {
   // Inside a write transaction: replaces the connection's namespace scope (sql_cluster.cc).
   Status WriteNamespaceScope(const std::string& connection_id,
                              const std::vector<std::string>& namespaces, WallTime at);
-  // Under mutex_: the approvals `where` selects, with the connection's owner (sql_approvals.cc).
-  Result<std::vector<CommandApproval>> QueryApprovals(const std::string& where,
-                                                      const Binder& bind);
+  // The approvals `where` selects, with the connection's owner (sql_approvals.cc).
+  static Result<std::vector<CommandApproval>> QueryApprovals(sql::Database& database,
+                                                             const std::string& where,
+                                                             const Binder& bind);
 
   // Stores the experiments records of `batch` above acked_through, inside the upload's
   // transaction (sql_runs.cc).
@@ -528,21 +542,12 @@ class SqlStore : public Store {
   static Result<std::int64_t> SampleNodeId(sql::Database& database,
                                            const std::string& connection_id,
                                            const std::string& node);
-  // Runs `read` on a lookup connection (ReadOnLookup) in one snapshot (BeginSnapshot), so
-  // that a write committing between its statements cannot mix two states in its answer.
-  template <typename Read>
-  auto ReadSnapshotOnLookup(const Read& read) -> decltype(read(std::declval<sql::Database&>())) {
-    return ReadOnLookup([&](sql::Database& database) -> decltype(read(database)) {
-      UPLINK_RETURN_IF_ERROR(database.BeginSnapshot());
-      auto result = read(database);
-      (void)database.Exec(result.ok() ? "COMMIT" : "ROLLBACK");
-      return result;
-    });
-  }
 
-  // Workspace execution (sql_workspace.cc), under mutex_.
-  Result<std::vector<Offer>> QueryOffers(const std::string& tail, const Binder& bind);
-  Result<Offer> ReadOffer(const std::string& id);
+  // Workspace execution (sql_workspace.cc): reads on `database` (the writer's inside a write,
+  // a lookup's otherwise), the rest under mutex_.
+  static Result<std::vector<Offer>> QueryOffers(sql::Database& database, const std::string& tail,
+                                                const Binder& bind);
+  static Result<Offer> ReadOffer(sql::Database& database, const std::string& id);
   // FailedPrecondition, saying what it is now, unless the offer is in `expected`.
   Status MoveOfferState(const std::string& offer_id, OfferState expected, OfferState state,
                         WallTime at);
@@ -551,14 +556,17 @@ class SqlStore : public Store {
   Status MarkOfferConnected(const std::string& connection_id, const std::string& offer_id,
                             const std::string& owner_id, const AuditEvent& audit);
   Result<std::int64_t> CountActiveReservations(const std::string& offer_id);
-  Result<std::vector<Reservation>> QueryReservations(const std::string& tail, const Binder& bind);
-  Result<Reservation> ReadReservation(const std::string& id);
+  static Result<std::vector<Reservation>> QueryReservations(sql::Database& database,
+                                                            const std::string& tail,
+                                                            const Binder& bind);
+  static Result<Reservation> ReadReservation(sql::Database& database, const std::string& id);
   // Moves the reservation to `state`, recording the transition and a copy of `audit` (action
   // "reservation.<state>"); a final state ends its open commands.
   Status TransitionReservation(const Reservation& reservation, std::string_view state,
                                std::string_view reason, std::string_view source, WallTime at,
                                const AuditEvent& audit);
-  Result<WorkspaceCommandRecord> ReadWorkspaceCommand(const std::string& id);
+  static Result<WorkspaceCommandRecord> ReadWorkspaceCommand(sql::Database& database,
+                                                             const std::string& id);
 
   std::mutex mutex_;
   // Write transactions waiting for the writer thread (WriteTransaction), under writes_mutex_:
@@ -582,8 +590,6 @@ class SqlStore : public Store {
   // ReadOnLookup's reads, and authentication's when nothing is cached (see Open), one
   // connection per caller at a time.
   sql::ConnectionPool lookups_;
-  // Whether authentication reads on lookups_ (nothing cached, lookups to read on).
-  bool AuthenticatesOnLookups() const { return !caches_credentials_ && !lookups_.empty(); }
   const std::shared_ptr<const sql::ReconnectGate> reconnect_gate_;
   // Guards connections_by_token_prefix_ alone, so that a cached token is found without
   // waiting for mutex_, which a write group holds through its COMMIT (an fsync on SQLite).

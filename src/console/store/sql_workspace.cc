@@ -239,15 +239,17 @@ bool ReservationTransitionAllowed(std::string_view from, std::string_view to) {
 
 // ---- offers -----------------------------------------------------------------------------------
 
-Result<std::vector<Offer>> SqlStore::QueryOffers(const std::string& tail, const Binder& bind) {
+Result<std::vector<Offer>> SqlStore::QueryOffers(sql::Database& database, const std::string& tail,
+                                                 const Binder& bind) {
   std::vector<Offer> offers;
   std::string sql = std::string("SELECT ") + kOfferColumns +
                     " FROM offers o JOIN connections c ON c.id = o.connection_id " + tail;
-  UPLINK_RETURN_IF_ERROR(ForEachRow(
-      sql.c_str(), bind, [&](const Statement& row) { offers.push_back(OfferFromRow(row)); },
-      "reading offers"));
+  UPLINK_RETURN_IF_ERROR(ForEachRowOn(
+      database, sql.c_str(), bind,
+      [&](const Statement& row) { offers.push_back(OfferFromRow(row)); }, "reading offers"));
   for (Offer& offer : offers) {
-    UPLINK_RETURN_IF_ERROR(ForEachRow(
+    UPLINK_RETURN_IF_ERROR(ForEachRowOn(
+        database,
         (std::string("SELECT ") + kReviewColumns + " FROM offer_reviews WHERE offer_id = ?")
             .c_str(),
         [&](Statement& s) { s.Bind(offer.id); },
@@ -272,13 +274,14 @@ Result<std::vector<Offer>> SqlStore::QueryOffers(const std::string& tail, const 
         },
         "reading the offer's review"));
     if (offer.review) {
-      UPLINK_RETURN_IF_ERROR(ForEachRow(
-          "SELECT node FROM offer_nodes WHERE offer_id = ? ORDER BY node",
+      UPLINK_RETURN_IF_ERROR(ForEachRowOn(
+          database, "SELECT node FROM offer_nodes WHERE offer_id = ? ORDER BY node",
           [&](Statement& s) { s.Bind(offer.id); },
           [&](const Statement& row) { offer.review->approved_nodes.push_back(row.Text(0)); },
           "reading the offer's approved nodes"));
     }
-    UPLINK_RETURN_IF_ERROR(ForEachRow(
+    UPLINK_RETURN_IF_ERROR(ForEachRowOn(
+        database,
         "SELECT id, offer_id, lookup_prefix, token_hash, created_at, revoked_at "
         "FROM execution_credentials WHERE offer_id = ? ORDER BY created_at DESC, rowid DESC "
         "LIMIT 1",
@@ -292,9 +295,10 @@ Result<std::vector<Offer>> SqlStore::QueryOffers(const std::string& tail, const 
   return offers;
 }
 
-Result<Offer> SqlStore::ReadOffer(const std::string& id) {
-  UPLINK_ASSIGN_OR_RETURN(std::vector<Offer> offers,
-                          QueryOffers("WHERE o.id = ?", [&](Statement& s) { s.Bind(id); }));
+Result<Offer> SqlStore::ReadOffer(sql::Database& database, const std::string& id) {
+  UPLINK_ASSIGN_OR_RETURN(
+      std::vector<Offer> offers,
+      QueryOffers(database, "WHERE o.id = ?", [&](Statement& s) { s.Bind(id); }));
   if (offers.empty()) return NotFoundError("offer " + id + " does not exist");
   return std::move(offers.front());
 }
@@ -324,15 +328,17 @@ Status SqlStore::CreateOffer(const Offer& offer, const Connection& connection,
 }
 
 Result<Offer> SqlStore::GetOffer(const std::string& id) {
-  std::lock_guard lock(mutex_);
-  return ReadOffer(id);
+  return ReadSnapshotOnLookup([&](sql::Database& database) { return ReadOffer(database, id); });
 }
 
 Result<std::vector<Offer>> SqlStore::ListOffers(const std::string& owner_id) {
-  std::lock_guard lock(mutex_);
-  if (owner_id.empty()) return QueryOffers("ORDER BY o.created_at DESC, o.id", [](Statement&) {});
-  return QueryOffers("WHERE o.owner_id = ? ORDER BY o.created_at DESC, o.id",
-                     [&](Statement& s) { s.Bind(owner_id); });
+  return ReadSnapshotOnLookup([&](sql::Database& database) {
+    if (owner_id.empty()) {
+      return QueryOffers(database, "ORDER BY o.created_at DESC, o.id", [](Statement&) {});
+    }
+    return QueryOffers(database, "WHERE o.owner_id = ? ORDER BY o.created_at DESC, o.id",
+                       [&](Statement& s) { s.Bind(owner_id); });
+  });
 }
 
 Status SqlStore::MoveOfferState(const std::string& offer_id, OfferState expected,
@@ -345,7 +351,7 @@ Status SqlStore::MoveOfferState(const std::string& offer_id, OfferState expected
                           },
                           "changing the offer's state"));
   if (changed == 0) {
-    UPLINK_ASSIGN_OR_RETURN(Offer now, ReadOffer(offer_id));
+    UPLINK_ASSIGN_OR_RETURN(Offer now, ReadOffer(*db_, offer_id));
     return FailedPreconditionError("the offer is " + std::string(OfferStateName(now.state)) +
                                    " now, not " + std::string(OfferStateName(expected)) +
                                    "; reload it and try again");
@@ -552,17 +558,19 @@ Status SqlStore::BindExecutionCluster(const std::string& offer_id,
 
 // ---- reservations -----------------------------------------------------------------------------
 
-Result<std::vector<Reservation>> SqlStore::QueryReservations(const std::string& tail,
-                                                                const Binder& bind) {
+Result<std::vector<Reservation>> SqlStore::QueryReservations(sql::Database& database,
+                                                             const std::string& tail,
+                                                             const Binder& bind) {
   std::vector<Reservation> reservations;
   std::string sql = std::string("SELECT ") + kReservationColumns +
                     " FROM reservations r JOIN users u ON u.id = r.owner_id " + tail;
-  UPLINK_RETURN_IF_ERROR(ForEachRow(
-      sql.c_str(), bind,
+  UPLINK_RETURN_IF_ERROR(ForEachRowOn(
+      database, sql.c_str(), bind,
       [&](const Statement& row) { reservations.push_back(ReservationFromRow(row)); },
       "reading reservations"));
   for (Reservation& r : reservations) {
-    UPLINK_RETURN_IF_ERROR(ForEachRow(
+    UPLINK_RETURN_IF_ERROR(ForEachRowOn(
+        database,
         "SELECT state, reason, source, at FROM reservation_transitions "
         "WHERE reservation_id = ? ORDER BY id",
         [&](Statement& s) { s.Bind(r.id); },
@@ -574,9 +582,10 @@ Result<std::vector<Reservation>> SqlStore::QueryReservations(const std::string& 
   return reservations;
 }
 
-Result<Reservation> SqlStore::ReadReservation(const std::string& id) {
-  UPLINK_ASSIGN_OR_RETURN(std::vector<Reservation> found,
-                          QueryReservations("WHERE r.id = ?", [&](Statement& s) { s.Bind(id); }));
+Result<Reservation> SqlStore::ReadReservation(sql::Database& database, const std::string& id) {
+  UPLINK_ASSIGN_OR_RETURN(
+      std::vector<Reservation> found,
+      QueryReservations(database, "WHERE r.id = ?", [&](Statement& s) { s.Bind(id); }));
   if (found.empty()) return NotFoundError("reservation " + id + " does not exist");
   return std::move(found.front());
 }
@@ -626,7 +635,7 @@ Result<Reservation> SqlStore::CreateReservation(
     const AuditEvent& audit) {
   Reservation placed = reservation;
   Status status = WriteTransaction([&]() -> Status {
-    UPLINK_ASSIGN_OR_RETURN(Offer offer, ReadOffer(reservation.offer_id));
+    UPLINK_ASSIGN_OR_RETURN(Offer offer, ReadOffer(*db_, reservation.offer_id));
     if (offer.state != OfferState::kQualified) {
       return FailedPreconditionError("offer " + offer.id + " is " +
                                      std::string(OfferStateName(offer.state)) +
@@ -706,28 +715,29 @@ Result<Reservation> SqlStore::CreateReservation(
 }
 
 Result<Reservation> SqlStore::GetReservation(const std::string& id) {
-  std::lock_guard lock(mutex_);
-  return ReadReservation(id);
+  return ReadSnapshotOnLookup(
+      [&](sql::Database& database) { return ReadReservation(database, id); });
 }
 
 Result<std::vector<Reservation>> SqlStore::ListReservations(const ReservationQuery& query) {
-  std::lock_guard lock(mutex_);
   std::string where = "WHERE TRUE";
   if (query.owner_id) where += " AND r.owner_id = ?";
   if (query.offer_id) where += " AND r.offer_id = ?";
   if (query.active_only) where += std::string(" AND r.state IN ") + kActiveStates;
   where += " ORDER BY r.created_at DESC, r.id LIMIT ?";
-  return QueryReservations(where, [&](Statement& s) {
-    if (query.owner_id) s.Bind(*query.owner_id);
-    if (query.offer_id) s.Bind(*query.offer_id);
-    s.Bind(static_cast<std::int64_t>(std::clamp(query.limit, 1, 1000)));
+  return ReadSnapshotOnLookup([&](sql::Database& database) {
+    return QueryReservations(database, where, [&](Statement& s) {
+      if (query.owner_id) s.Bind(*query.owner_id);
+      if (query.offer_id) s.Bind(*query.offer_id);
+      s.Bind(static_cast<std::int64_t>(std::clamp(query.limit, 1, 1000)));
+    });
   });
 }
 
 Result<Reservation> SqlStore::StopReservation(const std::string& id, const std::string& reason,
                                                  const AuditEvent& audit) {
   Status status = WriteTransaction([&]() -> Status {
-    UPLINK_ASSIGN_OR_RETURN(Reservation reservation, ReadReservation(id));
+    UPLINK_ASSIGN_OR_RETURN(Reservation reservation, ReadReservation(*db_, id));
     if (IsFinalReservationState(reservation.state)) {
       return FailedPreconditionError("reservation " + id + " already ended (" +
                                      reservation.state + "); there is nothing to stop");
@@ -747,7 +757,7 @@ Result<Reservation> SqlStore::StopReservation(const std::string& id, const std::
 Result<Reservation> SqlStore::ExtendReservation(const std::string& id, WallTime expires_at,
                                                    const AuditEvent& audit) {
   Status status = WriteTransaction([&]() -> Status {
-    UPLINK_ASSIGN_OR_RETURN(Reservation reservation, ReadReservation(id));
+    UPLINK_ASSIGN_OR_RETURN(Reservation reservation, ReadReservation(*db_, id));
     if (!IsActiveReservationState(reservation.state) ||
         reservation.state == protocol::kReservationStopping) {
       return FailedPreconditionError("reservation " + id + " is " + reservation.state +
@@ -772,11 +782,11 @@ Result<std::int64_t> SqlStore::ExpireOverdueReservations(WallTime now,
   std::int64_t ended = 0;
   Status status = WriteTransaction([&]() -> Status {
     ended = 0;
-    UPLINK_ASSIGN_OR_RETURN(
-        std::vector<Reservation> overdue,
-        QueryReservations(std::string("WHERE r.state IN ") + kActiveStates +
-                              " AND r.expires_at < ? LIMIT 256",
-                          [&](Statement& s) { s.Bind(now - grace); }));
+    UPLINK_ASSIGN_OR_RETURN(std::vector<Reservation> overdue,
+                            QueryReservations(*db_,
+                                              std::string("WHERE r.state IN ") + kActiveStates +
+                                                  " AND r.expires_at < ? LIMIT 256",
+                                              [&](Statement& s) { s.Bind(now - grace); }));
     for (const Reservation& reservation : overdue) {
       UPLINK_RETURN_IF_ERROR(TransitionReservation(
           reservation, protocol::kReservationExpired,
@@ -818,7 +828,7 @@ Result<std::vector<std::string>> SqlStore::ApplyWorkspaceSync(
                             "remembering the event"));
       acknowledged.push_back(event.key);
       if (fresh == 0) continue;  // applied before
-      auto reservation = ReadReservation(event.reservation_id);
+      auto reservation = ReadReservation(*db_, event.reservation_id);
       if (!reservation.ok()) {
         if (reservation.status().code() == StatusCode::kNotFound) continue;
         return reservation.status();
@@ -886,7 +896,7 @@ Result<WorkspaceWork> SqlStore::ReadWorkspaceWork(const std::string& offer_id,
 
 Status SqlStore::CreateSshGrant(const SshGrant& grant, const AuditEvent& audit) {
   return WriteTransaction([&]() -> Status {
-    UPLINK_ASSIGN_OR_RETURN(Reservation reservation, ReadReservation(grant.reservation_id));
+    UPLINK_ASSIGN_OR_RETURN(Reservation reservation, ReadReservation(*db_, grant.reservation_id));
     UPLINK_RETURN_IF_ERROR(RequireNotStopped(reservation, "SSH keys are granted"));
     std::int64_t live = 0;
     bool duplicate = false;
@@ -940,7 +950,7 @@ Result<SshHostKeyCheck> SqlStore::RecordSshCapability(const std::string& reserva
                                                          const AuditEvent& audit) {
   SshHostKeyCheck check = SshHostKeyCheck::kSame;
   Status status = WriteTransaction([&]() -> Status {
-    UPLINK_ASSIGN_OR_RETURN(Reservation reservation, ReadReservation(reservation_id));
+    UPLINK_ASSIGN_OR_RETURN(Reservation reservation, ReadReservation(*db_, reservation_id));
     if (!reservation.ssh_host_key.empty() && reservation.ssh_host_key != host_key) {
       check = SshHostKeyCheck::kChanged;
       return Status::Ok();
@@ -1015,7 +1025,7 @@ Result<SshGrant> SqlStore::RevokeSshGrant(const std::string& reservation_id,
             .status());
     found->revoked_at = audit.at;
     found->revoked_by = by;
-    UPLINK_ASSIGN_OR_RETURN(Reservation reservation, ReadReservation(reservation_id));
+    UPLINK_ASSIGN_OR_RETURN(Reservation reservation, ReadReservation(*db_, reservation_id));
     AuditEvent event = audit;
     event.owner_id = reservation.owner_id;
     return InsertAudit(event);
@@ -1029,7 +1039,7 @@ Result<SshGrant> SqlStore::RevokeSshGrant(const std::string& reservation_id,
 Status SqlStore::CreateWorkspaceCommand(const WorkspaceCommandRecord& command,
                                            const AuditEvent& audit) {
   return WriteTransaction([&]() -> Status {
-    UPLINK_ASSIGN_OR_RETURN(Reservation reservation, ReadReservation(command.reservation_id));
+    UPLINK_ASSIGN_OR_RETURN(Reservation reservation, ReadReservation(*db_, command.reservation_id));
     UPLINK_RETURN_IF_ERROR(RequireNotStopped(reservation, "commands run"));
     std::int64_t open = 0;
     UPLINK_RETURN_IF_ERROR(ForEachRow(
@@ -1060,19 +1070,20 @@ Status SqlStore::CreateWorkspaceCommand(const WorkspaceCommandRecord& command,
   });
 }
 
-Result<WorkspaceCommandRecord> SqlStore::ReadWorkspaceCommand(const std::string& id) {
+Result<WorkspaceCommandRecord> SqlStore::ReadWorkspaceCommand(sql::Database& database,
+                                                              const std::string& id) {
   std::optional<WorkspaceCommandRecord> found;
-  UPLINK_RETURN_IF_ERROR(ForEachRow(
+  UPLINK_RETURN_IF_ERROR(ForEachRowOn(
+      database,
       (std::string("SELECT ") + kCommandColumns + " FROM workspace_commands WHERE id = ?").c_str(),
-      [&](Statement& s) { s.Bind(id); },
-      [&](const Statement& row) { found = CommandFromRow(row); }, "reading the command"));
+      [&](Statement& s) { s.Bind(id); }, [&](const Statement& row) { found = CommandFromRow(row); },
+      "reading the command"));
   if (!found) return NotFoundError("command " + id + " does not exist");
   return std::move(*found);
 }
 
 Result<WorkspaceCommandRecord> SqlStore::GetWorkspaceCommand(const std::string& id) {
-  std::lock_guard lock(mutex_);
-  return ReadWorkspaceCommand(id);
+  return ReadOnLookup([&](sql::Database& database) { return ReadWorkspaceCommand(database, id); });
 }
 
 Result<std::vector<WorkspaceCommandRecord>> SqlStore::ListWorkspaceCommands(
@@ -1124,7 +1135,7 @@ Result<OutputAck> SqlStore::AppendCommandOutput(const std::string& offer_id,
     if (command_offer != offer_id) {
       return NotFoundError("this offer has no command " + command_id);
     }
-    UPLINK_ASSIGN_OR_RETURN(WorkspaceCommandRecord command, ReadWorkspaceCommand(command_id));
+    UPLINK_ASSIGN_OR_RETURN(WorkspaceCommandRecord command, ReadWorkspaceCommand(*db_, command_id));
     ack.have = command.output_bytes;
     ack.final = protocol::IsFinalCommandState(command.state);
     if (ack.final) return Status::Ok();  // a final state posted again, or a cancelled command
