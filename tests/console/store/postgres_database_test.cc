@@ -351,6 +351,23 @@ TEST_F(PostgresDatabaseTest, ACommitThatTheServerTurnsIntoARollbackIsAFailure) {
   EXPECT_EQ(Count(*db_, "SELECT COUNT(*) FROM r"), 1);
 }
 
+// What the store's multi-statement reads on a lookup rely on: PostgreSQL's default gives each
+// statement its own snapshot, so BeginSnapshot must hold one across another connection's
+// commit, and refuse writes.
+TEST_F(PostgresDatabaseTest, ASnapshotHoldsAcrossAnotherConnectionsCommitAndRefusesWrites) {
+  Statement* insert = TableR();
+  ASSERT_NE(insert, nullptr);
+  Insert(*insert, 1);
+  std::unique_ptr<Database> reader = Open();
+  ASSERT_TRUE(reader->BeginSnapshot().ok());
+  EXPECT_EQ(Count(*reader, "SELECT COUNT(*) FROM r"), 1);
+  Insert(*insert, 2);
+  EXPECT_EQ(Count(*reader, "SELECT COUNT(*) FROM r"), 1);
+  EXPECT_FALSE(reader->Exec("INSERT INTO r VALUES (3)").ok());
+  EXPECT_TRUE(reader->Exec("ROLLBACK").ok());
+  EXPECT_EQ(Count(*reader, "SELECT COUNT(*) FROM r"), 2);
+}
+
 TEST_F(PostgresDatabaseTest, ASecondWriterWaitsForTheFirstToCommit) {
   MustExec(*db_, "CREATE TABLE w (writer TEXT)");
   auto second_db = Open();
