@@ -65,10 +65,17 @@ std::optional<WallTime> AgentPresence::LastSeen(std::string_view connection_id) 
 }
 
 void AgentPresence::Overlay(Connection& connection) const {
-  std::optional<WallTime> seen = LastSeen(connection.id);
-  if (seen && (!connection.last_seen_at || *seen > *connection.last_seen_at)) {
-    connection.last_seen_at = seen;
-  }
+  RaiseLastSeen(connection.id, connection.last_seen_at);
+}
+
+void AgentPresence::Overlay(ConnectionLifecycle& lifecycle) const {
+  RaiseLastSeen(lifecycle.id, lifecycle.last_seen_at);
+}
+
+void AgentPresence::RaiseLastSeen(std::string_view connection_id,
+                                  std::optional<WallTime>& last_seen_at) const {
+  std::optional<WallTime> seen = LastSeen(connection_id);
+  if (seen && (!last_seen_at || *seen > *last_seen_at)) last_seen_at = seen;
 }
 
 void AgentPresence::Overlay(std::string_view connection_id, std::vector<AgentSeen>& agents,

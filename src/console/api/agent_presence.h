@@ -62,6 +62,7 @@ class AgentPresence {
   std::optional<WallTime> LastSeen(std::string_view connection_id) const;
   // The connection's last_seen_at with the calls noted here that the store has not seen yet.
   void Overlay(Connection& connection) const;
+  void Overlay(ConnectionLifecycle& lifecycle) const;
   // The connection's agents as read from the store (most recent first, at most `limit`) with
   // the sightings the store has not seen yet.
   void Overlay(std::string_view connection_id, std::vector<AgentSeen>& agents,
@@ -91,6 +92,8 @@ class AgentPresence {
   };
 
   ConnectionEntry& EntryLocked(std::string_view connection_id, WallTime at);
+  // `last_seen_at`, as the store has it, raised to the last call noted here.
+  void RaiseLastSeen(std::string_view connection_id, std::optional<WallTime>& last_seen_at) const;
   // What changed since the last flush, marked clean.
   PresenceUpdate TakeChanges();
   // Notes again the rows of `update` from `first` on (connections first, then agents), and

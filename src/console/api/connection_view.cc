@@ -80,13 +80,28 @@ std::string_view HandoverStatusName(HandoverStatus status) {
   return "superseded";
 }
 
-ConnectionStatus ComputeStatus(const Connection& connection, WallTime now,
-                               std::chrono::milliseconds active_window) {
+namespace {
+
+// Connection and ConnectionLifecycle carry the same three fields the status comes from.
+ConnectionStatus StatusOf(const auto& connection, WallTime now,
+                          std::chrono::milliseconds active_window) {
   if (connection.revoked_at) return ConnectionStatus::kRevoked;
   if (now >= connection.expires_at) return ConnectionStatus::kExpired;
   if (!connection.last_seen_at) return ConnectionStatus::kNever;
   if (now - *connection.last_seen_at >= active_window) return ConnectionStatus::kStale;
   return ConnectionStatus::kActive;
+}
+
+}  // namespace
+
+ConnectionStatus ComputeStatus(const Connection& connection, WallTime now,
+                               std::chrono::milliseconds active_window) {
+  return StatusOf(connection, now, active_window);
+}
+
+ConnectionStatus ComputeStatus(const ConnectionLifecycle& lifecycle, WallTime now,
+                               std::chrono::milliseconds active_window) {
+  return StatusOf(lifecycle, now, active_window);
 }
 
 Liveness ComputeLiveness(const Connection& connection, WallTime now,

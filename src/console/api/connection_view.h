@@ -43,6 +43,8 @@ struct StatusThresholds {
 // without one.
 ConnectionStatus ComputeStatus(const Connection& connection, WallTime now,
                                std::chrono::milliseconds active_window);
+ConnectionStatus ComputeStatus(const ConnectionLifecycle& lifecycle, WallTime now,
+                               std::chrono::milliseconds active_window);
 
 Liveness ComputeLiveness(const Connection& connection, WallTime now,
                          const StatusThresholds& thresholds);

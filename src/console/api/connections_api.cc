@@ -135,7 +135,7 @@ void ConnectionsApi::Register(Routes& routes) {
 }
 
 std::string ConnectionsApi::Scrape() {
-  auto connections = store_.ListAllConnections();
+  auto connections = store_.ListConnectionLifecycles();
   if (!connections.ok()) {
     log_.Warn("counting connections for /metrics failed", {{"error", connections.status()}});
     return "";
@@ -143,12 +143,12 @@ std::string ConnectionsApi::Scrape() {
   std::map<ConnectionStatus, int> by_status;
   std::map<Liveness, int> by_liveness;
   WallTime now = clock_.Now();
-  for (const Connection& stored : *connections) {
-    Connection c = WithPresence(stored);
+  for (ConnectionLifecycle& c : *connections) {
+    presence_.Overlay(c);
     ConnectionStatus status = ComputeStatus(c, now, options_.active_window);
     ++by_status[status];
     if (status != ConnectionStatus::kRevoked && status != ConnectionStatus::kExpired) {
-      ++by_liveness[ComputeLiveness(c, now, options_.thresholds)];
+      ++by_liveness[ComputeLiveness(c.last_seen_at, now, options_.thresholds)];
     }
   }
   for (ConnectionStatus status : kAllConnectionStatuses) {

@@ -81,6 +81,15 @@ struct Connection {
 
 using ConnectionRows = std::shared_ptr<const std::vector<Connection>>;
 
+// What a connection's status and liveness are computed from (connection_view.h), without the
+// rest of its row: all that a /metrics scrape reads of each connection.
+struct ConnectionLifecycle {
+  std::string id;
+  WallTime expires_at;
+  std::optional<WallTime> revoked_at;
+  std::optional<WallTime> last_seen_at;  // as the store has it, like Connection's
+};
+
 // What redeeming a handover code came to: the connection with its new token, or the refusal.
 using HandoverRedemption = std::variant<Connection, HandoverRefusal>;
 
@@ -136,6 +145,7 @@ class ConnectionStore {
   virtual Result<Connection> GetConnection(const std::string& id) = 0;
   virtual Result<std::vector<Connection>> ListConnections(const std::string& owner_id) = 0;
   virtual Result<std::vector<Connection>> ListAllConnections() = 0;
+  virtual Result<std::vector<ConnectionLifecycle>> ListConnectionLifecycles() = 0;
   // Shared and immutable, so that authenticating an agent from a cache copies nothing.
   virtual Result<ConnectionRows> FindConnectionsByTokenPrefix(const std::string& prefix) = 0;
   // Replaces the token (the old one stops matching at once) and its expiry, and, when

@@ -99,6 +99,7 @@ class SqlStore : public Store {
   Result<Connection> GetConnection(const std::string& id) override;
   Result<std::vector<Connection>> ListConnections(const std::string& owner_id) override;
   Result<std::vector<Connection>> ListAllConnections() override;
+  Result<std::vector<ConnectionLifecycle>> ListConnectionLifecycles() override;
   Result<ConnectionRows> FindConnectionsByTokenPrefix(const std::string& prefix) override;
   // Earlier unredeemed handovers are marked superseded at `audit.at`.
   Status ReplaceToken(const std::string& id, const std::string& token_prefix,

@@ -64,6 +64,9 @@ class FaultInjectingConnectionStore final : public ConnectionStore {
   Result<std::vector<Connection>> ListAllConnections() override {
     return real_.ListAllConnections();
   }
+  Result<std::vector<ConnectionLifecycle>> ListConnectionLifecycles() override {
+    return real_.ListConnectionLifecycles();
+  }
   Result<ConnectionRows> FindConnectionsByTokenPrefix(const std::string& prefix) override {
     return real_.FindConnectionsByTokenPrefix(prefix);
   }

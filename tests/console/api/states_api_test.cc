@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -273,6 +274,65 @@ TEST_F(StatesApiTest, TheLivenessMetricCountsWaitingConnections) {
       << text;
   EXPECT_NE(text.find("uplink_console_connections_liveness{liveness=\"connected\"} 1"),
             std::string::npos);
+}
+
+TEST_F(StatesApiTest, TheMetricsCountEachConnectionAsItsPageShowsIt) {
+  // The scrape reads four columns of every connection, the page the whole row: both see the
+  // calls noted in memory and not written yet, and come to the same status and liveness.
+  auto call_as = [&](const std::string& token) {
+    ASSERT_EQ(AgentCall("/api/v1/agent/whoami", "", "", token).status, 200);
+  };
+  std::string expiry = FormatRfc3339(clock_.Now() + hours(1));
+  json::object expired =
+      CreateConnection(admin_key_, "short", R"(,"expires_at":")" + expiry + "\"");
+  json::object paused = CreateConnection(admin_key_, "paused");
+  call_as(token_);
+  call_as(Text(paused, "token"));
+  ASSERT_TRUE(api_->presence().Flush(*store_).ok());
+  clock_.Advance(hours(2) - seconds(100));
+  call_as(Text(paused, "token"));  // newer than the store's, in memory only
+  clock_.Advance(seconds(100));
+  json::object live = CreateConnection(admin_key_, "live");
+  call_as(Text(live, "token"));
+  json::object idle = CreateConnection(admin_key_, "idle");
+  json::object revoked = CreateConnection(admin_key_, "gone");
+  call_as(Text(revoked, "token"));
+  ASSERT_EQ(AsAdmin("POST", "/api/v1/connections/" + Text(revoked, "id") + "/revoke").status, 200);
+
+  std::map<std::string, int> shown_statuses;
+  std::map<std::string, int> shown_liveness;
+  for (const std::string& id : {id_, Text(expired, "id"), Text(paused, "id"), Text(live, "id"),
+                                Text(idle, "id"), Text(revoked, "id")}) {
+    json::object page = ShowConnection(admin_key_, id);
+    std::string status = Text(page, "status");
+    ++shown_statuses[status];
+    if (status != "revoked" && status != "expired") ++shown_liveness[Text(page, "liveness")];
+  }
+  EXPECT_EQ(shown_statuses,
+            (std::map<std::string, int>{
+                {"active", 2}, {"expired", 1}, {"never", 1}, {"revoked", 1}, {"stale", 1}}));
+  EXPECT_EQ(shown_liveness, (std::map<std::string, int>{
+                                {"connected", 1}, {"offline", 1}, {"stale", 1}, {"waiting", 1}}));
+
+  net::Request scrape;
+  scrape.target = "/metrics";
+  std::string text = testing::Call(api_->router(), std::move(scrape)).body;
+  auto gauge = [&](const std::string& series) {
+    size_t at = text.find("\n" + series + " ");
+    if (at == std::string::npos) return -1;
+    return std::stoi(text.substr(at + series.size() + 2));
+  };
+  for (const char* status : {"never", "active", "stale", "expired", "revoked"}) {
+    EXPECT_EQ(gauge("uplink_console_connections{status=\"" + std::string(status) + "\"}"),
+              shown_statuses[status])
+        << status;
+  }
+  for (const char* liveness : {"waiting", "connected", "stale", "offline"}) {
+    EXPECT_EQ(
+        gauge("uplink_console_connections_liveness{liveness=\"" + std::string(liveness) + "\"}"),
+        shown_liveness[liveness])
+        << liveness;
+  }
 }
 
 // ---- expiry --------------------------------------------------------------------------------

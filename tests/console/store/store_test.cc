@@ -9,14 +9,16 @@
 #include <latch>
 #include <memory>
 #include <optional>
+#include <set>
+#include <string>
 #include <thread>
 #include <utility>
 #include <variant>
 
+#include "commit_held_database.h"
 #include "common/json.h"
 #include "console/setup.h"
 #include "console/store/sql/sqlite_database.h"
-#include "commit_held_database.h"
 #include "console/store/sql_store.h"
 #include "store_database.h"
 #include "test_util.h"
@@ -785,6 +787,7 @@ TEST_P(SqlStoreTest, ReadsOfCommittedRowsDoNotWaitForTheWriter) {
   }
   struct Reads {
     Result<std::vector<Connection>> all = InternalError("not read");
+    Result<std::vector<ConnectionLifecycle>> lifecycles = InternalError("not read");
     Result<Connection> one = InternalError("not read");
     Result<std::vector<Node>> nodes = InternalError("not read");
     Result<User> owner = InternalError("not read");
@@ -794,6 +797,7 @@ TEST_P(SqlStoreTest, ReadsOfCommittedRowsDoNotWaitForTheWriter) {
   auto reads = std::async(std::launch::async, [&] {
     Reads r;
     r.all = store.ListAllConnections();
+    r.lifecycles = store.ListConnectionLifecycles();  // each /metrics scrape reads them
     r.one = store.GetConnection(kConnectionId);
     r.nodes = store.ListNodes(kConnectionId);
     r.owner = store.GetUser("u1");
@@ -811,6 +815,10 @@ TEST_P(SqlStoreTest, ReadsOfCommittedRowsDoNotWaitForTheWriter) {
   EXPECT_EQ(r.all->front().id, kConnectionId);
   // Committed rows only: the held report binds the cluster and stores its nodes.
   EXPECT_FALSE(r.all->front().cluster_uid.has_value());
+  ASSERT_TRUE(r.lifecycles.ok()) << r.lifecycles.status().ToString();
+  ASSERT_EQ(r.lifecycles->size(), 1u);
+  // Committed rows only: the held report would note the agent's call.
+  EXPECT_FALSE(r.lifecycles->front().last_seen_at.has_value());
   ASSERT_TRUE(r.one.ok()) << r.one.status().ToString();
   EXPECT_FALSE(r.one->cluster_uid.has_value());
   ASSERT_TRUE(r.nodes.ok()) << r.nodes.status().ToString();
@@ -953,6 +961,34 @@ TEST_P(SqlStoreTest, EveryConnectionQueryCarriesTheOwnersDeactivation) {
       EXPECT_EQ(c.owner_deactivated_at.has_value(), c.owner_id == "u2") << c.id;
     }
   }
+}
+
+TEST_P(SqlStoreTest, ConnectionLifecyclesAreTheRowsFieldsTheStatusComesFrom) {
+  CreateConnection("00000000000000c1", "u1", "prod");
+  CreateConnection("00000000000000c2", "u1", "dev");
+  CreateConnection("00000000000000c3", "u2", "prod");
+  ASSERT_TRUE(store_
+                  ->RevokeConnection("00000000000000c2", kT0 + hours(1),
+                                     MakeAudit("connection.revoke", "00000000000000c2"))
+                  .ok());
+  ASSERT_TRUE(
+      store_->RecordPresence({.connections = {{"00000000000000c3", kT0 + seconds(30)}}}).ok());
+  auto lifecycles = store_->ListConnectionLifecycles();
+  ASSERT_TRUE(lifecycles.ok()) << lifecycles.status().ToString();
+  ASSERT_EQ(lifecycles->size(), 3u);
+  std::set<std::string> ids;
+  for (const ConnectionLifecycle& lifecycle : *lifecycles) {
+    ids.insert(lifecycle.id);
+    auto row = store_->GetConnection(lifecycle.id);
+    ASSERT_TRUE(row.ok()) << row.status().ToString();
+    EXPECT_EQ(lifecycle.expires_at, row->expires_at) << lifecycle.id;
+    EXPECT_EQ(lifecycle.revoked_at, row->revoked_at) << lifecycle.id;
+    EXPECT_EQ(lifecycle.last_seen_at, row->last_seen_at) << lifecycle.id;
+  }
+  EXPECT_EQ(ids,
+            (std::set<std::string>{"00000000000000c1", "00000000000000c2", "00000000000000c3"}));
+  EXPECT_EQ(store_->GetConnection("00000000000000c2")->revoked_at, kT0 + hours(1));
+  EXPECT_EQ(store_->GetConnection("00000000000000c3")->last_seen_at, kT0 + seconds(30));
 }
 
 TEST_P(SqlStoreTest, ClusterNameIsUniquePerOwnerUntilTheConnectionIsRevoked) {
