@@ -33,7 +33,8 @@ int ConnectUnix(const std::string& path) {
 
 bool WriteAll(int to, std::string_view bytes) {
   while (!bytes.empty()) {
-    ssize_t wrote = ::write(to, bytes.data(), bytes.size());
+    // A side that closed fails the write (EPIPE) rather than raising SIGPIPE.
+    ssize_t wrote = ::send(to, bytes.data(), bytes.size(), MSG_NOSIGNAL);
     if (wrote <= 0) return false;
     bytes.remove_prefix(static_cast<size_t>(wrote));
   }
@@ -115,6 +116,12 @@ bool StallProxy::Deliver(std::deque<Chunk>& queue, int to,
   return true;
 }
 
+void StallProxy::TellEnd(bool from_ended, const std::deque<Chunk>& from_queue, int to, bool& told) {
+  if (told || !from_ended || !from_queue.empty()) return;
+  ::shutdown(to, SHUT_WR);
+  told = true;
+}
+
 void StallProxy::Loop() {
   using Clock = std::chrono::steady_clock;
   // Reads what `from` has into `queue`, due after the delay; false when `from` ended.
@@ -131,8 +138,9 @@ void StallProxy::Loop() {
     std::optional<Clock::time_point> next_due;
     if (!stalled) {
       for (const Pair& pair : pairs_) {
-        fds.push_back({pair.client, POLLIN, 0});
-        fds.push_back({pair.server, POLLIN, 0});
+        // poll skips a negative descriptor: an ended side, which would be readable for good.
+        fds.push_back({pair.client_ended ? -1 : pair.client, POLLIN, 0});
+        fds.push_back({pair.server_ended ? -1 : pair.server, POLLIN, 0});
         for (const std::deque<Chunk>* queue : {&pair.to_server, &pair.to_client}) {
           if (!queue->empty() && (!next_due || queue->front().due < *next_due)) {
             next_due = queue->front().due;
@@ -176,14 +184,18 @@ void StallProxy::Loop() {
       Pair& pair = pairs_[i];
       // Pairs accepted in this round have no pollfd yet.
       const size_t at = 2 + 2 * i;
-      bool alive = true;
       if (at + 1 < fds.size()) {
-        if (fds[at].revents != 0) alive = take(pair.client, pair.to_server);
-        if (alive && fds[at + 1].revents != 0) alive = take(pair.server, pair.to_client);
+        if (fds[at].revents != 0) pair.client_ended = !take(pair.client, pair.to_server);
+        if (fds[at + 1].revents != 0) pair.server_ended = !take(pair.server, pair.to_client);
       }
       const Clock::time_point delivered_at = one_way_delay_.count() == 0 ? Clock::now() : now;
-      alive = alive && Deliver(pair.to_server, pair.server, delivered_at) &&
-              Deliver(pair.to_client, pair.client, delivered_at);
+      bool alive = Deliver(pair.to_server, pair.server, delivered_at) &&
+                   Deliver(pair.to_client, pair.client, delivered_at);
+      if (alive) {
+        TellEnd(pair.client_ended, pair.to_server, pair.server, pair.server_told);
+        TellEnd(pair.server_ended, pair.to_client, pair.client, pair.client_told);
+        alive = !(pair.client_told && pair.server_told);
+      }
       if (alive) {
         open.push_back(std::move(pair));
       } else {

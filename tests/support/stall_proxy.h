@@ -48,12 +48,23 @@ class StallProxy {
     int server = -1;
     std::deque<Chunk> to_server;  // read from the client, not yet due
     std::deque<Chunk> to_client;
+    // A side that ended its sending (closed, or shut its writing down) is read no more; what
+    // it sent before still reaches the other side when due, as a network delivers what was in
+    // flight (a server's last error before it closes), and then the other side is told the end
+    // (its writing shut down). The pair ends when both sides ended, or when a write fails.
+    bool client_ended = false;
+    bool server_ended = false;
+    bool client_told = false;
+    bool server_told = false;
   };
   StallProxy(int listener, std::uint16_t port, std::string target_path,
              std::chrono::microseconds one_way_delay, int wake_read, int wake_write);
   void Loop();
   // Writes the chunks of `queue` that are due to `to`; false when `to` ended.
   static bool Deliver(std::deque<Chunk>& queue, int to, std::chrono::steady_clock::time_point now);
+  // Once the side that sends `from_queue` ended and all it sent was delivered, shuts `to`'s
+  // writing down (once), so that `to` reads the end after the last byte.
+  static void TellEnd(bool from_ended, const std::deque<Chunk>& from_queue, int to, bool& told);
   void Wake();
 
   const int listener_;
