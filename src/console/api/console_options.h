@@ -45,6 +45,10 @@ struct ConsoleOptions {
   // How often the agent calls noted in memory are written to the store (AgentPresence): the
   // most a console restart can make a connection's last call look older than it was.
   std::chrono::milliseconds presence_flush_interval{30'000};
+  // /readyz answers 503 once one store write group has run this long: a disk or database
+  // that stopped answering the writer while reads still answer. Above PostgreSQL's 15 s
+  // statement deadline, which fails a group on its own.
+  std::chrono::milliseconds store_writer_stuck_after{30'000};
   // How long a command that matched an approval rule waits for a decision, and how many of
   // a connection's may wait at once.
   std::chrono::seconds approval_lifetime{15 * 60};

@@ -93,10 +93,10 @@ void OperationsApi::AddToScrape(std::function<std::string()> scrape) {
 }
 
 net::Response OperationsApi::Readyz() {
-  Status ping = store_.Ping();
-  if (!ping.ok()) {
-    log_.Warn("not ready: the store does not answer", {{"error", ping}});
-    return ErrorResponse(503, "not_ready", "the store does not answer: " + ping.message());
+  Status store = store_.CheckReady(options_.store_writer_stuck_after);
+  if (!store.ok()) {
+    log_.Warn("not ready: the store", {{"error", store}});
+    return ErrorResponse(503, "not_ready", "the store is not ready: " + store.message());
   }
   // A replica that cannot hear the others would keep serving credentials they revoked.
   if (options_.replica_bus != nullptr) {

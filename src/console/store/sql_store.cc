@@ -1,6 +1,8 @@
 #include "console/store/sql_store.h"
 
 #include <algorithm>
+#include <chrono>
+#include <cstdint>
 #include <span>
 #include <thread>
 #include <unordered_map>
@@ -16,6 +18,11 @@
 namespace uplink::console {
 namespace {
 
+std::int64_t SteadyNanoseconds() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
 
 constexpr const char* kAuditColumns =
     "id, at, actor_type, actor_id, actor_label, credential, action, target_type, target_id, "
@@ -167,7 +174,9 @@ void SqlStore::RunWriter() {
     writes.unlock();
     std::vector<PendingWrite*> bodies;
     for (const auto& write : group) bodies.push_back(write.get());
+    group_started_ns_ = std::max<std::int64_t>(1, SteadyNanoseconds());
     CommitGroup(bodies);
+    group_started_ns_ = 0;
     writes.lock();
     for (const auto& write : group) write->finished = true;
     writes.unlock();
@@ -440,12 +449,23 @@ void SqlStore::RenderMetrics(std::string& out) const {
   out += '\n';
 }
 
-Status SqlStore::Ping() {
-  std::lock_guard lock(mutex_);
-  UPLINK_ASSIGN_OR_RETURN(sql::Statement * stmt, Prepare("SELECT 1"));
-  Statement query(stmt);
-  if (query.Step() != Statement::kRow) return Error("querying the database");
-  return Status::Ok();
+Status SqlStore::CheckReady(std::chrono::milliseconds writer_stuck_after) {
+  if (const std::int64_t started = group_started_ns_; started != 0) {
+    const auto running = std::chrono::nanoseconds(SteadyNanoseconds() - started);
+    if (running >= writer_stuck_after) {
+      return UnavailableError(
+          "the store's writer has been in one write group for " +
+          std::to_string(std::chrono::duration_cast<std::chrono::seconds>(running).count()) + " s");
+    }
+  }
+  // A table of the schema rather than `SELECT 1`, which SQLite answers without its file. On
+  // a lookup connection where the store has them, so that a probe neither queues behind the
+  // writer's group (an fsync, round trips) nor holds it back.
+  return ReadOnLookup([](sql::Database& database) {
+    return ForEachRowOn(
+        database, "SELECT count(*) FROM console_settings", [](Statement&) {},
+        [](const Statement&) {}, "reading the console's settings");
+  });
 }
 
 // --- Audit ---------------------------------------------------------------------------------

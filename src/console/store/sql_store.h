@@ -11,11 +11,13 @@
 // the log shows only changes that happened.
 #pragma once
 
+#include <atomic>
+#include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <deque>
 #include <functional>
 #include <map>
-#include <unordered_map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -23,6 +25,7 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include "common/json_fwd.h"
@@ -65,7 +68,7 @@ class SqlStore : public Store {
   SqlStore(const SqlStore&) = delete;
   SqlStore& operator=(const SqlStore&) = delete;
 
-  Status Ping() override;
+  Status CheckReady(std::chrono::milliseconds writer_stuck_after) override;
   void RenderMetrics(std::string& out) const override;
 
   Status CreateUser(const User& user, const AuditEvent& audit) override;
@@ -578,6 +581,9 @@ class SqlStore : public Store {
   std::deque<std::shared_ptr<PendingWrite>> pending_writes_;
   bool closing_ = false;
   std::thread writer_;
+  // When the write group in progress began (steady clock, nanoseconds since its epoch); 0
+  // between groups. Read by CheckReady without taking mutex_, which the group holds.
+  std::atomic<std::int64_t> group_started_ns_{0};
   log::Logger log_{"store"};
   std::unique_ptr<sql::Database> db_;
   // Connections by token prefix, for authenticating agents without a query per request.

@@ -10,6 +10,8 @@
 // console/store/rules/, so that it only moves rows in and out.
 #pragma once
 
+#include <chrono>
+
 #include "common/status.h"
 #include "console/store/audit_store.h"
 #include "console/store/command_store.h"
@@ -32,8 +34,10 @@ class Store : public IdentityStore,
  public:
   ~Store() override = default;
 
-  // A trivial query, for readiness.
-  virtual Status Ping() = 0;
+  // Readiness (/readyz): the database answers a read, and no write group has been running for
+  // `writer_stuck_after` or longer (a disk or database that stopped answering the writer
+  // while reads still answer). Does not wait for the writer.
+  virtual Status CheckReady(std::chrono::milliseconds writer_stuck_after) = 0;
   // The store's own series for /metrics (on PostgreSQL, its connections' reconnects).
   virtual void RenderMetrics(std::string& out) const = 0;
 };

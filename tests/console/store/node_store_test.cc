@@ -623,11 +623,7 @@ TEST_P(NodeStoreTest, ReadingSamplesDoesNotWaitForTheWriterAndSeesCommittedSampl
   Accept(SampleBatch(1, Every30s(seconds(0), seconds(90))), kT0 + minutes(2));
   CommitHeldDatabase* held = nullptr;
   store_.reset();
-  auto opened = database_->OpenStore([&](std::unique_ptr<sql::Database> inner) {
-    auto wrapper = std::make_unique<CommitHeldDatabase>(std::move(inner));
-    held = wrapper.get();
-    return wrapper;
-  });
+  auto opened = testing::OpenStoreWithHeldCommits(*database_, held);
   ASSERT_TRUE(opened.ok()) << opened.status().ToString();
   store_ = std::move(opened).value();
 

@@ -12,6 +12,8 @@
 
 #include "common/status.h"
 #include "console/store/sql/database.h"
+#include "console/store/sql_store.h"
+#include "store_database.h"
 
 namespace uplink::console::testing {
 
@@ -67,5 +69,16 @@ class CommitHeldDatabase : public sql::Database {
   std::promise<void>* reached_ = nullptr;  // set and taken on the writer's side only
   std::shared_future<void> release_;
 };
+
+// A store on `database` whose writer's connection is wrapped in a CommitHeldDatabase, set in
+// `held` (owned by the store).
+inline Result<std::unique_ptr<SqlStore>> OpenStoreWithHeldCommits(const TestDatabase& database,
+                                                                  CommitHeldDatabase*& held) {
+  return database.OpenStore([&](std::unique_ptr<sql::Database> inner) {
+    auto wrapper = std::make_unique<CommitHeldDatabase>(std::move(inner));
+    held = wrapper.get();
+    return wrapper;
+  });
+}
 
 }  // namespace uplink::console::testing
