@@ -230,7 +230,7 @@ Result<ConnectionRows> SqlStore::FindConnectionsByTokenPrefix(
     return ConnectionRows(std::make_shared<const std::vector<Connection>>(std::move(found)));
   }
   auto cached = [&]() -> ConnectionRows {
-    std::lock_guard cache(token_cache_mutex_);
+    std::lock_guard cache(credential_cache_mutex_);
     auto found = connections_by_token_prefix_.find(prefix);
     return found == connections_by_token_prefix_.end() ? nullptr : found->second;
   };
@@ -241,7 +241,7 @@ Result<ConnectionRows> SqlStore::FindConnectionsByTokenPrefix(
                           QueryConnections(*db_, sql.c_str(), prefix));
   auto connections = std::make_shared<const std::vector<Connection>>(std::move(found));
   if (caches_credentials_ && !connections->empty()) {
-    std::lock_guard cache(token_cache_mutex_);
+    std::lock_guard cache(credential_cache_mutex_);
     if (connections_by_token_prefix_.size() >= kMaxCachedPrefixes) {
       connections_by_token_prefix_.clear();
     }

@@ -317,10 +317,8 @@ void SqlStore::CommitGroup(const std::vector<PendingWrite*>& group) {
 }
 
 void SqlStore::ForgetCachedCredentials() {
-  {
-    std::lock_guard cache(token_cache_mutex_);
-    connections_by_token_prefix_.clear();
-  }
+  std::lock_guard cache(credential_cache_mutex_);
+  connections_by_token_prefix_.clear();
   settings_.reset();
 }
 

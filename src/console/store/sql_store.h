@@ -598,15 +598,16 @@ class SqlStore : public Store {
   // connection per caller at a time.
   sql::ConnectionPool lookups_;
   const std::shared_ptr<const sql::ReconnectGate> reconnect_gate_;
-  // Guards connections_by_token_prefix_ alone, so that a cached token is found without
-  // waiting for mutex_, which a write group holds through its COMMIT (an fsync on SQLite).
-  // Entries are added and removed only under mutex_ too (lock order: mutex_, then this):
-  // an entry added after a write emptied the cache was read after that write committed.
-  std::mutex token_cache_mutex_;
+  // Guards the credential caches (connections_by_token_prefix_, settings_) alone, so that an
+  // agent's token or the console's settings (read for every person's request) are found
+  // without waiting for mutex_, which a write group holds through its COMMIT (an fsync on
+  // SQLite). Entries are added and removed only under mutex_ too (lock order: mutex_, then
+  // this): an entry added after a write emptied the cache was read after that write committed.
+  std::mutex credential_cache_mutex_;
   std::unordered_map<std::string, ConnectionRows> connections_by_token_prefix_;
+  std::optional<ConsoleSettings> settings_;  // GetConsoleSettings' cache
   std::optional<WallTime> last_prune_;  // when PruneRecords last ran, under mutex_
   std::optional<WallTime> last_sample_maintenance_;  // when MaintainSamples last ran, under mutex_
-  std::optional<ConsoleSettings> settings_;  // GetConsoleSettings' cache, under mutex_
   SeriesIdCache series_ids_;  // node series ids between uploads (sql_samples.cc), under mutex_
 };
 

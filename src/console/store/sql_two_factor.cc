@@ -196,10 +196,18 @@ Result<ConsoleSettings> SqlStore::GetConsoleSettings() {
     return settings;
   };
   if (AuthenticatesOnLookups()) return read(*lookups_.Borrow());
+  auto cached = [&] {
+    std::lock_guard cache(credential_cache_mutex_);
+    return settings_;
+  };
+  if (auto hit = cached()) return *hit;
   std::lock_guard lock(mutex_);
-  if (settings_) return *settings_;
+  if (auto hit = cached()) return *hit;  // read by another caller meanwhile
   UPLINK_ASSIGN_OR_RETURN(ConsoleSettings settings, read(*db_));
-  if (caches_credentials_) settings_ = settings;
+  if (caches_credentials_) {
+    std::lock_guard cache(credential_cache_mutex_);
+    settings_ = settings;
+  }
   return settings;
 }
 

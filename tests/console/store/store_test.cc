@@ -5,6 +5,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <functional>
 #include <future>
 #include <latch>
 #include <memory>
@@ -217,43 +218,58 @@ class SqlStoreTest : public ::testing::TestWithParam<StoreEngine> {
     return store_->AcceptReport(kConnectionId, token_hash, report, at, ReportAudit());
   }
 
-  // Opens held_store_, a second store on the test database, and starts a report of
-  // kConnectionId on it in the background, caught in its COMMIT (as an fsync or a slow network
-  // holds one) until ReleaseHeldReport(): what may, and what must not, wait for the writer.
-  void HoldAReportInItsCommit() {
-    CreateConnection();
-    CommitHeldDatabase* held = nullptr;
-    auto opened = testing::OpenStoreWithHeldCommits(*database_, held);
+  // Opens held_store_, a second store on the test database, whose writer's COMMIT can be
+  // held: what may, and what must not, wait for the writer meanwhile.
+  void OpenHeldStore() {
+    auto opened = testing::OpenStoreWithHeldCommits(*database_, held_);
     ASSERT_TRUE(opened.ok()) << opened.status().ToString();
     held_store_ = std::move(opened).value();
+  }
+
+  // Starts `write` on held_store_ in the background, caught in its COMMIT (as an fsync or a
+  // slow network holds one) until ReleaseHeldWrite().
+  void HoldInItsCommit(std::function<Status(SqlStore&)> write) {
     std::promise<void> reached;
-    held->HoldNextCommit(&reached, release_.get_future().share());
-    held_report_ = std::async(std::launch::async, [this] {
-      return held_store_->AcceptReport(kConnectionId, kTokenHash, MakeReport("uid-a", 1), kT0,
-                                       ReportAudit());
-    });
+    held_->HoldNextCommit(&reached, release_.get_future().share());
+    held_write_ = std::async(std::launch::async,
+                             [this, write = std::move(write)] { return write(*held_store_); });
     if (reached.get_future().wait_for(std::chrono::seconds(60)) != std::future_status::ready) {
-      FAIL() << "the report never reached its COMMIT: " << ReleaseHeldReport().ToString();
+      FAIL() << "the write never reached its COMMIT: " << ReleaseHeldWrite().ToString();
     }
   }
 
-  // Lets the held COMMIT through; the report's outcome.
-  Status ReleaseHeldReport() {
+  // A connection, held_store_, and a first report of the connection held in its COMMIT.
+  void HoldAReportInItsCommit() {
+    CreateConnection();
+    ASSERT_NO_FATAL_FAILURE(OpenHeldStore());
+    ASSERT_NO_FATAL_FAILURE(HoldInItsCommit(ReportAt(kT0)));
+  }
+
+  static std::function<Status(SqlStore&)> ReportAt(WallTime at) {
+    return [at](SqlStore& store) {
+      return store.AcceptReport(kConnectionId, kTokenHash, MakeReport("uid-a", 1), at,
+                                ReportAudit());
+    };
+  }
+
+  // Lets the held COMMIT through; the write's outcome.
+  Status ReleaseHeldWrite() {
     if (!released_) release_.set_value();
     released_ = true;
-    return held_report_.get();
+    return held_write_.get();
   }
 
   void TearDown() override {
-    if (held_report_.valid()) (void)ReleaseHeldReport();
+    if (held_write_.valid()) (void)ReleaseHeldWrite();
   }
 
   std::optional<testing::TestDatabase> database_;
   std::unique_ptr<SqlStore> store_;
   std::unique_ptr<SqlStore> held_store_;
+  testing::CommitHeldDatabase* held_ = nullptr;  // held_store_'s writer's connection
   std::promise<void> release_;
   bool released_ = false;
-  std::future<Status> held_report_;
+  std::future<Status> held_write_;
 };
 
 // Checks of SQLite's own file.
@@ -815,7 +831,7 @@ TEST_P(SqlStoreTest, ReadinessDoesNotWaitForTheWriterButSeesItStuck) {
     uplink::testing::WaitFor([&] { return !(stuck = store.CheckReady(milliseconds(1))).ok(); },
                              seconds(10));
   }
-  Status reported = ReleaseHeldReport();
+  Status reported = ReleaseHeldWrite();
   ASSERT_TRUE(answered) << "the readiness probe waited for the write group's COMMIT";
   EXPECT_TRUE(ready.ok()) << ready.ToString();
   EXPECT_EQ(stuck.code(), StatusCode::kUnavailable) << stuck.ToString();
@@ -825,6 +841,26 @@ TEST_P(SqlStoreTest, ReadinessDoesNotWaitForTheWriterButSeesItStuck) {
   ASSERT_TRUE(reported.ok()) << reported.ToString();
   ready = store.CheckReady(milliseconds(1));  // no group in progress
   EXPECT_TRUE(ready.ok()) << ready.ToString();
+}
+
+// Every person's request reads the console's settings (is two-factor sign-in required?): on
+// SQLite from the cache, without waiting for the writer's group in flight; on PostgreSQL on a
+// lookup connection.
+TEST_P(SqlStoreTest, ConsoleSettingsAreReadWithoutWaitingForTheWriter) {
+  CreateConnection();
+  ASSERT_NO_FATAL_FAILURE(OpenHeldStore());
+  ASSERT_TRUE(ReportAt(kT0)(*held_store_).ok());        // binds the cluster: caches emptied
+  ASSERT_TRUE(held_store_->GetConsoleSettings().ok());  // and filled again
+  ASSERT_NO_FATAL_FAILURE(HoldInItsCommit(ReportAt(kT0 + seconds(1))));
+  auto settings = std::async(std::launch::async, [&] { return held_store_->GetConsoleSettings(); });
+  // Not a timing bound: a read that waited for the writer would wait here for good.
+  const bool answered = settings.wait_for(seconds(60)) == std::future_status::ready;
+  Status reported = ReleaseHeldWrite();
+  ASSERT_TRUE(answered) << "reading the settings waited for the write group's COMMIT";
+  auto read = settings.get();
+  ASSERT_TRUE(read.ok()) << read.status().ToString();
+  EXPECT_FALSE(read->require_two_factor);
+  EXPECT_TRUE(reported.ok()) << reported.ToString();
 }
 
 // Reads of committed rows (every connection on each /metrics scrape; a person's
@@ -855,7 +891,7 @@ TEST_P(SqlStoreTest, ReadsOfCommittedRowsDoNotWaitForTheWriter) {
   });
   // Not a timing bound: a read that waited for the writer would wait here for good.
   const bool answered = reads.wait_for(seconds(60)) == std::future_status::ready;
-  Status reported = ReleaseHeldReport();
+  Status reported = ReleaseHeldWrite();
   EXPECT_TRUE(answered) << "a read of committed rows waited for the write group's COMMIT";
   Reads r = reads.get();
   ASSERT_TRUE(r.all.ok()) << r.all.status().ToString();
