@@ -23,7 +23,10 @@
 //   5. capacity   the polls closed; authenticated gzip uploads (a new sequence each, so every
 //                 one is stored) as fast as --closed-loop connections get answers, for
 //                 --saturate: uploads per second per console core.
-//   6. floor      nginx-light pinned to the same core, one worker, answering 204 to the same
+//   6. console's floor  the same console answering `GET /healthz` (no body, no store, no
+//                 authentication) in the same closed loop: what its HTTP stack costs alone, so
+//                 that the upload's own work shows apart from it.
+//   7. floor      nginx-light pinned to the same core, one worker, answering 204 to the same
 //                 upload requests from the same generator: its requests per second per core.
 //
 // The machine it was made for has 2 cores and a hard limit of 20,000 open files per process:
@@ -1005,7 +1008,19 @@ int Run(const Options& options) {
               console_per_core, capacity.generator_cores, capacity.tally.QuantileMs(0.5),
               capacity.tally.QuantileMs(0.99), capacity.tally.Failures().c_str());
 
-  // 6. The floor: nginx answering the same requests.
+  // 6. The console's own floor: its HTTP stack answering a request that does no work.
+  const auto healthz = std::make_shared<const std::string>(
+      "GET /healthz HTTP/1.1\r\nHost: " + target->host + "\r\n\r\n");
+  ClosedLoop stack = RunClosedLoop(*target, console->pid(), options.closed_loop, options.saturate,
+                                   [&] { return healthz; });
+  const double stack_per_core = stack.requests_per_second / std::max(stack.server_cores, 1e-9);
+  std::printf(
+      "  console's floor: GET /healthz %.0f requests/s, console CPU %.2f cores (%.0f per core), "
+      "generator %.2f; an upload costs the console %.1fx a /healthz; failed: %s\n",
+      stack.requests_per_second, stack.server_cores, stack_per_core, stack.generator_cores,
+      stack_per_core / std::max(console_per_core, 1e-9), stack.tally.Failures().c_str());
+
+  // 7. The floor: nginx answering the same requests.
   std::optional<ClosedLoop> floor;
   if (options.nginx && Nginx::Installed()) {
     std::vector<std::shared_ptr<const std::string>> ring;
@@ -1035,22 +1050,26 @@ int Run(const Options& options) {
 
   const double memory = with_polls ? with_polls->rss_bytes : 0;
   std::string ratio = "no nginx";
+  std::string stack_ratio;
   if (floor) {
     const double nginx_per_core = floor->requests_per_second / std::max(floor->server_cores, 1e-9);
     char text[64];
     std::snprintf(text, sizeof(text), "%.3fx nginx's %.0f/s", console_per_core / nginx_per_core,
                   nginx_per_core);
     ratio = text;
+    std::snprintf(text, sizeof(text), "; the console's GET /healthz %.0f/s per core = %.3fx nginx",
+                  stack_per_core, stack_per_core / nginx_per_core);
+    stack_ratio = text;
   }
   // SQLite's line is `load:`, the issue's; PostgreSQL's says so, so that both read side by side.
   const std::string label = options.store == "sqlite" ? "load" : "load (postgres)";
   std::printf(
       "%s: %d agents; console %.0f authenticated gzip uploads/s per core = %s (aim "
       ">= 0.5x); upload p50 %.1f ms p99 %.1f ms at %.0f/s (aim p99 < 50 ms); %.0f long "
-      "polls held in %s of console RSS (aim < 1 GiB), %d open connections\n",
+      "polls held in %s of console RSS (aim < 1 GiB), %d open connections%s\n",
       label.c_str(), agents_count, console_per_core, ratio.c_str(), upload_p50, upload_p99,
       static_cast<double>(uploads.ok) / sustain_seconds, held, Mib(memory).c_str(),
-      std::max(peak.sockets, with_polls ? with_polls->sockets : -1));
+      std::max(peak.sockets, with_polls ? with_polls->sockets : -1), stack_ratio.c_str());
 
   if (options.smoke) {
     // Checks, not aims: every request answered as the protocol says, and counted by the console.
@@ -1078,6 +1097,9 @@ int Run(const Options& options) {
     }
     if (capacity.tally.ok == 0 || capacity.tally.failed() > 0) {
       problems.push_back("capacity: " + capacity.tally.Failures());
+    }
+    if (stack.tally.ok == 0 || stack.tally.failed() > 0) {
+      problems.push_back("console's floor: " + stack.tally.Failures());
     }
     if (floor && (floor->tally.ok == 0 || floor->tally.failed() > 0)) {
       problems.push_back("nginx: " + floor->tally.Failures());
