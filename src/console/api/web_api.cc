@@ -11,8 +11,10 @@ WebApi::WebApi(const ApiContext& context, AccountsApi& accounts)
     : ApiArea(context), accounts_(accounts) {}
 
 void WebApi::Register(Routes& routes) {
-  routes.PublicRoute("POST", "/api/v1/web/sign-in",
-                     [this](const net::Request& request) { return WebSignIn(request); });
+  // It hashes as the API's sign-in does: on the hasher's threads, never an HTTP thread.
+  routes.PublicRoute(
+      "POST", "/api/v1/web/sign-in",
+      [this](const net::Request& request) { return WebSignIn(request); }, Work::kHashesPassword);
   routes.UserRoute("GET", "/api/v1/web/session", Access::kAnyUser,
                    [this](const net::Request&, const net::PathParams&,
                           const RequestContext& caller) { return WebSession(caller); });

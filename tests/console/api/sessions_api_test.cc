@@ -81,6 +81,14 @@ TEST_F(SessionsApiTest, ABurstOfSignInsBeyondTheHashQueueIsAnsweredBusyAndOthers
   EXPECT_EQ(ErrorCode(busy), "busy");
   EXPECT_EQ(busy.headers.Get("Retry-After"), "1");
   EXPECT_EQ(ConfirmReply(admin_key_, kPassword).status, 503) << "every route that hashes";
+  // The web console's sign-in too: until 2026-12-04 it hashed on the HTTP thread, so a burst
+  // of them held every HTTP thread, agents' calls included.
+  net::Response web_busy =
+      Send("POST", "/api/v1/web/sign-in", "",
+           ToJson(json::object{{"email", "alice@example.com"}, {"password", kPassword}}));
+  EXPECT_EQ(web_busy.status, 503) << web_busy.body;
+  EXPECT_EQ(ErrorCode(web_busy), "busy");
+  EXPECT_EQ(web_busy.headers.Get("Retry-After"), "1");
   // What does not hash is answered meanwhile.
   EXPECT_EQ(AsAdmin("GET", "/api/v1/me").status, 200);
 
