@@ -66,6 +66,8 @@ class FileSystem {
   virtual Status CreateDir(const std::string& path) = 0;
   // Names (not paths) of the directory's entries, without "." and "..".
   virtual Result<std::vector<std::string>> ListDir(const std::string& dir) = 0;
+  // The size of a regular file; FailedPrecondition for anything else at `path` (a directory,
+  // a link, which is not followed).
   virtual Result<std::uint64_t> FileSize(const std::string& path) = 0;
   virtual Result<std::unique_ptr<ReadableFile>> OpenReadable(const std::string& path) = 0;
   // Opens for reading and writing in place, creating the file (empty) if missing.

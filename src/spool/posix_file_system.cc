@@ -56,8 +56,11 @@ class Descriptor {
   int fd_;
 };
 
+// O_NOFOLLOW: every file is the spool's own; a link in its place is damage, not a redirection
+// (an open that follows it could create or write a file elsewhere).
 Result<int> OpenFile(const std::string& path, int flags) {
-  int fd = RetryOnInterrupt([&] { return ::open(path.c_str(), flags | O_CLOEXEC, 0600); });
+  int fd =
+      RetryOnInterrupt([&] { return ::open(path.c_str(), flags | O_CLOEXEC | O_NOFOLLOW, 0600); });
   if (fd < 0) return PosixError("open", path, errno);
   return fd;
 }
@@ -203,7 +206,8 @@ class PosixFileSystemImpl final : public FileSystem {
 
   Result<std::uint64_t> FileSize(const std::string& path) override {
     struct stat st {};
-    if (::stat(path.c_str(), &st) != 0) return PosixError("stat", path, errno);
+    if (::lstat(path.c_str(), &st) != 0) return PosixError("stat", path, errno);
+    if (!S_ISREG(st.st_mode)) return FailedPreconditionError(path + " is not a regular file");
     return static_cast<std::uint64_t>(st.st_size);
   }
 

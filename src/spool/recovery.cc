@@ -57,9 +57,18 @@ Status Spool::Impl::Recover() {
   std::sort(files.begin(), files.end(),
             [](const SegmentFile& a, const SegmentFile& b) { return a.first < b.first; });
   std::deque<Segment> found;
+  std::optional<Segment> newest_ignored;
   for (const SegmentFile& file : files) {
     Segment segment{.first = file.first, .recycled = file.recycled};
     Result<std::uint64_t> size = fs.FileSize(SegmentPath(segment));
+    if (!size.ok() && size.status().code() == StatusCode::kFailedPrecondition) {
+      // Not something the spool wrote (a directory, a link): what it holds is not read, and
+      // the segments after it are not held back by it.
+      SpoolLog().Error("ignoring an entry named like a spool segment that is not a regular file",
+                       {{"dir", dir}, {"entry", segment.name()}, {"error", size.status()}});
+      newest_ignored = segment;
+      continue;
+    }
     if (!size.ok()) return size.status().WithContext("opening the spool");
     segment.size = segment.readable_end = segment.allocated = *size;
     if (!found.empty() && found.back().first == segment.first) {
@@ -69,6 +78,15 @@ Status Spool::Impl::Recover() {
       continue;
     }
     found.push_back(segment);
+  }
+  if (newest_ignored && (found.empty() || newest_ignored->first > found.back().first)) {
+    // In the newest segment's place, it may have held the last numbers handed out; going on
+    // without them could hand them out again, and a console that acknowledged them before
+    // would take new records for duplicates.
+    return FailedPreconditionError(
+        "opening the spool: " + SegmentPath(*newest_ignored) +
+        " is in the newest segment's place but is not a regular file; remove it to go on "
+        "without what it held");
   }
 
   MutexLock io(&io_mu);

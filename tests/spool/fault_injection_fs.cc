@@ -235,6 +235,9 @@ Result<std::uint64_t> MemoryFileSystem::FileSize(const std::string& path) {
   std::lock_guard lock(mutex_);
   UPLINK_RETURN_IF_ERROR(PowerCheck(path, "stat"));
   auto node = Find(path);
+  if (!node && dirs_.count(path) > 0) {
+    return FailedPreconditionError(path + " is not a regular file");
+  }
   if (!node) return Error("stat", path, ENOENT);
   return static_cast<std::uint64_t>(node->current.size());
 }

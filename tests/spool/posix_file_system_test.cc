@@ -9,6 +9,7 @@
 #include <filesystem>
 
 #include "spool/file_system.h"
+#include "spool/filename.h"
 #include "spool/spool.h"
 #include "support/process.h"
 
@@ -254,6 +255,59 @@ TEST(PosixFileSystem, CarriesASpoolAcrossARestart) {
   EXPECT_EQ(records->front().sequence, 21u);
   EXPECT_EQ(records->back().payload, "record 50");
   EXPECT_EQ(*(*spool)->Append("record 51"), 51u);
+}
+
+// An entry named like a segment that the spool did not write (a link, a directory) is not
+// followed or read, and does not hold back the segments after it; in the newest segment's
+// place it stops Open with a message that names it, since the numbers it held are unknown.
+TEST(PosixFileSystem, ASpoolOpensPastEntriesThatAreNotRegularFiles) {
+  TempDir dir;
+  FakeClock clock;
+  const std::string spool_dir = dir.File("spool");
+  SpoolOptions options;
+  options.segment_bytes = 16 << 10;
+  options.max_bytes = 1 << 20;
+  {
+    auto spool = Spool::Open(PosixFileSystem(), spool_dir, options, clock);
+    ASSERT_TRUE(spool.ok()) << spool.status().ToString();
+    for (int i = 1; i <= 300; ++i) ASSERT_TRUE((*spool)->Append(std::string(200, 'r')).ok());
+  }
+  std::vector<SegmentFile> segments;
+  for (const auto& entry : std::filesystem::directory_iterator(spool_dir)) {
+    if (auto file = ParseSegmentFileName(entry.path().filename().string())) {
+      segments.push_back(*file);
+    }
+  }
+  std::sort(segments.begin(), segments.end(),
+            [](const SegmentFile& a, const SegmentFile& b) { return a.first < b.first; });
+  ASSERT_GE(segments.size(), 3u);
+  const std::string oldest = spool_dir + "/" + SegmentFileName(1, segments[0].recycled);
+  ASSERT_EQ(segments[0].first, 1u);
+  std::filesystem::remove(oldest);
+  std::filesystem::create_symlink(dir.File("nowhere"), oldest);
+  std::filesystem::create_directory(spool_dir + "/" + SegmentFileName(2, false));
+
+  {
+    auto spool = Spool::Open(PosixFileSystem(), spool_dir, options, clock);
+    ASSERT_TRUE(spool.ok()) << spool.status().ToString();
+    auto records = (*spool)->Read(1 << 20, 1000);
+    ASSERT_TRUE(records.ok()) << records.status().ToString();
+    ASSERT_FALSE(records->empty());
+    EXPECT_EQ(records->front().sequence, segments[1].first);
+    EXPECT_EQ(records->back().sequence, 300u);
+    EXPECT_EQ(records->size(), 300u - segments[1].first + 1);
+    EXPECT_EQ(*(*spool)->Append("after"), 301u);
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir.File("nowhere"))) << "the link was followed";
+
+  const SegmentFile& newest = segments.back();
+  const std::string newest_path = spool_dir + "/" + SegmentFileName(newest.first, newest.recycled);
+  std::filesystem::remove(newest_path);
+  std::filesystem::create_symlink(dir.File("nowhere"), newest_path);
+  auto refused = Spool::Open(PosixFileSystem(), spool_dir, options, clock);
+  EXPECT_EQ(refused.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(refused.status().message().find("is not a regular file"), std::string::npos)
+      << refused.status().ToString();
 }
 
 }  // namespace
