@@ -772,7 +772,9 @@ class Parser {
   }
 
   // TYPE[,TYPE...] [NAME...] or TYPE/NAME...: get and describe.
-  Status CheckTypesAndNames(bool& all_cluster_scoped, bool& reads_nodes) {
+  // `namespaces_named`: set when namespaces are read, to the names given for them (none: all).
+  Status CheckTypesAndNames(bool& all_cluster_scoped, bool& reads_nodes,
+                            std::optional<std::vector<std::string>>& namespaces_named) {
     if (arguments_.empty()) {
       return Refuse("kubectl " + command_.verb + " needs a resource type");
     }
@@ -784,8 +786,12 @@ class Parser {
         return;
       }
       Reads(*resolved.type);
+      // The usage figures of pods or nodes, as `top` reads them: what a rule on pods or
+      // nodes should match, as it matches `top`.
+      if (resolved.type->group == "metrics.k8s.io") Reads(std::string(resolved.type->plural));
       if (resolved.type->namespaced) all_cluster_scoped = false;
       if (resolved.type->plural == "nodes") reads_nodes = true;
+      if (resolved.type->plural == "namespaces" && !namespaces_named) namespaces_named.emplace();
     };
     const bool name_form = arguments_.front().find('/') != std::string::npos;
     if (name_form) {
@@ -804,6 +810,7 @@ class Parser {
         if (resolved.type == nullptr) return Refuse("'all' cannot take a name");
         UPLINK_RETURN_IF_ERROR(CheckName(name));
         add(resolved);
+        if (resolved.type->plural == "namespaces") namespaces_named->emplace_back(name);
       }
       return Status::Ok();
     }
@@ -820,8 +827,27 @@ class Parser {
         return Refuse("a TYPE/NAME argument cannot follow a resource type");
       }
       UPLINK_RETURN_IF_ERROR(CheckName(arguments_[i]));
+      if (namespaces_named) namespaces_named->push_back(arguments_[i]);
     }
     return Status::Ok();
+  }
+
+  // describe namespace lists the ResourceQuotas and LimitRanges inside each namespace it
+  // describes: reads within those namespaces, which the connection's scope must hold.
+  void DescribesNamespaces(bool only_cluster_types, const std::vector<std::string>& names) {
+    Reads("resourcequotas");
+    Reads("limitranges");
+    command_.cluster_scoped = false;
+    if (command_.all_namespaces) return;
+    // One namespace, and nothing else namespaced read outside it (-n, or kubectl's default).
+    const bool one_namespace =
+        names.size() == 1 &&
+        (only_cluster_types || command_.namespace_name.value_or("default") == names.front());
+    if (one_namespace) {
+      command_.namespace_name = names.front();
+    } else {
+      command_.all_namespaces = true;
+    }
   }
 
   // POD [CONTAINER], TYPE/NAME [CONTAINER], or nothing with -l.
@@ -857,7 +883,8 @@ class Parser {
       case Verb::kGet:
       case Verb::kDescribe: {
         bool cluster_scoped = false, reads_nodes = false;
-        UPLINK_RETURN_IF_ERROR(CheckTypesAndNames(cluster_scoped, reads_nodes));
+        std::optional<std::vector<std::string>> namespaces_named;
+        UPLINK_RETURN_IF_ERROR(CheckTypesAndNames(cluster_scoped, reads_nodes, namespaces_named));
         command_.cluster_scoped = cluster_scoped;
         if (*verb_ == Verb::kDescribe) {
           Reads("events");
@@ -867,6 +894,7 @@ class Parser {
             command_.all_namespaces = true;
             command_.cluster_scoped = false;
           }
+          if (namespaces_named) DescribesNamespaces(cluster_scoped, *namespaces_named);
         }
         return Status::Ok();
       }

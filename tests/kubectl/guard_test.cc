@@ -333,6 +333,30 @@ TEST(NamespaceScope, ClusterScopedReadsNeedOnlyAChosenScope) {
   EXPECT_FALSE(CheckNamespaceScope(Command({"kubectl", "get", "pods", "-n", "team-a"}), none).ok());
 }
 
+// describe namespace lists the ResourceQuotas and LimitRanges inside the namespace it
+// describes: until 2026-12-04 it passed as cluster-scoped, so a connection scoped to team-a
+// read kube-system's quotas.
+TEST(NamespaceScope, DescribingANamespaceReadsWithinIt) {
+  Scope team_a = std::vector<std::string>{"team-a"};
+  EXPECT_TRUE(CheckNamespaceScope(Command({"kubectl", "describe", "ns", "team-a"}), team_a).ok());
+  EXPECT_TRUE(CheckNamespaceScope(
+                  Command({"kubectl", "describe", "namespace/team-a", "-n", "kube-system"}), team_a)
+                  .ok());
+  for (const Argv& argv :
+       std::vector<Argv>{{"kubectl", "describe", "ns", "kube-system"},
+                         {"kubectl", "describe", "namespaces"},
+                         {"kubectl", "describe", "ns", "team-a", "kube-system"},
+                         {"kubectl", "describe", "ns/kube-system", "-n", "team-a"},
+                         {"kubectl", "describe", "ns,pods", "team-a", "-n", "kube-system"}}) {
+    EXPECT_FALSE(CheckNamespaceScope(Command(argv), team_a).ok()) << argv[2] << " " << argv[3];
+    EXPECT_FALSE(CheckNamespaceScope(Command(argv), std::nullopt).ok())
+        << "before namespaces are chosen: " << argv[2] << " " << argv[3];
+  }
+  EXPECT_TRUE(CheckNamespaceScope(Command({"kubectl", "describe", "namespaces"}),
+                                  Scope(std::vector<std::string>{"*"}))
+                  .ok());
+}
+
 // cluster-info prints the API server's address and the cluster's own add-on Services: a
 // fact about the cluster, allowed whatever the scope.
 TEST(NamespaceScope, ClusterInfoIsAClusterScopedRead) {
