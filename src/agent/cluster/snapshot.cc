@@ -45,7 +45,8 @@ std::vector<std::string_view> SplitOn(std::string_view text, char separator) {
   }
 }
 
-// The namespaces the plan lists pods in: nullopt for all (-A), else the -n values.
+// The namespaces the plan lists pods in: nullopt for all (-A), else the -n values, `default`
+// for a command without one (as kubectl reads it: never widened to every namespace).
 std::optional<std::vector<std::optional<std::string>>> PodNamespaces(const ClusterPlan& plan) {
   std::vector<std::optional<std::string>> namespaces;
   for (const PlanCommand& command : plan.commands) {
@@ -56,9 +57,9 @@ std::optional<std::vector<std::optional<std::string>>> PodNamespaces(const Clust
       continue;
     }
     if (parsed->all_namespaces) return std::nullopt;
-    if (std::find(namespaces.begin(), namespaces.end(), parsed->namespace_name) ==
-        namespaces.end()) {
-      namespaces.push_back(parsed->namespace_name);
+    const std::optional<std::string> listed = parsed->namespace_name.value_or("default");
+    if (std::find(namespaces.begin(), namespaces.end(), listed) == namespaces.end()) {
+      namespaces.push_back(listed);
     }
   }
   return namespaces;

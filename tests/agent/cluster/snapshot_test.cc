@@ -251,6 +251,23 @@ TEST_F(SnapshotTest, WithoutPodListingsInThePlanNoPodIsLookedAt) {
   }
 }
 
+// A plan's `get pods` without -n lists `default`, as kubectl reads it: failing pods are looked
+// for there, not in every namespace (the stand-in answers only -A with ml's failing pod).
+TEST_F(SnapshotTest, FailingPodsAreLookedForInThePlansNamespacesOnly) {
+  DeclareClusterMetrics(registry_);
+  SnapshotCollector collector(*runner_, clock_, registry_);
+  ClusterPlan plan;
+  plan.commands = {{"pods", {"kubectl", "get", "pods"}}};
+  plan.failing_pod_logs = FailingPodLogs{};
+  const json::object snapshot = Encoded(collector.Collect(plan));
+  ASSERT_NE(ResultNamed(snapshot, "pods"), nullptr);
+  EXPECT_EQ(ResultNamed(snapshot, "logs/ml/trainer-0"), nullptr)
+      << "the query was widened to every namespace";
+
+  plan.commands = {{"pods", {"kubectl", "get", "pods", "-A"}}};
+  EXPECT_NE(ResultNamed(Encoded(collector.Collect(plan)), "logs/ml/trainer-0"), nullptr);
+}
+
 TEST_F(SnapshotTest, ACancelledCycleStopsBeforeTheNextCommand) {
   DeclareClusterMetrics(registry_);
   SnapshotCollector collector(*runner_, clock_, registry_);
