@@ -59,6 +59,37 @@ bool Reader::Refill() {
   return !read->empty();
 }
 
+bool HoldsFragmentIn(const ReadableFile& file, std::uint64_t from, std::uint64_t to,
+                     std::uint64_t min_sequence, std::uint64_t max_sequence) {
+  std::unique_ptr<char[]> block(new char[kBlockSize]);
+  // Fragments never cross a block, so each block is searched alone.
+  for (std::uint64_t block_start = from - from % kBlockSize; block_start < to;
+       block_start += kBlockSize) {
+    Result<std::string_view> read = file.Read(
+        block_start, static_cast<size_t>(std::min<std::uint64_t>(kBlockSize, to - block_start)),
+        block.get());
+    if (!read.ok()) return false;
+    const std::string_view bytes = *read;
+    const size_t first = block_start < from ? static_cast<size_t>(from - block_start) : 0;
+    for (size_t at = first; at + kHeaderSize <= bytes.size(); ++at) {
+      const char* header = bytes.data() + at;
+      // The cheap tests first: a checksum is computed only where the rest already fits.
+      const std::uint64_t sequence = GetFixed64(header + 7);
+      if (sequence < min_sequence || sequence > max_sequence) continue;
+      const auto type = static_cast<std::uint8_t>(header[6]);
+      if (type == kZeroType || type > kMaxRecordType) continue;
+      const size_t length = GetFixed16(header + 4);
+      if (at + kHeaderSize + length > bytes.size()) continue;
+      if (crc32c::Unmask(GetFixed32(header)) ==
+          crc32c::Value(std::string_view(header + 6, 1 + 8 + length))) {
+        return true;
+      }
+    }
+    if (bytes.size() < kBlockSize) return false;
+  }
+  return false;
+}
+
 bool Reader::ReadRecord(LogRecord* record) {
   while (!stale_) {
     const std::uint64_t block_end = block_start_ + kBlockSize;

@@ -37,6 +37,13 @@ class Reporter {
   virtual void Corruption(std::uint64_t offset, std::uint64_t bytes, std::string_view reason) = 0;
 };
 
+// Whether an intact fragment (its checksum right, its type known) with a sequence in
+// [min_sequence, max_sequence] starts anywhere in [from, to) of `file`, whatever lies around
+// it: what tells records written after damage from the remains of a torn write, which only
+// the last write leaves. A read error counts as none found.
+bool HoldsFragmentIn(const ReadableFile& file, std::uint64_t from, std::uint64_t to,
+                     std::uint64_t min_sequence, std::uint64_t max_sequence);
+
 class Reader {
  public:
   // Starts at `start_offset`, which must be 0 or the end offset of a record. `reporter` may

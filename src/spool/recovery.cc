@@ -232,16 +232,22 @@ Status Spool::Impl::RecoverNewestSegment() {
     damage.Mark();
   }
   const std::uint64_t tail = newest.size - intact_end;
-  // In a recycled file, what follows the last intact record is the previous use's data
-  // (cut or garbled at the boundary): it is always treated as the end.
-  const bool stale_tail = newest.recycled;
-  const bool damaged_tail = damage.total > damage.marked_total && !stale_tail &&
-                            !AllZero(**file, intact_end, newest.size);
-  file->reset();
   // The sequences the bytes after the last intact record could hold, none of which may be
   // handed out again when they cannot be cut off.
-  const std::uint64_t past_tail =
-      std::max(highest, newest.first - 1) + 1 + tail / kRecordOverhead;
+  const std::uint64_t after_intact = std::max(highest, newest.first - 1) + 1;
+  const std::uint64_t past_tail = after_intact + tail / kRecordOverhead;
+  // An intact fragment of a later record past them: the end was damaged after those records
+  // were written (a torn write is the last write, so nothing of this use follows it), and
+  // they may have been acknowledged. Until 2026-12-04 such a tail was cut off when the
+  // reader took the damage for a record cut short, and its sequences were handed out again.
+  const bool later_records = tail > 0 && framing::HoldsFragmentIn(**file, intact_end, newest.size,
+                                                                  after_intact, past_tail);
+  // Otherwise, in a recycled file, what follows the last intact record is the previous use's
+  // data (cut or garbled at the boundary): it is treated as the end.
+  const bool stale_tail = newest.recycled && !later_records;
+  const bool damaged_tail = later_records || (damage.total > damage.marked_total && !stale_tail &&
+                                              !AllZero(**file, intact_end, newest.size));
+  file->reset();
   {
     MutexLock guard(&mu);
     next_sequence = std::max({newest.first, consumed + 1, highest + 1});
@@ -252,7 +258,8 @@ Status Spool::Impl::RecoverNewestSegment() {
           {{"dir", dir},
            {"segment", newest.name()},
            {"damaged_bytes", tail},
-           {"reason", damage.reason_since_mark},
+           {"reason", damage.reason_since_mark.empty() ? "intact records follow a record cut short"
+                                                       : damage.reason_since_mark},
            {"next_sequence", std::max(next_sequence, past_tail)}});
       next_sequence = std::max(next_sequence, past_tail);
       AbandonNewestSegment();

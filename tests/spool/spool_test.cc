@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <condition_variable>
@@ -17,6 +18,7 @@
 
 #include "spool/fault_injection_fs.h"
 #include "spool/log_format.h"
+#include "spool/record.h"
 #include "spool/spool_impl.h"
 
 namespace uplink::spool {
@@ -435,6 +437,59 @@ TEST_F(SpoolTest, DamageInARecycledSegmentIsSkippedAndCountedLikeAnywhereElse) {
   for (const SpoolRecord& record : records) EXPECT_GT(record.sequence, 400u);
   ASSERT_TRUE(spool->Consume(800).ok());
   EXPECT_EQ(spool->Stats().losses.corrupt.records, lost);
+}
+
+// Damage amid the newest segment's records, with intact records after it, is damage, not a
+// torn write (the last write, which nothing follows): the records after it may have been
+// acknowledged, so their sequences are never handed out again. Until 2026-12-04 a recycled
+// newest segment was cut at the damage, and so was a fresh one whose damage was a length
+// running past the file's end, and the next appends took those sequences again.
+TEST_F(SpoolTest, DamageAmidTheNewestRecycledSegmentHandsNoneOfItsSequencesOutAgain) {
+  auto spool = Open();
+  ASSERT_NE(spool, nullptr);
+  AppendRange(*spool, 1, 400);
+  ASSERT_TRUE(spool->Consume(400).ok());
+  AppendRange(*spool, 401, 420);
+  const size_t newest = SegmentFiles().size() - 1;
+  ASSERT_TRUE(SegmentFiles().at(newest).ends_with(".rseg"));
+  const std::uint64_t first = std::stoull(SegmentFiles().at(newest).substr(0, 20));
+  ASSERT_LT(first, 410u);
+  spool.reset();
+  // Inside record 410's payload (100 bytes each, after their framing).
+  ASSERT_TRUE(fs.FlipBit(SegmentPath(newest),
+                         (410 - first) * (kRecordOverhead + 100) + kRecordOverhead + 50));
+  spool = Open();
+  ASSERT_NE(spool, nullptr);
+  auto next = spool->Append(Payload(421, 100));
+  ASSERT_TRUE(next.ok()) << next.status().ToString();
+  EXPECT_GT(*next, 420u);
+  const std::vector<std::uint64_t> read = Sequences(ReadAll(*spool));
+  ASSERT_FALSE(read.empty());
+  EXPECT_EQ(std::vector<std::uint64_t>(read.begin(), read.begin() + 9), Range(401, 409));
+  EXPECT_EQ(read.back(), *next);
+  EXPECT_EQ(std::count(read.begin(), read.end(), 410u), 0);
+  EXPECT_TRUE(std::is_sorted(read.begin(), read.end()));
+  ASSERT_TRUE(spool->Consume(*next).ok());
+  EXPECT_GT(spool->Stats().losses.corrupt.records, 0u);
+}
+
+TEST_F(SpoolTest, ALengthRunningPastTheEndAmidTheNewestSegmentHandsNoneOfItsSequencesOutAgain) {
+  auto spool = Open();
+  ASSERT_NE(spool, nullptr);
+  AppendRange(*spool, 1, 10);
+  spool.reset();
+  // Record 5's fragment length, inside its block but past the file's end.
+  const std::uint64_t record_5 = 4 * (kRecordOverhead + 100);
+  ASSERT_TRUE(fs.OverwriteStored(SegmentPath(0), record_5 + 4, std::string("\x20\x4e", 2)));
+  spool = Open();
+  ASSERT_NE(spool, nullptr);
+  auto next = spool->Append(Payload(11, 100));
+  ASSERT_TRUE(next.ok()) << next.status().ToString();
+  EXPECT_GT(*next, 10u);
+  const std::vector<std::uint64_t> read = Sequences(ReadAll(*spool));
+  ASSERT_GE(read.size(), 5u);
+  EXPECT_EQ(std::vector<std::uint64_t>(read.begin(), read.begin() + 4), Range(1, 4));
+  EXPECT_EQ(read.back(), *next);
 }
 
 TEST_F(SpoolTest, LostStateDiscardsTheFilesKeptForReuse) {
