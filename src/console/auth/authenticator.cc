@@ -3,6 +3,7 @@
 #include "console/auth/credentials.h"
 #include "console/auth/web_session.h"
 #include "console/replies.h"
+#include "net/websocket.h"
 
 namespace uplink::console {
 namespace {
@@ -114,6 +115,16 @@ UserAuthentication Authenticator::AuthenticateCookie(const net::Request& request
   UserAuthentication authentication = AuthenticateSession(token, request.remote_address);
   auto* caller = std::get_if<RequestContext>(&authentication);
   if (!caller) return authentication;
+  // A browser sends the cookie with a WebSocket handshake from any page of the same site and
+  // no CSRF header can ride along; the web console opens none, and the SSH relay's clients
+  // (uplink ssh) send a bearer token.
+  if (net::IsWebSocketUpgrade(request)) {
+    guard_.Refused({kSessionKindName, "cookie_websocket", request.remote_address,
+                    caller->credential_prefix, "", false});
+    return ErrorResponse(403, "cookie_websocket",
+                         "the web console's session cookie does not open WebSockets; send a "
+                         "bearer token (\"uplink ssh\" does)");
+  }
   if (IsStateChanging(request.method)) {
     std::optional<std::string_view> presented = request.headers.Get(kCsrfHeaderName);
     if (!presented || !CsrfTokenMatches(token, *presented)) {

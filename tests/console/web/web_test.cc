@@ -230,6 +230,35 @@ TEST_F(WebSessionTest, ABearerHeaderWinsOverTheCookie) {
   EXPECT_EQ(response.status, 201) << response.body;
 }
 
+// A browser sends the cookie with a WebSocket handshake from any page of the same site, and
+// no CSRF header can ride along: the cookie opens none (the SSH relay's clients send a bearer).
+TEST_F(WebSessionTest, TheCookieOpensNoWebSocket) {
+  WebSession web = SignInAsAdmin();
+  auto handshake = [&](const std::string& cookie, const std::string& bearer) {
+    net::Request request;
+    request.method = "GET";
+    request.target = "/api/v1/reservations/res_0123456789abcdef/ssh/connect";
+    request.headers.Set("Upgrade", "websocket");
+    request.headers.Set("Connection", "Upgrade");
+    request.headers.Set("Sec-WebSocket-Version", "13");
+    request.headers.Set("Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ==");
+    request.headers.Set("Sec-WebSocket-Protocol", "uplink.ssh-client.v1");
+    request.headers.Set("Origin", "https://sibling.example.com");
+    if (!cookie.empty()) request.headers.Set("Cookie", cookie);
+    if (!bearer.empty()) request.headers.Set("Authorization", "Bearer " + bearer);
+    request.remote_address = kClientAddress;
+    return testing::Call(api_->router(), std::move(request));
+  };
+  net::Response refused = handshake(web.cookie, "");
+  EXPECT_EQ(refused.status, 403) << refused.body;
+  EXPECT_EQ(ErrorCode(refused), "cookie_websocket");
+  net::Response bearer = handshake("", admin_key_);
+  EXPECT_NE(ErrorCode(bearer), "cookie_websocket") << bearer.body;
+  EXPECT_NE(bearer.status, 403) << bearer.body;
+  // The cookie still reads the API.
+  EXPECT_EQ(SendWithCookie("GET", "/api/v1/connections", web.cookie, "").status, 200);
+}
+
 TEST_F(WebSessionTest, HostileOrUnknownCookiesAreRefused) {
   for (const std::string& cookie :
        {std::string("uplink_session=skt_notarealtoken"), std::string("uplink_session=uk_x"),
