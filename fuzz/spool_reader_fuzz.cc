@@ -1,7 +1,9 @@
 // Spool segments are read back after crashes and disk damage: whatever bytes a segment holds,
 // the reader must return only records that are byte for byte what the writer encodes for
 // them, never report a byte twice or outside the file, and give the same answer to a reader
-// that follows the file as it grows as to one that reads it whole.
+// that follows the file as it grows as to one that reads it whole. The search Open makes for
+// intact fragments after damage (HoldsFragmentIn) must find every record the reader returns,
+// from wherever it starts, and read nothing outside the range it is given.
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -17,6 +19,7 @@
 namespace {
 
 using uplink::spool::ReadableFile;
+using uplink::spool::framing::HoldsFragmentIn;
 using uplink::spool::framing::LogRecord;
 using uplink::spool::framing::Reader;
 using uplink::spool::framing::Reporter;
@@ -111,5 +114,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     FUZZ_CHECK(growing[i].end_offset == whole[i].end_offset);
   }
   FUZZ_CHECK(growing_reporter.total == whole_reporter.total);
+
+  for (const Seen& s : whole) {
+    FUZZ_CHECK(HoldsFragmentIn(file, s.offset, size, s.sequence, s.sequence));
+    FUZZ_CHECK(!HoldsFragmentIn(file, s.offset, size, s.sequence + 1, s.sequence));  // empty
+  }
+  // Any range and any sequences, from the input: no read outside the file, no crash.
+  if (size >= 2) {
+    const std::uint64_t from = (data[size - 1] * 257u + data[size - 2]) % (size + 1);
+    (void)HoldsFragmentIn(file, from, size, 0, UINT64_MAX);
+  }
   return 0;
 }
